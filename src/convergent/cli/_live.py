@@ -1,0 +1,67 @@
+"""The terminal view of a running agent: one line per cycle, tool call and stop."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.markup import escape
+
+from convergent.events import (
+    Event,
+    ModelResponded,
+    Redirected,
+    RunStarted,
+    RunStopped,
+    ToolFinished,
+)
+from convergent.stop import StopReason
+
+__all__ = ["LiveView"]
+
+_STYLE = {
+    StopReason.COMPLETED: "bold green",
+    StopReason.STOPPED: "bold yellow",
+    StopReason.NEEDS_USER: "bold yellow",
+}
+
+
+def _clip(text: str, limit: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class LiveView:
+    """An event handler that prints the run as it happens."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def __call__(self, event: Event) -> None:
+        """Print one event."""
+        out = self.console
+        match event:
+            case RunStarted(task=task, model=model, tools=tools, resumed=resumed):
+                verb = "resuming" if resumed else "run"
+                info = f"model={escape(model)} tools={len(tools)}"
+                out.print(f"[bold]{verb}[/] {escape(_clip(task))}  [dim]{info}[/]")
+            case ModelResponded(cycle=cycle, content=content, tool_calls=calls, metadata=meta):
+                what = f"{len(calls)} tool call(s)" if calls else "answer, no tool calls"
+                extra = f" [dim](metadata only: {escape(json.dumps(meta))})[/]" if meta else ""
+                out.print(f"[cyan]cycle {cycle}[/] model: {what}{extra}")
+                if content and calls:
+                    out.print(f"  [dim]{escape(_clip(content))}[/]")
+            case ToolFinished(name=name, ok=ok, result=result, duration=duration):
+                mark = "[green]ok[/]" if ok else "[red]error[/]"
+                took = f"{duration * 1000:.0f} ms"
+                out.print(f"  {mark} {escape(name)} -> {escape(_clip(result, 80))} [dim]{took}[/]")
+            case Redirected(message=message):
+                out.print(f"[yellow]redirect[/] {escape(_clip(message))}")
+            case RunStopped(reason=reason, detail=detail, output=output, usage=usage):
+                style = _STYLE.get(reason, "bold red")
+                out.print(f"[{style}]stopped: {reason.value}[/] [dim]({escape(detail)})[/]")
+                out.print(f"[dim]tokens in={usage.input_tokens} out={usage.output_tokens}[/]")
+                if output:
+                    out.print(output, markup=False, highlight=False)
+            case _:
+                pass

@@ -1,0 +1,75 @@
+"""``convergent hook stop|subagent-stop``: the Claude Code Stop and SubagentStop hook.
+
+The command reads the hook's JSON from stdin, decides from the state file and prints
+Claude Code's JSON answer. It always exits 0 (exit 2 would block the stop), ignores
+unknown options instead of failing on them, and reports problems on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from convergent.cli import app
+from convergent.coordinator.hook import HookEvent, answer_hook
+
+__all__ = ["hook_app"]
+
+hook_app = typer.Typer(
+    name="hook",
+    help="Claude Code hooks: keep an agent working until the coordinator says stop.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_LENIENT = {"ignore_unknown_options": True, "allow_extra_args": True}
+
+StateOption = Annotated[
+    str | None,
+    typer.Option(
+        "--state",
+        help="State file; relative paths are taken from the session's cwd "
+        "(default: workflow-state.yaml there).",
+    ),
+]
+VerifyOption = Annotated[
+    bool,
+    typer.Option("--verify", help="Run the base case checks before deciding."),
+]
+
+
+def _read_stdin() -> str:
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return ""
+    return stream.buffer.read().decode("utf-8", errors="replace")
+
+
+def _answer(event: HookEvent, ctx: typer.Context, state: str | None, verify: bool) -> None:
+    if ctx.args:
+        print(f"convergent hook: ignoring unexpected arguments {ctx.args}", file=sys.stderr)
+    answer = answer_hook(event, _read_stdin(), state=state, verify=verify)
+    sys.stdout.write(answer.stdout)
+    sys.stdout.flush()
+    if answer.message:
+        print(answer.message, file=sys.stderr)
+    raise typer.Exit(answer.exit_code)
+
+
+@hook_app.command("stop", context_settings=_LENIENT)
+def stop(ctx: typer.Context, state: StateOption = None, verify: VerifyOption = False) -> None:
+    """Answer Claude Code's Stop hook (the main agent is about to finish)."""
+    _answer(HookEvent.STOP, ctx, state, verify)
+
+
+@hook_app.command("subagent-stop", context_settings=_LENIENT)
+def subagent_stop(
+    ctx: typer.Context, state: StateOption = None, verify: VerifyOption = False
+) -> None:
+    """Answer Claude Code's SubagentStop hook (a subagent is about to finish)."""
+    _answer(HookEvent.SUBAGENT_STOP, ctx, state, verify)
+
+
+app.add_typer(hook_app, name="hook")

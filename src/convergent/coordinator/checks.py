@@ -1,0 +1,346 @@
+"""Externally verifiable completion checks: the coordinator's base case.
+
+A base case is a list of checks; it is satisfied when there is at least one check and
+every check passes. Four kinds exist, matching how completion can be observed:
+
+- ``command``: a command exits with the expected code (run without a shell unless asked).
+- ``artifact``: a path or glob matches at least ``min_matches`` files or directories.
+- ``http``: a URL answers with the expected status code (and optionally contains a text).
+- ``judgment``: a statement only a person can vouch for; it passes only once a human
+  confirmation is recorded, never by machine evaluation.
+
+Every check returns a `CheckResult` carrying its evidence (exit code, output tail, HTTP
+status, matched paths or the confirmation), so a decision can always be explained.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Literal, assert_never
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "ArtifactCheck",
+    "Check",
+    "CheckKind",
+    "CheckResult",
+    "CommandCheck",
+    "Confirmation",
+    "HttpCheck",
+    "JudgmentCheck",
+    "base_case_satisfied",
+    "run_check",
+    "run_checks",
+]
+
+_TAIL_CHARS = 2000
+
+
+class CheckKind(StrEnum):
+    """The ways completion can be observed."""
+
+    COMMAND = "command"
+    ARTIFACT = "artifact"
+    HTTP = "http"
+    JUDGMENT = "judgment"
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    """Unique name of the check inside the base case."""
+
+
+class CommandCheck(_Spec):
+    """A command whose exit code decides the check, e.g. ``pytest -q`` exiting 0."""
+
+    kind: Literal[CheckKind.COMMAND] = CheckKind.COMMAND
+    command: str | list[str]
+    """The command: an argument list, or a string split with `shlex` unless ``shell``."""
+    shell: bool = False
+    """Run the string through the system shell; off by default so nothing is interpreted."""
+    expect_exit: int = 0
+    """The exit code that means "done"."""
+    timeout: float = Field(default=600.0, gt=0)
+    """Seconds before the command (and its process group) is killed and the check fails."""
+    cwd: str | None = None
+    """Working directory, relative to the state file's directory; that directory if unset."""
+
+    @field_validator("command")
+    @classmethod
+    def _not_empty(cls, value: str | list[str]) -> str | list[str]:
+        if (isinstance(value, str) and not value.strip()) or (
+            isinstance(value, list) and not value
+        ):
+            raise ValueError("command must not be empty")
+        return value
+
+
+class ArtifactCheck(_Spec):
+    """A file or directory that must exist, given as a path or a glob pattern."""
+
+    kind: Literal[CheckKind.ARTIFACT] = CheckKind.ARTIFACT
+    path: str = Field(min_length=1)
+    """Path or glob (``*``, ``?``, ``[...]``, ``**``), relative to the state file's directory."""
+    min_matches: int = Field(default=1, ge=1)
+    """How many existing paths the pattern must match."""
+
+
+class HttpCheck(_Spec):
+    """An HTTP endpoint that must answer with the expected status, e.g. a health route."""
+
+    kind: Literal[CheckKind.HTTP] = CheckKind.HTTP
+    url: str = Field(pattern=r"^https?://")
+    """The URL to request; loopback or any host the user configured."""
+    method: Literal["GET", "HEAD", "POST"] = "GET"
+    """HTTP method."""
+    expect_status: int = Field(default=200, ge=100, le=599)
+    """The status code that means "done"."""
+    contains: str | None = None
+    """Text the response body must contain, if set."""
+    timeout: float = Field(default=10.0, gt=0)
+    """Seconds for connecting and reading before the check fails."""
+
+
+class Confirmation(BaseModel):
+    """A person's recorded confirmation that a judgment statement holds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    by: str = Field(min_length=1)
+    """Who confirmed it."""
+    at: datetime
+    """When it was confirmed (UTC)."""
+    note: str | None = None
+    """What the person looked at, if they said."""
+
+
+class JudgmentCheck(_Spec):
+    """A statement that needs human judgment; passes only with a recorded confirmation."""
+
+    kind: Literal[CheckKind.JUDGMENT] = CheckKind.JUDGMENT
+    statement: str = Field(min_length=1)
+    """What must be true, in words, e.g. "the auth API operates normally"."""
+    confirmation: Confirmation | None = None
+    """The human confirmation; set with ``convergent coordinator record confirm``."""
+
+
+Check = Annotated[
+    CommandCheck | ArtifactCheck | HttpCheck | JudgmentCheck, Field(discriminator="kind")
+]
+"""One completion check; the ``kind`` field selects the type."""
+
+
+class CheckResult(BaseModel):
+    """The outcome of one check together with the evidence it was decided on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """Name of the check."""
+    kind: CheckKind
+    """Kind of the check."""
+    passed: bool
+    """Whether the check holds."""
+    summary: str
+    """One line saying why it passed or failed."""
+    checked_at: datetime
+    """When the check ran (UTC)."""
+    seconds: float = 0.0
+    """How long the check took."""
+    exit_code: int | None = None
+    """Command checks: the exit code (None when killed on timeout or not started)."""
+    output_tail: str | None = None
+    """Command checks: the last characters of combined stdout and stderr."""
+    status_code: int | None = None
+    """HTTP checks: the response status."""
+    matches: list[str] | None = None
+    """Artifact checks: the paths that matched (at most 20)."""
+    confirmed_by: str | None = None
+    """Judgment checks: who confirmed the statement."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= _TAIL_CHARS else text[-_TAIL_CHARS:]
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the command and everything it started, so a timeout leaves nothing behind."""
+    if os.name == "posix":
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    else:  # pragma: no cover - exercised on Windows only
+        proc.kill()
+
+
+def _run_command(check: CommandCheck, base_dir: Path) -> CheckResult:
+    started = time.monotonic()
+    cwd = base_dir / check.cwd if check.cwd else base_dir
+    args: str | list[str]
+    if check.shell:
+        args = check.command if isinstance(check.command, str) else shlex.join(check.command)
+    else:
+        args = shlex.split(check.command) if isinstance(check.command, str) else check.command
+
+    def result(passed: bool, summary: str, code: int | None, out: str | None) -> CheckResult:
+        return CheckResult(
+            name=check.name,
+            kind=check.kind,
+            passed=passed,
+            summary=summary,
+            checked_at=_now(),
+            seconds=round(time.monotonic() - started, 3),
+            exit_code=code,
+            output_tail=out,
+        )
+
+    try:
+        proc = subprocess.Popen(
+            args,
+            shell=check.shell,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=os.name == "posix",
+        )
+    except OSError as exc:
+        return result(False, f"could not start command: {exc.strerror or exc}", None, None)
+    try:
+        raw, _ = proc.communicate(timeout=check.timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raw, _ = proc.communicate()
+        out = _tail(raw.decode(errors="replace"))
+        return result(False, f"timed out after {check.timeout:g}s", None, out)
+    out = _tail(raw.decode(errors="replace"))
+    code = proc.returncode
+    if code == check.expect_exit:
+        return result(True, f"exit code {code}", code, out)
+    return result(False, f"exit code {code}, expected {check.expect_exit}", code, out)
+
+
+def _has_magic(pattern: str) -> bool:
+    return any(char in pattern for char in "*?[")
+
+
+def _run_artifact(check: ArtifactCheck, base_dir: Path) -> CheckResult:
+    started = time.monotonic()
+    target = Path(check.path).expanduser()
+    full = target if target.is_absolute() else base_dir / target
+    if _has_magic(check.path):
+        found = sorted(glob.glob(str(full), recursive=True))
+    else:
+        found = [str(full)] if full.exists() else []
+    passed = len(found) >= check.min_matches
+    if passed:
+        summary = f"{len(found)} path(s) match {check.path}"
+    else:
+        summary = f"{len(found)} path(s) match {check.path}, need {check.min_matches}"
+    return CheckResult(
+        name=check.name,
+        kind=check.kind,
+        passed=passed,
+        summary=summary,
+        checked_at=_now(),
+        seconds=round(time.monotonic() - started, 3),
+        matches=found[:20],
+    )
+
+
+def _run_http(check: HttpCheck) -> CheckResult:
+    import httpx  # deferred: the hook command should not pay for it when no HTTP check runs
+
+    started = time.monotonic()
+
+    def result(passed: bool, summary: str, status: int | None) -> CheckResult:
+        return CheckResult(
+            name=check.name,
+            kind=check.kind,
+            passed=passed,
+            summary=summary,
+            checked_at=_now(),
+            seconds=round(time.monotonic() - started, 3),
+            status_code=status,
+        )
+
+    try:
+        with httpx.Client(timeout=check.timeout, follow_redirects=False) as client:
+            response = client.request(check.method, check.url)
+    except httpx.HTTPError as exc:
+        return result(False, f"request failed: {type(exc).__name__}: {exc}", None)
+    status = response.status_code
+    if status != check.expect_status:
+        return result(False, f"HTTP {status}, expected {check.expect_status}", status)
+    if check.contains is not None and check.contains not in response.text:
+        return result(False, f"HTTP {status} but body lacks {check.contains!r}", status)
+    return result(True, f"HTTP {status}", status)
+
+
+def _run_judgment(check: JudgmentCheck) -> CheckResult:
+    confirmation = check.confirmation
+    if confirmation is None:
+        summary = "needs a human confirmation (convergent coordinator record confirm)"
+        return CheckResult(
+            name=check.name, kind=check.kind, passed=False, summary=summary, checked_at=_now()
+        )
+    return CheckResult(
+        name=check.name,
+        kind=check.kind,
+        passed=True,
+        summary=f"confirmed by {confirmation.by} at {confirmation.at.isoformat()}",
+        checked_at=_now(),
+        confirmed_by=confirmation.by,
+    )
+
+
+def run_check(check: Check, base_dir: Path) -> CheckResult:
+    """Run one check and return its result with evidence; never raises for a failing check.
+
+    Args:
+        check: The check to run.
+        base_dir: Directory that relative paths and the default working directory refer
+            to (the state file's directory).
+    """
+    match check:
+        case CommandCheck():
+            return _run_command(check, base_dir)
+        case ArtifactCheck():
+            return _run_artifact(check, base_dir)
+        case HttpCheck():
+            return _run_http(check)
+        case JudgmentCheck():
+            return _run_judgment(check)
+        case _:
+            assert_never(check)
+
+
+def run_checks(checks: Iterable[Check], base_dir: Path) -> list[CheckResult]:
+    """Run checks in order (sequentially, so commands never compete for the machine)."""
+    return [run_check(check, base_dir) for check in checks]
+
+
+def base_case_satisfied(results: list[CheckResult]) -> bool:
+    """Whether the base case holds: at least one check ran and every check passed.
+
+    An empty base case is never satisfied, so a workflow cannot complete by declaring
+    nothing to verify.
+    """
+    return bool(results) and all(result.passed for result in results)

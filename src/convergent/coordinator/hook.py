@@ -1,0 +1,315 @@
+"""The Claude Code Stop / SubagentStop hook: decide from the state file, answer in JSON.
+
+Claude Code runs the hook command when the main agent (Stop) or a subagent
+(SubagentStop) is about to finish, with a JSON object on stdin (``session_id``,
+``transcript_path``, ``cwd``, ``hook_event_name``, ``stop_hook_active`` and, for
+SubagentStop, ``agent_id``, ``agent_type``, ``agent_transcript_path``,
+``last_assistant_message``). The hook always exits 0 and prints one JSON object:
+
+- ``{"decision": "block", "reason": ...}``: keep working; the reason lists what is
+  unresolved and any strategy advice, and becomes the agent's next instruction.
+- ``{"continue": false, "stopReason": ...}``: the controller ends the work (stop
+  requested, stalled, or the iteration limit reached).
+- an object without ``decision`` (``{}``, or only a ``systemMessage`` for the user):
+  let the agent stop (base case satisfied, redirect in progress, or a safe fallback).
+
+It never keeps an agent looping without bound: with ``stop_hook_active`` true it lets
+the agent stop (unless ``control.hook.block_when_active`` opts in), it caps consecutive
+blocks at ``control.hook.max_consecutive_blocks``, and malformed or empty stdin, a
+missing, unreadable or locked state file, or any internal error all allow the stop with
+a message on stderr. It never exits 2, which Claude Code would read as "block".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from convergent.coordinator.actions import record_verification
+from convergent.coordinator.advice import strategy_advice
+from convergent.coordinator.checks import CheckResult, run_checks
+from convergent.coordinator.decide import Continue, Decision, Interrupt, Stop, advance
+from convergent.coordinator.progress import ready_atoms, unresolved_atoms
+from convergent.coordinator.state import StateFileError, WorkflowState, WorkflowStatus
+from convergent.coordinator.store import DEFAULT_STATE_FILE, StateStore
+from convergent.stop import StopReason
+
+__all__ = [
+    "HOOK_LOCK_TIMEOUT",
+    "HookAnswer",
+    "HookEvent",
+    "HookInput",
+    "HookInputError",
+    "answer_hook",
+    "decide_hook",
+    "parse_hook_input",
+]
+
+HOOK_LOCK_TIMEOUT = 10.0
+"""Seconds the hook waits for the state lock before allowing the stop instead."""
+
+_MAX_LISTED_ATOMS = 10
+_PREFIX = "convergent"
+
+
+class HookEvent(StrEnum):
+    """The Claude Code hook events this hook answers."""
+
+    STOP = "Stop"
+    SUBAGENT_STOP = "SubagentStop"
+
+
+class HookInputError(ValueError):
+    """Stdin is empty, not JSON, or not a JSON object."""
+
+
+class HookInput(BaseModel):
+    """The JSON Claude Code sends on stdin to Stop and SubagentStop hooks.
+
+    Unknown fields are kept and ignored, so newer Claude Code versions still work.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    session_id: str | None = None
+    """Claude Code session id."""
+    transcript_path: str | None = None
+    """Path to the session's transcript (JSONL)."""
+    cwd: str | None = None
+    """Working directory of the session; the default state file lives here."""
+    permission_mode: str | None = None
+    """Claude Code's permission mode."""
+    hook_event_name: str | None = None
+    """``Stop`` or ``SubagentStop``."""
+    stop_hook_active: bool = False
+    """True when the agent is already continuing because a stop hook blocked."""
+    agent_id: str | None = None
+    """SubagentStop: the subagent's id."""
+    agent_type: str | None = None
+    """SubagentStop: the subagent's type."""
+    agent_transcript_path: str | None = None
+    """SubagentStop: the subagent's own transcript."""
+    last_assistant_message: str | None = None
+    """The agent's final message; recorded by Claude Code, never used to decide."""
+
+
+@dataclass(frozen=True, slots=True)
+class HookAnswer:
+    """What the hook prints (stdout JSON, stderr text) and how it exits."""
+
+    action: Literal["allow", "block", "halt"]
+    """Let the agent stop, keep it working, or end the work."""
+    output: dict[str, Any] = field(default_factory=dict)
+    """The JSON object for stdout."""
+    message: str | None = None
+    """A line for stderr (diagnostics; Claude Code shows it in debug output)."""
+    exit_code: int = 0
+    """Always 0: exit 2 would make Claude Code block the stop."""
+
+    @property
+    def stdout(self) -> str:
+        """The stdout text: one JSON object and a newline."""
+        return json.dumps(self.output, ensure_ascii=False) + "\n"
+
+
+def _allow(message: str | None = None, *, notify: str | None = None) -> HookAnswer:
+    output = {"systemMessage": f"{_PREFIX}: {notify}"} if notify else {}
+    return HookAnswer("allow", output, f"{_PREFIX} hook: {message}" if message else None)
+
+
+def parse_hook_input(raw: str) -> HookInput:
+    """Parse the hook's stdin.
+
+    Raises:
+        HookInputError: Empty input, invalid JSON, or JSON that is not an object of
+            the documented shape.
+    """
+    if not raw.strip():
+        raise HookInputError("empty input on stdin")
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise HookInputError(f"stdin is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise HookInputError(f"stdin JSON is a {type(data).__name__}, expected an object")
+    try:
+        return HookInput.model_validate(data)
+    except ValidationError as exc:
+        where = ".".join(str(p) for p in exc.errors()[0]["loc"])
+        raise HookInputError(f"stdin JSON field {where!r} has the wrong type") from None
+
+
+def state_path_for(payload: HookInput, state: str | None) -> Path:
+    """The state file: ``--state`` (relative to the session's cwd) or the default there."""
+    base = Path(payload.cwd) if payload.cwd else Path.cwd()
+    path = Path(state).expanduser() if state else Path(DEFAULT_STATE_FILE)
+    return path if path.is_absolute() else base / path
+
+
+def _atom_lines(state: WorkflowState) -> list[str]:
+    open_atoms = unresolved_atoms(state.atoms)
+    ready = {atom.id for atom in ready_atoms(state.atoms)}
+    lines = []
+    for atom in open_atoms[:_MAX_LISTED_ATOMS]:
+        where = "ready" if atom.id in ready else "waiting on " + ", ".join(atom.depends_on)
+        title = f" {atom.title}" if atom.title else ""
+        lines.append(f"- {atom.id} [{atom.status}]{title} ({where})")
+    if len(open_atoms) > _MAX_LISTED_ATOMS:
+        lines.append(f"- ... and {len(open_atoms) - _MAX_LISTED_ATOMS} more")
+    return lines
+
+
+def _check_lines(state: WorkflowState) -> list[str]:
+    results = state.base_case.last_results
+    if not state.base_case.checks:
+        return ["Base case: no checks declared; add checks under base_case.checks."]
+    if not results:
+        names = ", ".join(check.name for check in state.base_case.checks)
+        return [f"Base case not verified yet (checks: {names})."]
+    failing = [r for r in results if not r.passed]
+    return ["Base case failing:", *(f"- {r.name}: {r.summary}" for r in failing)]
+
+
+def block_reason(state: WorkflowState, pending: int) -> str:
+    """The instruction given to the agent when it is kept working."""
+    control = state.control
+    last = control.last_progress.value if control.last_progress else "first observation"
+    lines = [
+        f"{_PREFIX}: the work is not done (iteration {control.iteration} of "
+        f"{control.max_iterations}; {pending} unresolved; last iteration: {last}; "
+        f"stall {control.stall_count} of {control.max_stall_count}).",
+    ]
+    if state.goal:
+        lines.append(f"Goal: {state.goal}")
+    atom_lines = _atom_lines(state)
+    if atom_lines:
+        lines += ["Unresolved atoms:", *atom_lines]
+    lines += _check_lines(state)
+    advice = strategy_advice(state)
+    if advice:
+        lines += ["Strategy:", *(f"- {item.switch}: {item.message}" for item in advice)]
+    lines.append(
+        "Record progress with `convergent coordinator record resolve ID` (or `record fail`), "
+        "and run `convergent coordinator verify` when you believe the base case holds."
+    )
+    return "\n".join(lines)
+
+
+def _halt_reason(state: WorkflowState, stop: Stop) -> str:
+    text = f"{_PREFIX} stopped the work ({stop.reason}): {stop.detail}."
+    open_ids = [atom.id for atom in unresolved_atoms(state.atoms)]
+    if open_ids:
+        text += " Unresolved: " + ", ".join(open_ids[:_MAX_LISTED_ATOMS]) + "."
+    advice = strategy_advice(state)
+    if advice and stop.reason is StopReason.STALLED:
+        text += " Advice: " + "; ".join(item.message for item in advice[:3]) + "."
+    return text
+
+
+def _answer_decision(state: WorkflowState, decision: Decision) -> HookAnswer:
+    hook = state.control.hook
+    match decision:
+        case Continue(pending=pending):
+            hook.consecutive_blocks += 1
+            return HookAnswer(
+                "block", {"decision": "block", "reason": block_reason(state, pending)}
+            )
+        case Interrupt(note=note):
+            hook.consecutive_blocks = 0
+            return _allow(notify=f"redirect in progress ({note}); letting the agent stop")
+        case Stop(reason=StopReason.COMPLETED, detail=detail):
+            hook.consecutive_blocks = 0
+            return _allow(notify=detail)
+        case Stop():
+            hook.consecutive_blocks = 0
+            return HookAnswer(
+                "halt", {"continue": False, "stopReason": _halt_reason(state, decision)}
+            )
+    raise AssertionError(f"unhandled decision {decision!r}")  # pragma: no cover
+
+
+def decide_hook(state: WorkflowState, payload: HookInput) -> HookAnswer:
+    """Decide one hook invocation and update the state's counters in place.
+
+    A new stop (``stop_hook_active`` false) restarts the consecutive-block count; once
+    the count reaches its cap the agent is allowed to stop without counting an
+    iteration. Otherwise the iteration is ended with `advance` and its decision mapped
+    to the protocol.
+    """
+    hook = state.control.hook
+    if not payload.stop_hook_active:
+        hook.consecutive_blocks = 0
+    if hook.consecutive_blocks >= hook.max_consecutive_blocks:
+        hook.consecutive_blocks = 0
+        return _allow(
+            f"blocked {hook.max_consecutive_blocks} times in a row; allowing the stop",
+            notify=f"allowed the stop after {hook.max_consecutive_blocks} consecutive blocks "
+            "(control.hook.max_consecutive_blocks)",
+        )
+    return _answer_decision(state, advance(state))
+
+
+def _verify(store: StateStore) -> list[CheckResult] | None:
+    """Run the base case checks outside the lock (they may take a while)."""
+    state = store.load()
+    if state.control.status is WorkflowStatus.COMPLETED or not state.base_case.checks:
+        return None
+    return run_checks(state.base_case.checks, store.base_dir)
+
+
+def answer_hook(
+    event: HookEvent,
+    raw_input: str,
+    *,
+    state: str | None = None,
+    verify: bool = False,
+    verifier: Callable[[StateStore], list[CheckResult] | None] = _verify,
+) -> HookAnswer:
+    """Answer one hook invocation from its raw stdin; never raises.
+
+    Args:
+        event: Which hook this command was installed as.
+        raw_input: Everything read from stdin.
+        state: ``--state`` value; default ``workflow-state.yaml`` in the session's cwd.
+        verify: Run the base case checks first and record their results.
+        verifier: How checks are run (replaceable in tests).
+    """
+    try:
+        payload = parse_hook_input(raw_input)
+    except HookInputError as exc:
+        return _allow(f"{exc}; allowing the stop", notify=f"hook input unusable ({exc})")
+    try:
+        answer = _answer_from_file(payload, state, verify, verifier)
+    except StateFileError as exc:
+        return _allow(f"{exc}; allowing the stop", notify=f"state file unusable: {exc}")
+    except Exception as exc:  # a hook must never trap the agent, whatever went wrong
+        return _allow(f"internal error ({type(exc).__name__}: {exc}); allowing the stop")
+    if payload.hook_event_name and payload.hook_event_name != event.value:
+        note = f"hook_event_name is {payload.hook_event_name!r} but installed as {event}"
+        message = f"{answer.message}; {note}" if answer.message else f"{_PREFIX} hook: {note}"
+        return HookAnswer(answer.action, answer.output, message)
+    return answer
+
+
+def _answer_from_file(
+    payload: HookInput,
+    state: str | None,
+    verify: bool,
+    verifier: Callable[[StateStore], list[CheckResult] | None],
+) -> HookAnswer:
+    store = StateStore(state_path_for(payload, state), lock_timeout=HOOK_LOCK_TIMEOUT)
+    if not store.exists():
+        return _allow(f"no state file at {store.path}; allowing the stop")
+    if payload.stop_hook_active and not store.load().control.hook.block_when_active:
+        return _allow("stop_hook_active is true; allowing the stop")
+    results = verifier(store) if verify else None
+    with store.update() as current:
+        if results is not None:
+            record_verification(current, results)
+        return decide_hook(current, payload)

@@ -1,0 +1,122 @@
+"""Reading and writing the state file safely when several processes share it.
+
+Claude Code can fire Stop and SubagentStop hooks concurrently, and a person may run
+``convergent coordinator record`` at the same time, so every change is a
+read-modify-write under an exclusive file lock (``<state>.lock``), and every write goes
+to a temporary file in the same directory that is then renamed over the original. A
+reader therefore sees either the old or the new file, never half of one, and no
+update is lost. A file that cannot be read or parsed is reported, never overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from convergent.coordinator.state import StateFileError, WorkflowState, dump_state, parse_state
+
+__all__ = ["DEFAULT_STATE_FILE", "StateStore"]
+
+DEFAULT_STATE_FILE = "workflow-state.yaml"
+"""File name used when no state path is given."""
+
+
+class StateStore:
+    """A state file on disk with locked, atomic read-modify-write updates."""
+
+    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = 30.0) -> None:
+        """Point the store at a state file.
+
+        Args:
+            path: The YAML state file.
+            lock_timeout: Seconds to wait for another process's update before giving up.
+        """
+        self.path = Path(path)
+        self.lock_timeout = lock_timeout
+        self._lock = FileLock(f"{self.path}.lock", timeout=lock_timeout)
+
+    @property
+    def base_dir(self) -> Path:
+        """Directory that relative paths in checks refer to: the state file's directory."""
+        return self.path.resolve().parent
+
+    def exists(self) -> bool:
+        """Whether the state file exists."""
+        return self.path.is_file()
+
+    def _read(self) -> WorkflowState:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise StateFileError(
+                f"state file not found: {self.path} (create it with `convergent coordinator init`)"
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StateFileError(f"cannot read state file {self.path}: {exc}") from None
+        return parse_state(text, str(self.path))
+
+    def _write(self, state: WorkflowState) -> None:
+        state.touch()
+        text = dump_state(state)
+        directory = self.path.parent if str(self.path.parent) else Path(".")
+        fd, tmp_name = tempfile.mkstemp(
+            dir=directory, prefix=f".{self.path.name}.", suffix=".tmp", text=True
+        )
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            with contextlib.suppress(OSError):
+                os.chmod(tmp_name, 0o644 if not self.path.exists() else self.path.stat().st_mode)
+            os.replace(tmp_name, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+            raise
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock:
+                yield
+        except Timeout:
+            raise StateFileError(
+                f"state file {self.path} is locked by another process "
+                f"(waited {self.lock_timeout:g}s)"
+            ) from None
+
+    def load(self) -> WorkflowState:
+        """Read the current state (under the lock, so never mid-update)."""
+        with self._locked():
+            return self._read()
+
+    def create(self, state: WorkflowState, *, overwrite: bool = False) -> None:
+        """Write a new state file.
+
+        Raises:
+            StateFileError: The file exists and ``overwrite`` is false.
+        """
+        with self._locked():
+            if self.path.exists() and not overwrite:
+                raise StateFileError(
+                    f"state file already exists: {self.path} (use --force to replace it)"
+                )
+            self._write(state)
+
+    @contextlib.contextmanager
+    def update(self) -> Iterator[WorkflowState]:
+        """Lock, load, let the caller change the state, then write it atomically.
+
+        Nothing is written if loading fails or the body raises.
+        """
+        with self._locked():
+            state = self._read()
+            yield state
+            self._write(state)

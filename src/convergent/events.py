@@ -1,0 +1,180 @@
+"""The typed event stream of a run.
+
+Every observable step of a run is one frozen `Event`. The CLI's live view, trace
+files, checkpoints and any user callback all read this one stream. Components that
+add behaviour (checkpoints, the gate, compression) define their own `Event`
+subclasses; `event_to_dict` serialises any of them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+from pydantic import TypeAdapter
+
+from convergent.messages import ToolCall, Usage
+from convergent.stop import StopReason
+
+__all__ = [
+    "CycleStarted",
+    "Event",
+    "EventHandler",
+    "JsonlTraceWriter",
+    "ModelResponded",
+    "Redirected",
+    "RunStarted",
+    "RunStopped",
+    "ToolFinished",
+    "ToolStarted",
+    "event_to_dict",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of all events."""
+
+    type: ClassVar[str] = "event"
+    run_id: str
+    """Id of the run that emitted the event."""
+    cycle: int
+    """Cycle number (1-based; 0 before the first model request)."""
+    time: float = field(default_factory=time.time)
+    """Unix time at which the event was emitted."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(Event):
+    """A run began (or resumed)."""
+
+    type: ClassVar[str] = "run_started"
+    task: str
+    """The task text."""
+    model: str
+    """Name of the model backend."""
+    tools: tuple[str, ...]
+    """Names of the tools offered to the model."""
+    resumed: bool = False
+    """Whether the run continues from a checkpoint."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CycleStarted(Event):
+    """A model request is about to be sent."""
+
+    type: ClassVar[str] = "cycle_started"
+    message_count: int
+    """Messages in the conversation sent with the request."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelResponded(Event):
+    """The model replied."""
+
+    type: ClassVar[str] = "model_responded"
+    content: str
+    """Text of the reply."""
+    tool_calls: tuple[ToolCall, ...]
+    """Tool calls requested (empty means the model is done)."""
+    finish_reason: str | None
+    """The provider's finish reason, verbatim."""
+    usage: Usage
+    """Usage of this request."""
+    metadata: dict[str, Any]
+    """Extra fields of the reply (``confidence``, ``action``...): recorded only."""
+    duration: float
+    """Seconds the request took."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolStarted(Event):
+    """A tool call began executing."""
+
+    type: ClassVar[str] = "tool_started"
+    call_id: str
+    """Id of the call."""
+    name: str
+    """Tool name."""
+    arguments: dict[str, Any]
+    """Arguments as the model sent them."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFinished(Event):
+    """A tool call ended: ``ok``, rejected as the model's mistake, or failed."""
+
+    type: ClassVar[str] = "tool_finished"
+    call_id: str
+    """Id of the call."""
+    name: str
+    """Tool name."""
+    ok: bool
+    """Whether the call succeeded."""
+    outcome: str
+    """``ok``, ``invalid`` (model mistake: unknown tool, bad arguments) or ``failed``."""
+    result: str
+    """Result text, or the error text."""
+    duration: float
+    """Seconds the call took."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Redirected(Event):
+    """New user instructions arrived mid-run (an interruption, not a stop)."""
+
+    type: ClassVar[str] = "redirected"
+    message: str
+    """The new instructions."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStopped(Event):
+    """The run ended; exactly one per run."""
+
+    type: ClassVar[str] = "run_stopped"
+    reason: StopReason
+    """Why it stopped."""
+    detail: str
+    """Human-readable detail for the reason."""
+    output: str
+    """Final text output."""
+    usage: Usage
+    """Total usage of the run."""
+
+
+EventHandler = Callable[[Event], None]
+"""A callback that receives every event of a run, in order."""
+
+_ADAPTERS: dict[type[Event], TypeAdapter[Any]] = {}
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """Serialise any event to a JSON-compatible dict with its ``type`` first."""
+    cls = type(event)
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    data: dict[str, Any] = adapter.dump_python(event, mode="json")
+    return {"type": cls.type, **{f.name: data[f.name] for f in fields(event)}}
+
+
+class JsonlTraceWriter:
+    """An event handler that appends each event as one JSON line to a file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._file: IO[str] = self.path.open("a", encoding="utf-8")
+
+    def __call__(self, event: Event) -> None:
+        """Write one event and flush, so a crash loses at most the current line."""
+        self._file.write(json.dumps(event_to_dict(event), ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()

@@ -1,0 +1,78 @@
+"""The exceptions convergent raises, all under one base.
+
+```
+ConvergentError
+├── UserError                 a caller's mistake: bad configuration, bad input, misuse
+│   ├── ScriptExhaustedError  a ScriptedModel was asked for more responses than it holds
+│   └── ToolDefinitionError   a function cannot be turned into a tool
+├── ModelError                the model backend failed (after its own retries)
+│   └── ModelHTTPError        ... with an HTTP status from the provider
+├── ModelBehaviorError        the model produced something that cannot be used or fed back
+├── ToolError                 raised by a tool to report a failure in its own words
+└── NeedsUserInput            raised by a tool that must ask the user but has no channel
+```
+
+Tool failures and model mistakes inside a run do not escape `Agent.run`: they become
+tool results or a typed `StopReason`. What escapes is a caller's mistake.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConvergentError",
+    "ModelBehaviorError",
+    "ModelError",
+    "ModelHTTPError",
+    "NeedsUserInput",
+    "ScriptExhaustedError",
+    "ToolDefinitionError",
+    "ToolError",
+    "UserError",
+]
+
+
+class ConvergentError(Exception):
+    """Base of every exception raised by convergent."""
+
+
+class UserError(ConvergentError):
+    """The caller used the library or the CLI wrongly; the message says how."""
+
+
+class ScriptExhaustedError(UserError):
+    """A `ScriptedModel` received a request after its last scripted response."""
+
+
+class ToolDefinitionError(UserError):
+    """A function could not be turned into a tool (for example, an untyped parameter)."""
+
+
+class ModelError(ConvergentError):
+    """The model backend failed: network, server error, or an unusable reply after retries."""
+
+
+class ModelHTTPError(ModelError):
+    """The provider answered with an HTTP error status."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(f"HTTP {status_code}: {message}")
+        self.status_code = status_code
+
+
+class ModelBehaviorError(ConvergentError):
+    """The model's output broke the protocol in a way that cannot be sent back to it."""
+
+
+class ToolError(ConvergentError):
+    """Raise inside a tool to report a failure; the message becomes the error result."""
+
+
+class NeedsUserInput(ConvergentError):
+    """A tool needs an answer from the user and no channel can deliver one now.
+
+    The run then ends with the resumable ``needs_user`` stop reason, carrying the question.
+    """
+
+    def __init__(self, question: str) -> None:
+        super().__init__(question)
+        self.question = question

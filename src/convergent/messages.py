@@ -1,0 +1,166 @@
+"""Messages, tool calls and model responses: the vocabulary every model backend speaks.
+
+All types are frozen dataclasses so that a run's history can be shared without copying
+and serialised to JSON through `to_jsonable` / `from_jsonable`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+__all__ = [
+    "AssistantMessage",
+    "Message",
+    "ModelResponse",
+    "SystemMessage",
+    "ToolCall",
+    "ToolResultMessage",
+    "ToolSpec",
+    "Usage",
+    "UserMessage",
+    "messages_from_jsonable",
+    "messages_to_jsonable",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Token and cost accounting, as reported by the provider."""
+
+    input_tokens: int = 0
+    """Prompt tokens sent to the model."""
+    output_tokens: int = 0
+    """Tokens the model generated."""
+    requests: int = 0
+    """Number of model requests these figures cover."""
+    cost: float = 0.0
+    """Cost of these requests, when the backend knows its prices; otherwise 0."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            requests=self.requests + other.requests,
+            cost=self.cost + other.cost,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """One tool invocation requested by the model."""
+
+    id: str
+    """Provider-assigned (or generated) id that pairs the call with its result."""
+    name: str
+    """Name of the tool to run."""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    """Parsed JSON arguments."""
+    parse_error: str | None = None
+    """Set when the provider's argument text was not valid JSON; the call is then invalid."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """What a model is told about a tool: name, description and JSON schema of arguments."""
+
+    name: str
+    """Tool name, unique within an agent."""
+    description: str
+    """What the tool does, shown to the model."""
+    parameters: dict[str, Any]
+    """JSON schema (type ``object``) of the arguments."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SystemMessage:
+    """Instructions that frame the whole run."""
+
+    content: str
+    """The instruction text."""
+    role: Literal["system"] = "system"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserMessage:
+    """A message from the user: the task, or a redirect sent mid-run."""
+
+    content: str
+    """The user's text."""
+    role: Literal["user"] = "user"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssistantMessage:
+    """What the model said in one cycle, with the tool calls it requested."""
+
+    content: str = ""
+    """Free text (for the structured protocol: the ``thought``)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Tool calls requested in this response; empty means the model is done."""
+    role: Literal["assistant"] = "assistant"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultMessage:
+    """The observation for one tool call, sent back to the model."""
+
+    tool_call_id: str
+    """Id of the call this answers."""
+    name: str
+    """Name of the tool that was called."""
+    content: str
+    """Result text, or the error text when ``is_error``."""
+    is_error: bool = False
+    """Whether the call failed or was rejected."""
+    role: Literal["tool"] = "tool"
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolResultMessage,
+    Field(discriminator="role"),
+]
+"""Any message in a conversation."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelResponse:
+    """One model reply, already translated from the provider's format."""
+
+    content: str = ""
+    """Free text of the reply."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Requested tool calls; the loop continues exactly while this is non-empty."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens (and cost) of this request."""
+    finish_reason: str | None = None
+    """The provider's own finish reason (``stop``, ``tool_calls``, ``length``...), verbatim."""
+    model_name: str | None = None
+    """Model that produced the reply, as the provider names it."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Extra fields the model emitted (``confidence``, ``action``...): recorded, never obeyed."""
+
+    def to_message(self) -> AssistantMessage:
+        """The assistant message this response adds to the conversation."""
+        return AssistantMessage(content=self.content, tool_calls=self.tool_calls)
+
+
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+def messages_to_jsonable(messages: list[Message] | tuple[Message, ...]) -> list[dict[str, Any]]:
+    """Convert messages to plain JSON-compatible dicts."""
+    result: list[dict[str, Any]] = _MESSAGES.dump_python(list(messages), mode="json")
+    return result
+
+
+def messages_from_jsonable(data: Any) -> list[Message]:
+    """Rebuild messages from `messages_to_jsonable` output (validates the shape)."""
+    return _MESSAGES.validate_python(data)

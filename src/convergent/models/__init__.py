@@ -1,0 +1,20 @@
+"""Model backends behind one seam, `Model.request`."""
+
+from convergent.models.anthropic import AnthropicModel
+from convergent.models.base import Model, ModelSettings
+from convergent.models.openai import OpenAIChatModel
+from convergent.models.registry import default_model_spec, model_from_string
+from convergent.models.scripted import ScriptedModel, response_from_dict
+from convergent.models.structured import StructuredToolCalling
+
+__all__ = [
+    "AnthropicModel",
+    "Model",
+    "ModelSettings",
+    "OpenAIChatModel",
+    "ScriptedModel",
+    "StructuredToolCalling",
+    "default_model_spec",
+    "model_from_string",
+    "response_from_dict",
+]

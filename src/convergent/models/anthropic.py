@@ -1,0 +1,181 @@
+"""Anthropic Messages API via the ``anthropic`` SDK (optional extra)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from convergent.exceptions import ModelError, ModelHTTPError, UserError
+from convergent.messages import (
+    AssistantMessage,
+    Message,
+    ModelResponse,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from convergent.models.base import Model, ModelSettings
+
+__all__ = ["AnthropicModel"]
+
+
+def _to_anthropic(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """Split out the system prompt and merge tool results into user turns."""
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, block: dict[str, Any]) -> None:
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].append(block)
+        else:
+            out.append({"role": role, "content": [block]})
+
+    for message in messages:
+        match message:
+            case SystemMessage(content=content):
+                system.append(content)
+            case UserMessage(content=content):
+                add("user", {"type": "text", "text": content})
+            case AssistantMessage(content=content, tool_calls=calls):
+                if content:
+                    add("assistant", {"type": "text", "text": content})
+                for call in calls:
+                    add(
+                        "assistant",
+                        {
+                            "type": "tool_use",
+                            "id": call.id,
+                            "name": call.name,
+                            "input": call.arguments,
+                        },
+                    )
+                if not content and not calls:
+                    add("assistant", {"type": "text", "text": "(no answer)"})
+            case ToolResultMessage(tool_call_id=call_id, content=content, is_error=is_error):
+                add(
+                    "user",
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": call_id,
+                        "content": content,
+                        "is_error": is_error,
+                    },
+                )
+    return "\n\n".join(system), out
+
+
+class AnthropicModel(Model):
+    """A Claude model through the Anthropic Messages API.
+
+    Args:
+        model: Model name, e.g. ``claude-sonnet-4-5``.
+        api_key: Key (default: ``ANTHROPIC_API_KEY``).
+        max_tokens: Default output budget per request (the API requires one).
+        max_retries: Retries the SDK makes on connection errors and 429/5xx.
+        base_url: Alternative endpoint.
+        client: A ready ``anthropic.AsyncAnthropic`` client (tests pass one).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        max_tokens: int = 4096,
+        max_retries: int = 2,
+        base_url: str | None = None,
+        client: Any = None,
+    ) -> None:
+        self.model = model
+        self.max_tokens = max_tokens
+        if client is None:
+            try:
+                import anthropic
+            except ImportError:
+                raise UserError(
+                    "the anthropic package is not installed: pip install 'convergent[anthropic]'"
+                ) from None
+            api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+            if not api_key:
+                raise UserError("ANTHROPIC_API_KEY is not set")
+            client = anthropic.AsyncAnthropic(
+                api_key=api_key, base_url=base_url, max_retries=max_retries
+            )
+        self._client = client
+
+    @property
+    def name(self) -> str:
+        """``anthropic:<model>``."""
+        return f"anthropic:{self.model}"
+
+    def build_request(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings | None
+    ) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for this request."""
+        system, converted = _to_anthropic(messages)
+        settings = settings or ModelSettings()
+        if settings.json_schema is not None:
+            schema = json.dumps(settings.json_schema)
+            system = f"{system}\n\nReply ONLY with JSON valid under this schema: {schema}".strip()
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": converted,
+            "max_tokens": settings.max_tokens or self.max_tokens,
+        }
+        if system:
+            request["system"] = system
+        if tools:
+            request["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in tools
+            ]
+        if settings.temperature is not None:
+            request["temperature"] = settings.temperature
+        request.update(settings.extra)
+        return request
+
+    async def request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """Send one Messages request and translate the reply."""
+        import anthropic
+
+        try:
+            reply = await self._client.messages.create(
+                **self.build_request(messages, tools, settings)
+            )
+        except anthropic.APIStatusError as exc:
+            raise ModelHTTPError(exc.status_code, str(exc.message)[:300]) from exc
+        except anthropic.APIError as exc:
+            raise ModelError(f"{self.name}: {str(exc)[:300]}") from exc
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for block in reply.content:
+            if block.type == "text":
+                texts.append(block.text)
+            elif block.type == "tool_use":
+                arguments = block.input if isinstance(block.input, dict) else {}
+                calls.append(ToolCall(id=block.id, name=block.name, arguments=dict(arguments)))
+        return ModelResponse(
+            content="".join(texts),
+            tool_calls=tuple(calls),
+            usage=Usage(
+                input_tokens=reply.usage.input_tokens,
+                output_tokens=reply.usage.output_tokens,
+                requests=1,
+            ),
+            finish_reason=reply.stop_reason,
+            model_name=reply.model,
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.close()

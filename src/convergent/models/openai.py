@@ -1,0 +1,235 @@
+"""OpenAI-compatible chat completions (OpenAI, vLLM, llama.cpp server, Ollama) via the SDK."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from convergent.exceptions import ModelError, ModelHTTPError, UserError
+from convergent.messages import (
+    AssistantMessage,
+    Message,
+    ModelResponse,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from convergent.models.base import Model, ModelSettings
+
+__all__ = ["OpenAIChatModel", "parse_arguments"]
+
+
+def parse_arguments(text: str | None) -> tuple[dict[str, Any], str | None]:
+    """Parse a tool call's argument string; return (arguments, error) without raising."""
+    if text is None or not text.strip():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return {}, f"{exc.msg} at position {exc.pos}"
+    if not isinstance(value, dict):
+        return {}, f"expected a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def _message_to_openai(message: Message) -> dict[str, Any]:
+    match message:
+        case SystemMessage(content=content):
+            return {"role": "system", "content": content}
+        case UserMessage(content=content):
+            return {"role": "user", "content": content}
+        case AssistantMessage(content=content, tool_calls=calls):
+            data: dict[str, Any] = {"role": "assistant", "content": content or None}
+            if calls:
+                data["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": call.name,
+                            # an unparsable call is sent back as {} so the server accepts
+                            # the turn; its error result tells the model what went wrong
+                            "arguments": json.dumps(
+                                call.arguments if call.parse_error is None else {}
+                            ),
+                        },
+                    }
+                    for call in calls
+                ]
+            return data
+        case ToolResultMessage(tool_call_id=call_id, content=content):
+            return {"role": "tool", "tool_call_id": call_id, "content": content}
+    raise TypeError(f"unknown message type {type(message).__name__}")
+
+
+def _tool_to_openai(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
+
+
+class OpenAIChatModel(Model):
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    Args:
+        model: Model name as the server knows it.
+        base_url: Server URL (default: ``OPENAI_BASE_URL`` or OpenAI's own).
+        api_key: Key (default: ``OPENAI_API_KEY``; a placeholder for local servers).
+        max_retries: Retries the SDK makes on connection errors and 429/5xx.
+        timeout: Seconds per request.
+        prices: Optional (input, output) price per million tokens, to account cost.
+        context_window: Context size in tokens, if known.
+        client: A ready ``openai.AsyncOpenAI`` client (tests pass one with a mock transport).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_retries: int = 2,
+        timeout: float = 120.0,
+        prices: tuple[float, float] | None = None,
+        context_window: int | None = None,
+        client: Any = None,
+    ) -> None:
+        self.model = model
+        self.prices = prices
+        self._context_window = context_window
+        if client is None:
+            try:
+                import openai
+            except ImportError:
+                raise UserError(
+                    "the openai package is not installed: pip install 'convergent[openai]'"
+                ) from None
+            base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+            api_key = api_key or os.environ.get("OPENAI_API_KEY")
+            if not api_key:
+                if base_url is None:
+                    raise UserError(
+                        "OPENAI_API_KEY is not set (or pass --base-url for a local server)"
+                    )
+                api_key = "not-needed"
+            client = openai.AsyncOpenAI(
+                api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            )
+        self._client = client
+
+    @property
+    def name(self) -> str:
+        """``openai:<model>``."""
+        return f"openai:{self.model}"
+
+    @property
+    def context_window(self) -> int | None:
+        """Context size in tokens, if configured."""
+        return self._context_window
+
+    def build_request(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings | None
+    ) -> dict[str, Any]:
+        """The keyword arguments of ``chat.completions.create`` for this request."""
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [_message_to_openai(m) for m in messages],
+        }
+        if tools:
+            request["tools"] = [_tool_to_openai(t) for t in tools]
+        if settings is not None:
+            if settings.temperature is not None:
+                request["temperature"] = settings.temperature
+            if settings.max_tokens is not None:
+                request["max_tokens"] = settings.max_tokens
+            if settings.json_schema is not None:
+                request["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": settings.json_schema_name,
+                        "schema": settings.json_schema,
+                    },
+                }
+            request.update(settings.extra)
+        return request
+
+    async def request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """Send one chat completion request and translate the reply."""
+        import openai
+
+        try:
+            completion = await self._client.chat.completions.create(
+                **self.build_request(messages, tools, settings)
+            )
+        except openai.APIStatusError as exc:
+            raise ModelHTTPError(exc.status_code, _short(exc.message)) from exc
+        except openai.APIError as exc:
+            raise ModelError(f"{self.name}: {_short(str(exc))}") from exc
+        return self.parse_completion(completion)
+
+    def parse_completion(self, completion: Any) -> ModelResponse:
+        """Translate an SDK ``ChatCompletion`` into a `ModelResponse`."""
+        if not completion.choices:
+            raise ModelError(f"{self.name}: the reply has no choices")
+        choice = completion.choices[0]
+        message = choice.message
+        calls: list[ToolCall] = []
+        for index, raw in enumerate(message.tool_calls or ()):
+            function = getattr(raw, "function", None)
+            if function is None:
+                continue
+            arguments, error = parse_arguments(function.arguments)
+            calls.append(
+                ToolCall(
+                    id=raw.id or f"call_{index}",
+                    name=function.name or "",
+                    arguments=arguments,
+                    parse_error=error,
+                )
+            )
+        usage = Usage(requests=1)
+        if completion.usage is not None:
+            usage = Usage(
+                input_tokens=completion.usage.prompt_tokens or 0,
+                output_tokens=completion.usage.completion_tokens or 0,
+                requests=1,
+            )
+        if self.prices is not None:
+            usage = Usage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                requests=1,
+                cost=(usage.input_tokens * self.prices[0] + usage.output_tokens * self.prices[1])
+                / 1_000_000,
+            )
+        return ModelResponse(
+            content=message.content or "",
+            tool_calls=tuple(calls),
+            usage=usage,
+            finish_reason=choice.finish_reason,
+            model_name=completion.model,
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.close()
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

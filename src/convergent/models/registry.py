@@ -1,0 +1,49 @@
+"""Turn a ``--model`` string into a `Model`."""
+
+from __future__ import annotations
+
+import os
+
+from convergent.exceptions import UserError
+from convergent.models.base import Model
+
+__all__ = ["default_model_spec", "model_from_string"]
+
+_FORMS = "scripted:PATH, openai:MODEL, anthropic:MODEL, local or local:PATH.gguf"
+
+
+def default_model_spec() -> str:
+    """The model used when none is given: a configured provider, else the embedded one."""
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai:gpt-4o-mini"
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic:claude-haiku-4-5"
+    return "local"
+
+
+def model_from_string(spec: str, *, base_url: str | None = None) -> Model:
+    """Build the model a ``--model`` value names.
+
+    Raises:
+        UserError: For an unknown prefix or a missing argument.
+    """
+    prefix, _, rest = spec.partition(":")
+    if prefix == "scripted":
+        from convergent.models.scripted import ScriptedModel
+
+        if not rest:
+            raise UserError("scripted model needs a path: scripted:PATH")
+        return ScriptedModel.from_file(rest)
+    if prefix == "openai":
+        from convergent.models.openai import OpenAIChatModel
+
+        if not rest:
+            raise UserError("openai model needs a name: openai:MODEL")
+        return OpenAIChatModel(rest, base_url=base_url)
+    if prefix == "anthropic":
+        from convergent.models.anthropic import AnthropicModel
+
+        if not rest:
+            raise UserError("anthropic model needs a name: anthropic:MODEL")
+        return AnthropicModel(rest, base_url=base_url)
+    raise UserError(f"unknown model {spec!r}; use {_FORMS}")

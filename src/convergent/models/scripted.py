@@ -1,0 +1,184 @@
+"""`ScriptedModel`: a deterministic model for tests, benchmarks and examples.
+
+It plays back a list of responses, or calls a function for each request. It fails
+loudly on a request past the end of its script and reports responses never consumed,
+so a test cannot silently pass with a loop that stopped early or ran long.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from convergent.exceptions import ScriptExhaustedError, UserError
+from convergent.messages import Message, ModelResponse, ToolCall, ToolSpec, Usage
+from convergent.models.base import Model, ModelSettings
+
+__all__ = ["ScriptFunction", "ScriptedModel", "response_from_dict"]
+
+ScriptFunction: TypeAlias = Callable[
+    [Sequence[Message], Sequence[ToolSpec]], "ModelResponse | Awaitable[ModelResponse]"
+]
+"""A function that computes the reply for each request."""
+
+ScriptItem: TypeAlias = "ModelResponse | Mapping[str, Any] | str"
+
+_RESERVED = {"content", "tool_calls", "usage", "finish_reason"}
+
+
+def response_from_dict(
+    data: Mapping[str, Any], *, call_ids: Iterable[str] | None = None
+) -> ModelResponse:
+    """Build a response from ``{"content": str, "tool_calls": [{"name", "arguments"}]}``.
+
+    Any other keys (``confidence``, ``action``, ...) become metadata: recorded, never obeyed.
+
+    Raises:
+        UserError: If the shape is wrong.
+    """
+    if not isinstance(data, Mapping):
+        raise UserError(f"a scripted response must be an object, got {type(data).__name__}")
+    content = data.get("content", "")
+    if content is None:
+        content = ""
+    if not isinstance(content, str):
+        raise UserError("a scripted response's 'content' must be a string")
+    raw_calls = data.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise UserError("a scripted response's 'tool_calls' must be a list")
+    ids = iter(call_ids) if call_ids is not None else None
+    calls: list[ToolCall] = []
+    for index, raw in enumerate(raw_calls):
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+            raise UserError(f"tool_calls[{index}] must be an object with a string 'name'")
+        arguments = raw.get("arguments", {})
+        if not isinstance(arguments, Mapping):
+            raise UserError(f"tool_calls[{index}].arguments must be an object")
+        call_id = raw.get("id") or (next(ids) if ids is not None else f"call_{index}")
+        calls.append(ToolCall(id=str(call_id), name=raw["name"], arguments=dict(arguments)))
+    usage_data = data.get("usage") or {}
+    usage = Usage(
+        input_tokens=int(usage_data.get("input_tokens", 0)),
+        output_tokens=int(usage_data.get("output_tokens", 0)),
+        requests=1,
+    )
+    metadata = {k: v for k, v in data.items() if k not in _RESERVED}
+    finish = data.get("finish_reason") or ("tool_calls" if calls else "stop")
+    return ModelResponse(
+        content=content,
+        tool_calls=tuple(calls),
+        usage=usage,
+        finish_reason=str(finish),
+        model_name="scripted",
+        metadata=metadata,
+    )
+
+
+class ScriptedModel(Model):
+    """A model that replays scripted responses or delegates to a function.
+
+    Example:
+        >>> model = ScriptedModel([
+        ...     {"tool_calls": [{"name": "calculator", "arguments": {"expression": "2+2"}}]},
+        ...     "The answer is 4.",
+        ... ])
+
+    Args:
+        script: A list of responses (`ModelResponse`, a dict in the CLI's script format,
+            or a plain string meaning a text reply with no tool calls), or a function
+            ``(messages, tools) -> ModelResponse`` (sync or async) called per request.
+        name: Name shown in traces.
+    """
+
+    def __init__(
+        self, script: Sequence[ScriptItem] | ScriptFunction, *, name: str = "scripted"
+    ) -> None:
+        self._name = name
+        self._function: ScriptFunction | None = None
+        self._responses: list[ModelResponse] = []
+        self._ids = (f"call_{n}" for n in itertools.count(1))
+        if callable(script):
+            self._function = script
+        else:
+            self._responses = [self._coerce(item) for item in script]
+        self._position = 0
+        self.requests: list[tuple[tuple[Message, ...], tuple[ToolSpec, ...]]] = []
+        """Every request received: (messages, tools), for assertions in tests."""
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedModel:
+        """Load a script: a JSON list of response objects.
+
+        Raises:
+            UserError: If the file is missing or not a valid script.
+        """
+        file = Path(path)
+        try:
+            text = file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UserError(f"script file not found: {file}") from None
+        except OSError as exc:
+            raise UserError(f"cannot read script file {file}: {exc.strerror}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(
+                f"script file {file} is not valid JSON: {exc.msg} at line {exc.lineno}"
+            ) from None
+        if not isinstance(data, list) or not data:
+            raise UserError(f"script file {file} must hold a non-empty JSON list of responses")
+        return cls(data, name=f"scripted:{file.name}")
+
+    def _coerce(self, item: ScriptItem) -> ModelResponse:
+        if isinstance(item, ModelResponse):
+            return item
+        if isinstance(item, str):
+            return ModelResponse(content=item, finish_reason="stop", model_name="scripted")
+        return response_from_dict(item, call_ids=self._ids)
+
+    @property
+    def name(self) -> str:
+        """Name shown in traces."""
+        return self._name
+
+    @property
+    def unconsumed(self) -> list[ModelResponse]:
+        """Scripted responses that no request has consumed yet."""
+        return self._responses[self._position :]
+
+    def assert_consumed(self) -> None:
+        """Raise `AssertionError` if any scripted response was never requested."""
+        if self.unconsumed:
+            raise AssertionError(
+                f"{len(self.unconsumed)} scripted response(s) were never requested"
+            )
+
+    async def request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """Return the next scripted response (or the function's reply)."""
+        self.requests.append((tuple(messages), tuple(tools)))
+        if self._function is not None:
+            reply = self._function(messages, tools)
+            if inspect.isawaitable(reply):
+                reply = await reply
+            if not isinstance(reply, ModelResponse):
+                raise UserError(
+                    f"script function returned {type(reply).__name__}, expected ModelResponse"
+                )
+            return reply
+        if self._position >= len(self._responses):
+            raise ScriptExhaustedError(
+                f"{self._name} received request {self._position + 1} "
+                f"but holds only {len(self._responses)} response(s)"
+            )
+        response = self._responses[self._position]
+        self._position += 1
+        return response

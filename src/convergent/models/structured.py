@@ -1,0 +1,180 @@
+"""The structured-output tool-call protocol, for models without native tool calling.
+
+The wrapped model is asked for JSON ``{"thought": str, "tool_calls": [{"name", "arguments"}]}``
+under a JSON schema (optionally with the tool names as an enum). The reply becomes the
+same `ModelResponse.tool_calls` native tool calling produces, so the convergence rule is
+identical: no calls means done. Any extra field (``confidence``, ``action``...) is kept as
+metadata and never steers the loop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from convergent.messages import (
+    AssistantMessage,
+    Message,
+    ModelResponse,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
+from convergent.models.base import Model, ModelSettings
+
+__all__ = ["StructuredToolCalling", "parse_structured_reply", "tool_call_schema"]
+
+_INSTRUCTIONS = """You can call tools. Reply ONLY with a JSON object:
+{{"thought": "<your reasoning>", "tool_calls": [{{"name": "<tool>", "arguments": {{...}}}}]}}
+To call tools, list them in "tool_calls" (several at once if they are independent).
+When you have the final answer, put it in "thought" and reply with "tool_calls": [].
+
+Available tools:
+{tools}"""
+
+
+def tool_call_schema(tools: Sequence[ToolSpec], *, name_enum: bool = True) -> dict[str, Any]:
+    """JSON schema of a structured reply; ``name_enum`` restricts names to the tools given."""
+    name: dict[str, Any] = {"type": "string"}
+    if name_enum and tools:
+        name["enum"] = [t.name for t in tools]
+    return {
+        "type": "object",
+        "properties": {
+            "thought": {"type": "string"},
+            "tool_calls": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"name": name, "arguments": {"type": "object"}},
+                    "required": ["name", "arguments"],
+                },
+            },
+        },
+        "required": ["thought", "tool_calls"],
+    }
+
+
+def _describe(tools: Sequence[ToolSpec]) -> str:
+    return "\n".join(
+        f"- {t.name}: {t.description} Arguments schema: {json.dumps(t.parameters)}" for t in tools
+    )
+
+
+class StructuredToolCalling(Model):
+    """Wraps a model so it calls tools through JSON-schema constrained output.
+
+    Args:
+        inner: A model that honours `ModelSettings.json_schema`.
+        name_enum: Constrain ``tool_calls[].name`` to the available tool names.
+    """
+
+    def __init__(self, inner: Model, *, name_enum: bool = True) -> None:
+        self.inner = inner
+        self.name_enum = name_enum
+        self._replies = 0
+
+    @property
+    def name(self) -> str:
+        """The inner model's name, marked as structured."""
+        return f"{self.inner.name}+structured"
+
+    @property
+    def context_window(self) -> int | None:
+        """The inner model's window."""
+        return self.inner.context_window
+
+    def translate(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[Message]:
+        """Rewrite the conversation for a model that has no tool roles."""
+        out: list[Message] = []
+        if tools:
+            out.append(SystemMessage(content=_INSTRUCTIONS.format(tools=_describe(tools))))
+        results: list[str] = []
+        for message in messages:
+            if isinstance(message, ToolResultMessage):
+                status = "error" if message.is_error else "result"
+                results.append(f"{message.name} {status}: {message.content}")
+                continue
+            if results:
+                out.append(UserMessage(content="Tool results:\n" + "\n".join(results)))
+                results = []
+            if isinstance(message, AssistantMessage):
+                payload = {
+                    "thought": message.content,
+                    "tool_calls": [
+                        {"name": c.name, "arguments": c.arguments} for c in message.tool_calls
+                    ],
+                }
+                out.append(AssistantMessage(content=json.dumps(payload)))
+            else:
+                out.append(message)
+        if results:
+            out.append(UserMessage(content="Tool results:\n" + "\n".join(results)))
+        return out
+
+    async def request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """Ask the inner model for a structured reply and extract its tool calls."""
+        base = settings or ModelSettings()
+        constrained = ModelSettings(
+            temperature=base.temperature,
+            max_tokens=base.max_tokens,
+            json_schema=tool_call_schema(tools, name_enum=self.name_enum),
+            json_schema_name="agent_step",
+            extra=base.extra,
+        )
+        reply = await self.inner.request(self.translate(messages, tools), (), constrained)
+        self._replies += 1
+        return parse_structured_reply(reply, id_prefix=f"call_{self._replies}")
+
+
+def parse_structured_reply(reply: ModelResponse, *, id_prefix: str = "call") -> ModelResponse:
+    """Turn a structured JSON reply into tool calls; unusable JSON is a plain answer.
+
+    A reply that is not the expected JSON is treated as text without tool calls; a
+    single malformed call becomes a call with ``parse_error`` that is sent back.
+    """
+    try:
+        data = json.loads(reply.content)
+    except json.JSONDecodeError:
+        return reply
+    if not isinstance(data, dict):
+        return reply
+    thought = data.get("thought", "")
+    raw_calls = data.get("tool_calls") or []
+    calls: list[ToolCall] = []
+    if isinstance(raw_calls, list):
+        for index, raw in enumerate(raw_calls):
+            call_id = f"{id_prefix}_{index}"
+            if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+                calls.append(
+                    ToolCall(
+                        id=call_id, name=str(raw)[:40], parse_error="a call needs a string 'name'"
+                    )
+                )
+                continue
+            arguments = raw.get("arguments", {})
+            if isinstance(arguments, dict):
+                calls.append(ToolCall(id=call_id, name=raw["name"], arguments=arguments))
+            else:
+                calls.append(
+                    ToolCall(
+                        id=call_id, name=raw["name"], parse_error="'arguments' must be an object"
+                    )
+                )
+    metadata = {k: v for k, v in data.items() if k not in ("thought", "tool_calls")}
+    return ModelResponse(
+        content=thought if isinstance(thought, str) else json.dumps(thought),
+        tool_calls=tuple(calls),
+        usage=reply.usage,
+        finish_reason=reply.finish_reason,
+        model_name=reply.model_name,
+        metadata={**reply.metadata, **metadata},
+    )

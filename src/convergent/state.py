@@ -1,0 +1,98 @@
+"""The serialisable state of a run: enough to checkpoint it and to continue it later."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from convergent.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
+from convergent.stop import StopReason
+
+__all__ = ["STATE_SCHEMA_VERSION", "RunState", "ToolCallRecord"]
+
+STATE_SCHEMA_VERSION = 1
+"""Bumped whenever the serialised shape of `RunState` changes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallRecord:
+    """One executed tool call, as reported in a run's result."""
+
+    cycle: int
+    """Cycle in which the model requested the call."""
+    id: str
+    """Call id."""
+    name: str
+    """Tool name."""
+    arguments: dict[str, Any]
+    """Arguments as the model sent them."""
+    ok: bool
+    """Whether the call succeeded."""
+    outcome: str
+    """``ok``, ``invalid`` (the model's mistake) or ``failed`` (the tool's)."""
+    result: str
+    """Result text, or error text."""
+    duration: float
+    """Seconds the call took."""
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState:
+    """Everything needed to continue a run; mutated by the loop as the run goes on."""
+
+    run_id: str
+    """Unique id of the run."""
+    task: str
+    """The original task."""
+    model: str = ""
+    """Name of the model backend that ran it."""
+    messages: list[Message] = field(default_factory=list)
+    """The conversation, oldest first (may be compacted)."""
+    cycles: int = 0
+    """Model requests made so far."""
+    usage: Usage = field(default_factory=Usage)
+    """Total usage so far."""
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    """Executed tool calls so far."""
+    call_counts: dict[str, int] = field(default_factory=dict)
+    """How often each canonical (name, arguments) call was requested; for stall detection."""
+    elapsed: float = 0.0
+    """Wall-clock seconds spent running, summed over every process that ran it."""
+    started_at: float = 0.0
+    """Unix time at which the run first started."""
+    stop_reason: StopReason | None = None
+    """Why the run stopped, once it has."""
+    stop_detail: str = ""
+    """Human-readable detail of the stop."""
+    output: str = ""
+    """Final text output, once stopped."""
+    schema_version: int = STATE_SCHEMA_VERSION
+    """Version of this serialised shape."""
+
+    def pending_calls(self) -> list[ToolCall]:
+        """Calls of the last assistant message that have no result yet (interrupted work)."""
+        answered: set[str] = set()
+        for message in reversed(self.messages):
+            if isinstance(message, ToolResultMessage):
+                answered.add(message.tool_call_id)
+            elif isinstance(message, AssistantMessage):
+                return [call for call in message.tool_calls if call.id not in answered]
+            else:
+                return []
+        return []
+
+    def to_jsonable(self) -> dict[str, Any]:
+        """Plain JSON-compatible dict of the whole state."""
+        data: dict[str, Any] = _STATE.dump_python(self, mode="json")
+        return data
+
+    @classmethod
+    def from_jsonable(cls, data: Any) -> RunState:
+        """Rebuild a state from `to_jsonable` output, upgrading older schema versions."""
+        state: RunState = _STATE.validate_python(data)
+        return state
+
+
+_STATE: TypeAdapter[RunState] = TypeAdapter(RunState)

@@ -1,0 +1,234 @@
+"""Tools the model can call: the `@tool` decorator and the `Tool` it builds.
+
+The JSON schema of a tool's arguments is derived from the function's signature
+(types through pydantic) and its Google-style docstring (the summary becomes the
+description, the ``Args:`` section the parameter descriptions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec, TypeVar, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic.fields import FieldInfo
+
+from convergent.exceptions import ToolDefinitionError
+from convergent.messages import ToolSpec
+
+__all__ = ["Tool", "ToolArgumentsError", "tool"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
+_SECTION_HEADER = re.compile(r"^\s*[A-Z][A-Za-z ]*:\s*$")
+_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
+
+
+class ToolArgumentsError(ValueError):
+    """The model's arguments do not match the tool's schema (the model's mistake)."""
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into (description, {param: description})."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    description: list[str] = []
+    params: dict[str, str] = {}
+    current: str | None = None
+    in_args = False
+    for line in lines:
+        if _ARGS_HEADER.match(line):
+            in_args, current = True, None
+            continue
+        if in_args:
+            if _SECTION_HEADER.match(line) and not line.startswith((" ", "\t")):
+                in_args, current = False, None
+                continue
+            match = _ARG_LINE.match(line)
+            indent = len(line) - len(line.lstrip())
+            if match and indent <= 4:
+                current = match.group(1).lstrip("*")
+                params[current] = match.group(3).strip()
+            elif current and line.strip():
+                params[current] = f"{params[current]} {line.strip()}".strip()
+            continue
+        if not _SECTION_HEADER.match(line) or line.startswith((" ", "\t")):
+            description.append(line)
+    return " ".join(part.strip() for part in description if part.strip()), params
+
+
+def _arguments_model(func: Callable[..., Any], name: str, docs: dict[str, str]) -> type[BaseModel]:
+    try:
+        hints = inspect.get_annotations(func, eval_str=True)
+    except Exception as exc:  # a bad annotation is a definition error, whatever it raised
+        raise ToolDefinitionError(f"tool {name!r}: cannot resolve type hints: {exc}") from None
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(func).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(f"tool {name!r}: *args/**kwargs are not supported")
+        if param.name not in hints:
+            raise ToolDefinitionError(f"tool {name!r}: parameter {param.name!r} needs a type hint")
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (
+            hints[param.name],
+            FieldInfo(default=default, description=docs.get(param.name) or None),
+        )
+    config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
+    return create_model(f"{name}_arguments", __config__=config, **fields)
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    schema = dict(schema)
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+    schema.setdefault("properties", {})
+    schema["type"] = "object"
+    schema["additionalProperties"] = False
+    return schema
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """A callable the model may invoke, with its schema and execution policy."""
+
+    name: str
+    """Name the model uses to call the tool."""
+    description: str
+    """What the tool does, shown to the model."""
+    function: Callable[..., Any]
+    """The Python callable; sync functions run in a worker thread."""
+    arguments_model: type[BaseModel]
+    """Pydantic model that validates the arguments."""
+    timeout: float | None = 60.0
+    """Seconds one call may take before it counts as a tool failure; None disables."""
+    idempotent: bool = False
+    """Safe to re-run after a crash interrupted a call (used when resuming runs)."""
+    modifies_files: bool = False
+    """The tool writes workspace files (used by checkpoints to snapshot before changes)."""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    """JSON schema of the arguments (derived from ``arguments_model``)."""
+
+    def __post_init__(self) -> None:
+        if not self.parameters:
+            schema = _clean_schema(self.arguments_model.model_json_schema())
+            object.__setattr__(self, "parameters", schema)
+
+    @property
+    def is_async(self) -> bool:
+        """Whether the function is a coroutine function (run natively on the loop)."""
+        return inspect.iscoroutinefunction(self.function)
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The description given to models."""
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Check arguments against the schema and return them coerced to Python values.
+
+        Raises:
+            ToolArgumentsError: With a short message the model can act on.
+        """
+        try:
+            parsed = self.arguments_model.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                for err in exc.errors(include_url=False)
+            )
+            raise ToolArgumentsError(f"invalid arguments for {self.name}: {problems}") from None
+        return {name: getattr(parsed, name) for name in type(parsed).model_fields}
+
+    async def call(self, arguments: dict[str, Any]) -> str:
+        """Validate, run (in a thread if sync) and return the result as text.
+
+        Raises:
+            ToolArgumentsError: If the arguments are invalid.
+            Exception: Whatever the tool itself raises.
+        """
+        values = self.validate(arguments)
+        if self.is_async:
+            result = await self.function(**values)
+        else:
+            result = await asyncio.to_thread(self.function, **values)
+        return _to_text(result)
+
+
+@overload
+def tool(func: Callable[P, R], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = 60.0,
+    idempotent: bool = False,
+    modifies_files: bool = False,
+) -> Callable[[Callable[P, R]], Tool]: ...
+
+
+def tool(
+    func: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = 60.0,
+    idempotent: bool = False,
+    modifies_files: bool = False,
+) -> Tool | Callable[[Callable[P, R]], Tool]:
+    """Turn a typed function into a `Tool`; use bare (``@tool``) or with options.
+
+    Args:
+        func: The function, when used as a bare decorator.
+        name: Tool name; defaults to the function's name.
+        description: Overrides the docstring summary.
+        timeout: Seconds per call before it fails; None for no limit.
+        idempotent: Whether re-running an interrupted call is safe.
+        modifies_files: Whether the tool writes workspace files.
+
+    Raises:
+        ToolDefinitionError: If a parameter lacks a type hint or the signature is unsupported.
+    """
+
+    def build(function: Callable[P, R]) -> Tool:
+        tool_name = name or getattr(function, "__name__", None)
+        if not tool_name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}", tool_name):
+            raise ToolDefinitionError(f"invalid tool name: {tool_name!r}")
+        summary, param_docs = _parse_docstring(inspect.getdoc(function))
+        return Tool(
+            name=tool_name,
+            description=description or summary or tool_name,
+            function=function,
+            arguments_model=_arguments_model(function, tool_name, param_docs),
+            timeout=timeout,
+            idempotent=idempotent,
+            modifies_files=modifies_files,
+        )
+
+    if func is not None:
+        return build(func)
+    return build
