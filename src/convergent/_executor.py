@@ -49,39 +49,28 @@ class ToolOutcome:
         )
 
 
-async def _run_one(
-    call: ToolCall,
-    tools: Mapping[str, Tool],
-    on_start: Callable[[ToolCall], None],
-) -> ToolOutcome:
-    on_start(call)
-    started = time.perf_counter()
-
-    def done(kind: Outcome, text: str) -> ToolOutcome:
-        return ToolOutcome(call, kind, text, time.perf_counter() - started)
-
+async def _invoke(call: ToolCall, tools: Mapping[str, Tool]) -> tuple[Outcome, str]:
     if call.parse_error is not None:
-        return done(
-            Outcome.INVALID, f"arguments for {call.name} are not valid JSON: {call.parse_error}"
-        )
+        return Outcome.INVALID, f"arguments for {call.name} are not valid JSON: {call.parse_error}"
     selected = tools.get(call.name)
     if selected is None:
         available = ", ".join(sorted(tools)) or "none"
-        return done(Outcome.INVALID, f"unknown tool {call.name!r}; available tools: {available}")
+        return Outcome.INVALID, f"unknown tool {call.name!r}; available tools: {available}"
     try:
+        if selected.timeout is None:
+            return Outcome.OK, await selected.call(call.arguments)
         async with asyncio.timeout(selected.timeout):
-            text = await selected.call(call.arguments)
+            return Outcome.OK, await selected.call(call.arguments)
     except ToolArgumentsError as exc:
-        return done(Outcome.INVALID, str(exc))
+        return Outcome.INVALID, str(exc)
     except NeedsUserInput as exc:
-        return done(Outcome.NEEDS_USER, exc.question)
+        return Outcome.NEEDS_USER, exc.question
     except TimeoutError:
-        return done(Outcome.FAILED, f"{call.name} timed out after {selected.timeout:g}s")
+        return Outcome.FAILED, f"{call.name} timed out after {selected.timeout:g}s"
     except ToolError as exc:
-        return done(Outcome.FAILED, f"{call.name} failed: {exc}")
+        return Outcome.FAILED, f"{call.name} failed: {exc}"
     except Exception as exc:  # a tool's own bug is its failure, reported to policy, not a crash
-        return done(Outcome.FAILED, f"{call.name} raised {type(exc).__name__}: {exc}")
-    return done(Outcome.OK, text)
+        return Outcome.FAILED, f"{call.name} raised {type(exc).__name__}: {exc}"
 
 
 async def execute_batch(
@@ -98,7 +87,10 @@ async def execute_batch(
     """
 
     async def run(call: ToolCall) -> ToolOutcome:
-        outcome = await _run_one(call, tools, on_start)
+        on_start(call)
+        started = time.perf_counter()
+        kind, text = await _invoke(call, tools)
+        outcome = ToolOutcome(call, kind, text, time.perf_counter() - started)
         on_finish(outcome)
         return outcome
 

@@ -90,10 +90,23 @@ class ContextPolicy(Protocol):
 class ActionGate(Protocol):
     """Reviews proposed tool calls before they run (the executive function)."""
 
+    @property
+    def tools(self) -> Sequence[Tool]:
+        """Tools the agent must offer for the gate's replacements (its ``ask_user``)."""
+
     async def review(
         self, response: ModelResponse, state: RunState, emit: Callable[[Event], None]
     ) -> tuple[ToolCall, ...]:
         """Return the calls to execute: the proposed ones, or a non-empty replacement."""
+
+    async def after_tools(
+        self, records: Sequence[ToolCallRecord], state: RunState, emit: Callable[[Event], None]
+    ) -> ToolCall | None:
+        """See a batch's results; return a call (``ask_user``) to run next, or None.
+
+        The returned call runs in the same cycle, only if the batch did not end the run.
+        It must not return a call for a batch that holds only its own returned calls.
+        """
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +209,8 @@ class Agent:
             feedback goes back to the model and the run continues.
         observers: Receive every event with the live state (checkpoints, live views).
         context_policy: Optional context compression, run before every model request.
-        gate: Optional executive function that reviews proposed tool calls.
+        gate: Optional executive function that reviews proposed tool calls; the
+            tools it needs (its ``ask_user``) are offered to the model too.
         record_events: Keep every event on the `RunResult`.
     """
 
@@ -219,7 +233,9 @@ class Agent:
             raise UserError(f"on_tool_error must be 'stop' or 'continue', got {on_tool_error!r}")
         self.model = model
         self.tools: dict[str, Tool] = {}
-        for item in tools:
+        for item in (*tools, *(gate.tools if gate is not None else ())):
+            if self.tools.get(item.name) is item:
+                continue
             if not isinstance(item, Tool):
                 raise UserError(f"not a Tool: {item!r} (decorate the function with @tool)")
             if item.name in self.tools:
@@ -284,6 +300,8 @@ class Agent:
            run ``stalled`` before it runs again.
         8. Run the batch concurrently, results in call order; a tool failure ends the
            run with ``tool_error`` unless ``on_tool_error="continue"``.
+        9. Let the gate see the results; if the run goes on and a result calls for it
+           (an ambiguity, repeated invalid arguments) run the ``ask_user`` call it returns.
 
         Args:
             task: The task; required unless ``state`` is given.
@@ -444,7 +462,6 @@ class _Run:
     async def _run_tools(self, calls: Sequence[ToolCall], cycle: int) -> CycleOutcome:
         state = self.state
         stalled = [call for call in calls if self.stall.observe(call.name, call.arguments)]
-        state.call_counts = self.stall.counts
         if stalled:
             first = stalled[0]
             detail = (
@@ -489,7 +506,21 @@ class _Run:
         outcomes = await execute_batch(
             calls, self.agent.tools, on_start=on_start, on_finish=on_finish
         )
-        return self._record(outcomes, cycle)
+        return await self._after_tools(outcomes, cycle, self._record(outcomes, cycle))
+
+    async def _after_tools(
+        self, outcomes: Sequence[ToolOutcome], cycle: int, result: CycleOutcome
+    ) -> CycleOutcome:
+        """Show the batch to the gate; run the ``ask_user`` call it may return."""
+        gate = self.agent.gate
+        if gate is None:
+            return result
+        records = [_to_record(outcome, cycle) for outcome in outcomes]
+        ask = await gate.after_tools(records, self.state, self.emit)
+        if ask is None or not isinstance(result, Continue):
+            return result
+        self.state.messages.append(AssistantMessage(tool_calls=(ask,)))
+        return await self._run_tools((ask,), cycle)
 
     def _record(self, outcomes: Sequence[ToolOutcome], cycle: int) -> CycleOutcome:
         """Append results in call order and decide what the batch means for the run."""
@@ -501,18 +532,7 @@ class _Run:
                 question = question or outcome
                 continue
             state.messages.append(outcome.to_message())
-            state.tool_calls.append(
-                ToolCallRecord(
-                    cycle=cycle,
-                    id=outcome.call.id,
-                    name=outcome.call.name,
-                    arguments=outcome.call.arguments,
-                    ok=outcome.ok,
-                    outcome=outcome.kind.value,
-                    result=outcome.text,
-                    duration=outcome.duration,
-                )
-            )
+            state.tool_calls.append(_to_record(outcome, cycle))
             if outcome.kind is Outcome.FAILED and failed is None:
                 failed = outcome
         if failed is not None and self.agent.on_tool_error == "stop":
@@ -558,7 +578,7 @@ class _Run:
 
     async def _run_tools_unchecked(self, calls: Sequence[ToolCall]) -> CycleOutcome:
         saved = self.stall
-        self.stall = StallDetector(10**9)
+        self.stall = StallDetector(10**9, {})
         try:
             return await self._run_tools(calls, self.state.cycles)
         finally:
@@ -590,6 +610,19 @@ class _Run:
             messages=tuple(state.messages),
             events=tuple(self.events),
         )
+
+
+def _to_record(outcome: ToolOutcome, cycle: int) -> ToolCallRecord:
+    return ToolCallRecord(
+        cycle=cycle,
+        id=outcome.call.id,
+        name=outcome.call.name,
+        arguments=outcome.call.arguments,
+        ok=outcome.ok,
+        outcome=outcome.kind.value,
+        result=outcome.text,
+        duration=outcome.duration,
+    )
 
 
 def _last_assistant_text(messages: Sequence[Message]) -> str:

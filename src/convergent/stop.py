@@ -9,7 +9,6 @@ finally model failure. The model's self-reported confidence is never a stop sign
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -128,25 +127,30 @@ class Limits:
 
 def canonical_call_key(name: str, arguments: Mapping[str, Any]) -> str:
     """A stable key for a tool call: same name and same arguments give the same key."""
-    return name + "\x00" + json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    if all(type(v) in _SCALARS for v in arguments.values()):
+        return name + "\x00" + repr(sorted(arguments.items()))
+    return name + "\x01" + json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 class StallDetector:
-    """Counts identical tool calls across a run and reports the first repeated too often."""
+    """Counts identical tool calls across a run and reports the first repeated too often.
 
-    __slots__ = ("_counts", "threshold")
+    The counts live in the caller's dict (a run state's ``call_counts``), updated in place
+    so that checkpoints see them without a copy per cycle.
+    """
 
-    def __init__(self, threshold: int, counts: Mapping[str, int] | None = None) -> None:
+    __slots__ = ("counts", "threshold")
+
+    def __init__(self, threshold: int, counts: dict[str, int] | None = None) -> None:
         self.threshold = threshold
-        self._counts: Counter[str] = Counter(counts or {})
+        self.counts: dict[str, int] = counts if counts is not None else {}
 
     def observe(self, name: str, arguments: Mapping[str, Any]) -> bool:
         """Record one call; return True when it has now been seen ``threshold`` times."""
         key = canonical_call_key(name, arguments)
-        self._counts[key] += 1
-        return self._counts[key] >= self.threshold
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """The per-call counts, for checkpoints."""
-        return dict(self._counts)
+        seen = self.counts.get(key, 0) + 1
+        self.counts[key] = seen
+        return seen >= self.threshold

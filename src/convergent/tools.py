@@ -129,15 +129,14 @@ class Tool:
     parameters: dict[str, Any] = field(default_factory=dict)
     """JSON schema of the arguments (derived from ``arguments_model``)."""
 
+    is_async: bool = field(init=False, default=False)
+    """Whether the function is a coroutine function (run natively on the loop)."""
+
     def __post_init__(self) -> None:
         if not self.parameters:
             schema = _clean_schema(self.arguments_model.model_json_schema())
             object.__setattr__(self, "parameters", schema)
-
-    @property
-    def is_async(self) -> bool:
-        """Whether the function is a coroutine function (run natively on the loop)."""
-        return inspect.iscoroutinefunction(self.function)
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.function))
 
     @property
     def spec(self) -> ToolSpec:
@@ -158,7 +157,7 @@ class Tool:
                 for err in exc.errors(include_url=False)
             )
             raise ToolArgumentsError(f"invalid arguments for {self.name}: {problems}") from None
-        return {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        return dict(parsed.__dict__)
 
     async def call(self, arguments: dict[str, Any]) -> str:
         """Validate, run (in a thread if sync) and return the result as text.

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from convergent.cli import app
 from convergent.coordinator import actions
@@ -32,6 +33,7 @@ from convergent.coordinator.metrics import health, metrics
 from convergent.coordinator.progress import ready_atoms, unresolved_atoms
 from convergent.coordinator.state import AtomStatus, BaseCase, Control, WorkflowState
 from convergent.coordinator.store import DEFAULT_STATE_FILE, StateStore
+from convergent.exceptions import UserError
 
 __all__ = ["coordinator_app", "record_app", "status_report"]
 
@@ -110,17 +112,19 @@ def status_report(state: WorkflowState, path: Path) -> dict[str, Any]:
 
 def _render_status(state: WorkflowState, path: Path) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    console = Console(soft_wrap=True)
     report = status_report(state, path)
     m = report["metrics"]
-    console.print(f"[bold]{path}[/bold]" + (f" - {state.goal}" if state.goal else ""))
-    console.print(
-        f"status [bold]{report['status']}[/bold]"
-        + (f" ({report['stop_reason']}: {report['stop_detail']})" if report["stop_reason"] else "")
+    goal = f" - {escape(state.goal)}" if state.goal else ""
+    console.print(f"[bold]{escape(str(path))}[/bold]{goal}")
+    stopped = (
+        f" ({report['stop_reason']}: {report['stop_detail']})" if report["stop_reason"] else ""
     )
-    console.print(f"next decision: {_decision_text(decide(state))}")
+    console.print(f"status [bold]{report['status']}[/bold]{escape(stopped)}")
+    console.print(f"next decision: {escape(_decision_text(decide(state)))}")
     console.print(
         f"iteration {m['iteration']}/{m['max_iterations']}  pending {m['pending_count']}  "
         f"resolved {m['resolved_count']}  stall {m['stall_count']}/{m['max_stall_count']}  "
@@ -129,18 +133,13 @@ def _render_status(state: WorkflowState, path: Path) -> None:
     if report["health"]["healthy"]:
         console.print("[green]healthy[/green]")
     else:
-        console.print("[red]unhealthy[/red]: " + "; ".join(report["health"]["problems"]))
+        console.print("[red]unhealthy[/red]: " + escape("; ".join(report["health"]["problems"])))
     if state.atoms:
         table = Table("atom", "status", "title", "depends on", "ready", title="atoms")
         ready = {atom.id for atom in ready_atoms(state.atoms)}
         for atom in state.atoms:
-            table.add_row(
-                atom.id,
-                atom.status.value,
-                atom.title,
-                ", ".join(atom.depends_on),
-                "yes" if atom.id in ready else "",
-            )
+            cells = (atom.id, atom.status.value, atom.title, ", ".join(atom.depends_on))
+            table.add_row(*map(escape, cells), "yes" if atom.id in ready else "")
         console.print(table)
     if state.base_case.checks:
         table = Table("check", "kind", "result", title="base case")
@@ -148,10 +147,24 @@ def _render_status(state: WorkflowState, path: Path) -> None:
         for check in state.base_case.checks:
             result = results.get(check.name)
             shown = "not run" if result is None else ("pass: " if result.passed else "FAIL: ")
-            table.add_row(check.name, check.kind.value, shown + (result.summary if result else ""))
+            shown += result.summary if result else ""
+            table.add_row(escape(check.name), check.kind.value, escape(shown))
         console.print(table)
     for item in report["advice"]:
-        console.print(f"[yellow]advice[/yellow] {item['switch']}: {item['message']}")
+        console.print(f"[yellow]advice[/yellow] {item['switch']}: {escape(item['message'])}")
+
+
+def _checks_from_options(
+    commands: list[str], artifacts: list[str], urls: list[str], statements: list[str]
+) -> list[Check]:
+    checks: list[Check] = []
+    checks += [CommandCheck(name=f"command-{i}", command=c) for i, c in enumerate(commands, 1)]
+    checks += [ArtifactCheck(name=f"artifact-{i}", path=p) for i, p in enumerate(artifacts, 1)]
+    checks += [HttpCheck(name=f"http-{i}", url=u) for i, u in enumerate(urls, 1)]
+    checks += [
+        JudgmentCheck(name=f"judgment-{i}", statement=s) for i, s in enumerate(statements, 1)
+    ]
+    return checks
 
 
 @coordinator_app.command("init")
@@ -180,16 +193,12 @@ def init(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a state file with its base case checks; refuses to overwrite without --force."""
-    checks: list[Check] = []
-    checks += [
-        CommandCheck(name=f"command-{i}", command=cmd)
-        for i, cmd in enumerate(check_command or [], 1)
-    ]
-    checks += [ArtifactCheck(name=f"artifact-{i}", path=p) for i, p in enumerate(artifact or [], 1)]
-    checks += [HttpCheck(name=f"http-{i}", url=u) for i, u in enumerate(http or [], 1)]
-    checks += [
-        JudgmentCheck(name=f"judgment-{i}", statement=s) for i, s in enumerate(judgment or [], 1)
-    ]
+    try:
+        checks = _checks_from_options(
+            check_command or [], artifact or [], http or [], judgment or []
+        )
+    except ValidationError as exc:
+        raise UserError(f"invalid check: {exc.errors()[0]['msg']}") from None
     new = WorkflowState(
         goal=goal,
         base_case=BaseCase(checks=checks),

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Literal
 
 from convergent.coordinator.progress import blocked_atoms, ready_atoms, unresolved_atoms
 from convergent.coordinator.state import AtomStatus, ProgressKind, WorkflowState
@@ -38,8 +39,8 @@ class StrategySwitch(StrEnum):
 class InertiaFlag:
     """The same failing command, or the same atom, attempted repeatedly."""
 
-    kind: str
-    """``"command"`` or ``"atom"``."""
+    kind: Literal["command", "atom"]
+    """Whether a command or an atom keeps failing."""
     subject: str
     """The command line or the atom id."""
     failures: int
@@ -53,7 +54,10 @@ class InertiaFlag:
                 f"`{self.subject}` failed {self.failures} times: analyse the error and "
                 "change the approach before running it again"
             )
-        return f"atom {self.subject} failed {self.failures} times: do not retry it the same way"
+        return (
+            f"atom {self.subject} failed {self.failures} times: try a different approach "
+            "instead of retrying it the same way"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,13 +156,7 @@ def strategy_advice(state: WorkflowState) -> list[Advice]:
         )
     for flag in find_inertia(state):
         atoms = (flag.subject,) if flag.kind == "atom" else ()
-        advice.append(
-            Advice(
-                StrategySwitch.DIFFERENT_APPROACH,
-                f"{flag.message}; try a different approach",
-                atoms,
-            )
-        )
+        advice.append(Advice(StrategySwitch.DIFFERENT_APPROACH, flag.message, atoms))
     if not _is_stalled(state):
         return advice
     advice += _backtrack(state)

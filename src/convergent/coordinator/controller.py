@@ -26,7 +26,8 @@ from typing import Any
 
 from convergent.coordinator import actions
 from convergent.coordinator.checks import CheckResult, run_checks
-from convergent.coordinator.decide import Continue, Interrupt, Stop, advance, apply_decision, decide
+from convergent.coordinator.decide import Continue, Interrupt, Stop, apply_decision, decide
+from convergent.coordinator.progress import observe_iteration
 from convergent.coordinator.state import Atom, WorkflowState
 from convergent.coordinator.store import StateStore
 from convergent.stop import StopReason
@@ -140,7 +141,8 @@ class Coordinator:
            run before any work, a redirect interrupts it);
         2. await ``attempt(iteration)`` and apply its `AttemptReport`, if it returned one;
         3. verify the base case (checks run in a worker thread);
-        4. count progress and decide again; any stop is recorded in the state file.
+        4. count the iteration and its progress, and decide again; any stop is recorded
+           in the state file.
 
         Exceptions raised by ``attempt`` propagate; the state keeps everything recorded
         before them.
@@ -164,7 +166,10 @@ class Coordinator:
             if self.store.load().base_case.checks:
                 checks = await self.verify()
             with self.store.update() as state:
-                decision = advance(state)
+                # every attempt is an iteration, including the one that completed the work
+                observe_iteration(state)
+                decision = decide(state)
+                apply_decision(state, decision)
             if not isinstance(decision, Continue):
                 break
         final = self.store.load()

@@ -309,6 +309,6 @@ def parse_state(text: str, source: str = "state file") -> WorkflowState:
 
 
 def dump_state(state: WorkflowState) -> str:
-    """Serialise the state as YAML, fields in schema order."""
-    data = state.model_dump(mode="json")
+    """Serialise the state as YAML, fields in schema order; unset optional fields omitted."""
+    data = state.model_dump(mode="json", exclude_none=True)
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,17 +74,24 @@ class StateStore:
                 handle.flush()
                 os.fsync(handle.fileno())
             with contextlib.suppress(OSError):
-                os.chmod(tmp_name, 0o644 if not self.path.exists() else self.path.stat().st_mode)
+                mode = stat.S_IMODE(self.path.stat().st_mode) if self.path.exists() else 0o644
+                os.chmod(tmp_name, mode)
             os.replace(tmp_name, self.path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
             raise
 
+    def _require(self) -> None:
+        # checked before locking, so that a missing file leaves no lock file behind
+        if not self.path.is_file():
+            raise StateFileError(
+                f"state file not found: {self.path} (create it with `convergent coordinator init`)"
+            )
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._lock:
                 yield
         except Timeout:
@@ -94,6 +102,7 @@ class StateStore:
 
     def load(self) -> WorkflowState:
         """Read the current state (under the lock, so never mid-update)."""
+        self._require()
         with self._locked():
             return self._read()
 
@@ -103,6 +112,7 @@ class StateStore:
         Raises:
             StateFileError: The file exists and ``overwrite`` is false.
         """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._locked():
             if self.path.exists() and not overwrite:
                 raise StateFileError(
@@ -116,6 +126,7 @@ class StateStore:
 
         Nothing is written if loading fails or the body raises.
         """
+        self._require()
         with self._locked():
             state = self._read()
             yield state

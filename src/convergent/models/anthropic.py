@@ -73,7 +73,7 @@ class AnthropicModel(Model):
     """A Claude model through the Anthropic Messages API.
 
     Args:
-        model: Model name, e.g. ``claude-sonnet-4-5``.
+        model: Model name, e.g. ``claude-sonnet-5-5``.
         api_key: Key (default: ``ANTHROPIC_API_KEY``).
         max_tokens: Default output budget per request (the API requires one).
         max_retries: Retries the SDK makes on connection errors and 429/5xx.

@@ -17,7 +17,7 @@ def default_model_spec() -> str:
     if os.environ.get("OPENAI_API_KEY"):
         return "openai:gpt-4o-mini"
     if os.environ.get("ANTHROPIC_API_KEY"):
-        return "anthropic:claude-haiku-4-5"
+        return "anthropic:claude-haiku-5-5"
     return "local"
 
 
@@ -46,4 +46,13 @@ def model_from_string(spec: str, *, base_url: str | None = None) -> Model:
         if not rest:
             raise UserError("anthropic model needs a name: anthropic:MODEL")
         return AnthropicModel(rest, base_url=base_url)
+    if prefix == "local":
+        from convergent.models.local import LocalModel
+
+        if base_url is not None:
+            raise UserError(
+                "--base-url does not apply to local models; for a running server use "
+                "openai:MODEL --base-url URL"
+            )
+        return LocalModel(rest or None)
     raise UserError(f"unknown model {spec!r}; use {_FORMS}")

@@ -47,7 +47,9 @@ def response_from_dict(
         content = ""
     if not isinstance(content, str):
         raise UserError("a scripted response's 'content' must be a string")
-    raw_calls = data.get("tool_calls") or []
+    raw_calls = data.get("tool_calls")
+    if raw_calls is None:
+        raw_calls = []
     if not isinstance(raw_calls, list):
         raise UserError("a scripted response's 'tool_calls' must be a list")
     ids = iter(call_ids) if call_ids is not None else None
@@ -92,11 +94,18 @@ class ScriptedModel(Model):
             or a plain string meaning a text reply with no tool calls), or a function
             ``(messages, tools) -> ModelResponse`` (sync or async) called per request.
         name: Name shown in traces.
+        record_requests: Keep a copy of every request in `requests` (turn off for long
+            benchmarks: each copy costs time proportional to the conversation).
     """
 
     def __init__(
-        self, script: Sequence[ScriptItem] | ScriptFunction, *, name: str = "scripted"
+        self,
+        script: Sequence[ScriptItem] | ScriptFunction,
+        *,
+        name: str = "scripted",
+        record_requests: bool = True,
     ) -> None:
+        self.record_requests = record_requests
         self._name = name
         self._function: ScriptFunction | None = None
         self._responses: list[ModelResponse] = []
@@ -164,7 +173,8 @@ class ScriptedModel(Model):
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         """Return the next scripted response (or the function's reply)."""
-        self.requests.append((tuple(messages), tuple(tools)))
+        if self.record_requests:
+            self.requests.append((tuple(messages), tuple(tools)))
         if self._function is not None:
             reply = self._function(messages, tools)
             if inspect.isawaitable(reply):

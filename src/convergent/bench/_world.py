@@ -1,0 +1,538 @@
+"""A small deterministic world for the convergence and live suites.
+
+Eight tools (weather, orders, exchange rates, a calculator, files, test runs, docs)
+answer from fixed tables. Every call leaves an *effect key* such as ``weather:oslo``,
+so a task's ground truth is the effects it needs, and an external check can look at
+the world instead of trusting what the model says. Tools normalise their arguments
+(case, ``"Paris, France"``) so that a real model's phrasing maps to the same effect.
+Domain plans turn a random draw into a task: a prompt, the tool calls that do it
+(grouped into the batches a model would send), the effects they leave and the answer.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from convergent.builtin_tools import evaluate_arithmetic
+from convergent.exceptions import ToolError
+from convergent.tools import Tool, tool
+
+__all__ = [
+    "QUESTIONS",
+    "TOOL_NAMES",
+    "Call",
+    "Plan",
+    "World",
+    "dependent_plan",
+    "independent_plan",
+]
+
+WEATHER = {
+    "paris": 18,
+    "oslo": 7,
+    "cairo": 31,
+    "lima": 19,
+    "tokyo": 22,
+    "reykjavik": 4,
+    "nairobi": 24,
+    "toronto": 12,
+    "madrid": 26,
+    "sydney": 15,
+    "mumbai": 33,
+    "helsinki": 6,
+}
+ORDERS = {
+    "A-1001": ("shipped", 42.50),
+    "A-1002": ("processing", 18.00),
+    "A-1003": ("shipped", 129.90),
+    "A-1004": ("cancelled", 64.00),
+    "A-1005": ("processing", 7.25),
+    "A-1006": ("shipped", 88.10),
+    "A-1007": ("delivered", 230.00),
+    "A-1008": ("processing", 55.55),
+}
+RATES = {
+    ("EUR", "USD"): 1.08,
+    ("USD", "JPY"): 151.2,
+    ("GBP", "EUR"): 1.17,
+    ("EUR", "JPY"): 163.3,
+    ("USD", "CHF"): 0.89,
+    ("AUD", "USD"): 0.66,
+    ("CAD", "EUR"): 0.68,
+}
+FILES = {
+    "notes.txt": "ship the beta on friday",
+    "todo.md": "fix the login bug then update the docs",
+    "meeting.txt": "budget approved for three new laptops",
+    "readme.md": "convergent stops agent loops for objective reasons",
+    "log.txt": "error at 10:02 disk full on build server",
+}
+TEST_SUITES = {
+    "auth": (12, 0),
+    "billing": (30, 2),
+    "search": (18, 1),
+    "export": (9, 0),
+    "api": (44, 3),
+    "ui": (25, 0),
+}
+DOCS = {
+    "refund": ("Refunds are accepted within 30 days of delivery.", "30 days"),
+    "shipping": ("Standard shipping takes 5 business days.", "5 business days"),
+    "warranty": ("Hardware carries a 2-year warranty.", "2-year"),
+    "support": ("Support is open 9:00-17:00 CET on weekdays.", "9:00-17:00"),
+}
+QUESTIONS: tuple[tuple[str, str], ...] = (
+    ("What is the capital of France?", "Paris"),
+    ("How many days are in a leap year?", "366"),
+    ("What is 12 times 12?", "144"),
+    ("Which planet is known as the Red Planet?", "Mars"),
+    ("What is the chemical symbol for gold?", "Au"),
+    ("How many sides does a hexagon have?", "6"),
+    ("Who wrote the play Hamlet?", "Shakespeare"),
+    ("At how many degrees Celsius does water boil at sea level?", "100"),
+    ("How many minutes are in two hours?", "120"),
+    ("What is the square root of 81?", "9"),
+    ("How do you say 'thank you' in Spanish?", "gracias"),
+    ("What is the largest ocean on Earth?", "Pacific"),
+)
+"""Questions a model can answer without tools: (question, expected token)."""
+
+TOOL_NAMES = (
+    "get_weather",
+    "lookup_order",
+    "exchange_rate",
+    "calculator",
+    "read_file",
+    "write_file",
+    "run_tests",
+    "search_docs",
+)
+
+
+def format_number(value: float) -> str:
+    """A number as a model would write it: ``33``, ``40825``, ``270.5``."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.4f}".rstrip("0").rstrip(".")
+
+
+def _key(text: str) -> str:
+    return text.split(",")[0].strip().strip("'\"").casefold()
+
+
+class World:
+    """The tables, the files written so far and every call's effect.
+
+    Args:
+        failures: Effect keys that fail when called, with how many times they fail
+            (``-1``: always). A failing call raises `ToolError` (a tool failure).
+    """
+
+    def __init__(self, failures: dict[str, int] | None = None) -> None:
+        self.failures = dict(failures or {})
+        self.files = dict(FILES)
+        self.attempts: list[str] = []
+        """Effect keys of every call that reached a tool, failed or not."""
+        self.effects: list[str] = []
+        """Effect keys of every call that succeeded."""
+
+    def _enter(self, effect: str) -> None:
+        self.attempts.append(effect)
+        remaining = self.failures.get(effect, 0)
+        if remaining != 0:
+            self.failures[effect] = remaining - 1 if remaining > 0 else remaining
+            raise ToolError("the service is unavailable (HTTP 503); try again")
+
+    def _done(self, effect: str, text: str) -> str:
+        self.effects.append(effect)
+        return text
+
+    def has_effects(self, needed: Iterable[str]) -> bool:
+        """Whether every needed effect happened (as often as it is listed)."""
+        return not Counter(needed) - Counter(self.effects)
+
+    def attempted(self, needed: Iterable[str]) -> bool:
+        """Whether every needed effect was at least attempted."""
+        return not Counter(needed) - Counter(self.attempts)
+
+    def missing(self, needed: Iterable[str]) -> list[str]:
+        """Needed effects that have not happened."""
+        return sorted((Counter(needed) - Counter(self.effects)).elements())
+
+    def tools(self, names: Iterable[str] = TOOL_NAMES) -> list[Tool]:
+        """The named tools, bound to this world."""
+        factories: dict[str, Callable[[], Tool]] = {
+            "get_weather": self._weather_tool,
+            "lookup_order": self._order_tool,
+            "exchange_rate": self._rate_tool,
+            "calculator": self._calculator_tool,
+            "read_file": self._read_tool,
+            "write_file": self._write_tool,
+            "run_tests": self._tests_tool,
+            "search_docs": self._docs_tool,
+        }
+        return [factories[name]() for name in names]
+
+    def _weather_tool(self) -> Tool:
+        @tool(name="get_weather")
+        def get_weather(city: str) -> str:
+            """Current temperature in a city.
+
+            Args:
+                city: City name, e.g. "Oslo".
+            """
+            effect = f"weather:{_key(city)}"
+            self._enter(effect)
+            if _key(city) not in WEATHER:
+                raise ToolError(f"unknown city {city!r}")
+            return self._done(effect, f"{city.strip()}: {WEATHER[_key(city)]} °C")
+
+        return get_weather
+
+    def _order_tool(self) -> Tool:
+        @tool(name="lookup_order")
+        def lookup_order(order_id: str) -> str:
+            """Status and total of an order.
+
+            Args:
+                order_id: Order id such as "A-1003".
+            """
+            order = order_id.strip().upper()
+            effect = f"order:{order.casefold()}"
+            self._enter(effect)
+            if order not in ORDERS:
+                raise ToolError(f"no order {order_id!r}")
+            status, total = ORDERS[order]
+            return self._done(effect, f"order {order}: {status}, total {total:.2f} EUR")
+
+        return lookup_order
+
+    def _rate_tool(self) -> Tool:
+        @tool(name="exchange_rate")
+        def exchange_rate(base: str, target: str) -> str:
+            """Exchange rate from one currency to another.
+
+            Args:
+                base: Currency code converted from, e.g. "EUR".
+                target: Currency code converted to, e.g. "JPY".
+            """
+            pair = (base.strip().upper(), target.strip().upper())
+            effect = f"rate:{pair[0].casefold()}-{pair[1].casefold()}"
+            self._enter(effect)
+            if pair not in RATES:
+                raise ToolError(f"no rate for {pair[0]}/{pair[1]}")
+            return self._done(effect, f"1 {pair[0]} = {RATES[pair]} {pair[1]}")
+
+        return exchange_rate
+
+    def _calculator_tool(self) -> Tool:
+        @tool(name="calculator")
+        def calculator(expression: str) -> str:
+            """Evaluate an arithmetic expression such as "(17 * 23) + 4".
+
+            Args:
+                expression: Numbers with + - * / and parentheses.
+            """
+            value = evaluate_arithmetic(expression)
+            effect = f"calc:{format_number(value)}"
+            self._enter(effect)
+            return self._done(effect, format_number(value))
+
+        return calculator
+
+    def _read_tool(self) -> Tool:
+        @tool(name="read_file")
+        def read_file(path: str) -> str:
+            """Read a text file.
+
+            Args:
+                path: File name, e.g. "notes.txt".
+            """
+            name = _key(path)
+            effect = f"read:{name}"
+            self._enter(effect)
+            if name not in self.files:
+                raise ToolError(f"no such file: {path}")
+            return self._done(effect, self.files[name])
+
+        return read_file
+
+    def _write_tool(self) -> Tool:
+        @tool(name="write_file")
+        def write_file(path: str, content: str) -> str:
+            """Write a text file, replacing it if it exists.
+
+            Args:
+                path: File name.
+                content: Text to write.
+            """
+            name = _key(path)
+            effect = f"write:{name}"
+            self._enter(effect)
+            self.files[name] = content
+            return self._done(effect, f"wrote {len(content)} characters to {name}")
+
+        return write_file
+
+    def _tests_tool(self) -> Tool:
+        @tool(name="run_tests")
+        def run_tests(suite: str) -> str:
+            """Run one test suite and report how many tests passed and failed.
+
+            Args:
+                suite: Suite name, e.g. "billing".
+            """
+            name = _key(suite)
+            effect = f"tests:{name}"
+            self._enter(effect)
+            if name not in TEST_SUITES:
+                raise ToolError(f"no test suite {suite!r}")
+            passed, failed = TEST_SUITES[name]
+            return self._done(effect, f"{name}: {passed} passed, {failed} failed")
+
+        return run_tests
+
+    def _docs_tool(self) -> Tool:
+        @tool(name="search_docs")
+        def search_docs(query: str) -> str:
+            """Search the company handbook.
+
+            Args:
+                query: A few keywords.
+            """
+            words = query.casefold()
+            topic = next((name for name in DOCS if name in words), "")
+            effect = f"docs:{topic or 'none'}"
+            self._enter(effect)
+            return self._done(effect, DOCS[topic][0] if topic else "no matching page")
+
+        return search_docs
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One tool call of a plan."""
+
+    name: str
+    """Tool name."""
+    arguments: dict[str, str]
+    """Arguments the scripted model sends."""
+    effect: str
+    """Effect key the call leaves in the world."""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A task in a domain: what to ask, the batches that do it and the answer."""
+
+    domain: str
+    """Domain of the task (weather, orders...)."""
+    prompt: str
+    """The task as a user would write it."""
+    batches: tuple[tuple[Call, ...], ...]
+    """Tool calls in the order a model sends them, one tuple per response."""
+    needed: tuple[str, ...]
+    """Effects an external check requires."""
+    answer: str
+    """Token the final answer must contain."""
+    answer_text: str
+    """A final answer containing ``answer``."""
+
+    @property
+    def calls(self) -> tuple[Call, ...]:
+        """Every call of the plan, in order."""
+        return tuple(call for batch in self.batches for call in batch)
+
+
+def _split(calls: list[Call], batches: int, rng: random.Random) -> tuple[tuple[Call, ...], ...]:
+    if batches <= 1:
+        return (tuple(calls),)
+    cuts = sorted(rng.sample(range(1, len(calls)), batches - 1))
+    bounds = [0, *cuts, len(calls)]
+    return tuple(tuple(calls[a:b]) for a, b in zip(bounds, bounds[1:], strict=False))
+
+
+def independent_plan(rng: random.Random, n: int, batches: int) -> Plan:
+    """A plan of ``n`` independent lookups, sent in ``batches`` responses (1 = all at once)."""
+    domain = rng.choice(("weather", "orders", "tests"))
+    if domain == "weather":
+        cities = rng.sample(sorted(WEATHER), n)
+        names = [city.title() for city in cities]
+        calls = [Call("get_weather", {"city": c}, f"weather:{c.casefold()}") for c in names]
+        warmest = max(names, key=lambda c: WEATHER[c.casefold()])
+        prompt = (
+            f"Use the get_weather tool to find which of these cities is warmest right now: "
+            f"{', '.join(names)}."
+        )
+        return Plan(
+            domain,
+            prompt,
+            _split(calls, batches, rng),
+            tuple(c.effect for c in calls),
+            warmest,
+            f"{warmest} is the warmest at {WEATHER[warmest.casefold()]} °C.",
+        )
+    if domain == "orders":
+        ids = rng.sample(sorted(ORDERS), n)
+        calls = [Call("lookup_order", {"order_id": i}, f"order:{i.casefold()}") for i in ids]
+        top = max(ids, key=lambda i: ORDERS[i][1])
+        prompt = (
+            f"Use lookup_order to check orders {', '.join(ids)} and tell me which one has "
+            f"the highest total."
+        )
+        return Plan(
+            domain,
+            prompt,
+            _split(calls, batches, rng),
+            tuple(c.effect for c in calls),
+            top,
+            f"Order {top} has the highest total ({ORDERS[top][1]:.2f} EUR).",
+        )
+    suites = rng.sample(sorted(TEST_SUITES), n)
+    calls = [Call("run_tests", {"suite": s}, f"tests:{s}") for s in suites]
+    failed = sum(TEST_SUITES[s][1] for s in suites)
+    prompt = (
+        f"Run the {', '.join(suites)} test suites with run_tests and tell me how many "
+        f"tests failed in total."
+    )
+    return Plan(
+        "tests",
+        prompt,
+        _split(calls, batches, rng),
+        tuple(c.effect for c in calls),
+        str(failed),
+        f"{failed} tests failed in total.",
+    )
+
+
+def _calc_plan(rng: random.Random, n: int) -> Plan:
+    value = rng.randint(3, 12)
+    steps: list[str] = []
+    calls: list[Call] = []
+    for _ in range(n):
+        op, operand = rng.choice(("+", "*", "-")), rng.randint(2, 9)
+        expression = f"{format_number(value)} {op} {operand}"
+        value = evaluate_arithmetic(expression)
+        calls.append(Call("calculator", {"expression": expression}, f"calc:{format_number(value)}"))
+        steps.append({"+": "add", "*": "multiply by", "-": "subtract"}[op] + f" {operand}")
+    start = calls[0].arguments["expression"].split()[0]
+    prompt = (
+        f"Start from {start}, then {', then '.join(steps)}. Use the calculator tool for "
+        f"each step and tell me the result."
+    )
+    result = format_number(value)
+    batches = tuple((call,) for call in calls)
+    return Plan("arithmetic", prompt, batches, (calls[-1].effect,), result, f"The result is {result}.")
+
+
+def _files_plan(rng: random.Random, n: int) -> Plan:
+    names = rng.sample(sorted(FILES), max(1, n - 1))
+    calls = [Call("read_file", {"path": name}, f"read:{name}") for name in names]
+    if n == 1:
+        word = FILES[names[0]].split()[-1]
+        prompt = f"Read {names[0]} with read_file and tell me its last word."
+        return Plan("files", prompt, ((calls[0],),), (calls[0].effect,), word, f"It is '{word}'.")
+    digest = " | ".join(FILES[name].split()[0] for name in names)
+    calls.append(Call("write_file", {"path": "digest.txt", "content": digest}, "write:digest.txt"))
+    prompt = (
+        f"Read {', '.join(names)} with read_file, then write the first word of each, "
+        f"joined by ' | ', to digest.txt with write_file."
+    )
+    return Plan(
+        "files",
+        prompt,
+        tuple((call,) for call in calls),
+        tuple(c.effect for c in calls),
+        "digest.txt",
+        f"Wrote '{digest}' to digest.txt.",
+    )
+
+
+def _currency_plan(rng: random.Random, n: int) -> Plan:
+    base, target = rng.choice(sorted(RATES))
+    amount = rng.choice((20, 75, 120, 250, 600))
+    value = evaluate_arithmetic(f"{amount} * {RATES[(base, target)]}")
+    rate = Call("exchange_rate", {"base": base, "target": target}, f"rate:{base}-{target}".lower())
+    convert = Call(
+        "calculator",
+        {"expression": f"{amount} * {RATES[(base, target)]}"},
+        f"calc:{format_number(value)}",
+    )
+    calls = [rate, convert]
+    if n >= 3:
+        total = evaluate_arithmetic(f"{format_number(value)} + 15")
+        calls.append(
+            Call(
+                "calculator",
+                {"expression": f"{format_number(value)} + 15"},
+                f"calc:{format_number(total)}",
+            )
+        )
+        value = total
+        prompt = (
+            f"Convert {amount} {base} to {target} with exchange_rate and the calculator, "
+            f"then add a 15 {target} fee. What is the total?"
+        )
+    else:
+        prompt = f"Convert {amount} {base} to {target} with exchange_rate and the calculator."
+    result = format_number(value)
+    return Plan(
+        "currency",
+        prompt,
+        tuple((call,) for call in calls),
+        (rate.effect, calls[-1].effect),
+        result,
+        f"That is {result} {target}.",
+    )
+
+
+def _docs_plan(rng: random.Random, n: int) -> Plan:
+    topic = rng.choice(sorted(DOCS))
+    search = Call("search_docs", {"query": f"{topic} policy"}, f"docs:{topic}")
+    text, answer = DOCS[topic]
+    if n == 1:
+        prompt = f"Search the handbook with search_docs: what does it say about {topic}?"
+        return Plan("docs", prompt, ((search,),), (search.effect,), answer, text)
+    order = rng.choice(sorted(ORDERS))
+    lookup = Call("lookup_order", {"order_id": order}, f"order:{order.casefold()}")
+    prompt = (
+        f"Look up order {order} with lookup_order, then search the handbook with "
+        f"search_docs for the {topic} policy that applies to it."
+    )
+    return Plan(
+        "docs",
+        prompt,
+        ((lookup,), (search,)),
+        (lookup.effect, search.effect),
+        answer,
+        f"Order {order} is {ORDERS[order][0]}. {text}",
+    )
+
+
+_DEPENDENT: dict[str, tuple[Callable[[random.Random, int], Plan], int]] = {
+    "arithmetic": (_calc_plan, 6),
+    "files": (_files_plan, 5),
+    "currency": (_currency_plan, 3),
+    "docs": (_docs_plan, 2),
+}
+
+
+def dependent_plan(rng: random.Random, n: int) -> Plan:
+    """A plan whose ``n`` calls go one per response (each may depend on the previous).
+
+    Domains that cannot hold ``n`` calls fall back to independent lookups sent one
+    per response, so every plan has exactly ``n`` calls.
+    """
+    choices = [name for name, (_, most) in _DEPENDENT.items() if most >= n]
+    choices.append("lookups")
+    domain = rng.choice(choices)
+    if domain == "lookups":
+        return independent_plan(rng, min(n, 6), n)
+    build, _ = _DEPENDENT[domain]
+    plan = build(rng, n)
+    if len(plan.calls) != n:
+        return independent_plan(rng, min(n, 6), n)
+    return plan

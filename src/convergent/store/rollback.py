@@ -1,0 +1,211 @@
+"""Rollback: file contents saved before a tool changes them, and restored on rewind.
+
+Before a tool marked ``modifies_files`` runs, `CheckpointObserver` calls
+`snapshot_for_call`. The files it saves are the ones the call names in a path-like
+argument (see `PATH_ARGUMENTS`); a call that names none gets every workspace file
+saved instead (folders such as ``.git`` and ``.convergent`` excluded). Contents are
+stored once per distinct content (``blobs``, keyed by SHA-256) and each snapshot row
+records whether the file existed.
+
+Rewinding to cycle *K* gives every file snapshotted after *K* the content of its
+earliest such snapshot, which is what it held at the end of cycle *K*. A file that
+did not exist then is deleted. Files created by a tool that named no path are not
+known, so they are left in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from convergent.builtin_tools import resolve_in_workspace
+from convergent.tools import ToolArgumentsError
+
+__all__ = [
+    "MAX_SNAPSHOT_BYTES",
+    "PATH_ARGUMENTS",
+    "RewindResult",
+    "drop_unused_blobs",
+    "paths_in_arguments",
+    "restore",
+    "snapshot_for_call",
+    "snapshot_paths",
+]
+
+PATH_ARGUMENTS = ("path", "paths", "file", "files", "file_path", "filename")
+"""Argument names whose values are taken as the files a modifying tool touches."""
+
+MAX_SNAPSHOT_BYTES = 20_000_000
+"""Larger files are recorded as not restorable instead of being copied."""
+
+MAX_WORKSPACE_FILES = 5_000
+"""At most this many files are saved when a call names no path."""
+
+_SKIPPED_DIRS = frozenset(
+    {".git", ".hg", ".svn", ".convergent", ".venv", "venv", "node_modules", "__pycache__",
+     ".mypy_cache", ".pytest_cache", ".ruff_cache"}  # fmt: skip
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RewindResult:
+    """What `RunStore.rewind` did."""
+
+    run_id: str
+    """The rewound run."""
+    cycle: int
+    """The cycle the run now ends at."""
+    restored: tuple[str, ...] = ()
+    """Workspace files written back to their earlier content."""
+    deleted: tuple[str, ...] = ()
+    """Files removed because they did not exist at that cycle."""
+    skipped: tuple[str, ...] = ()
+    """Files that could not be restored (too large, outside the workspace, no workspace)."""
+
+
+def paths_in_arguments(arguments: Mapping[str, Any]) -> list[str]:
+    """The file paths a call names through `PATH_ARGUMENTS`."""
+    found: list[str] = []
+    for name in PATH_ARGUMENTS:
+        value = arguments.get(name)
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, list | tuple):
+            found.extend(item for item in value if isinstance(item, str))
+    return found
+
+
+def _workspace_files(root: Path) -> Iterator[Path]:
+    count = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
+        for name in sorted(files):
+            path = Path(folder, name)
+            if path.is_symlink() or not path.is_file():
+                continue
+            yield path
+            count += 1
+            if count >= MAX_WORKSPACE_FILES:
+                return
+
+
+def snapshot_for_call(
+    conn: sqlite3.Connection,
+    run_id: str,
+    cycle: int,
+    call_id: str,
+    workspace: Path,
+    arguments: Mapping[str, Any],
+) -> int:
+    """Save the files a modifying call is about to touch; return how many were saved."""
+    named = paths_in_arguments(arguments)
+    root = workspace.resolve()
+    if named:
+        targets: list[Path] = []
+        for raw in named:
+            try:
+                targets.append(resolve_in_workspace(root, raw))
+            except ToolArgumentsError:
+                continue  # the tool itself rejects it; there is nothing of ours to save
+    else:
+        targets = list(_workspace_files(root))
+    return snapshot_paths(conn, run_id, cycle, call_id, root, targets)
+
+
+def snapshot_paths(
+    conn: sqlite3.Connection,
+    run_id: str,
+    cycle: int,
+    call_id: str,
+    root: Path,
+    paths: Iterable[Path],
+) -> int:
+    """Save the current content (or absence) of each path, once per cycle."""
+    done = {
+        path
+        for (path,) in conn.execute(
+            "SELECT path FROM snapshots WHERE run_id = ? AND cycle = ?", (run_id, cycle)
+        )
+    }
+    rows: list[tuple[Any, ...]] = []
+    now = time.time()
+    for path in paths:
+        relative = path.relative_to(root).as_posix()
+        if relative in done or path.is_dir():
+            continue
+        done.add(relative)
+        digest: str | None = None
+        existed = path.is_file()
+        if existed and path.stat().st_size <= MAX_SNAPSHOT_BYTES:
+            data = path.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            conn.execute("INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)", (digest, data))
+        rows.append((run_id, cycle, call_id, relative, digest, int(existed), now))
+    conn.executemany(
+        "INSERT INTO snapshots (run_id, cycle, call_id, path, hash, existed, taken_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    return len(rows)
+
+
+def _write_atomically(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.convergent-restore")
+    temporary.write_bytes(data)
+    os.replace(temporary, target)
+
+
+def restore(
+    conn: sqlite3.Connection, run_id: str, cycle: int, workspace: Path | None
+) -> RewindResult:
+    """Give every file snapshotted after ``cycle`` its content at the end of ``cycle``."""
+    earliest: dict[str, tuple[str | None, bool]] = {}
+    for path, digest, existed in conn.execute(
+        "SELECT path, hash, existed FROM snapshots WHERE run_id = ? AND cycle > ? ORDER BY id",
+        (run_id, cycle),
+    ):
+        earliest.setdefault(path, (digest, bool(existed)))
+    restored: list[str] = []
+    deleted: list[str] = []
+    skipped: list[str] = []
+    for relative, (digest, existed) in earliest.items():
+        if workspace is None:
+            skipped.append(relative)
+            continue
+        try:
+            target = resolve_in_workspace(workspace, relative)
+        except ToolArgumentsError:
+            skipped.append(relative)
+            continue
+        if not existed:
+            if target.is_file():
+                target.unlink()
+                deleted.append(relative)
+            continue
+        row = conn.execute("SELECT data FROM blobs WHERE hash = ?", (digest,)).fetchone()
+        if digest is None or row is None:
+            skipped.append(relative)
+            continue
+        _write_atomically(target, bytes(row[0]))
+        restored.append(relative)
+    return RewindResult(
+        run_id=run_id,
+        cycle=cycle,
+        restored=tuple(restored),
+        deleted=tuple(deleted),
+        skipped=tuple(skipped),
+    )
+
+
+def drop_unused_blobs(conn: sqlite3.Connection) -> None:
+    """Delete stored contents that no snapshot refers to any more."""
+    conn.execute(
+        "DELETE FROM blobs WHERE hash NOT IN (SELECT hash FROM snapshots WHERE hash IS NOT NULL)"
+    )

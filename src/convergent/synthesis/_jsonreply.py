@@ -1,0 +1,30 @@
+"""Read a JSON object out of a model's reply text."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+__all__ = ["loads_object"]
+
+_FENCE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n(.*)\n\s*```$", re.DOTALL)
+
+
+def loads_object(text: str) -> dict[str, Any]:
+    """Parse ``text`` as one JSON object, tolerating a surrounding Markdown code fence.
+
+    Raises:
+        ValueError: If the text is not JSON or not an object; the message says which.
+    """
+    stripped = text.strip()
+    fenced = _FENCE.match(stripped)
+    if fenced:
+        stripped = fenced.group(1).strip()
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    return data

@@ -1,0 +1,171 @@
+"""`convergent run` as a user runs it: the installed console script in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [EXE, *args], capture_output=True, text=True, timeout=60, cwd=cwd, check=False
+    )
+
+
+def script(tmp_path: Path, responses: list[Any]) -> str:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(responses))
+    return f"scripted:{path}"
+
+
+def test_json_output_has_the_contract_fields(tmp_path: Path) -> None:
+    model = script(
+        tmp_path,
+        [
+            {
+                "content": "",
+                "tool_calls": [{"name": "calculator", "arguments": {"expression": "17*23"}}],
+                "confidence": 0.99,
+                "action": "finish",
+            },
+            {"content": "391", "confidence": 0.1},
+        ],
+    )
+    proc = run_cli("run", "17*23", "--model", model, "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["stop_reason"] == "completed"
+    assert data["output"] == "391"
+    assert data["cycles"] == 2
+    assert data["tool_calls"][0] | {} == data["tool_calls"][0]
+    assert {k: data["tool_calls"][0][k] for k in ("name", "arguments", "ok")} == {
+        "name": "calculator",
+        "arguments": {"expression": "17*23"},
+        "ok": True,
+    }
+    assert set(data["usage"]) >= {"input_tokens", "output_tokens"}
+
+
+def test_tool_error_stops_and_exit_code_is_non_zero(tmp_path: Path) -> None:
+    model = script(tmp_path, [{"tool_calls": [{"name": "fail", "arguments": {"message": "boom"}}]}])
+    proc = run_cli("run", "x", "--model", model, "--json")
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["stop_reason"] == "tool_error"
+
+
+def test_tool_error_continue_policy(tmp_path: Path) -> None:
+    model = script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "fail", "arguments": {"message": "boom"}}]},
+            {"content": "handled"},
+        ],
+    )
+    proc = run_cli("run", "x", "--model", model, "--json", "--tool-error", "continue")
+    assert proc.returncode == 0
+    data = json.loads(proc.stdout)
+    assert data["stop_reason"] == "completed" and data["tool_calls"][0]["ok"] is False
+
+
+def test_max_cycles_and_trace_file(tmp_path: Path) -> None:
+    calls = [
+        {"tool_calls": [{"name": "calculator", "arguments": {"expression": f"{i}+1"}}]}
+        for i in range(5)
+    ]
+    trace = tmp_path / "trace.jsonl"
+    proc = run_cli(
+        "run",
+        "x",
+        "--model",
+        script(tmp_path, calls),
+        "--max-cycles",
+        "2",
+        "--json",
+        "--trace",
+        str(trace),
+    )
+    assert json.loads(proc.stdout)["stop_reason"] == "max_cycles"
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert events[0]["type"] == "run_started"
+    assert events[-1]["type"] == "run_stopped" and events[-1]["reason"] == "max_cycles"
+    assert sum(e["type"] == "tool_finished" for e in events) == 2
+
+
+def test_live_view_shows_cycles_and_stop_reason(tmp_path: Path) -> None:
+    model = script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "2+2"}}]},
+            {"content": "4"},
+        ],
+    )
+    proc = run_cli("run", "2+2", "--model", model)
+    assert proc.returncode == 0
+    assert "cycle 1" in proc.stdout and "calculator" in proc.stdout
+    assert "stopped: completed" in proc.stdout
+
+
+def test_read_file_is_confined_to_the_workspace(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("inside")
+    model = script(
+        tmp_path,
+        [
+            {
+                "tool_calls": [
+                    {"name": "read_file", "arguments": {"path": "a.txt"}},
+                    {"name": "read_file", "arguments": {"path": "../script.json"}},
+                ]
+            },
+            {"content": "ok"},
+        ],
+    )
+    proc = run_cli("run", "x", "--model", model, "--json", "--workspace", str(tmp_path / "ws"))
+    calls = json.loads(proc.stdout)["tool_calls"]
+    assert [c["ok"] for c in calls] == [True, False]
+    assert "outside the workspace" in calls[1]["result"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "nope:x"], "unknown model"),
+        (["--model", "scripted:/does/not/exist.json"], "script file not found"),
+        (["--max-cycles", "-3"], "--max-cycles must be >= 0"),
+        (["--max-tokens", "-1"], "--max-tokens must be >= 0"),
+        (["--tool-error", "ignore"], "--tool-error must be"),
+        (["--workspace", "/does/not/exist"], "workspace folder not found"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_two(tmp_path: Path, args: list[str], message: str) -> None:
+    base = ["--model", script(tmp_path, ["hi"])]
+    proc = run_cli("run", "task", *base, *args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_malformed_script_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("[{")
+    proc = run_cli("run", "x", "--model", f"scripted:{bad}")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: script file") and "not valid JSON" in proc.stderr
+
+
+def test_too_short_script_is_reported(tmp_path: Path) -> None:
+    model = script(
+        tmp_path, [{"tool_calls": [{"name": "calculator", "arguments": {"expression": "1"}}]}]
+    )
+    proc = run_cli("run", "x", "--model", model)
+    assert proc.returncode == 2
+    assert "holds only 1 response" in proc.stderr

@@ -1,0 +1,389 @@
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convergent.coordinator import (
+    ArtifactCheck,
+    CheckResult,
+    HookEvent,
+    StateStore,
+    WorkflowStatus,
+    answer_hook,
+    observe_iteration,
+    record_failure,
+    request_redirect,
+    request_stop,
+)
+from convergent.stop import StopReason
+
+from .conftest import make_state
+
+SAFETY_TIMEOUT = 60  # seconds; a safety net against hangs, not a timing assertion
+
+
+def stop_payload(cwd: Path, *, active: bool = False) -> dict[str, Any]:
+    """Shaped like Claude Code's documented Stop hook input."""
+    return {
+        "session_id": "abc123",
+        "transcript_path": "/home/dev/.claude/projects/demo/abc123.jsonl",
+        "cwd": str(cwd),
+        "permission_mode": "default",
+        "hook_event_name": "Stop",
+        "stop_hook_active": active,
+        "last_assistant_message": "I'm confident everything is done.",
+    }
+
+
+def subagent_payload(cwd: Path, *, active: bool = False) -> dict[str, Any]:
+    """Shaped like Claude Code's documented SubagentStop hook input."""
+    return {
+        **stop_payload(cwd, active=active),
+        "hook_event_name": "SubagentStop",
+        "agent_id": "a7f3c2e1",
+        "agent_type": "general-purpose",
+        "agent_transcript_path": "/home/dev/.claude/projects/demo/abc123/subagents/a7f3.jsonl",
+    }
+
+
+def run_hook(
+    exe: str, event: str, stdin: str, *args: str, cwd: Path
+) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run(
+        [exe, "hook", event, *args],
+        input=stdin.encode(),
+        capture_output=True,
+        cwd=cwd,
+        timeout=SAFETY_TIMEOUT,
+        check=False,
+    )
+    stdout = proc.stdout.decode()
+    assert stdout.endswith("\n") and stdout.count("\n") == 1, stdout
+    return proc.returncode, json.loads(stdout), proc.stderr.decode()
+
+
+def _allowed(output: dict[str, Any]) -> bool:
+    return "decision" not in output and output.get("continue", True) is True
+
+
+# --- the installed command, fed real payloads -------------------------------------------
+
+
+def test_stop_blocks_while_work_is_unresolved(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    store.create(make_state(2, 1, checks=[ArtifactCheck(name="bundle", path="dist/app.js")]))
+    payload = json.dumps(stop_payload(tmp_path))
+    code, output, _ = run_hook(convergent_exe, "stop", payload, cwd=tmp_path)
+    assert code == 0
+    assert output["decision"] == "block"
+    reason = output["reason"]
+    assert reason.startswith("convergent: the work is not done (iteration 1 of 20; 2 unresolved")
+    assert "- p0 [pending] pending 0 (ready)" in reason
+    assert "- p1 [pending] pending 1 (ready)" in reason
+    assert "Base case not verified yet (checks: bundle)" in reason
+    state = store.load()
+    assert state.control.iteration == 1
+    assert state.control.pending_history == [2]
+    assert state.control.hook.consecutive_blocks == 1
+
+
+def test_subagent_stop_blocks_with_strategy_advice(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    state = make_state(2, max_stall_count=5)
+    observe_iteration(state)
+    record_failure(state, atom_id="p0", command="npm test", error="1 failing")
+    record_failure(state, atom_id="p0", command="npm test", error="1 failing")
+    store.create(state)
+    payload = json.dumps(subagent_payload(tmp_path))
+    code, output, _ = run_hook(convergent_exe, "subagent-stop", payload, cwd=tmp_path)
+    assert code == 0
+    assert output["decision"] == "block"
+    assert "last iteration: stall; stall 1 of 5" in output["reason"]
+    assert "Strategy:\n- different_approach: atom p0 failed 2 times" in output["reason"]
+    assert "\n- different_approach: `npm test` failed 2 times" in output["reason"]
+    assert store.load().control.stall_count == 1
+
+
+def test_completed_base_case_lets_the_agent_stop(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    state = make_state(1)
+    state.control.status = WorkflowStatus.COMPLETED
+    store.create(state)
+    code, output, _ = run_hook(
+        convergent_exe, "subagent-stop", json.dumps(subagent_payload(tmp_path)), cwd=tmp_path
+    )
+    assert code == 0
+    assert _allowed(output)
+    assert output["systemMessage"].startswith("convergent: base case satisfied")
+    assert store.load().control.iteration == 0
+
+
+def test_verify_option_runs_checks_and_completes(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "dist" / "app.js").write_text("//")
+    store.create(make_state(1, checks=[ArtifactCheck(name="bundle", path="dist/app.js")]))
+    code, output, _ = run_hook(
+        convergent_exe, "stop", json.dumps(stop_payload(tmp_path)), "--verify", cwd=tmp_path
+    )
+    assert code == 0
+    assert _allowed(output)
+    state = store.load()
+    assert state.control.status is WorkflowStatus.COMPLETED
+    assert state.control.stop_reason is StopReason.COMPLETED
+    assert state.base_case.last_results[0].matches == [str(tmp_path / "dist" / "app.js")]
+
+
+def test_stall_stops_the_work(convergent_exe: str, store: StateStore, tmp_path: Path) -> None:
+    state = make_state(2, max_stall_count=1)
+    observe_iteration(state)
+    store.create(state)
+    code, output, _ = run_hook(
+        convergent_exe, "stop", json.dumps(stop_payload(tmp_path)), cwd=tmp_path
+    )
+    assert code == 0
+    assert output["continue"] is False
+    assert output["stopReason"].startswith(
+        "convergent stopped the work (stalled): max_stall_count exceeded: "
+        "stall_count 1 >= max_stall_count 1."
+    )
+    assert "Unresolved: p0, p1." in output["stopReason"]
+    saved = store.load().control
+    assert (saved.status, saved.stop_reason) == (WorkflowStatus.STOPPED, StopReason.STALLED)
+    assert saved.stop_detail == "max_stall_count exceeded: stall_count 1 >= max_stall_count 1"
+
+
+def test_iteration_limit_stops_the_work(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    store.create(make_state(1, max_iterations=1))
+    code, output, _ = run_hook(
+        convergent_exe, "stop", json.dumps(stop_payload(tmp_path)), cwd=tmp_path
+    )
+    assert code == 0
+    assert output["continue"] is False
+    assert (
+        "(max_cycles): max_iterations reached: iteration 1 >= max_iterations 1"
+        in (output["stopReason"])
+    )
+    assert store.load().control.stop_reason is StopReason.MAX_CYCLES
+
+
+def test_stop_request_stops_the_work(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    state = make_state(3)
+    request_stop(state, "out of time")
+    store.create(state)
+    code, output, _ = run_hook(
+        convergent_exe, "subagent-stop", json.dumps(subagent_payload(tmp_path)), cwd=tmp_path
+    )
+    assert code == 0
+    assert output == {
+        "continue": False,
+        "stopReason": "convergent stopped the work (stopped): stop requested: out of time. "
+        "Unresolved: p0, p1, p2.",
+    }
+    assert store.load().control.status is WorkflowStatus.STOPPED
+
+
+def test_redirect_allows_the_stop_without_ending_the_work(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    state = make_state(3)
+    request_redirect(state, "new requirements")
+    store.create(state)
+    code, output, _ = run_hook(
+        convergent_exe, "stop", json.dumps(stop_payload(tmp_path)), cwd=tmp_path
+    )
+    assert code == 0
+    assert _allowed(output)
+    assert "redirect in progress (new requirements)" in output["systemMessage"]
+    saved = store.load().control
+    assert saved.status is WorkflowStatus.RUNNING
+    assert saved.iteration == 0
+
+
+def test_stop_hook_active_allows_and_leaves_state_alone(
+    convergent_exe: str, store: StateStore, state_path: Path, tmp_path: Path
+) -> None:
+    store.create(make_state(3))
+    before = state_path.read_bytes()
+    payload = json.dumps(stop_payload(tmp_path, active=True))
+    code, output, stderr = run_hook(convergent_exe, "stop", payload, cwd=tmp_path)
+    assert code == 0
+    assert output == {}
+    assert "stop_hook_active is true; allowing the stop" in stderr
+    assert state_path.read_bytes() == before
+
+
+def test_opt_in_chained_blocks_are_capped(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    state = make_state(3, max_stall_count=10)
+    state.control.hook.block_when_active = True
+    state.control.hook.max_consecutive_blocks = 2
+    store.create(state)
+    first = json.dumps(stop_payload(tmp_path))
+    chained = json.dumps(stop_payload(tmp_path, active=True))
+    answers = [
+        run_hook(convergent_exe, "stop", text, cwd=tmp_path)[1]
+        for text in (first, chained, chained)
+    ]
+    assert [a.get("decision") for a in answers] == ["block", "block", None]
+    assert "after 2 consecutive blocks" in answers[2]["systemMessage"]
+    saved = store.load().control
+    assert saved.iteration == 2
+    assert saved.hook.consecutive_blocks == 0
+
+
+@pytest.mark.parametrize(
+    ("stdin", "problem"),
+    [
+        ("{not json", "stdin is not valid JSON"),
+        ("", "empty input on stdin"),
+        ("   \n", "empty input on stdin"),
+        ("[1, 2]", "stdin JSON is a list, expected an object"),
+        ('{"stop_hook_active": "very"}', "stdin JSON field 'stop_hook_active' has the wrong type"),
+    ],
+)
+def test_unusable_stdin_allows_the_stop(
+    convergent_exe: str,
+    store: StateStore,
+    state_path: Path,
+    tmp_path: Path,
+    stdin: str,
+    problem: str,
+) -> None:
+    store.create(make_state(3))
+    before = state_path.read_bytes()
+    code, output, stderr = run_hook(convergent_exe, "stop", stdin, cwd=tmp_path)
+    assert code == 0
+    assert _allowed(output)
+    assert problem in output["systemMessage"]
+    assert f"convergent hook: {problem}" in stderr and "allowing the stop" in stderr
+    assert "Traceback" not in stderr
+    assert state_path.read_bytes() == before
+
+
+def test_missing_state_file_allows_the_stop_quietly(convergent_exe: str, tmp_path: Path) -> None:
+    code, output, stderr = run_hook(
+        convergent_exe, "stop", json.dumps(stop_payload(tmp_path)), cwd=tmp_path
+    )
+    assert code == 0
+    assert output == {}
+    assert f"no state file at {tmp_path / 'workflow-state.yaml'}; allowing the stop" in stderr
+    assert not (tmp_path / "workflow-state.yaml").exists()
+
+
+def test_corrupt_state_file_allows_the_stop_and_is_kept(
+    convergent_exe: str, state_path: Path, tmp_path: Path
+) -> None:
+    state_path.write_text("control: [broken\n")
+    code, output, stderr = run_hook(
+        convergent_exe, "subagent-stop", json.dumps(subagent_payload(tmp_path)), cwd=tmp_path
+    )
+    assert code == 0
+    assert _allowed(output)
+    assert "state file unusable" in output["systemMessage"]
+    assert "not valid YAML" in stderr
+    assert state_path.read_text() == "control: [broken\n"
+
+
+def test_state_option_is_relative_to_the_session_cwd(convergent_exe: str, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    StateStore(project / "plans" / "wf.yaml").create(make_state(1))
+    payload = json.dumps(stop_payload(project))
+    code, output, _ = run_hook(
+        convergent_exe, "stop", payload, "--state", "plans/wf.yaml", cwd=tmp_path
+    )
+    assert code == 0
+    assert output["decision"] == "block"
+    assert StateStore(project / "plans" / "wf.yaml").load().control.iteration == 1
+
+
+def test_unknown_options_are_ignored_not_fatal(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    store.create(make_state(1))
+    code, output, stderr = run_hook(
+        convergent_exe, "stop", json.dumps(stop_payload(tmp_path)), "--frobnicate", cwd=tmp_path
+    )
+    assert code == 0
+    assert output["decision"] == "block"
+    assert "ignoring unexpected arguments ['--frobnicate']" in stderr
+
+
+def test_concurrent_invocations_lose_no_update(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    store.create(make_state(4, max_iterations=100, max_stall_count=100))
+    payloads = [
+        json.dumps(stop_payload(tmp_path)) if i % 2 else json.dumps(subagent_payload(tmp_path))
+        for i in range(20)
+    ]
+    procs = [
+        subprocess.Popen(
+            [convergent_exe, "hook", "stop" if i % 2 else "subagent-stop"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+        )
+        for i in range(20)
+    ]
+    iterations = []
+    for proc, payload in zip(procs, payloads, strict=True):
+        out, err = proc.communicate(payload.encode(), timeout=SAFETY_TIMEOUT * 2)
+        assert proc.returncode == 0, err
+        answer = json.loads(out)
+        assert answer["decision"] == "block"
+        iterations.append(int(answer["reason"].split("(iteration ")[1].split(" ")[0]))
+    assert sorted(iterations) == list(range(1, 21))
+    state = store.load()
+    assert state.control.iteration == 20
+    assert state.control.pending_history == [4] * 20
+    assert state.control.stall_count == 19
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
+
+
+# --- the same logic in-process ----------------------------------------------------------
+
+
+def test_internal_error_degrades_to_allowing_the_stop(store: StateStore, tmp_path: Path) -> None:
+    store.create(make_state(1, checks=[ArtifactCheck(name="a", path="x")]))
+
+    def broken(_: StateStore) -> list[CheckResult]:
+        raise RuntimeError("disk on fire")
+
+    answer = answer_hook(
+        HookEvent.STOP, json.dumps(stop_payload(tmp_path)), verify=True, verifier=broken
+    )
+    assert answer.action == "allow"
+    assert answer.exit_code == 0
+    assert answer.message == (
+        "convergent hook: internal error (RuntimeError: disk on fire); allowing the stop"
+    )
+    assert store.load().control.iteration == 0
+
+
+def test_event_name_mismatch_is_noted_but_answered(store: StateStore, tmp_path: Path) -> None:
+    store.create(make_state(1))
+    answer = answer_hook(HookEvent.SUBAGENT_STOP, json.dumps(stop_payload(tmp_path)))
+    assert answer.action == "block"
+    assert answer.message is not None
+    assert "hook_event_name is 'Stop' but installed as SubagentStop" in answer.message
+
+
+def test_unknown_payload_fields_are_tolerated(store: StateStore, tmp_path: Path) -> None:
+    store.create(make_state(1))
+    payload = {**stop_payload(tmp_path), "future_field": {"nested": True}}
+    assert answer_hook(HookEvent.STOP, json.dumps(payload)).action == "block"

@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from convergent.coordinator import (
+    SCHEMA_VERSION,
+    AtomStatus,
+    CommandCheck,
+    JudgmentCheck,
+    ProgressKind,
+    StateFileError,
+    StateStore,
+    WorkflowState,
+    dump_state,
+    parse_state,
+    resolve_atom,
+)
+from convergent.exceptions import UserError
+from convergent.stop import StopReason
+
+from .conftest import make_state
+
+FIXTURE_V1 = Path(__file__).parent / "fixtures" / "workflow-state.v1.yaml"
+
+
+def test_frozen_v1_fixture_still_loads() -> None:
+    state = parse_state(FIXTURE_V1.read_text(), str(FIXTURE_V1))
+    assert state.schema_version == 1
+    assert [atom.id for atom in state.atoms] == [
+        "schema",
+        "endpoints",
+        "tokens-jwt",
+        "tokens-opaque",
+        "docs",
+    ]
+    assert state.atom("tokens-jwt").status is AtomStatus.FAILED
+    assert state.atom("docs").needs_info
+    assert [check.kind for check in state.base_case.checks] == [
+        "command",
+        "command",
+        "artifact",
+        "http",
+        "judgment",
+    ]
+    tests = state.base_case.checks[0]
+    assert isinstance(tests, CommandCheck) and tests.command == ["pytest", "-q"]
+    judgment = state.base_case.checks[4]
+    assert isinstance(judgment, JudgmentCheck)
+    assert judgment.confirmation is not None and judgment.confirmation.by == "alice"
+    assert state.control.pending_history == [5, 4, 4]
+    assert state.control.last_progress is ProgressKind.STALL
+    assert state.control.hook.consecutive_blocks == 1
+    assert state.attempts[0].error == "ImportError: no module named jose"
+
+
+def test_dump_and_parse_round_trip() -> None:
+    state = parse_state(FIXTURE_V1.read_text())
+    again = parse_state(dump_state(state))
+    assert again == state
+
+
+def test_stop_reason_is_stored_in_the_loop_vocabulary() -> None:
+    state = make_state(1)
+    state.control.stop_reason = StopReason.STALLED
+    state.control.stop_detail = "max_stall_count exceeded"
+    text = dump_state(state)
+    assert "stop_reason: stalled" in text
+    assert "stop_detail: max_stall_count exceeded" in text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("atoms: [\n  - id: a\n", "not valid YAML at line"),
+        ("", "expected a mapping at the top level"),
+        ("- just\n- a list\n", "expected a mapping"),
+        ("atoms:\n  - id: a\n  - id: a\n", "duplicate atom id(s): a"),
+        ("atoms:\n  - id: a\n    depends_on: [b]\n", "atom a depends on unknown atom(s): b"),
+        (
+            "atoms:\n  - {id: a, depends_on: [b]}\n  - {id: b, depends_on: [c]}\n"
+            "  - {id: c, depends_on: [a]}\n",
+            "dependency cycle: a -> b -> c -> a",
+        ),
+        ("atoms:\n  - id: a\n    status: done\n", "atoms.0.status"),
+        ("control:\n  max_stall_count: 0\n", "control.max_stall_count"),
+        ("colour: blue\n", "colour: Extra inputs are not permitted"),
+        ("schema_version: 99\n", "schema_version 99 is newer"),
+        (
+            "base_case:\n  checks:\n    - {name: t, kind: command, command: x}\n"
+            "    - {name: t, kind: artifact, path: y}\n",
+            "duplicate check name(s): t",
+        ),
+        ("base_case:\n  checks:\n    - {name: t, kind: telepathy}\n", "base_case.checks.0"),
+        ("base_case:\n  checks:\n    - {name: h, kind: http, url: 'ftp://x'}\n", "url"),
+    ],
+)
+def test_bad_files_give_one_line_errors(text: str, message: str) -> None:
+    with pytest.raises(StateFileError) as info:
+        parse_state(text, "wf.yaml")
+    assert message in str(info.value)
+    assert str(info.value).startswith("wf.yaml: ")
+    assert "\n" not in str(info.value)
+
+
+def test_missing_file_error_names_the_path_and_the_fix(store: StateStore) -> None:
+    with pytest.raises(StateFileError, match="state file not found: .*workflow-state.yaml"):
+        store.load()
+    with pytest.raises(StateFileError, match="state file not found"), store.update():
+        pass
+    assert list(store.path.parent.iterdir()) == []  # not even a lock file
+    assert isinstance(StateFileError("x"), UserError)
+
+
+def test_create_makes_missing_directories_and_keeps_file_mode(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "a" / "b" / "wf.yaml")
+    store.create(make_state(1))
+    store.path.chmod(0o640)
+    with store.update() as state:
+        state.goal = "changed"
+    assert store.load().goal == "changed"
+    assert store.path.stat().st_mode & 0o777 == 0o640
+
+
+def test_corrupt_file_is_never_overwritten(store: StateStore, state_path: Path) -> None:
+    state_path.write_text("atoms: [oops\n")
+    with pytest.raises(StateFileError), store.update() as state:
+        state.goal = "would overwrite"
+    assert state_path.read_text() == "atoms: [oops\n"
+
+
+def test_create_refuses_to_overwrite_without_force(store: StateStore) -> None:
+    store.create(make_state(1))
+    with pytest.raises(StateFileError, match="already exists"):
+        store.create(make_state(5))
+    assert len(store.load().atoms) == 1
+    store.create(make_state(5), overwrite=True)
+    assert len(store.load().atoms) == 5
+
+
+def test_update_writes_atomically_and_leaves_no_temp_files(
+    store: StateStore, state_path: Path
+) -> None:
+    store.create(make_state(2))
+    with store.update() as state:
+        resolve_atom(state, "p0")
+    assert store.load().atom("p0").status is AtomStatus.RESOLVED
+    assert store.load().updated_at is not None
+    leftovers = [p.name for p in state_path.parent.iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_update_body_error_writes_nothing(store: StateStore, state_path: Path) -> None:
+    store.create(make_state(2))
+    before = state_path.read_text()
+    with pytest.raises(UserError, match="no atom with id 'zzz'"), store.update() as state:
+        state.goal = "changed"
+        resolve_atom(state, "zzz")
+    assert state_path.read_text() == before
+
+
+def test_assignment_is_validated() -> None:
+    state = make_state(1)
+    with pytest.raises(ValueError, match="max_iterations"):
+        state.control.max_iterations = 0
+
+
+def test_new_state_has_current_schema_version() -> None:
+    assert WorkflowState().schema_version == SCHEMA_VERSION

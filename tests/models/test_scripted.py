@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from convergent import ModelResponse, ScriptedModel, ScriptExhaustedError, UserError, UserMessage
+
+
+async def test_plays_back_and_reports_unconsumed() -> None:
+    model = ScriptedModel(["a", {"content": "b", "confidence": 0.5}, "c"])
+    first = await model.request([UserMessage(content="1")], [])
+    second = await model.request([UserMessage(content="2")], [])
+    assert (first.content, second.content) == ("a", "b")
+    assert second.metadata == {"confidence": 0.5}
+    assert [r.content for r in model.unconsumed] == ["c"]
+    with pytest.raises(AssertionError, match="1 scripted response"):
+        model.assert_consumed()
+    await model.request([], [])
+    model.assert_consumed()
+    with pytest.raises(ScriptExhaustedError):
+        await model.request([], [])
+
+
+async def test_function_scripts_may_be_async() -> None:
+    async def reply(messages: object, tools: object) -> ModelResponse:
+        return ModelResponse(content="async")
+
+    assert (await ScriptedModel(reply).request([], [])).content == "async"
+
+
+async def test_call_ids_are_unique_across_the_script() -> None:
+    call = {"name": "t", "arguments": {}}
+    model = ScriptedModel([{"tool_calls": [call, call]}, {"tool_calls": [call]}])
+    ids = [c.id for _ in range(2) for c in (await model.request([], [])).tool_calls]
+    assert len(set(ids)) == 3
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "is not valid JSON"),
+        ("{}", "non-empty JSON list"),
+        ("[]", "non-empty JSON list"),
+        ('[{"tool_calls": {}}]', "must be a list"),
+        ('[{"tool_calls": [{"arguments": {}}]}]', "string 'name'"),
+        ('[{"tool_calls": [{"name": "x", "arguments": []}]}]', "must be an object"),
+        ("[1]", "must be an object"),
+    ],
+)
+def test_bad_script_files_are_user_errors(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "script.json"
+    path.write_text(content)
+    with pytest.raises(UserError, match=message):
+        ScriptedModel.from_file(path)
+
+
+def test_missing_script_file(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not found"):
+        ScriptedModel.from_file(tmp_path / "nope.json")
+
+
+def test_from_file_reads_the_cli_format(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "content": "hi",
+                    "tool_calls": [{"name": "calculator", "arguments": {"expression": "1"}}],
+                }
+            ]
+        )
+    )
+    model = ScriptedModel.from_file(path)
+    assert model.name == "scripted:s.json"
+    assert model.unconsumed[0].tool_calls[0].name == "calculator"

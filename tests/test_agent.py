@@ -1,0 +1,464 @@
+"""The objective loop, driven by ScriptedModel."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from convergent import (
+    Agent,
+    Limits,
+    ModelError,
+    ModelResponse,
+    ScriptedModel,
+    ScriptExhaustedError,
+    SteeringQueue,
+    StopReason,
+    ToolCall,
+    ToolFinished,
+    ToolResultMessage,
+    ToolStarted,
+    Usage,
+    UserError,
+    UserMessage,
+    Verification,
+    calculator,
+    fail,
+    tool,
+)
+from convergent.events import Event, ModelResponded, Redirected, RunStarted, RunStopped
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def calc(expression: str) -> dict[str, Any]:
+    return call("calculator", expression=expression)
+
+
+# --- seed 000's validation table -------------------------------------------------
+
+
+async def test_task_needing_three_tool_calls_runs_three_tool_cycles_then_completes() -> None:
+    model = ScriptedModel(
+        [
+            {"tool_calls": [calc("1+1")]},
+            {"tool_calls": [calc("2+2")]},
+            {"tool_calls": [calc("3+3")]},
+            "done: 2, 4, 6",
+        ]
+    )
+    result = await Agent(model, [calculator]).run("add things")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [r.result for r in result.tool_calls] == ["2", "4", "6"]
+    assert result.cycles == 4
+    assert result.output == "done: 2, 4, 6"
+    model.assert_consumed()
+
+
+async def test_task_done_after_two_cycles_stops_at_two() -> None:
+    model = ScriptedModel([{"tool_calls": [calc("6*7")]}, "42", "never requested"])
+    result = await Agent(model, [calculator]).run("what is 6*7")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.cycles == 2
+    assert len(model.unconsumed) == 1
+
+
+async def test_failing_tool_stops_at_once_with_tool_error() -> None:
+    model = ScriptedModel([{"tool_calls": [call("fail", message="disk on fire")]}, "unreachable"])
+    result = await Agent(model, [fail]).run("try")
+    assert result.stop_reason is StopReason.TOOL_ERROR
+    assert "disk on fire" in result.stop_detail
+    assert result.cycles == 1
+    assert result.tool_calls[0].ok is False
+    assert result.tool_calls[0].outcome == "failed"
+
+
+async def test_no_tools_available_stops_after_one_model_call() -> None:
+    model = ScriptedModel(["Paris is the capital of France."])
+    result = await Agent(model).run("capital of France?")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.cycles == 1
+    assert model.requests[0][1] == ()
+
+
+# --- self-reported confidence is metadata, never a stop signal --------------------
+
+
+async def test_finish_action_with_high_confidence_and_a_tool_call_continues() -> None:
+    model = ScriptedModel(
+        [
+            {
+                "content": "I'm done",
+                "confidence": 0.99,
+                "action": "finish",
+                "tool_calls": [calc("2+3")],
+            },
+            "5",
+        ]
+    )
+    result = await Agent(model, [calculator]).run("2+3")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.cycles == 2
+    assert [r.name for r in result.tool_calls] == ["calculator"]
+    responded = [e for e in result.events if isinstance(e, ModelResponded)]
+    assert responded[0].metadata == {"confidence": 0.99, "action": "finish"}
+
+
+async def test_low_confidence_without_tool_calls_completes() -> None:
+    model = ScriptedModel([{"content": "maybe 5?", "confidence": 0.1}])
+    result = await Agent(model, [calculator]).run("2+3")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.cycles == 1
+    assert result.output == "maybe 5?"
+
+
+# --- parallel batches -------------------------------------------------------------
+
+
+async def test_batched_calls_overlap_and_results_return_in_call_order() -> None:
+    gate = asyncio.Event()
+    started: list[str] = []
+
+    @tool
+    async def slow(label: str) -> str:
+        """Wait until every call of the batch has started.
+
+        Args:
+            label: Returned unchanged.
+        """
+        started.append(label)
+        if len(started) == 3:
+            gate.set()
+        await asyncio.wait_for(gate.wait(), timeout=10)
+        return label
+
+    model = ScriptedModel(
+        [{"tool_calls": [call("slow", label=x) for x in ("a", "b", "c")]}, "all done"]
+    )
+    result = await Agent(model, [slow]).run("go")
+    assert result.stop_reason is StopReason.COMPLETED
+    kinds = [(type(e).__name__) for e in result.events if isinstance(e, ToolStarted | ToolFinished)]
+    # every call started before any finished: the calls overlapped
+    assert kinds[:3] == ["ToolStarted"] * 3
+    assert kinds[3:] == ["ToolFinished"] * 3
+    results = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert [m.content for m in results] == ["a", "b", "c"]
+
+
+async def test_sync_tools_of_one_batch_run_in_threads_concurrently() -> None:
+    import threading
+
+    barrier = threading.Barrier(2, timeout=10)
+
+    @tool
+    def meet(who: str) -> str:
+        """Wait at a barrier that needs two threads.
+
+        Args:
+            who: Echoed.
+        """
+        barrier.wait()
+        return who
+
+    model = ScriptedModel([{"tool_calls": [call("meet", who="x"), call("meet", who="y")]}, "ok"])
+    result = await Agent(model, [meet]).run("go")
+    assert [r.result for r in result.tool_calls] == ["x", "y"]
+    assert all(r.ok for r in result.tool_calls)
+
+
+# --- tool errors and model mistakes ------------------------------------------------
+
+
+async def test_continue_policy_feeds_the_error_back() -> None:
+    model = ScriptedModel([{"tool_calls": [call("fail", message="nope")]}, "recovered"])
+    result = await Agent(model, [fail], on_tool_error="continue").run("try")
+    assert result.stop_reason is StopReason.COMPLETED
+    sent = model.requests[1][0]
+    error = [m for m in sent if isinstance(m, ToolResultMessage)][0]
+    assert error.is_error and "nope" in error.content
+
+
+async def test_unknown_tool_and_invalid_arguments_go_back_to_the_model() -> None:
+    model = ScriptedModel(
+        [
+            {"tool_calls": [call("teleport", where="moon")]},
+            {"tool_calls": [call("calculator", expr="1+1")]},
+            "giving up",
+        ]
+    )
+    result = await Agent(model, [calculator]).run("x")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [r.outcome for r in result.tool_calls] == ["invalid", "invalid"]
+    second = [m for m in model.requests[1][0] if isinstance(m, ToolResultMessage)]
+    assert "unknown tool 'teleport'" in second[0].content
+    third = [m for m in model.requests[2][0] if isinstance(m, ToolResultMessage)]
+    assert "expression" in third[-1].content
+
+
+async def test_unparsable_arguments_are_the_models_mistake() -> None:
+    bad = ModelResponse(tool_calls=(ToolCall(id="c1", name="calculator", parse_error="bad json"),))
+    model = ScriptedModel([bad, "ok"])
+    result = await Agent(model, [calculator]).run("x")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.tool_calls[0].outcome == "invalid"
+
+
+async def test_tool_timeout_is_a_tool_failure() -> None:
+    @tool(timeout=0.05)
+    async def hang() -> str:
+        """Never return."""
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    model = ScriptedModel([{"tool_calls": [call("hang")]}])
+    result = await Agent(model, [hang]).run("x")
+    assert result.stop_reason is StopReason.TOOL_ERROR
+    assert "timed out" in result.stop_detail
+
+
+# --- stall and limits ---------------------------------------------------------------
+
+
+async def test_same_call_repeated_three_times_stalls() -> None:
+    model = ScriptedModel([{"tool_calls": [calc("1+1")]}] * 5)
+    result = await Agent(model, [calculator]).run("loop")
+    assert result.stop_reason is StopReason.STALLED
+    assert result.cycles == 3
+    assert len(result.tool_calls) == 2  # the third identical call is not executed
+    last = result.messages[-1]
+    assert isinstance(last, ToolResultMessage) and last.is_error
+
+
+async def test_argument_order_does_not_hide_a_repeat() -> None:
+    @tool
+    def pair(a: int, b: int) -> int:
+        """Add.
+
+        Args:
+            a: First.
+            b: Second.
+        """
+        return a + b
+
+    script = [
+        {"tool_calls": [{"name": "pair", "arguments": {"a": 1, "b": 2}}]},
+        {"tool_calls": [{"name": "pair", "arguments": {"b": 2, "a": 1}}]},
+    ]
+    result = await Agent(ScriptedModel(script), [pair], limits=Limits(max_repeated_calls=2)).run(
+        "x"
+    )
+    assert result.stop_reason is StopReason.STALLED
+
+
+async def test_max_cycles() -> None:
+    model = ScriptedModel([{"tool_calls": [calc(f"{i}+1")]} for i in range(10)])
+    result = await Agent(model, [calculator], limits=Limits(max_cycles=4)).run("x")
+    assert result.stop_reason is StopReason.MAX_CYCLES
+    assert result.cycles == 4
+    assert len(model.requests) == 4
+
+
+async def test_token_budget() -> None:
+    heavy = [
+        ModelResponse(
+            tool_calls=(
+                ToolCall(id=f"c{i}", name="calculator", arguments={"expression": f"{i}*2"}),
+            ),
+            usage=Usage(input_tokens=600, output_tokens=100, requests=1),
+        )
+        for i in range(5)
+    ]
+    result = await Agent(
+        ScriptedModel(heavy), [calculator], limits=Limits(max_total_tokens=1000)
+    ).run("x")
+    assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
+    assert result.cycles == 2
+    assert result.usage.total_tokens == 1400
+
+
+async def test_wall_time_budget() -> None:
+    @tool
+    async def nap() -> str:
+        """Sleep a little."""
+        await asyncio.sleep(0.02)
+        return "z"
+
+    model = ScriptedModel([{"tool_calls": [call("nap")]}] * 2 + ["late"])
+    limits = Limits(max_seconds=0.01, max_repeated_calls=100)
+    result = await Agent(model, [nap], limits=limits).run("x")
+    assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
+    assert result.cycles == 1
+
+
+async def test_cost_budget() -> None:
+    priced = ModelResponse(
+        tool_calls=(ToolCall(id="c", name="calculator", arguments={"expression": "1"}),),
+        usage=Usage(requests=1, cost=0.6),
+    )
+    model = ScriptedModel([priced, priced, "x"])
+    limits = Limits(max_cost=1.0, max_repeated_calls=10)
+    result = await Agent(model, [calculator], limits=limits).run("x")
+    assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
+    assert result.cycles == 2
+
+
+def test_negative_limits_are_rejected() -> None:
+    with pytest.raises(ValueError, match="max_cycles"):
+        Limits(max_cycles=-1)
+
+
+# --- model errors and misuse ----------------------------------------------------------
+
+
+async def test_backend_failure_stops_with_model_error() -> None:
+    def broken(messages: Any, tools: Any) -> ModelResponse:
+        raise ModelError("connection refused")
+
+    result = await Agent(ScriptedModel(broken)).run("x")
+    assert result.stop_reason is StopReason.MODEL_ERROR
+    assert "connection refused" in result.stop_detail
+
+
+async def test_exhausted_script_fails_loudly() -> None:
+    model = ScriptedModel([{"tool_calls": [calc("1")]}])
+    with pytest.raises(ScriptExhaustedError, match="holds only 1"):
+        await Agent(model, [calculator]).run("x")
+
+
+def test_duplicate_tool_names_and_non_tools_are_user_errors() -> None:
+    with pytest.raises(UserError, match="two tools"):
+        Agent(ScriptedModel([]), [calculator, calculator])
+    with pytest.raises(UserError, match="not a Tool"):
+        Agent(ScriptedModel([]), [print])  # type: ignore[list-item]
+
+
+# --- verifier, steering, events -------------------------------------------------------
+
+
+async def test_verifier_failure_sends_feedback_and_continues() -> None:
+    model = ScriptedModel(["41", {"tool_calls": [calc("6*7")]}, "42"])
+    result = await Agent(
+        model,
+        [calculator],
+        verifier=lambda answer: Verification(answer.strip() == "42", "expected the product"),
+    ).run("6*7")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.output == "42"
+    feedback = model.requests[1][0][-1]
+    assert isinstance(feedback, UserMessage) and "expected the product" in feedback.content
+
+
+async def test_stop_request_ends_the_run_stopped() -> None:
+    steering = SteeringQueue()
+
+    def script(messages: Any, tools: Any) -> ModelResponse:
+        steering.stop("user pressed stop")
+        return ModelResponse(
+            tool_calls=(ToolCall(id="c", name="calculator", arguments={"expression": "1"}),)
+        )
+
+    result = await Agent(ScriptedModel(script), [calculator]).run("x", steering=steering)
+    assert result.stop_reason is StopReason.STOPPED
+    assert result.cycles == 1
+    assert result.stop_detail == "user pressed stop"
+
+
+async def test_redirect_is_delivered_as_a_user_message_not_a_stop() -> None:
+    steering = SteeringQueue()
+    replies = iter([{"tool_calls": [calc("1+1")]}, {"content": "redirected answer"}])
+
+    def script(messages: Any, tools: Any) -> ModelResponse:
+        from convergent.models.scripted import response_from_dict
+
+        if len(messages) == 1:
+            steering.send("actually, compute 3+3")
+        return response_from_dict(next(replies))
+
+    model = ScriptedModel(script)
+    result = await Agent(model, [calculator]).run("1+1", steering=steering)
+    assert result.stop_reason is StopReason.COMPLETED
+    assert any(isinstance(e, Redirected) for e in result.events)
+    second_request = model.requests[1][0]
+    assert isinstance(second_request[-1], UserMessage)
+    assert second_request[-1].content == "actually, compute 3+3"
+
+
+async def test_event_stream_order_and_single_stop() -> None:
+    seen: list[Event] = []
+    model = ScriptedModel([{"tool_calls": [calc("1+1")]}, "2"])
+    result = await Agent(model, [calculator]).run("x", on_event=seen.append)
+    assert list(result.events) == seen
+    names = [type(e).__name__ for e in seen]
+    assert names == [
+        "RunStarted",
+        "CycleStarted",
+        "ModelResponded",
+        "ToolStarted",
+        "ToolFinished",
+        "CycleStarted",
+        "ModelResponded",
+        "RunStopped",
+    ]
+    assert isinstance(seen[0], RunStarted)
+    assert sum(isinstance(e, RunStopped) for e in seen) == 1
+
+
+async def test_stream_yields_events_and_result() -> None:
+    agent = Agent(ScriptedModel([{"tool_calls": [calc("2*2")]}, "4"]), [calculator])
+    run = agent.stream("2*2")
+    events = [event async for event in run]
+    assert isinstance(events[-1], RunStopped)
+    assert run.result is not None and run.result.output == "4"
+
+
+def test_run_sync() -> None:
+    result = Agent(ScriptedModel(["hi"])).run_sync("hello")
+    assert result.stop_reason is StopReason.COMPLETED
+
+
+# --- resume ------------------------------------------------------------------------------
+
+
+async def test_resume_reruns_idempotent_pending_calls_and_interrupts_the_rest() -> None:
+    executed: list[str] = []
+
+    @tool(idempotent=False)
+    def charge(amount: int) -> str:
+        """Charge a card (not safe to repeat).
+
+        Args:
+            amount: Amount.
+        """
+        executed.append(f"charge {amount}")
+        return "charged"
+
+    first = ScriptedModel([{"tool_calls": [calc("1+1"), call("charge", amount=5)]}])
+    agent = Agent(first, [calculator, charge])
+    state = agent.new_state("pay")
+    # simulate a crash right after the model asked for the calls
+    response = await first.request(state.messages, agent.tool_specs)
+    state.messages.append(response.to_message())
+    state.cycles = 1
+    assert [c.name for c in state.pending_calls()] == ["calculator", "charge"]
+
+    agent.model = ScriptedModel(["resumed"])
+    result = await agent.run(state=state)
+    assert result.stop_reason is StopReason.COMPLETED
+    assert executed == []
+    results = {m.name: m for m in result.messages if isinstance(m, ToolResultMessage)}
+    assert results["calculator"].content == "2" and not results["calculator"].is_error
+    assert results["charge"].is_error and "interrupted" in results["charge"].content
+
+
+async def test_gate_that_drops_every_call_is_rejected() -> None:
+    class DropAll:
+        async def review(self, response: Any, state: Any, emit: Any) -> tuple[ToolCall, ...]:
+            return ()
+
+    agent = Agent(ScriptedModel([{"tool_calls": [calc("1")]}]), [calculator], gate=DropAll())
+    with pytest.raises(AssertionError, match="never drop"):
+        await agent.run("x")

@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Literal
+
+import pytest
+
+from convergent import Tool, ToolArgumentsError, ToolDefinitionError, tool
+
+
+def test_schema_comes_from_signature_and_docstring() -> None:
+    @tool
+    def search(query: str, limit: int = 5, mode: Literal["fast", "deep"] = "fast") -> list[str]:
+        """Search the index.
+
+        Longer explanation that is part of the description.
+
+        Args:
+            query: Words to look for.
+            limit: Maximum hits,
+                counted after de-duplication.
+            mode: Search depth.
+
+        Returns:
+            Matching titles.
+        """
+        return [query] * limit
+
+    assert isinstance(search, Tool)
+    assert search.name == "search"
+    assert search.description.startswith("Search the index.")
+    assert "Returns" not in search.description
+    props = search.parameters["properties"]
+    assert search.parameters["required"] == ["query"]
+    assert props["query"] == {"type": "string", "description": "Words to look for."}
+    assert props["limit"]["default"] == 5
+    assert props["limit"]["description"] == "Maximum hits, counted after de-duplication."
+    assert props["mode"]["enum"] == ["fast", "deep"]
+    assert search.parameters["additionalProperties"] is False
+
+
+def test_options_and_names() -> None:
+    @tool(name="lookup", timeout=2.5, idempotent=True, description="Find a thing.")
+    def find(key: str) -> str:
+        return key
+
+    assert (find.name, find.timeout, find.idempotent, find.description) == (
+        "lookup",
+        2.5,
+        True,
+        "Find a thing.",
+    )
+
+
+def test_untyped_parameter_is_a_definition_error() -> None:
+    def untyped(x):  # type: ignore[no-untyped-def]
+        return x
+
+    with pytest.raises(ToolDefinitionError, match="needs a type hint"):
+        tool(untyped)
+
+
+def test_validation_coerces_and_rejects() -> None:
+    @tool
+    def repeat(text: str, times: int) -> str:
+        """Repeat text.
+
+        Args:
+            text: Text.
+            times: Count.
+        """
+        return text * times
+
+    assert repeat.validate({"text": "a", "times": "3"}) == {"text": "a", "times": 3}
+    with pytest.raises(ToolArgumentsError, match="times"):
+        repeat.validate({"text": "a", "times": "many"})
+    with pytest.raises(ToolArgumentsError, match="Extra inputs"):
+        repeat.validate({"text": "a", "times": 1, "other": 2})
+
+
+async def test_sync_tools_run_off_the_event_loop_thread() -> None:
+    loop_thread = threading.get_ident()
+
+    @tool
+    def where() -> int:
+        """Report the running thread."""
+        return threading.get_ident()
+
+    assert int(await where.call({})) != loop_thread
+
+
+async def test_async_tools_run_natively_and_results_become_text() -> None:
+    @tool
+    async def data() -> dict[str, int]:
+        """Return structured data."""
+        await asyncio.sleep(0)
+        return {"a": 1}
+
+    assert data.is_async
+    assert await data.call({}) == '{"a": 1}'
