@@ -1,14 +1,36 @@
-"""Shared fixtures: no test may reach a real model provider."""
+"""Shared fixtures: no test may reach a real model provider.
+
+Provider keys are removed from the environment and sockets may only connect to the
+loopback interface, so a test that would reach a hosted model fails instead of spending
+money or depending on the network (local stub servers and the embedded model still work).
+"""
 
 from __future__ import annotations
+
+import ipaddress
+import socket
+from typing import Any
 
 import pytest
 
 _PROVIDER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self: socket.socket, address: Any) -> None:
+    if self.family in (socket.AF_INET, socket.AF_INET6):
+        host = address[0]
+        try:
+            allowed = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            allowed = host == "localhost"
+        if not allowed:
+            raise ConnectionRefusedError(f"tests may not connect to {host}: only loopback")
+    _real_connect(self, address)
 
 
 @pytest.fixture(autouse=True)
-def _no_provider_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Unit tests never talk to a hosted model: provider keys are removed from the env."""
+def _no_real_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in _PROVIDER_ENV:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(socket.socket, "connect", _loopback_only)

@@ -14,7 +14,9 @@ class RecordingScorer(Model):
 
     def __init__(self, *replies: dict[str, Any] | str | float) -> None:
         self.replies = list(replies)
-        self.requests: list[tuple[tuple[Message, ...], tuple[ToolSpec, ...], ModelSettings | None]] = []
+        self.requests: list[
+            tuple[tuple[Message, ...], tuple[ToolSpec, ...], ModelSettings | None]
+        ] = []
 
     @property
     def name(self) -> str:
@@ -33,7 +35,9 @@ class RecordingScorer(Model):
         if isinstance(reply, float | int):
             reply = {"clarity": 1.0, "certainty": float(reply), "question": "", "reason": "r"}
         content = reply if isinstance(reply, str) else json.dumps(reply)
-        return ModelResponse(content=content, usage=Usage(input_tokens=10, output_tokens=5, requests=1))
+        return ModelResponse(
+            content=content, usage=Usage(input_tokens=10, output_tokens=5, requests=1)
+        )
 
 
 def call(name: str, call_id: str = "c1", **arguments: Any) -> ToolCall:

@@ -172,7 +172,9 @@ async def test_the_scorer_request_is_focused_and_structured() -> None:
     ("reply", "policy", "ran"),
     [("not json at all", "ask", False), ('{"clarity": 2, "certainty": 1}', "execute", True)],
 )
-async def test_an_unusable_scorer_reply_follows_the_policy(reply: str, policy: str, ran: bool) -> None:
+async def test_an_unusable_scorer_reply_follows_the_policy(
+    reply: str, policy: str, ran: bool
+) -> None:
     clicks = Clicks()
     model = ScriptedModel([proposal(THOUGHT, call("click", label="Submit")), "done"])
     channel = QueueChannel(answers=["yes"])
@@ -240,7 +242,9 @@ async def test_a_declared_ambiguity_asks_without_a_score() -> None:
 
     result = await agent.run("submit the form")
 
-    assert channel.asked == ["click found several matches. Which one did you mean: Submit #1, Submit #2 or Submit #3?"]
+    assert channel.asked == [
+        "click found several matches. Which one did you mean: Submit #1, Submit #2 or Submit #3?"
+    ]
     decisions = gate_events(result.events)
     ambiguity = decisions[1]
     assert (ambiguity.trigger, ambiguity.decision, ambiguity.score) == ("ambiguity", "asked", None)
@@ -332,7 +336,9 @@ async def test_non_interactive_needs_user_then_resume_with_the_answer() -> None:
 class _DroppingGate:
     tools = ()
 
-    async def review(self, response: ModelResponse, state: RunState, emit: object) -> tuple[ToolCall, ...]:
+    async def review(
+        self, response: ModelResponse, state: RunState, emit: object
+    ) -> tuple[ToolCall, ...]:
         return ()
 
     async def after_tools(self, records: object, state: RunState, emit: object) -> None:
@@ -356,7 +362,9 @@ async def test_the_gate_never_turns_pending_calls_into_completed(scores: list[ob
     model = ScriptedModel(always_calls)
     asker = AskUser(QueueChannel(answers=[f"answer {n}" for n in range(10)]), timeout=5)
     gate = ExecutiveGate(RecordingScorer(*scores), asker)  # type: ignore[arg-type]
-    agent = Agent(model, [clicks.tool()], gate=gate, limits=Limits(max_cycles=6, max_repeated_calls=99))
+    agent = Agent(
+        model, [clicks.tool()], gate=gate, limits=Limits(max_cycles=6, max_repeated_calls=99)
+    )
 
     result = await agent.run("loop")
 
@@ -398,7 +406,9 @@ def test_parse_score_reads_lenient_replies(content: str, value: float) -> None:
     assert parse_score(content).value == pytest.approx(value)
 
 
-@pytest.mark.parametrize("content", ["", "[1, 2]", '{"clarity": 0.5}', '{"clarity": -1, "certainty": 1}'])
+@pytest.mark.parametrize(
+    "content", ["", "[1, 2]", '{"clarity": 0.5}', '{"clarity": -1, "certainty": 1}']
+)
 def test_parse_score_rejects_unusable_replies(content: str) -> None:
     with pytest.raises(ValueError):
         parse_score(content)

@@ -31,7 +31,7 @@ def _root() -> None:
 
 def _register() -> None:
     """Import the command modules; each adds its commands to `app`."""
-    for module in ("run", "coordinator", "hook", "synthesize"):
+    for module in ("run", "coordinator", "hook", "synthesize", "runs", "bench"):
         importlib.import_module(f"convergent.cli.{module}")
 
 
@@ -41,7 +41,10 @@ _register()
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script: run the app, map user errors to exit code 2."""
     try:
-        app(args=argv, standalone_mode=True)
+        from convergent.cli._gate import expand_gate_flag
+
+        args = expand_gate_flag(sys.argv[1:] if argv is None else argv)
+        app(args=args, standalone_mode=True)
     except ConvergentError as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"error: {message}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -13,13 +13,18 @@ from rich.console import Console
 from convergent.agent import Agent, RunResult
 from convergent.builtin_tools import default_tools
 from convergent.cli import app
+from convergent.cli._durable import Durable, RunConfig, default_steer, new_run_id, open_store
+from convergent.cli._gate import ASK_VIA, GateView, build_gate_parts
 from convergent.cli._live import LiveView
 from convergent.events import Event, JsonlTraceWriter
 from convergent.exceptions import UserError
 from convergent.models.base import Model, ModelSettings
+from convergent.models.local import LocalModel
 from convergent.models.registry import default_model_spec, model_from_string
 from convergent.models.structured import StructuredToolCalling
+from convergent.state import RunState
 from convergent.stop import Limits, StopReason
+from convergent.store import DEFAULT_DB_PATH
 
 __all__ = ["run_command"]
 
@@ -48,21 +53,39 @@ def _limits(
     )
 
 
-def build_model(spec: str | None, base_url: str | None, protocol: str) -> Model:
-    """The model a ``--model`` value names, wrapped for the requested tool protocol."""
-    if protocol not in ("native", "structured"):
+def build_model(spec: str | None, base_url: str | None, protocol: str | None) -> Model:
+    """The model a ``--model`` value names, set up for the requested tool protocol.
+
+    Without ``--protocol`` each backend uses its own default: native tool calling for
+    providers, the measured best protocol for the embedded model.
+    """
+    if protocol not in (None, "native", "structured"):
         raise UserError(f"--protocol must be native or structured, got {protocol!r}")
     model = model_from_string(spec or default_model_spec(), base_url=base_url)
+    if isinstance(model, LocalModel):
+        if protocol is not None:
+            model.protocol = "native" if protocol == "native" else "structured"
+        return model
     return StructuredToolCalling(model) if protocol == "structured" else model
 
 
-async def _execute(agent: Agent, task: str, handlers: list[object]) -> RunResult:
+async def _execute(
+    agent: Agent,
+    task: str | None,
+    handlers: list[object],
+    scorer: Model | None = None,
+    **options: Any,
+) -> RunResult:
     def on_event(event: Event) -> None:
         for handler in handlers:
             handler(event)  # type: ignore[operator]
 
     async with agent.model:
-        return await agent.run(task, on_event=on_event)
+        try:
+            return await agent.run(task, on_event=on_event, **options)
+        finally:
+            if scorer is not None:
+                await scorer.aclose()
 
 
 @app.command("run")
@@ -92,6 +115,45 @@ def run_command(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print one JSON object, nothing else.")
     ] = False,
+    gate: Annotated[
+        str | None,
+        typer.Option(
+            "--gate",
+            metavar="[THRESHOLD]",
+            help="Score each proposed step; below THRESHOLD (default 0.85) ask the user "
+            "instead of acting.",
+        ),
+    ] = None,
+    ask_via: Annotated[
+        str | None,
+        typer.Option(
+            help=f"How ask_user reaches you: {', '.join(ASK_VIA)} "
+            "(default: terminal on a TTY, else none: the run stops needs_user)."
+        ),
+    ] = None,
+    ask_timeout: Annotated[float, typer.Option(help="Seconds to wait for each answer.")] = 300.0,
+    gate_model: Annotated[
+        str | None, typer.Option(help="Model that scores steps for --gate (default: --model).")
+    ] = None,
+    run_id: Annotated[str | None, typer.Option(help="Name the run (default: a random id).")] = None,
+    db: Annotated[Path, typer.Option(help="Checkpoint database.")] = DEFAULT_DB_PATH,
+    checkpoint: Annotated[
+        bool, typer.Option(help="Save the run after every cycle so it can be resumed.")
+    ] = True,
+    steer: Annotated[
+        bool | None,
+        typer.Option(
+            help="Read steering lines from standard input while running "
+            "(default: when it is a terminal and not --json)."
+        ),
+    ] = None,
+    allow_writes: Annotated[
+        bool, typer.Option(help="Offer write_file and edit_file (confined to the workspace).")
+    ] = False,
+    skills: Annotated[
+        list[Path] | None,
+        typer.Option("--skills", help="A skill folder, or a folder of them (repeatable)."),
+    ] = None,
 ) -> None:
     """Run an agent until its response has no tool calls, or another objective stop."""
     if tool_error not in ("stop", "continue"):
@@ -99,15 +161,70 @@ def run_command(
     if not workspace.is_dir():
         raise UserError(f"workspace folder not found: {workspace}")
     limits = _limits(max_cycles, max_tokens, max_seconds, max_cost)
-    agent = Agent(
-        build_model(model, base_url, protocol),
-        default_tools(workspace),
-        system_prompt=system or DEFAULT_SYSTEM_PROMPT,
-        limits=limits,
-        on_tool_error="stop" if tool_error == "stop" else "continue",
-        settings=ModelSettings(temperature=temperature) if temperature is not None else None,
+    config = RunConfig(
+        model=model,
+        base_url=base_url,
+        protocol=protocol,
+        workspace=str(workspace.resolve()),
+        system=system or DEFAULT_SYSTEM_PROMPT,
+        tool_error=tool_error,
+        temperature=temperature,
+        allow_writes=allow_writes,
+        skills=[str(path.resolve()) for path in skills or ()],
+        gate=gate,
+        ask_via=ask_via,
+        ask_timeout=ask_timeout,
+        gate_model=gate_model,
     )
-    handlers: list[object] = []
+    store = open_store(db, must_exist=False) if checkpoint else None
+    durable = Durable(
+        config,
+        store=store,
+        run_id=new_run_id(store, run_id),
+        steer=default_steer(steer, json_output),
+        quiet=json_output,
+    )
+    launch(config, limits, durable, task=task, trace=trace, json_output=json_output)
+
+
+def launch(
+    config: RunConfig,
+    limits: Limits,
+    durable: Durable,
+    *,
+    task: str | None = None,
+    state: RunState | None = None,
+    answers: dict[str, str] | None = None,
+    message: str | None = None,
+    trace: Path | None = None,
+    json_output: bool = False,
+) -> None:
+    """Build the agent ``config`` describes, run ``task`` (or continue ``state``) to a stop.
+
+    Raises:
+        typer.Exit: With code 1 unless the run completed.
+    """
+    chosen = build_model(config.model, config.base_url, config.protocol)
+    asker, action_gate, scorer = build_gate_parts(
+        config.gate, config.ask_via, config.ask_timeout, config.gate_model, config.base_url, chosen
+    )
+    tools = [*default_tools(Path(config.workspace)), *durable.tools, asker.tool]
+    agent = Agent(
+        chosen,
+        tools,
+        gate=action_gate,
+        system_prompt=durable.system_prompt(),
+        limits=limits,
+        on_tool_error="stop" if config.tool_error == "stop" else "continue",
+        settings=(
+            ModelSettings(temperature=config.temperature)
+            if config.temperature is not None
+            else None
+        ),
+        observers=durable.observers(tools),
+        context_policy=durable.context_policy,
+    )
+    handlers: list[object] = [durable.on_event]
     writer: JsonlTraceWriter | None = None
     if trace is not None:
         try:
@@ -116,9 +233,14 @@ def run_command(
             raise UserError(f"cannot write trace file {trace}: {exc.strerror}") from None
         handlers.append(writer)
     if not json_output:
-        handlers.append(LiveView(Console(highlight=False)))
+        console = Console(highlight=False)
+        handlers += [LiveView(console), GateView(console)]
+    options = {"run_id": durable.run_id, "state": state, "answers": answers}
     try:
-        result = asyncio.run(_execute(agent, task, handlers))
+        with durable.steering(message) as steering:
+            result = asyncio.run(
+                _execute(agent, task, handlers, scorer, steering=steering, **options)
+            )
     finally:
         if writer is not None:
             writer.close()

@@ -46,6 +46,7 @@ __all__ = [
     "CallbackChannel",
     "DialogChannel",
     "Exchange",
+    "LineSource",
     "NonInteractiveChannel",
     "PendingQuestion",
     "QueueChannel",
@@ -356,6 +357,10 @@ class _LineReader:
         return os.read(self._fd, 65536)
 
 
+LineSource = Callable[[], Awaitable["str | None"]]
+"""Returns the next line typed by the user, or None when input has ended."""
+
+
 class StdinChannel:
     """Reads one answer per line of standard input, for scripts.
 
@@ -363,13 +368,21 @@ class StdinChannel:
 
     Args:
         stream: Where answers come from (default: standard input).
-        echo: Where each question is written (default: standard error); None for silence.
+        echo: Where each question is written; None (the default) for silence.
+        read_line: Where lines come from instead of ``stream``, for an application
+            that already reads the terminal (steering) and routes lines to questions.
     """
 
     name = "stdin"
 
-    def __init__(self, stream: IO[Any] | int | None = None, *, echo: IO[str] | None = None) -> None:
-        self._reader = _LineReader(sys.stdin if stream is None else stream)
+    def __init__(
+        self,
+        stream: IO[Any] | int | None = None,
+        *,
+        echo: IO[str] | None = None,
+        read_line: LineSource | None = None,
+    ) -> None:
+        self._read_line = read_line or _LineReader(sys.stdin if stream is None else stream).readline
         self._echo = echo
 
     async def ask(self, question: str) -> str:
@@ -381,7 +394,7 @@ class StdinChannel:
         if self._echo is not None:
             self._echo.write(f"question: {question}\n")
             self._echo.flush()
-        line = await self._reader.readline()
+        line = await self._read_line()
         if line is None:
             raise NeedsUserInput(question)
         return line
@@ -394,13 +407,20 @@ class TerminalChannel:
         console: Where the question is drawn (default: standard error, so that
             ``--json`` output on standard output stays clean).
         stream: Where the reply is read (default: standard input).
+        read_line: Where lines come from instead of ``stream`` (see `StdinChannel`).
     """
 
     name = "terminal"
 
-    def __init__(self, console: Console | None = None, stream: IO[Any] | int | None = None) -> None:
+    def __init__(
+        self,
+        console: Console | None = None,
+        stream: IO[Any] | int | None = None,
+        *,
+        read_line: LineSource | None = None,
+    ) -> None:
         self.console = console or Console(stderr=True, highlight=False)
-        self._reader = _LineReader(sys.stdin if stream is None else stream)
+        self._read_line = read_line or _LineReader(sys.stdin if stream is None else stream).readline
 
     async def ask(self, question: str) -> str:
         """Draw the question, prompt, and return the line the user types.
@@ -410,7 +430,7 @@ class TerminalChannel:
         """
         self.console.print(Panel(escape(question), title="the agent asks", title_align="left"))
         self.console.print("[bold]answer>[/] ", end="")
-        line = await self._reader.readline()
+        line = await self._read_line()
         if line is None:
             self.console.print()
             raise NeedsUserInput(question)
@@ -499,38 +519,56 @@ class DialogChannel:
         cancel: threading.Event,
     ) -> None:
         try:
-            import tkinter as tk
+            import tkinter
         except ImportError:
             raise _DialogUnavailable from None
         try:
-            root = tk.Tk(className="convergent")
-        except tk.TclError:
+            root = tkinter.Tk(className="convergent")
+        except tkinter.TclError:
             raise _DialogUnavailable from None
-        root.title(self.title)
+        _Dialog(root, self.title, question, loop, reply, cancel, self.poll_interval).run()
+
+
+class _Dialog:
+    """The widgets of one dialog; lives and dies in the dialog's thread.
+
+    Callbacks are bound methods rather than closures: a closure that refers to itself
+    would keep the Tk interpreter alive in a reference cycle, and a cycle collected on
+    another thread deletes the interpreter from the wrong thread, which aborts Tcl.
+    """
+
+    def __init__(
+        self,
+        root: Any,
+        title: str,
+        question: str,
+        loop: asyncio.AbstractEventLoop,
+        reply: asyncio.Future[str],
+        cancel: threading.Event,
+        poll_interval: float,
+    ) -> None:
+        import tkinter as tk
+
+        self.root = root
+        self.loop = loop
+        self.reply = reply
+        self.cancel = cancel
+        self.interval = max(1, int(poll_interval * 1000))
+        root.title(title)
         root.resizable(False, False)
         frame = tk.Frame(root, padx=16, pady=12)
         frame.pack(fill="both", expand=True)
         tk.Label(frame, text=question, wraplength=440, justify="left", anchor="w").pack(fill="x")
-        entry = tk.Entry(frame, width=56)
-        entry.pack(fill="x", pady=10)
+        self.entry = tk.Entry(frame, width=56)
+        self.entry.pack(fill="x", pady=10)
+        tk.Button(frame, text="OK", width=10, command=self.submit).pack(anchor="e")
+        root.bind("<Return>", self.on_key)
+        root.bind("<KP_Enter>", self.on_key)
+        root.protocol("WM_DELETE_WINDOW", self.dismiss)
 
-        def submit(text: str) -> None:
-            loop.call_soon_threadsafe(_settle, reply, text)
-            root.destroy()
-
-        tk.Button(frame, text="OK", width=10, command=lambda: submit(entry.get())).pack(anchor="e")
-        root.bind("<Return>", lambda _event: submit(entry.get()))
-        root.bind("<KP_Enter>", lambda _event: submit(entry.get()))
-        root.protocol("WM_DELETE_WINDOW", lambda: submit(""))
-        interval = max(1, int(self.poll_interval * 1000))
-
-        def poll() -> None:
-            if cancel.is_set():
-                root.destroy()
-            else:
-                root.after(interval, poll)
-
-        root.after(interval, poll)
+    def run(self) -> None:
+        root = self.root
+        root.after(self.interval, self.poll)
         root.update_idletasks()
         x = (root.winfo_screenwidth() - root.winfo_reqwidth()) // 2
         y = (root.winfo_screenheight() - root.winfo_reqheight()) // 3
@@ -538,6 +576,23 @@ class DialogChannel:
         root.attributes("-topmost", True)
         root.deiconify()
         root.wait_visibility()
-        entry.focus_force()
+        self.entry.focus_force()
         root.grab_set()
         root.mainloop()
+
+    def submit(self, text: str | None = None) -> None:
+        answer = self.entry.get() if text is None else text
+        self.loop.call_soon_threadsafe(_settle, self.reply, answer)
+        self.root.destroy()
+
+    def on_key(self, _event: object) -> None:
+        self.submit()
+
+    def dismiss(self) -> None:
+        self.submit("")
+
+    def poll(self) -> None:
+        if self.cancel.is_set():
+            self.root.destroy()
+        else:
+            self.root.after(self.interval, self.poll)

@@ -20,7 +20,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import re
 import weakref
 from collections.abc import Sequence
 from importlib import resources
@@ -34,14 +33,13 @@ from convergent.messages import (
     AssistantMessage,
     Message,
     ModelResponse,
-    ToolCall,
     ToolSpec,
     UserMessage,
 )
 from convergent.models import _llama_server
 from convergent.models.base import Model, ModelSettings
 from convergent.models.openai import OpenAIChatModel
-from convergent.models.structured import StructuredToolCalling, parse_structured_reply
+from convergent.models.structured import StructuredToolCalling, parse_step
 
 __all__ = ["LocalModel", "ToolProtocol", "chatml_tools_template"]
 
@@ -53,7 +51,6 @@ tool calls) and, for any other GGUF, ``native`` when its chat template handles t
 """
 
 _THOUGHT_MAX_CHARS = 200
-_NAME_IN_PARTIAL_JSON = re.compile(r'"name"\s*:\s*"([^"]{1,64})"')
 
 
 def chatml_tools_template() -> str:
@@ -129,7 +126,7 @@ class LocalModel(Model):
         self._server: _llama_server.LlamaServer | None = None
         self._inner: Model | None = None
         self._client: OpenAIChatModel | None = None
-        self._release: weakref.finalize[[_llama_server.LlamaServer], None] | None = None
+        self._release: weakref.finalize[[_llama_server.LlamaServer], LocalModel] | None = None
         self._starting: asyncio.Future[None] | None = None
 
     @property
@@ -279,7 +276,8 @@ class _LocalStructured(StructuredToolCalling):
     ``tool_calls`` comes before ``thought`` so the model decides on an action before it
     talks; the thought is capped and one call per reply is allowed; worked examples for
     the built-in tools precede the task. A reply cut off by ``max_tokens`` becomes an
-    invalid call that is sent back to the model, never a silent final answer.
+    invalid call that is sent back to the model, never a silent final answer. Without
+    tools there is nothing to call, so the request is plain chat.
     """
 
     def __init__(self, inner: Model, *, examples: bool) -> None:
@@ -294,6 +292,8 @@ class _LocalStructured(StructuredToolCalling):
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         """Ask for one schema-constrained step and turn it into tool calls."""
+        if not tools:
+            return await self.inner.request(messages, (), settings)
         base = settings or ModelSettings()
         constrained = dataclasses.replace(
             base, json_schema=step_schema(tools), json_schema_name="agent_step"
@@ -303,10 +303,7 @@ class _LocalStructured(StructuredToolCalling):
             conversation = _with_examples(conversation, tools)
         reply = await self.inner.request(conversation, (), constrained)
         self._count += 1
-        prefix = f"call_{self._count}"
-        if reply.finish_reason == "length" and not _is_json(reply.content):
-            return _truncated(reply, prefix, constrained.max_tokens)
-        return parse_structured_reply(reply, id_prefix=prefix)
+        return parse_step(reply, id_prefix=f"call_{self._count}", max_tokens=constrained.max_tokens)
 
 
 def step_schema(tools: Sequence[ToolSpec], *, max_calls: int | None = 1) -> dict[str, Any]:
@@ -321,7 +318,7 @@ def step_schema(tools: Sequence[ToolSpec], *, max_calls: int | None = 1) -> dict
     ]
     calls: dict[str, Any] = {"type": "array", "items": {"anyOf": branches}}
     if not tools:
-        calls["maxItems"] = 0
+        calls = {"type": "array", "maxItems": 0}
     elif max_calls is not None:
         calls["maxItems"] = max_calls
     return {
@@ -332,25 +329,6 @@ def step_schema(tools: Sequence[ToolSpec], *, max_calls: int | None = 1) -> dict
         },
         "required": ["tool_calls", "thought"],
     }
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except json.JSONDecodeError:
-        return False
-    return True
-
-
-def _truncated(reply: ModelResponse, prefix: str, max_tokens: int | None) -> ModelResponse:
-    match = _NAME_IN_PARTIAL_JSON.search(reply.content)
-    limit = f"max_tokens={max_tokens}" if max_tokens is not None else "the token limit"
-    call = ToolCall(
-        id=f"{prefix}_0",
-        name=match.group(1) if match else "unfinished_reply",
-        parse_error=f"the reply was cut off at {limit}; send a shorter reply",
-    )
-    return dataclasses.replace(reply, content="", tool_calls=(call,))
 
 
 def _step(calls: list[dict[str, Any]], thought: str) -> AssistantMessage:

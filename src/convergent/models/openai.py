@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Sequence
@@ -107,9 +108,12 @@ class OpenAIChatModel(Model):
         self.model = model
         self.prices = prices
         self._context_window = context_window
+        self._client = client
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._options: dict[str, Any] = {}
         if client is None:
             try:
-                import openai
+                import openai  # noqa: F401  (checked here so the error comes early)
             except ImportError:
                 raise UserError(
                     "the openai package is not installed: pip install 'convergent[openai]'"
@@ -122,10 +126,28 @@ class OpenAIChatModel(Model):
                         "OPENAI_API_KEY is not set (or pass --base-url for a local server)"
                     )
                 api_key = "not-needed"
-            client = openai.AsyncOpenAI(
-                api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
-            )
-        self._client = client
+            self._options = {
+                "api_key": api_key,
+                "base_url": base_url,
+                "max_retries": max_retries,
+                "timeout": timeout,
+            }
+
+    def _client_for_this_loop(self) -> Any:
+        """The SDK client; one we own is rebuilt when used from a new event loop.
+
+        An HTTP connection pool belongs to the loop that opened it, so a model reused
+        across ``asyncio.run`` calls (e.g. two ``run_sync``) needs a fresh client.
+        """
+        if not self._options:
+            return self._client
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            import openai
+
+            self._client = openai.AsyncOpenAI(**self._options)
+            self._client_loop = loop
+        return self._client
 
     @property
     def name(self) -> str:
@@ -173,7 +195,7 @@ class OpenAIChatModel(Model):
         import openai
 
         try:
-            completion = await self._client.chat.completions.create(
+            completion = await self._client_for_this_loop().chat.completions.create(
                 **self.build_request(messages, tools, settings)
             )
         except openai.APIStatusError as exc:
@@ -194,6 +216,10 @@ class OpenAIChatModel(Model):
             if function is None:
                 continue
             arguments, error = parse_arguments(function.arguments)
+            if error is None and choice.finish_reason == "length":
+                # a server may repair cut-off JSON into something that parses; running
+                # a call whose arguments were truncated would act on half an intent
+                arguments, error = {}, "the reply was cut off by max_tokens"
             calls.append(
                 ToolCall(
                     id=raw.id or f"call_{index}",
@@ -227,7 +253,10 @@ class OpenAIChatModel(Model):
 
     async def aclose(self) -> None:
         """Close the HTTP client."""
-        await self._client.close()
+        if self._client is not None:
+            await self._client.close()
+            if self._options:
+                self._client = None
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -9,7 +9,9 @@ metadata and never steers the loop.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +27,9 @@ from convergent.messages import (
 )
 from convergent.models.base import Model, ModelSettings
 
-__all__ = ["StructuredToolCalling", "parse_structured_reply", "tool_call_schema"]
+__all__ = ["StructuredToolCalling", "parse_step", "parse_structured_reply", "tool_call_schema"]
+
+_NAME_IN_PARTIAL_JSON = re.compile(r'"name"\s*:\s*"([^"]{1,64})"')
 
 _INSTRUCTIONS = """You can call tools. Reply ONLY with a JSON object:
 {{"thought": "<your reasoning>", "tool_calls": [{{"name": "<tool>", "arguments": {{...}}}}]}}
@@ -132,7 +136,33 @@ class StructuredToolCalling(Model):
         )
         reply = await self.inner.request(self.translate(messages, tools), (), constrained)
         self._replies += 1
-        return parse_structured_reply(reply, id_prefix=f"call_{self._replies}")
+        return parse_step(reply, id_prefix=f"call_{self._replies}", max_tokens=base.max_tokens)
+
+
+def parse_step(reply: ModelResponse, *, id_prefix: str, max_tokens: int | None) -> ModelResponse:
+    """Parse a structured reply, treating one cut off by the token limit as a failed call.
+
+    A reply truncated by ``max_tokens`` is not an answer: it becomes an invalid call (named
+    after the tool it started, when that much was written) that goes back to the model.
+    """
+    if reply.finish_reason == "length" and not _is_json(reply.content):
+        match = _NAME_IN_PARTIAL_JSON.search(reply.content)
+        limit = f"max_tokens={max_tokens}" if max_tokens is not None else "the token limit"
+        call = ToolCall(
+            id=f"{id_prefix}_0",
+            name=match.group(1) if match else "unfinished_reply",
+            parse_error=f"the reply was cut off at {limit}; send a shorter reply",
+        )
+        return dataclasses.replace(reply, content="", tool_calls=(call,))
+    return parse_structured_reply(reply, id_prefix=id_prefix)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def parse_structured_reply(reply: ModelResponse, *, id_prefix: str = "call") -> ModelResponse:

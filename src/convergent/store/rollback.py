@@ -48,8 +48,19 @@ MAX_WORKSPACE_FILES = 5_000
 """At most this many files are saved when a call names no path."""
 
 _SKIPPED_DIRS = frozenset(
-    {".git", ".hg", ".svn", ".convergent", ".venv", "venv", "node_modules", "__pycache__",
-     ".mypy_cache", ".pytest_cache", ".ruff_cache"}  # fmt: skip
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".convergent",
+        ".venv",
+        "venv",
+        "node_modules",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+    }
 )
 
 

@@ -315,8 +315,21 @@ class RunStore:
     # -- runs -------------------------------------------------------------------------
 
     def _summary(self, row: tuple[Any, ...]) -> RunSummary:
-        (run_id, task, model, status, reason, detail, output, cycles, started, updated, pid,
-         workspace, config) = row  # fmt: skip
+        (
+            run_id,
+            task,
+            model,
+            status,
+            reason,
+            detail,
+            output,
+            cycles,
+            started,
+            updated,
+            pid,
+            workspace,
+            config,
+        ) = row
         return RunSummary(
             run_id=run_id,
             task=task,
@@ -362,9 +375,7 @@ class RunStore:
 
     def checkpoint_cycles(self, run_id: str) -> list[int]:
         """Cycles a run can be rewound to, oldest first."""
-        rows = self.query(
-            "SELECT cycle FROM checkpoints WHERE run_id = ? ORDER BY cycle", [run_id]
-        )
+        rows = self.query("SELECT cycle FROM checkpoints WHERE run_id = ? ORDER BY cycle", [run_id])
         return [cycle for (cycle,) in rows]
 
     def load(self, run_id: str, *, cycle: int | None = None) -> RunState:
@@ -388,8 +399,20 @@ class RunStore:
         ).fetchone()
         if row is None:
             raise UserError(f"no run {run_id!r} in {self.path}")
-        (task, model, cycles, usage, elapsed, started_at, reason, detail, output, epoch, count,
-         version) = row  # fmt: skip
+        (
+            task,
+            model,
+            cycles,
+            usage,
+            elapsed,
+            started_at,
+            reason,
+            detail,
+            output,
+            epoch,
+            count,
+            version,
+        ) = row
         if cycle is not None:
             point = self._conn.execute(
                 "SELECT epoch, message_count, usage, elapsed FROM checkpoints "
@@ -807,8 +830,18 @@ class CheckpointObserver:
             "INSERT INTO finished_calls (run_id, cycle, position, call_id, name, arguments, "
             "outcome, result, duration, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (run_id, r.cycle, index, r.id, r.name, json.dumps(r.arguments), r.outcome,
-                 r.result, r.duration, now)  # fmt: skip
+                (
+                    run_id,
+                    r.cycle,
+                    index,
+                    r.id,
+                    r.name,
+                    json.dumps(r.arguments),
+                    r.outcome,
+                    r.result,
+                    r.duration,
+                    now,
+                )
                 for index, r in enumerate(records)
             ],
         )
@@ -839,9 +872,7 @@ class CheckpointObserver:
         steps = 0
         while keep > 0 and messages[keep - 1] is not saved[keep - 1] and steps < 4:
             keep, steps = keep - 1, steps + 1
-        prefix_ok = keep == 0 or (
-            messages[keep - 1] is saved[keep - 1] and messages[0] is saved[0]
-        )
+        prefix_ok = keep == 0 or (messages[keep - 1] is saved[keep - 1] and messages[0] is saved[0])
         if force_new_epoch or tracked.epoch == 0 or not prefix_ok or keep < tracked.pinned:
             tracked.epoch = _next_epoch(conn, state.run_id)
             tracked.pinned, keep = 0, 0

@@ -24,7 +24,7 @@ def loads_object(text: str) -> dict[str, Any]:
     try:
         data = json.loads(stripped)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        raise ValueError(f"not valid JSON ({exc.msg}, line {exc.lineno})") from None
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
     return data

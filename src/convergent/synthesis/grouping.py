@@ -470,4 +470,4 @@ def _describe(members: Sequence[Insight]) -> str:
         return members[0].key_insight
     counts = Counter(word for m in members for word in extract_keywords(m.key_insight))
     shared = sorted((w for w, n in counts.items() if n > 1), key=lambda w: (-counts[w], w))
-    return "Shared theme: " + ", ".join(shared[:5])
+    return "Shared keywords: " + ", ".join(shared[:5])

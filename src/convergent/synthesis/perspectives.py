@@ -53,13 +53,22 @@ ResearchSource = Tool | Callable[..., Any]
 INSIGHT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "key_insight": {"type": "string"},
+        "key_insight": {"type": "string", "maxLength": 300},
         "confidence": {"type": "integer"},
-        "evidence": {"type": "array", "items": {"type": "string"}},
+        "evidence": {
+            "type": "array",
+            "items": {"type": "string", "maxLength": 160},
+            "maxItems": 3,
+        },
     },
     "required": ["key_insight", "confidence", "evidence"],
 }
-"""Structured output asked of each perspective; ``research_backed`` is never asked."""
+"""Structured output asked of each perspective; ``research_backed`` is never asked.
+
+The length bounds keep a reply inside a small token budget (one or two sentences, a
+few short points); ``confidence`` is deliberately unbounded so that an out-of-range
+value is clamped with a warning rather than silently prevented.
+"""
 
 DEFAULT_LIMITS = Limits(max_cycles=6)
 """Room for a couple of searches and the answer."""
@@ -120,6 +129,10 @@ class PerspectiveResult:
 class _ExtractionError(Exception):
     """The model did not produce a usable insight record."""
 
+    def __init__(self, message: str, usage: Usage) -> None:
+        super().__init__(message)
+        self.usage = usage
+
 
 def as_research_tool(research: ResearchSource | None) -> Tool | None:
     """Wrap a research function as a `Tool` (a `Tool` passes through).
@@ -166,16 +179,22 @@ async def _extract(
             AssistantMessage(content=response.content),
             UserMessage(content=f"That reply was unusable ({problem}). {_EXTRACT}"),
         ]
-    raise _ExtractionError(f"no usable insight after {EXTRACTION_ATTEMPTS} attempts: {problem}")
+    raise _ExtractionError(
+        f"no usable insight after {EXTRACTION_ATTEMPTS} attempts: {problem}", usage
+    )
 
 
-def _finish(
+def _completed(
     archetype: Archetype,
     record: InsightRecord,
     research_tool: Tool | None,
     tool_calls: Sequence[ToolCallRecord],
-) -> dict[str, Any]:
-    """The insight fields of a successful perspective: clamp, then adjust for research."""
+    *,
+    stop_reason: StopReason | None,
+    usage: Usage,
+    duration: float,
+) -> PerspectiveResult:
+    """The result of a successful perspective: clamp, then adjust for research."""
     validated = validate_insight(record)
     insight = validated.insight
     tally: ResearchTally | None = None
@@ -186,13 +205,18 @@ def _finish(
         insight = insight.model_copy(
             update={"confidence": confidence, "research_backed": tally.backed}
         )
-    return {
-        "insight": insight,
-        "raw_confidence": validated.raw_confidence,
-        "validation_warnings": validated.warnings,
-        "research": tally,
-        "notes": tuple(notes),
-    }
+    return PerspectiveResult(
+        archetype=archetype.name,
+        status="completed",
+        insight=insight,
+        raw_confidence=validated.raw_confidence,
+        validation_warnings=validated.warnings,
+        research=tally,
+        notes=tuple(notes),
+        stop_reason=stop_reason,
+        usage=usage,
+        duration=duration,
+    )
 
 
 async def run_perspective(
@@ -264,15 +288,19 @@ async def run_perspective(
             usage = usage + extra
     except TimeoutError:
         return failed("timed_out", f"no insight within {time_limit:g} s")
-    except (ModelError, ModelBehaviorError, _ExtractionError) as exc:
+    except _ExtractionError as exc:
+        usage = usage + exc.usage
+        return failed("failed", str(exc))
+    except (ModelError, ModelBehaviorError) as exc:
         return failed("failed", str(exc) or type(exc).__name__)
-    return PerspectiveResult(
-        archetype=archetype.name,
-        status="completed",
+    return _completed(
+        archetype,
+        record,
+        research_tool,
+        run.tool_calls,
         stop_reason=stop_reason,
         usage=usage,
         duration=time.perf_counter() - started,
-        **_finish(archetype, record, research_tool, run.tool_calls),
     )
 
 

@@ -1,0 +1,253 @@
+"""Durable runs on the command line: ``runs``, ``resume``, ``rewind`` and ``steer``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from convergent.cli import app
+from convergent.cli._durable import Durable, RunConfig, default_steer, open_store
+from convergent.cli.run import launch
+from convergent.exceptions import UserError
+from convergent.state import RunState
+from convergent.stop import Limits
+from convergent.store import DEFAULT_DB_PATH, RunStore, RunSummary
+
+__all__ = ["resume_command", "rewind_command", "runs_command", "steer_command"]
+
+DbOption = Annotated[Path, typer.Option(help="Checkpoint database.")]
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(0, int(seconds))}s"
+
+
+def _summary_dict(run: RunSummary) -> dict[str, object]:
+    return {
+        "run_id": run.run_id,
+        "task": run.task,
+        "status": run.status,
+        "stop_reason": run.stop_reason.value if run.stop_reason else None,
+        "cycles": run.cycles,
+        "started_at": run.started_at,
+        "updated_at": run.updated_at,
+        "resumable": run.resumable,
+    }
+
+
+@app.command("runs")
+def runs_command(
+    db: DbOption = DEFAULT_DB_PATH,
+    limit: Annotated[int, typer.Option(help="Show at most this many runs.")] = 20,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List checkpointed runs, most recent first."""
+    if limit < 1:
+        raise UserError(f"--limit must be >= 1, got {limit}")
+    with open_store(db, must_exist=True) as store:
+        runs = store.list_runs(limit)
+    if json_output:
+        print(json.dumps([_summary_dict(run) for run in runs], ensure_ascii=False))
+        return
+    if not runs:
+        print(f"no runs in {db}")
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "status", "cycles", "age", "task"):
+        table.add_column(column, justify="right" if column in ("cycles", "age") else "left")
+    now = time.time()
+    for run in runs:
+        task = " ".join(run.task.split())
+        table.add_row(
+            escape(run.run_id),
+            run.status,
+            str(run.cycles),
+            _age(now - run.updated_at),
+            escape(task if len(task) <= 60 else task[:59] + "…"),
+        )
+    Console(highlight=False).print(table)
+
+
+def _answers(store: RunStore, run: RunSummary, answer: str | None) -> dict[str, str] | None:
+    questions = store.pending_questions(run.run_id)
+    if not questions:
+        if answer is not None:
+            raise UserError(f"run {run.run_id!r} is not waiting for an answer")
+        return None
+    if answer is None:
+        raise UserError(
+            f"run {run.run_id!r} waits for an answer to: {questions[0].question} "
+            "(pass --answer TEXT)"
+        )
+    return {question.call_id: answer for question in questions}
+
+
+def _more(
+    state: RunState, cycles: int, tokens: int | None, seconds: float | None, cost: float | None
+) -> Limits:
+    for name, value in (
+        ("--max-cycles", cycles),
+        ("--max-tokens", tokens),
+        ("--max-seconds", seconds),
+        ("--max-cost", cost),
+    ):
+        if value is not None and value < 0:
+            raise UserError(f"{name} must be >= 0, got {value}")
+    return Limits(
+        max_cycles=state.cycles + cycles,
+        max_total_tokens=None if tokens is None else state.usage.total_tokens + tokens,
+        max_seconds=None if seconds is None else state.elapsed + seconds,
+        max_cost=None if cost is None else state.usage.cost + cost,
+    )
+
+
+@app.command("resume")
+def resume_command(
+    run_id: Annotated[str, typer.Argument(help="Id of the run to continue.")],
+    db: DbOption = DEFAULT_DB_PATH,
+    answer: Annotated[
+        str | None, typer.Option(help="Your answer, when the run stopped needs_user.")
+    ] = None,
+    message: Annotated[
+        str | None, typer.Option(help="New instructions, delivered before the next cycle.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Continue with this model instead of the run's.")
+    ] = None,
+    max_cycles: Annotated[int, typer.Option(help="Cycles this resumption may add.")] = 20,
+    max_tokens: Annotated[int | None, typer.Option(help="Tokens it may add.")] = None,
+    max_seconds: Annotated[float | None, typer.Option(help="Seconds it may add.")] = None,
+    max_cost: Annotated[float | None, typer.Option(help="Cost it may add.")] = None,
+    steer: Annotated[
+        bool | None, typer.Option(help="Read steering lines from standard input.")
+    ] = None,
+    trace: Annotated[
+        Path | None, typer.Option(help="Write every event as JSON Lines here.")
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object, nothing else.")
+    ] = False,
+) -> None:
+    """Continue a run that was interrupted or stopped for a resumable reason."""
+    store = open_store(db, must_exist=True)
+    run = store.get_run(run_id)
+    if run.running:
+        raise UserError(f"run {run_id!r} is still running")
+    if not run.resumable:
+        reason = run.stop_reason.value if run.stop_reason else run.status
+        raise UserError(f"run {run_id!r} ended {reason}; there is nothing to resume")
+    if not run.config:
+        raise UserError(
+            f"run {run_id!r} was not started by `convergent run`; resume it from Python"
+        )
+    config = RunConfig.from_dict(run.config)
+    if model is not None:
+        config.model = model
+    state = store.load(run_id)
+    answers = _answers(store, run, answer)
+    limits = _more(state, max_cycles, max_tokens, max_seconds, max_cost)
+    durable = Durable(
+        config,
+        store=store,
+        run_id=run_id,
+        steer=default_steer(steer, json_output),
+        quiet=json_output,
+    )
+    launch(
+        config,
+        limits,
+        durable,
+        state=state,
+        answers=answers,
+        message=message,
+        trace=trace,
+        json_output=json_output,
+    )
+
+
+@app.command("rewind")
+def rewind_command(
+    run_id: Annotated[str, typer.Argument(help="Id of the run to rewind.")],
+    to: Annotated[int, typer.Option("--to", help="The cycle to return to.")],
+    db: DbOption = DEFAULT_DB_PATH,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Restore a run's workspace files and conversation to the end of a cycle."""
+    if to < 0:
+        raise UserError(f"--to must be >= 0, got {to}")
+    with open_store(db, must_exist=True) as store:
+        result = store.rewind(run_id, to)
+    if json_output:
+        print(
+            json.dumps(
+                {
+                    "run_id": result.run_id,
+                    "cycle": result.cycle,
+                    "restored": list(result.restored),
+                    "deleted": list(result.deleted),
+                    "skipped": list(result.skipped),
+                }
+            )
+        )
+        return
+    print(
+        f"rewound {run_id} to cycle {to}: {len(result.restored)} file(s) restored, "
+        f"{len(result.deleted)} deleted; continue with: convergent resume {run_id}"
+    )
+    for label, paths in (
+        ("restored", result.restored),
+        ("deleted", result.deleted),
+        ("not restored", result.skipped),
+    ):
+        for path in paths:
+            print(f"  {label}: {path}")
+
+
+@app.command("steer")
+def steer_command(
+    run_id: Annotated[str, typer.Argument(help="Id of the run to steer.")],
+    message: Annotated[
+        str | None, typer.Argument(help="New instructions for the run.", show_default=False)
+    ] = None,
+    stop: Annotated[bool, typer.Option("--stop", help="Stop the run (ends stopped).")] = False,
+    pause: Annotated[
+        bool, typer.Option("--pause", help="Hold the run before its next cycle.")
+    ] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Release a paused run.")] = False,
+    db: DbOption = DEFAULT_DB_PATH,
+) -> None:
+    """Send a message, stop, pause or resume to a run, from any process."""
+    chosen = [
+        name
+        for name, on in (
+            ("message", message is not None),
+            ("stop", stop),
+            ("pause", pause),
+            ("resume", resume),
+        )
+        if on
+    ]
+    if len(chosen) != 1:
+        raise UserError("give exactly one of MESSAGE, --stop, --pause or --resume")
+    kind = chosen[0]
+    if kind == "message" and not (message or "").strip():
+        raise UserError("the message is empty")
+    with open_store(db, must_exist=True) as store:
+        run = store.get_run(run_id)
+        if kind != "message" and not run.running:
+            raise UserError(f"run {run_id!r} is not running ({run.status})")
+        store.send_steering(run_id, kind, message or "")
+    if kind == "message" and not run.running:
+        print(f"queued for {run_id}; it is delivered when the run resumes")
+    else:
+        print(f"sent {kind} to {run_id}")

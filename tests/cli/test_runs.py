@@ -1,0 +1,172 @@
+"""``run --run-id``, ``runs``, ``resume``, ``rewind`` and ``steer`` through the console script."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convergent.store import RunStore
+
+EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
+
+
+def cli(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [EXE, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        check=False,
+        input=stdin,
+    )
+
+
+def script(folder: Path, name: str, responses: list[Any]) -> str:
+    path = folder / name
+    path.write_text(json.dumps(responses))
+    return f"scripted:{path}"
+
+
+def calc(expression: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "calculator", "arguments": {"expression": expression}}]}
+
+
+def test_run_checkpoints_by_default_and_resume_continues(tmp_path: Path) -> None:
+    first = script(tmp_path, "a.json", [calc("1+1"), calc("2+2")])
+    proc = cli("run", "add", "--model", first, "--run-id", "r1", "--max-cycles", "2", "--json",
+               cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["stop_reason"] == "max_cycles"
+    assert (tmp_path / ".convergent" / "runs.db").is_file()
+    listed = json.loads(cli("runs", "--json", cwd=tmp_path).stdout)
+    assert [(r["run_id"], r["status"], r["cycles"], r["resumable"]) for r in listed] == [
+        ("r1", "max_cycles", 2, True)
+    ]
+    second = script(tmp_path, "b.json", ["the sums are 2 and 4"])
+    resumed = cli("resume", "r1", "--model", second, "--json", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    data = json.loads(resumed.stdout)
+    assert data["stop_reason"] == "completed" and data["cycles"] == 3
+    assert [c["result"] for c in data["tool_calls"]] == ["2", "4"]
+    table = cli("runs", cwd=tmp_path).stdout
+    assert "r1" in table and "completed" in table
+    again = cli("resume", "r1", cwd=tmp_path)
+    assert again.returncode == 2
+    assert again.stderr.strip() == "error: run 'r1' ended completed; there is nothing to resume"
+
+
+def test_needs_user_resume_takes_an_answer(tmp_path: Path) -> None:
+    ask = {"tool_calls": [{"name": "ask_user", "arguments": {"question": "Which colour?"}}]}
+    proc = cli("run", "paint", "--model", script(tmp_path, "a.json", [ask]), "--run-id", "q",
+               "--ask-via", "none", "--json", cwd=tmp_path)  # fmt: skip
+    assert json.loads(proc.stdout)["stop_reason"] == "needs_user"
+    missing = cli("resume", "q", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "waits for an answer to: Which colour?" in missing.stderr
+    done = script(tmp_path, "b.json", ["painting it blue"])
+    resumed = cli("resume", "q", "--answer", "blue", "--model", done, "--json", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["output"] == "painting it blue"
+
+
+def test_rewind_restores_files_written_by_the_run(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("original")
+    responses = [
+        {"tool_calls": [{"name": "edit_file", "arguments": {
+            "path": "notes.txt", "old_text": "original", "new_text": "changed"}}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "new.txt", "content": "x"}}]},
+        "done",
+    ]  # fmt: skip
+    proc = cli("run", "edit", "--model", script(tmp_path, "s.json", responses), "--run-id", "w",
+               "--allow-writes", "--json", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "notes.txt").read_text() == "changed"
+    rewound = cli("rewind", "w", "--to", "0", "--json", cwd=tmp_path)
+    assert rewound.returncode == 0, rewound.stderr
+    assert json.loads(rewound.stdout) == {
+        "run_id": "w",
+        "cycle": 0,
+        "restored": ["notes.txt"],
+        "deleted": ["new.txt"],
+        "skipped": [],
+    }
+    assert (tmp_path / "notes.txt").read_text() == "original"
+    assert not (tmp_path / "new.txt").exists()
+    assert json.loads(cli("runs", "--json", cwd=tmp_path).stdout)[0]["status"] == "stopped"
+
+
+def test_skills_option_puts_skills_in_the_prompt(tmp_path: Path) -> None:
+    skill = tmp_path / "skills" / "greet"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: greet\ndescription: Say hello.\n---\nWave.\n")
+    responses = [{"tool_calls": [{"name": "load_skill", "arguments": {"name": "greet"}}]}, "hi"]
+    proc = cli("run", "greet", "--model", script(tmp_path, "s.json", responses), "--skills",
+               str(tmp_path / "skills"), "--no-checkpoint", "--json", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["tool_calls"][0]["result"] == "Wave."
+    assert not (tmp_path / ".convergent").exists()
+
+
+def test_terminal_steering_reads_stdin_when_asked(tmp_path: Path) -> None:
+    proc = cli("run", "x", "--model", script(tmp_path, "s.json", ["answer"]), "--steer",
+               "--json", cwd=tmp_path, stdin="")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["output"] == "answer"
+
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder whose runs.db holds one completed two-cycle run, r1."""
+    folder = tmp_path_factory.mktemp("one_run")
+    model = script(folder, "s.json", [calc("1"), "done"])
+    made = cli("run", "t", "--model", model, "--run-id", "r1", "--db", "runs.db", "--json",
+               cwd=folder)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["runs"], "error: no checkpoint database at .convergent/runs.db (pass --db PATH)"),
+        (["resume", "nope", "--db", "runs.db"], "error: no run 'nope' in runs.db"),
+        (["rewind", "r1", "--to", "-1", "--db", "runs.db"], "error: --to must be >= 0, got -1"),
+        (["rewind", "r1", "--to", "7", "--db", "runs.db"],
+         "error: run 'r1' has no checkpoint for cycle 7; have 0, 1, 2"),
+        (["steer", "r1", "--db", "runs.db"],
+         "error: give exactly one of MESSAGE, --stop, --pause or --resume"),
+        (["steer", "r1", "hi", "--stop", "--db", "runs.db"],
+         "error: give exactly one of MESSAGE, --stop, --pause or --resume"),
+        (["steer", "r1", "--pause", "--db", "runs.db"],
+         "error: run 'r1' is not running (completed)"),
+        (["run", "x", "--run-id", "bad id!", "--db", "runs.db"],
+         "error: --run-id must be 1-64 letters, digits, '.', '_' or '-', got 'bad id!'"),
+        (["run", "x", "--run-id", "r1", "--db", "runs.db"],
+         "error: run 'r1' already exists; continue it with: resume r1"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(one_run: Path, args: list[str], message: str) -> None:
+    proc = cli(*args, cwd=one_run)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == message
+
+
+def test_steer_message_to_a_stopped_run_is_queued_for_resume(tmp_path: Path) -> None:
+    model = script(tmp_path, "s.json", [calc("1")])
+    cli("run", "t", "--model", model, "--run-id", "r", "--max-cycles", "1", cwd=tmp_path)
+    queued = cli("steer", "r", "count to three", cwd=tmp_path)
+    assert queued.returncode == 0
+    assert queued.stdout.strip() == "queued for r; it is delivered when the run resumes"
+    resumed = cli("resume", "r", "--model", script(tmp_path, "b.json", ["3"]), "--json",
+                  cwd=tmp_path)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    with RunStore(tmp_path / ".convergent" / "runs.db") as store:
+        users = [m.content for m in store.load("r").messages if m.role == "user"]
+    assert users == ["t", "count to three"]

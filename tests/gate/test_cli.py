@@ -1,0 +1,147 @@
+"""``convergent run --gate --ask-via``: the installed console script in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convergent.cli._gate import expand_gate_flag
+
+EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
+
+
+def run_cli(
+    *args: str, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [EXE, *args], input=stdin, capture_output=True, text=True, timeout=60, check=False, env=env
+    )
+
+
+def script(path: Path, responses: list[Any]) -> str:
+    path.write_text(json.dumps(responses))
+    return f"scripted:{path}"
+
+
+def calc(expression: str, thought: str) -> dict[str, Any]:
+    return {
+        "content": thought,
+        "tool_calls": [{"name": "calculator", "arguments": {"expression": expression}}],
+    }
+
+
+def verdict(score: float, question: str = "") -> dict[str, Any]:
+    reply = {"clarity": 1.0, "certainty": score, "question": question, "reason": "test"}
+    return {"content": json.dumps(reply)}
+
+
+def test_gate_asks_over_stdin_and_the_answer_steers_the_run(tmp_path: Path) -> None:
+    model = script(
+        tmp_path / "model.json",
+        [
+            calc("2+2", "The user said 'the numbers'; I guess 2 and 2."),
+            calc("17*23", "As told."),
+            "391",
+        ],
+    )
+    scorer = script(
+        tmp_path / "scorer.json",
+        [verdict(0.3, "Which numbers should I multiply?"), verdict(0.95)],
+    )
+    proc = run_cli(
+        "run",
+        "multiply the numbers",
+        "--model",
+        model,
+        "--gate",
+        "--ask-via",
+        "stdin",
+        "--gate-model",
+        scorer,
+        "--json",
+        stdin="17 and 23\n",
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["stop_reason"] == "completed" and data["output"] == "391"
+    calls = [(c["name"], c["arguments"], c["result"]) for c in data["tool_calls"]]
+    assert calls == [
+        ("ask_user", {"question": "Which numbers should I multiply?"}, "17 and 23"),
+        ("calculator", {"expression": "17*23"}, "391"),
+    ]
+    assert "question: Which numbers should I multiply?" in proc.stderr
+
+
+def test_live_view_shows_gate_decisions(tmp_path: Path) -> None:
+    model = script(tmp_path / "model.json", [calc("1+1", "sure"), "2"])
+    scorer = script(tmp_path / "scorer.json", [verdict(0.9)])
+    proc = run_cli("run", "1+1", "--model", model, "--gate-model", scorer, "--gate", "0.8")
+    assert proc.returncode == 0, proc.stderr
+    assert "gate score 0.90 >= 0.80: executing" in proc.stdout
+
+
+def test_without_a_user_the_run_stops_needs_user(tmp_path: Path) -> None:
+    model = script(
+        tmp_path / "model.json",
+        [
+            {
+                "content": "",
+                "tool_calls": [{"name": "ask_user", "arguments": {"question": "Which file?"}}],
+            }
+        ],
+    )
+    proc = run_cli("run", "read the file", "--model", model, "--json")  # stdin is not a TTY
+    assert proc.returncode == 1
+    data = json.loads(proc.stdout)
+    assert (data["stop_reason"], data["stop_detail"]) == ("needs_user", "Which file?")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gate", "1.5"], "error: --gate expects a threshold between 0 and 1, got 1.5"),
+        (["--ask-via", "pigeon"], "error: --ask-via must be one of terminal, dialog, stdin, none"),
+        (["--ask-timeout", "0"], "error: --ask-timeout must be > 0 seconds, got 0"),
+        (["--gate-model", "scripted:x.json"], "error: --gate-model needs --gate"),
+    ],
+)
+def test_bad_gate_options_are_one_line_errors(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    model = script(tmp_path / "model.json", ["hi"])
+    proc = run_cli("run", "task", "--model", model, *args)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert proc.stderr.startswith(message)
+
+
+def test_dialog_without_a_display_is_refused_up_front(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    model = script(tmp_path / "model.json", ["hi"])
+    proc = run_cli("run", "task", "--model", model, "--ask-via", "dialog", env=env)
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.strip()
+        == "error: --ask-via dialog is not possible here: no display: DISPLAY is not set"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "expanded"),
+    [
+        (["run", "t", "--gate"], ["run", "t", "--gate", "0.85"]),
+        (["run", "--gate", "t"], ["run", "--gate", "0.85", "t"]),
+        (["run", "t", "--gate", "--json"], ["run", "t", "--gate", "0.85", "--json"]),
+        (["run", "t", "--gate", "0.5"], ["run", "t", "--gate", "0.5"]),
+        (["run", "--", "--gate"], ["run", "--", "--gate"]),
+    ],
+)
+def test_a_bare_gate_flag_gets_the_default_threshold(args: list[str], expanded: list[str]) -> None:
+    assert expand_gate_flag(args) == expanded

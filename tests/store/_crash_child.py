@@ -1,0 +1,117 @@
+"""A run that a test kills with SIGKILL at arbitrary moments and then resumes.
+
+Usage: python _crash_child.py DB WORKDIR CYCLES
+
+With ``CRASH_KILL=after:ID`` the process kills itself right after call ID's side
+effect (done but not recorded); with ``CRASH_KILL=before:ID`` call ID waits until its
+sibling's result is committed, then kills the process before doing anything.
+
+Each cycle requests two calls in one batch: ``step`` (not idempotent) and ``probe``
+(idempotent). Each appends its call id to a side-effect file once its work is done,
+so the files count real executions. The model is a function of the conversation, so
+a resumed process continues exactly where the stored conversation ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from convergent import (
+    Agent,
+    AssistantMessage,
+    Limits,
+    Message,
+    ModelResponse,
+    ScriptedModel,
+    ToolCall,
+    ToolSpec,
+    tool,
+)
+from convergent.store import CheckpointObserver, RunStore
+
+RUN_ID = "crash"
+
+
+def main() -> None:
+    db, workdir, cycles = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+
+    kill = os.environ.get("CRASH_KILL", "")
+
+    def sibling_recorded(call: str) -> bool:
+        sibling = ("p" if call.startswith("s") else "s") + call[1:]
+        with sqlite3.connect(db) as conn:
+            found = conn.execute(
+                "SELECT 1 FROM finished_calls WHERE call_id = ?", (sibling,)
+            ).fetchone()
+        return found is not None
+
+    def effect(name: str, call: str) -> None:
+        if kill == f"before:{call}":
+            while not sibling_recorded(call):
+                time.sleep(0.005)
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(0.003)
+        with (workdir / f"{name}.log").open("a") as log:
+            log.write(call + "\n")
+        if kill == f"after:{call}":
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(0.002)
+
+    @tool(timeout=None)
+    def step(call: str) -> str:
+        """Do a non-repeatable step.
+
+        Args:
+            call: Id of the call.
+        """
+        effect("step", call)
+        return f"stepped {call}"
+
+    @tool(timeout=None, idempotent=True)
+    def probe(call: str) -> str:
+        """Look something up.
+
+        Args:
+            call: Id of the call.
+        """
+        effect("probe", call)
+        return f"probed {call}"
+
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        cycle = sum(isinstance(m, AssistantMessage) for m in messages) + 1
+        if cycle > cycles:
+            return ModelResponse(content="all steps done")
+        ids = (f"s{cycle}", f"p{cycle}")
+        return ModelResponse(
+            tool_calls=(
+                ToolCall(id=ids[0], name="step", arguments={"call": ids[0]}),
+                ToolCall(id=ids[1], name="probe", arguments={"call": ids[1]}),
+            )
+        )
+
+    store = RunStore(db)
+    tools = [step, probe]
+    agent = Agent(
+        ScriptedModel(script),
+        tools,
+        limits=Limits(max_cycles=cycles + 5),
+        observers=[CheckpointObserver(store, tools=tools)],
+    )
+    if store.exists(RUN_ID):
+        state = store.load(RUN_ID)
+        if state.stop_reason is not None:
+            return
+        asyncio.run(agent.run(state=state))
+    else:
+        asyncio.run(agent.run("do every step once", run_id=RUN_ID))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from convergent import (
+    Agent,
+    AssistantMessage,
+    Limits,
+    ModelResponse,
+    ScriptedModel,
+    ToolCall,
+    UserError,
+    calculator,
+)
+from convergent.state import STATE_SCHEMA_VERSION
+from convergent.stop import StopReason
+from convergent.store import DB_SCHEMA_VERSION, CheckpointObserver, RunStore
+
+
+def calc(expression: str, call_id: str | None = None) -> dict[str, object]:
+    call: dict[str, object] = {"name": "calculator", "arguments": {"expression": expression}}
+    if call_id:
+        call["id"] = call_id
+    return {"tool_calls": [call]}
+
+
+def agent_for(store: RunStore, script: list[object], **kwargs: object) -> Agent:
+    return Agent(
+        ScriptedModel(script),  # type: ignore[arg-type]
+        [calculator],
+        system_prompt="sys",
+        observers=[CheckpointObserver(store, tools=[calculator])],
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+async def test_stored_state_equals_the_final_state(store: RunStore) -> None:
+    script = [calc(f"{i}*2") for i in range(4)] + ["done"]
+    agent = agent_for(store, script)
+    result = await agent.run("double things", run_id="r1")
+    loaded = store.load("r1")
+    assert loaded.messages == list(result.messages)
+    assert tuple(loaded.tool_calls) == result.tool_calls
+    assert sorted(loaded.call_counts.values()) == [1, 1, 1, 1]
+    assert loaded.stop_reason is StopReason.COMPLETED
+    assert loaded.cycles == 5 and loaded.usage == result.usage
+    assert loaded.schema_version == STATE_SCHEMA_VERSION
+    assert store.checkpoint_cycles("r1") == [0, 1, 2, 3, 4, 5]
+
+
+async def test_checkpoint_at_a_cycle_is_the_state_after_that_cycle(store: RunStore) -> None:
+    agent = agent_for(store, [calc("1+1"), calc("2+2"), "done"])
+    await agent.run("t", run_id="r1")
+    after_one = store.load("r1", cycle=1)
+    assert after_one.cycles == 1
+    assert [m.role for m in after_one.messages] == ["system", "user", "assistant", "tool"]
+    assert [r.result for r in after_one.tool_calls] == ["2"]
+    assert len(after_one.call_counts) == 1
+    assert after_one.stop_reason is None
+    with pytest.raises(UserError, match="no checkpoint for cycle 9"):
+        store.load("r1", cycle=9)
+
+
+async def test_listing_and_summary(store: RunStore) -> None:
+    await agent_for(store, ["a"]).run("first", run_id="one")
+    await agent_for(store, [calc("1")], limits=Limits(max_cycles=1)).run("second", run_id="two")
+    runs = {run.run_id: run for run in store.list_runs()}
+    assert runs["one"].status == "completed" and not runs["one"].resumable
+    assert runs["two"].status == "max_cycles" and runs["two"].resumable
+    assert runs["two"].cycles == 1 and runs["two"].task == "second"
+    assert store.list_runs(limit=1)[0].run_id == "two"
+    with pytest.raises(UserError, match="no run 'three'"):
+        store.get_run("three")
+
+
+async def test_a_new_run_with_a_stored_id_is_refused(store: RunStore) -> None:
+    await agent_for(store, ["a"]).run("first", run_id="same")
+    with pytest.raises(UserError, match="already exists"):
+        await agent_for(store, ["b"]).run("again", run_id="same")
+
+
+async def test_gate_style_replacement_of_the_last_message_is_stored(store: RunStore) -> None:
+    class Replace:
+        tools = ()
+
+        async def review(self, response, state, emit):  # type: ignore[no-untyped-def]
+            return (ToolCall(id="swapped", name="calculator", arguments={"expression": "7"}),)
+
+        async def after_tools(self, records, state, emit):  # type: ignore[no-untyped-def]
+            return None
+
+    agent = agent_for(store, [calc("1"), "done"], gate=Replace())
+    result = await agent.run("t", run_id="g")
+    loaded = store.load("g")
+    assert loaded.messages == list(result.messages)
+    assistant = loaded.messages[2]
+    assert isinstance(assistant, AssistantMessage)
+    assert assistant.tool_calls[0].id == "swapped"
+
+
+def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    RunStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {DB_SCHEMA_VERSION + 1}")
+    with pytest.raises(UserError, match="schema version"):
+        RunStore(path)
+
+
+def test_an_unopenable_path_is_a_user_error(tmp_path: Path) -> None:
+    (tmp_path / "dir.db").mkdir()
+    with pytest.raises(UserError, match="cannot open checkpoint database"):
+        RunStore(tmp_path / "dir.db")
+
+
+async def test_results_committed_before_a_crash_are_recovered(store: RunStore) -> None:
+    """A batch whose results were committed but never appended still has them on load."""
+    script = [
+        ModelResponse(
+            tool_calls=(
+                ToolCall(id="a", name="calculator", arguments={"expression": "1+1"}),
+                ToolCall(id="b", name="calculator", arguments={"expression": "2+2"}),
+            )
+        )
+    ]
+    agent = agent_for(store, script, limits=Limits(max_cycles=1))
+    await agent.run("t", run_id="r")
+    with store.transaction() as conn:
+        # Make the stored conversation end at the assistant message, as after a kill.
+        conn.execute("UPDATE runs SET message_count = 3, stop_reason = NULL WHERE run_id = 'r'")
+    state = store.load("r")
+    assert [m.role for m in state.messages] == ["system", "user", "assistant", "tool", "tool"]
+    assert state.pending_calls() == []
+    assert [m.content for m in state.messages[3:]] == ["2", "4"]
