@@ -4,17 +4,17 @@ The loop continues while the model's response contains tool calls and stops when
 contains none; every run ends with one typed `StopReason`.
 """
 
-from convergent.agent import (
-    ActionGate,
-    Agent,
-    ContextPolicy,
-    RunObserver,
-    RunResult,
-    RunStream,
-    Verification,
-    Verifier,
-)
+from convergent.agent import Agent, RunStream
 from convergent.builtin_tools import calculator, default_tools, fail, file_tools
+from convergent.compaction import ContextCompacted, ContextCompressor
+from convergent.coordinator import (
+    AttemptReport,
+    Coordinator,
+    CoordinatorResult,
+    StateStore,
+    WorkflowState,
+)
+from convergent.edit_tools import edit_tools
 from convergent.events import (
     CycleStarted,
     Event,
@@ -38,6 +38,30 @@ from convergent.exceptions import (
     ToolError,
     UserError,
 )
+from convergent.extensions import (
+    ActionGate,
+    ContextPolicy,
+    FollowUpGate,
+    RunObserver,
+    Verification,
+    Verifier,
+)
+from convergent.gate import (
+    AskChannel,
+    AskTimedOut,
+    AskUser,
+    CallbackChannel,
+    DialogChannel,
+    ExecutiveGate,
+    GateDecided,
+    NonInteractiveChannel,
+    QueueChannel,
+    StdinChannel,
+    TerminalChannel,
+    UserAnswered,
+    ambiguous,
+    ask_user_tool,
+)
 from convergent.messages import (
     AssistantMessage,
     Message,
@@ -51,6 +75,7 @@ from convergent.messages import (
 )
 from convergent.models import (
     AnthropicModel,
+    LocalModel,
     Model,
     ModelSettings,
     OpenAIChatModel,
@@ -58,9 +83,25 @@ from convergent.models import (
     StructuredToolCalling,
     model_from_string,
 )
+from convergent.result import RunResult
+from convergent.skills import Skill, Skills
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import SteeringQueue
 from convergent.stop import Limits, StopReason
+from convergent.store import (
+    CheckpointObserver,
+    DatabaseSteering,
+    RewindResult,
+    RunStore,
+    RunSummary,
+)
+from convergent.synthesis import (
+    Archetype,
+    Insight,
+    SynthesisReport,
+    synthesize,
+    synthesize_insights,
+)
 from convergent.tools import Tool, ToolArgumentsError, tool
 
 __version__ = "0.1.0"
@@ -69,13 +110,31 @@ __all__ = [
     "ActionGate",
     "Agent",
     "AnthropicModel",
+    "Archetype",
+    "AskChannel",
+    "AskTimedOut",
+    "AskUser",
     "AssistantMessage",
+    "AttemptReport",
+    "CallbackChannel",
+    "CheckpointObserver",
+    "ContextCompacted",
+    "ContextCompressor",
     "ContextPolicy",
     "ConvergentError",
+    "Coordinator",
+    "CoordinatorResult",
     "CycleStarted",
+    "DatabaseSteering",
+    "DialogChannel",
     "Event",
+    "ExecutiveGate",
+    "FollowUpGate",
+    "GateDecided",
+    "Insight",
     "JsonlTraceWriter",
     "Limits",
+    "LocalModel",
     "Message",
     "Model",
     "ModelBehaviorError",
@@ -85,20 +144,31 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "NeedsUserInput",
+    "NonInteractiveChannel",
     "OpenAIChatModel",
+    "QueueChannel",
     "Redirected",
+    "RewindResult",
     "RunObserver",
     "RunResult",
     "RunStarted",
     "RunState",
     "RunStopped",
+    "RunStore",
     "RunStream",
+    "RunSummary",
     "ScriptExhaustedError",
     "ScriptedModel",
+    "Skill",
+    "Skills",
+    "StateStore",
+    "StdinChannel",
     "SteeringQueue",
     "StopReason",
     "StructuredToolCalling",
+    "SynthesisReport",
     "SystemMessage",
+    "TerminalChannel",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",
@@ -110,16 +180,23 @@ __all__ = [
     "ToolSpec",
     "ToolStarted",
     "Usage",
+    "UserAnswered",
     "UserError",
     "UserMessage",
     "Verification",
     "Verifier",
+    "WorkflowState",
     "__version__",
+    "ambiguous",
+    "ask_user_tool",
     "calculator",
     "default_tools",
+    "edit_tools",
     "event_to_dict",
     "fail",
     "file_tools",
     "model_from_string",
+    "synthesize",
+    "synthesize_insights",
     "tool",
 ]

@@ -26,6 +26,8 @@ class Outcome(StrEnum):
     """The tool raised or timed out: a tool failure, subject to the tool-error policy."""
     NEEDS_USER = "needs_user"
     """The tool must ask the user and no channel can answer now."""
+    INTERRUPTED = "interrupted"
+    """The run died while the call was in flight and the tool is not safe to re-run."""
 
 
 @dataclass(frozen=True, slots=True)

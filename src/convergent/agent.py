@@ -11,9 +11,9 @@ import asyncio
 import inspect
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, assert_never
+from typing import Any, Literal, assert_never
 
 from convergent._executor import Outcome, ToolOutcome, execute_batch
 from convergent.events import (
@@ -28,85 +28,31 @@ from convergent.events import (
     ToolStarted,
 )
 from convergent.exceptions import ModelError, UserError
+from convergent.extensions import (
+    ActionGate,
+    ContextPolicy,
+    FollowUpGate,
+    RunObserver,
+    Verifier,
+)
 from convergent.messages import (
     AssistantMessage,
     Message,
-    ModelResponse,
     SystemMessage,
     ToolCall,
     ToolResultMessage,
-    Usage,
     UserMessage,
 )
 from convergent.models.base import Model, ModelSettings
+from convergent.result import RunResult
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import SteeringQueue
 from convergent.stop import Limits, StallDetector, StopReason
 from convergent.tools import Tool
 
-__all__ = [
-    "ActionGate",
-    "Agent",
-    "ContextPolicy",
-    "RunObserver",
-    "RunResult",
-    "Verification",
-    "Verifier",
-]
+__all__ = ["Agent", "RunStream"]
 
 ToolErrorPolicy = Literal["stop", "continue"]
-
-
-@dataclass(frozen=True, slots=True)
-class Verification:
-    """The verdict of a completion verifier."""
-
-    passed: bool
-    """Whether the external check passed."""
-    feedback: str = ""
-    """What failed, sent to the model when the check did not pass."""
-
-
-Verifier = Callable[[str], "Verification | Awaitable[Verification]"]
-"""An external check run on the final answer before ``completed`` is accepted."""
-
-
-class RunObserver(Protocol):
-    """Receives every event together with the live run state (for checkpoints)."""
-
-    def on_event(self, event: Event, state: RunState) -> None:
-        """Handle one event; must not keep a reference to ``state`` beyond the call."""
-
-
-class ContextPolicy(Protocol):
-    """Keeps the conversation inside the model's context window (compression)."""
-
-    async def maybe_compact(
-        self, state: RunState, model: Model, emit: Callable[[Event], None]
-    ) -> None:
-        """Shrink ``state.messages`` in place if the next request would be too large."""
-
-
-class ActionGate(Protocol):
-    """Reviews proposed tool calls before they run (the executive function)."""
-
-    @property
-    def tools(self) -> Sequence[Tool]:
-        """Tools the agent must offer for the gate's replacements (its ``ask_user``)."""
-
-    async def review(
-        self, response: ModelResponse, state: RunState, emit: Callable[[Event], None]
-    ) -> tuple[ToolCall, ...]:
-        """Return the calls to execute: the proposed ones, or a non-empty replacement."""
-
-    async def after_tools(
-        self, records: Sequence[ToolCallRecord], state: RunState, emit: Callable[[Event], None]
-    ) -> ToolCall | None:
-        """See a batch's results; return a call (``ask_user``) to run next, or None.
-
-        The returned call runs in the same cycle, only if the batch did not end the run.
-        It must not return a call for a batch that holds only its own returned calls.
-        """
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,58 +76,6 @@ class Interrupted:
 
 
 CycleOutcome = Continue | Stop | Interrupted
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunResult:
-    """The outcome of one run."""
-
-    run_id: str
-    """Unique id of the run."""
-    output: str
-    """The model's final text (for ``completed``: its answer)."""
-    stop_reason: StopReason
-    """The one objective reason the run ended."""
-    stop_detail: str
-    """Human-readable detail of the stop."""
-    cycles: int
-    """Model requests made (a cycle is one request plus the tools it asked for)."""
-    tool_calls: tuple[ToolCallRecord, ...]
-    """Every executed tool call, in order."""
-    usage: Usage
-    """Total usage of the run."""
-    messages: tuple[Message, ...]
-    """The final conversation."""
-    events: tuple[Event, ...] = ()
-    """Every event of the run, in order."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape printed by ``convergent run --json``."""
-        return {
-            "run_id": self.run_id,
-            "stop_reason": self.stop_reason.value,
-            "stop_detail": self.stop_detail,
-            "output": self.output,
-            "cycles": self.cycles,
-            "tool_calls": [
-                {
-                    "name": record.name,
-                    "arguments": record.arguments,
-                    "ok": record.ok,
-                    "outcome": record.outcome,
-                    "result": record.result,
-                    "cycle": record.cycle,
-                }
-                for record in self.tool_calls
-            ],
-            "usage": {
-                "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens,
-                "total_tokens": self.usage.total_tokens,
-                "requests": self.usage.requests,
-                "cost": self.usage.cost,
-            },
-        }
 
 
 class _HandlerObserver:
@@ -209,8 +103,8 @@ class Agent:
             feedback goes back to the model and the run continues.
         observers: Receive every event with the live state (checkpoints, live views).
         context_policy: Optional context compression, run before every model request.
-        gate: Optional executive function that reviews proposed tool calls; the
-            tools it needs (its ``ask_user``) are offered to the model too.
+        gate: Optional executive function that reviews proposed tool calls; the tools
+            a `FollowUpGate` needs (its ``ask_user``) are offered to the model too.
         record_events: Keep every event on the `RunResult`.
     """
 
@@ -233,8 +127,9 @@ class Agent:
             raise UserError(f"on_tool_error must be 'stop' or 'continue', got {on_tool_error!r}")
         self.model = model
         self.tools: dict[str, Tool] = {}
-        for item in (*tools, *(gate.tools if gate is not None else ())):
-            if self.tools.get(item.name) is item:
+        gate_tools = gate.tools if isinstance(gate, FollowUpGate) else ()
+        for item in (*tools, *gate_tools):
+            if item in gate_tools and self.tools.get(item.name) is item:
                 continue
             if not isinstance(item, Tool):
                 raise UserError(f"not a Tool: {item!r} (decorate the function with @tool)")
@@ -300,7 +195,7 @@ class Agent:
            run ``stalled`` before it runs again.
         8. Run the batch concurrently, results in call order; a tool failure ends the
            run with ``tool_error`` unless ``on_tool_error="continue"``.
-        9. Let the gate see the results; if the run goes on and a result calls for it
+        9. Let a `FollowUpGate` see the results; if the run goes on and a result calls for it
            (an ambiguity, repeated invalid arguments) run the ``ask_user`` call it returns.
 
         Args:
@@ -478,42 +373,45 @@ class _Run:
                 )
             return Stop(StopReason.STALLED, detail)
 
-        def on_start(call: ToolCall) -> None:
-            self.emit(
-                ToolStarted(
-                    run_id=state.run_id,
-                    cycle=cycle,
-                    call_id=call.id,
-                    name=call.name,
-                    arguments=call.arguments,
-                )
-            )
-
-        def on_finish(outcome: ToolOutcome) -> None:
-            self.emit(
-                ToolFinished(
-                    run_id=state.run_id,
-                    cycle=cycle,
-                    call_id=outcome.call.id,
-                    name=outcome.call.name,
-                    ok=outcome.ok,
-                    outcome=outcome.kind.value,
-                    result=outcome.text,
-                    duration=outcome.duration,
-                )
-            )
-
         outcomes = await execute_batch(
-            calls, self.agent.tools, on_start=on_start, on_finish=on_finish
+            calls,
+            self.agent.tools,
+            on_start=lambda call: self._started(call, cycle),
+            on_finish=lambda outcome: self._finished(outcome, cycle),
         )
         return await self._after_tools(outcomes, cycle, self._record(outcomes, cycle))
+
+    def _started(self, call: ToolCall, cycle: int) -> None:
+        self.emit(
+            ToolStarted(
+                run_id=self.state.run_id,
+                cycle=cycle,
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+            )
+        )
+
+    def _finished(self, outcome: ToolOutcome, cycle: int) -> None:
+        self.emit(
+            ToolFinished(
+                run_id=self.state.run_id,
+                cycle=cycle,
+                call_id=outcome.call.id,
+                name=outcome.call.name,
+                ok=outcome.ok,
+                outcome=outcome.kind.value,
+                result=outcome.text,
+                duration=outcome.duration,
+            )
+        )
 
     async def _after_tools(
         self, outcomes: Sequence[ToolOutcome], cycle: int, result: CycleOutcome
     ) -> CycleOutcome:
         """Show the batch to the gate; run the ``ask_user`` call it may return."""
         gate = self.agent.gate
-        if gate is None:
+        if not isinstance(gate, FollowUpGate):
             return result
         records = [_to_record(outcome, cycle) for outcome in outcomes]
         ask = await gate.after_tools(records, self.state, self.emit)
@@ -550,28 +448,24 @@ class _Run:
         call is reported to the model as interrupted, so nothing runs twice.
         """
         state = self.state
-        pending = state.pending_calls()
         rerun: list[ToolCall] = []
-        for call in pending:
+        settled: list[ToolOutcome] = []
+        for call in state.pending_calls():
             tool = self.agent.tools.get(call.name)
             if call.id in answers:
-                state.messages.append(
-                    ToolResultMessage(
-                        tool_call_id=call.id, name=call.name, content=answers[call.id]
-                    )
-                )
+                settled.append(ToolOutcome(call, Outcome.OK, answers[call.id], 0.0))
             elif tool is not None and tool.idempotent:
                 rerun.append(call)
             else:
-                state.messages.append(
-                    ToolResultMessage(
-                        tool_call_id=call.id,
-                        name=call.name,
-                        content="interrupted: the run stopped before this call finished; "
-                        "it was not retried because the tool is not idempotent",
-                        is_error=True,
-                    )
+                text = (
+                    "interrupted: the run stopped before this call finished; "
+                    "it was not retried because the tool is not idempotent"
                 )
+                settled.append(ToolOutcome(call, Outcome.INTERRUPTED, text, 0.0))
+        for outcome in settled:
+            self._finished(outcome, state.cycles)
+            state.messages.append(outcome.to_message())
+            state.tool_calls.append(_to_record(outcome, state.cycles))
         if not rerun:
             return Continue()
         return await self._run_tools_unchecked(rerun)

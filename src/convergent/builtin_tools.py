@@ -170,6 +170,6 @@ def file_tools(workspace: str | Path = ".", *, max_bytes: int = 100_000) -> list
     return [read_file, list_dir]
 
 
-def default_tools(workspace: str | Path = ".") -> list[Tool]:
-    """The built-in tool set of ``convergent run``: calculator, files and ``fail``."""
-    return [calculator, *file_tools(workspace), fail]
+def default_tools(workspace: str | Path = ".", *, include_fail: bool = True) -> list[Tool]:
+    """The built-in tool set of ``convergent run``: calculator, file tools and ``fail``."""
+    return [calculator, *file_tools(workspace), *([fail] if include_fail else [])]

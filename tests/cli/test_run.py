@@ -39,7 +39,7 @@ def test_json_output_has_the_contract_fields(tmp_path: Path) -> None:
             {"content": "391", "confidence": 0.1},
         ],
     )
-    proc = run_cli("run", "17*23", "--model", model, "--json")
+    proc = run_cli("run", "17*23", "--model", model, "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["stop_reason"] == "completed"
@@ -56,7 +56,7 @@ def test_json_output_has_the_contract_fields(tmp_path: Path) -> None:
 
 def test_tool_error_stops_and_exit_code_is_non_zero(tmp_path: Path) -> None:
     model = script(tmp_path, [{"tool_calls": [{"name": "fail", "arguments": {"message": "boom"}}]}])
-    proc = run_cli("run", "x", "--model", model, "--json")
+    proc = run_cli("run", "x", "--model", model, "--json", cwd=tmp_path)
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["stop_reason"] == "tool_error"
 
@@ -69,7 +69,7 @@ def test_tool_error_continue_policy(tmp_path: Path) -> None:
             {"content": "handled"},
         ],
     )
-    proc = run_cli("run", "x", "--model", model, "--json", "--tool-error", "continue")
+    proc = run_cli("run", "x", "--model", model, "--json", "--tool-error", "continue", cwd=tmp_path)
     assert proc.returncode == 0
     data = json.loads(proc.stdout)
     assert data["stop_reason"] == "completed" and data["tool_calls"][0]["ok"] is False
@@ -91,6 +91,7 @@ def test_max_cycles_and_trace_file(tmp_path: Path) -> None:
         "--json",
         "--trace",
         str(trace),
+        cwd=tmp_path,
     )
     assert json.loads(proc.stdout)["stop_reason"] == "max_cycles"
     events = [json.loads(line) for line in trace.read_text().splitlines()]
@@ -107,7 +108,7 @@ def test_live_view_shows_cycles_and_stop_reason(tmp_path: Path) -> None:
             {"content": "4"},
         ],
     )
-    proc = run_cli("run", "2+2", "--model", model)
+    proc = run_cli("run", "2+2", "--model", model, cwd=tmp_path)
     assert proc.returncode == 0
     assert "cycle 1" in proc.stdout and "calculator" in proc.stdout
     assert "stopped: completed" in proc.stdout
@@ -128,7 +129,9 @@ def test_read_file_is_confined_to_the_workspace(tmp_path: Path) -> None:
             {"content": "ok"},
         ],
     )
-    proc = run_cli("run", "x", "--model", model, "--json", "--workspace", str(tmp_path / "ws"))
+    proc = run_cli(
+        "run", "x", "--model", model, "--json", "--workspace", str(tmp_path / "ws"), cwd=tmp_path
+    )
     calls = json.loads(proc.stdout)["tool_calls"]
     assert [c["ok"] for c in calls] == [True, False]
     assert "outside the workspace" in calls[1]["result"]
@@ -147,7 +150,7 @@ def test_read_file_is_confined_to_the_workspace(tmp_path: Path) -> None:
 )
 def test_bad_input_is_one_line_and_exit_two(tmp_path: Path, args: list[str], message: str) -> None:
     base = ["--model", script(tmp_path, ["hi"])]
-    proc = run_cli("run", "task", *base, *args)
+    proc = run_cli("run", "task", *base, *args, cwd=tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
@@ -157,7 +160,7 @@ def test_bad_input_is_one_line_and_exit_two(tmp_path: Path, args: list[str], mes
 def test_malformed_script_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("[{")
-    proc = run_cli("run", "x", "--model", f"scripted:{bad}")
+    proc = run_cli("run", "x", "--model", f"scripted:{bad}", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: script file") and "not valid JSON" in proc.stderr
 
@@ -166,6 +169,6 @@ def test_too_short_script_is_reported(tmp_path: Path) -> None:
     model = script(
         tmp_path, [{"tool_calls": [{"name": "calculator", "arguments": {"expression": "1"}}]}]
     )
-    proc = run_cli("run", "x", "--model", model)
+    proc = run_cli("run", "x", "--model", model, cwd=tmp_path)
     assert proc.returncode == 2
     assert "holds only 1 response" in proc.stderr

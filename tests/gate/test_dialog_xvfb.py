@@ -63,7 +63,13 @@ async def xdotool(*args: str) -> str:
     process = await asyncio.create_subprocess_exec(
         "xdotool", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    out, err = await process.communicate()
+    try:
+        async with asyncio.timeout(60):
+            out, err = await process.communicate()
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError(f"xdotool {' '.join(args)} did not finish within 60 s") from None
     if process.returncode != 0:
         raise RuntimeError(f"xdotool {' '.join(args)} failed: {err.decode().strip()}")
     return out.decode()

@@ -16,6 +16,7 @@ from convergent import (
     event_to_dict,
 )
 from convergent.events import Event
+from convergent.extensions import FollowUpGate
 from convergent.gate import (
     SCORE_SCHEMA,
     AskUser,
@@ -389,6 +390,7 @@ async def test_gate_events_serialise_for_the_trace() -> None:
 def test_the_agent_offers_ask_user_once() -> None:
     asker = AskUser(QueueChannel())
     gate = ExecutiveGate(RecordingScorer(), asker)
+    assert isinstance(gate, FollowUpGate)
     agent = Agent(ScriptedModel(["x"]), [Clicks().tool(), asker.tool], gate=gate)
     assert [spec.name for spec in agent.tool_specs] == ["click", "ask_user"]
     assert agent.tools["ask_user"].parameters["required"] == ["question"]
@@ -422,3 +424,26 @@ def test_invalid_options_are_user_errors() -> None:
         ExecutiveGate(RecordingScorer(), asker, threshold=1.5)
     with pytest.raises(UserError, match="timeout"):
         AskUser(QueueChannel(), timeout=0)
+
+
+async def test_a_run_resumed_without_an_answer_asks_again_through_the_new_channel() -> None:
+    clicks = Clicks()
+    script = [
+        proposal("unsure", call("click", label="Cancel")),
+        proposal("user said Submit", call("click", "c2", label="Submit")),
+        "Submitted.",
+    ]
+    verdict = {"clarity": 0.3, "certainty": 0.3, "question": "Cancel or Submit?", "reason": "?"}
+    offline, _ = gated(
+        ScriptedModel(script[:1]), RecordingScorer(verdict), NonInteractiveChannel(), clicks
+    )
+    state = offline.new_state("handle the form")
+    assert (await offline.run(state=state)).stop_reason is StopReason.NEEDS_USER
+
+    channel = QueueChannel(answers=["Submit"])
+    online, _ = gated(ScriptedModel(script[1:]), RecordingScorer(0.99), channel, clicks)
+    result = await online.run(state=state)
+
+    assert result.stop_reason is StopReason.COMPLETED
+    assert channel.asked == ["Cancel or Submit?"] and clicks.clicked == ["Submit"]
+    assert [e.status for e in result.events if isinstance(e, UserAnswered)] == ["answered"]

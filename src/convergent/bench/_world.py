@@ -409,7 +409,7 @@ def independent_plan(rng: random.Random, n: int, batches: int) -> Plan:
 
 
 def _calc_plan(rng: random.Random, n: int) -> Plan:
-    value = rng.randint(3, 12)
+    value: float = rng.randint(3, 12)
     steps: list[str] = []
     calls: list[Call] = []
     for _ in range(n):
@@ -425,7 +425,9 @@ def _calc_plan(rng: random.Random, n: int) -> Plan:
     )
     result = format_number(value)
     batches = tuple((call,) for call in calls)
-    return Plan("arithmetic", prompt, batches, (calls[-1].effect,), result, f"The result is {result}.")
+    return Plan(
+        "arithmetic", prompt, batches, (calls[-1].effect,), result, f"The result is {result}."
+    )
 
 
 def _files_plan(rng: random.Random, n: int) -> Plan:

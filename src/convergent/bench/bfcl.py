@@ -47,11 +47,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, create_model
 from pydantic.fields import FieldInfo
 
-from convergent.agent import Agent, RunResult
+from convergent.agent import Agent
 from convergent.bench.report import PolicyStats, SuiteResult
 from convergent.exceptions import ScriptExhaustedError, ToolError, UserError
 from convergent.messages import Message, SystemMessage, UserMessage
 from convergent.models.scripted import ScriptedModel
+from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.stop import Limits, StopReason
 from convergent.tools import Tool
@@ -76,14 +77,13 @@ __all__ = [
 
 CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
 """The four multi-turn categories."""
-MODES = ("one_per_response", "batched")
+Mode = Literal["one_per_response", "batched"]
+MODES: tuple[Mode, ...] = ("one_per_response", "batched")
 """Replay modes: one ground-truth call per model response, or all in one response."""
 MAX_CYCLES_PER_TURN = 50
 """Cycle limit of each turn; the longest turns (34 calls) need 35 one call per response."""
 BFCL_STEP_LIMIT = 20
 """BFCL's own harness force-quits a turn once it exceeds this many tool-calling steps."""
-
-Mode = Literal["one_per_response", "batched"]
 
 BAD_CALLS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
     "GorillaFileSystem": (
@@ -254,9 +254,7 @@ def parse_call(text: str) -> tuple[str, list[Any], dict[str, Any]]:
     return node.func.id, args, kwargs
 
 
-def _bind(
-    methods: Mapping[str, Callable[..., Any]], text: str
-) -> tuple[str, dict[str, Any]]:
+def _bind(methods: Mapping[str, Callable[..., Any]], text: str) -> tuple[str, dict[str, Any]]:
     """A ground-truth call as (name, keyword arguments), positional ones named."""
     name, args, kwargs = parse_call(text)
     if name not in methods:
@@ -293,9 +291,7 @@ def _arguments_model(class_name: str, function: str) -> tuple[type[BaseModel], s
         name: (Any, FieldInfo(default=... if name in required else _UNSET))
         for name in parameters.get("properties", {})
     }
-    model = create_model(
-        f"{function}_arguments", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    model = create_model(f"{function}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
     schema = _json_schema(parameters)
     schema["type"] = "object"
     return model, json.dumps(schema)
@@ -355,9 +351,7 @@ def backend_tool(
 
 def _available(entry: BfclEntry, turn: int) -> list[tuple[str, str]]:
     """(class, function) pairs offered at a turn, after withheld functions are added."""
-    withheld = {
-        name for at, names in entry.missed_function.items() if at > turn for name in names
-    }
+    withheld = {name for at, names in entry.missed_function.items() if at > turn for name in names}
     excluded = set(entry.excluded_function) | withheld
     return [
         (class_name, doc["name"])
@@ -372,9 +366,9 @@ def _turn_messages(entry: BfclEntry, turn: int) -> list[Message]:
     if not question:
         return [UserMessage(content=_extra_function_prompt())]
     return [
-        SystemMessage(content=m["content"]) if m["role"] == "system" else UserMessage(
-            content=m["content"]
-        )
+        SystemMessage(content=m["content"])
+        if m["role"] == "system"
+        else UserMessage(content=m["content"])
         for m in question
     ]
 
@@ -579,9 +573,7 @@ def _check(
     executed = [(e.name, e.arguments) for e in log]
     if executed != [(name, arguments) for name, arguments in expected]:
         problems.append(f"executed {executed!r}, expected {list(expected)!r}")
-    elif not all(
-        _same_result(e.result, r) for e, r in zip(log, reference_results, strict=True)
-    ):
+    elif not all(_same_result(e.result, r) for e, r in zip(log, reference_results, strict=True)):
         problems.append("results differ from the reference execution")
     differences = _differences(session.backends, session.reference)
     if differences:
@@ -630,7 +622,9 @@ async def replay_entry(
                 StopReason.COMPLETED,
                 expected_cycles,
             )
-            turns.append(TurnResult(turn, len(calls), stop, cycles, expected_cycles, tuple(problems)))
+            turns.append(
+                TurnResult(turn, len(calls), stop, cycles, expected_cycles, tuple(problems))
+            )
             if result is None:
                 break
     except (ValueError, TypeError, KeyError, SyntaxError) as exc:
@@ -743,9 +737,7 @@ async def probe_entry(entry: BfclEntry) -> list[ProbeResult]:
     probes = [await _probe_max_cycles(entry, longest, max(0, lengths[longest] - 1))]
     for turn, length in enumerate(lengths):
         if length > BFCL_STEP_LIMIT:
-            probes.append(
-                await _probe_max_cycles(entry, turn, BFCL_STEP_LIMIT, "bfcl_step_limit")
-            )
+            probes.append(await _probe_max_cycles(entry, turn, BFCL_STEP_LIMIT, "bfcl_step_limit"))
     if first is not None:
         probes.append(await _probe_bad_call(entry, first, "stop"))
         probes.append(await _probe_bad_call(entry, first, "continue"))
@@ -805,9 +797,11 @@ def summarize(
         }
         pass_counts[category] = counts
     failures = [
-        {"entry": r.entry, "mode": r.mode, "problems": r.error or [
-            f"turn {t.index}: {p}" for t in r.turns for p in t.problems
-        ]}
+        {
+            "entry": r.entry,
+            "mode": r.mode,
+            "problems": r.error or [f"turn {t.index}: {p}" for t in r.turns for p in t.problems],
+        }
         for r in replays
         if not r.passed
     ] + [
@@ -815,12 +809,8 @@ def summarize(
         for p in probes
         if not p.passed
     ]
-    issues = {
-        r.entry: list(r.dataset_issues) for r in replays if r.dataset_issues
-    }
-    long_turns = sorted(
-        {(p.entry, p.detail) for p in probes if p.kind == "bfcl_step_limit"}
-    )
+    issues = {r.entry: list(r.dataset_issues) for r in replays if r.dataset_issues}
+    long_turns = sorted({(p.entry, p.detail) for p in probes if p.kind == "bfcl_step_limit"})
     return SuiteResult(
         suite="bfcl",
         policies={name: _turn_stats(results) for name, results in policies.items()},

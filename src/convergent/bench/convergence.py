@@ -42,11 +42,19 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from convergent.agent import Agent, Verification
-from convergent.bench._world import QUESTIONS, TOOL_NAMES, Call, Plan, World
-from convergent.bench._world import dependent_plan, independent_plan
+from convergent.agent import Agent
+from convergent.bench._world import (
+    QUESTIONS,
+    TOOL_NAMES,
+    Call,
+    Plan,
+    World,
+    dependent_plan,
+    independent_plan,
+)
 from convergent.bench.report import EMPTY_STATS, PolicyStats, SuiteResult
 from convergent.exceptions import ToolError
+from convergent.extensions import Verification
 from convergent.messages import (
     Message,
     ModelResponse,
@@ -76,11 +84,10 @@ CONFIDENCE_THRESHOLD = 0.7
 """Seed 000's threshold: the subjective baseline stops at or above this confidence."""
 DEFAULT_MAX_CYCLES = 20
 """Cycle limit of every policy in this suite."""
-POLICIES = ("objective", "objective_verified", "subjective")
-"""The stopping policies compared."""
-
 Kind = Literal["behaviour", "adversarial", "premature"]
 Policy = Literal["objective", "objective_verified", "subjective"]
+POLICIES: tuple[Policy, ...] = ("objective", "objective_verified", "subjective")
+"""The stopping policies compared."""
 Meta = dict[str, Any]
 
 

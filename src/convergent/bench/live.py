@@ -23,11 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from convergent.agent import Agent, Verification
+from convergent.agent import Agent
 from convergent.bench._world import World
 from convergent.bench.convergence import Task, build_tasks
 from convergent.bench.report import PolicyStats, SuiteResult
 from convergent.exceptions import ConvergentError, UserError
+from convergent.extensions import Verification
 from convergent.models.base import Model, ModelSettings
 from convergent.stop import Limits, StopReason
 

@@ -207,7 +207,10 @@ def _bar_chart(
         ("false negatives", "false_negative_rate"),
     )
     fig, axes = plt.subplots(
-        len(metrics), 1, figsize=(max(7.0, 0.7 * len(groups) * len(policies)), 7.5), sharex=True
+        len(metrics),
+        1,
+        figsize=(min(14.0, max(7.0, 0.35 * len(groups) * len(policies))), 7.0),
+        sharex=True,
     )
     width = 0.8 / max(1, len(policies))
     for ax, (label, attribute) in zip(axes, metrics, strict=True):

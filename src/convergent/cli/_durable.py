@@ -18,12 +18,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from convergent.agent import RunObserver
 from convergent.cli._terminal import HELP, TerminalSteering
 from convergent.compaction import ContextCompressor
 from convergent.edit_tools import edit_tools
 from convergent.events import Event, ToolFinished, ToolStarted
 from convergent.exceptions import UserError
+from convergent.extensions import RunObserver
 from convergent.gate import ASK_USER
 from convergent.skills import Skills
 from convergent.steering import SteeringQueue
@@ -43,8 +43,8 @@ class RunConfig:
     """The ``--model`` value (None: the default model)."""
     base_url: str | None = None
     """The ``--base-url`` value."""
-    protocol: str = "native"
-    """Tool-call protocol."""
+    protocol: str | None = None
+    """Tool-call protocol; None means the model's own default."""
     workspace: str = "."
     """Absolute workspace folder."""
     system: str = ""

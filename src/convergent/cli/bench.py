@@ -25,6 +25,7 @@ from convergent.bench import SUITES
 from convergent.bench.report import BenchReport, SuiteResult, write_report
 from convergent.cli import app
 from convergent.exceptions import UserError
+from convergent.models.base import Model
 
 __all__ = ["bench_command"]
 
@@ -63,16 +64,15 @@ async def _bfcl(limit: int | None, progress: Progress | None) -> SuiteResult:
 
 
 async def _live(
-    spec: str, explicit: bool, seed: int, progress: Progress | None
+    spec: str, model: Model | None, seed: int, progress: Progress | None
 ) -> SuiteResult:
     from convergent.bench import live
 
-    try:
-        model = live.load_live_model(spec)
-    except UserError as exc:
-        if explicit:
-            raise
-        return live.skipped(live.describe_unavailable(spec, exc))
+    if model is None:
+        try:
+            model = live.load_live_model(spec)
+        except UserError as exc:
+            return live.skipped(live.describe_unavailable(spec, exc))
     task_id = None
     if progress is not None:
         total = len(live.live_tasks(seed))
@@ -84,7 +84,7 @@ async def _run_all(
     suites: list[str],
     *,
     seed: int,
-    model: str | None,
+    model: Model | None,
     per_scenario: int,
     bfcl_limit: int | None,
     progress: Progress | None,
@@ -96,17 +96,17 @@ async def _run_all(
         elif suite == "bfcl":
             results[suite] = await _bfcl(bfcl_limit, progress)
         else:
-            results["live"] = await _live(_DEFAULT_LIVE_MODEL, False, seed, progress)
-            if model is not None and model != _DEFAULT_LIVE_MODEL:
-                results[f"live:{model}"] = await _live(model, True, seed, progress)
+            results["live"] = await _live(_DEFAULT_LIVE_MODEL, None, seed, progress)
+            if model is not None:
+                results[f"live:{model.name}"] = await _live(model.name, model, seed, progress)
     return results
 
 
 def _table(report: BenchReport) -> Table:
     table = Table(title=f"convergent bench (seed {report.seed})")
     for column in ("suite", "policy", "tasks", "false pos.", "false neg.", "accuracy"):
-        justify = "left" if column in ("suite", "policy") else "right"
-        table.add_column(column, justify=justify, no_wrap=True)
+        left = column in ("suite", "policy")
+        table.add_column(column, justify="left" if left else "right", no_wrap=True)
     for name, suite in report.suites.items():
         if suite.skipped is not None:
             table.add_row(name, f"skipped: {suite.skipped}", "", "", "", "")
@@ -147,6 +147,26 @@ def _command_line(suites: list[str], seed: int, model: str | None) -> str:
     return shlex.join(parts)
 
 
+def _validate(
+    chosen: list[str], seed: int, per_scenario: int, bfcl_limit: int | None, out: Path | None
+) -> None:
+    unknown = [name for name in chosen if name not in SUITES]
+    if unknown:
+        raise UserError(f"unknown suite {unknown[0]!r}; choose from {', '.join(SUITES)}")
+    if seed < 0:
+        raise UserError(f"--seed must be >= 0, got {seed}")
+    if per_scenario < 1:
+        raise UserError(f"--tasks-per-scenario must be >= 1, got {per_scenario}")
+    if bfcl_limit is not None and bfcl_limit < 1:
+        raise UserError(f"--bfcl-limit must be >= 1, got {bfcl_limit}")
+    if out is not None and out.exists() and not out.is_dir():
+        raise UserError(f"--out must be a folder, but {out} is a file")
+    if "bfcl" in chosen:
+        from convergent.bench.bfcl import load_entries
+
+        load_entries("base", 1)
+
+
 @app.command("bench")
 def bench_command(
     suites: Annotated[
@@ -163,30 +183,19 @@ def bench_command(
         str | None, typer.Option(help="Also run the live suite on this model.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the scripted and live tasks.")] = 0,
-    tasks_per_scenario: Annotated[
-        int, typer.Option(help="Convergence tasks per scenario.")
-    ] = 10,
+    tasks_per_scenario: Annotated[int, typer.Option(help="Convergence tasks per scenario.")] = 10,
     bfcl_limit: Annotated[
         int | None, typer.Option(help="Only the first N BFCL entries per category.")
     ] = None,
 ) -> None:
     """Run benchmark suites and report false-positive / false-negative rates per policy."""
     chosen = list(dict.fromkeys(suites or SUITES))
-    unknown = [name for name in chosen if name not in SUITES]
-    if unknown:
-        raise UserError(f"unknown suite {unknown[0]!r}; choose from {', '.join(SUITES)}")
-    if seed < 0:
-        raise UserError(f"--seed must be >= 0, got {seed}")
-    if tasks_per_scenario < 1:
-        raise UserError(f"--tasks-per-scenario must be >= 1, got {tasks_per_scenario}")
-    if bfcl_limit is not None and bfcl_limit < 1:
-        raise UserError(f"--bfcl-limit must be >= 1, got {bfcl_limit}")
-    if out is not None and out.exists() and not out.is_dir():
-        raise UserError(f"--out must be a folder, but {out} is a file")
-    if "bfcl" in chosen:
-        from convergent.bench.bfcl import load_entries
+    _validate(chosen, seed, tasks_per_scenario, bfcl_limit, out)
+    extra_model = None
+    if model is not None and model != _DEFAULT_LIVE_MODEL and "live" in chosen:
+        from convergent.bench.live import load_live_model
 
-        load_entries("base", 1)
+        extra_model = load_live_model(model)
     console = Console(stderr=True, highlight=False)
     progress = None
     if not json_output:
@@ -200,7 +209,7 @@ def bench_command(
         )
     options: dict[str, Any] = {
         "seed": seed,
-        "model": model,
+        "model": extra_model,
         "per_scenario": tasks_per_scenario,
         "bfcl_limit": bfcl_limit,
     }

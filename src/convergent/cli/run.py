@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from convergent.agent import Agent, RunResult
+from convergent.agent import Agent
 from convergent.builtin_tools import default_tools
 from convergent.cli import app
 from convergent.cli._durable import Durable, RunConfig, default_steer, new_run_id, open_store
@@ -21,7 +21,9 @@ from convergent.exceptions import UserError
 from convergent.models.base import Model, ModelSettings
 from convergent.models.local import LocalModel
 from convergent.models.registry import default_model_spec, model_from_string
+from convergent.models.scripted import ScriptedModel
 from convergent.models.structured import StructuredToolCalling
+from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.stop import Limits, StopReason
 from convergent.store import DEFAULT_DB_PATH
@@ -104,8 +106,9 @@ def run_command(
     max_cost: Annotated[float | None, typer.Option(help="Cost budget.")] = None,
     tool_error: Annotated[str, typer.Option(help="On a tool failure: stop or continue.")] = "stop",
     protocol: Annotated[
-        str, typer.Option(help="Tool-call protocol: native or structured.")
-    ] = "native",
+        str | None,
+        typer.Option(help="Tool-call protocol: native or structured (default: the model's own)."),
+    ] = None,
     workspace: Annotated[Path, typer.Option(help="Folder the file tools may read.")] = Path("."),
     system: Annotated[str | None, typer.Option(help="System prompt.")] = None,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
@@ -208,7 +211,10 @@ def launch(
     asker, action_gate, scorer = build_gate_parts(
         config.gate, config.ask_via, config.ask_timeout, config.gate_model, config.base_url, chosen
     )
-    tools = [*default_tools(Path(config.workspace)), *durable.tools, asker.tool]
+    # `fail` exists to demonstrate tool_error with scripted runs; a real model would only
+    # be distracted by a tool that always fails
+    builtins = default_tools(Path(config.workspace), include_fail=isinstance(chosen, ScriptedModel))
+    tools = [*builtins, *durable.tools, asker.tool]
     agent = Agent(
         chosen,
         tools,

@@ -2,6 +2,7 @@
 
 from convergent.models.anthropic import AnthropicModel
 from convergent.models.base import Model, ModelSettings
+from convergent.models.local import LocalModel
 from convergent.models.openai import OpenAIChatModel
 from convergent.models.registry import default_model_spec, model_from_string
 from convergent.models.scripted import ScriptedModel, response_from_dict
@@ -9,6 +10,7 @@ from convergent.models.structured import StructuredToolCalling
 
 __all__ = [
     "AnthropicModel",
+    "LocalModel",
     "Model",
     "ModelSettings",
     "OpenAIChatModel",

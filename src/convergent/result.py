@@ -1,0 +1,65 @@
+"""`RunResult`: what a finished run reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from convergent.events import Event
+from convergent.messages import Message, Usage
+from convergent.state import ToolCallRecord
+from convergent.stop import StopReason
+
+__all__ = ["RunResult"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """The outcome of one run."""
+
+    run_id: str
+    """Unique id of the run."""
+    output: str
+    """The model's final text (for ``completed``: its answer)."""
+    stop_reason: StopReason
+    """The one objective reason the run ended."""
+    stop_detail: str
+    """Human-readable detail of the stop."""
+    cycles: int
+    """Model requests made (a cycle is one request plus the tools it asked for)."""
+    tool_calls: tuple[ToolCallRecord, ...]
+    """Every executed tool call, in order."""
+    usage: Usage
+    """Total usage of the run."""
+    messages: tuple[Message, ...]
+    """The final conversation."""
+    events: tuple[Event, ...] = ()
+    """Every event of the run, in order."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape printed by ``convergent run --json``."""
+        return {
+            "run_id": self.run_id,
+            "stop_reason": self.stop_reason.value,
+            "stop_detail": self.stop_detail,
+            "output": self.output,
+            "cycles": self.cycles,
+            "tool_calls": [
+                {
+                    "name": record.name,
+                    "arguments": record.arguments,
+                    "ok": record.ok,
+                    "outcome": record.outcome,
+                    "result": record.result,
+                    "cycle": record.cycle,
+                }
+                for record in self.tool_calls
+            ],
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+                "total_tokens": self.usage.total_tokens,
+                "requests": self.usage.requests,
+                "cost": self.usage.cost,
+            },
+        }
