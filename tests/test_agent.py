@@ -462,3 +462,25 @@ async def test_gate_that_drops_every_call_is_rejected() -> None:
     agent = Agent(ScriptedModel([{"tool_calls": [calc("1")]}]), [calculator], gate=DropAll())
     with pytest.raises(AssertionError, match="never drop"):
         await agent.run("x")
+
+
+async def test_sequential_batches_run_in_call_order() -> None:
+    log: list[str] = []
+
+    @tool
+    async def step(label: str) -> str:
+        """Record a step.
+
+        Args:
+            label: Step name.
+        """
+        log.append(f"start {label}")
+        await asyncio.sleep(0)
+        log.append(f"end {label}")
+        return label
+
+    batch = {"tool_calls": [call("step", label="cd"), call("step", label="mkdir")]}
+    agent = Agent(ScriptedModel([batch, "done"]), [step], parallel_tool_calls=False)
+    result = await agent.run("x")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert log == ["start cd", "end cd", "start mkdir", "end mkdir"]

@@ -81,11 +81,13 @@ async def execute_batch(
     *,
     on_start: Callable[[ToolCall], None],
     on_finish: Callable[[ToolOutcome], None],
+    concurrent: bool = True,
 ) -> list[ToolOutcome]:
     """Run all calls of one response concurrently; return their outcomes in call order.
 
     Each call has its tool's timeout. A failing call does not cancel its siblings:
-    every call of the batch gets a result, so no request goes unanswered.
+    every call of the batch gets a result, so no request goes unanswered. With
+    ``concurrent=False`` the calls run one after another, in call order.
     """
 
     async def run(call: ToolCall) -> ToolOutcome:
@@ -96,8 +98,8 @@ async def execute_batch(
         on_finish(outcome)
         return outcome
 
-    if len(calls) == 1:
-        return [await run(calls[0])]
+    if len(calls) == 1 or not concurrent:
+        return [await run(call) for call in calls]
     async with asyncio.TaskGroup() as group:
         tasks = [group.create_task(run(call)) for call in calls]
     return [task.result() for task in tasks]

@@ -106,6 +106,8 @@ class Agent:
         gate: Optional executive function that reviews proposed tool calls; the tools
             a `FollowUpGate` needs (its ``ask_user``) are offered to the model too.
         record_events: Keep every event on the `RunResult`.
+        parallel_tool_calls: Run the calls of one response concurrently (the default);
+            False runs them one at a time in call order, for tools that share state.
     """
 
     def __init__(
@@ -122,6 +124,7 @@ class Agent:
         context_policy: ContextPolicy | None = None,
         gate: ActionGate | None = None,
         record_events: bool = True,
+        parallel_tool_calls: bool = True,
     ) -> None:
         if on_tool_error not in ("stop", "continue"):
             raise UserError(f"on_tool_error must be 'stop' or 'continue', got {on_tool_error!r}")
@@ -146,6 +149,7 @@ class Agent:
         self.context_policy = context_policy
         self.gate = gate
         self.record_events = record_events
+        self.parallel_tool_calls = parallel_tool_calls
 
     def new_state(self, task: str, *, run_id: str | None = None) -> RunState:
         """The initial state of a run of ``task``."""
@@ -378,6 +382,7 @@ class _Run:
             self.agent.tools,
             on_start=lambda call: self._started(call, cycle),
             on_finish=lambda outcome: self._finished(outcome, cycle),
+            concurrent=self.agent.parallel_tool_calls,
         )
         return await self._after_tools(outcomes, cycle, self._record(outcomes, cycle))
 

@@ -36,9 +36,10 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
-def _limits(
+def check_limit_options(
     max_cycles: int, max_tokens: int | None, max_seconds: float | None, max_cost: float | None
-) -> Limits:
+) -> None:
+    """Reject negative ``--max-*`` values with a one-line error naming the option."""
     for name, value in (
         ("--max-cycles", max_cycles),
         ("--max-tokens", max_tokens),
@@ -47,6 +48,12 @@ def _limits(
     ):
         if value is not None and value < 0:
             raise UserError(f"{name} must be >= 0, got {value}")
+
+
+def _limits(
+    max_cycles: int, max_tokens: int | None, max_seconds: float | None, max_cost: float | None
+) -> Limits:
+    check_limit_options(max_cycles, max_tokens, max_seconds, max_cost)
     return Limits(
         max_cycles=max_cycles,
         max_total_tokens=max_tokens,

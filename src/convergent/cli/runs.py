@@ -14,7 +14,7 @@ from rich.table import Table
 
 from convergent.cli import app
 from convergent.cli._durable import Durable, RunConfig, default_steer, open_store
-from convergent.cli.run import launch
+from convergent.cli.run import check_limit_options, launch
 from convergent.exceptions import UserError
 from convergent.state import RunState
 from convergent.stop import Limits
@@ -95,14 +95,7 @@ def _answers(store: RunStore, run: RunSummary, answer: str | None) -> dict[str, 
 def _more(
     state: RunState, cycles: int, tokens: int | None, seconds: float | None, cost: float | None
 ) -> Limits:
-    for name, value in (
-        ("--max-cycles", cycles),
-        ("--max-tokens", tokens),
-        ("--max-seconds", seconds),
-        ("--max-cost", cost),
-    ):
-        if value is not None and value < 0:
-            raise UserError(f"{name} must be >= 0, got {value}")
+    check_limit_options(cycles, tokens, seconds, cost)
     return Limits(
         max_cycles=state.cycles + cycles,
         max_total_tokens=None if tokens is None else state.usage.total_tokens + tokens,

@@ -19,6 +19,7 @@ from convergent.messages import (
     Usage,
     UserMessage,
 )
+from convergent.models._client import LoopClient
 from convergent.models.base import Model, ModelSettings
 
 __all__ = ["AnthropicModel"]
@@ -93,6 +94,7 @@ class AnthropicModel(Model):
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
+        factory = None
         if client is None:
             try:
                 import anthropic
@@ -100,13 +102,16 @@ class AnthropicModel(Model):
                 raise UserError(
                     "the anthropic package is not installed: pip install 'convergent[anthropic]'"
                 ) from None
-            api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-            if not api_key:
+            key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+            if not key:
                 raise UserError("ANTHROPIC_API_KEY is not set")
-            client = anthropic.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, max_retries=max_retries
-            )
-        self._client = client
+
+            def factory() -> Any:
+                return anthropic.AsyncAnthropic(
+                    api_key=key, base_url=base_url, max_retries=max_retries
+                )
+
+        self._client = LoopClient(client, factory)
 
     @property
     def name(self) -> str:
@@ -149,7 +154,7 @@ class AnthropicModel(Model):
         import anthropic
 
         try:
-            reply = await self._client.messages.create(
+            reply = await self._client.get().messages.create(
                 **self.build_request(messages, tools, settings)
             )
         except anthropic.APIStatusError as exc:
@@ -178,4 +183,4 @@ class AnthropicModel(Model):
 
     async def aclose(self) -> None:
         """Close the HTTP client."""
-        await self._client.close()
+        await self._client.aclose()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from convergent.messages import (
     Usage,
     UserMessage,
 )
+from convergent.models._client import LoopClient
 from convergent.models.base import Model, ModelSettings
 
 __all__ = ["OpenAIChatModel", "parse_arguments"]
@@ -108,12 +108,10 @@ class OpenAIChatModel(Model):
         self.model = model
         self.prices = prices
         self._context_window = context_window
-        self._client = client
-        self._client_loop: asyncio.AbstractEventLoop | None = None
-        self._options: dict[str, Any] = {}
+        factory = None
         if client is None:
             try:
-                import openai  # noqa: F401  (checked here so the error comes early)
+                import openai
             except ImportError:
                 raise UserError(
                     "the openai package is not installed: pip install 'convergent[openai]'"
@@ -126,28 +124,14 @@ class OpenAIChatModel(Model):
                         "OPENAI_API_KEY is not set (or pass --base-url for a local server)"
                     )
                 api_key = "not-needed"
-            self._options = {
-                "api_key": api_key,
-                "base_url": base_url,
-                "max_retries": max_retries,
-                "timeout": timeout,
-            }
+            key, url = api_key, base_url
 
-    def _client_for_this_loop(self) -> Any:
-        """The SDK client; one we own is rebuilt when used from a new event loop.
+            def factory() -> Any:
+                return openai.AsyncOpenAI(
+                    api_key=key, base_url=url, max_retries=max_retries, timeout=timeout
+                )
 
-        An HTTP connection pool belongs to the loop that opened it, so a model reused
-        across ``asyncio.run`` calls (e.g. two ``run_sync``) needs a fresh client.
-        """
-        if not self._options:
-            return self._client
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            import openai
-
-            self._client = openai.AsyncOpenAI(**self._options)
-            self._client_loop = loop
-        return self._client
+        self._client = LoopClient(client, factory)
 
     @property
     def name(self) -> str:
@@ -195,7 +179,7 @@ class OpenAIChatModel(Model):
         import openai
 
         try:
-            completion = await self._client_for_this_loop().chat.completions.create(
+            completion = await self._client.get().chat.completions.create(
                 **self.build_request(messages, tools, settings)
             )
         except openai.APIStatusError as exc:
@@ -253,10 +237,7 @@ class OpenAIChatModel(Model):
 
     async def aclose(self) -> None:
         """Close the HTTP client."""
-        if self._client is not None:
-            await self._client.close()
-            if self._options:
-                self._client = None
+        await self._client.aclose()
 
 
 def _short(text: str, limit: int = 300) -> str:
