@@ -130,7 +130,9 @@ class Agent:
             raise UserError(f"on_tool_error must be 'stop' or 'continue', got {on_tool_error!r}")
         self.model = model
         self.tools: dict[str, Tool] = {}
-        gate_tools = gate.tools if isinstance(gate, FollowUpGate) else ()
+        # the protocol check is slow (it inspects members), so it is done once, here
+        self.follow_up: FollowUpGate | None = gate if isinstance(gate, FollowUpGate) else None
+        gate_tools = self.follow_up.tools if self.follow_up is not None else ()
         for item in (*tools, *gate_tools):
             if item in gate_tools and self.tools.get(item.name) is item:
                 continue
@@ -214,14 +216,12 @@ class Agent:
         Raises:
             UserError: On misuse (no task, exhausted `ScriptedModel`, ...).
         """
+        resumed = state is not None
         if state is None:
             if task is None:
                 raise UserError("run() needs a task or a state to resume")
             state = self.new_state(task, run_id=run_id)
-            resumed = False
-        else:
-            resumed = True
-            state.stop_reason, state.stop_detail = None, ""
+        state.stop_reason, state.stop_detail = None, ""
         return await _Run(self, state, steering, on_event).execute(resumed, answers or {})
 
 
@@ -415,8 +415,8 @@ class _Run:
         self, outcomes: Sequence[ToolOutcome], cycle: int, result: CycleOutcome
     ) -> CycleOutcome:
         """Show the batch to the gate; run the ``ask_user`` call it may return."""
-        gate = self.agent.gate
-        if not isinstance(gate, FollowUpGate):
+        gate = self.agent.follow_up
+        if gate is None:
             return result
         records = [_to_record(outcome, cycle) for outcome in outcomes]
         ask = await gate.after_tools(records, self.state, self.emit)
