@@ -56,7 +56,8 @@ class Model(ABC):
         """Send one request and return the model's reply.
 
         Args:
-            messages: The whole conversation so far, oldest first.
+            messages: The whole conversation so far, oldest first. The loop passes its
+                live list to avoid a copy per cycle: read it during the call, do not keep it.
             tools: Tools the model may call in this reply.
             settings: Optional per-request options.
         """
