@@ -13,6 +13,7 @@ from convergent.coordinator import (
     CoordinatorResult,
     StateStore,
     WorkflowState,
+    coordinate_agent,
 )
 from convergent.edit_tools import edit_tools
 from convergent.events import (
@@ -190,6 +191,7 @@ __all__ = [
     "ambiguous",
     "ask_user_tool",
     "calculator",
+    "coordinate_agent",
     "default_tools",
     "edit_tools",
     "event_to_dict",

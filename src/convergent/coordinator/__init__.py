@@ -28,6 +28,7 @@ from convergent.coordinator.advice import (
     find_inertia,
     strategy_advice,
 )
+from convergent.coordinator.agent_runs import CHECK_ATOM_PREFIX, coordinate_agent, follow_up_task
 from convergent.coordinator.checks import (
     ArtifactCheck,
     Check,
@@ -83,6 +84,7 @@ from convergent.coordinator.state import (
 from convergent.coordinator.store import DEFAULT_STATE_FILE, StateStore
 
 __all__ = [
+    "CHECK_ATOM_PREFIX",
     "DEFAULT_STATE_FILE",
     "SCHEMA_VERSION",
     "Advice",
@@ -128,10 +130,12 @@ __all__ = [
     "apply_decision",
     "base_case_satisfied",
     "confirm_judgment",
+    "coordinate_agent",
     "decide",
     "dump_state",
     "evaluate_progress",
     "find_inertia",
+    "follow_up_task",
     "health",
     "metrics",
     "observe_iteration",

@@ -90,16 +90,26 @@ class CoordinatorResult:
 class Coordinator:
     """Repeat attempts until the base case holds, stopping on request, stall or limit."""
 
-    def __init__(self, store: StateStore, *, verify_first: bool = True) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        *,
+        verify_first: bool = True,
+        on_verified: Callable[[WorkflowState, list[CheckResult]], None] | None = None,
+    ) -> None:
         """Bind the coordinator to a state file.
 
         Args:
             store: The state file holding atoms, base case and control.
             verify_first: Check the base case before the first attempt, so work that is
                 already done is not repeated.
+            on_verified: Called with the state (inside its update, so changes are saved)
+                and the results after every verification, e.g. to resolve atoms that
+                mirror checks.
         """
         self.store = store
         self.verify_first = verify_first
+        self.on_verified = on_verified
 
     def request_stop(self, note: str | None = None) -> None:
         """Ask a running (or the next) `run` to stop before its next attempt."""
@@ -112,6 +122,8 @@ class Coordinator:
         results = await asyncio.to_thread(run_checks, checks, self.store.base_dir)
         with self.store.update() as state:
             actions.record_verification(state, results)
+            if self.on_verified is not None:
+                self.on_verified(state, results)
         return results
 
     def _apply(self, report: AttemptReport) -> None:
