@@ -28,7 +28,14 @@ from convergent import (
     fail,
     tool,
 )
-from convergent.events import Event, ModelResponded, Redirected, RunStarted, RunStopped
+from convergent.events import (
+    Event,
+    ModelResponded,
+    Redirected,
+    RunStarted,
+    RunStopped,
+    Verified,
+)
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -350,6 +357,9 @@ async def test_verifier_failure_sends_feedback_and_continues() -> None:
     assert result.output == "42"
     feedback = model.requests[1][0][-1]
     assert isinstance(feedback, UserMessage) and "expected the product" in feedback.content
+    verdicts = [(e.passed, e.feedback) for e in result.events if isinstance(e, Verified)]
+    assert verdicts == [(False, "expected the product"), (True, "")]
+    assert not any(isinstance(e, Redirected) for e in result.events)
 
 
 async def test_stop_request_ends_the_run_stopped() -> None:

@@ -26,6 +26,7 @@ from convergent.events import (
     RunStopped,
     ToolFinished,
     ToolStarted,
+    Verified,
     event_to_dict,
 )
 from convergent.exceptions import (
@@ -185,6 +186,7 @@ __all__ = [
     "UserError",
     "UserMessage",
     "Verification",
+    "Verified",
     "Verifier",
     "WorkflowState",
     "__version__",

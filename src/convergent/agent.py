@@ -26,6 +26,7 @@ from convergent.events import (
     RunStopped,
     ToolFinished,
     ToolStarted,
+    Verified,
 )
 from convergent.exceptions import ModelError, UserError
 from convergent.extensions import (
@@ -70,9 +71,11 @@ class Stop:
 
 @dataclass(frozen=True, slots=True)
 class Interrupted:
-    """New user instructions arrived; they are delivered and the loop goes on."""
+    """A message for the model arrived; it is delivered and the loop goes on."""
 
     message: str
+    redirect: bool = True
+    """True for new user instructions (a `Redirected` event); False for verifier feedback."""
 
 
 CycleOutcome = Continue | Stop | Interrupted
@@ -274,9 +277,12 @@ class _Run:
             match outcome:
                 case Continue():
                     pass
-                case Interrupted(message):
+                case Interrupted(message, redirect):
                     state.messages.append(UserMessage(content=message))
-                    self.emit(Redirected(run_id=state.run_id, cycle=state.cycles, message=message))
+                    if redirect:
+                        self.emit(
+                            Redirected(run_id=state.run_id, cycle=state.cycles, message=message)
+                        )
                 case _:
                     assert_never(outcome)
             outcome = await self._boundary() or await self._cycle()
@@ -353,10 +359,18 @@ class _Run:
         verdict = verifier(content)
         if inspect.isawaitable(verdict):
             verdict = await verdict
+        feedback = "" if verdict.passed else verdict.feedback or "the answer failed verification"
+        state = self.state
+        self.emit(
+            Verified(
+                run_id=state.run_id, cycle=state.cycles, passed=verdict.passed, feedback=feedback
+            )
+        )
         if verdict.passed:
             return Stop(StopReason.COMPLETED, "answered without tool calls; verifier passed")
-        feedback = verdict.feedback or "the answer did not pass verification"
-        return Interrupted(f"Verification failed: {feedback}. Continue working on the task.")
+        return Interrupted(
+            f"Verification failed: {feedback}. Continue working on the task.", redirect=False
+        )
 
     async def _run_tools(self, calls: Sequence[ToolCall], cycle: int) -> CycleOutcome:
         state = self.state

@@ -31,6 +31,7 @@ __all__ = [
     "RunStopped",
     "ToolFinished",
     "ToolStarted",
+    "Verified",
     "event_to_dict",
 ]
 
@@ -130,6 +131,17 @@ class Redirected(Event):
     type: ClassVar[str] = "redirected"
     message: str
     """The new instructions."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verified(Event):
+    """The verifier judged an answer given without tool calls."""
+
+    type: ClassVar[str] = "verified"
+    passed: bool
+    """Whether the external check passed (the run then completes)."""
+    feedback: str
+    """What failed, as sent back to the model; empty when it passed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,6 +14,7 @@ from convergent.events import (
     RunStarted,
     RunStopped,
     ToolFinished,
+    Verified,
 )
 from convergent.stop import StopReason
 
@@ -55,6 +56,11 @@ class LiveView:
                 mark = "[green]ok[/]" if ok else "[red]error[/]"
                 took = f"{duration * 1000:.0f} ms"
                 out.print(f"  {mark} {escape(name)} -> {escape(_clip(result, 80))} [dim]{took}[/]")
+            case Verified(passed=passed, feedback=feedback):
+                verdict = (
+                    "[green]passed[/]" if passed else f"[red]failed[/] {escape(_clip(feedback))}"
+                )
+                out.print(f"  verifier {verdict}")
             case Redirected(message=message):
                 out.print(f"[yellow]redirect[/] {escape(_clip(message))}")
             case RunStopped(reason=reason, detail=detail, output=output, usage=usage):
