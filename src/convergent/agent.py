@@ -372,9 +372,15 @@ class _Run:
             f"Verification failed: {feedback}. Continue working on the task.", redirect=False
         )
 
-    async def _run_tools(self, calls: Sequence[ToolCall], cycle: int) -> CycleOutcome:
+    async def _run_tools(
+        self, calls: Sequence[ToolCall], cycle: int, *, count_repeats: bool = True
+    ) -> CycleOutcome:
         state = self.state
-        stalled = [call for call in calls if self.stall.observe(call.name, call.arguments)]
+        stalled = (
+            [call for call in calls if self.stall.observe(call.name, call.arguments)]
+            if count_repeats
+            else []
+        )
         if stalled:
             first = stalled[0]
             detail = (
@@ -487,15 +493,8 @@ class _Run:
             state.tool_calls.append(_to_record(outcome, state.cycles))
         if not rerun:
             return Continue()
-        return await self._run_tools_unchecked(rerun)
-
-    async def _run_tools_unchecked(self, calls: Sequence[ToolCall]) -> CycleOutcome:
-        saved = self.stall
-        self.stall = StallDetector(10**9, {})
-        try:
-            return await self._run_tools(calls, self.state.cycles)
-        finally:
-            self.stall = saved
+        # these calls were counted when the model first requested them
+        return await self._run_tools(rerun, state.cycles, count_repeats=False)
 
     def _finish(self, stop: Stop) -> RunResult:
         state = self.state

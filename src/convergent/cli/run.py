@@ -16,7 +16,7 @@ from convergent.cli import app
 from convergent.cli._durable import Durable, RunConfig, default_steer, new_run_id, open_store
 from convergent.cli._gate import ASK_VIA, GateView, build_gate_parts
 from convergent.cli._live import LiveView
-from convergent.events import Event, JsonlTraceWriter
+from convergent.events import Event, EventHandler, JsonlTraceWriter
 from convergent.exceptions import UserError
 from convergent.models.base import Model, ModelSettings
 from convergent.models.local import LocalModel
@@ -81,13 +81,13 @@ def build_model(spec: str | None, base_url: str | None, protocol: str | None) ->
 async def _execute(
     agent: Agent,
     task: str | None,
-    handlers: list[object],
+    handlers: list[EventHandler],
     scorer: Model | None = None,
     **options: Any,
 ) -> RunResult:
     def on_event(event: Event) -> None:
         for handler in handlers:
-            handler(event)  # type: ignore[operator]
+            handler(event)
 
     async with agent.model:
         try:
@@ -237,7 +237,7 @@ def launch(
         observers=durable.observers(tools),
         context_policy=durable.context_policy,
     )
-    handlers: list[object] = [durable.on_event]
+    handlers: list[EventHandler] = [durable.on_event]
     writer: JsonlTraceWriter | None = None
     if trace is not None:
         try:
