@@ -1,43 +1,27 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
-from convergent import Model, ModelResponse, ModelSettings, ToolSpec, Usage, tool
-from convergent.messages import Message, ToolCall
+from convergent import ModelResponse, ScriptedModel, Usage, tool
+from convergent.messages import ToolCall
 from convergent.tools import Tool
 
 
-class RecordingScorer(Model):
-    """A scorer that replies with prepared verdicts and records each request."""
+def scorer_model(*replies: dict[str, Any] | str | float) -> ScriptedModel:
+    """A scorer that replies with prepared verdicts (a number is the certainty) and records
+    each request; a request past the last verdict fails the test."""
 
-    def __init__(self, *replies: dict[str, Any] | str | float) -> None:
-        self.replies = list(replies)
-        self.requests: list[
-            tuple[tuple[Message, ...], tuple[ToolSpec, ...], ModelSettings | None]
-        ] = []
-
-    @property
-    def name(self) -> str:
-        return "recording-scorer"
-
-    async def request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        self.requests.append((tuple(messages), tuple(tools), settings))
-        if not self.replies:
-            raise AssertionError("the scorer was asked more often than scripted")
-        reply = self.replies.pop(0)
+    def content(reply: dict[str, Any] | str | float) -> str:
         if isinstance(reply, float | int):
             reply = {"clarity": 1.0, "certainty": float(reply), "question": "", "reason": "r"}
-        content = reply if isinstance(reply, str) else json.dumps(reply)
-        return ModelResponse(
-            content=content, usage=Usage(input_tokens=10, output_tokens=5, requests=1)
-        )
+        return reply if isinstance(reply, str) else json.dumps(reply)
+
+    usage = Usage(input_tokens=10, output_tokens=5, requests=1)
+    return ScriptedModel(
+        [ModelResponse(content=content(reply), usage=usage) for reply in replies],
+        name="recording-scorer",
+    )
 
 
 def call(name: str, call_id: str = "c1", **arguments: Any) -> ToolCall:

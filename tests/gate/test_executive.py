@@ -29,14 +29,14 @@ from convergent.gate import (
 )
 from convergent.messages import AssistantMessage, Message, ToolCall, ToolSpec
 
-from .conftest import Clicks, RecordingScorer, call, proposal
+from .conftest import Clicks, call, proposal, scorer_model
 
 THOUGHT = "The user said 'submit the form'; there is a Submit button."
 
 
 def gated(
     model: ScriptedModel,
-    scorer: RecordingScorer,
+    scorer: ScriptedModel,
     channel: QueueChannel | NonInteractiveChannel,
     clicks: Clicks,
     **options: object,
@@ -57,7 +57,7 @@ def tool_results(messages: Sequence[Message], name: str) -> list[ToolResultMessa
 async def test_score_at_or_above_threshold_executes_the_action() -> None:
     clicks = Clicks()
     model = ScriptedModel([proposal(THOUGHT, call("click", label="Submit")), "Submitted."])
-    scorer = RecordingScorer(0.95)
+    scorer = scorer_model(0.95)
     agent, _ = gated(model, scorer, QueueChannel(), clicks)
 
     result = await agent.run("submit the form")
@@ -74,7 +74,7 @@ async def test_score_at_or_above_threshold_executes_the_action() -> None:
 async def test_score_exactly_at_threshold_executes() -> None:
     clicks = Clicks()
     model = ScriptedModel([proposal(THOUGHT, call("click", label="Submit")), "done"])
-    agent, _ = gated(model, RecordingScorer(0.85), QueueChannel(), clicks)
+    agent, _ = gated(model, scorer_model(0.85), QueueChannel(), clicks)
     result = await agent.run("submit the form")
     assert clicks.clicked == ["Submit"]
     assert gate_events(result.events)[0].decision == "executed"
@@ -95,7 +95,7 @@ async def test_below_threshold_discards_the_action_and_asks_the_user() -> None:
         "question": "Do you want to cancel or submit the form?",
         "reason": "the thought guesses who the team is",
     }
-    scorer = RecordingScorer(verdict, 0.97)
+    scorer = scorer_model(verdict, 0.97)
     channel = QueueChannel(answers=["Submit it, please."])
     agent, _ = gated(model, scorer, channel, clicks)
 
@@ -126,11 +126,11 @@ async def test_below_threshold_discards_the_action_and_asks_the_user() -> None:
 async def test_the_reply_reaches_the_model_as_the_observation() -> None:
     clicks = Clicks()
     model = ScriptedModel([proposal("unsure", call("click", label="Cancel")), "ok"])
-    agent, _ = gated(model, RecordingScorer(0.2), QueueChannel(answers=["press Submit"]), clicks)
+    agent, _ = gated(model, scorer_model(0.2), QueueChannel(answers=["press Submit"]), clicks)
 
     await agent.run("handle the form")
 
-    second_request, _tools = model.requests[1]
+    second_request = model.requests[1].messages
     last = second_request[-1]
     assert isinstance(last, ToolResultMessage)
     assert (last.name, last.content, last.is_error) == ("ask_user", "press Submit", False)
@@ -143,7 +143,7 @@ async def test_question_falls_back_to_the_uncertain_thought() -> None:
     clicks = Clicks()
     model = ScriptedModel([proposal("I guess the red one.", call("click", label="Cancel")), "ok"])
     channel = QueueChannel(answers=["the green one"])
-    agent, _ = gated(model, RecordingScorer(0.1), channel, clicks)
+    agent, _ = gated(model, scorer_model(0.1), channel, clicks)
     await agent.run("press the button")
     [question] = channel.asked
     assert "I guess the red one." in question
@@ -153,7 +153,7 @@ async def test_question_falls_back_to_the_uncertain_thought() -> None:
 async def test_the_scorer_request_is_focused_and_structured() -> None:
     clicks = Clicks()
     model = ScriptedModel([proposal(THOUGHT, call("click", label="Submit")), "done"])
-    scorer = RecordingScorer(0.9)
+    scorer = scorer_model(0.9)
     agent, _ = gated(model, scorer, QueueChannel(), clicks)
 
     result = await agent.run("submit the form")
@@ -179,7 +179,7 @@ async def test_an_unusable_scorer_reply_follows_the_policy(
     clicks = Clicks()
     model = ScriptedModel([proposal(THOUGHT, call("click", label="Submit")), "done"])
     channel = QueueChannel(answers=["yes"])
-    agent, _ = gated(model, RecordingScorer(reply), channel, clicks, on_scorer_error=policy)
+    agent, _ = gated(model, scorer_model(reply), channel, clicks, on_scorer_error=policy)
     result = await agent.run("submit")
     assert clicks.clicked == (["Submit"] if ran else [])
     [decision] = gate_events(result.events)
@@ -196,7 +196,7 @@ async def test_the_models_own_question_and_exempt_tools_are_not_scored() -> None
             "done",
         ]
     )
-    scorer = RecordingScorer()  # any scoring request fails the test
+    scorer = scorer_model()  # any scoring request fails the test
     agent, _ = gated(model, scorer, QueueChannel(answers=["the first"]), clicks, exempt={"click"})
 
     result = await agent.run("submit")
@@ -222,7 +222,7 @@ async def test_an_uncertain_batch_keeps_the_models_own_question() -> None:
         ]
     )
     channel = QueueChannel(answers=["Submit"])
-    agent, _ = gated(model, RecordingScorer(0.3), channel, clicks)
+    agent, _ = gated(model, scorer_model(0.3), channel, clicks)
     result = await agent.run("press")
     assert clicks.clicked == [] and channel.asked == ["Which button?"]
     assert gate_events(result.events)[0].ask_call_id == "q1"
@@ -237,7 +237,7 @@ async def test_a_declared_ambiguity_asks_without_a_score() -> None:
             "done",
         ]
     )
-    scorer = RecordingScorer(0.95, 0.95)
+    scorer = scorer_model(0.95, 0.95)
     channel = QueueChannel(answers=["the second"])
     agent, _ = gated(model, scorer, channel, clicks)
 
@@ -274,7 +274,7 @@ async def test_arguments_rejected_twice_ask_without_a_score() -> None:
         ]
     )
     channel = QueueChannel(answers=["the argument is called label"])
-    agent, _ = gated(model, RecordingScorer(), channel, clicks, exempt={"click"})
+    agent, _ = gated(model, scorer_model(), channel, clicks, exempt={"click"})
 
     result = await agent.run("submit")
 
@@ -291,7 +291,7 @@ async def test_a_timed_out_question_is_a_recorded_resumable_stop() -> None:
     clicks = Clicks()
     model = ScriptedModel([proposal("unsure", call("click", label="Cancel"))])
     verdict = {"clarity": 0.2, "certainty": 0.2, "question": "Cancel or Submit?", "reason": "?"}
-    agent, asker = gated(model, RecordingScorer(verdict), QueueChannel(), clicks, timeout=0.01)
+    agent, asker = gated(model, scorer_model(verdict), QueueChannel(), clicks, timeout=0.01)
 
     result = await agent.run("handle the form")
 
@@ -313,7 +313,7 @@ async def test_non_interactive_needs_user_then_resume_with_the_answer() -> None:
         ]
     )
     verdict = {"clarity": 0.3, "certainty": 0.3, "question": "Cancel or Submit?", "reason": "?"}
-    agent, _ = gated(model, RecordingScorer(verdict, 0.99), NonInteractiveChannel(), clicks)
+    agent, _ = gated(model, scorer_model(verdict, 0.99), NonInteractiveChannel(), clicks)
     state: RunState = agent.new_state("handle the form")
 
     first = await agent.run(state=state)
@@ -362,7 +362,7 @@ async def test_the_gate_never_turns_pending_calls_into_completed(scores: list[ob
 
     model = ScriptedModel(always_calls)
     asker = AskUser(QueueChannel(answers=[f"answer {n}" for n in range(10)]), timeout=5)
-    gate = ExecutiveGate(RecordingScorer(*scores), asker)  # type: ignore[arg-type]
+    gate = ExecutiveGate(scorer_model(*scores), asker)  # type: ignore[arg-type]
     agent = Agent(
         model, [clicks.tool()], gate=gate, limits=Limits(max_cycles=6, max_repeated_calls=99)
     )
@@ -378,7 +378,7 @@ async def test_the_gate_never_turns_pending_calls_into_completed(scores: list[ob
 async def test_gate_events_serialise_for_the_trace() -> None:
     clicks = Clicks()
     model = ScriptedModel([proposal("unsure", call("click", label="Cancel")), "ok"])
-    agent, _ = gated(model, RecordingScorer(0.5), QueueChannel(answers=["Submit"]), clicks)
+    agent, _ = gated(model, scorer_model(0.5), QueueChannel(answers=["Submit"]), clicks)
     result = await agent.run("t")
     dumped = [event_to_dict(e) for e in result.events if isinstance(e, GateDecided | UserAnswered)]
     assert [d["type"] for d in dumped] == ["gate_decided", "user_answered"]
@@ -389,7 +389,7 @@ async def test_gate_events_serialise_for_the_trace() -> None:
 
 def test_the_agent_offers_ask_user_once() -> None:
     asker = AskUser(QueueChannel())
-    gate = ExecutiveGate(RecordingScorer(), asker)
+    gate = ExecutiveGate(scorer_model(), asker)
     assert isinstance(gate, FollowUpGate)
     agent = Agent(ScriptedModel(["x"]), [Clicks().tool(), asker.tool], gate=gate)
     assert [spec.name for spec in agent.tool_specs] == ["click", "ask_user"]
@@ -421,7 +421,7 @@ def test_invalid_options_are_user_errors() -> None:
 
     asker = AskUser(QueueChannel())
     with pytest.raises(UserError, match="between 0 and 1"):
-        ExecutiveGate(RecordingScorer(), asker, threshold=1.5)
+        ExecutiveGate(scorer_model(), asker, threshold=1.5)
     with pytest.raises(UserError, match="timeout"):
         AskUser(QueueChannel(), timeout=0)
 
@@ -435,13 +435,13 @@ async def test_a_run_resumed_without_an_answer_asks_again_through_the_new_channe
     ]
     verdict = {"clarity": 0.3, "certainty": 0.3, "question": "Cancel or Submit?", "reason": "?"}
     offline, _ = gated(
-        ScriptedModel(script[:1]), RecordingScorer(verdict), NonInteractiveChannel(), clicks
+        ScriptedModel(script[:1]), scorer_model(verdict), NonInteractiveChannel(), clicks
     )
     state = offline.new_state("handle the form")
     assert (await offline.run(state=state)).stop_reason is StopReason.NEEDS_USER
 
     channel = QueueChannel(answers=["Submit"])
-    online, _ = gated(ScriptedModel(script[1:]), RecordingScorer(0.99), channel, clicks)
+    online, _ = gated(ScriptedModel(script[1:]), scorer_model(0.99), channel, clicks)
     result = await online.run(state=state)
 
     assert result.stop_reason is StopReason.COMPLETED

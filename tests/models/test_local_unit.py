@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,19 +12,17 @@ import pytest
 from convergent import (
     Agent,
     Limits,
-    Message,
     ModelError,
     ModelResponse,
     ModelSettings,
+    ScriptedModel,
     StopReason,
-    ToolSpec,
     UserError,
     UserMessage,
     calculator,
     file_tools,
 )
 from convergent.models import _llama_server, model_from_string
-from convergent.models.base import Model
 from convergent.models.local import (
     LocalModel,
     _LocalStructured,
@@ -38,26 +35,9 @@ CALC = calculator.spec
 READ, LIST = (t.spec for t in file_tools("."))
 
 
-class Recorder(Model):
-    """Plays back raw replies (content, finish_reason) and keeps what it was sent."""
-
-    def __init__(self, replies: list[tuple[str, str]]) -> None:
-        self.replies = list(replies)
-        self.seen: list[tuple[list[Message], ModelSettings | None]] = []
-
-    @property
-    def name(self) -> str:
-        return "recorder"
-
-    async def request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        self.seen.append((list(messages), settings))
-        content, finish = self.replies.pop(0)
-        return ModelResponse(content=content, finish_reason=finish)
+def recorder(replies: list[tuple[str, str]]) -> ScriptedModel:
+    """A model that plays back raw (content, finish_reason) replies and records requests."""
+    return ScriptedModel([ModelResponse(content=c, finish_reason=f) for c, f in replies])
 
 
 def step(calls: list[dict[str, Any]], thought: str = "") -> tuple[str, str]:
@@ -194,30 +174,30 @@ def test_step_schema_without_tools_allows_no_calls() -> None:
 
 
 async def test_request_without_tools_is_plain_chat() -> None:
-    inner = Recorder([("Hello!", "stop")])
+    inner = recorder([("Hello!", "stop")])
     model = _LocalStructured(inner, examples=True)
     reply = await model.request([UserMessage(content="Say hello.")], [], ModelSettings())
     assert (reply.content, reply.tool_calls) == ("Hello!", ())
-    sent_messages, sent_settings = inner.seen[0]
+    sent_messages, _, sent_settings = inner.requests[0]
     assert [m.content for m in sent_messages] == ["Say hello."]
     assert sent_settings is not None and sent_settings.json_schema is None
 
 
 async def test_structured_reply_becomes_tool_calls_under_the_step_schema() -> None:
-    inner = Recorder([step([{"name": "calculator", "arguments": {"expression": "6*7"}}])])
+    inner = recorder([step([{"name": "calculator", "arguments": {"expression": "6*7"}}])])
     model = _LocalStructured(inner, examples=False)
     reply = await model.request([UserMessage(content="6*7?")], [CALC], ModelSettings())
     assert [(c.name, c.arguments, c.parse_error) for c in reply.tool_calls] == [
         ("calculator", {"expression": "6*7"}, None)
     ]
-    sent_settings = inner.seen[0][1]
+    sent_settings = inner.requests[0].settings
     assert sent_settings is not None
     assert sent_settings.json_schema == step_schema([CALC])
 
 
 async def test_reply_cut_off_by_max_tokens_is_an_invalid_call_not_an_answer() -> None:
     partial = '{"tool_calls": [{"name": "read_file", "arguments": {"path": "a very long na'
-    model = _LocalStructured(Recorder([(partial, "length")]), examples=False)
+    model = _LocalStructured(recorder([(partial, "length")]), examples=False)
     reply = await model.request([UserMessage(content="read it")], [READ], ModelSettings())
     assert len(reply.tool_calls) == 1
     call = reply.tool_calls[0]
@@ -227,7 +207,7 @@ async def test_reply_cut_off_by_max_tokens_is_an_invalid_call_not_an_answer() ->
 
 async def test_truncated_replies_feed_back_and_end_with_a_typed_stop_reason() -> None:
     cut = ('{"tool_calls": [], "thought": "I will think about this for a very lo', "length")
-    model = _LocalStructured(Recorder([cut] * 5), examples=False)
+    model = _LocalStructured(recorder([cut] * 5), examples=False)
     result = await Agent(model, [calculator], limits=Limits(max_cycles=5)).run("think")
     assert result.stop_reason in (StopReason.STALLED, StopReason.MAX_CYCLES)
     assert result.tool_calls and all(record.outcome == "invalid" for record in result.tool_calls)
@@ -235,16 +215,16 @@ async def test_truncated_replies_feed_back_and_end_with_a_typed_stop_reason() ->
 
 
 async def test_examples_cover_only_available_builtin_tools() -> None:
-    inner = Recorder([step([], "done"), step([], "done")])
+    inner = recorder([step([], "done"), step([], "done")])
     model = _LocalStructured(inner, examples=True)
     await model.request([UserMessage(content="task")], [CALC], ModelSettings())
     await model.request([UserMessage(content="task")], [LIST], ModelSettings())
-    with_calc = [m.content for m in inner.seen[0][0]]
+    with_calc = [m.content for m in inner.requests[0].messages]
     assert any("6 * 7" in text for text in with_calc)
     assert not any("todo.txt" in text for text in with_calc)
     assert with_calc[-1] == "task"
-    assert inner.seen[0][0][0].role == "system"
-    assert [m.content for m in inner.seen[1][0]][1:] == ["task"]
+    assert inner.requests[0].messages[0].role == "system"
+    assert [m.content for m in inner.requests[1].messages][1:] == ["task"]
 
 
 def test_shipped_chatml_template_describes_tools_with_tool_call_tags() -> None:

@@ -1,48 +1,31 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from convergent import (
     Agent,
-    Message,
     ModelResponse,
-    ModelSettings,
     ScriptedModel,
     StopReason,
     StructuredToolCalling,
-    ToolSpec,
     UserMessage,
     calculator,
 )
-from convergent.models.base import Model
 
 
-class Recorder(Model):
-    """Returns fixed JSON strings and keeps what it was sent."""
+def recorder(replies: list[dict[str, Any] | str]) -> ScriptedModel:
+    """A model that answers with fixed JSON strings (dicts are encoded) and records requests."""
+    return ScriptedModel([r if isinstance(r, str) else json.dumps(r) for r in replies])
 
-    def __init__(self, replies: list[dict[str, Any] | str]) -> None:
-        self.replies = [r if isinstance(r, str) else json.dumps(r) for r in replies]
-        self.seen: list[tuple[list[Message], ModelSettings | None]] = []
 
-    @property
-    def name(self) -> str:
-        return "recorder"
-
-    async def request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        assert tools == ()
-        self.seen.append((list(messages), settings))
-        return ModelResponse(content=self.replies.pop(0))
+def sent_no_tools(inner: ScriptedModel) -> bool:
+    """The structured protocol never passes tool specs to the wrapped model."""
+    return all(request.tools == () for request in inner.requests)
 
 
 async def test_structured_protocol_gives_the_same_tool_calls_and_convergence() -> None:
-    inner = Recorder(
+    inner = recorder(
         [
             {
                 "thought": "compute",
@@ -56,18 +39,20 @@ async def test_structured_protocol_gives_the_same_tool_calls_and_convergence() -
     assert result.stop_reason is StopReason.COMPLETED
     assert result.output == "It is 42."
     assert [r.result for r in result.tool_calls] == ["42"]
-    schema = inner.seen[0][1].json_schema  # type: ignore[union-attr]
+    assert sent_no_tools(inner)
+    settings = inner.requests[0].settings
+    schema = settings.json_schema if settings is not None else None
     assert schema is not None
     assert schema["properties"]["tool_calls"]["items"]["properties"]["name"]["enum"] == [
         "calculator"
     ]
-    second_prompt = inner.seen[1][0]
+    second_prompt = inner.requests[1].messages
     assert isinstance(second_prompt[-1], UserMessage)
     assert second_prompt[-1].content == "Tool results:\ncalculator result: 42"
 
 
 async def test_confidence_and_finish_in_json_are_metadata_only() -> None:
-    inner = Recorder(
+    inner = recorder(
         [
             {
                 "thought": "done!",
@@ -81,10 +66,11 @@ async def test_confidence_and_finish_in_json_are_metadata_only() -> None:
     result = await Agent(StructuredToolCalling(inner), [calculator]).run("1+1")
     assert result.cycles == 2
     assert result.tool_calls[0].ok
+    assert sent_no_tools(inner)
 
 
 async def test_malformed_structured_replies_do_not_crash_the_run() -> None:
-    inner = Recorder(
+    inner = recorder(
         [
             {"thought": "x", "tool_calls": [{"name": "calculator", "arguments": "1+1"}]},
             "not json at all",
@@ -94,6 +80,7 @@ async def test_malformed_structured_replies_do_not_crash_the_run() -> None:
     assert result.stop_reason is StopReason.COMPLETED
     assert result.tool_calls[0].outcome == "invalid"
     assert result.output == "not json at all"
+    assert sent_no_tools(inner)
 
 
 async def test_scripted_model_can_speak_the_structured_protocol() -> None:

@@ -12,13 +12,13 @@ import itertools
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from convergent.exceptions import ScriptExhaustedError, UserError
 from convergent.messages import Message, ModelResponse, ToolCall, ToolSpec, Usage
 from convergent.models.base import Model, ModelSettings
 
-__all__ = ["ScriptFunction", "ScriptedModel", "response_from_dict"]
+__all__ = ["ScriptFunction", "ScriptedModel", "ScriptedRequest", "response_from_dict"]
 
 ScriptFunction: TypeAlias = Callable[
     [Sequence[Message], Sequence[ToolSpec]], "ModelResponse | Awaitable[ModelResponse]"
@@ -26,6 +26,15 @@ ScriptFunction: TypeAlias = Callable[
 """A function that computes the reply for each request."""
 
 ScriptItem: TypeAlias = "ModelResponse | Mapping[str, Any] | str"
+
+
+class ScriptedRequest(NamedTuple):
+    """One request a `ScriptedModel` received, as it was sent."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+    settings: ModelSettings | None
+
 
 _RESERVED = {"content", "tool_calls", "usage", "finish_reason"}
 
@@ -115,8 +124,8 @@ class ScriptedModel(Model):
         else:
             self._responses = [self._coerce(item) for item in script]
         self._position = 0
-        self.requests: list[tuple[tuple[Message, ...], tuple[ToolSpec, ...]]] = []
-        """Every request received: (messages, tools), for assertions in tests."""
+        self.requests: list[ScriptedRequest] = []
+        """Every request received (messages, tools, settings), for assertions in tests."""
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
@@ -174,7 +183,7 @@ class ScriptedModel(Model):
     ) -> ModelResponse:
         """Return the next scripted response (or the function's reply)."""
         if self.record_requests:
-            self.requests.append((tuple(messages), tuple(tools)))
+            self.requests.append(ScriptedRequest(tuple(messages), tuple(tools), settings))
         if self._function is not None:
             reply = self._function(messages, tools)
             if inspect.isawaitable(reply):
