@@ -24,6 +24,7 @@ from rich.table import Table
 from convergent.bench import SUITES
 from convergent.bench.report import BenchReport, SuiteResult, write_report
 from convergent.cli import app
+from convergent.cli._options import JsonOption
 from convergent.exceptions import UserError
 from convergent.models.base import Model
 
@@ -173,9 +174,7 @@ def bench_command(
         list[str] | None,
         typer.Argument(help="Suites to run: convergence, bfcl, live (default: all)."),
     ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object, nothing else.")
-    ] = False,
+    json_output: JsonOption = False,
     out: Annotated[
         Path | None, typer.Option(help="Write bench.json, bench.md and PNG charts here.")
     ] = None,

@@ -16,6 +16,7 @@ from convergent.cli import app
 from convergent.cli._durable import Durable, RunConfig, default_steer, new_run_id, open_store
 from convergent.cli._gate import ASK_VIA, GateView, build_gate_parts
 from convergent.cli._live import LiveView
+from convergent.cli._options import BaseUrlOption, JsonOption, ModelOption, TraceOption
 from convergent.events import Event, EventHandler, JsonlTraceWriter
 from convergent.exceptions import UserError
 from convergent.models.base import Model, ModelSettings
@@ -100,13 +101,8 @@ async def _execute(
 @app.command("run")
 def run_command(
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
-    model: Annotated[
-        str | None,
-        typer.Option(help="scripted:PATH, openai:MODEL, anthropic:MODEL, local, local:PATH.gguf"),
-    ] = None,
-    base_url: Annotated[
-        str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")
-    ] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
     max_cycles: Annotated[int, typer.Option(help="Maximum model requests.")] = 20,
     max_tokens: Annotated[int | None, typer.Option(help="Token budget (input + output).")] = None,
     max_seconds: Annotated[float | None, typer.Option(help="Wall-time budget in seconds.")] = None,
@@ -119,12 +115,8 @@ def run_command(
     workspace: Annotated[Path, typer.Option(help="Folder the file tools may read.")] = Path("."),
     system: Annotated[str | None, typer.Option(help="System prompt.")] = None,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
-    trace: Annotated[
-        Path | None, typer.Option(help="Write every event as JSON Lines here.")
-    ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object, nothing else.")
-    ] = False,
+    trace: TraceOption = None,
+    json_output: JsonOption = False,
     gate: Annotated[
         str | None,
         typer.Option(

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from convergent.cli import app
 from convergent.cli._durable import Durable, RunConfig, default_steer, open_store
+from convergent.cli._options import JsonOption, TraceOption
 from convergent.cli.run import check_limit_options, launch
 from convergent.exceptions import UserError
 from convergent.state import RunState
@@ -124,12 +125,8 @@ def resume_command(
     steer: Annotated[
         bool | None, typer.Option(help="Read steering lines from standard input.")
     ] = None,
-    trace: Annotated[
-        Path | None, typer.Option(help="Write every event as JSON Lines here.")
-    ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object, nothing else.")
-    ] = False,
+    trace: TraceOption = None,
+    json_output: JsonOption = False,
 ) -> None:
     """Continue a run that was interrupted or stopped for a resumable reason."""
     store = open_store(db, must_exist=True)

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from convergent.cli import app
+from convergent.cli._options import BaseUrlOption, JsonOption, ModelOption
 from convergent.exceptions import UserError
 from convergent.models.base import Model, ModelSettings
 from convergent.models.registry import default_model_spec, model_from_string
@@ -114,13 +115,8 @@ def synthesize_command(
         str | None,
         typer.Argument(help="The question every perspective answers (optional with --insights)."),
     ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(help="scripted:PATH, openai:MODEL, anthropic:MODEL, local, local:PATH.gguf"),
-    ] = None,
-    base_url: Annotated[
-        str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")
-    ] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
     insights: Annotated[
         Path | None,
         typer.Option(help="Skip the perspectives: a JSON list of Step 1 insight records."),
@@ -142,9 +138,7 @@ def synthesize_command(
             help=f"Write the workflow state here (default with --out: DIR/{STATE_FILE_NAME})."
         ),
     ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object, nothing else.")
-    ] = False,
+    json_output: JsonOption = False,
     timeout: Annotated[float, typer.Option(help="Seconds per perspective.")] = 300.0,
     grouping_timeout: Annotated[
         float, typer.Option(help="Seconds one grouping response may take before the fallback.")

@@ -1,0 +1,18 @@
+"""Command-line options shared by several commands, declared once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["BaseUrlOption", "JsonOption", "ModelOption", "TraceOption"]
+
+ModelOption = Annotated[
+    str | None,
+    typer.Option(help="scripted:PATH, openai:MODEL, anthropic:MODEL, local, local:PATH.gguf"),
+]
+BaseUrlOption = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
+TraceOption = Annotated[Path | None, typer.Option(help="Write every event as JSON Lines here.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object, nothing else.")]
