@@ -209,7 +209,7 @@ async def test_custom_archetypes() -> None:
     model = SynthesisScript(insights=EXTRACTIONS).model()
     report = await synthesize("q", model, archetypes=archetypes, grouping_model=None)
     assert report.requested == ("optimist", "critic")
-    systems = {messages[0].content for messages, _ in model.requests}
+    systems = {request.messages[0].content for request in model.requests}
     assert "You are the Optimist. Be hopeful." in systems
     assert len(model.requests) == 4  # two perspectives x (answer + extraction), no grouping
     assert report.grouping.reason == "no_model: no model configured"
