@@ -1,7 +1,7 @@
 """Messages, tool calls and model responses: the vocabulary every model backend speaks.
 
 All types are frozen dataclasses so that a run's history can be shared without copying
-and serialised to JSON through `to_jsonable` / `from_jsonable`.
+and serialised to JSON (see `RunState.to_jsonable`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field
 
 __all__ = [
     "AssistantMessage",
@@ -21,8 +21,6 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "UserMessage",
-    "messages_from_jsonable",
-    "messages_to_jsonable",
 ]
 
 
@@ -150,17 +148,3 @@ class ModelResponse:
     def to_message(self) -> AssistantMessage:
         """The assistant message this response adds to the conversation."""
         return AssistantMessage(content=self.content, tool_calls=self.tool_calls)
-
-
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
-
-
-def messages_to_jsonable(messages: list[Message] | tuple[Message, ...]) -> list[dict[str, Any]]:
-    """Convert messages to plain JSON-compatible dicts."""
-    result: list[dict[str, Any]] = _MESSAGES.dump_python(list(messages), mode="json")
-    return result
-
-
-def messages_from_jsonable(data: Any) -> list[Message]:
-    """Rebuild messages from `messages_to_jsonable` output (validates the shape)."""
-    return _MESSAGES.validate_python(data)

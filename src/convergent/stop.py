@@ -9,7 +9,7 @@ finally model failure. The model's self-reported confidence is never a stop sign
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -20,7 +20,6 @@ __all__ = [
     "StallDetector",
     "StopReason",
     "canonical_call_key",
-    "highest_priority",
 ]
 
 
@@ -60,15 +59,6 @@ STOP_PRIORITY: tuple[StopReason, ...] = (
     StopReason.MODEL_ERROR,
     StopReason.NEEDS_USER,
 )
-
-
-def highest_priority(reasons: Iterable[StopReason]) -> StopReason | None:
-    """Return the reason that wins when several stop conditions hold at once."""
-    present = set(reasons)
-    for reason in STOP_PRIORITY:
-        if reason in present:
-            return reason
-    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
