@@ -74,9 +74,9 @@ async def test_task_done_after_two_cycles_stops_at_two() -> None:
     assert len(model.unconsumed) == 1
 
 
-async def test_failing_tool_stops_at_once_with_tool_error() -> None:
+async def test_failing_tool_stops_at_once_under_the_stop_policy() -> None:
     model = ScriptedModel([{"tool_calls": [call("fail", message="disk on fire")]}, "unreachable"])
-    result = await Agent(model, [fail]).run("try")
+    result = await Agent(model, [fail], on_tool_error="stop").run("try")
     assert result.stop_reason is StopReason.TOOL_ERROR
     assert "disk on fire" in result.stop_detail
     assert result.cycles == 1
@@ -222,7 +222,7 @@ async def test_tool_timeout_is_a_tool_failure() -> None:
         return "unreachable"
 
     model = ScriptedModel([{"tool_calls": [call("hang")]}])
-    result = await Agent(model, [hang]).run("x")
+    result = await Agent(model, [hang], on_tool_error="stop").run("x")
     assert result.stop_reason is StopReason.TOOL_ERROR
     assert "timed out" in result.stop_detail
 
@@ -313,9 +313,11 @@ async def test_cost_budget() -> None:
     assert result.cycles == 2
 
 
-def test_negative_limits_are_rejected() -> None:
-    with pytest.raises(ValueError, match="max_cycles"):
+def test_negative_or_nan_limits_are_user_errors() -> None:
+    with pytest.raises(UserError, match="max_cycles"):
         Limits(max_cycles=-1)
+    with pytest.raises(UserError, match="max_seconds must be a number"):
+        Limits(max_seconds=float("nan"))
 
 
 # --- model errors and misuse ----------------------------------------------------------
@@ -470,7 +472,7 @@ async def test_gate_that_drops_every_call_is_rejected() -> None:
             return ()
 
     agent = Agent(ScriptedModel([{"tool_calls": [calc("1")]}]), [calculator], gate=DropAll())
-    with pytest.raises(AssertionError, match="never drop"):
+    with pytest.raises(UserError, match="never drop"):
         await agent.run("x")
 
 

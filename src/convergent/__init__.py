@@ -6,6 +6,7 @@ contains none; every run ends with one typed `StopReason`.
 
 from convergent.agent import Agent, RunStream
 from convergent.builtin_tools import calculator, default_tools, fail, file_tools
+from convergent.clock import Clock, SystemClock, use_clock
 from convergent.compaction import ContextCompacted, ContextCompressor
 from convergent.coordinator import (
     AttemptReport,
@@ -15,6 +16,7 @@ from convergent.coordinator import (
     WorkflowState,
     coordinate_agent,
 )
+from convergent.durable import resume
 from convergent.edit_tools import edit_tools
 from convergent.events import (
     CycleStarted,
@@ -36,6 +38,8 @@ from convergent.exceptions import (
     ModelHTTPError,
     NeedsUserInput,
     ScriptExhaustedError,
+    StorageError,
+    ToolArgumentsError,
     ToolDefinitionError,
     ToolError,
     UserError,
@@ -64,6 +68,7 @@ from convergent.gate import (
     ambiguous,
     ask_user_tool,
 )
+from convergent.journal import Durability, RunJournal
 from convergent.messages import (
     AssistantMessage,
     Message,
@@ -85,13 +90,13 @@ from convergent.models import (
     StructuredToolCalling,
     model_from_string,
 )
+from convergent.recipe import GateRecipe, LimitsRecipe, RunRecipe
 from convergent.result import RunResult
 from convergent.skills import Skill, Skills
 from convergent.state import RunState, ToolCallRecord
-from convergent.steering import SteeringQueue
+from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
 from convergent.stop import Limits, StopReason
 from convergent.store import (
-    CheckpointObserver,
     DatabaseSteering,
     RewindResult,
     RunStore,
@@ -104,7 +109,7 @@ from convergent.synthesis import (
     synthesize,
     synthesize_insights,
 )
-from convergent.tools import Tool, ToolArgumentsError, tool
+from convergent.tools import Tool, tool
 
 __version__ = "0.1.0"
 
@@ -119,7 +124,7 @@ __all__ = [
     "AssistantMessage",
     "AttemptReport",
     "CallbackChannel",
-    "CheckpointObserver",
+    "Clock",
     "ContextCompacted",
     "ContextCompressor",
     "ContextPolicy",
@@ -129,13 +134,16 @@ __all__ = [
     "CycleStarted",
     "DatabaseSteering",
     "DialogChannel",
+    "Durability",
     "Event",
     "ExecutiveGate",
     "FollowUpGate",
     "GateDecided",
+    "GateRecipe",
     "Insight",
     "JsonlTraceWriter",
     "Limits",
+    "LimitsRecipe",
     "LocalModel",
     "Message",
     "Model",
@@ -151,7 +159,9 @@ __all__ = [
     "QueueChannel",
     "Redirected",
     "RewindResult",
+    "RunJournal",
     "RunObserver",
+    "RunRecipe",
     "RunResult",
     "RunStarted",
     "RunState",
@@ -165,10 +175,14 @@ __all__ = [
     "Skills",
     "StateStore",
     "StdinChannel",
+    "SteeringCommand",
+    "SteeringKind",
     "SteeringQueue",
     "StopReason",
+    "StorageError",
     "StructuredToolCalling",
     "SynthesisReport",
+    "SystemClock",
     "SystemMessage",
     "TerminalChannel",
     "Tool",
@@ -200,7 +214,9 @@ __all__ = [
     "fail",
     "file_tools",
     "model_from_string",
+    "resume",
     "synthesize",
     "synthesize_insights",
     "tool",
+    "use_clock",
 ]

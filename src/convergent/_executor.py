@@ -1,18 +1,31 @@
-"""Runs one response's batch of tool calls concurrently and returns results in call order."""
+"""Runs one tool call and classifies how it ended; runs a response's batch of calls.
+
+Classification is one function (`invoke`) used by the loop and by durable workers, so a
+call ends the same way wherever it runs: ``ok``, ``invalid`` (the model's mistake: an
+unknown tool, arguments that are not JSON or fail validation), ``failed`` (the tool's
+own failure or timeout), or ``needs_user``.
+
+An async tool runs on the loop's task until it first suspends; only a tool that
+actually waits gets its timeout armed, so the common quick tool costs no timer.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import contextvars
+import functools
+import types
+from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from enum import StrEnum
+from typing import Any, TypeVar
 
-from convergent.exceptions import NeedsUserInput, ToolError
-from convergent.messages import ToolCall, ToolResultMessage
-from convergent.tools import Tool, ToolArgumentsError
+from convergent.exceptions import NeedsUserInput, ToolArgumentsError, ToolError
+from convergent.messages import ToolCall
+from convergent.tools import Tool, to_text
 
-__all__ = ["Outcome", "ToolOutcome", "execute_batch"]
+__all__ = ["ClassifiedOutcome", "Outcome", "execute_batch", "invoke", "wait_for_stragglers"]
+
+T = TypeVar("T")
 
 
 class Outcome(StrEnum):
@@ -28,78 +41,131 @@ class Outcome(StrEnum):
     """The tool must ask the user and no channel can answer now."""
     INTERRUPTED = "interrupted"
     """The run died while the call was in flight and the tool is not safe to re-run."""
+    NOT_EXECUTED = "not_executed"
+    """The call would have repeated itself too often: the run stalled before running it."""
 
 
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
-    """The result of one call, ready to be sent back to the model."""
+class ClassifiedOutcome(Exception):  # noqa: N818  (a carrier, not an error)
+    """Raised by a tool whose call was already run and classified elsewhere (a worker).
 
-    call: ToolCall
-    kind: Outcome
-    text: str
-    duration: float
+    `invoke` passes it through unchanged, so a call run remotely ends exactly as it
+    would have locally.
+    """
 
-    @property
-    def ok(self) -> bool:
-        """Whether the call succeeded."""
-        return self.kind is Outcome.OK
-
-    def to_message(self) -> ToolResultMessage:
-        """The observation for the model."""
-        return ToolResultMessage(
-            tool_call_id=self.call.id, name=self.call.name, content=self.text, is_error=not self.ok
-        )
+    def __init__(self, kind: Outcome, text: str, *, fatal: bool = False) -> None:
+        super().__init__(text)
+        self.kind = kind
+        self.text = text
+        self.fatal = fatal
 
 
-async def _invoke(call: ToolCall, tools: Mapping[str, Tool]) -> tuple[Outcome, str]:
+_stragglers: set[asyncio.Future[Any]] = set()
+"""Threads of timed-out sync tools that modify files and are still running."""
+
+
+async def wait_for_stragglers() -> None:
+    """Wait until no timed-out file-modifying sync tool is still running in its thread.
+
+    Python cannot stop a thread: a sync tool that timed out goes on in the background.
+    Before another file-modifying call (and its rollback snapshot) the loop waits here,
+    so the snapshot never catches a file half-written by the earlier call.
+    """
+    while _stragglers:
+        await asyncio.gather(*list(_stragglers), return_exceptions=True)
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any, Any]:
+    """Continue driving ``coro`` from its first suspension, as ``await`` would."""
+    while True:
+        try:
+            sent = yield pending
+        except BaseException as exc:  # a cancellation or timeout goes into the tool
+            try:
+                pending = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                pending = coro.send(sent)
+            except StopIteration as done:
+                return done.value
+
+
+async def _call_async(tool: Tool, values: dict[str, Any]) -> Any:
+    coro = tool.function(**values)
+    try:
+        pending = coro.send(None)
+    except StopIteration as done:
+        return done.value
+    if tool.timeout is None:
+        return await _resume(coro, pending)
+    async with asyncio.timeout(tool.timeout):
+        return await _resume(coro, pending)
+
+
+async def _call_sync(tool: Tool, values: dict[str, Any]) -> Any:
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    thread = loop.run_in_executor(None, functools.partial(context.run, tool.function, **values))
+    if tool.timeout is None:
+        return await thread
+    try:
+        async with asyncio.timeout(tool.timeout):
+            return await asyncio.shield(thread)
+    except TimeoutError:
+        if tool.modifies_files and not thread.done():
+            _stragglers.add(thread)
+            thread.add_done_callback(_stragglers.discard)
+        raise
+
+
+async def invoke(call: ToolCall, tools: Mapping[str, Tool]) -> tuple[Outcome, str, bool]:
+    """Run one call and classify it: ``(outcome, text, fatal)``; never raises for the tool."""
     if call.parse_error is not None:
-        return Outcome.INVALID, f"arguments for {call.name} are not valid JSON: {call.parse_error}"
+        text = f"arguments for {call.name} are not valid JSON: {call.parse_error}"
+        return Outcome.INVALID, text, False
     selected = tools.get(call.name)
     if selected is None:
         available = ", ".join(sorted(tools)) or "none"
-        return Outcome.INVALID, f"unknown tool {call.name!r}; available tools: {available}"
+        return Outcome.INVALID, f"unknown tool {call.name!r}; available tools: {available}", False
     try:
-        if selected.timeout is None:
-            return Outcome.OK, await selected.call(call.arguments)
-        async with asyncio.timeout(selected.timeout):
-            return Outcome.OK, await selected.call(call.arguments)
+        values = selected.validate(call.arguments)
+        if selected.is_async:
+            result = await _call_async(selected, values)
+        else:
+            result = await _call_sync(selected, values)
+        return Outcome.OK, to_text(result), False
+    except ClassifiedOutcome as done:
+        return done.kind, done.text, done.fatal
     except ToolArgumentsError as exc:
-        return Outcome.INVALID, str(exc)
+        return Outcome.INVALID, str(exc), False
     except NeedsUserInput as exc:
-        return Outcome.NEEDS_USER, exc.question
+        return Outcome.NEEDS_USER, exc.question, False
     except TimeoutError:
-        return Outcome.FAILED, f"{call.name} timed out after {selected.timeout:g}s"
+        return Outcome.FAILED, f"{call.name} timed out after {selected.timeout:g}s", False
     except ToolError as exc:
-        return Outcome.FAILED, f"{call.name} failed: {exc}"
+        return Outcome.FAILED, f"{call.name} failed: {exc}", exc.fatal
     except Exception as exc:  # a tool's own bug is its failure, reported to policy, not a crash
-        return Outcome.FAILED, f"{call.name} raised {type(exc).__name__}: {exc}"
+        return Outcome.FAILED, f"{call.name} raised {type(exc).__name__}: {exc}", False
 
 
 async def execute_batch(
     calls: Sequence[ToolCall],
-    tools: Mapping[str, Tool],
+    run_one: Callable[[ToolCall, int], Coroutine[Any, Any, T]],
     *,
-    on_start: Callable[[ToolCall], None],
-    on_finish: Callable[[ToolOutcome], None],
     concurrent: bool = True,
-) -> list[ToolOutcome]:
-    """Run all calls of one response concurrently; return their outcomes in call order.
+) -> list[T]:
+    """Run all calls of one response; return their outcomes in call order.
 
-    Each call has its tool's timeout. A failing call does not cancel its siblings:
-    every call of the batch gets a result, so no request goes unanswered. With
-    ``concurrent=False`` the calls run one after another, in call order.
+    ``run_one(call, position)`` runs and reports one call. A failing call does not
+    cancel its siblings: every call of the batch gets a result, so no request goes
+    unanswered. With ``concurrent=False`` the calls run one after another, in order.
     """
-
-    async def run(call: ToolCall) -> ToolOutcome:
-        on_start(call)
-        started = time.perf_counter()
-        kind, text = await _invoke(call, tools)
-        outcome = ToolOutcome(call, kind, text, time.perf_counter() - started)
-        on_finish(outcome)
-        return outcome
-
-    if len(calls) == 1 or not concurrent:
-        return [await run(call) for call in calls]
+    if len(calls) == 1:
+        return [await run_one(calls[0], 0)]
+    if not concurrent:
+        return [await run_one(call, position) for position, call in enumerate(calls)]
     async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(run(call)) for call in calls]
+        tasks = [group.create_task(run_one(call, position)) for position, call in enumerate(calls)]
     return [task.result() for task in tasks]

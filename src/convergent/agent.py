@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import time
-import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, assert_never
 
-from convergent._executor import Outcome, ToolOutcome, execute_batch
+from convergent._executor import Outcome, execute_batch, invoke, wait_for_stragglers
+from convergent.clock import Clock, current_clock
 from convergent.events import (
     CycleStarted,
     Event,
@@ -36,18 +36,19 @@ from convergent.extensions import (
     RunObserver,
     Verifier,
 )
+from convergent.journal import Durability, RunJournal
 from convergent.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolCall,
-    ToolResultMessage,
     UserMessage,
 )
 from convergent.models.base import Model, ModelSettings
+from convergent.recipe import BuildContext, RunRecipe, agent_arguments
 from convergent.result import RunResult
 from convergent.state import RunState, ToolCallRecord
-from convergent.steering import SteeringQueue
+from convergent.steering import SteeringCommand, SteeringQueue
 from convergent.stop import Limits, StallDetector, StopReason
 from convergent.tools import Tool
 
@@ -67,6 +68,10 @@ class Stop:
 
     reason: StopReason
     detail: str
+    consumed: tuple[SteeringCommand, ...] = ()
+    """The steering command that asked for the stop, if any."""
+    output: str | None = None
+    """The run's output when it is not the model's last text (a hand-off's result)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +79,13 @@ class Interrupted:
     """A message for the model arrived; it is delivered and the loop goes on."""
 
     message: str
-    redirect: bool = True
-    """True for new user instructions (a `Redirected` event); False for verifier feedback."""
+    commands: tuple[SteeringCommand, ...] = ()
+    """The steering messages delivered (empty for verifier feedback)."""
 
 
 CycleOutcome = Continue | Stop | Interrupted
+
+_CONTINUE = Continue()
 
 
 class _HandlerObserver:
@@ -99,18 +106,31 @@ class Agent:
         tools: Tools the model may call.
         system_prompt: Instructions placed before the task.
         limits: Cycle, token, time and cost budgets, plus the repeated-call threshold.
-        on_tool_error: ``stop`` ends the run with ``tool_error`` when a tool raises or
-            times out; ``continue`` sends the error back to the model instead.
+        on_tool_error: ``continue`` (the default) sends a tool's failure back to the model
+            as its result and stops ``tool_error`` only after
+            ``max_consecutive_tool_errors`` failures in a row or a failure the tool marks
+            fatal; ``stop`` ends the run at the first failure.
+        max_consecutive_tool_errors: Failures in a row that end the run under
+            ``continue`` (a successful call resets the count); None never stops.
         settings: Per-request model settings.
         verifier: Optional external check on the final answer; while it fails, its
             feedback goes back to the model and the run continues.
-        observers: Receive every event with the live state (checkpoints, live views).
+        observers: Receive every event with the live state (live views, telemetry).
         context_policy: Optional context compression, run before every model request.
         gate: Optional executive function that reviews proposed tool calls; the tools
             a `FollowUpGate` needs (its ``ask_user``) are offered to the model too.
         record_events: Keep every event on the `RunResult`.
         parallel_tool_calls: Run the calls of one response concurrently (the default);
             False runs them one at a time in call order, for tools that share state.
+        workspace: Folder the file tools work in; a durable run snapshots the files a
+            ``modifies_files`` tool changes there, so that it can be rewound.
+        recipe: How to rebuild this agent in another process (set by `from_recipe`);
+            stored with durable runs so that `convergent.resume` can continue them.
+        store: Persist every run of this agent here (e.g. a `convergent.store.RunStore`),
+            unless `run` is given another; None runs in memory only.
+
+    Raises:
+        UserError: For an invalid option or tool list.
     """
 
     def __init__(
@@ -120,7 +140,8 @@ class Agent:
         *,
         system_prompt: str | None = None,
         limits: Limits | None = None,
-        on_tool_error: ToolErrorPolicy = "stop",
+        on_tool_error: ToolErrorPolicy = "continue",
+        max_consecutive_tool_errors: int | None = 3,
         settings: ModelSettings | None = None,
         verifier: Verifier | None = None,
         observers: Sequence[RunObserver] = (),
@@ -128,9 +149,16 @@ class Agent:
         gate: ActionGate | None = None,
         record_events: bool = True,
         parallel_tool_calls: bool = True,
+        workspace: str | Path | None = None,
+        recipe: RunRecipe | None = None,
+        store: Durability | None = None,
     ) -> None:
         if on_tool_error not in ("stop", "continue"):
             raise UserError(f"on_tool_error must be 'stop' or 'continue', got {on_tool_error!r}")
+        if max_consecutive_tool_errors is not None and max_consecutive_tool_errors < 1:
+            raise UserError(
+                f"max_consecutive_tool_errors must be >= 1, got {max_consecutive_tool_errors}"
+            )
         self.model = model
         self.tools: dict[str, Tool] = {}
         # the protocol check is slow (it inspects members), so it is done once, here
@@ -148,6 +176,7 @@ class Agent:
         self.system_prompt = system_prompt
         self.limits = limits or Limits()
         self.on_tool_error: ToolErrorPolicy = on_tool_error
+        self.max_consecutive_tool_errors = max_consecutive_tool_errors
         self.settings = settings
         self.verifier = verifier
         self.observers = list(observers)
@@ -155,6 +184,48 @@ class Agent:
         self.gate = gate
         self.record_events = record_events
         self.parallel_tool_calls = parallel_tool_calls
+        self.workspace = str(Path(workspace).resolve()) if workspace is not None else None
+        self.recipe = recipe
+        self.store = store
+
+    @classmethod
+    def from_recipe(
+        cls, recipe: RunRecipe, *, context: BuildContext | None = None, **overrides: Any
+    ) -> Agent:
+        """Build the agent a `RunRecipe` describes (see `convergent.recipe`).
+
+        Args:
+            recipe: The recipe.
+            context: Where the agent will run (for ask channels that need the run's id
+                and store, such as the web console's).
+            **overrides: `Agent` arguments that replace what the recipe builds
+                (``observers=``, ``verifier=``...).
+
+        Raises:
+            UserError: If the recipe cannot be built here (unknown tool, model, version).
+        """
+        return cls(**{**agent_arguments(recipe, context), **overrides})
+
+    @property
+    def models(self) -> dict[str, Model]:
+        """The models a run of this agent requests, by role (``model``, ``scorer``...)."""
+        found: dict[str, Model] = {"model": self.model}
+        for role, owner in (("scorer", self.gate), ("summary", self.context_policy)):
+            candidate = getattr(owner, f"{role}_model", None) or getattr(owner, role, None)
+            if isinstance(candidate, Model) and candidate is not self.model:
+                found[role] = candidate
+        return found
+
+    async def aclose(self) -> None:
+        """Release what the agent's models hold (connections, local model servers)."""
+        for model in self.models.values():
+            await model.aclose()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def new_state(self, task: str, *, run_id: str | None = None) -> RunState:
         """The initial state of a run of ``task``."""
@@ -162,12 +233,13 @@ class Agent:
         if self.system_prompt:
             messages.append(SystemMessage(content=self.system_prompt))
         messages.append(UserMessage(content=task))
+        clock = current_clock()
         return RunState(
-            run_id=run_id or uuid.uuid4().hex[:12],
+            run_id=run_id or clock.new_id(),
             task=task,
             model=self.model.name,
             messages=messages,
-            started_at=time.time(),
+            started_at=clock.now(),
         )
 
     def run_sync(self, task: str, **kwargs: Any) -> RunResult:
@@ -187,45 +259,102 @@ class Agent:
         steering: SteeringQueue | None = None,
         answers: Mapping[str, str] | None = None,
         on_event: EventHandler | None = None,
+        store: Durability | None = None,
     ) -> RunResult:
         """Run the loop until an objective stop condition holds.
 
         The steps, in order, each cycle:
 
-        1. Drain steering: a stop request ends the run (``stopped``); a message is
+        1. Take steering: a stop request ends the run (``stopped``); a message is
            delivered as a redirect; a pause waits here.
         2. Check the limits (cycles, tokens, time, cost) before the model request.
         3. Let the context policy compact the conversation if it is near the window.
         4. Request the model (a backend failure ends the run with ``model_error``).
-        5. No tool calls: run the verifier if any; if it passes (or there is none)
-           the run ends ``completed``, otherwise its feedback goes back to the model.
+        5. No tool calls: a stop or message that arrived meanwhile comes first (the
+           run stops, or the message is delivered and the run goes on); else the
+           verifier runs if any; if it passes (or there is none) the run ends
+           ``completed``, otherwise its feedback goes back to the model.
         6. Let the gate review the proposed calls (it may replace them with ``ask_user``).
         7. Count repeats; the same call requested ``max_repeated_calls`` times ends the
            run ``stalled`` before it runs again.
-        8. Run the batch concurrently, results in call order; a tool failure ends the
-           run with ``tool_error`` unless ``on_tool_error="continue"``.
-        9. Let a `FollowUpGate` see the results; if the run goes on and a result calls for it
-           (an ambiguity, repeated invalid arguments) run the ``ask_user`` call it returns.
+        8. Journal the calls (durable runs), then run the batch concurrently, results in
+           call order, each journaled as it finishes.
+        9. Apply the outcomes: a successful terminal tool ends the run ``handed_off``;
+           tool failures end it ``tool_error`` per the tool-error policy; a question no
+           channel can answer ends it ``needs_user``.
+        10. Let a `FollowUpGate` see the results; if the run goes on and a result calls
+            for it (an ambiguity, repeated invalid arguments) run the ``ask_user`` call it
+            returns.
 
         Args:
             task: The task; required unless ``state`` is given.
-            run_id: Id for a new run (default: random).
+            run_id: Id for a new run (default: a fresh id from the clock).
             state: A checkpointed state to continue instead of starting afresh.
-            steering: Queue of messages / stop / pause requests for this run.
+            steering: Queue of messages / stop / pause requests for this run (default
+                with a ``store``: the commands other processes store for the run).
             answers: Results for pending calls when resuming (e.g. the user's reply to
                 an ``ask_user`` call that ended the run with ``needs_user``).
             on_event: Called with every event, in order.
+            store: Persist the run as it goes (e.g. a `convergent.store.RunStore`), so
+                that it can be resumed after a crash or a resumable stop (default: the
+                agent's ``store``).
 
         Raises:
             UserError: On misuse (no task, exhausted `ScriptedModel`, ...).
+            StorageError: If the store cannot be written.
         """
         resumed = state is not None
         if state is None:
             if task is None:
                 raise UserError("run() needs a task or a state to resume")
             state = self.new_state(task, run_id=run_id)
+        if state.stop_reason is StopReason.TOOL_ERROR:
+            # resuming after tool_error is a fresh chance: count failures from here
+            state.tool_error_streak = 0
         state.stop_reason, state.stop_detail = None, ""
-        return await _Run(self, state, steering, on_event).execute(resumed, answers or {})
+        journal = None
+        store = store if store is not None else self.store
+        if store is not None:
+            journal = store.journal(
+                state.run_id,
+                tools=tuple(self.tools.values()),
+                workspace=self.workspace,
+                recipe=self.recipe.model_dump(mode="json") if self.recipe else None,
+                models=self.models,
+            )
+            if steering is None:
+                steering = journal.steering
+        run = _Run(self, state, steering, on_event, journal)
+        return await run.execute(resumed, answers or {})
+
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        store: Durability | None = None,
+        answers: Mapping[str, str] | None = None,
+        message: str | None = None,
+        on_event: EventHandler | None = None,
+    ) -> RunResult:
+        """Continue a stored run with this agent.
+
+        Args:
+            run_id: The run.
+            store: Where it is stored (default: the agent's ``store``).
+            answers: Replies to the questions it stopped ``needs_user`` on, by call id.
+            message: New instructions, delivered before its next cycle.
+            on_event: Called with every event, in order.
+
+        Raises:
+            UserError: If the run is unknown or cannot be loaded, or no store is given.
+        """
+        store = store if store is not None else self.store
+        if store is None:
+            raise UserError("resume() needs a store (pass store=, or give the Agent one)")
+        state = store.load(run_id)
+        if message is not None:
+            store.send_steering(run_id, "message", message)
+        return await self.run(state=state, answers=answers, on_event=on_event, store=store)
 
 
 class _Run:
@@ -237,16 +366,22 @@ class _Run:
         state: RunState,
         steering: SteeringQueue | None,
         on_event: EventHandler | None,
+        journal: RunJournal | None,
     ) -> None:
         self.agent = agent
         self.state = state
         self.steering = steering
+        self.journal = journal
         self.observers: list[RunObserver] = list(agent.observers)
+        if journal is not None:
+            self.observers.append(journal)
         if on_event is not None:
             self.observers.append(_HandlerObserver(on_event))
+        self.listening = agent.record_events or bool(self.observers)
         self.events: list[Event] = []
         self.stall = StallDetector(agent.limits.max_repeated_calls, state.call_counts)
-        self.clock_start = time.monotonic()
+        self.clock: Clock = current_clock()
+        self.clock_start = self.clock.monotonic()
         self.elapsed_before = state.elapsed
 
     def emit(self, event: Event) -> None:
@@ -256,54 +391,73 @@ class _Run:
             observer.on_event(event, self.state)
 
     def elapsed(self) -> float:
-        return self.elapsed_before + time.monotonic() - self.clock_start
+        return self.elapsed_before + self.clock.monotonic() - self.clock_start
 
     async def execute(self, resumed: bool, answers: Mapping[str, str]) -> RunResult:
         agent, state = self.agent, self.state
-        self.emit(
-            RunStarted(
-                run_id=state.run_id,
-                cycle=state.cycles,
-                task=state.task,
-                model=agent.model.name,
-                tools=tuple(agent.tools),
-                resumed=resumed,
+        if self.journal is not None:
+            await self.journal.started(state, resumed=resumed)
+        if self.listening:
+            self.emit(
+                RunStarted(
+                    run_id=state.run_id,
+                    cycle=state.cycles,
+                    task=state.task,
+                    model=agent.model.name,
+                    tools=tuple(agent.tools),
+                    resumed=resumed,
+                )
             )
-        )
-        outcome: CycleOutcome = Continue()
+        outcome: CycleOutcome = _CONTINUE
         if resumed and state.pending_calls():
             outcome = await self._finish_pending(answers)
         while not isinstance(outcome, Stop):
             match outcome:
                 case Continue():
                     pass
-                case Interrupted(message, redirect):
-                    state.messages.append(UserMessage(content=message))
-                    if redirect:
-                        self.emit(
-                            Redirected(run_id=state.run_id, cycle=state.cycles, message=message)
-                        )
+                case Interrupted(message, commands):
+                    await self._deliver(message, commands)
                 case _:
                     assert_never(outcome)
             outcome = await self._boundary() or await self._cycle()
-        return self._finish(outcome)
+        return await self._finish(outcome)
+
+    async def _deliver(self, message: str, commands: tuple[SteeringCommand, ...]) -> None:
+        state = self.state
+        state.messages.append(UserMessage(content=message))
+        if not commands:
+            return
+        if self.listening:
+            self.emit(Redirected(run_id=state.run_id, cycle=state.cycles, message=message))
+        if self.journal is not None:
+            await self.journal.delivered(state, commands)
+        elif self.steering is not None:
+            self.steering.acknowledge(commands)
+
+    def _take_steering(self) -> Stop | Interrupted | None:
+        """A stop request (which keeps any message for later), or messages to deliver."""
+        steering = self.steering
+        if steering is None:
+            return None
+        taken = steering.take()
+        if taken.stop is not None:
+            steering.requeue(taken.messages)
+            return Stop(StopReason.STOPPED, taken.stop.text or "stop requested", (taken.stop,))
+        if taken.messages:
+            text = "\n\n".join(command.text for command in taken.messages)
+            return Interrupted(text, taken.messages)
+        return None
 
     async def _boundary(self) -> Stop | Interrupted | None:
         """Steering and limits, checked before every model request."""
         steering = self.steering
         if steering is not None:
-            if steering.paused:
+            taken = self._take_steering()
+            if taken is None and steering.paused:
                 await steering.wait_while_paused()
-            redirects: list[str] = []
-            for command in steering.drain():
-                if command.kind == "stop":
-                    return Stop(StopReason.STOPPED, command.text or "stop requested")
-                if command.kind == "message":
-                    redirects.append(command.text)
-                elif command.kind == "pause":
-                    steering.pause()
-            if redirects:
-                return Interrupted("\n\n".join(redirects))
+                taken = self._take_steering()
+            if taken is not None:
+                return taken
         state = self.state
         exceeded = self.agent.limits.exceeded(
             cycles=state.cycles,
@@ -321,33 +475,38 @@ class _Run:
             await agent.context_policy.maybe_compact(state, agent.model, self.emit)
         state.cycles += 1
         cycle = state.cycles
-        self.emit(CycleStarted(run_id=state.run_id, cycle=cycle, message_count=len(state.messages)))
-        started = time.perf_counter()
+        if self.listening:
+            self.emit(
+                CycleStarted(run_id=state.run_id, cycle=cycle, message_count=len(state.messages))
+            )
+        started = self.clock.monotonic()
         try:
             response = await agent.model.request(state.messages, agent.tool_specs, agent.settings)
         except ModelError as exc:
             return Stop(StopReason.MODEL_ERROR, str(exc))
-        state.usage = state.usage + response.usage
+        if response.usage.requests or response.usage.total_tokens or response.usage.cost:
+            state.usage = state.usage + response.usage
         state.messages.append(response.to_message())
-        self.emit(
-            ModelResponded(
-                run_id=state.run_id,
-                cycle=cycle,
-                content=response.content,
-                tool_calls=response.tool_calls,
-                finish_reason=response.finish_reason,
-                usage=response.usage,
-                metadata=response.metadata,
-                duration=time.perf_counter() - started,
+        if self.listening:
+            self.emit(
+                ModelResponded(
+                    run_id=state.run_id,
+                    cycle=cycle,
+                    content=response.content,
+                    tool_calls=response.tool_calls,
+                    finish_reason=response.finish_reason,
+                    usage=response.usage,
+                    metadata=response.metadata,
+                    duration=self.clock.monotonic() - started,
+                )
             )
-        )
         if not response.tool_calls:
-            return await self._on_answer(response.content)
+            return self._take_steering() or await self._on_answer(response.content)
         calls = response.tool_calls
         if agent.gate is not None:
             calls = await agent.gate.review(response, state, self.emit)
             if not calls:
-                raise AssertionError("an ActionGate must never drop every proposed call")
+                raise UserError("an ActionGate must never drop every proposed call")
             if calls != response.tool_calls:
                 state.messages[-1] = AssistantMessage(content=response.content, tool_calls=calls)
         return await self._run_tools(calls, cycle)
@@ -361,110 +520,143 @@ class _Run:
             verdict = await verdict
         feedback = "" if verdict.passed else verdict.feedback or "the answer failed verification"
         state = self.state
-        self.emit(
-            Verified(
-                run_id=state.run_id, cycle=state.cycles, passed=verdict.passed, feedback=feedback
+        if self.listening:
+            self.emit(
+                Verified(
+                    run_id=state.run_id,
+                    cycle=state.cycles,
+                    passed=verdict.passed,
+                    feedback=feedback,
+                )
             )
-        )
         if verdict.passed:
             return Stop(StopReason.COMPLETED, "answered without tool calls; verifier passed")
-        return Interrupted(
-            f"Verification failed: {feedback}. Continue working on the task.", redirect=False
-        )
+        return Interrupted(f"Verification failed: {feedback}. Continue working on the task.")
 
     async def _run_tools(
         self, calls: Sequence[ToolCall], cycle: int, *, count_repeats: bool = True
     ) -> CycleOutcome:
         state = self.state
-        stalled = (
-            [call for call in calls if self.stall.observe(call.name, call.arguments)]
-            if count_repeats
-            else []
-        )
-        if stalled:
-            first = stalled[0]
-            detail = (
-                f"{first.name} was requested with the same arguments {self.stall.threshold} times"
-            )
+        stalled = None
+        if count_repeats:
+            observe = self.stall.observe
             for call in calls:
-                state.messages.append(
-                    ToolResultMessage(
-                        tool_call_id=call.id,
-                        name=call.name,
-                        content=f"not executed: {detail}",
-                        is_error=True,
-                    )
-                )
+                if observe(call.name, call.arguments) and stalled is None:
+                    stalled = call
+        if stalled is not None:
+            detail = (
+                f"{stalled.name} was requested with the same arguments {self.stall.threshold} times"
+            )
+            for position, call in enumerate(calls):
+                record = _record_of(call, Outcome.NOT_EXECUTED, f"not executed: {detail}", cycle)
+                state.messages.append(record.to_message())
+                if self.journal is not None:
+                    await self.journal.finished(state, record, position)
             return Stop(StopReason.STALLED, detail)
-
-        outcomes = await execute_batch(
+        if self.journal is not None:
+            await self.journal.requested(state, cycle, calls)
+        records = await execute_batch(
             calls,
-            self.agent.tools,
-            on_start=lambda call: self._started(call, cycle),
-            on_finish=lambda outcome: self._finished(outcome, cycle),
+            self._call,
             concurrent=self.agent.parallel_tool_calls,
         )
-        return await self._after_tools(outcomes, cycle, self._record(outcomes, cycle))
+        return await self._after_tools(records, self._record(records))
 
-    def _started(self, call: ToolCall, cycle: int) -> None:
-        self.emit(
-            ToolStarted(
-                run_id=self.state.run_id,
-                cycle=cycle,
-                call_id=call.id,
-                name=call.name,
-                arguments=call.arguments,
+    async def _call(self, call: ToolCall, position: int) -> ToolCallRecord:
+        """Run one call of the batch, with its events and journal entries."""
+        state, journal = self.state, self.journal
+        cycle = state.cycles
+        if self.listening:
+            self.emit(
+                ToolStarted(
+                    run_id=state.run_id,
+                    cycle=cycle,
+                    call_id=call.id,
+                    name=call.name,
+                    arguments=call.arguments,
+                )
             )
-        )
+        tool = self.agent.tools.get(call.name)
+        if tool is not None and tool.modifies_files:
+            await wait_for_stragglers()
+            if journal is not None:
+                await journal.before_call(state, cycle, call, tool)
+        started = self.clock.monotonic()
+        kind, text, fatal = await invoke(call, self.agent.tools)
+        record = _record_of(call, kind, text, cycle, self.clock.monotonic() - started, fatal)
+        self._report(record)
+        if journal is not None:
+            await journal.finished(state, record, position)
+        return record
 
-    def _finished(self, outcome: ToolOutcome, cycle: int) -> None:
-        self.emit(
-            ToolFinished(
-                run_id=self.state.run_id,
-                cycle=cycle,
-                call_id=outcome.call.id,
-                name=outcome.call.name,
-                ok=outcome.ok,
-                outcome=outcome.kind.value,
-                result=outcome.text,
-                duration=outcome.duration,
+    def _report(self, record: ToolCallRecord) -> None:
+        if self.listening:
+            self.emit(
+                ToolFinished(
+                    run_id=self.state.run_id,
+                    cycle=record.cycle,
+                    call_id=record.id,
+                    name=record.name,
+                    ok=record.ok,
+                    outcome=record.outcome,
+                    result=record.result,
+                    duration=record.duration,
+                )
             )
-        )
 
     async def _after_tools(
-        self, outcomes: Sequence[ToolOutcome], cycle: int, result: CycleOutcome
+        self, records: Sequence[ToolCallRecord], result: CycleOutcome
     ) -> CycleOutcome:
         """Show the batch to the gate; run the ``ask_user`` call it may return."""
         gate = self.agent.follow_up
         if gate is None:
             return result
-        records = [_to_record(outcome, cycle) for outcome in outcomes]
         ask = await gate.after_tools(records, self.state, self.emit)
         if ask is None or not isinstance(result, Continue):
             return result
         self.state.messages.append(AssistantMessage(tool_calls=(ask,)))
-        return await self._run_tools((ask,), cycle)
+        return await self._run_tools((ask,), self.state.cycles)
 
-    def _record(self, outcomes: Sequence[ToolOutcome], cycle: int) -> CycleOutcome:
+    def _record(self, records: Sequence[ToolCallRecord]) -> CycleOutcome:
         """Append results in call order and decide what the batch means for the run."""
-        state = self.state
-        failed: ToolOutcome | None = None
-        question: ToolOutcome | None = None
-        for outcome in outcomes:
-            if outcome.kind is Outcome.NEEDS_USER:
-                question = question or outcome
+        agent, state = self.agent, self.state
+        messages, history = state.messages, state.tool_calls
+        failed: ToolCallRecord | None = None
+        question: ToolCallRecord | None = None
+        handoff: ToolCallRecord | None = None
+        fatal = False
+        streak = state.tool_error_streak
+        for record in records:
+            outcome = record.outcome
+            if outcome == Outcome.NEEDS_USER:
+                question = question or record
                 continue
-            state.messages.append(outcome.to_message())
-            state.tool_calls.append(_to_record(outcome, cycle))
-            if outcome.kind is Outcome.FAILED and failed is None:
-                failed = outcome
-        if failed is not None and self.agent.on_tool_error == "stop":
+            messages.append(record.to_message())
+            history.append(record)
+            if outcome == Outcome.OK:
+                streak = 0
+                tool = agent.tools.get(record.name)
+                if tool is not None and tool.terminal and handoff is None:
+                    handoff = record
+            elif outcome == Outcome.FAILED:
+                streak += 1
+                failed = failed or record
+                fatal = fatal or record.fatal
+        state.tool_error_streak = streak
+        if handoff is not None:
             if question is not None:
-                state.messages.append(question.to_message())
-            return Stop(StopReason.TOOL_ERROR, failed.text)
+                messages.append(question.to_message())
+            detail = f"{handoff.name} handed the run off: {handoff.result}"
+            return Stop(StopReason.HANDED_OFF, detail, output=handoff.result)
+        if failed is not None:
+            limit = agent.max_consecutive_tool_errors
+            if agent.on_tool_error == "stop" or fatal or (limit is not None and streak >= limit):
+                if question is not None:
+                    messages.append(question.to_message())
+                return Stop(StopReason.TOOL_ERROR, _tool_error_detail(failed, streak, fatal))
         if question is not None:
-            return Stop(StopReason.NEEDS_USER, question.text)
-        return Continue()
+            return Stop(StopReason.NEEDS_USER, question.result)
+        return _CONTINUE
 
     async def _finish_pending(self, answers: Mapping[str, str]) -> CycleOutcome:
         """Complete calls a previous process requested but never recorded a result for.
@@ -474,43 +666,50 @@ class _Run:
         """
         state = self.state
         rerun: list[ToolCall] = []
-        settled: list[ToolOutcome] = []
         for call in state.pending_calls():
             tool = self.agent.tools.get(call.name)
             if call.id in answers:
-                settled.append(ToolOutcome(call, Outcome.OK, answers[call.id], 0.0))
+                outcome, text = Outcome.OK, answers[call.id]
             elif tool is not None and tool.idempotent:
                 rerun.append(call)
+                continue
             else:
+                outcome = Outcome.INTERRUPTED
                 text = (
                     "interrupted: the run stopped before this call finished; "
                     "it was not retried because the tool is not idempotent"
                 )
-                settled.append(ToolOutcome(call, Outcome.INTERRUPTED, text, 0.0))
-        for outcome in settled:
-            self._finished(outcome, state.cycles)
-            state.messages.append(outcome.to_message())
-            state.tool_calls.append(_to_record(outcome, state.cycles))
+            record = _record_of(call, outcome, text, state.cycles)
+            self._report(record)
+            state.messages.append(record.to_message())
+            state.tool_calls.append(record)
+            if self.journal is not None:
+                await self.journal.finished(state, record, -1)
         if not rerun:
-            return Continue()
+            return _CONTINUE
         # these calls were counted when the model first requested them
         return await self._run_tools(rerun, state.cycles, count_repeats=False)
 
-    def _finish(self, stop: Stop) -> RunResult:
+    async def _finish(self, stop: Stop) -> RunResult:
         state = self.state
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
-        state.output = _last_assistant_text(state.messages)
+        state.output = stop.output if stop.output is not None else _last_text(state.messages)
         state.elapsed = self.elapsed()
-        self.emit(
-            RunStopped(
-                run_id=state.run_id,
-                cycle=state.cycles,
-                reason=stop.reason,
-                detail=stop.detail,
-                output=state.output,
-                usage=state.usage,
+        if self.journal is not None:
+            await self.journal.stopped(state, stop.consumed)
+        elif self.steering is not None and stop.consumed:
+            self.steering.acknowledge(stop.consumed)
+        if self.listening:
+            self.emit(
+                RunStopped(
+                    run_id=state.run_id,
+                    cycle=state.cycles,
+                    reason=stop.reason,
+                    detail=stop.detail,
+                    output=state.output,
+                    usage=state.usage,
+                )
             )
-        )
         return RunResult(
             run_id=state.run_id,
             output=state.output,
@@ -524,20 +723,34 @@ class _Run:
         )
 
 
-def _to_record(outcome: ToolOutcome, cycle: int) -> ToolCallRecord:
+def _record_of(
+    call: ToolCall,
+    outcome: Outcome,
+    text: str,
+    cycle: int,
+    duration: float = 0.0,
+    fatal: bool = False,
+) -> ToolCallRecord:
     return ToolCallRecord(
         cycle=cycle,
-        id=outcome.call.id,
-        name=outcome.call.name,
-        arguments=outcome.call.arguments,
-        ok=outcome.ok,
-        outcome=outcome.kind.value,
-        result=outcome.text,
-        duration=outcome.duration,
+        id=call.id,
+        name=call.name,
+        arguments=call.arguments,
+        ok=outcome is Outcome.OK,
+        outcome=outcome.value,
+        result=text,
+        duration=duration,
+        fatal=fatal,
     )
 
 
-def _last_assistant_text(messages: Sequence[Message]) -> str:
+def _tool_error_detail(failed: ToolCallRecord, streak: int, fatal: bool) -> str:
+    if fatal or streak <= 1:
+        return failed.result
+    return f"{streak} tool calls failed in a row; the first of the last batch: {failed.result}"
+
+
+def _last_text(messages: Sequence[Message]) -> str:
     for message in reversed(messages):
         if message.role == "assistant" and message.content:
             return message.content

@@ -9,7 +9,6 @@ subclasses; `event_to_dict` serialises any of them.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import IO, Any, ClassVar
 
 from pydantic import TypeAdapter
 
+from convergent.clock import now
 from convergent.messages import ToolCall, Usage
 from convergent.stop import StopReason
 
@@ -45,8 +45,8 @@ class Event:
     """Id of the run that emitted the event."""
     cycle: int
     """Cycle number (1-based; 0 before the first model request)."""
-    time: float = field(default_factory=time.time)
-    """Unix time at which the event was emitted."""
+    time: float = field(default_factory=now)
+    """Unix time at which the event was emitted (from the run's clock)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

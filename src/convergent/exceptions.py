@@ -8,8 +8,10 @@ ConvergentError
 ├── ModelError                the model backend failed (after its own retries)
 │   └── ModelHTTPError        ... with an HTTP status from the provider
 ├── ModelBehaviorError        the model produced something that cannot be used or fed back
+├── ToolArgumentsError        a call's arguments do not fit the tool (the model's mistake)
 ├── ToolError                 raised by a tool to report a failure in its own words
-└── NeedsUserInput            raised by a tool that must ask the user but has no channel
+├── NeedsUserInput            raised by a tool that must ask the user but has no channel
+└── StorageError              the run store cannot be read or written
 ```
 
 Tool failures and model mistakes inside a run do not escape `Agent.run`: they become
@@ -25,6 +27,8 @@ __all__ = [
     "ModelHTTPError",
     "NeedsUserInput",
     "ScriptExhaustedError",
+    "StorageError",
+    "ToolArgumentsError",
     "ToolDefinitionError",
     "ToolError",
     "UserError",
@@ -63,8 +67,27 @@ class ModelBehaviorError(ConvergentError):
     """The model's output broke the protocol in a way that cannot be sent back to it."""
 
 
+class ToolArgumentsError(ConvergentError, ValueError):
+    """A call's arguments do not fit the tool: the model's mistake, sent back to it.
+
+    Tools raise it too when an argument is well-typed but unusable (an expression that
+    does not parse, a path outside the workspace); the loop then treats the call as
+    ``invalid``, not as a tool failure.
+    """
+
+
 class ToolError(ConvergentError):
-    """Raise inside a tool to report a failure; the message becomes the error result."""
+    """Raise inside a tool to report a failure; the message becomes the error result.
+
+    Args:
+        message: What went wrong, in the tool's words.
+        fatal: The failure cannot be recovered from by the model (a lost credential, a
+            full disk): the run stops ``tool_error`` at once instead of feeding it back.
+    """
+
+    def __init__(self, message: str = "", *, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.fatal = fatal
 
 
 class NeedsUserInput(ConvergentError):
@@ -76,3 +99,7 @@ class NeedsUserInput(ConvergentError):
     def __init__(self, question: str) -> None:
         super().__init__(question)
         self.question = question
+
+
+class StorageError(ConvergentError):
+    """The run store cannot be read or written: disk full, read-only, locked or damaged."""

@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
+from convergent.exceptions import UserError
 from convergent.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 from convergent.stop import StopReason
 
 __all__ = ["STATE_SCHEMA_VERSION", "RunState", "ToolCallRecord"]
 
-STATE_SCHEMA_VERSION = 1
+STATE_SCHEMA_VERSION = 2
 """Bumped whenever the serialised shape of `RunState` changes."""
 
 
@@ -31,11 +32,20 @@ class ToolCallRecord:
     ok: bool
     """Whether the call succeeded."""
     outcome: str
-    """``ok``, ``invalid`` (the model's mistake) or ``failed`` (the tool's)."""
+    """``ok``, ``invalid`` (the model's mistake), ``failed`` (the tool's), ``needs_user``
+    or ``interrupted`` (its process died mid-call and the tool is not safe to re-run)."""
     result: str
     """Result text, or error text."""
     duration: float
     """Seconds the call took."""
+    fatal: bool = False
+    """The failure was one the tool declared unrecoverable (the run stopped at once)."""
+
+    def to_message(self) -> ToolResultMessage:
+        """The observation this call gives the model."""
+        return ToolResultMessage(
+            tool_call_id=self.id, name=self.name, content=self.result, is_error=not self.ok
+        )
 
 
 @dataclass(slots=True, kw_only=True)
@@ -58,6 +68,10 @@ class RunState:
     """Executed tool calls so far."""
     call_counts: dict[str, int] = field(default_factory=dict)
     """How often each canonical (name, arguments) call was requested; for stall detection."""
+    tool_error_streak: int = 0
+    """Tool failures in a row so far (a successful call resets it); for the tool-error policy."""
+    model_positions: dict[str, int] = field(default_factory=dict)
+    """Replies each replayed model (by role) had given, so a resumed run continues its script."""
     elapsed: float = 0.0
     """Wall-clock seconds spent running, summed over every process that ran it."""
     started_at: float = 0.0
@@ -90,8 +104,25 @@ class RunState:
 
     @classmethod
     def from_jsonable(cls, data: Any) -> RunState:
-        """Rebuild a state from `to_jsonable` output, upgrading older schema versions."""
-        state: RunState = _STATE.validate_python(data)
+        """Rebuild a state from `to_jsonable` output, upgrading older schema versions.
+
+        Version 1 lacked ``tool_error_streak`` and each record's ``fatal`` (both start
+        at their defaults).
+
+        Raises:
+            UserError: If the state was written by a newer version, or is malformed.
+        """
+        version = data.get("schema_version", 1) if isinstance(data, dict) else None
+        if isinstance(version, int) and version > STATE_SCHEMA_VERSION:
+            raise UserError(
+                f"this run state has schema version {version}; this convergent reads up to "
+                f"{STATE_SCHEMA_VERSION} (upgrade convergent)"
+            )
+        try:
+            state: RunState = _STATE.validate_python(data)
+        except ValidationError as exc:
+            raise UserError(f"malformed run state: {exc.errors()[0]['msg']}") from None
+        state.schema_version = STATE_SCHEMA_VERSION
         return state
 
 

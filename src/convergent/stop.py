@@ -2,8 +2,9 @@
 
 Every run ends with exactly one `StopReason`. When several conditions hold at the
 same cycle boundary the highest-priority one wins, in the order of `STOP_PRIORITY`:
-an outside stop request first, then completion, tool error, stall, the limits and
-finally model failure. The model's self-reported confidence is never a stop signal.
+an outside stop request first, then completion, a hand-off by a terminal tool, tool
+error, stall, the limits and finally model failure. The model's self-reported
+confidence is never a stop signal.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from convergent.exceptions import UserError
 
 __all__ = [
     "STOP_PRIORITY",
@@ -30,8 +33,11 @@ class StopReason(StrEnum):
     """A stop was requested from outside: API, CLI, steering queue or signal."""
     COMPLETED = "completed"
     """The model answered without tool calls (and any declared verifier passed)."""
+    HANDED_OFF = "handed_off"
+    """A terminal tool (a hand-off such as a transfer to a human) ran successfully."""
     TOOL_ERROR = "tool_error"
-    """A tool raised or timed out while the tool-error policy was ``stop``."""
+    """Tool failures persisted: ``max_consecutive_tool_errors`` in a row, a failure the
+    tool marked fatal, or any failure under the policy ``stop``."""
     STALLED = "stalled"
     """No progress: the same call repeated, or the unresolved work did not shrink."""
     MAX_CYCLES = "max_cycles"
@@ -52,6 +58,7 @@ class StopReason(StrEnum):
 STOP_PRIORITY: tuple[StopReason, ...] = (
     StopReason.STOPPED,
     StopReason.COMPLETED,
+    StopReason.HANDED_OFF,
     StopReason.TOOL_ERROR,
     StopReason.STALLED,
     StopReason.MAX_CYCLES,
@@ -65,7 +72,8 @@ STOP_PRIORITY: tuple[StopReason, ...] = (
 class Limits:
     """Objective budgets for one run, checked before every model request.
 
-    ``None`` means unlimited. Negative values are rejected when the object is built.
+    ``None`` means unlimited. Negative values are rejected when the object is built
+    (`UserError`).
     """
 
     max_cycles: int | None = 50
@@ -83,9 +91,11 @@ class Limits:
         for name in ("max_cycles", "max_total_tokens", "max_seconds", "max_cost"):
             value = getattr(self, name)
             if value is not None and value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value}")
+                raise UserError(f"{name} must be >= 0, got {value}")
+            if isinstance(value, float) and value != value:
+                raise UserError(f"{name} must be a number, got nan")
         if self.max_repeated_calls < 1:
-            raise ValueError(f"max_repeated_calls must be >= 1, got {self.max_repeated_calls}")
+            raise UserError(f"max_repeated_calls must be >= 1, got {self.max_repeated_calls}")
 
     def exceeded(
         self, *, cycles: int, total_tokens: int, elapsed: float, cost: float
@@ -141,6 +151,6 @@ class StallDetector:
     def observe(self, name: str, arguments: Mapping[str, Any]) -> bool:
         """Record one call; return True when it has now been seen ``threshold`` times."""
         key = canonical_call_key(name, arguments)
-        seen = self.counts.get(key, 0) + 1
-        self.counts[key] = seen
+        counts = self.counts
+        seen = counts[key] = counts.get(key, 0) + 1
         return seen >= self.threshold

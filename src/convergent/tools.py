@@ -18,10 +18,10 @@ from typing import Any, ParamSpec, TypeVar, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from convergent.exceptions import ToolDefinitionError
+from convergent.exceptions import ToolArgumentsError, ToolDefinitionError
 from convergent.messages import ToolSpec
 
-__all__ = ["Tool", "ToolArgumentsError", "tool"]
+__all__ = ["Tool", "ToolArgumentsError", "to_text", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -29,10 +29,6 @@ R = TypeVar("R")
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
 _SECTION_HEADER = re.compile(r"^\s*[A-Z][A-Za-z ]*:\s*$")
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
-
-
-class ToolArgumentsError(ValueError):
-    """The model's arguments do not match the tool's schema (the model's mistake)."""
 
 
 def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
@@ -97,15 +93,19 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _to_text(value: Any) -> str:
+def to_text(value: Any) -> str:
+    """A tool's return value as the text the model sees: strings as they are, else JSON."""
     if isinstance(value, str):
         return value
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     try:
-        return json.dumps(value, default=str, ensure_ascii=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError):
         return str(value)
+
+
+_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,6 +126,8 @@ class Tool:
     """Safe to re-run after a crash interrupted a call (used when resuming runs)."""
     modifies_files: bool = False
     """The tool writes workspace files (used by checkpoints to snapshot before changes)."""
+    terminal: bool = False
+    """A hand-off: once a call of it succeeds, the run stops ``handed_off`` with its result."""
     parameters: dict[str, Any] = field(default_factory=dict)
     """JSON schema of the arguments (derived from ``arguments_model``)."""
 
@@ -162,6 +164,9 @@ class Tool:
     async def call(self, arguments: dict[str, Any]) -> str:
         """Validate, run (in a thread if sync) and return the result as text.
 
+        The loop calls tools through its executor, which adds the timeout; this is the
+        plain call, for using a tool outside a run.
+
         Raises:
             ToolArgumentsError: If the arguments are invalid.
             Exception: Whatever the tool itself raises.
@@ -171,7 +176,7 @@ class Tool:
             result = await self.function(**values)
         else:
             result = await asyncio.to_thread(self.function, **values)
-        return _to_text(result)
+        return to_text(result)
 
 
 @overload
@@ -186,6 +191,7 @@ def tool(
     timeout: float | None = 60.0,
     idempotent: bool = False,
     modifies_files: bool = False,
+    terminal: bool = False,
 ) -> Callable[[Callable[P, R]], Tool]: ...
 
 
@@ -198,6 +204,7 @@ def tool(
     timeout: float | None = 60.0,
     idempotent: bool = False,
     modifies_files: bool = False,
+    terminal: bool = False,
 ) -> Tool | Callable[[Callable[P, R]], Tool]:
     """Turn a typed function into a `Tool`; use bare (``@tool``) or with options.
 
@@ -208,6 +215,8 @@ def tool(
         timeout: Seconds per call before it fails; None for no limit.
         idempotent: Whether re-running an interrupted call is safe.
         modifies_files: Whether the tool writes workspace files.
+        terminal: Whether a successful call hands the run off and ends it
+            (``handed_off``), e.g. ``transfer_to_human_agents``.
 
     Raises:
         ToolDefinitionError: If a parameter lacks a type hint or the signature is unsupported.
@@ -226,6 +235,7 @@ def tool(
             timeout=timeout,
             idempotent=idempotent,
             modifies_files=modifies_files,
+            terminal=terminal,
         )
 
     if func is not None:

@@ -80,7 +80,7 @@ async def test_backend_error_values_are_tool_failures() -> None:
     model = ScriptedModel(
         [{"tool_calls": [{"name": "cd", "arguments": {"folder": "__missing__"}}]}, "done"]
     )
-    result = await Agent(model, [tool]).run("go")
+    result = await Agent(model, [tool], on_tool_error="stop").run("go")
     assert result.stop_reason is StopReason.TOOL_ERROR
     assert result.tool_calls[0].outcome == "failed"
     assert "No such file or directory" in result.tool_calls[0].result

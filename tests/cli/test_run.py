@@ -54,25 +54,48 @@ def test_json_output_has_the_contract_fields(tmp_path: Path) -> None:
     assert set(data["usage"]) >= {"input_tokens", "output_tokens"}
 
 
-def test_tool_error_stops_and_exit_code_is_non_zero(tmp_path: Path) -> None:
-    model = script(tmp_path, [{"tool_calls": [{"name": "fail", "arguments": {"message": "boom"}}]}])
-    proc = run_cli("run", "x", "--model", model, "--json", cwd=tmp_path)
+def fails(count: int) -> list[dict[str, object]]:
+    return [
+        {"tool_calls": [{"name": "fail", "arguments": {"message": f"boom {n}"}}]}
+        for n in range(count)
+    ]
+
+
+def test_tool_error_stop_policy_stops_at_the_first_failure(tmp_path: Path) -> None:
+    model = script(tmp_path, fails(1))
+    proc = run_cli("run", "x", "--model", model, "--json", "--tool-error", "stop", cwd=tmp_path)
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["stop_reason"] == "tool_error"
 
 
-def test_tool_error_continue_policy(tmp_path: Path) -> None:
-    model = script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "fail", "arguments": {"message": "boom"}}]},
-            {"content": "handled"},
-        ],
-    )
-    proc = run_cli("run", "x", "--model", model, "--json", "--tool-error", "continue", cwd=tmp_path)
+def test_a_tool_error_goes_back_to_the_model_by_default(tmp_path: Path) -> None:
+    model = script(tmp_path, [*fails(2), {"content": "handled"}])
+    proc = run_cli("run", "x", "--model", model, "--json", cwd=tmp_path)
     assert proc.returncode == 0
     data = json.loads(proc.stdout)
-    assert data["stop_reason"] == "completed" and data["tool_calls"][0]["ok"] is False
+    assert data["stop_reason"] == "completed"
+    assert [call["ok"] for call in data["tool_calls"]] == [False, False]
+
+
+def test_three_tool_errors_in_a_row_stop_the_run_by_default(tmp_path: Path) -> None:
+    model = script(tmp_path, [*fails(3), {"content": "unreachable"}])
+    proc = run_cli("run", "x", "--model", model, "--json", cwd=tmp_path)
+    assert proc.returncode == 1
+    data = json.loads(proc.stdout)
+    assert data["stop_reason"] == "tool_error" and len(data["tool_calls"]) == 3
+    assert "3 tool calls failed in a row" in data["stop_detail"]
+    loose = run_cli(
+        "run",
+        "x",
+        "--model",
+        model,
+        "--json",
+        "--max-tool-errors",
+        "4",
+        "--no-checkpoint",
+        cwd=tmp_path,
+    )
+    assert json.loads(loose.stdout)["stop_reason"] == "completed"
 
 
 def test_max_cycles_and_trace_file(tmp_path: Path) -> None:

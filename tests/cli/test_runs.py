@@ -135,7 +135,7 @@ def one_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["runs"], "error: no checkpoint database at .convergent/runs.db (pass --db PATH)"),
+        (["runs"], "error: no run database at .convergent/runs.db (pass --db PATH)"),
         (["resume", "nope", "--db", "runs.db"], "error: no run 'nope' in runs.db"),
         (["rewind", "r1", "--to", "-1", "--db", "runs.db"], "error: --to must be >= 0, got -1"),
         (["rewind", "r1", "--to", "7", "--db", "runs.db"],

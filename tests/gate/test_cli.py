@@ -129,7 +129,7 @@ def test_dialog_without_a_display_is_refused_up_front(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert (
         proc.stderr.strip()
-        == "error: --ask-via dialog is not possible here: no display: DISPLAY is not set"
+        == "error: ask_via dialog is not possible here: no display: DISPLAY is not set"
     )
 
 

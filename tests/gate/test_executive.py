@@ -13,6 +13,7 @@ from convergent import (
     ScriptedModel,
     StopReason,
     ToolResultMessage,
+    UserError,
     event_to_dict,
 )
 from convergent.events import Event
@@ -349,7 +350,7 @@ class _DroppingGate:
 async def test_a_gate_that_drops_every_call_is_refused_not_completed() -> None:
     model = ScriptedModel([proposal("x", call("click", label="Submit"))])
     agent = Agent(model, [Clicks().tool()], gate=_DroppingGate())
-    with pytest.raises(AssertionError, match="never drop"):
+    with pytest.raises(UserError, match="never drop"):
         await agent.run("t")
 
 

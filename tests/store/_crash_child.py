@@ -34,7 +34,7 @@ from convergent import (
     ToolSpec,
     tool,
 )
-from convergent.store import CheckpointObserver, RunStore
+from convergent.store import RunStore
 
 RUN_ID = "crash"
 
@@ -102,7 +102,7 @@ def main() -> None:
         ScriptedModel(script),
         tools,
         limits=Limits(max_cycles=cycles + 5),
-        observers=[CheckpointObserver(store, tools=tools)],
+        store=store,
     )
     if store.exists(RUN_ID):
         state = store.load(RUN_ID)

@@ -23,7 +23,7 @@ from convergent import (
     UserMessage,
     calculator,
 )
-from convergent.store import CheckpointObserver, DatabaseSteering, RunStore
+from convergent.store import DatabaseSteering, RunStore
 
 
 def main() -> None:
@@ -46,7 +46,7 @@ def main() -> None:
         ScriptedModel(script, record_requests=False),
         [calculator],
         limits=Limits(max_cycles=5_000),
-        observers=[CheckpointObserver(store, tools=[calculator])],
+        store=store,
     )
     result = asyncio.run(
         agent.run("count until told", run_id="steered", steering=DatabaseSteering(store, "steered"))

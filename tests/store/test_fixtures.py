@@ -64,5 +64,7 @@ def test_v1_database_keeps_every_checkpoint(v1_store: RunStore) -> None:
 
 def test_v1_database_delivers_queued_steering(v1_store: RunStore) -> None:
     queue = DatabaseSteering(v1_store, "fixture-v1")
-    assert [(c.kind, c.text) for c in queue.drain()] == [("message", "queued while stopped")]
-    assert queue.drain() == []
+    taken = queue.take()
+    assert [(c.kind, c.text) for c in taken.messages] == [("message", "queued while stopped")]
+    assert taken.stop is None
+    assert queue.take().messages == ()

@@ -23,7 +23,7 @@ from convergent import (
     tool,
 )
 from convergent.stop import StopReason
-from convergent.store import CheckpointObserver, DatabaseSteering, RunStore
+from convergent.store import DatabaseSteering, RunStore
 
 
 @tool
@@ -55,7 +55,7 @@ def agent(store: RunStore, model: ScriptedModel, limits: Limits | None = None) -
         model,
         TOOLS,
         limits=limits or Limits(max_cycles=10, max_repeated_calls=2),
-        observers=[CheckpointObserver(store, tools=TOOLS)],
+        store=store,
     )
 
 
@@ -104,9 +104,11 @@ async def test_resume_after_stopped(store: RunStore) -> None:
 
 
 async def test_resume_after_tool_error(store: RunStore) -> None:
-    model = ScriptedModel([call("fail", "f1", message="disk full")])
+    # the default policy sends failures back and stops at the third in a row
+    model = ScriptedModel([call("fail", f"f{i}", message=f"disk full {i}") for i in range(3)])
     messages = await stop_and_resume(store, model, StopReason.TOOL_ERROR)
-    assert "disk full" in messages[-1].content
+    assert "disk full 2" in messages[-1].content
+    assert store.load("r").tool_error_streak == 0
 
 
 async def test_resume_after_stalled(store: RunStore) -> None:

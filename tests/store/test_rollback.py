@@ -8,7 +8,7 @@ import pytest
 from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, UserError, tool
 from convergent.edit_tools import edit_tools
 from convergent.stop import StopReason
-from convergent.store import CheckpointObserver, RunStore
+from convergent.store import RunStore
 
 
 def step(call_id: str, name: str, **arguments: object) -> ModelResponse:
@@ -27,7 +27,8 @@ def make_agent(store: RunStore, workspace: Path, script: list[ModelResponse | st
         ScriptedModel(script),
         tools,
         limits=Limits(max_cycles=20),
-        observers=[CheckpointObserver(store, tools=tools, workspace=workspace)],
+        store=store,
+        workspace=workspace,
     )
 
 

@@ -11,13 +11,14 @@ from convergent import (
     Limits,
     ModelResponse,
     ScriptedModel,
+    StorageError,
     ToolCall,
     UserError,
     calculator,
 )
 from convergent.state import STATE_SCHEMA_VERSION
 from convergent.stop import StopReason
-from convergent.store import DB_SCHEMA_VERSION, CheckpointObserver, RunStore
+from convergent.store import DB_SCHEMA_VERSION, RunStore
 
 
 def calc(expression: str, call_id: str | None = None) -> dict[str, object]:
@@ -32,7 +33,7 @@ def agent_for(store: RunStore, script: list[object], **kwargs: object) -> Agent:
         ScriptedModel(script),  # type: ignore[arg-type]
         [calculator],
         system_prompt="sys",
-        observers=[CheckpointObserver(store, tools=[calculator])],
+        store=store,
         **kwargs,  # type: ignore[arg-type]
     )
 
@@ -110,9 +111,9 @@ def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
         RunStore(path)
 
 
-def test_an_unopenable_path_is_a_user_error(tmp_path: Path) -> None:
+def test_an_unopenable_path_is_a_storage_error(tmp_path: Path) -> None:
     (tmp_path / "dir.db").mkdir()
-    with pytest.raises(UserError, match="cannot open checkpoint database"):
+    with pytest.raises(StorageError, match="cannot open run database .*dir.db"):
         RunStore(tmp_path / "dir.db")
 
 

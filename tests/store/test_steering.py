@@ -26,7 +26,7 @@ from convergent import (
 from convergent.cli._terminal import TerminalSteering, parse_line
 from convergent.steering import SteeringCommand
 from convergent.stop import StopReason
-from convergent.store import CheckpointObserver, DatabaseSteering, RunStore
+from convergent.store import DatabaseSteering, RunStore
 
 CHILD = Path(__file__).with_name("_steered_child.py")
 EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
@@ -99,7 +99,7 @@ async def test_pause_and_resume_from_the_database(tmp_path: Path) -> None:
     agent = Agent(
         ScriptedModel(script),
         [calculator],
-        observers=[CheckpointObserver(store, tools=[calculator])],
+        store=store,
     )
     run = asyncio.ensure_future(agent.run("t", run_id="p", steering=queue))
     while not queue._paused:  # noqa: ASYNC110  (the pause arrives through the database)

@@ -1,101 +1,62 @@
-"""What ``run`` and ``resume`` share beyond the model and the gate.
+"""What ``run`` and ``resume`` share: the store, the run id, and the terminal session.
 
-The stored run settings, checkpoints, the extra tools (file edits, skills),
-compression, and steering from the database and the terminal.
+The session runs the agent the command built: it opens the steering queue (stored
+commands plus lines typed in the terminal), hands the terminal to ``ask_user`` while it
+waits for an answer, writes the trace, shows the live view and prints the result.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import sys
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 
+from convergent.agent import Agent
+from convergent.cli._gate import GateView
+from convergent.cli._live import LiveView
 from convergent.cli._terminal import HELP, TerminalSteering
-from convergent.compaction import ContextCompressor
-from convergent.edit_tools import edit_tools
-from convergent.events import Event, ToolFinished, ToolStarted
+from convergent.clock import current_clock
+from convergent.events import Event, EventHandler, JsonlTraceWriter, ToolFinished, ToolStarted
 from convergent.exceptions import UserError
-from convergent.extensions import RunObserver
 from convergent.gate import ASK_USER
-from convergent.skills import Skills
+from convergent.result import RunResult
+from convergent.state import RunState
 from convergent.steering import SteeringQueue
-from convergent.store import CheckpointObserver, DatabaseSteering, RunStore
-from convergent.tools import Tool
+from convergent.stop import StopReason
+from convergent.store import DatabaseSteering, RunStore
 
-__all__ = ["Durable", "RunConfig", "open_store"]
+__all__ = ["Session", "default_steer", "new_run_id", "open_store"]
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
-@dataclass(slots=True, kw_only=True)
-class RunConfig:
-    """The ``run`` options that ``resume`` needs to rebuild the same agent."""
-
-    model: str | None = None
-    """The ``--model`` value (None: the default model)."""
-    base_url: str | None = None
-    """The ``--base-url`` value."""
-    protocol: str | None = None
-    """Tool-call protocol; None means the model's own default."""
-    workspace: str = "."
-    """Absolute workspace folder."""
-    system: str = ""
-    """The system prompt, before the skills section."""
-    tool_error: str = "stop"
-    """Tool-error policy."""
-    temperature: float | None = None
-    """Sampling temperature."""
-    allow_writes: bool = False
-    """Whether ``write_file`` and ``edit_file`` are offered."""
-    skills: list[str] = field(default_factory=list)
-    """Skill folders (absolute)."""
-    gate: str | None = None
-    """The ``--gate`` threshold, if any."""
-    ask_via: str | None = None
-    """The ``--ask-via`` channel."""
-    ask_timeout: float = 300.0
-    """The ``--ask-timeout`` seconds."""
-    gate_model: str | None = None
-    """The ``--gate-model`` value."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-compatible form stored with the run."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
-        """Rebuild from `to_dict` output, ignoring unknown keys."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-
-def open_store(db: Path, *, must_exist: bool) -> RunStore:
-    """Open the checkpoint database.
+def open_store(db: Path, *, must_exist: bool, readonly: bool = False) -> RunStore:
+    """Open the run database.
 
     Raises:
         UserError: If ``must_exist`` and there is no database at ``db``.
+        StorageError: If it cannot be opened or is damaged.
     """
     if must_exist and not db.is_file():
-        raise UserError(f"no checkpoint database at {db} (pass --db PATH)")
-    return RunStore(db)
+        raise UserError(f"no run database at {db} (pass --db PATH)")
+    return RunStore(db, readonly=readonly)
 
 
 def new_run_id(store: RunStore | None, requested: str | None) -> str:
-    """The id for a new run: ``requested`` if valid and unused, else a random one.
+    """The id for a new run: ``requested`` if valid and unused, else a fresh one.
 
     Raises:
         UserError: If ``requested`` is malformed or already stored.
     """
     if requested is None:
-        return uuid.uuid4().hex[:12]
+        return current_clock().new_id()
     if not _RUN_ID.fullmatch(requested):
         raise UserError(
             f"--run-id must be 1-64 letters, digits, '.', '_' or '-', got {requested!r}"
@@ -105,62 +66,51 @@ def new_run_id(store: RunStore | None, requested: str | None) -> str:
     return requested
 
 
-class Durable:
-    """Checkpoints, file-edit and skill tools, compression and steering for one CLI run.
+def default_steer(steer: bool | None, json_output: bool) -> bool:
+    """``--steer`` default: on when standard input is a terminal and output is not JSON."""
+    if steer is not None:
+        return steer
+    return not json_output and sys.stdin is not None and sys.stdin.isatty()
+
+
+class Session:
+    """Runs one agent from the command line to an objective stop and reports it.
 
     Args:
-        config: The run's settings.
-        store: Checkpoint database, or None to run without checkpoints.
+        store: Run database, or None to run without persisting.
         run_id: Id of the run.
         steer: Read steering lines from standard input while the run goes on.
-        quiet: Print no notices (``--json``).
+        json_output: Print one JSON object instead of the live view.
+        trace: JSON Lines file to append every event to.
     """
 
     def __init__(
         self,
-        config: RunConfig,
         *,
         store: RunStore | None,
         run_id: str,
         steer: bool,
-        quiet: bool,
+        json_output: bool,
+        trace: Path | None = None,
     ) -> None:
-        self.config = config
         self.store = store
         self.run_id = run_id
         self.steer = steer
-        self.quiet = quiet
-        self.workspace = Path(config.workspace)
-        self.skills = Skills.discover(*config.skills) if config.skills else Skills(())
-        self.context_policy = ContextCompressor()
+        self.json_output = json_output
+        self.trace = trace
         self._notes = Console(stderr=True, highlight=False)
         self._reader: TerminalSteering | None = None
 
-    @property
-    def tools(self) -> list[Tool]:
-        """``write_file`` / ``edit_file`` if writes are allowed, and the skill tools."""
-        extra: list[Tool] = []
-        if self.config.allow_writes:
-            extra += edit_tools(self.workspace)
-        if len(self.skills):
-            extra += self.skills.tools()
-        return extra
+    def note(self, text: str) -> None:
+        """Print a notice on standard error unless the output is JSON."""
+        if not self.json_output:
+            self._notes.print(f"[dim]{escape(text)}[/]")
 
-    def system_prompt(self) -> str | None:
-        """The configured system prompt followed by the skills section."""
-        return self.skills.system_prompt(self.config.system) or None
+    def _warn(self, text: str) -> None:
+        if not self.json_output:
+            self._notes.print(f"[yellow]{escape(text)}[/]")
 
-    def observers(self, tools: Sequence[Tool]) -> list[RunObserver]:
-        """The checkpoint observer (none without a store)."""
-        if self.store is None:
-            return []
-        return [
-            CheckpointObserver(
-                self.store, tools=tools, workspace=self.workspace, config=self.config.to_dict()
-            )
-        ]
-
-    def on_event(self, event: Event) -> None:
+    def _on_event(self, event: Event) -> None:
         """Let ``ask_user`` have the terminal while it waits for an answer."""
         if self._reader is None:
             return
@@ -169,46 +119,86 @@ class Durable:
         elif isinstance(event, ToolFinished) and event.name == ASK_USER:
             self._reader.release()
 
-    def note(self, text: str) -> None:
-        """Print a notice on standard error unless quiet."""
-        if not self.quiet:
-            self._notes.print(f"[dim]{escape(text)}[/]")
+    def _trace_writer(self) -> JsonlTraceWriter | None:
+        if self.trace is None:
+            return None
+        try:
+            return JsonlTraceWriter(self.trace)
+        except OSError as exc:
+            raise UserError(f"cannot write trace file {self.trace}: {exc.strerror}") from None
 
-    @contextmanager
-    def steering(self, message: str | None = None) -> Iterator[SteeringQueue]:
-        """The run's steering queue, with the terminal reader running while it is open.
+    def _queue(self) -> SteeringQueue:
+        if self.store is not None:
+            return DatabaseSteering(self.store, self.run_id)
+        return SteeringQueue()
+
+    def run(
+        self,
+        agent: Agent,
+        *,
+        task: str | None = None,
+        state: RunState | None = None,
+        answers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Run ``task`` (or continue ``state``), print the outcome, exit with its code.
 
         Raises:
-            UserError: If terminal steering is asked for without a readable standard input.
+            typer.Exit: With code 1 unless the run completed.
+            UserError: If the trace file cannot be written, or steering needs a terminal.
         """
-        queue: SteeringQueue = (
-            DatabaseSteering(self.store, self.run_id) if self.store is not None else SteeringQueue()
-        )
-        if message:
-            queue.send(message)
+        writer = self._trace_writer()
+        handlers: list[EventHandler] = [self._on_event, *([writer] if writer else [])]
+        if not self.json_output:
+            console = Console(highlight=False)
+            handlers += [LiveView(console), GateView(console)]
+
+        def on_event(event: Event) -> None:
+            for handler in handlers:
+                handler(event)
+
+        queue = self._queue()
         if self.store is not None:
-            self.note(f"run {self.run_id} · checkpoints in {self.store.path}")
-        if self.steer:
-            try:
-                fd = sys.stdin.fileno()
-            except (AttributeError, OSError, ValueError):
-                raise UserError("--steer needs a readable standard input") from None
-            self._reader = TerminalSteering(queue, fd, notify=self._warn).start()
-            self.note(HELP)
+            self.note(f"run {self.run_id} · saved in {self.store.path}")
         try:
-            yield queue
+            if self.steer:
+                try:
+                    fd = sys.stdin.fileno()
+                except (AttributeError, OSError, ValueError):
+                    raise UserError("--steer needs a readable standard input") from None
+                self._reader = TerminalSteering(queue, fd, notify=self._warn).start()
+                self.note(HELP)
+            result = asyncio.run(
+                _execute(agent, task, state, answers, queue, on_event, self.store, self.run_id)
+            )
         finally:
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
+            if writer is not None:
+                writer.close()
+        if self.json_output:
+            print(json.dumps(result.to_dict(), ensure_ascii=False))
+        if result.stop_reason is not StopReason.COMPLETED:
+            raise typer.Exit(1)
 
-    def _warn(self, text: str) -> None:
-        if not self.quiet:
-            self._notes.print(f"[yellow]{escape(text)}[/]")
 
-
-def default_steer(steer: bool | None, json_output: bool) -> bool:
-    """``--steer`` default: on when standard input is a terminal and output is not JSON."""
-    if steer is not None:
-        return steer
-    return not json_output and sys.stdin is not None and sys.stdin.isatty()
+async def _execute(
+    agent: Agent,
+    task: str | None,
+    state: RunState | None,
+    answers: Mapping[str, str] | None,
+    steering: SteeringQueue,
+    on_event: EventHandler,
+    store: RunStore | None,
+    run_id: str,
+) -> RunResult:
+    async with agent:
+        return await agent.run(
+            task,
+            run_id=run_id,
+            state=state,
+            answers=answers,
+            steering=steering,
+            on_event=on_event,
+            store=store,
+        )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -10,31 +9,9 @@ from rich.markup import escape
 
 from convergent.events import Event
 from convergent.exceptions import UserError
-from convergent.gate import (
-    DEFAULT_THRESHOLD,
-    AskChannel,
-    AskUser,
-    DialogChannel,
-    ExecutiveGate,
-    GateDecided,
-    NonInteractiveChannel,
-    StdinChannel,
-    TerminalChannel,
-    UserAnswered,
-)
-from convergent.models.base import Model
-from convergent.models.registry import model_from_string
-from convergent.models.structured import StructuredToolCalling
+from convergent.gate import DEFAULT_THRESHOLD, GateDecided, UserAnswered
 
-__all__ = [
-    "ASK_VIA",
-    "GateView",
-    "build_asker",
-    "build_gate",
-    "build_gate_parts",
-    "expand_gate_flag",
-    "parse_threshold",
-]
+__all__ = ["ASK_VIA", "GateView", "expand_gate_flag", "parse_threshold"]
 
 ASK_VIA = ("terminal", "dialog", "stdin", "none")
 """The values of ``--ask-via``."""
@@ -83,44 +60,6 @@ def parse_threshold(value: str) -> float:
     return threshold
 
 
-def _channel(ask_via: str | None) -> AskChannel:
-    choice = ask_via or ("terminal" if sys.stdin.isatty() else "none")
-    if choice == "terminal":
-        return TerminalChannel()
-    if choice == "dialog":
-        reason = DialogChannel.unavailable_reason()
-        if reason is not None:
-            raise UserError(f"--ask-via dialog is not possible here: {reason}")
-        return DialogChannel()
-    if choice == "stdin":
-        return StdinChannel(echo=sys.stderr)
-    if choice == "none":
-        return NonInteractiveChannel()
-    raise UserError(f"--ask-via must be one of {', '.join(ASK_VIA)}, got {choice!r}")
-
-
-def build_asker(ask_via: str | None, timeout: float) -> AskUser:
-    """The ``ask_user`` tool for ``--ask-via`` (default: terminal on a TTY, else none).
-
-    Raises:
-        UserError: For an unknown channel, a dialog without a display, or a bad timeout.
-    """
-    if timeout <= 0:
-        raise UserError(f"--ask-timeout must be > 0 seconds, got {timeout:g}")
-    return AskUser(_channel(ask_via), timeout=timeout)
-
-
-def build_gate(threshold: str | None, asker: AskUser, scorer: Model) -> ExecutiveGate | None:
-    """The executive gate for ``--gate THRESHOLD``, or None without the option.
-
-    Raises:
-        UserError: For a threshold that is not a number between 0 and 1.
-    """
-    if threshold is None:
-        return None
-    return ExecutiveGate(scorer, asker, threshold=parse_threshold(threshold))
-
-
 def _clip(text: str, limit: int = 100) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -153,30 +92,3 @@ class GateView:
                 )
             else:
                 out.print(f"  [magenta]user[/] no answer ({event.status.replace('_', ' ')})")
-
-
-def build_gate_parts(
-    threshold: str | None,
-    ask_via: str | None,
-    ask_timeout: float,
-    gate_model: str | None,
-    base_url: str | None,
-    model: Model,
-) -> tuple[AskUser, ExecutiveGate | None, Model | None]:
-    """The ``ask_user`` tool, the gate (with ``--gate``) and a scorer model to close.
-
-    The scorer is ``--gate-model`` when given (returned third, so that the caller closes
-    it), else the run's own model without the structured tool-call wrapper.
-
-    Raises:
-        UserError: For any invalid option.
-    """
-    if gate_model is not None and threshold is None:
-        raise UserError("--gate-model needs --gate")
-    asker = build_asker(ask_via, ask_timeout)
-    if threshold is None:
-        return asker, None, None
-    parse_threshold(threshold)
-    separate = model_from_string(gate_model, base_url=base_url) if gate_model else None
-    scorer = separate or (model.inner if isinstance(model, StructuredToolCalling) else model)
-    return asker, build_gate(threshold, asker, scorer), separate

@@ -13,7 +13,7 @@ import select
 import threading
 from collections.abc import Callable
 
-from convergent.steering import SteeringCommand, SteeringQueue
+from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
 
 __all__ = ["HELP", "TerminalSteering", "parse_line"]
 
@@ -30,25 +30,13 @@ def parse_line(line: str) -> SteeringCommand | None:
     if not text:
         return None
     if text.startswith("//"):
-        return SteeringCommand("message", text[1:])
+        return SteeringCommand(SteeringKind.MESSAGE, text[1:])
     if not text.startswith("/"):
-        return SteeringCommand("message", text)
+        return SteeringCommand(SteeringKind.MESSAGE, text)
     word, _, rest = text[1:].partition(" ")
     if word in ("stop", "pause", "resume"):
-        return SteeringCommand(word, rest.strip())
+        return SteeringCommand(SteeringKind(word), rest.strip())
     raise ValueError(f"unknown command /{word}; use /stop, /pause or /resume")
-
-
-def apply(queue: SteeringQueue, command: SteeringCommand) -> None:
-    """Hand one command to a queue."""
-    if command.kind == "message":
-        queue.send(command.text)
-    elif command.kind == "stop":
-        queue.stop(command.text or "stopped from the terminal")
-    elif command.kind == "pause":
-        queue.pause()
-    elif command.kind == "resume":
-        queue.resume()
 
 
 class TerminalSteering:
@@ -128,6 +116,8 @@ class TerminalSteering:
             return
         if command is None:
             return
-        apply(self.queue, command)
+        if command.kind is SteeringKind.STOP and not command.text:
+            command = SteeringCommand(SteeringKind.STOP, "stopped from the terminal")
+        self.queue.put(command)
         self.commands += 1
         self.notify(f"steering: {command.kind}" + (f" {command.text!r}" if command.text else ""))

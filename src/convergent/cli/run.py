@@ -1,118 +1,105 @@
-"""``convergent run TASK``: run one agent to an objective stop."""
+"""``convergent run TASK``: options -> `RunRecipe` -> one agent run to an objective stop."""
 
 from __future__ import annotations
 
-import asyncio
-import json
+import math
+import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Literal, cast
 
 import typer
-from rich.console import Console
 
 from convergent.agent import Agent
-from convergent.builtin_tools import default_tools
 from convergent.cli import app
-from convergent.cli._durable import Durable, RunConfig, default_steer, new_run_id, open_store
-from convergent.cli._gate import ASK_VIA, GateView, build_gate_parts
-from convergent.cli._live import LiveView
+from convergent.cli._durable import Session, default_steer, new_run_id, open_store
+from convergent.cli._gate import ASK_VIA, parse_threshold
 from convergent.cli._options import BaseUrlOption, JsonOption, ModelOption, TraceOption
-from convergent.events import Event, EventHandler, JsonlTraceWriter
 from convergent.exceptions import UserError
-from convergent.models.base import Model, ModelSettings
-from convergent.models.local import LocalModel
-from convergent.models.registry import default_model_spec, model_from_string
-from convergent.models.scripted import ScriptedModel
-from convergent.models.structured import StructuredToolCalling
-from convergent.result import RunResult
-from convergent.state import RunState
-from convergent.stop import Limits, StopReason
+from convergent.models.registry import default_model_spec
+from convergent.recipe import BuildContext, GateRecipe, LimitsRecipe, RunRecipe
 from convergent.store import DEFAULT_DB_PATH
 
-__all__ = ["run_command"]
+__all__ = ["check_number", "read_task", "run_command"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful assistant that solves tasks with tools. Call a tool whenever it "
     "helps; when you have the answer, reply with the answer in plain text and no tool call."
 )
 
-
-def check_limit_options(
-    max_cycles: int, max_tokens: int | None, max_seconds: float | None, max_cost: float | None
-) -> None:
-    """Reject negative ``--max-*`` values with a one-line error naming the option."""
-    for name, value in (
-        ("--max-cycles", max_cycles),
-        ("--max-tokens", max_tokens),
-        ("--max-seconds", max_seconds),
-        ("--max-cost", max_cost),
-    ):
-        if value is not None and value < 0:
-            raise UserError(f"{name} must be >= 0, got {value}")
+DEFAULT_TOOLS = ("calculator", "read_file", "list_dir", "ask_user")
+"""The built-in tools ``run`` offers (plus ``fail`` to scripted models)."""
 
 
-def _limits(
-    max_cycles: int, max_tokens: int | None, max_seconds: float | None, max_cost: float | None
-) -> Limits:
-    check_limit_options(max_cycles, max_tokens, max_seconds, max_cost)
-    return Limits(
-        max_cycles=max_cycles,
-        max_total_tokens=max_tokens,
-        max_seconds=max_seconds,
-        max_cost=max_cost,
-    )
+def check_number(option: str, value: float | None, *, positive: bool = False) -> None:
+    """Refuse a negative (or, with ``positive``, zero) or NaN option value, naming it.
 
-
-def build_model(spec: str | None, base_url: str | None, protocol: str | None) -> Model:
-    """The model a ``--model`` value names, set up for the requested tool protocol.
-
-    Without ``--protocol`` each backend uses its own default: native tool calling for
-    providers, the measured best protocol for the embedded model.
+    Raises:
+        UserError: For a bad value.
     """
-    if protocol not in (None, "native", "structured"):
-        raise UserError(f"--protocol must be native or structured, got {protocol!r}")
-    model = model_from_string(spec or default_model_spec(), base_url=base_url)
-    if isinstance(model, LocalModel):
-        if protocol is not None:
-            model.protocol = "native" if protocol == "native" else "structured"
-        return model
-    return StructuredToolCalling(model) if protocol == "structured" else model
+    if value is None:
+        return
+    if isinstance(value, float) and math.isnan(value):
+        raise UserError(f"{option} must be a number, got nan")
+    if value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        unit = " seconds" if "seconds" in option or "timeout" in option else ""
+        raise UserError(f"{option} must be {bound}{unit}, got {value:g}")
 
 
-async def _execute(
-    agent: Agent,
-    task: str | None,
-    handlers: list[EventHandler],
-    scorer: Model | None = None,
-    **options: Any,
-) -> RunResult:
-    def on_event(event: Event) -> None:
-        for handler in handlers:
-            handler(event)
+def read_task(task: str) -> str:
+    """The task text: the argument, or standard input for ``-``.
 
-    async with agent.model:
+    Raises:
+        UserError: For a task that is empty or not UTF-8.
+    """
+    if task == "-":
+        data = sys.stdin.buffer.read()
         try:
-            return await agent.run(task, on_event=on_event, **options)
-        finally:
-            if scorer is not None:
-                await scorer.aclose()
+            task = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UserError(f"the task on standard input is not UTF-8 (byte {exc.start})") from None
+    else:
+        try:
+            task.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UserError("the task is not valid UTF-8") from None
+    if not task.strip():
+        raise UserError("the task is empty")
+    return task
+
+
+def _workspace(path: Path) -> str:
+    if path.is_file():
+        raise UserError(f"--workspace must be a folder, not a file: {path}")
+    if not path.is_dir():
+        raise UserError(f"workspace folder not found: {path}")
+    return str(path.resolve())
 
 
 @app.command("run")
 def run_command(
-    task: Annotated[str, typer.Argument(help="What the agent should do.")],
+    task: Annotated[str, typer.Argument(help="What the agent should do ('-': read stdin).")],
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
     max_cycles: Annotated[int, typer.Option(help="Maximum model requests.")] = 20,
     max_tokens: Annotated[int | None, typer.Option(help="Token budget (input + output).")] = None,
     max_seconds: Annotated[float | None, typer.Option(help="Wall-time budget in seconds.")] = None,
     max_cost: Annotated[float | None, typer.Option(help="Cost budget.")] = None,
-    tool_error: Annotated[str, typer.Option(help="On a tool failure: stop or continue.")] = "stop",
+    tool_error: Annotated[
+        str,
+        typer.Option(
+            help="On a tool failure: continue (send it to the model; stop after "
+            "--max-tool-errors in a row) or stop at once."
+        ),
+    ] = "continue",
+    max_tool_errors: Annotated[
+        int, typer.Option(help="Tool failures in a row that stop the run (0: never).")
+    ] = 3,
     protocol: Annotated[
         str | None,
         typer.Option(help="Tool-call protocol: native or structured (default: the model's own)."),
     ] = None,
-    workspace: Annotated[Path, typer.Option(help="Folder the file tools may read.")] = Path("."),
+    workspace: Annotated[Path, typer.Option(help="Folder the file tools work in.")] = Path("."),
     system: Annotated[str | None, typer.Option(help="System prompt.")] = None,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
     trace: TraceOption = None,
@@ -138,9 +125,9 @@ def run_command(
         str | None, typer.Option(help="Model that scores steps for --gate (default: --model).")
     ] = None,
     run_id: Annotated[str | None, typer.Option(help="Name the run (default: a random id).")] = None,
-    db: Annotated[Path, typer.Option(help="Checkpoint database.")] = DEFAULT_DB_PATH,
+    db: Annotated[Path, typer.Option(help="Run database.")] = DEFAULT_DB_PATH,
     checkpoint: Annotated[
-        bool, typer.Option(help="Save the run after every cycle so it can be resumed.")
+        bool, typer.Option(help="Save the run as it goes so it can be resumed.")
     ] = True,
     steer: Annotated[
         bool | None,
@@ -158,98 +145,61 @@ def run_command(
     ] = None,
 ) -> None:
     """Run an agent until its response has no tool calls, or another objective stop."""
+    text = read_task(task)
     if tool_error not in ("stop", "continue"):
         raise UserError(f"--tool-error must be stop or continue, got {tool_error!r}")
-    if not workspace.is_dir():
-        raise UserError(f"workspace folder not found: {workspace}")
-    limits = _limits(max_cycles, max_tokens, max_seconds, max_cost)
-    config = RunConfig(
-        model=model,
+    for option, value in (
+        ("--max-cycles", max_cycles),
+        ("--max-tokens", max_tokens),
+        ("--max-seconds", max_seconds),
+        ("--max-cost", max_cost),
+        ("--max-tool-errors", max_tool_errors),
+        ("--temperature", temperature),
+    ):
+        check_number(option, value)
+    check_number("--ask-timeout", ask_timeout, positive=True)
+    if protocol not in (None, "native", "structured"):
+        raise UserError(f"--protocol must be native or structured, got {protocol!r}")
+    if ask_via is not None and ask_via not in ASK_VIA:
+        raise UserError(f"--ask-via must be one of {', '.join(ASK_VIA)}, got {ask_via!r}")
+    if gate_model is not None and gate is None:
+        raise UserError("--gate-model needs --gate")
+    spec = model or default_model_spec()
+    tools = [*DEFAULT_TOOLS]
+    if spec.startswith("scripted:"):
+        # `fail` demonstrates tool_error with scripted runs; a real model would only be
+        # distracted by a tool that always fails
+        tools.append("fail")
+    if allow_writes:
+        tools += ["write_file", "edit_file"]
+    recipe = RunRecipe(
+        model=spec,
         base_url=base_url,
-        protocol=protocol,
-        workspace=str(workspace.resolve()),
-        system=system or DEFAULT_SYSTEM_PROMPT,
-        tool_error=tool_error,
+        protocol=cast(Literal["native", "structured"] | None, protocol),
         temperature=temperature,
-        allow_writes=allow_writes,
-        skills=[str(path.resolve()) for path in skills or ()],
-        gate=gate,
-        ask_via=ask_via,
+        system_prompt=system or DEFAULT_SYSTEM_PROMPT,
+        tools=tuple(tools),
+        workspace=_workspace(workspace),
+        skills=tuple(str(path.resolve()) for path in skills or ()),
+        gate=GateRecipe(threshold=parse_threshold(gate), model=gate_model) if gate else None,
+        ask_via=ask_via or "auto",
         ask_timeout=ask_timeout,
-        gate_model=gate_model,
+        limits=LimitsRecipe(
+            max_cycles=max_cycles,
+            max_total_tokens=max_tokens,
+            max_seconds=max_seconds,
+            max_cost=max_cost,
+        ),
+        on_tool_error="stop" if tool_error == "stop" else "continue",
+        max_consecutive_tool_errors=max_tool_errors or None,
     )
     store = open_store(db, must_exist=False) if checkpoint else None
-    durable = Durable(
-        config,
+    session = Session(
         store=store,
         run_id=new_run_id(store, run_id),
         steer=default_steer(steer, json_output),
-        quiet=json_output,
+        json_output=json_output,
+        trace=trace,
     )
-    launch(config, limits, durable, task=task, trace=trace, json_output=json_output)
-
-
-def launch(
-    config: RunConfig,
-    limits: Limits,
-    durable: Durable,
-    *,
-    task: str | None = None,
-    state: RunState | None = None,
-    answers: dict[str, str] | None = None,
-    message: str | None = None,
-    trace: Path | None = None,
-    json_output: bool = False,
-) -> None:
-    """Build the agent ``config`` describes, run ``task`` (or continue ``state``) to a stop.
-
-    Raises:
-        typer.Exit: With code 1 unless the run completed.
-    """
-    chosen = build_model(config.model, config.base_url, config.protocol)
-    asker, action_gate, scorer = build_gate_parts(
-        config.gate, config.ask_via, config.ask_timeout, config.gate_model, config.base_url, chosen
-    )
-    # `fail` exists to demonstrate tool_error with scripted runs; a real model would only
-    # be distracted by a tool that always fails
-    builtins = default_tools(Path(config.workspace), include_fail=isinstance(chosen, ScriptedModel))
-    tools = [*builtins, *durable.tools, asker.tool]
-    agent = Agent(
-        chosen,
-        tools,
-        gate=action_gate,
-        system_prompt=durable.system_prompt(),
-        limits=limits,
-        on_tool_error="stop" if config.tool_error == "stop" else "continue",
-        settings=(
-            ModelSettings(temperature=config.temperature)
-            if config.temperature is not None
-            else None
-        ),
-        observers=durable.observers(tools),
-        context_policy=durable.context_policy,
-    )
-    handlers: list[EventHandler] = [durable.on_event]
-    writer: JsonlTraceWriter | None = None
-    if trace is not None:
-        try:
-            writer = JsonlTraceWriter(trace)
-        except OSError as exc:
-            raise UserError(f"cannot write trace file {trace}: {exc.strerror}") from None
-        handlers.append(writer)
-    if not json_output:
-        console = Console(highlight=False)
-        handlers += [LiveView(console), GateView(console)]
-    options = {"run_id": durable.run_id, "state": state, "answers": answers}
-    try:
-        with durable.steering(message) as steering:
-            result = asyncio.run(
-                _execute(agent, task, handlers, scorer, steering=steering, **options)
-            )
-    finally:
-        if writer is not None:
-            writer.close()
-    if json_output:
-        print(json.dumps(result.to_dict(), ensure_ascii=False))
-    if result.stop_reason is not StopReason.COMPLETED:
-        raise typer.Exit(1)
+    agent = Agent.from_recipe(recipe, context=BuildContext(run_id=session.run_id, store=store))
+    session.run(agent, task=text)

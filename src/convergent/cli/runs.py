@@ -13,17 +13,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from convergent.cli import app
-from convergent.cli._durable import Durable, RunConfig, default_steer, open_store
+from convergent.cli._durable import Session, default_steer, open_store
 from convergent.cli._options import JsonOption, TraceOption
-from convergent.cli.run import check_limit_options, launch
-from convergent.exceptions import UserError
+from convergent.cli.run import check_number
+from convergent.durable import prepare_resume, recipe_of, resumable_run
+from convergent.exceptions import StorageError, UserError
+from convergent.recipe import LimitsRecipe
 from convergent.state import RunState
-from convergent.stop import Limits
 from convergent.store import DEFAULT_DB_PATH, RunStore, RunSummary
 
 __all__ = ["resume_command", "rewind_command", "runs_command", "steer_command"]
 
-DbOption = Annotated[Path, typer.Option(help="Checkpoint database.")]
+DbOption = Annotated[Path, typer.Option(help="Run database.")]
 
 
 def _age(seconds: float) -> str:
@@ -46,6 +47,14 @@ def _summary_dict(run: RunSummary) -> dict[str, object]:
     }
 
 
+def _reader(db: Path) -> RunStore:
+    """The database opened for reading: with write access if possible, else read-only."""
+    try:
+        return open_store(db, must_exist=True)
+    except StorageError:
+        return open_store(db, must_exist=True, readonly=True)
+
+
 @app.command("runs")
 def runs_command(
     db: DbOption = DEFAULT_DB_PATH,
@@ -55,7 +64,7 @@ def runs_command(
     """List checkpointed runs, most recent first."""
     if limit < 1:
         raise UserError(f"--limit must be >= 1, got {limit}")
-    with open_store(db, must_exist=True) as store:
+    with _reader(db) as store:
         runs = store.list_runs(limit)
     if json_output:
         print(json.dumps([_summary_dict(run) for run in runs], ensure_ascii=False))
@@ -79,29 +88,29 @@ def runs_command(
     Console(highlight=False).print(table)
 
 
-def _answers(store: RunStore, run: RunSummary, answer: str | None) -> dict[str, str] | None:
-    questions = store.pending_questions(run.run_id)
-    if not questions:
-        if answer is not None:
-            raise UserError(f"run {run.run_id!r} is not waiting for an answer")
-        return None
-    if answer is None:
-        raise UserError(
-            f"run {run.run_id!r} waits for an answer to: {questions[0].question} "
-            "(pass --answer TEXT)"
-        )
-    return {question.call_id: answer for question in questions}
-
-
 def _more(
-    state: RunState, cycles: int, tokens: int | None, seconds: float | None, cost: float | None
-) -> Limits:
-    check_limit_options(cycles, tokens, seconds, cost)
-    return Limits(
-        max_cycles=state.cycles + cycles,
-        max_total_tokens=None if tokens is None else state.usage.total_tokens + tokens,
-        max_seconds=None if seconds is None else state.elapsed + seconds,
-        max_cost=None if cost is None else state.usage.cost + cost,
+    limits: LimitsRecipe,
+    state: RunState,
+    cycles: int,
+    tokens: int | None,
+    seconds: float | None,
+    cost: float | None,
+) -> LimitsRecipe:
+    """The run's limits with the budget a resumption adds (counted from the run's start)."""
+    for option, value in (
+        ("--max-cycles", cycles),
+        ("--max-tokens", tokens),
+        ("--max-seconds", seconds),
+        ("--max-cost", cost),
+    ):
+        check_number(option, value)
+    return limits.model_copy(
+        update={
+            "max_cycles": state.cycles + cycles,
+            "max_total_tokens": None if tokens is None else state.usage.total_tokens + tokens,
+            "max_seconds": None if seconds is None else state.elapsed + seconds,
+            "max_cost": None if cost is None else state.usage.cost + cost,
+        }
     )
 
 
@@ -130,39 +139,20 @@ def resume_command(
 ) -> None:
     """Continue a run that was interrupted or stopped for a resumable reason."""
     store = open_store(db, must_exist=True)
-    run = store.get_run(run_id)
-    if run.running:
-        raise UserError(f"run {run_id!r} is still running")
-    if not run.resumable:
-        reason = run.stop_reason.value if run.stop_reason else run.status
-        raise UserError(f"run {run_id!r} ended {reason}; there is nothing to resume")
-    if not run.config:
-        raise UserError(
-            f"run {run_id!r} was not started by `convergent run`; resume it from Python"
-        )
-    config = RunConfig.from_dict(run.config)
-    if model is not None:
-        config.model = model
+    run = resumable_run(store, run_id)
     state = store.load(run_id)
-    answers = _answers(store, run, answer)
-    limits = _more(state, max_cycles, max_tokens, max_seconds, max_cost)
-    durable = Durable(
-        config,
+    limits = _more(recipe_of(run).limits, state, max_cycles, max_tokens, max_seconds, max_cost)
+    ready = prepare_resume(
+        store, run_id, answer=answer, message=message, limits=limits, model=model
+    )
+    session = Session(
         store=store,
         run_id=run_id,
         steer=default_steer(steer, json_output),
-        quiet=json_output,
-    )
-    launch(
-        config,
-        limits,
-        durable,
-        state=state,
-        answers=answers,
-        message=message,
-        trace=trace,
         json_output=json_output,
+        trace=trace,
     )
+    session.run(ready.agent, state=ready.state, answers=ready.answers)
 
 
 @app.command("rewind")

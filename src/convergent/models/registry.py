@@ -7,7 +7,7 @@ import os
 from convergent.exceptions import UserError
 from convergent.models.base import Model
 
-__all__ = ["default_model_spec", "model_from_string"]
+__all__ = ["build_model", "default_model_spec", "model_from_string"]
 
 _FORMS = "scripted:PATH, openai:MODEL, anthropic:MODEL, local or local:PATH.gguf"
 
@@ -56,3 +56,27 @@ def model_from_string(spec: str, *, base_url: str | None = None) -> Model:
             )
         return LocalModel(rest or None)
     raise UserError(f"unknown model {spec!r}; use {_FORMS}")
+
+
+def build_model(
+    spec: str | None, *, base_url: str | None = None, protocol: str | None = None
+) -> Model:
+    """The model ``spec`` names (default: `default_model_spec`), set up for ``protocol``.
+
+    Without a protocol each backend uses its own default: native tool calling for
+    providers, the measured best protocol for the embedded model.
+
+    Raises:
+        UserError: For an unknown model or protocol.
+    """
+    from convergent.models.local import LocalModel
+    from convergent.models.structured import StructuredToolCalling
+
+    if protocol not in (None, "native", "structured"):
+        raise UserError(f"the protocol must be native or structured, got {protocol!r}")
+    model = model_from_string(spec or default_model_spec(), base_url=base_url)
+    if isinstance(model, LocalModel):
+        if protocol is not None:
+            model.protocol = "native" if protocol == "native" else "structured"
+        return model
+    return StructuredToolCalling(model) if protocol == "structured" else model

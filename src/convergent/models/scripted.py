@@ -163,6 +163,23 @@ class ScriptedModel(Model):
         """Name shown in traces."""
         return self._name
 
+    def position(self) -> int | None:
+        """Responses consumed so far (for a function script: requests answered)."""
+        return self._position
+
+    def seek(self, position: int) -> None:
+        """Continue the script after ``position`` responses (a resumed run).
+
+        Raises:
+            UserError: If the script holds fewer responses than ``position``.
+        """
+        if self._function is None and not 0 <= position <= len(self._responses):
+            raise UserError(
+                f"{self._name} holds {len(self._responses)} response(s); cannot continue "
+                f"after {position}"
+            )
+        self._position = position
+
     @property
     def unconsumed(self) -> list[ModelResponse]:
         """Scripted responses that no request has consumed yet."""
@@ -185,6 +202,7 @@ class ScriptedModel(Model):
         if self.record_requests:
             self.requests.append(ScriptedRequest(tuple(messages), tuple(tools), settings))
         if self._function is not None:
+            self._position += 1
             reply = self._function(messages, tools)
             if inspect.isawaitable(reply):
                 reply = await reply

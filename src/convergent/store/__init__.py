@@ -1,33 +1,26 @@
-"""Durable runs: SQLite checkpoints, resume, rewind and cross-process steering.
+"""Durable runs in SQLite: the embedded default of the durability seam.
 
 ```python
 store = RunStore(".convergent/runs.db")
-agent = Agent(model, tools, observers=[CheckpointObserver(store, tools=tools)])
-await agent.run("task", run_id="r1")            # saved as it runs
-state = store.load("r1")                         # after a crash or a resumable stop
-await agent.run(state=state, steering=DatabaseSteering(store, "r1"))
-store.rewind("r1", 3)                            # files and conversation back to cycle 3
+result = await agent.run("task", run_id="r1", store=store)   # saved as it runs
+result = await agent.resume("r1", store=store)               # after a crash or a stop
+store.rewind("r1", 3)                                         # files and conversation back
 ```
 """
 
+from convergent.store._schema import DB_SCHEMA_VERSION
+from convergent.store.journal import SqliteJournal
 from convergent.store.rollback import RewindResult
-from convergent.store.sqlite import (
-    DB_SCHEMA_VERSION,
-    DEFAULT_DB_PATH,
-    CheckpointObserver,
-    PendingQuestion,
-    RunStore,
-    RunSummary,
-)
+from convergent.store.runs import DEFAULT_DB_PATH, PendingQuestion, RunStore, RunSummary
 from convergent.store.steering import DatabaseSteering
 
 __all__ = [
     "DB_SCHEMA_VERSION",
     "DEFAULT_DB_PATH",
-    "CheckpointObserver",
     "DatabaseSteering",
     "PendingQuestion",
     "RewindResult",
     "RunStore",
     "RunSummary",
+    "SqliteJournal",
 ]

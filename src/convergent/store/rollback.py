@@ -1,7 +1,8 @@
 """Rollback: file contents saved before a tool changes them, and restored on rewind.
 
-Before a tool marked ``modifies_files`` runs, `CheckpointObserver` calls
-`snapshot_for_call`. The files it saves are the ones the call names in a path-like
+Before a tool marked ``modifies_files`` runs, the run's journal calls `capture` (in a
+worker thread, so sibling calls go on) and stores the result with `save_snapshot`.
+The files it saves are the ones the call names in a path-like
 argument (see `PATH_ARGUMENTS`); a call that names none gets every workspace file
 saved instead (folders such as ``.git`` and ``.convergent`` excluded). Contents are
 stored once per distinct content (``blobs``, keyed by SHA-256) and each snapshot row
@@ -18,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,12 +30,13 @@ from convergent.tools import ToolArgumentsError
 __all__ = [
     "MAX_SNAPSHOT_BYTES",
     "PATH_ARGUMENTS",
+    "FileState",
     "RewindResult",
+    "capture",
     "drop_unused_blobs",
     "paths_in_arguments",
     "restore",
-    "snapshot_for_call",
-    "snapshot_paths",
+    "save_snapshot",
 ]
 
 PATH_ARGUMENTS = ("path", "paths", "file", "files", "file_path", "filename")
@@ -106,15 +107,26 @@ def _workspace_files(root: Path) -> Iterator[Path]:
                 return
 
 
-def snapshot_for_call(
-    conn: sqlite3.Connection,
-    run_id: str,
-    cycle: int,
-    call_id: str,
-    workspace: Path,
-    arguments: Mapping[str, Any],
-) -> int:
-    """Save the files a modifying call is about to touch; return how many were saved."""
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """The content (or absence) of one workspace file at one moment."""
+
+    relative: str
+    """Path relative to the workspace, with forward slashes."""
+    existed: bool
+    """Whether it was a file then."""
+    digest: str | None = None
+    """SHA-256 of the content (None: absent, or too large to keep)."""
+    data: bytes | None = None
+    """The content, when kept."""
+
+
+def capture(workspace: Path, arguments: Mapping[str, Any]) -> list[FileState]:
+    """Read the files a modifying call is about to touch (no database; safe in a thread).
+
+    The files are the ones the call names through `PATH_ARGUMENTS`, or every workspace
+    file when it names none.
+    """
     named = paths_in_arguments(arguments)
     root = workspace.resolve()
     if named:
@@ -126,18 +138,32 @@ def snapshot_for_call(
                 continue  # the tool itself rejects it; there is nothing of ours to save
     else:
         targets = list(_workspace_files(root))
-    return snapshot_paths(conn, run_id, cycle, call_id, root, targets)
+    states: list[FileState] = []
+    seen: set[str] = set()
+    for path in targets:
+        relative = path.relative_to(root).as_posix()
+        if relative in seen or path.is_dir():
+            continue
+        seen.add(relative)
+        if not path.is_file():
+            states.append(FileState(relative, existed=False))
+        elif path.stat().st_size > MAX_SNAPSHOT_BYTES:
+            states.append(FileState(relative, existed=True))
+        else:
+            data = path.read_bytes()
+            states.append(FileState(relative, True, hashlib.sha256(data).hexdigest(), data))
+    return states
 
 
-def snapshot_paths(
+def save_snapshot(
     conn: sqlite3.Connection,
     run_id: str,
     cycle: int,
     call_id: str,
-    root: Path,
-    paths: Iterable[Path],
+    files: Iterable[FileState],
+    now: float,
 ) -> int:
-    """Save the current content (or absence) of each path, once per cycle."""
+    """Store captured files for rewind, each path once per cycle; return how many."""
     done = {
         path
         for (path,) in conn.execute(
@@ -145,19 +171,15 @@ def snapshot_paths(
         )
     }
     rows: list[tuple[Any, ...]] = []
-    now = time.time()
-    for path in paths:
-        relative = path.relative_to(root).as_posix()
-        if relative in done or path.is_dir():
+    for file in files:
+        if file.relative in done:
             continue
-        done.add(relative)
-        digest: str | None = None
-        existed = path.is_file()
-        if existed and path.stat().st_size <= MAX_SNAPSHOT_BYTES:
-            data = path.read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
-            conn.execute("INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)", (digest, data))
-        rows.append((run_id, cycle, call_id, relative, digest, int(existed), now))
+        done.add(file.relative)
+        if file.digest is not None and file.data is not None:
+            conn.execute(
+                "INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)", (file.digest, file.data)
+            )
+        rows.append((run_id, cycle, call_id, file.relative, file.digest, int(file.existed), now))
     conn.executemany(
         "INSERT INTO snapshots (run_id, cycle, call_id, path, hash, existed, taken_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -1,17 +1,23 @@
-"""Steering across processes: commands stored in the run database, polled by the run.
+"""Steering across processes: commands stored in the run database, taken by the run.
 
-``convergent steer RUN_ID "message"`` (or `RunStore.send_steering`) inserts a row into
-the ``steering`` table; the running process's `DatabaseSteering` claims it at the next
-cycle boundary and hands it to the loop exactly like an in-process command. Commands
-sent while no process runs the run wait there and are delivered when it resumes.
+``convergent steer RUN_ID "message"``, the web console and `RunStore.send_steering`
+insert a row into the ``steering`` table; the running process's `DatabaseSteering`
+takes it at the next cycle boundary and hands it to the loop exactly like an
+in-process command. The row is marked consumed in the same transaction that stores the
+message it delivered, so a crash can neither lose nor repeat it. Commands sent while no
+process runs the run wait there and are delivered when it resumes.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from convergent.steering import SteeringCommand, SteeringQueue
-from convergent.store.sqlite import RunStore
+from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue, Taken
+
+if TYPE_CHECKING:
+    from convergent.store.runs import RunStore
 
 __all__ = ["DatabaseSteering"]
 
@@ -28,31 +34,37 @@ class DatabaseSteering(SteeringQueue):
         super().__init__()
         self.store = store
         self.run_id = run_id
+        self._last_id = 0
+        self._seen_version: tuple[int, int] | None = None
 
     def poll(self) -> None:
-        """Claim the stored commands and apply them to this queue."""
-        for kind, text in self.store.take_steering(self.run_id):
-            if kind == "message":
-                self.send(text)
-            elif kind == "stop":
-                self.stop(text or "stop requested from another process")
-            elif kind == "pause":
-                self.pause()
-            elif kind == "resume":
-                self.resume()
+        """Take the stored commands (only when the database changed since the last look)."""
+        version = self.store.steering_version()
+        if version == self._seen_version:
+            return
+        self._seen_version = version
+        applied: list[int] = []
+        for row_id, kind, text in self.store.stored_steering(self.run_id, self._last_id):
+            self._last_id = max(self._last_id, row_id)
+            if kind == SteeringKind.STOP and not text:
+                text = "stop requested from another process"
+            command = SteeringCommand(SteeringKind(kind), text, row_id)
+            self.put(command)
+            if command.kind in (SteeringKind.PAUSE, SteeringKind.RESUME):
+                applied.append(row_id)
+        self.store.consume_steering(applied)
 
-    def drain(self) -> list[SteeringCommand]:
+    def take(self) -> Taken:
         """Take every queued command, stored ones included, oldest first."""
         self.poll()
-        return super().drain()
+        return super().take()
 
-    @property
-    def paused(self) -> bool:
-        """Whether a pause is in force (after taking stored commands)."""
-        self.poll()
-        return self._paused
+    def acknowledge(self, commands: Iterable[SteeringCommand]) -> None:
+        """Mark the stored ones among ``commands`` consumed."""
+        self.store.consume_steering(c.id for c in commands if c.id is not None)
 
     async def wait_while_paused(self, poll: float = 0.05) -> None:
         """Return once no pause is in force, checking the database while waiting."""
-        while self.paused:  # noqa: ASYNC110  (resumed from another process)
+        while self._paused:  # noqa: ASYNC110  (resumed from another process)
             await asyncio.sleep(poll)
+            self.poll()

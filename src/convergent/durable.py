@@ -1,0 +1,224 @@
+"""`resume`: continue a stored run from any process, rebuilding its agent from its recipe.
+
+A run started from Python (``Agent.from_recipe(recipe).run(task, store=store)``) or
+from the command line (``convergent run``) stores its `RunRecipe`; ``resume(run_id)``
+reads it back, builds the same agent and continues where the run stopped, from Python
+or from ``convergent resume`` alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from convergent.agent import Agent
+from convergent.events import EventHandler
+from convergent.exceptions import UserError
+from convergent.recipe import BuildContext, GateRecipe, LimitsRecipe, RunRecipe
+from convergent.result import RunResult
+from convergent.state import RunState
+from convergent.steering import SteeringQueue
+from convergent.stop import Limits
+from convergent.store import DEFAULT_DB_PATH, RunStore, RunSummary
+
+__all__ = [
+    "Continuation",
+    "pending_answers",
+    "prepare_resume",
+    "recipe_of",
+    "resumable_run",
+    "resume",
+]
+
+
+def recipe_of(run: RunSummary) -> RunRecipe:
+    """The recipe stored with a run (runs from convergent 0.1 stored CLI settings instead).
+
+    Raises:
+        UserError: If the run has no recipe, or one from a newer convergent.
+    """
+    if run.recipe is not None:
+        return RunRecipe.from_json(run.recipe)
+    if run.config:
+        return _from_settings(run.config)
+    raise UserError(
+        f"run {run.run_id!r} has no recipe; resume it from Python with the agent that "
+        "started it: agent.resume(run_id, store=store)"
+    )
+
+
+def _from_settings(config: Mapping[str, Any]) -> RunRecipe:
+    """A recipe from the settings convergent 0.1's ``run`` stored."""
+    model = config.get("model")
+    tools = ["calculator", "read_file", "list_dir", "ask_user"]
+    if isinstance(model, str) and model.startswith("scripted:"):
+        tools.append("fail")
+    if config.get("allow_writes"):
+        tools += ["write_file", "edit_file"]
+    gate = config.get("gate")
+    return RunRecipe(
+        model=model,
+        base_url=config.get("base_url"),
+        protocol=config.get("protocol"),
+        temperature=config.get("temperature"),
+        system_prompt=config.get("system") or None,
+        tools=tuple(tools),
+        workspace=config.get("workspace"),
+        skills=tuple(config.get("skills") or ()),
+        gate=(
+            GateRecipe(threshold=float(gate), model=config.get("gate_model"))
+            if gate is not None
+            else None
+        ),
+        ask_via=config.get("ask_via") or "none",
+        ask_timeout=config.get("ask_timeout") or 300.0,
+        on_tool_error="stop" if config.get("tool_error") == "stop" else "continue",
+    )
+
+
+def resumable_run(store: RunStore, run_id: str) -> RunSummary:
+    """The summary of a run that may be resumed now.
+
+    Raises:
+        UserError: If it is unknown, running, or ended ``completed``.
+    """
+    run = store.get_run(run_id)
+    if run.running:
+        raise UserError(f"run {run_id!r} is still running")
+    if not run.resumable:
+        reason = run.stop_reason.value if run.stop_reason else run.status
+        raise UserError(f"run {run_id!r} ended {reason}; there is nothing to resume")
+    return run
+
+
+def pending_answers(store: RunStore, run_id: str, answer: str | None) -> dict[str, str]:
+    """``answer`` for every question the run waits on, by call id.
+
+    Raises:
+        UserError: If an answer is given to a run that asked nothing, or is missing.
+    """
+    questions = store.pending_questions(run_id)
+    if not questions:
+        if answer is not None:
+            raise UserError(f"run {run_id!r} is not waiting for an answer")
+        return {}
+    if answer is None:
+        raise UserError(
+            f"run {run_id!r} waits for an answer to: {questions[0].question} "
+            "(pass --answer TEXT, or answer= in Python)"
+        )
+    return {question.call_id: answer for question in questions}
+
+
+def _limits(limits: Limits) -> LimitsRecipe:
+    return LimitsRecipe(
+        max_cycles=limits.max_cycles,
+        max_total_tokens=limits.max_total_tokens,
+        max_seconds=limits.max_seconds,
+        max_cost=limits.max_cost,
+        max_repeated_calls=limits.max_repeated_calls,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """A stored run, ready to go on: its rebuilt agent, its state and the answers given."""
+
+    agent: Agent
+    """The agent its recipe describes (replayed models positioned where they stopped)."""
+    state: RunState
+    """The state to continue."""
+    answers: dict[str, str]
+    """Replies to the questions it waits on, by call id."""
+
+
+def prepare_resume(
+    store: RunStore,
+    run_id: str,
+    *,
+    answer: str | None = None,
+    message: str | None = None,
+    limits: LimitsRecipe | None = None,
+    model: str | None = None,
+) -> Continuation:
+    """Everything `resume` needs, without running (the command line adds its views).
+
+    Raises:
+        UserError: If the run cannot be resumed.
+    """
+    run = resumable_run(store, run_id)
+    recipe = recipe_of(run)
+    changes: dict[str, Any] = {}
+    if model is not None:
+        changes["model"] = model
+    if limits is not None:
+        changes["limits"] = limits
+    if changes:
+        recipe = recipe.model_copy(update=changes)
+    answers = pending_answers(store, run_id, answer)
+    state = store.load(run_id)
+    agent = Agent.from_recipe(recipe, context=BuildContext(run_id=run_id, store=store))
+    if model is None:
+        # the recipe rebuilt the same scripts: continue each where it stopped
+        for role, replayed in agent.models.items():
+            position = state.model_positions.get(role)
+            if position is not None:
+                replayed.seek(position)
+    if message is not None:
+        if not message.strip():
+            raise UserError("the message is empty")
+        store.send_steering(run_id, "message", message)
+    return Continuation(agent, state, answers)
+
+
+async def resume(
+    run_id: str,
+    *,
+    store: RunStore | str | Path = DEFAULT_DB_PATH,
+    answer: str | None = None,
+    message: str | None = None,
+    limits: Limits | None = None,
+    model: str | None = None,
+    on_event: EventHandler | None = None,
+    steering: SteeringQueue | None = None,
+) -> RunResult:
+    """Continue a stored run: rebuild its agent from the stored recipe and run it on.
+
+    Args:
+        run_id: The run.
+        store: The run store, or the path of its database.
+        answer: The reply to the question the run stopped ``needs_user`` on.
+        message: New instructions, delivered before its next cycle.
+        limits: Budgets for the continued run (absolute: cycles, tokens, seconds and
+            cost count from the run's start); default: the recipe's.
+        model: Continue with this model spec instead of the recipe's.
+        on_event: Called with every event, in order.
+        steering: Steering queue (default: the commands stored for the run).
+
+    Raises:
+        UserError: If the run cannot be resumed (unknown, running, completed, waiting
+            for an answer that was not given, recipe from a newer convergent).
+    """
+    opened = store if isinstance(store, RunStore) else RunStore(store)
+    try:
+        ready = prepare_resume(
+            opened,
+            run_id,
+            answer=answer,
+            message=message,
+            limits=_limits(limits) if limits is not None else None,
+            model=model,
+        )
+        async with ready.agent:
+            return await ready.agent.run(
+                state=ready.state,
+                answers=ready.answers,
+                on_event=on_event,
+                steering=steering,
+                store=opened,
+            )
+    finally:
+        if opened is not store:
+            opened.close()

@@ -1,0 +1,143 @@
+"""How messages, usage and tool-call records are written into and read from the database."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from convergent.clock import now
+from convergent.messages import Message, Usage
+from convergent.state import ToolCallRecord
+
+__all__ = [
+    "NEEDS_USER",
+    "NOT_EXECUTED",
+    "dump_arguments",
+    "dump_message",
+    "insert_messages",
+    "insert_records",
+    "mark_consumed",
+    "next_epoch",
+    "parse_usage",
+    "record_json",
+    "usage_json",
+]
+
+NEEDS_USER = "needs_user"
+"""Outcome of a call that asked the user (kept in ``finished_calls``, not yet a result)."""
+NOT_EXECUTED = "not_executed"
+"""Outcome of a call the run stalled on (kept to count it, never an executed call)."""
+
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def dump_message(message: Message) -> str:
+    """One message as JSON text."""
+    return _MESSAGE.dump_json(message).decode()
+
+
+_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
+_last_usage: list[tuple[Usage, str]] = []
+
+
+def dump_arguments(arguments: Any) -> str:
+    """A call's arguments as JSON text."""
+    return _ENCODER.encode(arguments)
+
+
+def usage_json(usage: Usage) -> str:
+    """Usage as JSON text (the last one is remembered: a run writes the same one often)."""
+    if _last_usage and _last_usage[0][0] is usage:
+        return _last_usage[0][1]
+    text = _ENCODER.encode(
+        {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "requests": usage.requests,
+            "cost": usage.cost,
+        }
+    )
+    _last_usage[:] = [(usage, text)]
+    return text
+
+
+def parse_usage(text: str) -> Usage:
+    """Usage from its JSON text."""
+    data = json.loads(text)
+    return Usage(
+        input_tokens=int(data.get("input_tokens", 0)),
+        output_tokens=int(data.get("output_tokens", 0)),
+        requests=int(data.get("requests", 0)),
+        cost=float(data.get("cost", 0.0)),
+    )
+
+
+def insert_messages(
+    conn: sqlite3.Connection, run_id: str, epoch: int, start: int, messages: Iterable[Message]
+) -> None:
+    """Store messages at positions ``start``, ``start + 1``... of ``epoch``."""
+    conn.executemany(
+        "INSERT OR REPLACE INTO messages (run_id, epoch, seq, data) VALUES (?, ?, ?, ?)",
+        [(run_id, epoch, seq, dump_message(m)) for seq, m in enumerate(messages, start)],
+    )
+
+
+def insert_records(
+    conn: sqlite3.Connection, run_id: str, records: Sequence[ToolCallRecord], now: float
+) -> None:
+    """Store executed tool-call records, in order."""
+    conn.executemany(
+        "INSERT OR REPLACE INTO finished_calls (run_id, cycle, position, call_id, name, "
+        "arguments, outcome, result, duration, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                run_id,
+                r.cycle,
+                index,
+                r.id,
+                r.name,
+                dump_arguments(r.arguments),
+                r.outcome,
+                r.result,
+                r.duration,
+                now,
+            )
+            for index, r in enumerate(records)
+        ],
+    )
+
+
+def record_json(row: Sequence[Any]) -> dict[str, Any]:
+    """A ``finished_calls`` row (cycle, call_id, name, arguments, outcome, result, duration)."""
+    cycle, call_id, name, arguments, outcome, result, duration = row
+    return {
+        "cycle": cycle,
+        "id": call_id,
+        "name": name,
+        "arguments": json.loads(arguments),
+        "ok": outcome == "ok",
+        "outcome": outcome,
+        "result": result,
+        "duration": duration,
+    }
+
+
+def next_epoch(conn: sqlite3.Connection, run_id: str) -> int:
+    """An epoch number not yet used by the run's messages."""
+    (last,) = conn.execute(
+        "SELECT COALESCE(MAX(epoch), 0) FROM messages WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    return int(last) + 1
+
+
+def mark_consumed(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+    """Mark steering rows consumed (inside the caller's transaction)."""
+    if ids:
+        conn.execute(
+            f"UPDATE steering SET consumed_at = ? WHERE id IN ({','.join('?' * len(ids))})",
+            (now(), *ids),
+        )

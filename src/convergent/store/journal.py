@@ -1,0 +1,373 @@
+"""`SqliteJournal`: writes one run into a `RunStore` as the loop awaits it.
+
+Per cycle with one tool call it writes two short transactions: one when the calls are
+final (the new messages, the previous cycle's checkpoint, the live summary) and one when
+the call finishes. Each write appends only what changed since the last one, so its cost
+does not grow with the length of the run. Repeated-call counts are not written: they
+are the calls themselves, counted again when a run is loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from convergent.clock import Clock, current_clock
+from convergent.events import CycleStarted, Event, event_to_dict
+from convergent.exceptions import UserError
+from convergent.messages import AssistantMessage, ToolCall, Usage
+from convergent.models.base import Model
+from convergent.state import RunState, ToolCallRecord
+from convergent.steering import SteeringCommand
+from convergent.store import rollback
+from convergent.store._codec import (
+    dump_arguments,
+    dump_message,
+    insert_messages,
+    insert_records,
+    mark_consumed,
+    next_epoch,
+    usage_json,
+)
+from convergent.store.steering import DatabaseSteering
+from convergent.tools import Tool
+
+if TYPE_CHECKING:
+    from convergent.store.runs import RunStore
+
+__all__ = ["SqliteJournal"]
+
+_NOT_STORED = frozenset({"run_started", "cycle_started", "model_responded", "tool_started"})
+"""Events whose content the other tables already hold."""
+_NOT_STORED |= {"tool_finished", "run_stopped"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Boundary:
+    """The state at the end of a cycle, kept until the next write stores it."""
+
+    cycle: int
+    count: int
+    usage: Usage
+    elapsed: float
+    positions: str
+
+
+class SqliteJournal:
+    """Persists one run into a `RunStore` (see `convergent.journal.RunJournal`).
+
+    Args:
+        store: The database.
+        run_id: The run.
+        tools: The agent's tools (file-modifying ones get snapshots; MCP tools their server).
+        workspace: Folder to snapshot files in; None disables snapshots.
+        recipe: Stored with the run (a `RunRecipe` as JSON), so another process can
+            rebuild its agent.
+        models: The run's models by role; replayed ones have their position stored.
+    """
+
+    def __init__(
+        self,
+        store: RunStore,
+        run_id: str,
+        *,
+        tools: Sequence[Tool] = (),
+        workspace: str | None = None,
+        recipe: Mapping[str, Any] | None = None,
+        models: Mapping[str, Model] | None = None,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self._sources = {t.name: getattr(t, "source", None) for t in tools}
+        self._workspace = Path(workspace) if workspace is not None else None
+        self._recipe = recipe
+        self._replayed = {r: m for r, m in (models or {}).items() if m.position() is not None}
+        self._positions_seen: tuple[tuple[int | None, ...], str] = ((), "{}")
+        self._steering = DatabaseSteering(store, run_id)
+        self._epoch = 0
+        self._written = 0
+        self._boundary: _Boundary | None = None
+        self._checkpointed = -1
+        self._rewrite = False
+        self._events: list[tuple[int, int, str, float, str]] = []
+        self._event_seq = 0
+        self._clock: Clock = current_clock()
+        self._started = 0.0
+        self._elapsed_before = 0.0
+
+    @property
+    def steering(self) -> DatabaseSteering:
+        """Steering commands stored for this run (``convergent steer``, the console)."""
+        return self._steering
+
+    def _elapsed(self) -> float:
+        return self._elapsed_before + self._clock.monotonic() - self._started
+
+    def _positions(self) -> str:
+        if not self._replayed:
+            return "{}"
+        positions = tuple(model.position() for model in self._replayed.values())
+        if positions != self._positions_seen[0]:
+            text = json.dumps(dict(zip(self._replayed, positions, strict=True)))
+            self._positions_seen = (positions, text)
+        return self._positions_seen[1]
+
+    def on_event(self, event: Event, state: RunState) -> None:
+        """Remember the end of each cycle, and keep the events worth storing."""
+        if isinstance(event, CycleStarted):
+            self._boundary = _Boundary(
+                event.cycle - 1,
+                len(state.messages),
+                state.usage,
+                self._elapsed(),
+                self._positions(),
+            )
+            return
+        if event.type in _NOT_STORED:
+            return
+        if getattr(event, "rewrites_history", False):
+            self._rewrite = True
+        self._event_seq += 1
+        data = json.dumps(event_to_dict(event), ensure_ascii=False, default=str)
+        self._events.append((self._event_seq, event.cycle, event.type, event.time, data))
+
+    # -- the awaited steps --------------------------------------------------------------
+
+    async def started(self, state: RunState, *, resumed: bool) -> None:
+        """Insert the run (or adopt its stored rows when resuming) and mark it running."""
+        self._clock = current_clock()
+        self._started = self._clock.monotonic()
+        self._elapsed_before = state.elapsed
+        with self.store.transaction() as conn:
+            row = conn.execute(
+                "SELECT epoch, message_count FROM runs WHERE run_id = ?", (self.run_id,)
+            ).fetchone()
+            if row is not None and not resumed:
+                raise UserError(f"a run {self.run_id!r} already exists in {self.store.path}")
+            if row is None:
+                self._insert_run(conn, state)
+            else:
+                self._adopt(conn, state, epoch=row[0], count=row[1])
+            (self._event_seq,) = conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", (self.run_id,)
+            ).fetchone()
+            self._write_messages(conn, state)
+            self._write_checkpoint(
+                conn,
+                _Boundary(
+                    state.cycles,
+                    len(state.messages),
+                    state.usage,
+                    state.elapsed,
+                    self._positions(),
+                ),
+            )
+            self._update_run(conn, state, state.cycles)
+
+    async def requested(self, state: RunState, cycle: int, calls: Sequence[ToolCall]) -> None:
+        """Store the assistant message with its calls before any of them runs."""
+        with self.store.transaction() as conn:
+            self._write_messages(conn, state)
+            self._write_boundary(conn)
+            self._flush_events(conn)
+            self._update_run(conn, state, cycle)
+
+    async def before_call(self, state: RunState, cycle: int, call: ToolCall, tool: Tool) -> None:
+        """Snapshot the files the call may change (read in a thread, stored in one write)."""
+        if self._workspace is None:
+            return
+        files = await asyncio.to_thread(rollback.capture, self._workspace, call.arguments)
+        with self.store.transaction() as conn:
+            rollback.save_snapshot(conn, self.run_id, cycle, call.id, files, self._clock.now())
+
+    async def finished(self, state: RunState, record: ToolCallRecord, position: int) -> None:
+        """Commit one finished call, before the loop records it."""
+        if position < 0:
+            position = _position(state, record.id)
+        with self.store.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO finished_calls (run_id, cycle, position, call_id, name, "
+                "arguments, outcome, result, duration, finished_at, source) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    self.run_id,
+                    record.cycle,
+                    position,
+                    record.id,
+                    record.name,
+                    dump_arguments(record.arguments),
+                    record.outcome,
+                    record.result,
+                    record.duration,
+                    self._clock.now(),
+                    self._sources.get(record.name),
+                ),
+            )
+
+    async def delivered(self, state: RunState, commands: Sequence[SteeringCommand]) -> None:
+        """Store the delivered messages and mark their steering rows consumed, together."""
+        with self.store.transaction() as conn:
+            self._write_messages(conn, state)
+            mark_consumed(conn, [c.id for c in commands if c.id is not None])
+            self._flush_events(conn)
+            self._update_run(conn, state, state.cycles)
+
+    async def stopped(self, state: RunState, consumed: Sequence[SteeringCommand] = ()) -> None:
+        """Store the end of the run: messages, last checkpoint, stop reason."""
+        with self.store.transaction() as conn:
+            self._write_messages(conn, state)
+            self._write_boundary(conn)
+            self._write_checkpoint(
+                conn,
+                _Boundary(
+                    state.cycles, len(state.messages), state.usage, state.elapsed, self._positions()
+                ),
+            )
+            mark_consumed(conn, [c.id for c in consumed if c.id is not None])
+            self._flush_events(conn)
+            self._update_run(conn, state, state.cycles, stopped=True)
+
+    # -- pieces of the writes -----------------------------------------------------------
+
+    def _insert_run(self, conn: sqlite3.Connection, state: RunState) -> None:
+        now = self._clock.now()
+        conn.execute(
+            "INSERT INTO runs (run_id, task, model, status, cycles, usage, elapsed, started_at, "
+            "updated_at, pid, workspace, recipe, epoch, message_count, state_version) "
+            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?)",
+            (
+                self.run_id,
+                state.task,
+                state.model,
+                state.cycles,
+                usage_json(state.usage),
+                state.elapsed,
+                state.started_at or now,
+                now,
+                os.getpid(),
+                str(self._workspace) if self._workspace is not None else None,
+                json.dumps(self._recipe) if self._recipe is not None else None,
+                state.schema_version,
+            ),
+        )
+        if state.tool_calls:
+            insert_records(conn, self.run_id, state.tool_calls, now)
+
+    def _adopt(self, conn: sqlite3.Connection, state: RunState, *, epoch: int, count: int) -> None:
+        """Continue the stored epoch and records when ``state`` extends what is stored."""
+        messages = state.messages
+        if 0 < count <= len(messages):
+            first, last = conn.execute(
+                "SELECT (SELECT data FROM messages WHERE run_id = ?1 AND epoch = ?2 AND seq = 0),"
+                " (SELECT data FROM messages WHERE run_id = ?1 AND epoch = ?2 AND seq = ?3)",
+                (self.run_id, epoch, count - 1),
+            ).fetchone()
+            if first == dump_message(messages[0]) and last == dump_message(messages[count - 1]):
+                self._epoch, self._written = epoch, count
+        (stored,) = conn.execute(
+            "SELECT COUNT(*) FROM finished_calls WHERE run_id = ? "
+            "AND outcome NOT IN ('needs_user', 'not_executed')",
+            (self.run_id,),
+        ).fetchone()
+        if stored != len(state.tool_calls):
+            conn.execute(
+                "DELETE FROM finished_calls WHERE run_id = ? "
+                "AND outcome NOT IN ('needs_user', 'not_executed')",
+                (self.run_id,),
+            )
+            insert_records(conn, self.run_id, state.tool_calls, self._clock.now())
+        conn.execute(
+            "UPDATE runs SET status = 'running', stop_reason = NULL, stop_detail = '', "
+            "output = '', pid = ?, recipe = COALESCE(?, recipe), "
+            "workspace = COALESCE(?, workspace) WHERE run_id = ?",
+            (
+                os.getpid(),
+                json.dumps(self._recipe) if self._recipe is not None else None,
+                str(self._workspace) if self._workspace is not None else None,
+                self.run_id,
+            ),
+        )
+
+    def _write_messages(self, conn: sqlite3.Connection, state: RunState) -> None:
+        messages = state.messages
+        if self._rewrite or self._epoch == 0 or len(messages) < self._written:
+            self._epoch, self._written, self._rewrite = next_epoch(conn, self.run_id), 0, False
+        if len(messages) > self._written:
+            insert_messages(
+                conn, self.run_id, self._epoch, self._written, messages[self._written :]
+            )
+            self._written = len(messages)
+
+    def _write_boundary(self, conn: sqlite3.Connection) -> None:
+        boundary = self._boundary
+        if boundary is not None and boundary.cycle > self._checkpointed:
+            self._write_checkpoint(conn, boundary)
+        self._boundary = None
+
+    def _write_checkpoint(self, conn: sqlite3.Connection, point: _Boundary) -> None:
+        conn.execute(
+            "INSERT OR REPLACE INTO checkpoints (run_id, cycle, epoch, message_count, usage, "
+            "elapsed, created_at, positions) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.run_id,
+                point.cycle,
+                self._epoch,
+                point.count,
+                usage_json(point.usage),
+                point.elapsed,
+                self._clock.now(),
+                point.positions,
+            ),
+        )
+        self._checkpointed = max(self._checkpointed, point.cycle)
+
+    def _flush_events(self, conn: sqlite3.Connection) -> None:
+        if self._events:
+            conn.executemany(
+                "INSERT OR REPLACE INTO events (run_id, seq, cycle, type, time, data) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(self.run_id, *event) for event in self._events],
+            )
+            self._events.clear()
+
+    def _update_run(
+        self, conn: sqlite3.Connection, state: RunState, cycles: int, *, stopped: bool = False
+    ) -> None:
+        conn.execute(
+            "UPDATE runs SET status = ?, stop_reason = ?, stop_detail = ?, output = ?, "
+            "cycles = ?, usage = ?, elapsed = ?, updated_at = ?, epoch = ?, message_count = ?, "
+            "tool_error_streak = ?, positions = ?, state_version = ? WHERE run_id = ?",
+            (
+                "stopped" if stopped else "running",
+                state.stop_reason.value if stopped and state.stop_reason else None,
+                state.stop_detail if stopped else "",
+                state.output if stopped else "",
+                cycles,
+                usage_json(state.usage),
+                state.elapsed if stopped else self._elapsed(),
+                self._clock.now(),
+                self._epoch,
+                self._written,
+                state.tool_error_streak,
+                self._positions(),
+                state.schema_version,
+                self.run_id,
+            ),
+        )
+
+
+def _position(state: RunState, call_id: str) -> int:
+    """Position of ``call_id`` in the latest assistant message with calls (-1: not found)."""
+    for message in reversed(state.messages):
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            for position, call in enumerate(message.tool_calls):
+                if call.id == call_id:
+                    return position
+            return -1
+    return -1

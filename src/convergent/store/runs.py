@@ -1,0 +1,639 @@
+"""`RunStore`: the SQLite database of durable runs, and everything that reads it.
+
+One database file (WAL mode) holds any number of runs:
+
+- ``runs``: one row per run with the live summary (cycles, usage, status, stop reason),
+  its recipe, and where its conversation is (``epoch``, ``message_count``);
+- ``messages``: the conversation, append-only; compaction or a rewind writes it again
+  under a new ``epoch`` and older epochs stay, so older checkpoints remain readable;
+- ``checkpoints``: one row per finished cycle, the points a rewind can return to;
+- ``finished_calls``: one row per tool call, committed the moment it finishes;
+- ``call_counts``: increments of the repeated-call counters, per cycle;
+- ``events``: the events worth keeping (gate decisions, verdicts, redirects...);
+- ``steering`` and ``questions``: commands and answers sent from other processes;
+- ``snapshots`` / ``blobs``: file contents saved before a file-modifying tool ran.
+
+Runs are written by a `convergent.store.journal.SqliteJournal`, which `Agent.run`
+opens through `RunStore.journal` (``agent.run(task, store=store)``). With
+``synchronous=NORMAL`` (the default) a committed write survives the process being
+killed; ``durable=True`` also survives a power loss, at the cost of an fsync per commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convergent.clock import now
+from convergent.exceptions import UserError
+from convergent.messages import ToolResultMessage, Usage
+from convergent.models.base import Model
+from convergent.state import RunState
+from convergent.steering import SteeringKind
+from convergent.stop import StopReason, canonical_call_key
+from convergent.store import rollback
+from convergent.store._codec import (
+    NEEDS_USER,
+    NOT_EXECUTED,
+    insert_messages,
+    mark_consumed,
+    next_epoch,
+    parse_usage,
+    record_json,
+    usage_json,
+)
+from convergent.store._schema import DB_SCHEMA_VERSION, connect, storage_error
+from convergent.store._wal import WalCheckpointer
+from convergent.store.journal import SqliteJournal
+from convergent.tools import Tool
+
+__all__ = ["DB_SCHEMA_VERSION", "DEFAULT_DB_PATH", "PendingQuestion", "RunStore", "RunSummary"]
+
+DEFAULT_DB_PATH = Path(".convergent") / "runs.db"
+"""Where the CLI keeps runs, relative to the working directory."""
+
+_RUN_TABLES = (
+    "messages",
+    "checkpoints",
+    "finished_calls",
+    "call_counts",
+    "steering",
+    "snapshots",
+    "events",
+    "questions",
+)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process with this id runs on this machine (a zombie does not count)."""
+    if pid is None or pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        # A killed child that its parent has not reaped yet still answers kill(0).
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """One stored run, as ``convergent runs`` lists it."""
+
+    run_id: str
+    """Id of the run."""
+    task: str
+    """The original task."""
+    model: str
+    """Name of the model backend."""
+    cycles: int
+    """Model requests made so far."""
+    stop_reason: StopReason | None
+    """Why it stopped; None while running or when its process died."""
+    stop_detail: str
+    """Detail of the stop."""
+    output: str
+    """Final output, once stopped."""
+    started_at: float
+    """Unix time the run first started."""
+    updated_at: float
+    """Unix time of the last write."""
+    running: bool
+    """Whether a live process is running it now."""
+    workspace: str | None
+    """Workspace folder the run's file tools used, if recorded."""
+    usage: Usage = field(default_factory=Usage)
+    """Total usage so far."""
+    elapsed: float = 0.0
+    """Seconds spent running so far."""
+    recipe: dict[str, Any] | None = None
+    """How to rebuild its agent (`convergent.recipe.RunRecipe`, as JSON), if stored."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """Settings stored by convergent 0.1's command line (read as a recipe when resuming)."""
+
+    @property
+    def status(self) -> str:
+        """``running``, ``interrupted`` (its process died) or the stop reason."""
+        if self.running:
+            return "running"
+        if self.stop_reason is None:
+            return "interrupted"
+        return self.stop_reason.value
+
+    @property
+    def resumable(self) -> bool:
+        """Whether ``resume`` may continue it: not running, and not ``completed``."""
+        if self.running:
+            return False
+        return self.stop_reason is None or self.stop_reason.resumable
+
+
+@dataclass(frozen=True, slots=True)
+class PendingQuestion:
+    """A tool call waiting for the user's answer (the run stopped ``needs_user``)."""
+
+    call_id: str
+    """Id of the call the answer is for."""
+    question: str
+    """What the tool asked."""
+
+
+class RunStore:
+    """A SQLite database of durable runs.
+
+    Example:
+        >>> store = RunStore(".convergent/runs.db")
+        >>> result = await agent.run("task", run_id="r1", store=store)
+        >>> result = await agent.resume("r1", store=store)   # after a crash or a stop
+
+    Args:
+        path: Database file; created (with its folder) if missing.
+        durable: Use ``synchronous=FULL`` so commits survive a power loss, not only a
+            killed process.
+        timeout: Seconds to wait for another process's write lock.
+        readonly: Open without writing anything (reading a database on a read-only
+            disk, or one this process may not change).
+
+    Raises:
+        UserError: If the file was written by a newer version.
+        StorageError: If it cannot be opened or is damaged.
+    """
+
+    def __init__(
+        self,
+        path: str | Path = DEFAULT_DB_PATH,
+        *,
+        durable: bool = False,
+        timeout: float = 10.0,
+        readonly: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self._conn = connect(self.path, timeout=timeout, durable=durable, readonly=readonly)
+        self._lock = threading.RLock()
+        self._sent = 0
+        self._checkpointer: WalCheckpointer | None = None
+
+    def close(self) -> None:
+        """Close the connection (after moving the write-ahead log into the file)."""
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
+        self._conn.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self, doing: str = "write run database") -> Iterator[sqlite3.Connection]:
+        """One write transaction, committed on success and rolled back on error.
+
+        Raises:
+            StorageError: If SQLite fails (disk full, read-only, locked, damaged).
+        """
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise storage_error(self.path, exc, doing) from None
+            try:
+                yield self._conn
+            except BaseException as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise storage_error(self.path, exc, doing) from None
+                raise
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise storage_error(self.path, exc, doing) from None
+            if self._checkpointer is None and self.path.name != ":memory:":
+                self._checkpointer = WalCheckpointer(self.path)
+            if self._checkpointer is not None:
+                self._checkpointer.committed()
+
+    def query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a read query and return every row.
+
+        Raises:
+            StorageError: If SQLite fails (damaged file, ...).
+        """
+        with self._lock:
+            try:
+                return self._conn.execute(sql, tuple(params)).fetchall()
+            except sqlite3.Error as exc:
+                raise storage_error(self.path, exc, "read run database") from None
+
+    def steering_version(self) -> tuple[int, int]:
+        """Changes whenever a steering command may have been stored (cheap to poll).
+
+        SQLite's ``data_version`` moves when another connection commits; the second
+        number counts the commands this connection stored itself.
+        """
+        return int(self.query("PRAGMA data_version")[0][0]), self._sent
+
+    def journal(
+        self,
+        run_id: str,
+        *,
+        tools: Sequence[Tool] = (),
+        workspace: str | None = None,
+        recipe: Mapping[str, Any] | None = None,
+        models: Mapping[str, Model] | None = None,
+    ) -> SqliteJournal:
+        """The journal that writes run ``run_id`` here (see `convergent.journal`)."""
+        return SqliteJournal(
+            self, run_id, tools=tools, workspace=workspace, recipe=recipe, models=models
+        )
+
+    # -- runs -------------------------------------------------------------------------
+
+    _SUMMARY_COLUMNS = (
+        "run_id, task, model, status, stop_reason, stop_detail, output, cycles, started_at, "
+        "updated_at, pid, workspace, config, usage, elapsed, recipe"
+    )
+
+    @staticmethod
+    def _summary(row: Sequence[Any]) -> RunSummary:
+        (
+            run_id,
+            task,
+            model,
+            status,
+            reason,
+            detail,
+            output,
+            cycles,
+            started,
+            updated,
+            pid,
+            workspace,
+            config,
+            usage,
+            elapsed,
+            recipe,
+        ) = row
+        return RunSummary(
+            run_id=run_id,
+            task=task,
+            model=model,
+            cycles=cycles,
+            stop_reason=StopReason(reason) if reason else None,
+            stop_detail=detail,
+            output=output,
+            started_at=started,
+            updated_at=updated,
+            running=status == "running" and pid_alive(pid),
+            workspace=workspace,
+            usage=parse_usage(usage),
+            elapsed=elapsed,
+            recipe=json.loads(recipe) if recipe else None,
+            config=json.loads(config),
+        )
+
+    def list_runs(
+        self, limit: int | None = None, *, offset: int = 0, status: str | None = None
+    ) -> list[RunSummary]:
+        """Stored runs, most recently updated first.
+
+        Args:
+            limit: At most this many.
+            offset: Skip this many first.
+            status: Only runs with this `RunSummary.status` (``running``,
+                ``interrupted`` or a stop reason).
+        """
+        where, params = "", []
+        if status is not None:
+            if status in ("running", "interrupted"):
+                where = "WHERE status = 'running'"
+            else:
+                where, params = "WHERE stop_reason = ?", [status]
+        sql = f"SELECT {self._SUMMARY_COLUMNS} FROM runs {where} ORDER BY updated_at DESC"
+        runs = [self._summary(row) for row in self.query(sql, params)]
+        if status in ("running", "interrupted"):
+            runs = [run for run in runs if run.status == status]
+        end = None if limit is None else offset + limit
+        return runs[offset:end]
+
+    def count_runs(self) -> int:
+        """How many runs are stored."""
+        return int(self.query("SELECT COUNT(*) FROM runs")[0][0])
+
+    def exists(self, run_id: str) -> bool:
+        """Whether a run with this id is stored."""
+        return bool(self.query("SELECT 1 FROM runs WHERE run_id = ?", [run_id]))
+
+    def get_run(self, run_id: str) -> RunSummary:
+        """The summary of one run.
+
+        Raises:
+            UserError: If no run has this id.
+        """
+        rows = self.query(f"SELECT {self._SUMMARY_COLUMNS} FROM runs WHERE run_id = ?", [run_id])
+        if not rows:
+            raise UserError(f"no run {run_id!r} in {self.path}")
+        return self._summary(rows[0])
+
+    def checkpoint_cycles(self, run_id: str) -> list[int]:
+        """Cycles a run can be rewound to, oldest first."""
+        rows = self.query("SELECT cycle FROM checkpoints WHERE run_id = ? ORDER BY cycle", [run_id])
+        return [cycle for (cycle,) in rows]
+
+    def checkpoints(self, run_id: str) -> list[tuple[int, Usage, float]]:
+        """Each checkpoint's cycle, usage and elapsed seconds so far, oldest first."""
+        rows = self.query(
+            "SELECT cycle, usage, elapsed FROM checkpoints WHERE run_id = ? ORDER BY cycle",
+            [run_id],
+        )
+        return [(cycle, parse_usage(usage), elapsed) for cycle, usage, elapsed in rows]
+
+    def load(self, run_id: str, *, cycle: int | None = None) -> RunState:
+        """The state to continue a run from.
+
+        Without ``cycle``: the latest state, including every tool call that finished
+        before its process stopped (even if it was killed mid-batch). With ``cycle``: the
+        state at the end of that cycle.
+
+        Raises:
+            UserError: If the run or the checkpoint does not exist.
+            StorageError: If the database cannot be read.
+        """
+        with self._lock:
+            try:
+                return self._load(run_id, cycle)
+            except sqlite3.Error as exc:
+                raise storage_error(self.path, exc, "read run database") from None
+
+    def _load(self, run_id: str, cycle: int | None) -> RunState:
+        conn = self._conn
+        row = conn.execute(
+            "SELECT task, model, cycles, usage, elapsed, started_at, stop_reason, stop_detail, "
+            "output, epoch, message_count, state_version, positions, tool_error_streak "
+            "FROM runs WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        if row is None:
+            raise UserError(f"no run {run_id!r} in {self.path}")
+        (task, model, cycles, usage, elapsed, started_at, reason, detail, output) = row[:9]
+        epoch, count, version, positions, streak = row[9:]
+        if cycle is not None:
+            point = conn.execute(
+                "SELECT epoch, message_count, usage, elapsed, positions FROM checkpoints "
+                "WHERE run_id = ? AND cycle = ?",
+                (run_id, cycle),
+            ).fetchone()
+            if point is None:
+                known = ", ".join(map(str, self.checkpoint_cycles(run_id))) or "none"
+                raise UserError(f"run {run_id!r} has no checkpoint for cycle {cycle}; have {known}")
+            epoch, count, usage, elapsed, positions = point
+            cycles, reason, detail, output, streak = cycle, None, "", "", 0
+        limit = cycles if cycle is not None else None
+        data = {
+            "run_id": run_id,
+            "task": task,
+            "model": model,
+            "messages": self._messages(run_id, epoch, count),
+            "cycles": cycles,
+            "usage": json.loads(usage),
+            "tool_calls": [record_json(r) for r in self._finished(run_id, limit)],
+            "call_counts": self._call_counts(run_id, limit),
+            "tool_error_streak": streak,
+            "model_positions": json.loads(positions),
+            "elapsed": elapsed,
+            "started_at": started_at,
+            "stop_reason": reason,
+            "stop_detail": detail,
+            "output": output,
+            "schema_version": version,
+        }
+        state = RunState.from_jsonable(data)
+        if cycle is None:
+            self._recover_finished(state)
+            self._count_in_flight(state)
+        return state
+
+    def _messages(self, run_id: str, epoch: int, count: int) -> list[Any]:
+        rows = self._conn.execute(
+            "SELECT data FROM messages WHERE run_id = ? AND epoch = ? AND seq < ? ORDER BY seq",
+            (run_id, epoch, count),
+        ).fetchall()
+        if len(rows) != count:
+            raise UserError(f"run {run_id!r}: checkpoint is missing messages ({len(rows)}/{count})")
+        messages: list[Any] = json.loads("[" + ",".join(data for (data,) in rows) + "]")
+        return messages
+
+    def _finished(self, run_id: str, max_cycle: int | None) -> list[tuple[Any, ...]]:
+        sql = (
+            "SELECT cycle, call_id, name, arguments, outcome, result, duration "
+            "FROM finished_calls WHERE run_id = ? AND outcome NOT IN (?, ?)"
+        )
+        params: list[Any] = [run_id, NEEDS_USER, NOT_EXECUTED]
+        if max_cycle is not None:
+            sql += " AND cycle <= ?"
+            params.append(max_cycle)
+        return self._conn.execute(sql + " ORDER BY cycle, position, finished_at", params).fetchall()
+
+    def _call_counts(self, run_id: str, max_cycle: int | None) -> dict[str, int]:
+        """How often each call was requested, from the calls themselves.
+
+        Every counted call has a ``finished_calls`` row (also the ones that asked the
+        user or were not executed because the run stalled); runs written by version 1
+        kept their counts in ``call_counts``, which still count up to their last cycle.
+        """
+        bound = "" if max_cycle is None else " AND cycle <= ?"
+        extra = [] if max_cycle is None else [max_cycle]
+        counts: dict[str, int] = {}
+        legacy_until = -1
+        for key, total, last in self._conn.execute(
+            f"SELECT key, SUM(delta), MAX(cycle) FROM call_counts WHERE run_id = ?{bound} "
+            "GROUP BY key",
+            [run_id, *extra],
+        ):
+            counts[key] = total
+            legacy_until = max(legacy_until, last)
+        for name, arguments in self._conn.execute(
+            f"SELECT name, arguments FROM finished_calls WHERE run_id = ? AND cycle > ?{bound}",
+            [run_id, legacy_until, *extra],
+        ):
+            key = canonical_call_key(name, json.loads(arguments))
+            counts[key] = counts.get(key, 0) + 1
+        return {key: total for key, total in counts.items() if total}
+
+    def _recover_finished(self, state: RunState) -> None:
+        """Give pending calls the results their (killed) process committed for them."""
+        pending = state.pending_calls()
+        if not pending:
+            return
+        rows = self._conn.execute(
+            "SELECT call_id, name, outcome, result FROM finished_calls "
+            "WHERE run_id = ? AND cycle = ? AND outcome != ? ORDER BY position",
+            (state.run_id, state.cycles, NEEDS_USER),
+        ).fetchall()
+        finished = {call_id: (name, outcome, result) for call_id, name, outcome, result in rows}
+        for call in pending:
+            if call.id in finished:
+                name, outcome, result = finished[call.id]
+                state.messages.append(
+                    ToolResultMessage(
+                        tool_call_id=call.id, name=name, content=result, is_error=outcome != "ok"
+                    )
+                )
+
+    def _count_in_flight(self, state: RunState) -> None:
+        """Calls requested but never finished were counted when requested: count them."""
+        pending = state.pending_calls()
+        if not pending:
+            return
+        recorded = {
+            call_id
+            for (call_id,) in self._conn.execute(
+                "SELECT call_id FROM finished_calls WHERE run_id = ? AND cycle = ?",
+                (state.run_id, state.cycles),
+            )
+        }
+        for call in pending:
+            if call.id not in recorded:
+                key = canonical_call_key(call.name, call.arguments)
+                state.call_counts[key] = state.call_counts.get(key, 0) + 1
+
+    def pending_questions(self, run_id: str) -> list[PendingQuestion]:
+        """Calls of the latest cycle that asked the user and still wait for an answer."""
+        state = self.load(run_id)
+        pending = {call.id for call in state.pending_calls()}
+        rows = self.query(
+            "SELECT call_id, result FROM finished_calls WHERE run_id = ? AND cycle = ? "
+            "AND outcome = ? ORDER BY position",
+            [run_id, state.cycles, NEEDS_USER],
+        )
+        return [PendingQuestion(call_id, text) for call_id, text in rows if call_id in pending]
+
+    def events(self, run_id: str, *, after: int = 0) -> list[tuple[int, dict[str, Any]]]:
+        """The stored events of a run (``(seq, event as dict)``), those after ``after``."""
+        rows = self.query(
+            "SELECT seq, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
+            [run_id, after],
+        )
+        return [(seq, json.loads(data)) for seq, data in rows]
+
+    def delete(self, run_id: str) -> None:
+        """Remove a run and everything stored for it."""
+        with self.transaction() as conn:
+            for table in _RUN_TABLES:
+                conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            rollback.drop_unused_blobs(conn)
+
+    # -- steering ---------------------------------------------------------------------
+
+    def send_steering(self, run_id: str, kind: str, text: str = "") -> None:
+        """Queue a steering command (``message``, ``stop``, ``pause``, ``resume``) for a run.
+
+        Raises:
+            UserError: For an unknown run or kind.
+        """
+        try:
+            steering_kind = SteeringKind(kind)
+        except ValueError:
+            raise UserError(f"unknown steering command {kind!r}") from None
+        if not self.exists(run_id):
+            raise UserError(f"no run {run_id!r} in {self.path}")
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO steering (run_id, kind, text, created_at) VALUES (?, ?, ?, ?)",
+                (run_id, steering_kind.value, text, now()),
+            )
+        self._sent += 1
+
+    def stored_steering(self, run_id: str, after: int) -> list[tuple[int, str, str]]:
+        """Unconsumed steering commands of a run with ids above ``after``, oldest first."""
+        return [
+            (row_id, kind, text)
+            for row_id, kind, text in self.query(
+                "SELECT id, kind, text FROM steering WHERE run_id = ? AND consumed_at IS NULL "
+                "AND id > ? ORDER BY id",
+                [run_id, after],
+            )
+        ]
+
+    def consume_steering(self, ids: Iterable[int]) -> None:
+        """Mark stored steering commands as consumed."""
+        marked = list(ids)
+        if marked:
+            with self.transaction() as conn:
+                mark_consumed(conn, marked)
+
+    # -- rollback ---------------------------------------------------------------------
+
+    def rewind(self, run_id: str, cycle: int) -> rollback.RewindResult:
+        """Restore a run's workspace files and conversation to the end of ``cycle``.
+
+        Files a file-modifying tool changed after that cycle get the content they had
+        before the first such change (files such a tool created are deleted). Later
+        checkpoints, results and snapshots are discarded; the run is left ``stopped``
+        and can be resumed from that cycle.
+
+        Raises:
+            UserError: If the run is running, or has no checkpoint for ``cycle``.
+        """
+        summary = self.get_run(run_id)
+        if summary.running:
+            raise UserError(f"run {run_id!r} is running; stop it before rewinding")
+        with self._lock:
+            state = self.load(run_id, cycle=cycle)
+            state.stop_reason, state.stop_detail = StopReason.STOPPED, f"rewound to cycle {cycle}"
+            with self.transaction() as conn:
+                workspace = Path(summary.workspace) if summary.workspace else None
+                result = rollback.restore(conn, run_id, cycle, workspace)
+                for table in (
+                    "checkpoints",
+                    "finished_calls",
+                    "call_counts",
+                    "snapshots",
+                    "events",
+                ):
+                    conn.execute(
+                        f"DELETE FROM {table} WHERE run_id = ? AND cycle > ?", (run_id, cycle)
+                    )
+                epoch = next_epoch(conn, run_id)
+                insert_messages(conn, run_id, epoch, 0, state.messages)
+                conn.execute(
+                    "UPDATE runs SET status = 'stopped', stop_reason = ?, stop_detail = ?, "
+                    "output = '', cycles = ?, usage = ?, elapsed = ?, updated_at = ?, "
+                    "epoch = ?, message_count = ?, positions = ?, tool_error_streak = 0 "
+                    "WHERE run_id = ?",
+                    (
+                        StopReason.STOPPED.value,
+                        state.stop_detail,
+                        cycle,
+                        usage_json(state.usage),
+                        state.elapsed,
+                        now(),
+                        epoch,
+                        len(state.messages),
+                        json.dumps(state.model_positions),
+                        run_id,
+                    ),
+                )
+                rollback.drop_unused_blobs(conn)
+        return result
