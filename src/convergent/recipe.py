@@ -293,7 +293,8 @@ def agent_arguments(recipe: RunRecipe, context: BuildContext | None = None) -> d
     model = build_model(spec, base_url=recipe.base_url, protocol=recipe.protocol)
     tools = resolve_tools(recipe.tools, workspace)
     skills = Skills.discover(*recipe.skills) if recipe.skills else Skills(())
-    tools += skills.tools()
+    if len(skills):
+        tools += skills.tools()
     asker = AskUser(_ask_channel(recipe.ask_via, context), timeout=recipe.ask_timeout)
     if "ask_user" in recipe.tools or recipe.gate is not None:
         tools.append(asker.tool)

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from convergent.store import RunStore
+
 EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 
 
@@ -169,6 +171,12 @@ def test_read_file_is_confined_to_the_workspace(tmp_path: Path) -> None:
         (["--max-tokens", "-1"], "--max-tokens must be >= 0"),
         (["--tool-error", "ignore"], "--tool-error must be"),
         (["--workspace", "/does/not/exist"], "workspace folder not found"),
+        (["--workspace", "script.json"], "--workspace must be a folder, not a file"),
+        (["--max-seconds", "nan"], "--max-seconds must be a number, got nan"),
+        (["--max-cost", "nan"], "--max-cost must be a number, got nan"),
+        (["--temperature", "-0.5"], "--temperature must be >= 0, got -0.5"),
+        (["--max-tool-errors", "-1"], "--max-tool-errors must be >= 0"),
+        (["--ask-via", "carrier-pigeon"], "--ask-via must be one of"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_two(tmp_path: Path, args: list[str], message: str) -> None:
@@ -195,3 +203,43 @@ def test_too_short_script_is_reported(tmp_path: Path) -> None:
     proc = run_cli("run", "x", "--model", model, cwd=tmp_path)
     assert proc.returncode == 2
     assert "holds only 1 response" in proc.stderr
+
+
+def run_with_stdin(tmp_path: Path, data: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [EXE, "run", "-", "--model", script(tmp_path, ["read it"]), *args],
+        input=data,
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+
+
+def test_a_task_from_standard_input_may_be_long(tmp_path: Path) -> None:
+    task = "summarise this: " + "lorem ipsum " * 20_000
+    assert len(task.encode()) > 128 * 1024
+    proc = run_with_stdin(tmp_path, task.encode(), "--json", "--run-id", "long")
+    assert proc.returncode == 0, proc.stderr
+    with RunStore(tmp_path / ".convergent" / "runs.db") as store:
+        assert store.get_run("long").task == task
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"   \n\t", "error: the task is empty"),
+        (b"caf\xe9 au lait", "error: the task on standard input is not UTF-8 (byte 3)"),
+    ],
+)
+def test_a_bad_task_on_standard_input_is_one_line(
+    tmp_path: Path, data: bytes, message: str
+) -> None:
+    proc = run_with_stdin(tmp_path, data)
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip() == message
+
+
+def test_an_empty_task_argument_is_refused(tmp_path: Path) -> None:
+    proc = run_cli("run", "  ", "--model", script(tmp_path, ["x"]), cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: the task is empty"

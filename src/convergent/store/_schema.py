@@ -178,13 +178,7 @@ def connect(path: Path, *, timeout: float, durable: bool, readonly: bool) -> sql
     """
     try:
         if readonly:
-            conn = sqlite3.connect(
-                f"{path.resolve().as_uri()}?mode=ro",
-                uri=True,
-                timeout=timeout,
-                isolation_level=None,
-                check_same_thread=False,
-            )
+            conn = _open_readonly(path, timeout)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(
@@ -216,6 +210,32 @@ def connect(path: Path, *, timeout: float, durable: bool, readonly: bool) -> sql
             conn.close()
             raise storage_error(path, exc, "upgrade run database") from None
     return conn
+
+
+def _open_readonly(path: Path, timeout: float) -> sqlite3.Connection:
+    """Open for reading only; a file on a read-only disk is opened as immutable.
+
+    SQLite needs a writable folder for the shared-memory file of a WAL database; where
+    it cannot create one (read-only disk or folder) the file cannot change either, so it
+    is read without locking.
+    """
+    uri = path.resolve().as_uri()
+    last: sqlite3.Error | None = None
+    for options in ("mode=ro", "mode=ro&immutable=1"):
+        try:
+            conn = sqlite3.connect(
+                f"{uri}?{options}",
+                uri=True,
+                timeout=timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute("PRAGMA user_version").fetchone()
+            return conn
+        except sqlite3.OperationalError as exc:
+            last = exc
+    assert last is not None
+    raise last
 
 
 def _upgrade(conn: sqlite3.Connection, version: int) -> None:

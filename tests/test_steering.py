@@ -1,0 +1,134 @@
+"""Steering semantics at the loop's boundaries: nothing sent is lost or ignored."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from convergent import (
+    Agent,
+    Message,
+    ModelResponse,
+    Redirected,
+    ScriptedModel,
+    SteeringCommand,
+    SteeringKind,
+    SteeringQueue,
+    StopReason,
+    ToolCall,
+    ToolSpec,
+    UserMessage,
+    calculator,
+)
+from convergent.store import RunStore
+
+
+def calc(call_id: str, expression: str = "1+1") -> ModelResponse:
+    return ModelResponse(
+        tool_calls=(ToolCall(id=call_id, name="calculator", arguments={"expression": expression}),)
+    )
+
+
+def test_every_kind_is_applied_by_put() -> None:
+    queue = SteeringQueue()
+    queue.put(SteeringCommand(SteeringKind.PAUSE))
+    assert queue.paused
+    queue.put(SteeringCommand(SteeringKind.RESUME))
+    assert not queue.paused
+    queue.pause()
+    queue.put(SteeringCommand(SteeringKind.MESSAGE, "a"))
+    queue.put(SteeringCommand(SteeringKind.STOP, "enough"))
+    assert not queue.paused, "a stop ends a pause"
+    taken = queue.take()
+    assert [c.text for c in taken.messages] == ["a"]
+    assert taken.stop is not None and taken.stop.text == "enough"
+    assert queue.take().stop is None
+
+
+async def test_a_message_taken_with_a_stop_is_kept_for_later() -> None:
+    queue = SteeringQueue()
+
+    def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        queue.send("also check the totals")
+        queue.stop("the user stopped it")
+        return calc("c1")
+
+    result = await Agent(ScriptedModel(reply), [calculator]).run("t", steering=queue)
+    assert result.stop_reason is StopReason.STOPPED
+    assert result.stop_detail == "the user stopped it"
+    kept = queue.take()
+    assert [c.text for c in kept.messages] == ["also check the totals"] and kept.stop is None
+
+
+async def test_a_stored_message_taken_with_a_stop_is_delivered_on_resume(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs.db")
+    seen: list[list[str]] = []
+
+    def first(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        store.send_steering("r", "message", "also check the totals")
+        store.send_steering("r", "stop")
+        return calc("c1")
+
+    stopped = await Agent(ScriptedModel(first), [calculator], store=store).run("t", run_id="r")
+    assert stopped.stop_reason is StopReason.STOPPED
+
+    def second(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        seen.append([m.content for m in messages if isinstance(m, UserMessage)])
+        return ModelResponse(content="totals checked")
+
+    events: list[object] = []
+    resumed = await Agent(ScriptedModel(second), [calculator], store=store).resume(
+        "r", on_event=events.append
+    )
+    assert resumed.stop_reason is StopReason.COMPLETED
+    assert seen == [["t", "also check the totals"]]
+    assert [e.message for e in events if isinstance(e, Redirected)] == ["also check the totals"]
+    assert store.stored_steering("r", 0) == []
+    store.close()
+
+
+async def test_a_stop_sent_during_the_final_cycle_is_honoured() -> None:
+    queue = SteeringQueue()
+
+    def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        queue.stop("/stop typed while it answered")
+        return ModelResponse(content="all done")
+
+    result = await Agent(ScriptedModel(reply)).run("t", steering=queue)
+    assert result.stop_reason is StopReason.STOPPED
+    assert result.stop_detail == "/stop typed while it answered"
+
+
+async def test_a_message_sent_during_the_final_cycle_is_delivered_not_dropped() -> None:
+    queue = SteeringQueue()
+    answers = iter(["first answer", "answer with the correction"])
+    requests: list[int] = []
+
+    def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        requests.append(len(messages))
+        if len(requests) == 1:
+            queue.send("use metric units")
+        return ModelResponse(content=next(answers))
+
+    result = await Agent(ScriptedModel(reply)).run("t", steering=queue)
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.output == "answer with the correction"
+    assert [m.content for m in result.messages if isinstance(m, UserMessage)] == [
+        "t",
+        "use metric units",
+    ]
+
+
+@pytest.mark.parametrize("kind", ["message", "stop", "pause", "resume"])
+def test_stored_kinds_are_the_enum(tmp_path: Path, kind: str) -> None:
+    with RunStore(tmp_path / "runs.db") as store:
+        with store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO runs (run_id, task, model, status, cycles, usage, elapsed, "
+                "started_at, updated_at, epoch, message_count, state_version) "
+                "VALUES ('r', 't', 'm', 'stopped', 0, '{}', 0, 0, 0, 1, 0, 2)"
+            )
+        store.send_steering("r", kind, "x")
+        assert store.stored_steering("r", 0)[0][1] == SteeringKind(kind).value

@@ -1,0 +1,181 @@
+"""The tool-error policy and terminal tools, from the evidence of real trajectories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from convergent import (
+    Agent,
+    ScriptedModel,
+    StopReason,
+    ToolError,
+    UserError,
+    calculator,
+    fail,
+    tool,
+)
+from convergent.stop import STOP_PRIORITY
+
+
+def call(name: str, call_id: str | None = None, **arguments: Any) -> dict[str, Any]:
+    made: dict[str, Any] = {"name": name, "arguments": arguments}
+    if call_id:
+        made["id"] = call_id
+    return made
+
+
+def step(*calls: dict[str, Any]) -> dict[str, Any]:
+    return {"tool_calls": list(calls)}
+
+
+@tool
+def book(flight: str) -> str:
+    """Book a flight; business rules may refuse it.
+
+    Args:
+        flight: Flight number.
+    """
+    if flight.startswith("X"):
+        raise ToolError(f"flight {flight} is not bookable for this fare class")
+    return f"booked {flight}"
+
+
+@tool
+def pay(amount: int) -> str:
+    """Charge the card; a revoked card cannot be recovered from.
+
+    Args:
+        amount: Amount to charge.
+    """
+    raise ToolError("the card was revoked", fatal=True)
+
+
+@tool(terminal=True)
+def transfer_to_human_agents(summary: str) -> str:
+    """Hand the conversation to a human agent.
+
+    Args:
+        summary: What the human needs to know.
+    """
+    return f"transferred: {summary}"
+
+
+async def test_a_recovered_business_rule_error_does_not_end_the_run() -> None:
+    model = ScriptedModel(
+        [step(call("book", flight="X1")), step(call("book", flight="A2")), "booked A2"]
+    )
+    result = await Agent(model, [book]).run("book me a flight")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [r.ok for r in result.tool_calls] == [False, True]
+    assert (
+        result.messages[2].content == "book failed: flight X1 is not bookable for this fare class"
+    )
+
+
+async def test_three_failures_in_a_row_stop_with_tool_error() -> None:
+    model = ScriptedModel([step(call("book", flight=f"X{n}")) for n in range(3)] + ["unused"])
+    result = await Agent(model, [book]).run("book")
+    assert result.stop_reason is StopReason.TOOL_ERROR
+    assert result.cycles == 3
+    assert result.stop_detail.startswith("3 tool calls failed in a row")
+    assert len(model.unconsumed) == 1
+
+
+async def test_a_success_resets_the_count_and_model_mistakes_do_not_count() -> None:
+    model = ScriptedModel(
+        [
+            step(call("book", flight="X1")),
+            step(call("book", flight="X2")),
+            step(call("book", wrong="argument")),  # invalid: the model's mistake
+            step(call("book", flight="A1")),  # resets
+            step(call("book", flight="X3")),
+            step(call("book", flight="X4")),
+            "gave up on X",
+        ]
+    )
+    result = await Agent(model, [book]).run("book")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [r.outcome for r in result.tool_calls] == [
+        "failed",
+        "failed",
+        "invalid",
+        "ok",
+        "failed",
+        "failed",
+    ]
+
+
+async def test_failures_in_one_batch_count_in_call_order() -> None:
+    model = ScriptedModel(
+        [step(*(call("book", f"b{n}", flight=f"X{n}") for n in range(3))), "unused"]
+    )
+    result = await Agent(model, [book]).run("book three")
+    assert result.stop_reason is StopReason.TOOL_ERROR
+    assert len(result.tool_calls) == 3
+
+
+async def test_a_fatal_failure_stops_at_once() -> None:
+    model = ScriptedModel([step(call("pay", amount=10)), "unused"])
+    result = await Agent(model, [pay]).run("pay")
+    assert result.stop_reason is StopReason.TOOL_ERROR
+    assert result.stop_detail == "pay failed: the card was revoked"
+    assert result.tool_calls[0].fatal and result.cycles == 1
+
+
+async def test_the_stop_policy_stops_at_the_first_failure() -> None:
+    model = ScriptedModel([step(call("fail", message="no")), "unused"])
+    result = await Agent(model, [fail], on_tool_error="stop").run("x")
+    assert result.stop_reason is StopReason.TOOL_ERROR and result.cycles == 1
+
+
+async def test_no_limit_never_stops_on_failures() -> None:
+    model = ScriptedModel([step(call("fail", message=f"n{n}")) for n in range(6)] + ["done"])
+    result = await Agent(model, [fail], max_consecutive_tool_errors=None).run("x")
+    assert result.stop_reason is StopReason.COMPLETED and len(result.tool_calls) == 6
+
+
+def test_policy_options_are_checked() -> None:
+    model = ScriptedModel(["x"])
+    with pytest.raises(UserError, match="on_tool_error"):
+        Agent(model, on_tool_error="ignore")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="max_consecutive_tool_errors"):
+        Agent(model, max_consecutive_tool_errors=0)
+
+
+async def test_a_terminal_tool_hands_the_run_off_with_its_result() -> None:
+    model = ScriptedModel([step(call("transfer_to_human_agents", summary="refund")), "unused"])
+    result = await Agent(model, [transfer_to_human_agents]).run("I want a refund")
+    assert result.stop_reason is StopReason.HANDED_OFF
+    assert result.output == "transferred: refund"
+    assert "transfer_to_human_agents" in result.stop_detail
+    assert len(model.unconsumed) == 1
+
+
+async def test_a_hand_off_outranks_a_failure_in_the_same_batch() -> None:
+    model = ScriptedModel(
+        [step(call("pay", "p", amount=5), call("transfer_to_human_agents", "t", summary="s"))]
+    )
+    result = await Agent(model, [pay, transfer_to_human_agents]).run("x")
+    assert result.stop_reason is StopReason.HANDED_OFF
+    assert [r.outcome for r in result.tool_calls] == ["failed", "ok"]
+
+
+async def test_a_failed_terminal_call_is_no_hand_off() -> None:
+    model = ScriptedModel(
+        [
+            step(call("transfer_to_human_agents", bad=1)),
+            step(call("calculator", expression="1")),
+            "ok",
+        ]
+    )
+    result = await Agent(model, [transfer_to_human_agents, calculator]).run("x")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.tool_calls[0].outcome == "invalid"
+
+
+def test_handed_off_ranks_after_completed_and_before_tool_error() -> None:
+    order = list(STOP_PRIORITY)
+    assert order.index(StopReason.COMPLETED) < order.index(StopReason.HANDED_OFF)
+    assert order.index(StopReason.HANDED_OFF) < order.index(StopReason.TOOL_ERROR)
