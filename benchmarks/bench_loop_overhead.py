@@ -1,16 +1,27 @@
-"""Loop overhead: convergent's per-cycle cost against a plain hand-written ``while`` loop.
+"""Loop overhead: convergent's per-cycle cost and concurrency against a hand-written loop.
 
-Both loops do the same work per cycle with a zero-cost model and tool: ask the model,
-validate the call's arguments against the tool's schema, run the tool, append the
-assistant message and the tool result. Run: ``python benchmarks/bench_loop_overhead.py``.
+Both loops do the same work per cycle with a zero-cost model and an ``echo`` tool: ask
+the model, append its message, validate the call's arguments against the tool's schema,
+run the tool, append the result. convergent runs with its default settings (events
+recorded, tool timeouts on, stall and limit checks), one agent reused for every run.
+
+1. Per cycle: one run of N cycles, N = 10, 100, 1,000; best of several repeats.
+2. Concurrency: 10,000 runs of 10 cycles on one event loop, the model yielding to the
+   loop once per request: cycles per second, and memory held per run in flight
+   (traced allocations at the peak, over the runs, in a separate pass).
+
+Every figure is printed next to the hand-written loop's, measured in the same process.
+Run: ``python benchmarks/bench_loop_overhead.py [--repeat 7] [--runs 10000]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
+import gc
+import os
 import time
+import tracemalloc
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -27,9 +38,10 @@ from convergent import (
     UserMessage,
     tool,
 )
+from convergent.tools import to_text
 
 
-@tool(timeout=None)
+@tool
 async def echo(n: int) -> str:
     """Return the number as text.
 
@@ -48,86 +60,127 @@ def responses(cycles: int) -> list[ModelResponse]:
     return [*calls, ModelResponse(content="done")]
 
 
-async def convergent_loop(cycles: int) -> None:
-    """One run of the library's loop."""
+class Replies:
+    """A zero-cost model: the next prepared response for each run (by its task)."""
+
+    def __init__(self, cycles: int, yields: bool) -> None:
+        self.script = responses(cycles)
+        self.yields = yields
+
+    async def __call__(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+        if self.yields:
+            await asyncio.sleep(0)
+        return self.script[(len(messages) - 1) // 2]
+
+
+def convergent_runner(cycles: int, yields: bool) -> Callable[[], Coroutine[Any, Any, None]]:
     agent = Agent(
-        ScriptedModel(responses(cycles), record_requests=False),
+        ScriptedModel(Replies(cycles, yields), record_requests=False),
         [echo],
         limits=Limits(max_cycles=cycles + 1, max_repeated_calls=cycles + 1),
     )
-    result = await agent.run("benchmark")
-    assert result.cycles == cycles
+
+    async def run() -> None:
+        result = await agent.run("benchmark")
+        assert result.cycles == cycles, result.stop_detail
+
+    return run
 
 
-async def plain_loop(cycles: int) -> None:
-    """The same work, written by hand with no events, limits or stall detection."""
-    script = iter(responses(cycles))
-
-    async def model(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-        return next(script)
-
-    messages: list[Message] = [UserMessage(content="benchmark")]
+def hand_runner(cycles: int, yields: bool) -> Callable[[], Coroutine[Any, Any, None]]:
+    model = Replies(cycles, yields)
     specs = [echo.spec]
-    done = 0
-    while True:
-        response = await model(messages, specs)
-        done += 1
-        messages.append(AssistantMessage(content=response.content, tool_calls=response.tool_calls))
-        if not response.tool_calls:
-            break
-        for call in response.tool_calls:
-            text = await echo.call(call.arguments)
-            messages.append(ToolResultMessage(tool_call_id=call.id, name=call.name, content=text))
-    assert done == cycles
+
+    async def run() -> None:
+        messages: list[Message] = [UserMessage(content="benchmark")]
+        while True:
+            response = await model(messages, specs)
+            messages.append(
+                AssistantMessage(content=response.content, tool_calls=response.tool_calls)
+            )
+            if not response.tool_calls:
+                break
+            for call in response.tool_calls:
+                text = to_text(await echo.function(**echo.validate(call.arguments)))
+                messages.append(
+                    ToolResultMessage(tool_call_id=call.id, name=call.name, content=text)
+                )
+        assert len(messages) == 2 * cycles
+
+    return run
 
 
-def measure(run: Callable[[int], Coroutine[Any, Any, None]], cycles: int, repeat: int) -> float:
-    """Best-of-``repeat`` seconds per cycle."""
-    samples = []
+Runner = Callable[[int, bool], Callable[[], Coroutine[Any, Any, None]]]
+
+
+def per_cycle(make: Runner, cycles: int, repeat: int) -> float:
+    """Best-of-``repeat`` seconds per cycle of one run."""
+    run = make(cycles, False)
+    best = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
-        asyncio.run(run(cycles))
-        samples.append((time.perf_counter() - start) / cycles)
-    return min(samples)
+        started = time.perf_counter()
+        asyncio.run(run())
+        best = min(best, (time.perf_counter() - started) / cycles)
+    return best
 
 
-def measure_concurrent(
-    run: Callable[[int], Coroutine[Any, Any, None]], runs: int, cycles: int, repeat: int
-) -> float:
-    """Best-of-``repeat`` seconds per cycle with ``runs`` runs on one event loop."""
+def concurrent(make: Runner, runs: int, cycles: int) -> float:
+    """Cycles per second with ``runs`` runs in flight on one event loop."""
+    run = make(cycles, True)
 
     async def many() -> None:
-        await asyncio.gather(*(run(cycles) for _ in range(runs)))
+        await asyncio.gather(*(run() for _ in range(runs)))
 
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        asyncio.run(many())
-        samples.append((time.perf_counter() - start) / (runs * cycles))
-    return min(samples)
+    gc.collect()
+    started = time.perf_counter()
+    asyncio.run(many())
+    return runs * cycles / (time.perf_counter() - started)
+
+
+def memory_per_run(make: Runner, runs: int, cycles: int) -> float:
+    """Peak traced bytes per run while ``runs`` runs are in flight."""
+    run = make(cycles, True)
+
+    async def many() -> None:
+        await asyncio.gather(*(run() for _ in range(runs)))
+
+    gc.collect()
+    tracemalloc.start()
+    base, _ = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
+    asyncio.run(many())
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return (peak - base) / runs
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Print per-cycle times and ratios."""
-    parser = argparse.ArgumentParser(description=__doc__)
+    """Print per-cycle times, throughput, memory and their ratios to the hand loop."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=10_000)
     args = parser.parse_args(argv)
-    print(f"{'case':<24}{'plain us/cycle':>16}{'convergent us/cycle':>22}{'ratio':>8}")
-    ratios = []
-    for cycles in (1, 10, 100, 1000):
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"{'per cycle':<28}{'hand loop':>12}{'convergent':>14}{'ratio':>8}")
+    for cycles in (10, 100, 1000):
         repeat = args.repeat if cycles < 1000 else max(3, args.repeat // 2)
-        plain = measure(plain_loop, cycles, repeat)
-        ours = measure(convergent_loop, cycles, repeat)
-        ratios.append(ours / plain)
-        print(
-            f"{f'{cycles} cycles':<24}{plain * 1e6:>16.1f}{ours * 1e6:>22.1f}{ours / plain:>8.2f}"
-        )
-    for runs in (100,):
-        plain = measure_concurrent(plain_loop, runs, 100, 3)
-        ours = measure_concurrent(convergent_loop, runs, 100, 3)
-        label = f"{runs} runs x 100 cycles"
-        print(f"{label:<24}{plain * 1e6:>16.1f}{ours * 1e6:>22.1f}{ours / plain:>8.2f}")
-    print(f"median ratio over cycle counts: {statistics.median(ratios):.2f}")
+        hand = per_cycle(hand_runner, cycles, repeat)
+        ours = per_cycle(convergent_runner, cycles, repeat)
+        label = f"run of {cycles} cycles"
+        print(f"{label:<28}{hand * 1e6:>10.1f}us{ours * 1e6:>12.1f}us{ours / hand:>8.2f}")
+    label = f"{args.runs} runs x 10 cycles"
+    hand_rate = concurrent(hand_runner, args.runs, 10)
+    ours_rate = concurrent(convergent_runner, args.runs, 10)
+    print(
+        f"{label + ', cycles/s':<28}{hand_rate:>12,.0f}{ours_rate:>14,.0f}"
+        f"{hand_rate / ours_rate:>8.2f}"
+    )
+    hand_mem = memory_per_run(hand_runner, args.runs, 10)
+    ours_mem = memory_per_run(convergent_runner, args.runs, 10)
+    print(
+        f"{label + ', KB per run':<28}{hand_mem / 1024:>12.1f}{ours_mem / 1024:>14.1f}"
+        f"{ours_mem / hand_mem:>8.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import time
 import uuid
 from pathlib import Path
@@ -70,6 +71,7 @@ async def test_a_run_under_a_fake_clock_never_touches_the_system_clock() -> None
         patch.object(time, "time", refuse),
         patch.object(time, "perf_counter", refuse),
         patch.object(uuid, "uuid4", refuse),
+        patch.object(os, "urandom", refuse),
     ):
         events, run_id, _ = await run_once()
     assert run_id == "id1"

@@ -23,7 +23,15 @@ from convergent.exceptions import NeedsUserInput, ToolArgumentsError, ToolError
 from convergent.messages import ToolCall
 from convergent.tools import Tool, to_text
 
-__all__ = ["ClassifiedOutcome", "Outcome", "execute_batch", "invoke", "wait_for_stragglers"]
+__all__ = [
+    "Classified",
+    "ClassifiedOutcome",
+    "Outcome",
+    "execute_batch",
+    "invoke",
+    "start",
+    "wait_for_stragglers",
+]
 
 T = TypeVar("T")
 
@@ -92,12 +100,8 @@ def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any,
                 return done.value
 
 
-async def _call_async(tool: Tool, values: dict[str, Any]) -> Any:
-    coro = tool.function(**values)
-    try:
-        pending = coro.send(None)
-    except StopIteration as done:
-        return done.value
+async def _finish_async(tool: Tool, coro: Coroutine[Any, Any, Any], pending: Any) -> Any:
+    """Drive a tool that has suspended once, under its timeout."""
     if tool.timeout is None:
         return await _resume(coro, pending)
     async with asyncio.timeout(tool.timeout):
@@ -120,8 +124,42 @@ async def _call_sync(tool: Tool, values: dict[str, Any]) -> Any:
         raise
 
 
-async def invoke(call: ToolCall, tools: Mapping[str, Tool]) -> tuple[Outcome, str, bool]:
-    """Run one call and classify it: ``(outcome, text, fatal)``; never raises for the tool."""
+Classified = tuple[Outcome, str, bool]
+"""How a call ended: ``(outcome, text, fatal)``."""
+
+
+def _classify(call: ToolCall, tool: Tool, exc: BaseException) -> Classified:
+    """The outcome a tool's exception means (a model mistake, a failure, a question)."""
+    match exc:
+        case ClassifiedOutcome():
+            return exc.kind, exc.text, exc.fatal
+        case ToolArgumentsError():
+            return Outcome.INVALID, str(exc), False
+        case NeedsUserInput():
+            return Outcome.NEEDS_USER, exc.question, False
+        case TimeoutError():
+            return Outcome.FAILED, f"{call.name} timed out after {tool.timeout:g}s", False
+        case ToolError():
+            return Outcome.FAILED, f"{call.name} failed: {exc}", exc.fatal
+        case _:
+            return Outcome.FAILED, f"{call.name} raised {type(exc).__name__}: {exc}", False
+
+
+async def _rest(call: ToolCall, tool: Tool, work: Coroutine[Any, Any, Any]) -> Classified:
+    try:
+        return Outcome.OK, to_text(await work), False
+    except Exception as exc:  # a tool's own bug is its failure, reported to policy, not a crash
+        return _classify(call, tool, exc)
+
+
+def start(
+    call: ToolCall, tools: Mapping[str, Tool]
+) -> Classified | Coroutine[Any, Any, Classified]:
+    """Run a call as far as it goes without waiting.
+
+    Returns how it ended when it never had to wait (the common quick tool: no task, no
+    timer, no coroutine of ours), otherwise the rest of it to await.
+    """
     if call.parse_error is not None:
         text = f"arguments for {call.name} are not valid JSON: {call.parse_error}"
         return Outcome.INVALID, text, False
@@ -131,23 +169,22 @@ async def invoke(call: ToolCall, tools: Mapping[str, Tool]) -> tuple[Outcome, st
         return Outcome.INVALID, f"unknown tool {call.name!r}; available tools: {available}", False
     try:
         values = selected.validate(call.arguments)
-        if selected.is_async:
-            result = await _call_async(selected, values)
-        else:
-            result = await _call_sync(selected, values)
-        return Outcome.OK, to_text(result), False
-    except ClassifiedOutcome as done:
-        return done.kind, done.text, done.fatal
-    except ToolArgumentsError as exc:
-        return Outcome.INVALID, str(exc), False
-    except NeedsUserInput as exc:
-        return Outcome.NEEDS_USER, exc.question, False
-    except TimeoutError:
-        return Outcome.FAILED, f"{call.name} timed out after {selected.timeout:g}s", False
-    except ToolError as exc:
-        return Outcome.FAILED, f"{call.name} failed: {exc}", exc.fatal
+        if not selected.is_async:
+            return _rest(call, selected, _call_sync(selected, values))
+        coro = selected.function(**values)
+        try:
+            pending = coro.send(None)
+        except StopIteration as done:
+            return Outcome.OK, to_text(done.value), False
+        return _rest(call, selected, _finish_async(selected, coro, pending))
     except Exception as exc:  # a tool's own bug is its failure, reported to policy, not a crash
-        return Outcome.FAILED, f"{call.name} raised {type(exc).__name__}: {exc}", False
+        return _classify(call, selected, exc)
+
+
+async def invoke(call: ToolCall, tools: Mapping[str, Tool]) -> Classified:
+    """Run one call and classify it: ``(outcome, text, fatal)``; never raises for the tool."""
+    started = start(call, tools)
+    return started if isinstance(started, tuple) else await started
 
 
 async def execute_batch(

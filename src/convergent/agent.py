@@ -14,18 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, assert_never
 
-from convergent._executor import Outcome, execute_batch, invoke, wait_for_stragglers
+from convergent._executor import Outcome, execute_batch, start, wait_for_stragglers
+from convergent._trace import EventSink
 from convergent.clock import Clock, current_clock
 from convergent.events import (
-    CycleStarted,
     Event,
     EventHandler,
-    ModelResponded,
     Redirected,
     RunStarted,
     RunStopped,
-    ToolFinished,
-    ToolStarted,
     Verified,
 )
 from convergent.exceptions import ModelError, UserError
@@ -86,6 +83,7 @@ class Interrupted:
 CycleOutcome = Continue | Stop | Interrupted
 
 _CONTINUE = Continue()
+_OK, _FAILED, _NEEDS_USER = Outcome.OK.value, Outcome.FAILED.value, Outcome.NEEDS_USER.value
 
 
 class _HandlerObserver:
@@ -173,6 +171,7 @@ class Agent:
                 raise UserError(f"two tools are named {item.name!r}")
             self.tools[item.name] = item
         self.tool_specs = tuple(t.spec for t in self.tools.values())
+        self.terminal_tools = frozenset(n for n, t in self.tools.items() if t.terminal)
         self.system_prompt = system_prompt
         self.limits = limits or Limits()
         self.on_tool_error: ToolErrorPolicy = on_tool_error
@@ -325,7 +324,20 @@ class Agent:
             if steering is None:
                 steering = journal.steering
         run = _Run(self, state, steering, on_event, journal)
-        return await run.execute(resumed, answers or {})
+        await run.start(resumed)
+        outcome: CycleOutcome = _CONTINUE
+        if resumed and state.pending_calls():
+            outcome = await run.finish_pending(answers or {})
+        while not isinstance(outcome, Stop):
+            match outcome:
+                case Continue():
+                    pass
+                case Interrupted(message, commands):
+                    await run.deliver(message, commands)
+                case _:
+                    assert_never(outcome)
+            outcome = await run.boundary() or await run.cycle()
+        return await run.finish(outcome)
 
     async def resume(
         self,
@@ -360,6 +372,21 @@ class Agent:
 class _Run:
     """The mutable bookkeeping of one `Agent.run` call."""
 
+    __slots__ = (
+        "agent",
+        "clock",
+        "clock_start",
+        "elapsed_before",
+        "emit",
+        "journal",
+        "listening",
+        "sink",
+        "stall",
+        "state",
+        "steering",
+        "timed",
+    )
+
     def __init__(
         self,
         agent: Agent,
@@ -372,28 +399,25 @@ class _Run:
         self.state = state
         self.steering = steering
         self.journal = journal
-        self.observers: list[RunObserver] = list(agent.observers)
+        observers: list[RunObserver] = list(agent.observers)
         if journal is not None:
-            self.observers.append(journal)
+            observers.append(journal)
         if on_event is not None:
-            self.observers.append(_HandlerObserver(on_event))
-        self.listening = agent.record_events or bool(self.observers)
-        self.events: list[Event] = []
-        self.stall = StallDetector(agent.limits.max_repeated_calls, state.call_counts)
+            observers.append(_HandlerObserver(on_event))
         self.clock: Clock = current_clock()
+        self.sink = EventSink(state, observers, record=agent.record_events, clock=self.clock)
+        self.emit = self.sink.emit
+        self.listening = self.sink.active
+        self.stall = StallDetector(agent.limits.max_repeated_calls, state.call_counts)
         self.clock_start = self.clock.monotonic()
         self.elapsed_before = state.elapsed
-
-    def emit(self, event: Event) -> None:
-        if self.agent.record_events:
-            self.events.append(event)
-        for observer in self.observers:
-            observer.on_event(event, self.state)
+        self.timed = agent.limits.max_seconds is not None
 
     def elapsed(self) -> float:
         return self.elapsed_before + self.clock.monotonic() - self.clock_start
 
-    async def execute(self, resumed: bool, answers: Mapping[str, str]) -> RunResult:
+    async def start(self, resumed: bool) -> None:
+        """Journal the start and announce it."""
         agent, state = self.agent, self.state
         if self.journal is not None:
             await self.journal.started(state, resumed=resumed)
@@ -408,21 +432,8 @@ class _Run:
                     resumed=resumed,
                 )
             )
-        outcome: CycleOutcome = _CONTINUE
-        if resumed and state.pending_calls():
-            outcome = await self._finish_pending(answers)
-        while not isinstance(outcome, Stop):
-            match outcome:
-                case Continue():
-                    pass
-                case Interrupted(message, commands):
-                    await self._deliver(message, commands)
-                case _:
-                    assert_never(outcome)
-            outcome = await self._boundary() or await self._cycle()
-        return await self._finish(outcome)
 
-    async def _deliver(self, message: str, commands: tuple[SteeringCommand, ...]) -> None:
+    async def deliver(self, message: str, commands: tuple[SteeringCommand, ...]) -> None:
         state = self.state
         state.messages.append(UserMessage(content=message))
         if not commands:
@@ -448,7 +459,7 @@ class _Run:
             return Interrupted(text, taken.messages)
         return None
 
-    async def _boundary(self) -> Stop | Interrupted | None:
+    async def boundary(self) -> Stop | Interrupted | None:
         """Steering and limits, checked before every model request."""
         steering = self.steering
         if steering is not None:
@@ -462,23 +473,21 @@ class _Run:
         exceeded = self.agent.limits.exceeded(
             cycles=state.cycles,
             total_tokens=state.usage.total_tokens,
-            elapsed=self.elapsed(),
+            elapsed=self.elapsed() if self.timed else 0.0,
             cost=state.usage.cost,
         )
         if exceeded is not None:
             return Stop(*exceeded)
         return None
 
-    async def _cycle(self) -> CycleOutcome:
+    async def cycle(self) -> CycleOutcome:
         agent, state = self.agent, self.state
         if agent.context_policy is not None:
             await agent.context_policy.maybe_compact(state, agent.model, self.emit)
         state.cycles += 1
         cycle = state.cycles
         if self.listening:
-            self.emit(
-                CycleStarted(run_id=state.run_id, cycle=cycle, message_count=len(state.messages))
-            )
+            self.sink.cycle_started(cycle, len(state.messages))
         started = self.clock.monotonic()
         try:
             response = await agent.model.request(state.messages, agent.tool_specs, agent.settings)
@@ -488,18 +497,7 @@ class _Run:
             state.usage = state.usage + response.usage
         state.messages.append(response.to_message())
         if self.listening:
-            self.emit(
-                ModelResponded(
-                    run_id=state.run_id,
-                    cycle=cycle,
-                    content=response.content,
-                    tool_calls=response.tool_calls,
-                    finish_reason=response.finish_reason,
-                    usage=response.usage,
-                    metadata=response.metadata,
-                    duration=self.clock.monotonic() - started,
-                )
-            )
+            self.sink.responded(cycle, response, self.clock.monotonic() - started)
         if not response.tool_calls:
             return self._take_steering() or await self._on_answer(response.content)
         calls = response.tool_calls
@@ -555,34 +553,31 @@ class _Run:
             return Stop(StopReason.STALLED, detail)
         if self.journal is not None:
             await self.journal.requested(state, cycle, calls)
-        records = await execute_batch(
-            calls,
-            self._call,
-            concurrent=self.agent.parallel_tool_calls,
-        )
-        return await self._after_tools(records, self._record(records))
+        if len(calls) == 1:
+            records = [await self._call(calls[0], 0)]
+        else:
+            records = await execute_batch(
+                calls, self._call, concurrent=self.agent.parallel_tool_calls
+            )
+        outcome = self._record(records)
+        if self.agent.follow_up is None:
+            return outcome
+        return await self._after_tools(records, outcome)
 
     async def _call(self, call: ToolCall, position: int) -> ToolCallRecord:
         """Run one call of the batch, with its events and journal entries."""
         state, journal = self.state, self.journal
         cycle = state.cycles
         if self.listening:
-            self.emit(
-                ToolStarted(
-                    run_id=state.run_id,
-                    cycle=cycle,
-                    call_id=call.id,
-                    name=call.name,
-                    arguments=call.arguments,
-                )
-            )
+            self.sink.tool_started(call, cycle)
         tool = self.agent.tools.get(call.name)
         if tool is not None and tool.modifies_files:
             await wait_for_stragglers()
             if journal is not None:
                 await journal.before_call(state, cycle, call, tool)
         started = self.clock.monotonic()
-        kind, text, fatal = await invoke(call, self.agent.tools)
+        ended = start(call, self.agent.tools)
+        kind, text, fatal = ended if isinstance(ended, tuple) else await ended
         record = _record_of(call, kind, text, cycle, self.clock.monotonic() - started, fatal)
         self._report(record)
         if journal is not None:
@@ -591,26 +586,14 @@ class _Run:
 
     def _report(self, record: ToolCallRecord) -> None:
         if self.listening:
-            self.emit(
-                ToolFinished(
-                    run_id=self.state.run_id,
-                    cycle=record.cycle,
-                    call_id=record.id,
-                    name=record.name,
-                    ok=record.ok,
-                    outcome=record.outcome,
-                    result=record.result,
-                    duration=record.duration,
-                )
-            )
+            self.sink.tool_finished(record)
 
     async def _after_tools(
         self, records: Sequence[ToolCallRecord], result: CycleOutcome
     ) -> CycleOutcome:
         """Show the batch to the gate; run the ``ask_user`` call it may return."""
         gate = self.agent.follow_up
-        if gate is None:
-            return result
+        assert gate is not None
         ask = await gate.after_tools(records, self.state, self.emit)
         if ask is None or not isinstance(result, Continue):
             return result
@@ -628,17 +611,16 @@ class _Run:
         streak = state.tool_error_streak
         for record in records:
             outcome = record.outcome
-            if outcome == Outcome.NEEDS_USER:
+            if outcome == _NEEDS_USER:
                 question = question or record
                 continue
             messages.append(record.to_message())
             history.append(record)
-            if outcome == Outcome.OK:
+            if outcome == _OK:
                 streak = 0
-                tool = agent.tools.get(record.name)
-                if tool is not None and tool.terminal and handoff is None:
+                if handoff is None and record.name in agent.terminal_tools:
                     handoff = record
-            elif outcome == Outcome.FAILED:
+            elif outcome == _FAILED:
                 streak += 1
                 failed = failed or record
                 fatal = fatal or record.fatal
@@ -658,7 +640,7 @@ class _Run:
             return Stop(StopReason.NEEDS_USER, question.result)
         return _CONTINUE
 
-    async def _finish_pending(self, answers: Mapping[str, str]) -> CycleOutcome:
+    async def finish_pending(self, answers: Mapping[str, str]) -> CycleOutcome:
         """Complete calls a previous process requested but never recorded a result for.
 
         A call with a supplied answer gets it; an idempotent tool is re-run; any other
@@ -690,7 +672,7 @@ class _Run:
         # these calls were counted when the model first requested them
         return await self._run_tools(rerun, state.cycles, count_repeats=False)
 
-    async def _finish(self, stop: Stop) -> RunResult:
+    async def finish(self, stop: Stop) -> RunResult:
         state = self.state
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
         state.output = stop.output if stop.output is not None else _last_text(state.messages)
@@ -719,7 +701,7 @@ class _Run:
             tool_calls=tuple(state.tool_calls),
             usage=state.usage,
             messages=tuple(state.messages),
-            events=tuple(self.events),
+            events=self.sink.log(),
         )
 
 
@@ -736,7 +718,7 @@ def _record_of(
         id=call.id,
         name=call.name,
         arguments=call.arguments,
-        ok=outcome is Outcome.OK,
+        ok=outcome == _OK,
         outcome=outcome.value,
         result=text,
         duration=duration,

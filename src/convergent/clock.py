@@ -2,15 +2,15 @@
 
 The loop and everything it calls while deciding (limits, stall counts, the gate, event
 stamps) read time and ids from the clock of the current context, never from `time`,
-`uuid` or `random` directly. A durable-execution engine installs its own deterministic
+`os.urandom`, `uuid` or `random` directly. A durable-execution engine installs its own deterministic
 clock with `use_clock` (Temporal: the workflow's time and seeded ids), so replaying a
 run's history reaches the same decisions.
 """
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -35,8 +35,8 @@ class Clock:
         return time.perf_counter()
 
     def new_id(self) -> str:
-        """A fresh 12-character id (run ids, ids of calls the loop makes itself)."""
-        return uuid.uuid4().hex[:12]
+        """A fresh 12-character random id (run ids, ids of calls the loop makes itself)."""
+        return os.urandom(6).hex()
 
 
 class SystemClock(Clock):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ from convergent.stop import StopReason
 __all__ = ["RunResult"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class RunResult:
     """The outcome of one run."""
 
@@ -33,8 +34,19 @@ class RunResult:
     """Total usage of the run."""
     messages: tuple[Message, ...]
     """The final conversation."""
-    events: tuple[Event, ...] = ()
-    """Every event of the run, in order."""
+    events: Sequence[Event] = ()
+    """Every event of the run, in order (built when first read when nothing observed
+    the run)."""
+
+    def __repr__(self) -> str:
+        # short: a long run's full history would make every log line (and asyncio.run's
+        # own bookkeeping, which formats its result) cost time proportional to the run
+        output = self.output if len(self.output) <= 60 else self.output[:59] + "…"
+        return (
+            f"RunResult(run_id={self.run_id!r}, stop_reason={self.stop_reason.value!r}, "
+            f"cycles={self.cycles}, output={output!r}, tool_calls={len(self.tool_calls)}, "
+            f"messages={len(self.messages)})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape printed by ``convergent run --json``."""

@@ -127,9 +127,15 @@ class Limits:
 
 def canonical_call_key(name: str, arguments: Mapping[str, Any]) -> str:
     """A stable key for a tool call: same name and same arguments give the same key."""
-    if all(type(v) in _SCALARS for v in arguments.values()):
-        return name + "\x00" + repr(sorted(arguments.items()))
-    return name + "\x01" + json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    items = sorted(arguments.items()) if len(arguments) > 1 else list(arguments.items())
+    for _, value in items:
+        if type(value) not in _SCALARS:
+            return (
+                name
+                + "\x01"
+                + json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+            )
+    return f"{name}\x00{items!r}"
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})

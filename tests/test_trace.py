@@ -1,0 +1,118 @@
+"""Events kept compactly when nothing observes a run equal the ones observers get."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from convergent import (
+    Agent,
+    Clock,
+    Event,
+    Limits,
+    Message,
+    ModelError,
+    ModelResponse,
+    ScriptedModel,
+    SteeringQueue,
+    ToolCall,
+    ToolSpec,
+    Verification,
+    event_to_dict,
+    tool,
+    use_clock,
+)
+
+
+@tool
+async def slow(n: int) -> str:
+    """Answer after a while.
+
+    Args:
+        n: A number.
+    """
+    await asyncio.sleep(0.02 * n)
+    return f"slow {n}"
+
+
+@tool
+async def quick(n: int) -> str:
+    """Answer at once.
+
+    Args:
+        n: A number.
+    """
+    return f"quick {n}"
+
+
+def scenario() -> tuple[Agent, SteeringQueue]:
+    queue = SteeringQueue()
+    turns = iter(range(100))
+
+    def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        turn = next(turns)
+        if turn == 0:
+            calls = (
+                ToolCall(id="a", name="slow", arguments={"n": 2}),
+                ToolCall(id="b", name="quick", arguments={"n": 1}),
+                ToolCall(id="c", name="slow", arguments={"n": 1}),
+            )
+            return ModelResponse(content="three at once", tool_calls=calls)
+        if turn == 1:
+            queue.send("mind the units")
+            return ModelResponse(tool_calls=(ToolCall(id="d", name="nope", arguments={}),))
+        if turn == 2:
+            raise ModelError("HTTP 503: overloaded")
+        return ModelResponse(content=f"answer {turn}")
+
+    verdicts = iter([Verification(False, "too short"), Verification(True)])
+    agent = Agent(
+        ScriptedModel(reply),
+        [slow, quick],
+        verifier=lambda _: next(verdicts),
+        limits=Limits(max_cycles=10),
+    )
+    return agent, queue
+
+
+def without_time(events: Sequence[Event]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in event_to_dict(e).items() if k != "time"} for e in events]
+
+
+class Ticks(Clock):
+    """Durations count readings of the monotonic clock, so both runs measure the same."""
+
+    def __init__(self) -> None:
+        self.readings = 0
+
+    def monotonic(self) -> float:
+        self.readings += 1
+        return float(self.readings)
+
+
+async def test_compact_events_equal_the_observed_ones() -> None:
+    agent, queue = scenario()
+    seen: list[Event] = []
+    with use_clock(Ticks()):
+        observed = await agent.run("t", run_id="r", steering=queue, on_event=seen.append)
+    assert list(observed.events) == seen
+
+    agent, queue = scenario()
+    with use_clock(Ticks()):
+        kept = await agent.run("t", run_id="r", steering=queue)
+    assert without_time(kept.events) == without_time(seen)
+    kinds = [e.type for e in kept.events]
+    assert kinds.count("tool_started") == 4 and kinds.count("tool_finished") == 4
+    assert kinds[-1] == "run_stopped"
+    times = [e.time for e in kept.events]
+    starts = {e.call_id: e.time for e in kept.events if e.type == "tool_started"}  # type: ignore[attr-defined]
+    ends = {e.call_id: e.time for e in kept.events if e.type == "tool_finished"}  # type: ignore[attr-defined]
+    assert all(ends[call] >= starts[call] for call in starts)
+    assert times[0] <= times[-1]
+
+
+async def test_a_run_that_records_nothing_keeps_no_events() -> None:
+    agent = Agent(ScriptedModel(["done"]), record_events=False)
+    result = await agent.run("t")
+    assert list(result.events) == [] and repr(result).startswith("RunResult(")
