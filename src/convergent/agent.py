@@ -80,9 +80,15 @@ class Interrupted:
     """The steering messages delivered (empty for verifier feedback)."""
 
 
-CycleOutcome = Continue | Stop | Interrupted
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """A pause is in force: the loop waits for its end, then checks the boundary again."""
+
+
+CycleOutcome = Continue | Stop | Interrupted | Paused
 
 _CONTINUE = Continue()
+_PAUSED = Paused()
 _OK, _FAILED, _NEEDS_USER = Outcome.OK.value, Outcome.FAILED.value, Outcome.NEEDS_USER.value
 
 
@@ -171,6 +177,7 @@ class Agent:
                 raise UserError(f"two tools are named {item.name!r}")
             self.tools[item.name] = item
         self.tool_specs = tuple(t.spec for t in self.tools.values())
+        self.tool_names = tuple(self.tools)
         self.terminal_tools = frozenset(n for n, t in self.tools.items() if t.terminal)
         self.system_prompt = system_prompt
         self.limits = limits or Limits()
@@ -334,9 +341,11 @@ class Agent:
                     pass
                 case Interrupted(message, commands):
                     await run.deliver(message, commands)
+                case Paused():
+                    await run.wait_while_paused()
                 case _:
                     assert_never(outcome)
-            outcome = await run.boundary() or await run.cycle()
+            outcome = run.boundary() or await run.cycle()
         return await run.finish(outcome)
 
     async def resume(
@@ -377,7 +386,6 @@ class _Run:
         "clock",
         "clock_start",
         "elapsed_before",
-        "emit",
         "journal",
         "listening",
         "sink",
@@ -406,7 +414,6 @@ class _Run:
             observers.append(_HandlerObserver(on_event))
         self.clock: Clock = current_clock()
         self.sink = EventSink(state, observers, record=agent.record_events, clock=self.clock)
-        self.emit = self.sink.emit
         self.listening = self.sink.active
         self.stall = StallDetector(agent.limits.max_repeated_calls, state.call_counts)
         self.clock_start = self.clock.monotonic()
@@ -422,16 +429,21 @@ class _Run:
         if self.journal is not None:
             await self.journal.started(state, resumed=resumed)
         if self.listening:
-            self.emit(
+            self.sink.emit(
                 RunStarted(
                     run_id=state.run_id,
                     cycle=state.cycles,
                     task=state.task,
                     model=agent.model.name,
-                    tools=tuple(agent.tools),
+                    tools=agent.tool_names,
                     resumed=resumed,
                 )
             )
+
+    async def wait_while_paused(self) -> None:
+        """Hold the run until its pause ends (a stop also ends it)."""
+        if self.steering is not None:
+            await self.steering.wait_while_paused()
 
     async def deliver(self, message: str, commands: tuple[SteeringCommand, ...]) -> None:
         state = self.state
@@ -439,7 +451,7 @@ class _Run:
         if not commands:
             return
         if self.listening:
-            self.emit(Redirected(run_id=state.run_id, cycle=state.cycles, message=message))
+            self.sink.emit(Redirected(run_id=state.run_id, cycle=state.cycles, message=message))
         if self.journal is not None:
             await self.journal.delivered(state, commands)
         elif self.steering is not None:
@@ -459,16 +471,15 @@ class _Run:
             return Interrupted(text, taken.messages)
         return None
 
-    async def boundary(self) -> Stop | Interrupted | None:
+    def boundary(self) -> Stop | Interrupted | Paused | None:
         """Steering and limits, checked before every model request."""
         steering = self.steering
         if steering is not None:
             taken = self._take_steering()
-            if taken is None and steering.paused:
-                await steering.wait_while_paused()
-                taken = self._take_steering()
             if taken is not None:
                 return taken
+            if steering.paused:
+                return _PAUSED
         state = self.state
         exceeded = self.agent.limits.exceeded(
             cycles=state.cycles,
@@ -483,7 +494,7 @@ class _Run:
     async def cycle(self) -> CycleOutcome:
         agent, state = self.agent, self.state
         if agent.context_policy is not None:
-            await agent.context_policy.maybe_compact(state, agent.model, self.emit)
+            await agent.context_policy.maybe_compact(state, agent.model, self.sink.emit)
         state.cycles += 1
         cycle = state.cycles
         if self.listening:
@@ -502,7 +513,7 @@ class _Run:
             return self._take_steering() or await self._on_answer(response.content)
         calls = response.tool_calls
         if agent.gate is not None:
-            calls = await agent.gate.review(response, state, self.emit)
+            calls = await agent.gate.review(response, state, self.sink.emit)
             if not calls:
                 raise UserError("an ActionGate must never drop every proposed call")
             if calls != response.tool_calls:
@@ -519,7 +530,7 @@ class _Run:
         feedback = "" if verdict.passed else verdict.feedback or "the answer failed verification"
         state = self.state
         if self.listening:
-            self.emit(
+            self.sink.emit(
                 Verified(
                     run_id=state.run_id,
                     cycle=state.cycles,
@@ -594,7 +605,7 @@ class _Run:
         """Show the batch to the gate; run the ``ask_user`` call it may return."""
         gate = self.agent.follow_up
         assert gate is not None
-        ask = await gate.after_tools(records, self.state, self.emit)
+        ask = await gate.after_tools(records, self.state, self.sink.emit)
         if ask is None or not isinstance(result, Continue):
             return result
         self.state.messages.append(AssistantMessage(tool_calls=(ask,)))
@@ -682,7 +693,7 @@ class _Run:
         elif self.steering is not None and stop.consumed:
             self.steering.acknowledge(stop.consumed)
         if self.listening:
-            self.emit(
+            self.sink.emit(
                 RunStopped(
                     run_id=state.run_id,
                     cycle=state.cycles,

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 __all__ = [
+    "NO_USAGE",
     "AssistantMessage",
     "Message",
     "ModelResponse",
@@ -49,6 +50,10 @@ class Usage:
             requests=self.requests + other.requests,
             cost=self.cost + other.cost,
         )
+
+
+NO_USAGE = Usage()
+"""No tokens, no requests, no cost (shared: `Usage` is immutable)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,7 +141,7 @@ class ModelResponse:
     """Free text of the reply."""
     tool_calls: tuple[ToolCall, ...] = ()
     """Requested tool calls; the loop continues exactly while this is non-empty."""
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     """Tokens (and cost) of this request."""
     finish_reason: str | None = None
     """The provider's own finish reason (``stop``, ``tool_calls``, ``length``...), verbatim."""

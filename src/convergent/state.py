@@ -8,7 +8,14 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from convergent.exceptions import UserError
-from convergent.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
+from convergent.messages import (
+    NO_USAGE,
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+)
 from convergent.stop import StopReason
 
 __all__ = ["STATE_SCHEMA_VERSION", "RunState", "ToolCallRecord"]
@@ -62,7 +69,7 @@ class RunState:
     """The conversation, oldest first (may be compacted)."""
     cycles: int = 0
     """Model requests made so far."""
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     """Total usage so far."""
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     """Executed tool calls so far."""
