@@ -66,4 +66,9 @@ def use_clock(clock: Clock) -> Iterator[Clock]:
     try:
         yield clock
     finally:
-        _CURRENT.reset(token)
+        try:
+            _CURRENT.reset(token)
+        except ValueError:
+            # a coroutine closed from another context (a workflow evicted from a
+            # worker's cache): that context never saw the clock, nothing to undo
+            pass

@@ -9,7 +9,8 @@ subclasses; `event_to_dict` serialises any of them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, ClassVar
@@ -32,6 +33,7 @@ __all__ = [
     "ToolFinished",
     "ToolStarted",
     "Verified",
+    "event_from_dict",
     "event_to_dict",
 ]
 
@@ -163,6 +165,36 @@ EventHandler = Callable[[Event], None]
 """A callback that receives every event of a run, in order."""
 
 _ADAPTERS: dict[type[Event], TypeAdapter[Any]] = {}
+
+
+def _event_classes() -> dict[str, type[Event]]:
+    """Every event class by its ``type``, found among the loaded subclasses of `Event`."""
+    found: dict[str, type[Event]] = {}
+    pending = list(Event.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        # dataclass(slots=True) replaces each class: keep the one its module exports
+        if getattr(sys.modules.get(cls.__module__), cls.__name__, None) is cls:
+            found[cls.type] = cls
+    return found
+
+
+def event_from_dict(data: Mapping[str, Any]) -> Event:
+    """Rebuild an event from `event_to_dict` output (its module must be imported).
+
+    Raises:
+        ValueError: For an unknown ``type``.
+    """
+    classes = _event_classes()
+    cls = classes.get(str(data.get("type")))
+    if cls is None:
+        raise ValueError(f"unknown event type {data.get('type')!r}")
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    event: Event = adapter.validate_python({k: v for k, v in data.items() if k != "type"})
+    return event
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:

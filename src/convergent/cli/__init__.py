@@ -31,7 +31,7 @@ def _root() -> None:
 
 def _register() -> None:
     """Import the command modules; each adds its commands to `app`."""
-    for module in ("run", "coordinator", "hook", "synthesize", "runs", "bench"):
+    for module in ("run", "coordinator", "hook", "synthesize", "runs", "bench", "worker"):
         importlib.import_module(f"convergent.cli.{module}")
 
 
@@ -40,6 +40,15 @@ _register()
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script: run the app, map user errors to exit code 2."""
+    from convergent.cli._exit import leave
+
+    try:
+        _run(argv)
+    except SystemExit as exc:
+        leave(exc.code if isinstance(exc.code, int) else 1)
+
+
+def _run(argv: list[str] | None) -> None:
     try:
         from convergent.cli._gate import expand_gate_flag
 

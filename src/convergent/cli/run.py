@@ -14,6 +14,7 @@ from convergent.cli import app
 from convergent.cli._durable import Session, default_steer, new_run_id, open_store
 from convergent.cli._gate import ASK_VIA, parse_threshold
 from convergent.cli._options import BaseUrlOption, JsonOption, ModelOption, TraceOption
+from convergent.cli._temporal import TaskQueueOption, TemporalOption, start_run
 from convergent.exceptions import UserError
 from convergent.models.registry import default_model_spec
 from convergent.recipe import BuildContext, GateRecipe, LimitsRecipe, RunRecipe
@@ -143,6 +144,8 @@ def run_command(
         list[Path] | None,
         typer.Option("--skills", help="A skill folder, or a folder of them (repeatable)."),
     ] = None,
+    temporal: TemporalOption = None,
+    task_queue: TaskQueueOption = "convergent",
 ) -> None:
     """Run an agent until its response has no tool calls, or another objective stop."""
     text = read_task(task)
@@ -193,6 +196,17 @@ def run_command(
         on_tool_error="stop" if tool_error == "stop" else "continue",
         max_consecutive_tool_errors=max_tool_errors or None,
     )
+    if temporal is not None:
+        start_run(
+            temporal,
+            task_queue,
+            recipe,
+            text,
+            new_run_id(None, run_id),
+            json_output=json_output,
+            steer=default_steer(steer, json_output),
+        )
+        return
     store = open_store(db, must_exist=False) if checkpoint else None
     session = Session(
         store=store,

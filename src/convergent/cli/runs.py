@@ -15,6 +15,13 @@ from rich.table import Table
 from convergent.cli import app
 from convergent.cli._durable import Session, default_steer, open_store
 from convergent.cli._options import JsonOption, TraceOption
+from convergent.cli._temporal import (
+    TaskQueueOption,
+    TemporalOption,
+    list_runs,
+    resume_run,
+    steer_run,
+)
 from convergent.cli.run import check_number
 from convergent.durable import prepare_resume, recipe_of, resumable_run
 from convergent.exceptions import StorageError, UserError
@@ -60,10 +67,15 @@ def runs_command(
     db: DbOption = DEFAULT_DB_PATH,
     limit: Annotated[int, typer.Option(help="Show at most this many runs.")] = 20,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    temporal: TemporalOption = None,
+    task_queue: TaskQueueOption = "convergent",
 ) -> None:
-    """List checkpointed runs, most recent first."""
+    """List stored runs (or the runs on a Temporal cluster), most recent first."""
     if limit < 1:
         raise UserError(f"--limit must be >= 1, got {limit}")
+    if temporal is not None:
+        list_runs(temporal, task_queue, limit, json_output)
+        return
     with _reader(db) as store:
         runs = store.list_runs(limit)
     if json_output:
@@ -136,8 +148,21 @@ def resume_command(
     ] = None,
     trace: TraceOption = None,
     json_output: JsonOption = False,
+    temporal: TemporalOption = None,
+    task_queue: TaskQueueOption = "convergent",
 ) -> None:
     """Continue a run that was interrupted or stopped for a resumable reason."""
+    if temporal is not None:
+        resume_run(
+            temporal,
+            task_queue,
+            run_id,
+            answer=answer,
+            message=message,
+            json_output=json_output,
+            steer=default_steer(steer, json_output),
+        )
+        return
     store = open_store(db, must_exist=True)
     run = resumable_run(store, run_id)
     state = store.load(run_id)
@@ -205,6 +230,8 @@ def steer_command(
     ] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Release a paused run.")] = False,
     db: DbOption = DEFAULT_DB_PATH,
+    temporal: TemporalOption = None,
+    task_queue: TaskQueueOption = "convergent",
 ) -> None:
     """Send a message, stop, pause or resume to a run, from any process."""
     chosen = [
@@ -222,6 +249,9 @@ def steer_command(
     kind = chosen[0]
     if kind == "message" and not (message or "").strip():
         raise UserError("the message is empty")
+    if temporal is not None:
+        steer_run(temporal, task_queue, run_id, kind, message or "")
+        return
     with open_store(db, must_exist=True) as store:
         run = store.get_run(run_id)
         if kind != "message" and not run.running:

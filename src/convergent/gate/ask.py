@@ -24,7 +24,6 @@ import inspect
 import os
 import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
+from convergent.clock import current_clock
 from convergent.exceptions import NeedsUserInput, UserError
 from convergent.gate.events import AskStatus
 from convergent.tools import Tool, ToolArgumentsError, tool
@@ -170,7 +170,7 @@ class AskUser:
         if not question:
             raise ToolArgumentsError("ask_user needs a non-empty question")
         async with self._lock:
-            started = time.perf_counter()
+            started = current_clock().monotonic()
             try:
                 async with asyncio.timeout(self.timeout):
                     answer = await self.channel.ask(question)
@@ -192,7 +192,7 @@ class AskUser:
                 answer=answer,
                 status=status,
                 channel=self.channel.name,
-                waited=time.perf_counter() - started,
+                waited=current_clock().monotonic() - started,
             )
         )
 

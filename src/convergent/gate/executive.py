@@ -17,13 +17,13 @@ question's end a `UserAnswered` event.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from convergent.clock import current_clock
 from convergent.events import Event
 from convergent.exceptions import ModelError, UserError
 from convergent.gate.ask import AskUser
@@ -315,7 +315,7 @@ class ExecutiveGate:
         self, response: ModelResponse, state: RunState, emit: Callable[[Event], None]
     ) -> tuple[ToolCall, ...]:
         """Score the proposed calls; return them, or an ``ask_user`` call in their place."""
-        started = time.perf_counter()
+        started = current_clock().monotonic()
         calls = response.tool_calls
         own = [c for c in calls if c.name == self.ask_name]
         if all(c.name == self.ask_name or c.name in self.exempt for c in calls):
@@ -353,7 +353,7 @@ class ExecutiveGate:
         Objective triggers, no score: a result that declares an ambiguity, or a tool
         whose arguments failed validation ``max_invalid`` times in a row.
         """
-        started = time.perf_counter()
+        started = current_clock().monotonic()
         questions: list[str] = []
         causes: list[ToolCall] = []
         triggers: list[GateTrigger] = []
@@ -435,7 +435,7 @@ class ExecutiveGate:
             ask_call_id=ask.id if ask else None,
             reason=reason or (score.reason if score else (review.error if review else "")),
             usage=review.usage if review else Usage(),
-            duration=time.perf_counter() - started,
+            duration=current_clock().monotonic() - started,
         )
 
     def _report_answer(

@@ -1,0 +1,161 @@
+"""The side effects of a run, as Temporal activities on a worker.
+
+A worker builds each recipe's agent once (its models and tools, `Agent.from_recipe`)
+and runs, for the workflows that drive it: the description of the agent, one model
+request, one tool call. A tool call is classified exactly as in a local run
+(`convergent._executor.invoke`), and reports a heartbeat while it runs, so that a worker
+that dies is noticed within seconds instead of at the tool's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import suppress
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from convergent._executor import invoke
+from convergent.agent import Agent
+from convergent.exceptions import ModelError, ModelHTTPError
+from convergent.models.base import Model
+from convergent.recipe import RunRecipe
+from convergent.temporal._payloads import (
+    Blueprint,
+    ModelCall,
+    ToolBlueprint,
+    ToolRun,
+    dump_response,
+    load_call,
+    load_messages,
+    load_settings,
+    load_specs,
+)
+
+__all__ = ["HEARTBEAT_SECONDS", "AgentCache", "Activities"]
+
+HEARTBEAT_SECONDS = 1.0
+"""How often a running tool call reports that its worker is alive."""
+
+
+class AgentCache:
+    """One agent per distinct recipe, built on first use and closed with the worker."""
+
+    def __init__(self) -> None:
+        self._agents: dict[str, Agent] = {}
+
+    @staticmethod
+    def _key(recipe: dict[str, Any]) -> str:
+        return json.dumps(recipe, sort_keys=True)
+
+    def agent(self, recipe: dict[str, Any]) -> Agent:
+        """The agent ``recipe`` describes."""
+        key = self._key(recipe)
+        agent = self._agents.get(key)
+        if agent is None:
+            agent = self._agents[key] = _build(recipe)
+        return agent
+
+    def model(self, recipe: dict[str, Any], role: str, position: int) -> Model:
+        """The model of ``role``; a replayed one is fresh, at ``position``.
+
+        A replayed model (a script) must give the reply the workflow is at, whichever
+        worker runs the request, so it is rebuilt and moved to that position each time.
+        """
+        model = self.agent(recipe).models[role]
+        if model.position() is None:
+            return model
+        fresh = _build(recipe).models[role]
+        fresh.seek(position)
+        return fresh
+
+    async def aclose(self) -> None:
+        """Close every agent's models."""
+        agents, self._agents = list(self._agents.values()), {}
+        for agent in agents:
+            with suppress(Exception):
+                await agent.aclose()
+
+
+def _build(recipe: dict[str, Any]) -> Agent:
+    # questions to the user are asked by the workflow (answered by signal), never here
+    parsed = RunRecipe.from_json(recipe).model_copy(update={"ask_via": "none"})
+    return Agent.from_recipe(parsed)
+
+
+def _retryable(exc: ModelError) -> bool:
+    """Transient failures are retried by Temporal; a request the provider refuses is not."""
+    if isinstance(exc, ModelHTTPError):
+        return exc.status_code == 429 or exc.status_code >= 500
+    return True
+
+
+class Activities:
+    """The activities of one worker, sharing its agents.
+
+    Args:
+        cache: The worker's agents.
+    """
+
+    def __init__(self, cache: AgentCache | None = None) -> None:
+        self.cache = cache or AgentCache()
+
+    @activity.defn(name="convergent.describe")
+    async def describe(self, recipe: dict[str, Any]) -> Blueprint:
+        """What the workflow needs to drive the recipe's agent: prompt, model, tools."""
+        agent = self.cache.agent(recipe)
+        scorer = agent.models.get("scorer")
+        return Blueprint(
+            model_name=agent.model.name,
+            context_window=agent.model.context_window,
+            system_prompt=agent.system_prompt,
+            tools=[
+                ToolBlueprint(
+                    name=tool.name,
+                    description=tool.description,
+                    parameters=tool.parameters,
+                    timeout=tool.timeout,
+                    idempotent=tool.idempotent,
+                    modifies_files=tool.modifies_files,
+                    terminal=tool.terminal,
+                )
+                for tool in agent.tools.values()
+            ],
+            scorer_name=scorer.name if scorer is not None else None,
+        )
+
+    @activity.defn(name="convergent.model_request")
+    async def model_request(self, call: ModelCall) -> dict[str, Any]:
+        """One model request; a failure after the backend's retries is retried here."""
+        model = self.cache.model(call.recipe, call.role, call.position)
+        try:
+            response = await model.request(
+                load_messages(call.messages), load_specs(call.tools), load_settings(call.settings)
+            )
+        except ModelError as exc:
+            raise ApplicationError(
+                str(exc), type="ModelError", non_retryable=not _retryable(exc)
+            ) from None
+        return dump_response(response)
+
+    @activity.defn(name="convergent.tool_call")
+    async def tool_call(self, run: ToolRun) -> list[Any]:
+        """One tool call, classified as in a local run: ``[outcome, text, fatal]``."""
+        tools = self.cache.agent(run.recipe).tools
+        work = asyncio.ensure_future(invoke(load_call(run.call), tools))
+        try:
+            while not work.done():
+                activity.heartbeat()
+                await asyncio.wait({work}, timeout=HEARTBEAT_SECONDS)
+        finally:
+            if not work.done():
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+        kind, text, fatal = work.result()
+        return [kind.value, text, fatal]
+
+    def all(self) -> list[Any]:
+        """The activity callables to register with a worker."""
+        return [self.describe, self.model_request, self.tool_call]

@@ -1,0 +1,147 @@
+"""What workflows and activities pass each other, as JSON-compatible dataclasses.
+
+Messages, responses and states travel as the same JSON the run store keeps, so that a
+history recorded by one version of the worker reads back the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from convergent.messages import Message, ModelResponse, ToolCall, ToolSpec
+from convergent.models.base import ModelSettings
+
+__all__ = [
+    "Blueprint",
+    "ModelCall",
+    "RunStart",
+    "ToolBlueprint",
+    "ToolRun",
+    "dump_messages",
+    "dump_response",
+    "load_messages",
+    "load_response",
+]
+
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+_RESPONSE: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
+_SPECS: TypeAdapter[list[ToolSpec]] = TypeAdapter(list[ToolSpec])
+_SETTINGS: TypeAdapter[ModelSettings] = TypeAdapter(ModelSettings)
+_CALL: TypeAdapter[ToolCall] = TypeAdapter(ToolCall)
+
+
+def dump_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages as JSON-compatible dicts."""
+    dumped: list[dict[str, Any]] = _MESSAGES.dump_python(list(messages), mode="json")
+    return dumped
+
+
+def load_messages(data: list[dict[str, Any]]) -> list[Message]:
+    """Messages from `dump_messages` output."""
+    return _MESSAGES.validate_python(data)
+
+
+def dump_response(response: ModelResponse) -> dict[str, Any]:
+    """A model response as a JSON-compatible dict."""
+    dumped: dict[str, Any] = _RESPONSE.dump_python(response, mode="json")
+    return dumped
+
+
+def load_response(data: dict[str, Any]) -> ModelResponse:
+    """A model response from `dump_response` output."""
+    return _RESPONSE.validate_python(data)
+
+
+def dump_specs(specs: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Tool specs as JSON-compatible dicts."""
+    dumped: list[dict[str, Any]] = _SPECS.dump_python(list(specs), mode="json")
+    return dumped
+
+
+def load_specs(data: list[dict[str, Any]]) -> list[ToolSpec]:
+    """Tool specs from `dump_specs` output."""
+    return _SPECS.validate_python(data)
+
+
+def dump_settings(settings: ModelSettings | None) -> dict[str, Any] | None:
+    """Model settings as a JSON-compatible dict."""
+    if settings is None:
+        return None
+    dumped: dict[str, Any] = _SETTINGS.dump_python(settings, mode="json")
+    return dumped
+
+
+def load_settings(data: dict[str, Any] | None) -> ModelSettings | None:
+    """Model settings from `dump_settings` output."""
+    return None if data is None else _SETTINGS.validate_python(data)
+
+
+def dump_call(call: ToolCall) -> dict[str, Any]:
+    """A tool call as a JSON-compatible dict."""
+    dumped: dict[str, Any] = _CALL.dump_python(call, mode="json")
+    return dumped
+
+
+def load_call(data: dict[str, Any]) -> ToolCall:
+    """A tool call from `dump_call` output."""
+    return _CALL.validate_python(data)
+
+
+@dataclass
+class ToolBlueprint:
+    """What the workflow needs to know of one tool that runs on a worker."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    timeout: float | None
+    idempotent: bool
+    modifies_files: bool
+    terminal: bool
+
+
+@dataclass
+class Blueprint:
+    """An agent as a worker built it from a recipe: what the workflow rebuilds it from."""
+
+    model_name: str
+    context_window: int | None
+    system_prompt: str | None
+    tools: list[ToolBlueprint]
+    scorer_name: str | None = None
+
+
+@dataclass
+class RunStart:
+    """The input of a run workflow: a new task, or a state to continue."""
+
+    recipe: dict[str, Any]
+    run_id: str
+    task: str | None = None
+    state: dict[str, Any] | None = None
+    answers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ModelCall:
+    """One model request, run as an activity."""
+
+    recipe: dict[str, Any]
+    role: str
+    position: int
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    settings: dict[str, Any] | None = None
+
+
+@dataclass
+class ToolRun:
+    """One tool call, run as an activity."""
+
+    recipe: dict[str, Any]
+    run_id: str
+    call: dict[str, Any]

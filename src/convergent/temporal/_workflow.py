@@ -1,0 +1,375 @@
+"""A run as a Temporal workflow: the same `Agent.run`, its side effects as activities.
+
+The loop's decisions (stop reasons, stall counts, limits, the tool-error policy, the
+gate) run as workflow code, deterministic under the workflow's clock: replaying the
+history reaches the same decisions. Each model request and each tool call is an
+activity on a worker. Steering arrives as signals; ``ask_user`` waits durably for an
+``answer`` signal, with the recipe's timeout as a durable timer; the ``progress``
+query returns the run's state and events.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel
+
+    from convergent._executor import ClassifiedOutcome, Outcome
+    from convergent.agent import Agent
+    from convergent.clock import Clock, use_clock
+    from convergent.compaction import ContextCompressor
+    from convergent.events import Event, event_to_dict
+    from convergent.exceptions import ModelError
+    from convergent.gate import AskUser, ExecutiveGate
+    from convergent.messages import Message, ModelResponse, ToolCall, ToolSpec
+    from convergent.models.base import Model, ModelSettings
+    from convergent.recipe import RunRecipe
+    from convergent.state import RunState
+    from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
+    from convergent.temporal._payloads import (
+        Blueprint,
+        ModelCall,
+        RunStart,
+        ToolBlueprint,
+        ToolRun,
+        dump_call,
+        dump_messages,
+        dump_settings,
+        dump_specs,
+        load_response,
+    )
+    from convergent.tools import Tool
+
+__all__ = ["AgentWorkflow", "MODEL_ATTEMPTS", "WORKFLOW_NAME"]
+
+WORKFLOW_NAME = "convergent.run"
+"""Registered name of the run workflow."""
+
+MODEL_ATTEMPTS = 3
+"""Attempts of a model request whose failure is transient, before ``model_error``."""
+
+_TOOL_HEARTBEAT = timedelta(seconds=5)
+_MODEL_TIMEOUT = timedelta(minutes=10)
+
+
+class WorkflowClock(Clock):
+    """The workflow's deterministic time and ids."""
+
+    __slots__ = ()
+
+    def now(self) -> float:
+        """Workflow time, as Unix seconds."""
+        return workflow.now().timestamp()
+
+    def monotonic(self) -> float:
+        """Workflow time in seconds (replays identically)."""
+        return workflow.time()
+
+    def new_id(self) -> str:
+        """A seeded random id (the same on replay)."""
+        return workflow.uuid4().hex[:12]
+
+
+class WorkflowSteering(SteeringQueue):
+    """Steering from signals; a pause waits on a workflow condition, not a timer."""
+
+    async def wait_while_paused(self, poll: float = 0.05) -> None:
+        """Return once no pause is in force."""
+        await workflow.wait_condition(lambda: not self._paused)
+
+
+class SignalChannel:
+    """Asks the user through the workflow: the question waits for an ``answer`` signal."""
+
+    name = "signal"
+
+    def __init__(self) -> None:
+        self.question: str | None = None
+        self._answers: deque[str] = deque()
+
+    async def ask(self, question: str) -> str:
+        """Publish the question (the ``progress`` query shows it) and wait for the answer."""
+        self.question = question
+        try:
+            await workflow.wait_condition(lambda: bool(self._answers))
+            return self._answers.popleft()
+        finally:
+            self.question = None
+
+    def answer(self, text: str) -> None:
+        """Deliver an answer (kept for the next question when none is open)."""
+        self._answers.append(text)
+
+
+class ActivityModel(Model):
+    """A model whose every request is an activity on a worker.
+
+    Args:
+        recipe: The run's recipe (the worker builds the model from it).
+        role: Which of the recipe's models (``model`` or ``scorer``).
+        name: The model's name, as the worker reported it.
+        context_window: Its context window, as the worker reported it.
+        position: Requests already answered (a continued run).
+    """
+
+    def __init__(
+        self,
+        recipe: dict[str, Any],
+        role: str,
+        name: str,
+        context_window: int | None,
+        position: int = 0,
+    ) -> None:
+        self.recipe = recipe
+        self.role = role
+        self._name = name
+        self._window = context_window
+        self._position = position
+
+    @property
+    def name(self) -> str:
+        """The worker's model name."""
+        return self._name
+
+    @property
+    def context_window(self) -> int | None:
+        """The worker's model's context window."""
+        return self._window
+
+    def position(self) -> int | None:
+        """Requests answered so far (sent with each request for replayed models)."""
+        return self._position
+
+    def seek(self, position: int) -> None:
+        """Continue from ``position`` requests."""
+        self._position = position
+
+    async def request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """Run the request as an activity; a failure after its retries is ``model_error``."""
+        call = ModelCall(
+            recipe=self.recipe,
+            role=self.role,
+            position=self._position,
+            messages=dump_messages(list(messages)),
+            tools=dump_specs(list(tools)),
+            settings=dump_settings(settings),
+        )
+        try:
+            data = await workflow.execute_activity(
+                "convergent.model_request",
+                call,
+                result_type=dict,
+                start_to_close_timeout=_MODEL_TIMEOUT,
+                retry_policy=RetryPolicy(
+                    maximum_attempts=MODEL_ATTEMPTS,
+                    initial_interval=timedelta(seconds=1),
+                    non_retryable_error_types=["ScriptExhaustedError"],
+                ),
+            )
+        except ActivityError as exc:
+            cause = exc.cause if exc.cause is not None else exc
+            raise ModelError(str(cause) or type(cause).__name__) from None
+        self._position += 1
+        return load_response(data)
+
+
+class _Passthrough(BaseModel):
+    """Arguments of a tool that runs on a worker: validated there, not here."""
+
+
+class RemoteTool(Tool):
+    """A tool whose calls run as activities; the worker validates and classifies them."""
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Pass the arguments on unchanged (the worker has the real schema)."""
+        return dict(arguments)
+
+
+def _remote(blueprint: ToolBlueprint, recipe: dict[str, Any], run_id: str) -> Tool:
+    attempts = 3 if blueprint.idempotent else 1
+    limit = timedelta(seconds=(blueprint.timeout or 24 * 3600) + 30)
+
+    async def run_on_worker(**arguments: Any) -> str:
+        run = ToolRun(
+            recipe=recipe,
+            run_id=run_id,
+            call=dump_call(ToolCall(id="worker", name=blueprint.name, arguments=arguments)),
+        )
+        try:
+            kind, text, fatal = await workflow.execute_activity(
+                "convergent.tool_call",
+                run,
+                result_type=list,
+                start_to_close_timeout=limit,
+                heartbeat_timeout=_TOOL_HEARTBEAT,
+                retry_policy=RetryPolicy(maximum_attempts=attempts),
+            )
+        except ActivityError as exc:
+            if blueprint.idempotent:
+                raise ClassifiedOutcome(
+                    Outcome.FAILED, f"{blueprint.name} failed on every worker attempt: {exc}"
+                ) from None
+            raise ClassifiedOutcome(
+                Outcome.INTERRUPTED,
+                "interrupted: the worker stopped before this call finished; it was not "
+                "retried because the tool is not idempotent",
+            ) from None
+        if kind == Outcome.OK:
+            return str(text)
+        raise ClassifiedOutcome(Outcome(kind), str(text), fatal=bool(fatal))
+
+    return RemoteTool(
+        name=blueprint.name,
+        description=blueprint.description,
+        function=run_on_worker,
+        arguments_model=_Passthrough,
+        parameters=blueprint.parameters,
+        timeout=None,
+        idempotent=blueprint.idempotent,
+        modifies_files=False,
+        terminal=blueprint.terminal,
+    )
+
+
+class _Recorder:
+    """Keeps the run's state and events for the ``progress`` query."""
+
+    def __init__(self) -> None:
+        self.state: RunState | None = None
+        self.events: list[dict[str, Any]] = []
+
+    def on_event(self, event: Event, state: RunState) -> None:
+        self.state = state
+        self.events.append(event_to_dict(event))
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class AgentWorkflow:
+    """One agent run to an objective stop, durable in Temporal."""
+
+    def __init__(self) -> None:
+        self.steering = WorkflowSteering()
+        self.channel = SignalChannel()
+        self.recorder = _Recorder()
+        self.finished = False
+
+    @workflow.run
+    async def run(self, start: RunStart) -> dict[str, Any]:
+        """Run the recipe's agent on the task (or continue the given state) to a stop."""
+        recipe = RunRecipe.from_json(start.recipe)
+        # quick and local to the worker: recorded as a marker, not a round trip per task
+        blueprint: Blueprint = await workflow.execute_local_activity(
+            "convergent.describe",
+            start.recipe,
+            result_type=Blueprint,
+            start_to_close_timeout=timedelta(minutes=2),
+        )
+        positions = (start.state or {}).get("model_positions", {})
+        model = ActivityModel(
+            start.recipe,
+            "model",
+            blueprint.model_name,
+            blueprint.context_window,
+            positions.get("model", 0),
+        )
+        asker = AskUser(self.channel, timeout=recipe.ask_timeout)
+        tools = [
+            _remote(tool, start.recipe, start.run_id)
+            for tool in blueprint.tools
+            if tool.name != asker.tool.name
+        ]
+        if any(tool.name == asker.tool.name for tool in blueprint.tools) or recipe.gate:
+            tools.append(asker.tool)
+        gate = None
+        if recipe.gate is not None:
+            scorer = ActivityModel(
+                start.recipe,
+                "scorer",
+                blueprint.scorer_name or blueprint.model_name,
+                None,
+                positions.get("scorer", 0),
+            )
+            gate = ExecutiveGate(scorer, asker, threshold=recipe.gate.threshold)
+        agent = Agent(
+            model,
+            tools,
+            system_prompt=blueprint.system_prompt,
+            limits=recipe.limits.build(),
+            on_tool_error=recipe.on_tool_error,
+            max_consecutive_tool_errors=recipe.max_consecutive_tool_errors,
+            settings=(
+                ModelSettings(temperature=recipe.temperature)
+                if recipe.temperature is not None
+                else None
+            ),
+            context_policy=ContextCompressor() if recipe.compress else None,
+            gate=gate,
+            parallel_tool_calls=recipe.parallel_tool_calls,
+            observers=[self.recorder],
+            record_events=False,
+        )
+        with use_clock(WorkflowClock()):
+            if start.state is not None:
+                state = RunState.from_jsonable(start.state)
+                result = await agent.run(state=state, steering=self.steering, answers=start.answers)
+            else:
+                result = await agent.run(start.task, run_id=start.run_id, steering=self.steering)
+        self.finished = True
+        workflow.upsert_memo({"stop_reason": result.stop_reason.value, "cycles": result.cycles})
+        final = self.recorder.state
+        assert final is not None
+        final.model_positions = {
+            role: position
+            for role, position in ((r, m.position()) for r, m in agent.models.items())
+            if position is not None
+        }
+        return {"result": result.to_dict(), "state": final.to_jsonable(), "recipe": start.recipe}
+
+    @workflow.signal(name="steer")
+    def steer(self, kind: str, text: str = "") -> None:
+        """A steering command: ``message``, ``stop``, ``pause`` or ``resume``."""
+        try:
+            command = SteeringCommand(SteeringKind(kind), text)
+        except ValueError:
+            workflow.logger.warning("ignored unknown steering command %r", kind)
+            return
+        self.steering.put(command)
+
+    @workflow.signal(name="answer")
+    def answer(self, text: str) -> None:
+        """The user's answer to the question ``ask_user`` waits on."""
+        self.channel.answer(text)
+
+    @workflow.query(name="progress")
+    def progress(self, after: int = 0) -> dict[str, Any]:
+        """The run so far: cycles, usage, the open question, and the events after ``after``."""
+        state = self.recorder.state
+        return {
+            "running": not self.finished,
+            "cycles": state.cycles if state is not None else 0,
+            "usage": (
+                {
+                    "input_tokens": state.usage.input_tokens,
+                    "output_tokens": state.usage.output_tokens,
+                    "cost": state.usage.cost,
+                }
+                if state is not None
+                else {}
+            ),
+            "question": self.channel.question,
+            "events": self.recorder.events[after:],
+            "event_count": len(self.recorder.events),
+        }

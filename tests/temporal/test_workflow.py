@@ -1,0 +1,219 @@
+"""Runs as Temporal workflows on a real dev server: same loop, same stops, durable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from convergent import Agent, GateRecipe, StopReason
+from convergent.temporal import AgentWorkflow, TemporalRun, TemporalRunner, make_worker
+from convergent.temporal._worker import workflow_runner
+
+from .conftest import WorkerProcess, call, recipe
+
+pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
+
+
+def read_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def comparable(result: Any) -> dict[str, Any]:
+    data = result.to_dict()
+    data.pop("run_id")
+    return data
+
+
+async def wait_for(run: TemporalRun, test: Any) -> dict[str, Any]:
+    """Poll the run's progress until ``test(progress)`` holds (a minute at most)."""
+    async with asyncio.timeout(60):
+        while True:
+            progress = await run.progress()
+            if test(progress):
+                return progress
+            await asyncio.sleep(0.1)
+
+
+async def test_a_run_on_temporal_ends_as_the_same_run_in_process(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    responses = [
+        call("calculator", expression="6*7"),
+        {
+            "tool_calls": [
+                {"name": "look", "arguments": {"n": 1}},
+                {"name": "calculator", "arguments": {"expression": "2**"}},
+            ]
+        },
+        "42, and item 1 looks fine",
+    ]
+    made = recipe(tmp_path, responses)
+    local = await Agent.from_recipe(made).run("calc", run_id="same")
+    run = await runner.start(made, "calc", run_id="same-temporal")
+    remote = await run.result()
+    assert remote.stop_reason is StopReason.COMPLETED
+    assert comparable(remote) == comparable(local)
+    progress = await run.progress()
+    kinds = [event["type"] for event in progress["events"]]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_stopped"
+    assert kinds.count("tool_finished") == 3
+
+
+async def test_a_model_that_fails_ends_model_error_after_its_retries(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    run = await runner.start(
+        recipe(tmp_path, [call("calculator", expression="1")]), "t", run_id="me"
+    )
+    result = await run.result()
+    assert result.stop_reason is StopReason.MODEL_ERROR
+    assert "holds only 1 response" in result.stop_detail
+
+
+@pytest.mark.slow
+async def test_a_killed_worker_is_replaced_and_no_finished_call_runs_twice(
+    tmp_path: Path,
+    runner: TemporalRunner,
+    temporal_server: Any,
+    effects: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.4")
+    steps = 8
+    responses = [call("step", n=n) for n in range(steps)] + ["all steps done"]
+    first = WorkerProcess(temporal_server.address, runner.task_queue)
+    try:
+        run = await runner.start(recipe(tmp_path, responses), "do the steps", run_id="kill")
+        await wait_for(run, lambda p: p["cycles"] >= 3)
+        first.kill()
+        done_before = read_lines(effects)
+        second = WorkerProcess(temporal_server.address, runner.task_queue)
+        try:
+            result = await asyncio.wait_for(run.result(), 120)
+        finally:
+            second.stop()
+    finally:
+        first.kill()
+    lines = read_lines(effects)
+    assert result.stop_reason is StopReason.COMPLETED, result.stop_detail
+    assert max(Counter(lines).values()) == 1, lines  # no step ran twice
+    assert set(done_before) <= set(lines)
+    outcomes = [record.outcome for record in result.tool_calls]
+    assert outcomes.count("ok") == len(lines)
+    # at most the call in flight when the worker died was left interrupted, never re-run
+    assert outcomes.count("interrupted") <= 1 and len(outcomes) == steps
+
+
+@pytest.mark.slow
+async def test_two_hundred_runs_at_once(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    made = recipe(tmp_path, [call("calculator", expression="20*10"), "200"])
+    runs = await asyncio.gather(*(runner.start(made, "t", run_id=f"many-{n}") for n in range(200)))
+    results = await asyncio.wait_for(asyncio.gather(*(run.result() for run in runs)), 240)
+    assert Counter(result.stop_reason for result in results) == {StopReason.COMPLETED: 200}
+    assert {result.output for result in results} == {"200"}
+
+
+async def test_recorded_histories_replay_deterministically(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    clear = json.dumps({"clarity": 0.9, "certainty": 0.9, "reason": "fine"})
+    scorer = tmp_path / "scorer.json"
+    scorer.write_text(json.dumps([{"content": clear}] * 3))
+    responses = [
+        call("calculator", expression="1+1"),
+        call("look", n=2),
+        call("step", n=3),
+        "done",
+    ]
+    made = recipe(tmp_path, responses, gate=GateRecipe(threshold=0.5, model=f"scripted:{scorer}"))
+    run = await runner.start(made, "t", run_id="replay")
+    assert (await run.result()).stop_reason is StopReason.COMPLETED
+    history = await run.handle.fetch_history()
+    replayer = Replayer(workflows=[AgentWorkflow], workflow_runner=workflow_runner())
+    outcome = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert outcome.replay_failure is None
+    # a history whose events do not match what the code decides is rejected
+    tampered = json.loads(history.to_json())
+    events = tampered["events"]
+    scheduled = [e for e in events if "activityTaskScheduledEventAttributes" in e]
+    scheduled[1]["activityTaskScheduledEventAttributes"]["activityType"]["name"] = "other"
+    bad = WorkflowHistory.from_json("replay", tampered)
+    outcome = await replayer.replay_workflow(bad, raise_on_replay_failure=False)
+    assert outcome.replay_failure is not None
+
+
+async def test_signals_steer_and_stop_a_live_run(
+    tmp_path: Path, runner: TemporalRunner, worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.2")
+    responses = [call("step", n=n) for n in range(40)]
+    run = await runner.start(recipe(tmp_path, responses), "t", run_id="steer")
+    await wait_for(run, lambda p: p["cycles"] >= 2)
+    await run.steer("message", "hurry up")
+    await wait_for(run, lambda p: any(e["type"] == "redirected" for e in p["events"]))
+    await run.steer("stop", "enough")
+    result = await run.result()
+    assert result.stop_reason is StopReason.STOPPED and result.stop_detail == "enough"
+    assert result.cycles < 40
+
+
+async def test_a_pause_holds_the_run_until_resumed(
+    tmp_path: Path, runner: TemporalRunner, worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.1")
+    responses = [call("step", n=n) for n in range(6)] + ["done"]
+    run = await runner.start(recipe(tmp_path, responses), "t", run_id="pause")
+    await wait_for(run, lambda p: p["cycles"] >= 1)
+    await run.steer("pause")
+    held = await wait_for(run, lambda p: p["cycles"] >= 1)
+    await asyncio.sleep(1.5)
+    assert (await run.progress())["cycles"] <= held["cycles"] + 1
+    await run.steer("resume")
+    assert (await run.result()).stop_reason is StopReason.COMPLETED
+
+
+async def test_ask_user_waits_durably_for_an_answer_signal(
+    tmp_path: Path, runner: TemporalRunner
+) -> None:
+    responses = [call("ask_user", question="Which colour?"), "painting it blue"]
+    made = recipe(tmp_path, responses, ask_timeout=3600.0)
+    async with make_worker(runner.client, runner.task_queue):
+        run = await runner.start(made, "paint", run_id="ask")
+        await wait_for(run, lambda p: p["question"] == "Which colour?")
+    # no worker runs now; the question waits on the server, with an hour-long timer
+    await run.answer("blue")
+    async with make_worker(runner.client, runner.task_queue):
+        result = await asyncio.wait_for(run.result(), 60)
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [(c.name, c.result) for c in result.tool_calls] == [("ask_user", "blue")]
+    history = await run.handle.fetch_history()
+    timers = [
+        event.timer_started_event_attributes.start_to_fire_timeout.ToSeconds()
+        for event in history.events
+        if event.HasField("timer_started_event_attributes")
+    ]
+    assert timers == [3600]
+
+
+async def test_an_unanswered_question_stops_needs_user_and_resumes_with_the_answer(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    responses = [call("ask_user", question="Which colour?"), "painting it green"]
+    made = recipe(tmp_path, responses, ask_timeout=1.0)
+    run = await runner.start(made, "paint", run_id="late")
+    first = await run.result()
+    assert first.stop_reason is StopReason.NEEDS_USER
+    assert first.stop_detail == "Which colour?"
+    continued = await runner.continue_run("late", answer="green")
+    result = await continued.result()
+    assert result.stop_reason is StopReason.COMPLETED and result.output == "painting it green"
+    assert result.tool_calls[-1].result == "green"
