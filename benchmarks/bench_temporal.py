@@ -119,6 +119,23 @@ async def one_at_a_time(run: object, count: int) -> float:
     return statistics.median(samples)
 
 
+async def latency(
+    runner: TemporalRunner, server: DevServer, recipe: RunRecipe, folder: Path, count: int, tag: str
+) -> float:
+    """Median seconds of one run at a time on Temporal, with one worker process."""
+    runner.task_queue = f"latency-{tag}"
+    workers = start_workers(server.address, runner.task_queue, 1, folder)
+    try:
+
+        async def remote(n: int) -> None:
+            await (await runner.start(recipe, "go", run_id=f"lat-{tag}-{n}")).result()
+
+        await remote(-1)
+        return await one_at_a_time(remote, count)
+    finally:
+        stop_workers(workers)
+
+
 async def main(runs: int, worker_counts: list[int], latency_runs: int) -> None:
     folder = Path(tempfile.mkdtemp())
     (folder / "benchfx.py").write_text(TOOL)
@@ -128,10 +145,13 @@ async def main(runs: int, worker_counts: list[int], latency_runs: int) -> None:
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; "
         f"{runs} runs of {CYCLES} cycles, a 50 ms tool call each"
     )
+    agents = [Agent.from_recipe(recipe, record_events=False) for _ in range(latency_runs)]
+    local_one = await one_at_a_time(lambda n: agents[n].run("go"), latency_runs)
     local = await in_process(recipe, runs)
     print(f"{'in process (one event loop)':<32}{runs / local:>10.1f} runs/s  {local:>7.1f} s")
     with DevServer() as server:
         runner = await TemporalRunner.connect(server.address)
+        fresh = await latency(runner, server, recipe, folder, latency_runs, "fresh")
         for count in worker_counts:
             queue = f"bench-{count}"
             runner.task_queue = queue
@@ -143,24 +163,14 @@ async def main(runs: int, worker_counts: list[int], latency_runs: int) -> None:
                 stop_workers(workers)
             label = f"Temporal, {count} worker process{'es' if count > 1 else ''}"
             print(f"{label:<32}{runs / seconds:>10.1f} runs/s  {seconds:>7.1f} s")
-        runner.task_queue = "latency"
-        workers = start_workers(server.address, "latency", 1, folder)
-        try:
-            agents = [Agent.from_recipe(recipe, record_events=False) for _ in range(latency_runs)]
-            local_one = await one_at_a_time(lambda n: agents[n].run("go"), latency_runs)
-
-            async def remote(n: int) -> None:
-                await (await runner.start(recipe, "go", run_id=f"lat-{n}")).result()
-
-            await remote(-1)
-            remote_one = await one_at_a_time(remote, latency_runs)
-        finally:
-            stop_workers(workers)
-    added = (remote_one - local_one) / CYCLES * 1e3
-    print(
-        f"one run at a time: in process {local_one * 1e3:.1f} ms, on Temporal "
-        f"{remote_one * 1e3:.1f} ms; added per cycle {added:.1f} ms (median of {latency_runs})"
-    )
+        busy = await latency(runner, server, recipe, folder, latency_runs, "after")
+    print(f"one run at a time, median of {latency_runs}: in process {local_one * 1e3:.1f} ms")
+    for label, seconds in (("fresh server", fresh), ("after the runs above", busy)):
+        added = (seconds - local_one) / CYCLES * 1e3
+        print(
+            f"  on Temporal, {label}: {seconds * 1e3:.1f} ms per run, {added:.1f} ms added "
+            "per cycle"
+        )
 
 
 if __name__ == "__main__":

@@ -79,8 +79,6 @@ def make_worker(
         activities=[*own.all(), bench_task],
         workflow_runner=workflow_runner(),
         max_concurrent_activities=max_concurrent_activities,
-        max_concurrent_workflow_task_polls=10,
-        max_concurrent_activity_task_polls=10,
     )
 
 
