@@ -5,7 +5,7 @@ Usage:
     python benchmarks/bench_gate_calibration.py --scorer local  # embedded SmolLM2-135M
     python benchmarks/bench_gate_calibration.py --scorer openai:gpt-4o-mini --json
 
-Runs every scenario of `convergent.gate.calibration.SCENARIOS` with and without the gate
+Runs every scenario of `convergent.bench.gate_calibration.SCENARIOS` with and without the gate
 and prints asking precision/recall, ECE, Brier score, extra requests and latency.
 """
 
@@ -17,8 +17,8 @@ import json
 import sys
 from pathlib import Path
 
+from convergent.bench.gate_calibration import format_report, run_calibration, scripted_scorer
 from convergent.exceptions import ConvergentError
-from convergent.gate.calibration import format_report, run_calibration, scripted_scorer
 from convergent.models.base import Model
 from convergent.models.registry import model_from_string
 

@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convergent.clock import Clock, current_clock
 from convergent.events import CycleStarted, Event, event_to_dict
@@ -26,6 +26,7 @@ from convergent.models.base import Model
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import SteeringCommand
 from convergent.store import rollback
+from convergent.store._access import StoreAccess
 from convergent.store._codec import (
     dump_arguments,
     dump_message,
@@ -37,9 +38,6 @@ from convergent.store._codec import (
 )
 from convergent.store.steering import DatabaseSteering
 from convergent.tools import Tool
-
-if TYPE_CHECKING:
-    from convergent.store.runs import RunStore
 
 __all__ = ["SqliteJournal"]
 
@@ -74,7 +72,7 @@ class SqliteJournal:
 
     def __init__(
         self,
-        store: RunStore,
+        store: StoreAccess,
         run_id: str,
         *,
         tools: Sequence[Tool] = (),

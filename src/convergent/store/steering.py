@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue, Taken
-
-if TYPE_CHECKING:
-    from convergent.store.runs import RunStore
+from convergent.store._access import StoreAccess
 
 __all__ = ["DatabaseSteering"]
 
@@ -30,7 +27,7 @@ class DatabaseSteering(SteeringQueue):
         run_id: The run whose commands this queue receives.
     """
 
-    def __init__(self, store: RunStore, run_id: str) -> None:
+    def __init__(self, store: StoreAccess, run_id: str) -> None:
         super().__init__()
         self.store = store
         self.run_id = run_id

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from convergent.gate.calibration import (
+from convergent.bench.gate_calibration import (
     SCENARIOS,
     brier_score,
     expected_calibration_error,

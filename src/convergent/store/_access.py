@@ -1,0 +1,40 @@
+"""What a run's journal and steering need from the run database, as a protocol.
+
+`RunStore` provides it; the journal and the steering queue depend on this protocol
+instead of on the store, so the store can build them without an import cycle.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Protocol
+
+__all__ = ["StoreAccess"]
+
+
+class StoreAccess(Protocol):
+    """Writes and steering rows of one run database."""
+
+    path: Path
+    """The database file."""
+
+    def transaction(
+        self, doing: str = "write run database"
+    ) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction."""
+        ...
+
+    def steering_version(self) -> tuple[int, int]:
+        """Changes whenever a steering command may have been stored."""
+        ...
+
+    def stored_steering(self, run_id: str, after: int) -> list[tuple[int, str, str]]:
+        """Unconsumed steering commands of a run with ids above ``after``."""
+        ...
+
+    def consume_steering(self, ids: Iterable[int]) -> None:
+        """Mark stored steering commands as consumed."""
+        ...
