@@ -3,6 +3,8 @@
 ``runs.v1.db`` is a database of schema version 1 holding one run that was compacted
 three times, wrote and edited a file, and stopped ``needs_user`` with a steering
 message queued; ``state.v1.json`` is that run's `RunState.to_jsonable` output.
+``runs.v2.db`` and ``state.v2.json`` are the same for schema version 2: a run built from
+a recipe with a gate, which wrote a file and stopped ``needs_user`` with a message queued.
 """
 
 from __future__ import annotations
@@ -68,3 +70,35 @@ def test_v1_database_delivers_queued_steering(v1_store: RunStore) -> None:
     assert [(c.kind, c.text) for c in taken.messages] == [("message", "queued while stopped")]
     assert taken.stop is None
     assert queue.take().messages == ()
+
+
+@pytest.fixture
+def v2_store(tmp_path: Path) -> RunStore:
+    copy = tmp_path / "runs.db"
+    shutil.copy(FIXTURES / "runs.v2.db", copy)
+    return RunStore(copy)
+
+
+def test_v2_state_json_loads() -> None:
+    """``state.v2.json``: a gated run that wrote a file and stopped ``needs_user``."""
+    data = json.loads((FIXTURES / "state.v2.json").read_text())
+    assert data["schema_version"] == 2
+    state = RunState.from_jsonable(data)
+    assert state.run_id == "fixture-v2" and state.cycles == 4
+    assert state.stop_reason is StopReason.NEEDS_USER
+    assert state.model_positions == {"model": 4, "scorer": 3}
+    assert sorted(state.call_counts.values()) == [1, 1, 2]
+    assert [c.name for c in state.pending_calls()] == ["ask_user"]
+
+
+def test_v2_database_loads_the_same_state_recipe_and_events(v2_store: RunStore) -> None:
+    expected = RunState.from_jsonable(json.loads((FIXTURES / "state.v2.json").read_text()))
+    assert v2_store.load("fixture-v2") == expected
+    summary = v2_store.get_run("fixture-v2")
+    assert summary.status == "needs_user" and summary.recipe is not None
+    assert summary.recipe["version"] == 1 and summary.recipe["gate"]["threshold"] == 0.5
+    kinds = [event["type"] for _, event in v2_store.events("fixture-v2")]
+    assert kinds == ["gate_decided"] * 4 + ["user_answered"]
+    assert v2_store.checkpoint_cycles("fixture-v2") == [0, 1, 2, 3, 4]
+    taken = DatabaseSteering(v2_store, "fixture-v2").take()
+    assert [c.text for c in taken.messages] == ["queued while stopped"]

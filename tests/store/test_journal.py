@@ -137,3 +137,19 @@ def test_a_version_1_database_opened_read_only_asks_for_an_upgrade(tmp_path: Pat
         conn.execute("PRAGMA user_version = 1")
     with pytest.raises(UserError, match="write access to upgrade"):
         RunStore(path, readonly=True)
+
+
+def test_a_locked_database_is_a_one_line_storage_error(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    _fill(path)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with (
+            RunStore(path, timeout=0.1) as store,
+            pytest.raises(StorageError, match="locked by another process"),
+        ):
+            store.send_steering("r", "message", "x")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
