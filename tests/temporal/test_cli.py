@@ -103,3 +103,18 @@ def test_the_live_view_follows_a_temporal_run(tmp_path: Path, queue: tuple[str, 
     assert proc.returncode == 0, proc.stderr
     assert "cycle 1 model: 1 tool call(s)" in proc.stdout
     assert "ok calculator" in proc.stdout and "stopped: completed" in proc.stdout
+
+
+def test_bench_fans_the_convergence_suite_out_over_the_workers(
+    tmp_path: Path, queue: tuple[str, str]
+) -> None:
+    address, name = queue
+    args = ["bench", "--tasks-per-scenario", "2", "--json"]
+    remote = cli(*args, "--temporal", address, "--task-queue", name, cwd=tmp_path)
+    local = cli(*args[:1], "convergence", *args[1:], cwd=tmp_path)
+    assert remote.returncode == 0, remote.stderr
+    policies = json.loads(remote.stdout)["suites"]["convergence"]["policies"]
+    assert policies == json.loads(local.stdout)["suites"]["convergence"]["policies"]
+    assert policies["objective"]["tasks"] == 26
+    refused = cli("bench", "bfcl", "--temporal", address, cwd=tmp_path)
+    assert refused.returncode == 2 and "convergence suite only" in refused.stderr

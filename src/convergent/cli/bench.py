@@ -25,6 +25,7 @@ from convergent.bench import SUITES
 from convergent.bench.report import BenchReport, SuiteResult, write_report
 from convergent.cli import app
 from convergent.cli._options import JsonOption
+from convergent.cli._temporal import TaskQueueOption, TemporalOption, connect_runner
 from convergent.exceptions import UserError
 from convergent.models.base import Model
 
@@ -41,13 +42,27 @@ def _tick(progress: Progress | None, task_id: Any) -> Callable[..., None]:
     return advance
 
 
-async def _convergence(seed: int, per_scenario: int, progress: Progress | None) -> SuiteResult:
+async def _convergence(
+    seed: int, per_scenario: int, progress: Progress | None, temporal: tuple[str, str] | None
+) -> SuiteResult:
     from convergent.bench.convergence import POLICIES, SCENARIOS, run_convergence_async
 
     task_id = None
     if progress is not None:
         total = per_scenario * len(SCENARIOS) * len(POLICIES)
         task_id = progress.add_task("convergence", total=total)
+    if temporal is not None:
+        from convergent.temporal._bench import run_convergence_on
+
+        runner = await connect_runner(*temporal)
+
+        def done(finished: int, total: int) -> None:
+            if progress is not None and task_id is not None:
+                progress.update(task_id, completed=finished)
+
+        return await run_convergence_on(
+            runner.client, runner.task_queue, seed, per_scenario, on_progress=done
+        )
     result, _ = await run_convergence_async(
         seed, per_scenario, on_progress=_tick(progress, task_id)
     )
@@ -89,11 +104,12 @@ async def _run_all(
     per_scenario: int,
     bfcl_limit: int | None,
     progress: Progress | None,
+    temporal: tuple[str, str] | None = None,
 ) -> dict[str, SuiteResult]:
     results: dict[str, SuiteResult] = {}
     for suite in suites:
         if suite == "convergence":
-            results[suite] = await _convergence(seed, per_scenario, progress)
+            results[suite] = await _convergence(seed, per_scenario, progress, temporal)
         elif suite == "bfcl":
             results[suite] = await _bfcl(bfcl_limit, progress)
         else:
@@ -186,9 +202,13 @@ def bench_command(
     bfcl_limit: Annotated[
         int | None, typer.Option(help="Only the first N BFCL entries per category.")
     ] = None,
+    temporal: TemporalOption = None,
+    task_queue: TaskQueueOption = "convergent",
 ) -> None:
     """Run benchmark suites and report false-positive / false-negative rates per policy."""
-    chosen = list(dict.fromkeys(suites or SUITES))
+    chosen = list(dict.fromkeys(suites or (["convergence"] if temporal else SUITES)))
+    if temporal is not None and chosen != ["convergence"]:
+        raise UserError("--temporal runs the convergence suite only: convergent bench convergence")
     _validate(chosen, seed, tasks_per_scenario, bfcl_limit, out)
     extra_model = None
     if model is not None and model != _DEFAULT_LIVE_MODEL and "live" in chosen:
@@ -211,6 +231,7 @@ def bench_command(
         "model": extra_model,
         "per_scenario": tasks_per_scenario,
         "bfcl_limit": bfcl_limit,
+        "temporal": (temporal, task_queue) if temporal is not None else None,
     }
     if progress is not None:
         with progress:
