@@ -112,16 +112,6 @@ def pending_answers(store: RunStore, run_id: str, answer: str | None) -> dict[st
     return {question.call_id: answer for question in questions}
 
 
-def _limits(limits: Limits) -> LimitsRecipe:
-    return LimitsRecipe(
-        max_cycles=limits.max_cycles,
-        max_total_tokens=limits.max_total_tokens,
-        max_seconds=limits.max_seconds,
-        max_cost=limits.max_cost,
-        max_repeated_calls=limits.max_repeated_calls,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Continuation:
     """A stored run, ready to go on: its rebuilt agent, its state and the answers given."""
@@ -208,7 +198,7 @@ async def resume(
             run_id,
             answer=answer,
             message=message,
-            limits=_limits(limits) if limits is not None else None,
+            limits=LimitsRecipe.of(limits) if limits is not None else None,
             model=model,
         )
         async with ready.agent:

@@ -16,6 +16,7 @@ clear error rather than half-understood.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import sys
@@ -94,6 +95,11 @@ class LimitsRecipe(BaseModel):
     def build(self) -> Limits:
         """The `Limits` object."""
         return Limits(**self.model_dump())
+
+    @classmethod
+    def of(cls, limits: Limits) -> LimitsRecipe:
+        """The recipe form of a `Limits` object."""
+        return cls(**dataclasses.asdict(limits))
 
 
 class GateRecipe(BaseModel):
