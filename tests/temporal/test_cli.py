@@ -118,3 +118,29 @@ def test_bench_fans_the_convergence_suite_out_over_the_workers(
     assert policies["objective"]["tasks"] == 26
     refused = cli("bench", "bfcl", "--temporal", address, cwd=tmp_path)
     assert refused.returncode == 2 and "convergence suite only" in refused.stderr
+
+
+def test_the_live_view_shows_a_question_and_how_to_answer_it(
+    tmp_path: Path, queue: tuple[str, str]
+) -> None:
+    address, name = queue
+    model = script(tmp_path, [call("ask_user", question="Which colour?"), "done"])
+    proc = cli(
+        "run",
+        "paint",
+        "--model",
+        model,
+        "--ask-timeout",
+        "3",
+        "--run-id",
+        "q1",
+        "--temporal",
+        address,
+        "--task-queue",
+        name,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1
+    assert "the run asks Which colour?" in proc.stderr
+    assert "convergent resume q1 --temporal ... --answer TEXT" in proc.stderr
+    assert "stopped: needs_user" in proc.stdout

@@ -89,15 +89,51 @@ async def _follow(run: TemporalRun, view: list[Callable[[Event], None]]) -> None
             handler(event)
 
 
-async def _pump(queue: SteeringQueue, run: TemporalRun, done: asyncio.Event) -> None:
-    """Send what the terminal queued to the run, as signals."""
-    while not done.is_set():
-        taken = queue.take()
-        for command in taken.messages:
-            await run.steer("message", command.text)
-        if taken.stop is not None:
-            await run.steer("stop", taken.stop.text)
-        await asyncio.sleep(0.2)
+class _Relay:
+    """Carries the terminal to the run: typed lines become signals, questions are shown.
+
+    While the run waits on a question (``ask_user``), the next typed line is its answer;
+    otherwise a line steers the run, and ``/stop`` stops it.
+    """
+
+    def __init__(self, run: TemporalRun, queue: SteeringQueue, *, interactive: bool) -> None:
+        self.run = run
+        self.queue = queue
+        self.interactive = interactive
+        self.question: str | None = None
+        self.notes = Console(stderr=True, highlight=False)
+
+    async def serve(self, done: asyncio.Event) -> None:
+        while not done.is_set():
+            await self._show_question()
+            taken = self.queue.take()
+            for command in taken.messages:
+                if self.question is not None:
+                    await self.run.answer(command.text)
+                    self.question = None
+                else:
+                    await self.run.steer("message", command.text)
+            if taken.stop is not None:
+                await self.run.steer("stop", taken.stop.text)
+            await asyncio.sleep(0.2)
+
+    async def _show_question(self) -> None:
+        try:
+            asked = (await self.run.progress(after=1 << 30))["question"]
+        except Exception:  # the run just ended: nothing to show
+            return
+        if asked is None or asked == self.question:
+            self.question = asked
+            return
+        self.question = asked
+        hint = (
+            "type the answer and press Enter"
+            if self.interactive
+            else f"answer with: convergent resume {self.run.run_id} --temporal ... --answer TEXT"
+        )
+        self.notes.print(
+            f"  [magenta]the run asks[/] {escape(asked)} [dim]({escape(hint)})[/]", soft_wrap=True
+        )
 
 
 async def _drive(run: TemporalRun, *, json_output: bool, steer: bool) -> RunResult:
@@ -111,14 +147,16 @@ async def _drive(run: TemporalRun, *, json_output: bool, steer: bool) -> RunResu
     if steer:
         reader = TerminalSteering(queue, 0).start()
         Console(stderr=True).print(f"[dim]{escape(HELP)}[/]")
-    pump = asyncio.ensure_future(_pump(queue, run, done))
+    relay = asyncio.ensure_future(
+        _Relay(run, queue, interactive=steer).serve(done) if not json_output else done.wait()
+    )
     try:
         if view:
             await _follow(run, view)
         return await run.result()
     finally:
         done.set()
-        await asyncio.gather(pump, return_exceptions=True)
+        await asyncio.gather(relay, return_exceptions=True)
         if reader is not None:
             reader.close()
 
