@@ -217,3 +217,18 @@ async def test_an_unanswered_question_stops_needs_user_and_resumes_with_the_answ
     result = await continued.result()
     assert result.stop_reason is StopReason.COMPLETED and result.output == "painting it green"
     assert result.tool_calls[-1].result == "green"
+
+
+async def test_a_long_run_continues_in_fresh_workflow_runs(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    responses = [call("calculator", expression=f"{n}+1") for n in range(8)] + ["done"]
+    made = recipe(tmp_path, responses)
+    local = await Agent.from_recipe(made).run("count", run_id="long-local")
+    run = await runner.start(made, "count", run_id="long", cycles_per_run=3)
+    result = await run.result()
+    assert comparable(result) == comparable(local)
+    executions = [
+        execution async for execution in runner.client.list_workflows("WorkflowId = 'long'")
+    ]
+    assert len(executions) == 3  # cycles 1-3, 4-6 and 7-9

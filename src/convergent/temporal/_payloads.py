@@ -124,6 +124,13 @@ class RunStart:
     task: str | None = None
     state: dict[str, Any] | None = None
     answers: dict[str, str] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+    """Steering messages still to deliver (carried over from the previous workflow run)."""
+    paused: bool = False
+    """Whether a pause was in force when the previous workflow run handed over."""
+    cycles_per_run: int | None = None
+    """Hand over to a fresh workflow run after this many cycles (default: when Temporal
+    suggests it, as the history grows long)."""
 
 
 @dataclass

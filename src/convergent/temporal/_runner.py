@@ -216,13 +216,28 @@ class TemporalRunner:
         """
         return cls(await connect(address, namespace=namespace), task_queue)
 
-    async def start(self, recipe: RunRecipe, task: str, *, run_id: str) -> TemporalRun:
+    async def start(
+        self, recipe: RunRecipe, task: str, *, run_id: str, cycles_per_run: int | None = None
+    ) -> TemporalRun:
         """Start a run of ``task``.
+
+        Args:
+            recipe: The agent.
+            task: The task.
+            run_id: The run's id (its workflow id).
+            cycles_per_run: Hand the run over to a fresh workflow run (continue-as-new)
+                after this many cycles; default: when Temporal suggests it, as the
+                history grows long.
 
         Raises:
             UserError: If a run with this id exists.
         """
-        start = RunStart(recipe=recipe.model_dump(mode="json"), run_id=run_id, task=task)
+        start = RunStart(
+            recipe=recipe.model_dump(mode="json"),
+            run_id=run_id,
+            task=task,
+            cycles_per_run=cycles_per_run,
+        )
         return await self._start(start, WorkflowIDReusePolicy.REJECT_DUPLICATE)
 
     async def continue_run(

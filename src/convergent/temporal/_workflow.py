@@ -11,7 +11,7 @@ query returns the run's state and events.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -29,11 +29,11 @@ with workflow.unsafe.imports_passed_through():
     from convergent.events import Event, event_to_dict
     from convergent.exceptions import ModelError
     from convergent.gate import AskUser, ExecutiveGate
-    from convergent.messages import Message, ModelResponse, ToolCall, ToolSpec
+    from convergent.messages import AssistantMessage, Message, ModelResponse, ToolCall, ToolSpec
     from convergent.models.base import Model, ModelSettings
     from convergent.recipe import RunRecipe
     from convergent.state import RunState
-    from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
+    from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue, Taken
     from convergent.temporal._payloads import (
         Blueprint,
         ModelCall,
@@ -78,8 +78,36 @@ class WorkflowClock(Clock):
         return workflow.uuid4().hex[:12]
 
 
+ROLL_OVER = "the run continues in a fresh workflow run (its history grew long)"
+"""Detail of the stop with which a run hands over to its next workflow run."""
+
+
 class WorkflowSteering(SteeringQueue):
-    """Steering from signals; a pause waits on a workflow condition, not a timer."""
+    """Steering from signals; a pause waits on a workflow condition, not a timer.
+
+    At a cycle boundary where the workflow should continue as new (its history is long),
+    the queue hands the loop a stop instead of its messages, which stay queued for the
+    next workflow run.
+
+    Args:
+        roll_over: Whether the workflow should continue as new now.
+    """
+
+    def __init__(self, roll_over: Callable[[], bool]) -> None:
+        super().__init__()
+        self.roll_over = roll_over
+        self.rolling = False
+
+    def take(self) -> Taken:
+        """The queued commands, or the stop that hands the run over."""
+        if not self.rolling and self.roll_over():
+            self.rolling = True
+            return Taken(stop=SteeringCommand(SteeringKind.STOP, ROLL_OVER))
+        return super().take()
+
+    def undelivered(self) -> list[str]:
+        """Messages not yet delivered, for the next workflow run."""
+        return [command.text for command in SteeringQueue.take(self).messages]
 
     async def wait_while_paused(self, poll: float = 0.05) -> None:
         """Return once no pause is in force."""
@@ -261,8 +289,10 @@ class AgentWorkflow:
     """One agent run to an objective stop, durable in Temporal."""
 
     def __init__(self) -> None:
-        self.steering = WorkflowSteering()
+        self.steering = WorkflowSteering(self._roll_over)
         self.channel = SignalChannel()
+        self.first_cycle = 0
+        self.cycles_per_run: int | None = None
         self.recorder = _Recorder()
         self.finished = False
 
@@ -270,6 +300,12 @@ class AgentWorkflow:
     async def run(self, start: RunStart) -> dict[str, Any]:
         """Run the recipe's agent on the task (or continue the given state) to a stop."""
         recipe = RunRecipe.from_json(start.recipe)
+        self.cycles_per_run = start.cycles_per_run
+        self.first_cycle = (start.state or {}).get("cycles", 0)
+        for message in start.messages:
+            self.steering.send(message)
+        if start.paused:
+            self.steering.pause()
         # quick and local to the worker: recorded as a marker, not a round trip per task
         blueprint: Blueprint = await workflow.execute_local_activity(
             "convergent.describe",
@@ -327,8 +363,6 @@ class AgentWorkflow:
                 result = await agent.run(state=state, steering=self.steering, answers=start.answers)
             else:
                 result = await agent.run(start.task, run_id=start.run_id, steering=self.steering)
-        self.finished = True
-        workflow.upsert_memo({"stop_reason": result.stop_reason.value, "cycles": result.cycles})
         final = self.recorder.state
         assert final is not None
         final.model_positions = {
@@ -336,7 +370,35 @@ class AgentWorkflow:
             for role, position in ((r, m.position()) for r, m in agent.models.items())
             if position is not None
         }
+        if self.steering.rolling and result.stop_detail == ROLL_OVER:
+            workflow.continue_as_new(
+                RunStart(
+                    recipe=start.recipe,
+                    run_id=start.run_id,
+                    state=final.to_jsonable(),
+                    messages=self.steering.undelivered(),
+                    paused=self.steering.paused,
+                    cycles_per_run=start.cycles_per_run,
+                )
+            )
+        self.finished = True
+        workflow.upsert_memo({"stop_reason": result.stop_reason.value, "cycles": result.cycles})
         return {"result": result.to_dict(), "state": final.to_jsonable(), "recipe": start.recipe}
+
+    def _roll_over(self) -> bool:
+        """Whether to hand the run over to a fresh workflow run at this boundary.
+
+        Never when the model has just answered without tool calls: the run is finishing.
+        """
+        state = self.recorder.state
+        if state is None:
+            return False
+        last = state.messages[-1] if state.messages else None
+        if isinstance(last, AssistantMessage) and not last.tool_calls:
+            return False
+        if self.cycles_per_run is not None:
+            return state.cycles - self.first_cycle >= self.cycles_per_run
+        return workflow.info().is_continue_as_new_suggested()
 
     @workflow.signal(name="steer")
     def steer(self, kind: str, text: str = "") -> None:
