@@ -99,6 +99,7 @@ async def test_elapsed_time_limits_use_the_clock() -> None:
 
 LOOP_MODULES = (
     "agent",
+    "_cycle",
     "_executor",
     "_trace",
     "stop",
