@@ -1,12 +1,27 @@
 from __future__ import annotations
 
+import json
+import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from convergent import ToolArgumentsError, ToolError, calculator, fail, file_tools
-from convergent.builtin_tools import evaluate_arithmetic
+from convergent import (
+    Agent,
+    ScriptedModel,
+    StopReason,
+    ToolArgumentsError,
+    ToolError,
+    calculator,
+    fail,
+    file_tools,
+)
+from convergent.builtin_tools import MAX_BITS, evaluate_arithmetic
 
 
 @pytest.mark.parametrize(
@@ -22,13 +37,88 @@ def test_calculator_arithmetic(expression: str, expected: float) -> None:
     ["__import__('os').system('true')", "open('x')", "a + 1", "2 ** 100000", "[1, 2]", "True + 1"],
 )
 def test_calculator_refuses_anything_but_arithmetic(expression: str) -> None:
-    with pytest.raises(ToolError):
+    with pytest.raises(ToolArgumentsError):
         evaluate_arithmetic(expression)
 
 
-def test_division_by_zero_is_a_tool_error() -> None:
-    with pytest.raises(ToolError, match="cannot compute"):
+def test_division_by_zero_is_the_models_mistake() -> None:
+    with pytest.raises(ToolArgumentsError, match="cannot compute"):
         evaluate_arithmetic("1/0")
+
+
+BOMBS = [
+    "(10**10000)**10000",
+    "9**9**9",
+    "10**10**10",
+    "(10**3000)*(10**3000)*(10**3000)*(10**3000)*(10**3000)",
+    "(2**5000)**3",
+    "2**14001",
+    "(-7)**100000",
+    "round(1, -10**9)",
+    "max(10**4000, 2)**2",
+]
+
+
+def test_no_expression_can_hang_the_process() -> None:
+    """Each bomb is refused at once; a subprocess with a deadline keeps a regression
+    from hanging the suite (big-integer work cannot be interrupted)."""
+    program = (
+        "import json, sys\n"
+        "from convergent.builtin_tools import MAX_BITS, evaluate_arithmetic\n"
+        "from convergent.exceptions import ToolArgumentsError\n"
+        "refused = []\n"
+        "for expression in json.loads(sys.argv[1]):\n"
+        "    try:\n"
+        "        evaluate_arithmetic(expression)\n"
+        "    except ToolArgumentsError as exc:\n"
+        "        refused.append(str(exc))\n"
+        "print(json.dumps(refused))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", program, json.dumps(BOMBS)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    refused = json.loads(proc.stdout)
+    assert len(refused) == len(BOMBS), refused
+    assert all("bits" in text or "round()" in text for text in refused), refused
+
+
+@settings(max_examples=200, deadline=None)
+@given(base=st.integers(-(10**30), 10**30), exponent=st.integers(-50, 3000))
+def test_a_power_is_computed_exactly_or_refused_by_its_size(base: int, exponent: int) -> None:
+    expression = f"({base})**({exponent})"
+    too_big = exponent > 0 and abs(base) > 1 and abs(base).bit_length() * exponent > MAX_BITS
+    if too_big:
+        with pytest.raises(ToolArgumentsError, match="bits"):
+            evaluate_arithmetic(expression)
+        return
+    try:
+        expected = base**exponent
+    except ZeroDivisionError:
+        with pytest.raises(ToolArgumentsError, match="cannot compute"):
+            evaluate_arithmetic(expression)
+        return
+    value = evaluate_arithmetic(expression)
+    if isinstance(expected, float):
+        assert value == pytest.approx(expected) or (math.isinf(expected))
+    else:
+        assert value == expected
+
+
+async def test_a_bad_expression_goes_back_to_the_model_and_the_run_goes_on() -> None:
+    model = ScriptedModel(
+        [
+            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "17 x 23"}}]},
+            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "17 * 23"}}]},
+            "391",
+        ]
+    )
+    result = await Agent(model, [calculator], on_tool_error="stop").run("17*23?")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [r.outcome for r in result.tool_calls] == ["invalid", "ok"]
 
 
 async def test_calculator_tool_and_fail_tool() -> None:

@@ -17,6 +17,7 @@ from convergent.exceptions import ToolError
 from convergent.tools import Tool, ToolArgumentsError, tool
 
 __all__ = [
+    "MAX_BITS",
     "calculator",
     "default_tools",
     "evaluate_arithmetic",
@@ -48,8 +49,44 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "exp": math.exp,
 }
 _CONSTANTS = {"pi": math.pi, "e": math.e}
-_MAX_EXPONENT = 10_000
 _MAX_LENGTH = 500
+MAX_BITS = 14_000
+"""Largest integer (in bits, about 4,200 digits) a calculation may produce at any step.
+
+Big-integer arithmetic holds the interpreter lock, so nothing (a timeout, Ctrl-C) can
+stop a huge power once it started: sizes are estimated from the operands before each
+step, and a step whose result would be larger is refused instead of computed.
+"""
+_MAX_ROUND_DIGITS = 1_000
+
+
+def _bits(value: Any) -> int:
+    return abs(value).bit_length() if isinstance(value, int) else 0
+
+
+def _check_size(op: ast.operator, left: Any, right: Any) -> None:
+    """Refuse a step whose integer result would exceed `MAX_BITS`, before computing it."""
+    if not (isinstance(left, int) and isinstance(right, int)):
+        return  # floats overflow to an error at once; they never grow without bound
+    if isinstance(op, ast.Pow):
+        if right > 0 and abs(left) > 1 and _bits(left) * right > MAX_BITS:
+            raise ToolArgumentsError(
+                f"the result of {left if _bits(left) < 64 else 'a large number'} ** {right} "
+                f"would have more than {MAX_BITS} bits; refusing to compute it"
+            )
+    elif isinstance(op, ast.Mult) and _bits(left) + _bits(right) > MAX_BITS:
+        raise ToolArgumentsError(f"a product would have more than {MAX_BITS} bits")
+
+
+def _call(name: str, arguments: list[Any]) -> Any:
+    if name == "round" and len(arguments) == 2:
+        digits = arguments[1]
+        if not isinstance(digits, int) or abs(digits) > _MAX_ROUND_DIGITS:
+            raise ToolArgumentsError(
+                f"round() takes a whole number of digits between -{_MAX_ROUND_DIGITS} and "
+                f"{_MAX_ROUND_DIGITS}"
+            )
+    return _FUNCTIONS[name](*arguments)
 
 
 def _walk(node: ast.AST) -> Any:
@@ -61,8 +98,7 @@ def _walk(node: ast.AST) -> Any:
         return _CONSTANTS[node.id]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _walk(node.left), _walk(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
-            raise ToolError(f"exponent larger than {_MAX_EXPONENT}")
+        _check_size(node.op, left, right)
         return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_walk(node.operand))
@@ -72,29 +108,33 @@ def _walk(node: ast.AST) -> Any:
         and node.func.id in _FUNCTIONS
         and not node.keywords
     ):
-        return _FUNCTIONS[node.func.id](*(_walk(arg) for arg in node.args))
-    raise ToolError(f"unsupported syntax in expression: {type(node).__name__}")
+        return _call(node.func.id, [_walk(arg) for arg in node.args])
+    raise ToolArgumentsError(f"unsupported syntax in expression: {type(node).__name__}")
 
 
 def evaluate_arithmetic(expression: str) -> int | float:
     """Evaluate an arithmetic expression by walking its syntax tree (never ``eval``).
 
+    Every step is bounded (see `MAX_BITS`), so any expression finishes at once or is
+    refused. An expression that is not plain arithmetic, cannot be computed or is too
+    large is the caller's mistake, not a failure of the tool.
+
     Raises:
-        ToolError: If the expression is not plain arithmetic or cannot be computed.
+        ToolArgumentsError: If the expression is not plain arithmetic, cannot be
+            computed, or its result (or a step of it) would be too large.
     """
     if len(expression) > _MAX_LENGTH:
-        raise ToolError(f"expression longer than {_MAX_LENGTH} characters")
+        raise ToolArgumentsError(f"expression longer than {_MAX_LENGTH} characters")
     try:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError:
-        raise ToolError(f"not an arithmetic expression: {expression!r}") from None
-
+        raise ToolArgumentsError(f"not an arithmetic expression: {expression!r}") from None
     try:
         value = _walk(tree)
-    except ToolError:
+    except ToolArgumentsError:
         raise
-    except (ArithmeticError, ValueError, TypeError) as exc:
-        raise ToolError(f"cannot compute {expression!r}: {exc}") from None
+    except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:
+        raise ToolArgumentsError(f"cannot compute {expression!r}: {exc}") from None
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
     return value  # type: ignore[no-any-return]
