@@ -63,3 +63,38 @@ async def test_size_limit_and_flags(tools: dict) -> None:
         await tools["write_file"].call({"path": "big.txt", "content": "x" * 101})
     assert tools["write_file"].modifies_files and tools["edit_file"].modifies_files
     assert tools["write_file"].idempotent and not tools["edit_file"].idempotent
+
+
+async def test_a_link_planted_at_the_old_temporary_name_is_never_written_through(
+    tools: dict, workspace: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("untouched")
+    (workspace / ".a.txt.convergent-tmp").symlink_to(outside)
+    await tools["write_file"].call({"path": "a.txt", "content": "inside"})
+    await tools["edit_file"].call({"path": "a.txt", "old_text": "inside", "new_text": "edited"})
+    assert outside.read_text() == "untouched"
+    assert (workspace / "a.txt").read_text() == "edited"
+    assert leftovers(workspace) == [".a.txt.convergent-tmp"]
+
+
+def leftovers(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if "convergent-tmp" in p.name]
+
+
+async def test_a_file_that_is_a_link_inside_the_workspace_is_not_replaced(
+    tools: dict, workspace: Path
+) -> None:
+    (workspace / "real.txt").write_text("real")
+    (workspace / "link.txt").symlink_to(workspace / "real.txt")
+    with pytest.raises(ToolArgumentsError, match="symbolic link"):
+        await tools["write_file"].call({"path": "link.txt", "content": "x"})
+    assert (workspace / "link.txt").is_symlink() and (workspace / "real.txt").read_text() == "real"
+
+
+async def test_a_written_file_keeps_its_permissions(tools: dict, workspace: Path) -> None:
+    script = workspace / "run.sh"
+    script.write_text("echo 1\n")
+    script.chmod(0o755)
+    await tools["edit_file"].call({"path": "run.sh", "old_text": "1", "new_text": "2"})
+    assert script.stat().st_mode & 0o777 == 0o755

@@ -1,17 +1,17 @@
 """Built-in ``write_file`` and ``edit_file``: file changes confined to a workspace.
 
-Both are marked ``modifies_files`` and take the file as ``path``, so a
-`convergent.store.CheckpointObserver` snapshots the file before either changes it and
-``convergent rewind`` can restore it. A path that resolves outside the workspace
-(through ``..`` or a symlink), or into ``.git`` or ``.convergent``, is rejected as the
-model's mistake and nothing is written.
+Both are marked ``modifies_files`` and take the file as ``path``, so a durable run
+snapshots the file before either changes it and ``convergent rewind`` can restore it. A
+path that resolves outside the workspace (through ``..`` or a symlink), into ``.git``
+or ``.convergent``, or that is itself a symlink, is rejected as the model's mistake and
+nothing is written. Writes are atomic and never follow a link (`convergent._files`).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from convergent._files import replace_file
 from convergent.builtin_tools import resolve_in_workspace
 from convergent.tools import Tool, ToolArgumentsError, tool
 
@@ -21,6 +21,9 @@ _PROTECTED = frozenset({".git", ".convergent"})
 
 
 def _target(root: Path, path: str) -> Path:
+    named = Path(path) if Path(path).is_absolute() else root.resolve() / path
+    if named.is_symlink():
+        raise ToolArgumentsError(f"{path!r} is a symbolic link; refusing to replace it")
     target = resolve_in_workspace(root, path)
     relative = target.relative_to(root.resolve())
     if not relative.parts:
@@ -30,13 +33,6 @@ def _target(root: Path, path: str) -> Path:
     if target.is_dir():
         raise ToolArgumentsError(f"{path!r} is a folder")
     return target
-
-
-def _write(target: Path, text: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.convergent-tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, target)
 
 
 def edit_tools(workspace: str | Path = ".", *, max_bytes: int = 1_000_000) -> list[Tool]:
@@ -60,7 +56,7 @@ def edit_tools(workspace: str | Path = ".", *, max_bytes: int = 1_000_000) -> li
         size = len(content.encode("utf-8"))
         if size > max_bytes:
             raise ToolArgumentsError(f"content is {size} bytes; the limit is {max_bytes}")
-        _write(target, content)
+        replace_file(root, target, content.encode("utf-8"))
         return f"wrote {size} bytes to {path}"
 
     @tool(modifies_files=True, timeout=10.0)
@@ -90,7 +86,7 @@ def edit_tools(workspace: str | Path = ".", *, max_bytes: int = 1_000_000) -> li
         updated = text.replace(old_text, new_text)
         if len(updated.encode("utf-8")) > max_bytes:
             raise ToolArgumentsError(f"the edited file would exceed {max_bytes} bytes")
-        _write(target, updated)
+        replace_file(root, target, updated.encode("utf-8"))
         return f"replaced {found} occurrence(s) in {path}"
 
     return [write_file, edit_file]

@@ -120,3 +120,17 @@ async def test_snapshot_is_taken_before_the_change(store: RunStore, workspace: P
     )
     # scramble (cycle 4) names no file, so every workspace file was saved before it ran
     assert rows == [(1, "a.txt", 0, None), (2, "a.txt", 1, b"v1"), (4, "a.txt", 1, b"v2")]
+
+
+async def test_rewind_never_writes_through_a_planted_link(
+    store: RunStore, workspace: Path, tmp_path: Path
+) -> None:
+    await run_four_cycles(store, workspace)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("untouched")
+    (workspace / ".a.txt.convergent-restore").symlink_to(outside)
+    (workspace / "notes.txt").unlink()
+    (workspace / "notes.txt").symlink_to(outside)
+    result = store.rewind("r", 0)
+    assert outside.read_text() == "untouched"
+    assert "notes.txt" in result.skipped

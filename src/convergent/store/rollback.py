@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from convergent._files import replace_file
 from convergent.builtin_tools import resolve_in_workspace
 from convergent.tools import ToolArgumentsError
 
@@ -188,13 +189,6 @@ def save_snapshot(
     return len(rows)
 
 
-def _write_atomically(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.convergent-restore")
-    temporary.write_bytes(data)
-    os.replace(temporary, target)
-
-
 def restore(
     conn: sqlite3.Connection, run_id: str, cycle: int, workspace: Path | None
 ) -> RewindResult:
@@ -226,7 +220,11 @@ def restore(
         if digest is None or row is None:
             skipped.append(relative)
             continue
-        _write_atomically(target, bytes(row[0]))
+        try:
+            replace_file(workspace, target, bytes(row[0]))
+        except ToolArgumentsError:
+            skipped.append(relative)  # a link was planted there: never written through
+            continue
         restored.append(relative)
     return RewindResult(
         run_id=run_id,
