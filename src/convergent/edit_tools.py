@@ -21,10 +21,10 @@ _PROTECTED = frozenset({".git", ".convergent"})
 
 
 def _target(root: Path, path: str) -> Path:
+    target = resolve_in_workspace(root, path)
     named = Path(path) if Path(path).is_absolute() else root.resolve() / path
     if named.is_symlink():
         raise ToolArgumentsError(f"{path!r} is a symbolic link; refusing to replace it")
-    target = resolve_in_workspace(root, path)
     relative = target.relative_to(root.resolve())
     if not relative.parts:
         raise ToolArgumentsError(f"{path!r} is the workspace folder, not a file")
