@@ -19,6 +19,7 @@ from convergent._executor import (
     start,
     wait_for_stragglers,
 )
+from convergent._redact import known_secrets, redact
 from convergent._trace import EventSink
 from convergent.clock import Clock, current_clock
 from convergent.events import Event, EventHandler, Redirected, RunStarted, RunStopped, Verified
@@ -243,7 +244,8 @@ class Run:
         try:
             response = await agent.model.request(state.messages, agent.tool_specs, agent.settings)
         except ModelError as exc:
-            return Stop(StopReason.MODEL_ERROR, str(exc))
+            # any backend's error text, masked once more: it is stored and printed
+            return Stop(StopReason.MODEL_ERROR, redact(str(exc), known_secrets()))
         if response.usage.requests or response.usage.total_tokens or response.usage.cost:
             state.usage = state.usage + response.usage
         state.messages.append(response.to_message())

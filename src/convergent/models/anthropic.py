@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from convergent._redact import known_secrets, redact, secrets_of_url
 from convergent.exceptions import ModelError, ModelHTTPError, UserError
 from convergent.messages import (
     AssistantMessage,
@@ -94,6 +95,7 @@ class AnthropicModel(Model):
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
+        self._secrets = known_secrets(api_key, *secrets_of_url(base_url))
         factory = None
         if client is None:
             try:
@@ -105,6 +107,7 @@ class AnthropicModel(Model):
             key = api_key or os.environ.get("ANTHROPIC_API_KEY")
             if not key:
                 raise UserError("ANTHROPIC_API_KEY is not set")
+            self._secrets = known_secrets(key, *secrets_of_url(base_url))
 
             def factory() -> Any:
                 return anthropic.AsyncAnthropic(
@@ -158,9 +161,10 @@ class AnthropicModel(Model):
                 **self.build_request(messages, tools, settings)
             )
         except anthropic.APIStatusError as exc:
-            raise ModelHTTPError(exc.status_code, str(exc.message)[:300]) from exc
+            message = redact(str(exc.message), self._secrets)[:300]
+            raise ModelHTTPError(exc.status_code, message) from None
         except anthropic.APIError as exc:
-            raise ModelError(f"{self.name}: {str(exc)[:300]}") from exc
+            raise ModelError(f"{self.name}: {redact(str(exc), self._secrets)[:300]}") from None
         texts: list[str] = []
         calls: list[ToolCall] = []
         for block in reply.content:

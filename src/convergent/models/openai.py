@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from convergent._redact import known_secrets, redact, secrets_of_url
 from convergent.exceptions import ModelError, ModelHTTPError, UserError
 from convergent.messages import (
     AssistantMessage,
@@ -108,6 +109,7 @@ class OpenAIChatModel(Model):
         self.model = model
         self.prices = prices
         self._context_window = context_window
+        self._secrets = known_secrets(api_key, *secrets_of_url(base_url))
         factory = None
         if client is None:
             try:
@@ -125,6 +127,7 @@ class OpenAIChatModel(Model):
                     )
                 api_key = "not-needed"
             key, url = api_key, base_url
+            self._secrets = known_secrets(key, *secrets_of_url(url))
 
             def factory() -> Any:
                 return openai.AsyncOpenAI(
@@ -132,6 +135,9 @@ class OpenAIChatModel(Model):
                 )
 
         self._client = LoopClient(client, factory)
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self._secrets)
 
     @property
     def name(self) -> str:
@@ -183,9 +189,9 @@ class OpenAIChatModel(Model):
                 **self.build_request(messages, tools, settings)
             )
         except openai.APIStatusError as exc:
-            raise ModelHTTPError(exc.status_code, _short(exc.message)) from exc
+            raise ModelHTTPError(exc.status_code, _short(self._redact(exc.message))) from None
         except openai.APIError as exc:
-            raise ModelError(f"{self.name}: {_short(str(exc))}") from exc
+            raise ModelError(f"{self.name}: {_short(self._redact(str(exc)))}") from None
         return self.parse_completion(completion)
 
     def parse_completion(self, completion: Any) -> ModelResponse:
