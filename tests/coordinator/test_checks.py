@@ -2,8 +2,15 @@ from __future__ import annotations
 
 import shlex
 import socket
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import pytest
 
 from convergent.coordinator import (
     ArtifactCheck,
@@ -170,3 +177,83 @@ def test_base_case_needs_at_least_one_check_and_all_passing(tmp_path: Path) -> N
     results = run_checks([ok, bad], tmp_path)
     assert [r.passed for r in results] == [True, False]
     assert not base_case_satisfied(results)
+
+
+def run_in_child(code: str, tmp_path: Path) -> str:
+    """Run a check in a child process with a deadline: a regression fails, never hangs."""
+    program = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from convergent.coordinator import CommandCheck, HttpCheck, run_check\n"
+        f"{code}\n"
+        "print(json.dumps([result.passed, result.summary, result.exit_code]))\n"
+    )
+    proc = subprocess.run(
+        [PY, "-c", program], capture_output=True, text=True, timeout=60, cwd=tmp_path, check=True
+    )
+    return proc.stdout.strip()
+
+
+def leftover(pattern: str) -> list[str]:
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+    return found.stdout.split()
+
+
+def test_a_detached_child_holding_the_pipe_neither_hangs_the_check_nor_survives(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "check = CommandCheck(name='bg', command='setsid sleep 41.3 & echo started', "
+        "shell=True, timeout=30)\n"
+        "result = run_check(check, Path('.'))"
+    )
+    assert run_in_child(code, tmp_path) == '[true, "exit code 0", 0]'
+    assert leftover("sleep 41.3") == []
+
+
+def test_a_timed_out_command_and_its_detached_children_are_all_killed(tmp_path: Path) -> None:
+    code = (
+        "check = CommandCheck(name='hang', command='setsid sleep 42.7 & sleep 43.1', "
+        "shell=True, timeout=1)\n"
+        "result = run_check(check, Path('.'))"
+    )
+    assert run_in_child(code, tmp_path) == '[false, "timed out after 1s", null]'
+    assert leftover("sleep 42.7") == [] and leftover("sleep 43.1") == []
+
+
+@pytest.fixture
+def dripping_server() -> Iterator[str]:
+    """Sends headers, then one byte of body every 0.2 s for a minute."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802  (http.server's naming)
+            self.send_response(200)
+            self.send_header("Content-Length", "300")
+            self.end_headers()
+            for _ in range(300):
+                try:
+                    self.wfile.write(b".")
+                    self.wfile.flush()
+                except OSError:
+                    return
+                time.sleep(0.2)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_slow_drip_http_server_is_cut_off_at_the_total_timeout(
+    dripping_server: str, tmp_path: Path
+) -> None:
+    check = HttpCheck(name="drip", url=dripping_server, timeout=1.0)
+    result = run_check(check, tmp_path)
+    assert not result.passed
+    assert result.summary == "timed out after 1s"

@@ -16,10 +16,8 @@ status, matched paths or the confirmation), so a decision can always be explaine
 from __future__ import annotations
 
 import glob
-import os
 import shlex
-import signal
-import subprocess
+import threading
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -28,6 +26,8 @@ from pathlib import Path
 from typing import Annotated, Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from convergent.coordinator._process import run_bounded
 
 __all__ = [
     "ArtifactCheck",
@@ -179,17 +179,6 @@ def _tail(text: str) -> str:
     return text if len(text) <= _TAIL_CHARS else text[-_TAIL_CHARS:]
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the command and everything it started, so a timeout leaves nothing behind."""
-    if os.name == "posix":
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    else:  # pragma: no cover - exercised on Windows only
-        proc.kill()
-
-
 def _run_command(check: CommandCheck, base_dir: Path) -> CheckResult:
     started = time.monotonic()
     cwd = base_dir / check.cwd if check.cwd else base_dir
@@ -212,26 +201,15 @@ def _run_command(check: CommandCheck, base_dir: Path) -> CheckResult:
         )
 
     try:
-        proc = subprocess.Popen(
-            args,
-            shell=check.shell,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=os.name == "posix",
+        finished = run_bounded(
+            args, shell=check.shell, cwd=cwd, timeout=check.timeout, keep=_TAIL_CHARS * 4
         )
     except OSError as exc:
         return result(False, f"could not start command: {exc.strerror or exc}", None, None)
-    try:
-        raw, _ = proc.communicate(timeout=check.timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        raw, _ = proc.communicate()
-        out = _tail(raw.decode(errors="replace"))
+    out = _tail(finished.output.decode(errors="replace"))
+    if finished.timed_out:
         return result(False, f"timed out after {check.timeout:g}s", None, out)
-    out = _tail(raw.decode(errors="replace"))
-    code = proc.returncode
+    code = finished.exit_code
     if code == check.expect_exit:
         return result(True, f"exit code {code}", code, out)
     return result(False, f"exit code {code}, expected {check.expect_exit}", code, out)
@@ -265,9 +243,30 @@ def _run_artifact(check: ArtifactCheck, base_dir: Path) -> CheckResult:
     )
 
 
-def _run_http(check: HttpCheck) -> CheckResult:
+_MAX_BODY = 1_000_000
+
+
+def _fetch(check: HttpCheck, deadline: float, box: dict[str, object]) -> None:
+    """The request, in a thread; it gives up reading past ``deadline``."""
     import httpx  # deferred: the hook command should not pay for it when no HTTP check runs
 
+    try:
+        with (
+            httpx.Client(timeout=check.timeout, follow_redirects=False) as client,
+            client.stream(check.method, check.url) as response,
+        ):
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > _MAX_BODY or time.monotonic() > deadline:
+                    break
+            box["status"] = response.status_code
+            box["text"] = body.decode(errors="replace")
+    except httpx.HTTPError as exc:
+        box["error"] = f"{type(exc).__name__}: {exc}"
+
+
+def _run_http(check: HttpCheck) -> CheckResult:
     started = time.monotonic()
 
     def result(passed: bool, summary: str, status: int | None) -> CheckResult:
@@ -281,15 +280,24 @@ def _run_http(check: HttpCheck) -> CheckResult:
             status_code=status,
         )
 
-    try:
-        with httpx.Client(timeout=check.timeout, follow_redirects=False) as client:
-            response = client.request(check.method, check.url)
-    except httpx.HTTPError as exc:
-        return result(False, f"request failed: {type(exc).__name__}: {exc}", None)
-    status = response.status_code
+    # httpx's timeouts count per read; a server that drips a byte at a time never
+    # trips them, so the whole exchange runs in a thread with a total deadline
+    box: dict[str, object] = {}
+    deadline = started + check.timeout
+    worker = threading.Thread(target=_fetch, args=(check, deadline, box), daemon=True)
+    worker.start()
+    worker.join(check.timeout)
+    if worker.is_alive() or ("status" not in box and "error" not in box):
+        return result(False, f"timed out after {check.timeout:g}s", None)
+    if "error" in box:
+        return result(False, f"request failed: {box['error']}", None)
+    status = int(str(box["status"]))
+    text = str(box.get("text", ""))
+    if time.monotonic() > deadline:
+        return result(False, f"timed out after {check.timeout:g}s", status)
     if status != check.expect_status:
         return result(False, f"HTTP {status}, expected {check.expect_status}", status)
-    if check.contains is not None and check.contains not in response.text:
+    if check.contains is not None and check.contains not in text:
         return result(False, f"HTTP {status} but body lacks {check.contains!r}", status)
     return result(True, f"HTTP {status}", status)
 
