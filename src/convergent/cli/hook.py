@@ -7,7 +7,10 @@ unknown options instead of failing on them, and reports problems on stderr.
 
 from __future__ import annotations
 
+import os
+import selectors
 import sys
+import time
 from typing import Annotated
 
 import typer
@@ -40,11 +43,45 @@ VerifyOption = Annotated[
 ]
 
 
-def _read_stdin() -> str:
+STDIN_DEADLINE = 3.0
+"""Seconds the hook waits for stdin to be closed before answering with what arrived."""
+
+_MAX_INPUT = 4 * 1024 * 1024
+
+
+def _read_stdin(deadline: float = STDIN_DEADLINE) -> str:
+    """Read stdin until it closes or ``deadline`` seconds pass, whichever comes first.
+
+    A writer that never closes the pipe must not hold the hook past its budget: what
+    arrived by then is answered (an incomplete document is reported as unusable input).
+    """
     stream = sys.stdin
     if stream is None or stream.isatty():
         return ""
-    return stream.buffer.read().decode("utf-8", errors="replace")
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):  # not a real file (e.g. an in-memory stream)
+        return stream.read()
+    chunks: list[bytes] = []
+    size = 0
+    end = time.monotonic() + deadline
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while size < _MAX_INPUT:
+            left = end - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                print(
+                    f"convergent hook: stdin still open after {deadline:g}s; "
+                    "answering with what arrived",
+                    file=sys.stderr,
+                )
+                break
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
 
 
 def _answer(event: HookEvent, ctx: typer.Context, state: str | None, verify: bool) -> None:
