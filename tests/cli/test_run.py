@@ -135,8 +135,22 @@ def test_live_view_shows_cycles_and_stop_reason(tmp_path: Path) -> None:
     )
     proc = run_cli("run", "2+2", "--model", model, cwd=tmp_path)
     assert proc.returncode == 0
-    assert "cycle 1" in proc.stdout and "calculator" in proc.stdout
+    assert "cycle 1" in proc.stdout
+    assert 'ok calculator(expression="2+2") -> 4' in proc.stdout
     assert "stopped: completed" in proc.stdout
+
+
+def test_live_view_shows_the_arguments_of_each_call_in_a_batch(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha")
+    calls = [
+        {"id": "c1", "name": "read_file", "arguments": {"path": "a.txt"}},
+        {"id": "c2", "name": "calculator", "arguments": {"expression": "6*7"}},
+    ]
+    model = script(tmp_path, [{"tool_calls": calls}, {"content": "done"}])
+    proc = run_cli("run", "go", "--model", model, "--workspace", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert 'read_file(path="a.txt") -> alpha' in proc.stdout
+    assert 'calculator(expression="6*7") -> 42' in proc.stdout
 
 
 def test_read_file_is_confined_to_the_workspace(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from convergent.bench import SUITES
 from convergent.bench.report import BenchReport, SuiteResult, write_report
-from convergent.cli import app
+from convergent.cli._app import app
 from convergent.cli._options import JsonOption
 from convergent.cli._progress import ProgressDisplay, progress_display
 from convergent.cli._temporal import TaskQueueOption, TemporalOption, connect_runner

@@ -7,16 +7,13 @@ unknown options instead of failing on them, and reports problems on stderr.
 
 from __future__ import annotations
 
-import os
-import selectors
-import sys
-import time
 from typing import Annotated
 
 import typer
 
-from convergent.cli import app
-from convergent.coordinator.hook import HookEvent, answer_hook
+from convergent.cli._app import app
+from convergent.cli._hook_entry import answer
+from convergent.coordinator.hook import HookEvent
 
 __all__ = ["hook_app"]
 
@@ -49,50 +46,8 @@ STDIN_DEADLINE = 3.0
 _MAX_INPUT = 4 * 1024 * 1024
 
 
-def _read_stdin(deadline: float = STDIN_DEADLINE) -> str:
-    """Read stdin until it closes or ``deadline`` seconds pass, whichever comes first.
-
-    A writer that never closes the pipe must not hold the hook past its budget: what
-    arrived by then is answered (an incomplete document is reported as unusable input).
-    """
-    stream = sys.stdin
-    if stream is None or stream.isatty():
-        return ""
-    try:
-        fd = stream.fileno()
-    except (OSError, ValueError):  # not a real file (e.g. an in-memory stream)
-        return stream.read()
-    chunks: list[bytes] = []
-    size = 0
-    end = time.monotonic() + deadline
-    with selectors.DefaultSelector() as selector:
-        selector.register(fd, selectors.EVENT_READ)
-        while size < _MAX_INPUT:
-            left = end - time.monotonic()
-            if left <= 0 or not selector.select(left):
-                print(
-                    f"convergent hook: stdin still open after {deadline:g}s; "
-                    "answering with what arrived",
-                    file=sys.stderr,
-                )
-                break
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    return b"".join(chunks).decode("utf-8", errors="replace")
-
-
 def _answer(event: HookEvent, ctx: typer.Context, state: str | None, verify: bool) -> None:
-    if ctx.args:
-        print(f"convergent hook: ignoring unexpected arguments {ctx.args}", file=sys.stderr)
-    answer = answer_hook(event, _read_stdin(), state=state, verify=verify)
-    sys.stdout.write(answer.stdout)
-    sys.stdout.flush()
-    if answer.message:
-        print(answer.message, file=sys.stderr)
-    raise typer.Exit(answer.exit_code)
+    raise typer.Exit(answer(event.value, state, verify, ctx.args))
 
 
 @hook_app.command("stop", context_settings=_LENIENT)

@@ -10,7 +10,7 @@ from typing import Annotated, Literal, cast
 import typer
 
 from convergent.agent import Agent
-from convergent.cli import app
+from convergent.cli._app import app
 from convergent.cli._durable import Session, default_steer, new_run_id, open_store
 from convergent.cli._gate import ASK_VIA, parse_threshold
 from convergent.cli._options import BaseUrlOption, JsonOption, ModelOption, TraceOption

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from convergent.cli import app
+from convergent.cli._app import app
 from convergent.cli._durable import Session, default_steer, open_store
 from convergent.cli._options import JsonOption, TraceOption
 from convergent.cli._temporal import (

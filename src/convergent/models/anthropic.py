@@ -103,7 +103,7 @@ class AnthropicModel(Model):
                 import anthropic
             except ImportError:
                 raise UserError(
-                    "the anthropic package is not installed: pip install 'convergent[anthropic]'"
+                    "the anthropic package is not installed: pip install 'anthropic>=2.12.0,<3'"
                 ) from None
             key = api_key or os.environ.get("ANTHROPIC_API_KEY")
             if not key:

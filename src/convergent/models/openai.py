@@ -117,7 +117,7 @@ class OpenAIChatModel(Model):
                 import openai
             except ImportError:
                 raise UserError(
-                    "the openai package is not installed: pip install 'convergent[openai]'"
+                    "the openai package is not installed: pip install 'openai>=3.54.0,<4'"
                 ) from None
             base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
             api_key = api_key or os.environ.get("OPENAI_API_KEY")
