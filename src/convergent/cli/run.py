@@ -211,14 +211,14 @@ def run_command(
             steer=default_steer(steer, json_output),
         )
         return
-    store = open_store(db, must_exist=False) if checkpoint else None
-    session = Session(
-        store=store,
-        run_id=new_run_id(store, run_id),
-        steer=default_steer(steer, json_output),
-        json_output=json_output,
-        trace=trace,
-    )
     with otlp_export(otlp):
-        agent = Agent.from_recipe(recipe, context=BuildContext(run_id=session.run_id, store=store))
-        session.run(agent, task=text)
+        store = open_store(db, must_exist=False) if checkpoint else None
+        session = Session(
+            store=store,
+            run_id=new_run_id(store, run_id),
+            steer=default_steer(steer, json_output),
+            json_output=json_output,
+            trace=trace,
+        )
+        context = BuildContext(run_id=session.run_id, store=store)
+        session.run(Agent.from_recipe(recipe, context=context), task=text)

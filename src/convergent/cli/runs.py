@@ -167,21 +167,21 @@ def resume_command(
             steer=default_steer(steer, json_output),
         )
         return
-    store = open_store(db, must_exist=True)
-    run = resumable_run(store, run_id)
-    state = store.load(run_id)
-    limits = _more(recipe_of(run).limits, state, max_cycles, max_tokens, max_seconds, max_cost)
-    ready = prepare_resume(
-        store, run_id, answer=answer, message=message, limits=limits, model=model
-    )
-    session = Session(
-        store=store,
-        run_id=run_id,
-        steer=default_steer(steer, json_output),
-        json_output=json_output,
-        trace=trace,
-    )
     with otlp_export(otlp):
+        store = open_store(db, must_exist=True)
+        run = resumable_run(store, run_id)
+        state = store.load(run_id)
+        limits = _more(recipe_of(run).limits, state, max_cycles, max_tokens, max_seconds, max_cost)
+        ready = prepare_resume(
+            store, run_id, answer=answer, message=message, limits=limits, model=model
+        )
+        session = Session(
+            store=store,
+            run_id=run_id,
+            steer=default_steer(steer, json_output),
+            json_output=json_output,
+            trace=trace,
+        )
         session.run(ready.agent, state=ready.state, answers=ready.answers)
 
 
