@@ -23,6 +23,7 @@ from convergent._cycle import (
     Stop,
     ToolErrorPolicy,
 )
+from convergent._instrument import run_tracer
 from convergent.clock import current_clock
 from convergent.events import (
     Event,
@@ -83,6 +84,10 @@ class Agent:
             stored with durable runs so that `convergent.resume` can continue them.
         store: Persist every run of this agent here (e.g. a `convergent.store.RunStore`),
             unless `run` is given another; None runs in memory only.
+        instrument: Trace runs with OpenTelemetry (`convergent.telemetry`). None (the
+            default): when an OpenTelemetry SDK tracer provider is configured globally,
+            checked at the start of each run; True: always, through the global provider;
+            False: never. An `OpenTelemetryObserver` in ``observers`` is used instead.
 
     Raises:
         UserError: For an invalid option or tool list.
@@ -107,6 +112,7 @@ class Agent:
         workspace: str | Path | None = None,
         recipe: RunRecipe | None = None,
         store: Durability | None = None,
+        instrument: bool | None = None,
     ) -> None:
         if on_tool_error not in ("stop", "continue"):
             raise UserError(f"on_tool_error must be 'stop' or 'continue', got {on_tool_error!r}")
@@ -144,6 +150,7 @@ class Agent:
         self.workspace = str(Path(workspace).resolve()) if workspace is not None else None
         self.recipe = recipe
         self.store = store
+        self.instrument = instrument
 
     @classmethod
     def from_recipe(
@@ -281,23 +288,28 @@ class Agent:
             )
             if steering is None:
                 steering = journal.steering
-        run = Run(self, state, steering, on_event, journal)
-        await run.start(resumed)
-        outcome: CycleOutcome = CONTINUE
-        if resumed and state.pending_calls():
-            outcome = await run.finish_pending(answers or {})
-        while not isinstance(outcome, Stop):
-            match outcome:
-                case Continue():
-                    pass
-                case Interrupted(message, commands):
-                    await run.deliver(message, commands)
-                case Paused():
-                    await run.wait_while_paused()
-                case _:
-                    assert_never(outcome)
-            outcome = run.boundary() or await run.cycle()
-        return await run.finish(outcome)
+        telemetry = run_tracer(self.instrument, self.observers)
+        run = Run(self, state, steering, on_event, journal, telemetry)
+        try:
+            await run.start(resumed)
+            outcome: CycleOutcome = CONTINUE
+            if resumed and state.pending_calls():
+                outcome = await run.finish_pending(answers or {})
+            while not isinstance(outcome, Stop):
+                match outcome:
+                    case Continue():
+                        pass
+                    case Interrupted(message, commands):
+                        await run.deliver(message, commands)
+                    case Paused():
+                        await run.wait_while_paused()
+                    case _:
+                        assert_never(outcome)
+                outcome = run.boundary() or await run.cycle()
+            return await run.finish(outcome)
+        except BaseException as exc:
+            run.failed(exc)
+            raise
 
     async def resume(
         self,

@@ -13,7 +13,8 @@ from convergent.agent import Agent
 from convergent.cli._app import app
 from convergent.cli._durable import Session, default_steer, new_run_id, open_store
 from convergent.cli._gate import ASK_VIA, parse_threshold
-from convergent.cli._options import BaseUrlOption, JsonOption, ModelOption, TraceOption
+from convergent.cli._options import BaseUrlOption, JsonOption, ModelOption, OtlpOption, TraceOption
+from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import TaskQueueOption, TemporalOption, start_run
 from convergent.exceptions import UserError
 from convergent.models.registry import default_model_spec
@@ -146,6 +147,7 @@ def run_command(
     ] = None,
     temporal: TemporalOption = None,
     task_queue: TaskQueueOption = "convergent",
+    otlp: OtlpOption = None,
 ) -> None:
     """Run an agent until its response has no tool calls, or another objective stop."""
     text = read_task(task)
@@ -167,6 +169,8 @@ def run_command(
         raise UserError(f"--ask-via must be one of {', '.join(ASK_VIA)}, got {ask_via!r}")
     if gate_model is not None and gate is None:
         raise UserError("--gate-model needs --gate")
+    if otlp is not None and temporal is not None:
+        raise UserError("--otlp traces runs in this process; a --temporal run runs on a worker")
     spec = model or default_model_spec()
     tools = [*DEFAULT_TOOLS]
     if spec.startswith("scripted:"):
@@ -207,13 +211,14 @@ def run_command(
             steer=default_steer(steer, json_output),
         )
         return
-    store = open_store(db, must_exist=False) if checkpoint else None
-    session = Session(
-        store=store,
-        run_id=new_run_id(store, run_id),
-        steer=default_steer(steer, json_output),
-        json_output=json_output,
-        trace=trace,
-    )
-    agent = Agent.from_recipe(recipe, context=BuildContext(run_id=session.run_id, store=store))
-    session.run(agent, task=text)
+    with otlp_export(otlp):
+        store = open_store(db, must_exist=False) if checkpoint else None
+        session = Session(
+            store=store,
+            run_id=new_run_id(store, run_id),
+            steer=default_steer(steer, json_output),
+            json_output=json_output,
+            trace=trace,
+        )
+        context = BuildContext(run_id=session.run_id, store=store)
+        session.run(Agent.from_recipe(recipe, context=context), task=text)
