@@ -14,7 +14,9 @@ if TYPE_CHECKING:
 
 __all__ = ["EXTRA_HINT", "configure_otlp", "traces_url"]
 
-EXTRA_HINT = "pip install 'convergent[otel]'"
+EXTRA_HINT = (
+    "pip install 'opentelemetry-sdk>=1.45.2,<2' 'opentelemetry-exporter-otlp-proto-http>=1.45.2,<2'"
+)
 
 
 def traces_url(endpoint: str) -> str:
