@@ -6,7 +6,7 @@ contains none; every run ends with one typed `StopReason`.
 
 from typing import TYPE_CHECKING
 
-from convergent._lazy import attach
+from convergent._lazy import attach as _attach
 
 if TYPE_CHECKING:
     from convergent.agent import Agent, RunStream
@@ -227,4 +227,4 @@ __all__ = [
     "use_clock",
 ]
 
-__getattr__, __dir__ = attach(__name__, globals())
+__getattr__, __dir__ = _attach(__name__)

@@ -2,16 +2,23 @@
 
 A package lists its public names as ordinary ``from module import name`` statements
 under ``if TYPE_CHECKING:`` (what type checkers and readers see); `attach` reads those
-statements from the package's source once and imports each module when one of its
-names is first used.
+statements from the package's source and imports each module when one of its names is
+first used.
+
+A name exported from a submodule of the same name (``coordinator.decide`` holding
+``decide``) needs more: importing the submodule sets the package attribute to the
+module. Such names become properties of the package's module type, so they always
+mean the exported object, whichever import ran first.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
-from collections.abc import Callable, MutableMapping
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 __all__ = ["attach"]
@@ -30,23 +37,34 @@ def _exports(source: Path) -> dict[str, str]:
     return where
 
 
-def attach(
-    package: str, namespace: MutableMapping[str, Any]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for ``package``, whose globals are ``namespace``."""
-    table: dict[str, str] = {}
+def _shadowed(name: str, module: str) -> property:
+    def get(package: ModuleType) -> Any:
+        return getattr(importlib.import_module(module), name)
+
+    def set_(package: ModuleType, value: Any) -> None:
+        """The import system sets the submodule here; the name keeps its meaning."""
+
+    return property(get, set_)
+
+
+def attach(package: str) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for ``package``, called from its ``__init__``."""
+    module = sys.modules[package]
+    table = _exports(Path(str(module.__file__)))
+    shadowed = {name: where for name, where in table.items() if where == f"{package}.{name}"}
+    if shadowed:
+        properties = {name: _shadowed(name, where) for name, where in shadowed.items()}
+        module.__class__ = type(f"{package}.module", (ModuleType,), properties)
 
     def __getattr__(name: str) -> Any:
-        if not table:
-            table.update(_exports(Path(namespace["__file__"])))
-        module = table.get(name)
-        if module is None:
+        where = table.get(name)
+        if where is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        namespace[name] = value
+        value = getattr(importlib.import_module(where), name)
+        setattr(module, name, value)
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*namespace, *namespace.get("__all__", ())})
+        return sorted({*vars(module), *getattr(module, "__all__", ())})
 
     return __getattr__, __dir__

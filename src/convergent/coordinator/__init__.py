@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from convergent._lazy import attach
+from convergent._lazy import attach as _attach
 
 if TYPE_CHECKING:
     from convergent.coordinator.actions import (
@@ -163,4 +163,4 @@ __all__ = [
     "strategy_advice",
 ]
 
-__getattr__, __dir__ = attach(__name__, globals())
+__getattr__, __dir__ = _attach(__name__)
