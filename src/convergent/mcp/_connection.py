@@ -38,6 +38,18 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+async def _list_tools(client: Client) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
 class ServerConnection:
     """A connection to one MCP server, from `start` to `stop`.
 
@@ -89,6 +101,16 @@ class ServerConnection:
         task = self._task
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
+
+    async def list_tools(self) -> list[types.Tool] | None:
+        """The server's tools now; None if it is not running or does not answer."""
+        client = self._client
+        if client is None or self._ended is not None:
+            return None
+        try:
+            return await _list_tools(client)
+        except Exception:  # a server that cannot list keeps the tools it listed before
+            return None
 
     async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Call a tool of the server.
@@ -197,14 +219,7 @@ class ServerConnection:
         try:
             async with AsyncExitStack() as stack:
                 client = await self._connect(stack)
-                tools: list[types.Tool] = []
-                cursor: str | None = None
-                for _ in range(_MAX_PAGES):
-                    page = await client.list_tools(cursor=cursor)
-                    tools += page.tools
-                    cursor = page.next_cursor
-                    if cursor is None:
-                        break
+                tools = await _list_tools(client)
                 self._client = client
                 if not ready.done():
                     ready.set_result(tools)

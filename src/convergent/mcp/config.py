@@ -349,7 +349,7 @@ def _derived_name(words: Sequence[str]) -> str:
                 candidate = Path(word).name
                 break
     candidate = re.sub(r"@[^/@]*$", "", candidate.rsplit("/", 1)[-1]) or head
-    candidate = re.sub(r"\.(py|js|mjs|ts)$", "", candidate)
+    candidate = re.sub(r"\.(py|js|mjs|ts|sh)$", "", candidate)
     return re.sub(r"[^A-Za-z0-9_.-]", "-", candidate)[:64] or "mcp"
 
 

@@ -17,6 +17,8 @@ from convergent.mcp.config import MCPServer
 from convergent.tools import Tool
 
 if TYPE_CHECKING:
+    import mcp_types
+
     from convergent.mcp._connection import ServerConnection
 
 __all__ = ["MCPToolset"]
@@ -51,6 +53,7 @@ class MCPToolset:
         self._users = 0
         self._ready: asyncio.Task[list[Tool]] | None = None
         self._connections: list[ServerConnection] = []
+        self._listings: list[list[mcp_types.Tool]] = []
 
     @property
     def running(self) -> bool:
@@ -69,7 +72,9 @@ class MCPToolset:
         self._users += 1
         if self._ready is None:
             self._ready = asyncio.ensure_future(self._start())
-        return await asyncio.shield(self._ready)
+            return await asyncio.shield(self._ready)
+        await asyncio.shield(self._ready)
+        return await self._relist()
 
     async def release(self) -> None:
         """Let go of the servers; the last user stops them and waits until they are gone."""
@@ -85,13 +90,12 @@ class MCPToolset:
         await self._stop_all()
 
     async def _stop_all(self) -> None:
-        connections, self._connections = self._connections, []
+        connections, self._connections, self._listings = self._connections, [], []
         await asyncio.gather(*(c.stop() for c in connections), return_exceptions=True)
 
     async def _start(self) -> list[Tool]:
         _require_sdk()
         from convergent.mcp._connection import ServerConnection
-        from convergent.mcp._tools import mcp_tool
 
         connections = [ServerConnection(server) for server in self.servers]
         self._connections = list(connections)
@@ -102,19 +106,32 @@ class MCPToolset:
             for listing in listings:
                 if isinstance(listing, BaseException):
                     raise listing
-            tools: dict[str, Tool] = {}
-            for connection, listing in zip(connections, listings, strict=True):
-                assert not isinstance(listing, BaseException)
-                for listed in listing:
-                    made = mcp_tool(connection, listed)
-                    other = tools.get(made.name)
-                    if other is not None:
-                        raise UserError(
-                            f"{other.source} and {made.source} both offer a tool named "
-                            f"{made.name!r}; give one of the servers a prefix"
-                        )
-                    tools[made.name] = made
-            return list(tools.values())
+            self._listings = [listing for listing in listings if isinstance(listing, list)]
+            return self._tools()
         except BaseException:
             await self._stop_all()
             raise
+
+    async def _relist(self) -> list[Tool]:
+        """The tools as the servers list them now (a silent server keeps its last list)."""
+        fresh = await asyncio.gather(*(c.list_tools() for c in self._connections))
+        self._listings = [
+            new if new is not None else old for new, old in zip(fresh, self._listings, strict=True)
+        ]
+        return self._tools()
+
+    def _tools(self) -> list[Tool]:
+        from convergent.mcp._tools import mcp_tool
+
+        tools: dict[str, Tool] = {}
+        for connection, listing in zip(self._connections, self._listings, strict=True):
+            for listed in listing:
+                made = mcp_tool(connection, listed)
+                other = tools.get(made.name)
+                if other is not None:
+                    raise UserError(
+                        f"{other.source} and {made.source} both offer a tool named "
+                        f"{made.name!r}; give one of the servers a prefix"
+                    )
+                tools[made.name] = made
+        return list(tools.values())
