@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_helpers import call, descendants, http_server, stdio_testing, time_server
+from mcp_helpers import alive, call, descendants, http_server, stdio_testing, time_server
 
 from convergent import (
     Agent,
@@ -17,6 +17,7 @@ from convergent import (
     ScriptedModel,
     StopReason,
     ToolCall,
+    ToolStarted,
     UserError,
     calculator,
 )
@@ -139,7 +140,7 @@ async def test_a_server_crashing_mid_call_is_a_tool_failure_naming_it() -> None:
         "echo failed: MCP server 'testing' is not running "
         "(it closed the connection during an earlier call)"
     )
-    assert not Path(f"/proc/{pid.result}").exists()
+    assert not alive(int(pid.result))
 
 
 async def test_a_server_that_cannot_start_is_one_line_naming_it() -> None:
@@ -147,7 +148,8 @@ async def test_a_server_that_cannot_start_is_one_line_naming_it() -> None:
     with pytest.raises(UserError) as caught:
         await Agent(ScriptedModel(["unused"]), mcp_servers=[time_server(), missing]).run("x")
     assert str(caught.value) == (
-        "MCP server 'ghost' failed to start: cannot run '/no/such/command': No such file or directory"
+        "MCP server 'ghost' failed to start: cannot run '/no/such/command': "
+        "No such file or directory"
     )
     exits = MCPServer.stdio("broken", sys.executable, ["-c", "import sys; sys.exit('bad config')"])
     with pytest.raises(UserError) as caught:
@@ -222,9 +224,7 @@ async def test_a_cancelled_run_stops_its_servers() -> None:
     agent = Agent(model, mcp_servers=[stdio_testing(timeout=None)])
     started = asyncio.Event()
     run = asyncio.ensure_future(
-        agent.run(
-            "x", on_event=lambda e: started.set() if type(e).__name__ == "ToolStarted" else None
-        )
+        agent.run("x", on_event=lambda e: started.set() if isinstance(e, ToolStarted) else None)
     )
     await asyncio.wait_for(started.wait(), 20)
     assert descendants()
@@ -253,7 +253,7 @@ async def test_the_git_server_on_a_temporary_repository(tmp_path: Path) -> None:
         ["config", "user.email", "t@example.com"],
         ["config", "user.name", "T"],
     ):
-        subprocess.run(["git", *args], cwd=repo, check=True)
+        subprocess.run(["git", *args], cwd=repo, check=True)  # noqa: ASYNC221
     (repo / "notes.txt").write_text("hello\n")
     git = MCPServer.stdio(
         "git", sys.executable, ["-m", "mcp_server_git", "--repository", str(repo)]
@@ -270,7 +270,9 @@ async def test_the_git_server_on_a_temporary_repository(tmp_path: Path) -> None:
     assert result.stop_reason is StopReason.COMPLETED
     assert all(c.ok for c in result.tool_calls), result.tool_calls
     assert "Add notes" in result.tool_calls[2].result
-    log = subprocess.run(["git", "log", "--oneline"], cwd=repo, capture_output=True, text=True)
+    log = subprocess.run(  # noqa: ASYNC221
+        ["git", "log", "--oneline"], cwd=repo, capture_output=True, text=True
+    )
     assert "Add notes" in log.stdout
 
 
