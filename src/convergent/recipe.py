@@ -298,9 +298,9 @@ def agent_arguments(recipe: RunRecipe, context: BuildContext | None = None) -> d
     workspace = str(Path(recipe.workspace or ".").resolve())
     if not Path(workspace).is_dir():
         raise UserError(f"workspace folder not found: {workspace}")
+    servers = parse_mcp_servers(recipe.mcp_servers, origin="recipe") if recipe.mcp_servers else []
     model = build_model(spec, base_url=recipe.base_url, protocol=recipe.protocol)
     tools = resolve_tools(recipe.tools, workspace)
-    servers = parse_mcp_servers(recipe.mcp_servers, origin="recipe") if recipe.mcp_servers else []
     skills = Skills.discover(*recipe.skills) if recipe.skills else Skills(())
     if len(skills):
         tools += skills.tools()
