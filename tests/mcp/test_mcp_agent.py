@@ -25,6 +25,8 @@ from convergent.mcp import MCPServer
 
 pytest.importorskip("mcp")
 
+REFUSED = "Error executing tool refuse: refused"
+
 
 @pytest.fixture(autouse=True)
 def _no_server_outlives_its_test() -> object:
@@ -85,12 +87,12 @@ async def test_an_is_error_result_is_a_tool_error_under_the_policy() -> None:
     (failed,) = result.tool_calls
     assert (failed.outcome, failed.result) == (
         "failed",
-        "refuse failed: Error executing tool refuse: refused: no",
+        f"refuse failed: {REFUSED}: no",
     )
     strict = Agent(ScriptedModel([refuse]), mcp_servers=[stdio_testing()], on_tool_error="stop")
     stopped = await strict.run("x")
     assert stopped.stop_reason is StopReason.TOOL_ERROR
-    assert stopped.stop_detail == "refuse failed: Error executing tool refuse: refused: no"
+    assert stopped.stop_detail == f"refuse failed: {REFUSED}: no"
 
 
 async def test_arguments_that_break_the_schema_are_the_models_mistake() -> None:
@@ -280,16 +282,20 @@ async def test_a_streamable_http_server() -> None:
     with http_server() as url:
         server = MCPServer.http("remote", url, headers={"X-Test": "1"})
         model = ScriptedModel(
-            [{"tool_calls": [call("echo", text="over http"), call("refuse", reason="r")]}, "ok"]
+            [
+                {"tool_calls": [call("echo", text="over http"), call("refuse", reason="r")]},
+                {"tool_calls": [call("crash")]},
+                {"tool_calls": [call("echo", text="again")]},
+                "ok",
+            ]
         )
         agent = Agent(model, mcp_servers=[server])
         result = await agent.run("x")
-        echo, refuse = result.tool_calls
-        assert (echo.outcome, echo.result) == ("ok", "over http")
-        assert (refuse.outcome, refuse.result) == (
-            "failed",
-            "refuse failed: Error executing tool refuse: refused: r",
-        )
+    echo, refuse, crash, again = result.tool_calls
+    assert (echo.outcome, echo.result) == ("ok", "over http")
+    assert (refuse.outcome, refuse.result) == ("failed", f"refuse failed: {REFUSED}: r")
+    assert crash.result == "crash failed: MCP server 'remote' closed the connection during the call"
+    assert again.result.startswith("echo failed: MCP server 'remote' is not running")
 
 
 async def test_an_unreachable_http_server_cannot_start() -> None:

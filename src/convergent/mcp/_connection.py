@@ -16,6 +16,7 @@ import tempfile
 from contextlib import AsyncExitStack
 from typing import IO, Any
 
+import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -126,23 +127,22 @@ class ServerConnection:
         try:
             return await client.call_tool(name, arguments)
         except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED:
-                message = self._lost()
-                self._ended = "it closed the connection during an earlier call"
-                raise ToolError(message) from None
-            refused = f"MCP server {self.name!r} answered with an error: {exc.message}"
-            raise ToolError(refused) from None
-        except (ToolError, UserError):
-            raise
-        except Exception as exc:  # a transport failure, whatever the transport raised
-            if self._client is None or not exc.args:
-                message = self._lost()
-                self._ended = "it closed the connection during an earlier call"
-                raise ToolError(message) from None
+            if exc.code != types.CONNECTION_CLOSED:
+                refused = f"MCP server {self.name!r} answered with an error: {exc.message}"
+                raise ToolError(refused) from None
+            raise ToolError(self._gone()) from None
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
+            raise ToolError(self._gone()) from None
+        except Exception as exc:  # a malformed answer, whatever the SDK raised for it
             raise ToolError(
-                f"the connection to MCP server {self.name!r} failed during the call: "
-                f"{type(exc).__name__}: {exc}"
+                f"MCP server {self.name!r} sent an unusable answer: {type(exc).__name__}: {exc}"
             ) from None
+
+    def _gone(self) -> str:
+        """The message for a call the server dropped; later calls fail at once."""
+        message = self._lost()
+        self._ended = "it closed the connection during an earlier call"
+        return message
 
     def _lost(self) -> str:
         tail = self._stderr_tail()
