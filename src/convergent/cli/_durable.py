@@ -193,7 +193,9 @@ async def _execute(
     store: RunStore | None,
     run_id: str,
 ) -> RunResult:
-    terminated = _on_sigterm_cancel() if agent.mcp_servers else None
+    # a run's MCP server processes must not outlive it, so SIGTERM ends it in order
+    watch = agent.mcp_servers and sys.platform != "win32"
+    terminated = _on_sigterm_cancel() if watch else None
     try:
         async with agent:
             return await agent.run(
