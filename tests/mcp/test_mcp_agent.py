@@ -236,6 +236,22 @@ async def test_a_cancelled_run_stops_its_servers() -> None:
     # the autouse fixture checks that no server process is left
 
 
+async def test_a_run_cancelled_while_its_servers_start_leaves_none() -> None:
+    mute = MCPServer(
+        name="mute", command=sys.executable, args=("-c", "import time; time.sleep(60)")
+    )
+    run = asyncio.ensure_future(
+        Agent(ScriptedModel(["x"]), mcp_servers=[time_server(), mute]).run("x")
+    )
+    deadline = asyncio.get_running_loop().time() + 20
+    while len(descendants()) < 2:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(run, 20)
+
+
 async def test_overlapping_runs_share_one_set_of_servers() -> None:
     def answer(messages: list[object], tools: object) -> ModelResponse:
         if len(messages) == 1:

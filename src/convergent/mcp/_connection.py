@@ -100,8 +100,11 @@ class ServerConnection:
         """Stop the server (its process and all its children) and wait until it is gone."""
         self._stop.set()
         task = self._task
-        if task is not None:
-            await asyncio.gather(task, return_exceptions=True)
+        if task is None:
+            return
+        if self._ready is not None and not self._ready.done():
+            task.cancel()  # still connecting: cut the handshake short, once
+        await asyncio.gather(task, return_exceptions=True)
 
     async def list_tools(self) -> list[types.Tool] | None:
         """The server's tools now; None if it is not running or does not answer."""
