@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal, cast
 
@@ -79,7 +80,9 @@ def mcp_servers(commands: list[str] | None, config: Path | None) -> list[MCPServ
     servers = load_mcp_config(config) if config is not None else []
     for line in commands or ():
         servers.append(server_from_command(line, taken=[s.name for s in servers]))
-    return servers
+    # the run's recipe keeps the folder, so that a resume from elsewhere starts them alike
+    here = str(Path.cwd())
+    return [replace(s, cwd=s.cwd or here) if s.transport == "stdio" else s for s in servers]
 
 
 def _workspace(path: Path) -> str:
