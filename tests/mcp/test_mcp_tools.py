@@ -41,7 +41,7 @@ def test_result_text_joins_blocks_and_falls_back_to_structured_content() -> None
         ),
     ]
     text = result_text(types.CallToolResult(content=blocks))
-    assert text == "one\n[image: image/png, 6 bytes]\n[resource: file:///a.txt]\ninside"
+    assert text == "one\n[image: image/png, 5 bytes]\n[resource: file:///a.txt]\ninside"
     structured = types.CallToolResult(content=[], structured_content={"n": 1})
     assert result_text(structured) == '{"n": 1}'
 

@@ -16,7 +16,8 @@ def _block_text(block: Any) -> str:
             return block.text
         case types.ImageContent() | types.AudioContent():
             kind = "image" if isinstance(block, types.ImageContent) else "audio"
-            return f"[{kind}: {block.mime_type}, {len(block.data) * 3 // 4} bytes]"
+            size = len(block.data) * 3 // 4 - block.data[-2:].count("=")  # of the base64
+            return f"[{kind}: {block.mime_type}, {size} bytes]"
         case types.ResourceLink():
             return f"[resource: {block.uri}]"
         case types.EmbeddedResource():
