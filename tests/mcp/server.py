@@ -55,6 +55,12 @@ def grow(name: str) -> str:
 
 
 @server.tool()
+def env(name: str) -> str:
+    """The value of an environment variable of the server, or "unset"."""
+    return os.environ.get(name, "unset")
+
+
+@server.tool()
 def pid() -> int:
     """The server's process id."""
     return os.getpid()

@@ -322,3 +322,22 @@ async def test_an_unreachable_http_server_cannot_start() -> None:
         UserError, match=rf"^MCP server 'remote' failed to start: cannot connect to {url}"
     ):
         await Agent(ScriptedModel(["x"]), mcp_servers=[MCPServer.http("remote", url)]).run("x")
+
+
+async def test_a_server_sees_only_a_minimal_environment_and_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret")
+    model = ScriptedModel(
+        [
+            {"tool_calls": [call("env", name="OPENAI_API_KEY"), call("env", name="MODE")]},
+            {"tool_calls": [call("env", name="PATH")]},
+            "done",
+        ]
+    )
+    server = stdio_testing(env={"MODE": "configured"})
+    result = await Agent(model, mcp_servers=[server]).run("look")
+    secret, mode, path = result.tool_calls
+    assert secret.result == "unset"
+    assert mode.result == "configured"
+    assert path.result != "unset"

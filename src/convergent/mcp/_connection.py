@@ -19,7 +19,7 @@ from typing import IO, Any
 import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -198,7 +198,12 @@ class ServerConnection:
             parameters = StdioServerParameters(
                 command=expand_env(server.command),
                 args=[expand_env(arg) for arg in server.args],
-                env={**os.environ, **{k: expand_env(v) for k, v in server.env.items()}},
+                # like the SDK and Claude Desktop: a minimal environment, so that this
+                # process's secrets (provider API keys) reach a server only when configured
+                env={
+                    **get_default_environment(),
+                    **{k: expand_env(v) for k, v in server.env.items()},
+                },
                 cwd=server.cwd,
             )
             transport: Any = stdio_client(parameters, errlog=self._errlog)

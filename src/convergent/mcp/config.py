@@ -86,7 +86,8 @@ class MCPServer:
     args: tuple[str, ...] = ()
     """Its command-line arguments."""
     env: dict[str, str] = field(default_factory=dict)
-    """Environment variables set for it, over the environment of this process."""
+    """Environment variables set for it, over a minimal inherited set (``HOME``, ``PATH``,
+    ``SHELL``, ``TERM``...): nothing else of this process's environment reaches it."""
     cwd: str | None = None
     """Its working folder (default: the current one)."""
     url: str | None = None
