@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,11 @@ def make_run(
     **agent: Any,
 ) -> None:
     model = ScriptedModel(list(script))
-    asyncio.run(Agent(model, list(tools), store=store, **agent).run(task, run_id=run_id))
+    run = Agent(model, list(tools), store=store, **agent).run(task, run_id=run_id)
+    # in a thread of its own: the browser tests' Playwright owns this thread's event loop
+    worker = threading.Thread(target=asyncio.run, args=(run,))
+    worker.start()
+    worker.join()
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ STATUSES = (
 _WHY = {
     "completed": "The model answered without calling a tool (and any verifier passed): the "
     "work is done.",
-    "stopped": "A stop was requested from outside (the console, `convergent steer --stop`, "
+    "stopped": "A stop was requested from outside (the console, convergent steer --stop, "
     "the API or a signal), or the run was rewound. It can be resumed.",
     "needs_user": "The run asked a question nobody could answer in time. Answer it here to "
     "resume the run with your answer.",

@@ -85,8 +85,9 @@ def build_chart(cycles: list[CycleView], *, width: int = 640, height: int = 120)
     measured = [c for c in cycles if c.tokens is not None or c.seconds is not None]
     if not measured:
         return None
-    top_tokens = max((c.tokens or 0 for c in measured), default=0) or 1
-    top_seconds = max((c.seconds or 0.0 for c in measured), default=0.0) or 1.0
+    most_tokens = max((c.tokens or 0 for c in measured), default=0)
+    most_seconds = max((c.seconds or 0.0 for c in measured), default=0.0)
+    top_tokens, top_seconds = most_tokens or 1, most_seconds or 1.0
     step = width / len(measured)
     bars: list[tuple[float, float, float, float, str]] = []
     points: list[str] = []
@@ -105,4 +106,4 @@ def build_chart(cycles: list[CycleView], *, width: int = 640, height: int = 120)
         )
         y = height - (cycle.seconds or 0.0) / top_seconds * (height - 4)
         points.append(f"{round(x + step / 2, 2)},{round(y, 2)}")
-    return Chart(width, height, bars, " ".join(points), top_tokens, top_seconds)
+    return Chart(width, height, bars, " ".join(points), most_tokens, most_seconds)
