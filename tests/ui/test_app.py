@@ -272,3 +272,22 @@ def test_runs_page_is_quick_with_many_runs(store: RunStore, client: TestClient) 
     page = client.get("/runs").text
     assert time.perf_counter() - started < 1.0
     assert "2000 runs, page 1 of 40" in page
+
+
+def test_a_long_run_is_shown_in_windows_of_cycles(store: RunStore, client: TestClient) -> None:
+    script = [
+        {"content": f"step {n}", "tool_calls": [call("calculator", expression=f"{n}+1")]}
+        for n in range(1, 150)
+    ]
+    make_run(store, "long", [*script, "done"], limits=limits(200))
+    latest = client.get("/runs/long").text
+    assert latest.count('class="cycle"') == 100
+    assert 'id="cycle-150"' in latest and 'id="cycle-50"' not in latest
+    assert ">step 51<" in latest and "50 earlier cycles not shown" in latest
+    assert 'href="/runs/long?upto=50"' in latest
+    earlier = client.get("/runs/long?upto=50").text
+    assert earlier.count('class="cycle"') == 50
+    assert ">step 1<" in earlier and ">step 50<" in earlier and ">step 51<" not in earlier
+    assert "&#34;expression&#34;: &#34;50+1&#34;" in earlier
+    assert "100 later cycles not shown" in earlier
+    assert 'data-stream="/runs/long/stream?upto=50"' in earlier

@@ -163,8 +163,13 @@ async def runs_stream(request: Request) -> Response:
 # -- run page ---------------------------------------------------------------------------
 
 
-def _run_fragments(console: Console, run_id: str) -> dict[str, str]:
-    view = load_run_view(console.store, run_id)
+def _upto(request: Request) -> int | None:
+    raw = request.query_params.get("upto", "")
+    return int(raw) if raw.isdigit() else None
+
+
+def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> dict[str, str]:
+    view = load_run_view(console.store, run_id, upto=upto)
     values = {
         "view": view,
         "run": view.summary,
@@ -185,8 +190,9 @@ async def run_page(request: Request) -> Response:
     """One run: its summary, stop reason, actions, chart and timeline."""
     console: Console = request.app.state.console
     run_id = request.path_params["run_id"]
+    upto = _upto(request)
     try:
-        fragments = await anyio.to_thread.run_sync(_run_fragments, console, run_id)
+        fragments = await anyio.to_thread.run_sync(_run_fragments, console, run_id, upto)
     except ConvergentError as exc:
         return _error(console, request, exc, 404)
     return console.page(
@@ -195,7 +201,7 @@ async def run_page(request: Request) -> Response:
         run_id=run_id,
         live=_live(fragments),
         hashes=_hashes(fragments),
-        stream=_run_url(run_id, "/stream"),
+        stream=_run_url(run_id, "/stream" + (f"?upto={upto}" if upto is not None else "")),
         run_url=_run_url,
     )
 
@@ -204,7 +210,8 @@ async def run_stream(request: Request) -> Response:
     """Live updates of a run page."""
     console: Console = request.app.state.console
     run_id = request.path_params["run_id"]
-    return _stream(console, lambda: _run_fragments(console, run_id))
+    upto = _upto(request)
+    return _stream(console, lambda: _run_fragments(console, run_id, upto))
 
 
 # -- actions ----------------------------------------------------------------------------

@@ -14,13 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from convergent.messages import Usage
 from convergent.store import PendingQuestion, RunStore, RunSummary
+from convergent.store._codec import parse_usage
 from convergent.ui.questions import OpenQuestion, open_questions
 
 __all__ = ["CallView", "CycleView", "EventView", "RunView", "load_run_view"]
 
-MAX_CYCLES_SHOWN = 500
-"""A run page shows at most this many of the latest cycles."""
+CYCLES_SHOWN = 100
+"""A run page shows this many cycles (the latest, or those up to the one asked for)."""
 
 
 @dataclass(slots=True)
@@ -96,6 +98,8 @@ class RunView:
     """Events before the first cycle (steering delivered at the start)."""
     hidden: int
     """Older cycles not shown."""
+    later: int
+    """Newer cycles not shown (when an earlier window was asked for)."""
     open_questions: list[OpenQuestion]
     """Questions the running run waits on in the console."""
     pending: list[PendingQuestion]
@@ -106,20 +110,26 @@ class RunView:
     """Cycles a rewind can return to."""
 
 
-def load_run_view(store: RunStore, run_id: str) -> RunView:
-    """Read one run for the run page.
+def load_run_view(
+    store: RunStore, run_id: str, *, upto: int | None = None, count: int = CYCLES_SHOWN
+) -> RunView:
+    """Read one run for the run page: its summary and ``count`` cycles up to ``upto``.
+
+    Only the rows of the cycles shown are read, so the page of a run with many
+    thousands of cycles costs about as much as the page of a short one.
 
     Raises:
         UserError: If no run has this id.
     """
     summary = store.get_run(run_id)
-    first = max(1, summary.cycles - MAX_CYCLES_SHOWN + 1)
-    cycles = {n: CycleView(n) for n in range(first, summary.cycles + 1)}
-    _add_calls(store, run_id, first, cycles)
-    _add_messages(store, run_id, first, cycles)
-    checkpoints = store.checkpoints(run_id)
+    last = summary.cycles if upto is None else max(0, min(upto, summary.cycles))
+    first = max(1, last - count + 1)
+    cycles = {n: CycleView(n) for n in range(first, last + 1)}
+    _add_calls(store, run_id, first, last, cycles)
+    _add_messages(store, run_id, first, last, cycles)
+    checkpoints = _checkpoints(store, run_id, first - 1, last)
     _add_usage(checkpoints, cycles)
-    before = _add_events(store, run_id, first, cycles)
+    before = _add_events(store, run_id, first, last, cycles)
     running = summary.running
     pending: list[PendingQuestion] = []
     if (
@@ -133,6 +143,7 @@ def load_run_view(store: RunStore, run_id: str) -> RunView:
         cycles=[cycles[n] for n in sorted(cycles)],
         before=before,
         hidden=first - 1,
+        later=summary.cycles - last,
         open_questions=open_questions(store, run_id) if running else [],
         pending=pending,
         paused=running and _paused(store, run_id),
@@ -140,15 +151,28 @@ def load_run_view(store: RunStore, run_id: str) -> RunView:
     )
 
 
+def _checkpoints(
+    store: RunStore, run_id: str, first: int, last: int
+) -> list[tuple[int, Usage, float]]:
+    rows = store.query(
+        "SELECT cycle, usage, elapsed FROM checkpoints WHERE run_id = ? AND cycle BETWEEN ? AND ? "
+        "ORDER BY cycle",
+        [run_id, first, last],
+    )
+    return [(cycle, parse_usage(usage), elapsed) for cycle, usage, elapsed in rows]
+
+
 def _pretty(arguments: Any) -> str:
     return json.dumps(arguments, indent=2, ensure_ascii=False, sort_keys=True)
 
 
-def _add_calls(store: RunStore, run_id: str, first: int, cycles: dict[int, CycleView]) -> None:
+def _add_calls(
+    store: RunStore, run_id: str, first: int, last: int, cycles: dict[int, CycleView]
+) -> None:
     rows = store.query(
         "SELECT cycle, call_id, name, arguments, outcome, result, duration FROM finished_calls "
-        "WHERE run_id = ? AND cycle >= ? ORDER BY cycle, position, finished_at",
-        [run_id, first],
+        "WHERE run_id = ? AND cycle BETWEEN ? AND ? ORDER BY cycle, position, finished_at",
+        [run_id, first, last],
     )
     for cycle, call_id, name, arguments, outcome, result, duration in rows:
         view = cycles.setdefault(cycle, CycleView(cycle))
@@ -157,17 +181,34 @@ def _add_calls(store: RunStore, run_id: str, first: int, cycles: dict[int, Cycle
         )
 
 
-def _add_messages(store: RunStore, run_id: str, first: int, cycles: dict[int, CycleView]) -> None:
+def _add_messages(
+    store: RunStore, run_id: str, first: int, last: int, cycles: dict[int, CycleView]
+) -> None:
     """Attach the model's text to its cycle, and the calls still running.
 
     A response with calls belongs to the cycle its finished calls name; a response
     without calls follows the cycle before it; the calls of the latest response that
-    have no row yet are running (or were cut off by a crash).
+    have no row yet are running (or were cut off by a crash). Only the messages between
+    the checkpoints around the cycles shown are read.
     """
+    ((epoch, count, total),) = store.query(
+        "SELECT epoch, message_count, cycles FROM runs WHERE run_id = ?", [run_id]
+    )
+
+    def boundary(cycle: int, default: int) -> int:
+        point = store.query(
+            "SELECT epoch, message_count FROM checkpoints WHERE run_id = ? AND cycle = ?",
+            [run_id, cycle],
+        )
+        # a checkpoint of an older epoch (before a compaction) says nothing about this one
+        return int(point[0][1]) if point and point[0][0] == epoch else default
+
+    start = boundary(first - 1, 0) if first > 1 else 0
+    end = boundary(last, count) if last < total else count
     rows = store.query(
-        "SELECT m.data FROM messages m JOIN runs r ON r.run_id = m.run_id AND m.epoch = r.epoch "
-        "WHERE m.run_id = ? AND m.seq < r.message_count ORDER BY m.seq",
-        [run_id],
+        "SELECT data FROM messages WHERE run_id = ? AND epoch = ? AND seq >= ? AND seq < ? "
+        "ORDER BY seq",
+        [run_id, epoch, start, end],
     )
     where = {call.call_id: n for n, view in cycles.items() for call in view.calls}
     assistant: list[dict[str, Any]] = []
@@ -175,7 +216,6 @@ def _add_messages(store: RunStore, run_id: str, first: int, cycles: dict[int, Cy
         message = json.loads(data)
         if message.get("role") == "assistant":
             assistant.append(message)
-    last = max(cycles, default=0)
     numbers = _cycle_numbers(assistant, where, last)
     for message, number in zip(assistant, numbers, strict=True):
         if number < first or number not in cycles:
@@ -226,10 +266,15 @@ def _add_usage(checkpoints: Sequence[tuple[int, Any, float]], cycles: dict[int, 
 
 
 def _add_events(
-    store: RunStore, run_id: str, first: int, cycles: dict[int, CycleView]
+    store: RunStore, run_id: str, first: int, last: int, cycles: dict[int, CycleView]
 ) -> list[EventView]:
     before: list[EventView] = []
-    for _, data in store.events(run_id):
+    rows = store.query(
+        "SELECT data FROM events WHERE run_id = ? AND cycle BETWEEN ? AND ? ORDER BY seq",
+        [run_id, 0 if first == 1 else first, last],
+    )
+    for (text,) in rows:
+        data = json.loads(text)
         cycle = int(data.get("cycle", 0))
         view = describe_event(data)
         if cycle in cycles:
