@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 import time
 from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from convergent import StopReason
+from convergent import ScriptedModel, StopReason, Verification, calculator
+from convergent.gate import AskUser, ExecutiveGate, QueueChannel
 from convergent.store import RunStore
 from convergent.ui.app import console_of, create_app
 from convergent.ui.questions import open_questions, post_question
@@ -291,3 +293,33 @@ def test_a_long_run_is_shown_in_windows_of_cycles(store: RunStore, client: TestC
     assert "&#34;expression&#34;: &#34;50+1&#34;" in earlier
     assert "100 later cycles not shown" in earlier
     assert 'data-stream="/runs/long/stream?upto=50"' in earlier
+
+
+def test_gate_decisions_verdicts_and_answers_appear_in_their_cycles(
+    store: RunStore, client: TestClient
+) -> None:
+    unsure = {"clarity": 0.3, "certainty": 0.9, "question": "Which total?", "reason": "vague"}
+    sure = {"clarity": 1, "certainty": 0.99, "question": "", "reason": "clear"}
+    scorer = ScriptedModel([json.dumps(unsure), json.dumps(sure), json.dumps(sure)])
+    asker = AskUser(QueueChannel(answers=["the yearly one"]), timeout=5)
+    make_run(
+        store,
+        "gated",
+        [
+            {"content": "maybe monthly?", "tool_calls": [call("calculator", expression="1+1")]},
+            {"content": "yearly", "tool_calls": [call("calculator", expression="12*3")]},
+            "36?",
+            "36",
+        ],
+        tools=[calculator, asker.tool],
+        gate=ExecutiveGate(scorer, asker),
+        verifier=lambda answer: Verification(answer == "36", "give only the number"),
+    )
+    page = client.get("/runs/gated").text
+    cycle1 = page[page.index('id="cycle-1"') : page.index('id="cycle-2"')]
+    assert "gate" in cycle1 and "asked (score): score 0.30 against threshold 0.85" in cycle1
+    assert "Asked: Which total?" in cycle1
+    assert "asked via queue" in cycle1 and "Which total? -&gt; the yearly one" in cycle1
+    cycle3 = page[page.index('id="cycle-3"') : page.index('id="cycle-4"')]
+    assert "verifier" in cycle3 and "failed: give only the number" in cycle3
+    assert "verifier</strong> passed" in page[page.index('id="cycle-4"') :]

@@ -89,8 +89,14 @@ class Launcher:
     children: list[subprocess.Popen[bytes]] = field(default_factory=list)
     """Processes started so far."""
 
-    def resume(self, run_id: str, answer: str) -> str:
+    def resume(self, run_id: str, answer: str, cwd: str | None = None) -> str:
         """Start ``python -m convergent resume RUN_ID --answer TEXT`` detached.
+
+        Args:
+            run_id: The run.
+            answer: The reply to its question.
+            cwd: Folder to start in (the run's workspace: paths in its recipe that
+                are relative, such as a script's, were relative to it).
 
         Returns:
             Where the process writes its output.
@@ -115,6 +121,7 @@ class Launcher:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                cwd=cwd if cwd is not None and Path(cwd).is_dir() else None,
                 start_new_session=True,
             )
         self.children.append(child)
@@ -141,5 +148,5 @@ def answer(
         return "answer sent; the run goes on with it"
     resumable_run(store, run_id)
     pending_answers(store, run_id, text)
-    log = launcher.resume(run_id, text)
+    log = launcher.resume(run_id, text, cwd=run.workspace)
     return f"resuming the run with your answer (output: {log})"

@@ -358,8 +358,15 @@ def _stream(
     render: Callable[[], dict[str, str]],
     version: Callable[[], Hashable] | None = None,
 ) -> StreamingResponse:
+    def safe_render() -> dict[str, str]:
+        try:
+            return render()
+        except ConvergentError:
+            # the run was deleted or the database is busy: keep what the page shows
+            return {}
+
     return StreamingResponse(
-        fragment_stream(version or console.version, render, stopping=lambda: console.stopping),
+        fragment_stream(version or console.version, safe_render, stopping=lambda: console.stopping),
         media_type="text/event-stream",
         headers={"x-accel-buffering": "no"},
     )
