@@ -307,3 +307,27 @@ def test_keyboard_only_steering_and_rewind(store: RunStore, console: Listening, 
         "getComputedStyle(document.querySelector('a.rewind') || document.body).outlineStyle"
     )
     assert focus_ring is not None
+
+
+def test_the_coordinator_page_follows_the_state_file(
+    browser: Any, store: RunStore, tmp_path: Path
+) -> None:
+    fixture = Path(__file__).parents[1] / "coordinator" / "fixtures" / "workflow-state.v1.yaml"
+    state = tmp_path / "workflow-state.yaml"
+    state.write_text(fixture.read_text())
+    with serve_in_thread(store, state_file=state) as console:
+        context = browser.new_context(viewport={"width": 1200, "height": 900})
+        try:
+            page = context.new_page()
+            page.set_default_timeout(WAIT_MS)
+            page.goto(console.entry)
+            page.click("nav >> text=Coordinator")
+            page.wait_for_selector("#live.on")
+            assert page.locator("svg.graph g.node").count() == 5
+            assert page.locator("svg.graph line.edge").count() == 2
+            assert "1 failed, 41 passed" in page.inner_text("table.checks")
+            shot(page, "coordinator")
+            state.write_text(fixture.read_text().replace("stall_count: 1", "stall_count: 3"))
+            page.wait_for_selector("text=max_stall_count exceeded")
+        finally:
+            context.close()
