@@ -8,7 +8,9 @@ same server in a background thread, for tests, benchmarks and applications.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import socket
+import sys
 import threading
 import webbrowser
 from collections.abc import Iterator
@@ -63,6 +65,13 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 def _url(sock: socket.socket, host: str) -> str:
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
@@ -106,6 +115,12 @@ def serve(
         url = f"{_url(sock, host)}/?token={token}"
         print(f"convergent console on {url}", flush=True)
         print("(anyone with this address can steer your runs: keep it private)", flush=True)
+        if not _loopback(host):
+            print(
+                f"warning: listening on {host}: other machines can reach the console",
+                file=sys.stderr,
+                flush=True,
+            )
         if open_browser:
             webbrowser.open(url)
         try:
