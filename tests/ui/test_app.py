@@ -323,3 +323,37 @@ def test_gate_decisions_verdicts_and_answers_appear_in_their_cycles(
     cycle3 = page[page.index('id="cycle-3"') : page.index('id="cycle-4"')]
     assert "verifier" in cycle3 and "failed: give only the number" in cycle3
     assert "verifier</strong> passed" in page[page.index('id="cycle-4"') :]
+
+
+def test_a_call_cut_off_by_a_dead_process_is_shown_unfinished(
+    store: RunStore, client: TestClient
+) -> None:
+    import asyncio
+    import threading
+
+    from convergent import Agent, tool
+
+    @tool
+    async def hang() -> str:
+        """Never return."""
+        await asyncio.Event().wait()
+        return "never"
+
+    model = ScriptedModel([{"content": "trying", "tool_calls": [call("hang")]}])
+
+    async def cut_off() -> None:
+        run = Agent(model, [hang], store=store).run("hang", run_id="cut")
+        try:
+            await asyncio.wait_for(run, 0.3)
+        except TimeoutError:
+            pass
+
+    worker = threading.Thread(target=asyncio.run, args=(cut_off(),))
+    worker.start()
+    worker.join()
+    with store.transaction() as conn:  # its process is gone
+        conn.execute("UPDATE runs SET pid = -1 WHERE run_id = 'cut'")
+    page = client.get("/runs/cut").text
+    assert "Why it stopped: interrupted" in page and "It can be resumed" in page
+    assert '<span class="badge unfinished">unfinished</span>' in page
+    assert ">trying<" in page

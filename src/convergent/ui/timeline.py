@@ -36,8 +36,8 @@ class CallView:
     arguments: str
     """Arguments, pretty-printed JSON."""
     outcome: str
-    """``ok``, ``invalid``, ``failed``, ``needs_user``, ``not_executed``, ``interrupted``,
-    or ``running`` while it has not finished."""
+    """``ok``, ``invalid``, ``failed``, ``needs_user``, ``not_executed``, ``interrupted``;
+    ``running`` while it runs, ``unfinished`` when its process ended before it did."""
     result: str = ""
     """Result or error text."""
     duration: float | None = None
@@ -126,7 +126,7 @@ def load_run_view(
     first = max(1, last - count + 1)
     cycles = {n: CycleView(n) for n in range(first, last + 1)}
     _add_calls(store, run_id, first, last, cycles)
-    _add_messages(store, run_id, first, last, cycles)
+    _add_messages(store, run_id, first, last, cycles, running=summary.running)
     checkpoints = _checkpoints(store, run_id, first - 1, last)
     _add_usage(checkpoints, cycles)
     before = _add_events(store, run_id, first, last, cycles)
@@ -182,7 +182,13 @@ def _add_calls(
 
 
 def _add_messages(
-    store: RunStore, run_id: str, first: int, last: int, cycles: dict[int, CycleView]
+    store: RunStore,
+    run_id: str,
+    first: int,
+    last: int,
+    cycles: dict[int, CycleView],
+    *,
+    running: bool,
 ) -> None:
     """Attach the model's text to its cycle, and the calls still running.
 
@@ -227,7 +233,12 @@ def _add_messages(
             if call["id"] not in known:
                 view.calls.insert(
                     min(position, len(view.calls)),
-                    CallView(call["id"], call["name"], _pretty(call.get("arguments")), "running"),
+                    CallView(
+                        call["id"],
+                        call["name"],
+                        _pretty(call.get("arguments")),
+                        "running" if running else "unfinished",
+                    ),
                 )
 
 
