@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -264,8 +263,8 @@ def test_hostile_model_and_tool_text_renders_as_text(
     assert SCRIPT_XSS in timeline and IMG_XSS in timeline
     assert page.locator("img").count() == 0
     assert page.locator("script").count() == 1
-    assert page.evaluate("typeof window.alerted") == "undefined"
-    time.sleep(0.5)  # an onerror handler would fire by now
+    page.wait_for_timeout(500)  # an injected onerror handler or script would have run by now
+    assert page.dialogs == []
     shot(page, "xss")
 
 
@@ -296,6 +295,8 @@ def test_keyboard_only_steering_and_rewind(store: RunStore, console: Listening, 
     page.wait_for_selector("text=message queued")
     assert [t for _, _, t in store.stored_steering("keys", 0)] == ["look again"]
     tab_to("e.classList.contains('rewind')")
+    # the focused element is visibly marked
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") == "solid"
     page.keyboard.press("Enter")
     page.wait_for_selector("text=Rewind run keys to cycle")
     assert page.evaluate("document.activeElement.textContent").startswith("Rewind to cycle")
@@ -303,10 +304,7 @@ def test_keyboard_only_steering_and_rewind(store: RunStore, console: Listening, 
     page.keyboard.press("Enter")
     page.wait_for_selector("text=rewound to cycle")
     assert store.get_run("keys").stop_reason is StopReason.STOPPED
-    focus_ring = page.evaluate(
-        "getComputedStyle(document.querySelector('a.rewind') || document.body).outlineStyle"
-    )
-    assert focus_ring is not None
+    assert store.get_run("keys").cycles == 1
 
 
 def test_the_coordinator_page_follows_the_state_file(
