@@ -8,16 +8,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("starlette", reason="the console needs the extra ui")
-pytest.importorskip("uvicorn", reason="the console needs the extra ui")
-pytest.importorskip("jinja2", reason="the console needs the extra ui")
-
-from starlette.testclient import TestClient  # noqa: E402
-
-from convergent import Agent, ScriptedModel, calculator, tool  # noqa: E402
-from convergent.store import RunStore  # noqa: E402
-from convergent.tools import Tool  # noqa: E402
-from convergent.ui.app import create_app  # noqa: E402
+from convergent import Agent, ScriptedModel, calculator, tool
+from convergent.store import RunStore
+from convergent.tools import Tool
 
 TOKEN = "test-token-123"
 ORIGIN = "http://127.0.0.1:8765"
@@ -58,7 +51,12 @@ def store(tmp_path: Path) -> Iterator[RunStore]:
 
 
 @pytest.fixture
-def client(store: RunStore) -> Iterator[TestClient]:
+def client(store: RunStore) -> Iterator[Any]:
+    needs_extra()
+    from starlette.testclient import TestClient
+
+    from convergent.ui.app import create_app
+
     app = create_app(store, token=TOKEN)
     with TestClient(app, base_url=ORIGIN) as test_client:
         test_client.cookies.clear()
@@ -66,5 +64,11 @@ def client(store: RunStore) -> Iterator[TestClient]:
         yield test_client
 
 
-def post(client: TestClient, url: str, **data: str) -> Any:
+def needs_extra() -> None:
+    """Skip unless the console's extra (Starlette, uvicorn, Jinja2) is installed."""
+    for module in ("starlette", "uvicorn", "jinja2"):
+        pytest.importorskip(module, reason="the console needs the extra ui")
+
+
+def post(client: Any, url: str, **data: str) -> Any:
     return client.post(url, data=data, headers={"origin": ORIGIN}, follow_redirects=False)

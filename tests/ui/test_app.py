@@ -8,7 +8,11 @@ import re
 import time
 from pathlib import Path
 
-from starlette.testclient import TestClient
+import pytest
+
+pytest.importorskip("starlette", reason="the console needs the extra ui")
+
+from starlette.testclient import TestClient  # noqa: E402
 
 from convergent import ScriptedModel, StopReason, Verification, calculator
 from convergent.gate import AskUser, ExecutiveGate, QueueChannel

@@ -35,11 +35,12 @@ from convergent.store import DatabaseSteering, RunStore
 from convergent.ui import WebChannel
 from convergent.ui.server import Listening, serve_in_thread
 
-from .conftest import IMG_XSS, SCRIPT_XSS, call, echo, make_run
+from .conftest import IMG_XSS, SCRIPT_XSS, call, echo, make_run, needs_extra
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parents[2] / "test-artifacts"
 
+needs_extra()
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (the dev extra)")
 
 pytestmark = [

@@ -12,12 +12,15 @@ from pathlib import Path
 
 from convergent.store import RunStore
 
+from .conftest import needs_extra
+
 COMMAND = [sys.executable, "-m", "convergent", "ui", "--no-open"]
 
 
 def test_the_console_starts_prints_its_token_and_refuses_requests_without_it(
     tmp_path: Path,
 ) -> None:
+    needs_extra()
     db = tmp_path / "runs.db"
     RunStore(db).close()
     server = subprocess.Popen(
@@ -50,6 +53,7 @@ def test_the_console_starts_prints_its_token_and_refuses_requests_without_it(
 
 
 def test_a_taken_port_is_a_one_line_error(tmp_path: Path) -> None:
+    needs_extra()
     db = tmp_path / "runs.db"
     RunStore(db).close()
     with socket.socket() as taken:

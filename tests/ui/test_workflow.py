@@ -5,7 +5,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from starlette.testclient import TestClient
+import pytest
+
+pytest.importorskip("starlette", reason="the console needs the extra ui")
+
+from starlette.testclient import TestClient  # noqa: E402
 
 from convergent.store import RunStore
 from convergent.ui.app import create_app
