@@ -4,112 +4,118 @@ The loop continues while the model's response contains tool calls and stops when
 contains none; every run ends with one typed `StopReason`.
 """
 
-from convergent.agent import Agent, RunStream
-from convergent.builtin_tools import calculator, default_tools, fail, file_tools
-from convergent.clock import Clock, SystemClock, use_clock
-from convergent.compaction import ContextCompacted, ContextCompressor
-from convergent.coordinator import (
-    AttemptReport,
-    Coordinator,
-    CoordinatorResult,
-    StateStore,
-    WorkflowState,
-    coordinate_agent,
-)
-from convergent.durable import resume
-from convergent.edit_tools import edit_tools
-from convergent.events import (
-    CycleStarted,
-    Event,
-    JsonlTraceWriter,
-    ModelResponded,
-    Redirected,
-    RunStarted,
-    RunStopped,
-    ToolFinished,
-    ToolStarted,
-    Verified,
-    event_to_dict,
-)
-from convergent.exceptions import (
-    ConvergentError,
-    ModelBehaviorError,
-    ModelError,
-    ModelHTTPError,
-    NeedsUserInput,
-    ScriptExhaustedError,
-    StorageError,
-    ToolArgumentsError,
-    ToolDefinitionError,
-    ToolError,
-    UserError,
-)
-from convergent.extensions import (
-    ActionGate,
-    ContextPolicy,
-    FollowUpGate,
-    RunObserver,
-    Verification,
-    Verifier,
-)
-from convergent.gate import (
-    AskChannel,
-    AskTimedOut,
-    AskUser,
-    CallbackChannel,
-    DialogChannel,
-    ExecutiveGate,
-    GateDecided,
-    NonInteractiveChannel,
-    QueueChannel,
-    StdinChannel,
-    TerminalChannel,
-    UserAnswered,
-    ambiguous,
-    ask_user_tool,
-)
-from convergent.journal import Durability, RunJournal
-from convergent.messages import (
-    AssistantMessage,
-    Message,
-    ModelResponse,
-    SystemMessage,
-    ToolCall,
-    ToolResultMessage,
-    ToolSpec,
-    Usage,
-    UserMessage,
-)
-from convergent.models import (
-    AnthropicModel,
-    LocalModel,
-    Model,
-    ModelSettings,
-    OpenAIChatModel,
-    ScriptedModel,
-    StructuredToolCalling,
-    model_from_string,
-)
-from convergent.recipe import GateRecipe, LimitsRecipe, RunRecipe
-from convergent.result import RunResult
-from convergent.skills import Skill, Skills
-from convergent.state import RunState, ToolCallRecord
-from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
-from convergent.stop import Limits, StopReason
-from convergent.store import (
-    DatabaseSteering,
-    RewindResult,
-    RunStore,
-    RunSummary,
-)
-from convergent.synthesis import (
-    Archetype,
-    Insight,
-    SynthesisReport,
-    synthesize,
-    synthesize_insights,
-)
-from convergent.tools import Tool, tool
+from typing import TYPE_CHECKING
+
+from convergent._lazy import attach as _attach
+
+if TYPE_CHECKING:
+    from convergent.agent import Agent, RunStream
+    from convergent.builtin_tools import calculator, default_tools, fail, file_tools
+    from convergent.clock import Clock, SystemClock, use_clock
+    from convergent.compaction import ContextCompacted, ContextCompressor
+    from convergent.coordinator import (
+        AttemptReport,
+        Coordinator,
+        CoordinatorResult,
+        StateStore,
+        WorkflowState,
+        coordinate_agent,
+    )
+    from convergent.durable import resume
+    from convergent.edit_tools import edit_tools
+    from convergent.events import (
+        CycleStarted,
+        Event,
+        JsonlTraceWriter,
+        ModelResponded,
+        Redirected,
+        RunStarted,
+        RunStopped,
+        ToolFinished,
+        ToolStarted,
+        Verified,
+        event_to_dict,
+    )
+    from convergent.exceptions import (
+        ConvergentError,
+        ModelBehaviorError,
+        ModelError,
+        ModelHTTPError,
+        NeedsUserInput,
+        ScriptExhaustedError,
+        StorageError,
+        ToolArgumentsError,
+        ToolDefinitionError,
+        ToolError,
+        UserError,
+    )
+    from convergent.extensions import (
+        ActionGate,
+        ContextPolicy,
+        FollowUpGate,
+        RunObserver,
+        Verification,
+        Verifier,
+    )
+    from convergent.gate import (
+        AskChannel,
+        AskTimedOut,
+        AskUser,
+        CallbackChannel,
+        DialogChannel,
+        ExecutiveGate,
+        GateDecided,
+        NonInteractiveChannel,
+        QueueChannel,
+        StdinChannel,
+        TerminalChannel,
+        UserAnswered,
+        ambiguous,
+        ask_user_tool,
+    )
+    from convergent.journal import Durability, RunJournal
+    from convergent.messages import (
+        AssistantMessage,
+        Message,
+        ModelResponse,
+        SystemMessage,
+        ToolCall,
+        ToolResultMessage,
+        ToolSpec,
+        Usage,
+        UserMessage,
+    )
+    from convergent.models import (
+        AnthropicModel,
+        LocalModel,
+        Model,
+        ModelSettings,
+        OpenAIChatModel,
+        ScriptedModel,
+        StructuredToolCalling,
+        model_from_string,
+    )
+    from convergent.recipe import GateRecipe, LimitsRecipe, RunRecipe
+    from convergent.result import RunResult
+    from convergent.skills import Skill, Skills
+    from convergent.state import RunState, ToolCallRecord
+    from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
+    from convergent.stop import Limits, StopReason
+    from convergent.store import (
+        DatabaseSteering,
+        RewindResult,
+        RunStore,
+        RunSummary,
+    )
+    from convergent.synthesis import (
+        Archetype,
+        Insight,
+        SynthesisReport,
+        synthesize,
+        synthesize_insights,
+    )
+    from convergent.tools import Tool, tool
+
 
 __version__ = "0.1.0"
 
@@ -220,3 +226,5 @@ __all__ = [
     "tool",
     "use_clock",
 ]
+
+__getattr__, __dir__ = _attach(__name__)

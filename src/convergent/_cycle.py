@@ -143,12 +143,15 @@ class Run:
         steering: SteeringQueue | None,
         on_event: EventHandler | None,
         journal: RunJournal | None,
+        telemetry: RunObserver | None = None,
     ) -> None:
         self.agent = agent
         self.state = state
         self.steering = steering
         self.journal = journal
         observers: list[RunObserver] = list(agent.observers)
+        if telemetry is not None:
+            observers.insert(0, telemetry)
         if journal is not None:
             observers.append(journal)
         if on_event is not None:
@@ -160,6 +163,16 @@ class Run:
         self.clock_start = self.clock.monotonic()
         self.elapsed_before = state.elapsed
         self.timed = agent.limits.max_seconds is not None
+
+    def failed(self, error: BaseException) -> None:
+        """An exception ends the run without a stop: tell observers that want to know.
+
+        An observer may define ``on_run_error(error, state)`` (telemetry ends its spans).
+        """
+        for observer in self.sink.observers:
+            hook = getattr(observer, "on_run_error", None)
+            if hook is not None:
+                hook(error, self.state)
 
     def elapsed(self) -> float:
         return self.elapsed_before + self.clock.monotonic() - self.clock_start

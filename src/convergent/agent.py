@@ -23,6 +23,7 @@ from convergent._cycle import (
     Stop,
     ToolErrorPolicy,
 )
+from convergent._instrument import run_tracer
 from convergent.clock import current_clock
 from convergent.events import (
     Event,
@@ -37,6 +38,8 @@ from convergent.extensions import (
     Verifier,
 )
 from convergent.journal import Durability
+from convergent.mcp.config import MCPServer
+from convergent.mcp.toolset import MCPToolset
 from convergent.messages import (
     Message,
     SystemMessage,
@@ -83,6 +86,13 @@ class Agent:
             stored with durable runs so that `convergent.resume` can continue them.
         store: Persist every run of this agent here (e.g. a `convergent.store.RunStore`),
             unless `run` is given another; None runs in memory only.
+        instrument: Trace runs with OpenTelemetry (`convergent.telemetry`). None (the
+            default): when an OpenTelemetry SDK tracer provider is configured globally,
+            checked at the start of each run; True: always, through the global provider;
+            False: never. An `OpenTelemetryObserver` in ``observers`` is used instead.
+        mcp_servers: MCP tool servers (`convergent.mcp.MCPServer`) whose tools the model
+            may call too; they are started when a run starts (or when the agent is
+            entered with ``async with``) and stopped when it ends.
 
     Raises:
         UserError: For an invalid option or tool list.
@@ -107,6 +117,8 @@ class Agent:
         workspace: str | Path | None = None,
         recipe: RunRecipe | None = None,
         store: Durability | None = None,
+        instrument: bool | None = None,
+        mcp_servers: Sequence[MCPServer] = (),
     ) -> None:
         if on_tool_error not in ("stop", "continue"):
             raise UserError(f"on_tool_error must be 'stop' or 'continue', got {on_tool_error!r}")
@@ -115,21 +127,13 @@ class Agent:
                 f"max_consecutive_tool_errors must be >= 1, got {max_consecutive_tool_errors}"
             )
         self.model = model
-        self.tools: dict[str, Tool] = {}
         # the protocol check is slow (it inspects members), so it is done once, here
         self.follow_up: FollowUpGate | None = gate if isinstance(gate, FollowUpGate) else None
-        gate_tools = self.follow_up.tools if self.follow_up is not None else ()
-        for item in (*tools, *gate_tools):
-            if item in gate_tools and self.tools.get(item.name) is item:
-                continue
-            if not isinstance(item, Tool):
-                raise UserError(f"not a Tool: {item!r} (decorate the function with @tool)")
-            if item.name in self.tools:
-                raise UserError(f"two tools are named {item.name!r}")
-            self.tools[item.name] = item
-        self.tool_specs = tuple(t.spec for t in self.tools.values())
-        self.tool_names = tuple(self.tools)
-        self.terminal_tools = frozenset(n for n, t in self.tools.items() if t.terminal)
+        self._own_tools = tuple(tools)
+        self._install_tools(())
+        self.mcp_servers = tuple(mcp_servers)
+        self._toolset = MCPToolset(self.mcp_servers) if self.mcp_servers else None
+        self._entered = 0
         self.system_prompt = system_prompt
         self.limits = limits or Limits()
         self.on_tool_error: ToolErrorPolicy = on_tool_error
@@ -144,6 +148,42 @@ class Agent:
         self.workspace = str(Path(workspace).resolve()) if workspace is not None else None
         self.recipe = recipe
         self.store = store
+        self.instrument = instrument
+
+    def _install_tools(self, served: Sequence[Tool]) -> None:
+        """Set the tools a run offers: the agent's own, the servers', the gate's."""
+        found: dict[str, Tool] = {}
+        gate_tools = self.follow_up.tools if self.follow_up is not None else ()
+        for item in (*self._own_tools, *served, *gate_tools):
+            if item in gate_tools and found.get(item.name) is item:
+                continue
+            if not isinstance(item, Tool):
+                raise UserError(f"not a Tool: {item!r} (decorate the function with @tool)")
+            if item.name in found:
+                source = item.source or found[item.name].source
+                hint = f" (one from {source}: give the MCP server a prefix)" if source else ""
+                raise UserError(f"two tools are named {item.name!r}{hint}")
+            found[item.name] = item
+        self.tools: dict[str, Tool] = found
+        self.tool_specs = tuple(t.spec for t in found.values())
+        self.tool_names = tuple(found)
+        self.terminal_tools = frozenset(n for n, t in found.items() if t.terminal)
+
+    async def _start_servers(self) -> None:
+        """Start the MCP servers (unless they run) and offer their tools."""
+        if self._toolset is not None:
+            try:
+                self._install_tools(await self._toolset.acquire())
+            except BaseException:
+                await self._stop_servers()
+                raise
+
+    async def _stop_servers(self) -> None:
+        """Let go of the MCP servers; the last user stops them and their tools go."""
+        if self._toolset is not None:
+            await self._toolset.release()
+            if not self._toolset.running:
+                self._install_tools(())
 
     @classmethod
     def from_recipe(
@@ -174,11 +214,17 @@ class Agent:
         return found
 
     async def aclose(self) -> None:
-        """Release what the agent's models hold (connections, local model servers)."""
+        """Release what the agent holds: its MCP servers, its models' connections."""
+        while self._entered > 0:
+            self._entered -= 1
+            await self._stop_servers()
         for model in self.models.values():
             await model.aclose()
 
     async def __aenter__(self) -> Agent:
+        """Start the MCP servers now, so that they serve every run until the exit."""
+        await self._start_servers()
+        self._entered += 1
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -257,9 +303,29 @@ class Agent:
                 agent's ``store``).
 
         Raises:
-            UserError: On misuse (no task, exhausted `ScriptedModel`, ...).
+            UserError: On misuse (no task, exhausted `ScriptedModel`, ...), or an MCP
+                server that cannot be started.
             StorageError: If the store cannot be written.
         """
+        if task is None and state is None:
+            raise UserError("run() needs a task or a state to resume")
+        await self._start_servers()
+        try:
+            return await self._run(task, run_id, state, steering, answers, on_event, store)
+        finally:
+            # also on cancellation (Ctrl-C): no server process outlives its run
+            await self._stop_servers()
+
+    async def _run(
+        self,
+        task: str | None,
+        run_id: str | None,
+        state: RunState | None,
+        steering: SteeringQueue | None,
+        answers: Mapping[str, str] | None,
+        on_event: EventHandler | None,
+        store: Durability | None,
+    ) -> RunResult:
         resumed = state is not None
         if state is None:
             if task is None:
@@ -281,23 +347,28 @@ class Agent:
             )
             if steering is None:
                 steering = journal.steering
-        run = Run(self, state, steering, on_event, journal)
-        await run.start(resumed)
-        outcome: CycleOutcome = CONTINUE
-        if resumed and state.pending_calls():
-            outcome = await run.finish_pending(answers or {})
-        while not isinstance(outcome, Stop):
-            match outcome:
-                case Continue():
-                    pass
-                case Interrupted(message, commands):
-                    await run.deliver(message, commands)
-                case Paused():
-                    await run.wait_while_paused()
-                case _:
-                    assert_never(outcome)
-            outcome = run.boundary() or await run.cycle()
-        return await run.finish(outcome)
+        telemetry = run_tracer(self.instrument, self.observers)
+        run = Run(self, state, steering, on_event, journal, telemetry)
+        try:
+            await run.start(resumed)
+            outcome: CycleOutcome = CONTINUE
+            if resumed and state.pending_calls():
+                outcome = await run.finish_pending(answers or {})
+            while not isinstance(outcome, Stop):
+                match outcome:
+                    case Continue():
+                        pass
+                    case Interrupted(message, commands):
+                        await run.deliver(message, commands)
+                    case Paused():
+                        await run.wait_while_paused()
+                    case _:
+                        assert_never(outcome)
+                outcome = run.boundary() or await run.cycle()
+            return await run.finish(outcome)
+        except BaseException as exc:
+            run.failed(exc)
+            raise
 
     async def resume(
         self,

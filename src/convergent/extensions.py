@@ -42,7 +42,11 @@ Verifier = Callable[[str], "Verification | Awaitable[Verification]"]
 
 
 class RunObserver(Protocol):
-    """Receives every event together with the live run state (for checkpoints)."""
+    """Receives every event together with the live run state (for checkpoints).
+
+    An observer may also define ``on_run_error(error, state)``: it is called when an
+    exception (a caller's mistake, a cancellation) ends a run without a `RunStopped`.
+    """
 
     def on_event(self, event: Event, state: RunState) -> None:
         """Handle one event; must not keep a reference to ``state`` beyond the call."""

@@ -41,6 +41,7 @@ from convergent.gate import (
     StdinChannel,
     TerminalChannel,
 )
+from convergent.mcp.config import parse_mcp_servers
 from convergent.models.base import Model, ModelSettings
 from convergent.models.registry import build_model, default_model_spec, model_from_string
 from convergent.models.structured import StructuredToolCalling
@@ -138,7 +139,8 @@ class RunRecipe(BaseModel):
     skills: tuple[str, ...] = ()
     """Skill folders, or folders of them."""
     mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """MCP tool servers, in the ``mcpServers`` format of Claude Desktop and Claude Code."""
+    """MCP tool servers, in the ``mcpServers`` format of Claude Desktop and Claude Code
+    (`convergent.mcp.mcp_config` writes it); they are started again when a run resumes."""
     gate: GateRecipe | None = None
     """The executive gate, if any."""
     ask_via: str = "none"
@@ -296,6 +298,7 @@ def agent_arguments(recipe: RunRecipe, context: BuildContext | None = None) -> d
     workspace = str(Path(recipe.workspace or ".").resolve())
     if not Path(workspace).is_dir():
         raise UserError(f"workspace folder not found: {workspace}")
+    servers = parse_mcp_servers(recipe.mcp_servers, origin="recipe") if recipe.mcp_servers else []
     model = build_model(spec, base_url=recipe.base_url, protocol=recipe.protocol)
     tools = resolve_tools(recipe.tools, workspace)
     skills = Skills.discover(*recipe.skills) if recipe.skills else Skills(())
@@ -324,6 +327,7 @@ def agent_arguments(recipe: RunRecipe, context: BuildContext | None = None) -> d
         "gate": gate,
         "parallel_tool_calls": recipe.parallel_tool_calls,
         "workspace": workspace,
+        "mcp_servers": servers,
         "recipe": recipe.model_copy(update={"model": spec, "workspace": workspace}),
     }
 

@@ -21,7 +21,7 @@ from pydantic.fields import FieldInfo
 from convergent.exceptions import ToolArgumentsError, ToolDefinitionError
 from convergent.messages import ToolSpec
 
-__all__ = ["Tool", "ToolArgumentsError", "to_text", "tool"]
+__all__ = ["SchemaArguments", "Tool", "ToolArgumentsError", "to_text", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -108,6 +108,12 @@ def to_text(value: Any) -> str:
 _ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
 
 
+class SchemaArguments(BaseModel):
+    """Arguments of a tool built from a JSON schema: passed on whole, checked by the tool."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tool:
     """A callable the model may invoke, with its schema and execution policy."""
@@ -130,6 +136,9 @@ class Tool:
     """A hand-off: once a call of it succeeds, the run stops ``handed_off`` with its result."""
     parameters: dict[str, Any] = field(default_factory=dict)
     """JSON schema of the arguments (derived from ``arguments_model``)."""
+    source: str | None = None
+    """Where the tool comes from when it is not a local function (``mcp:time`` for a tool
+    of the MCP server ``time``); durable runs record it with every finished call."""
 
     is_async: bool = field(init=False, default=False)
     """Whether the function is a coroutine function (run natively on the loop)."""
@@ -139,6 +148,44 @@ class Tool:
             schema = _clean_schema(self.arguments_model.model_json_schema())
             object.__setattr__(self, "parameters", schema)
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.function))
+
+    @classmethod
+    def from_schema(
+        cls,
+        *,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        function: Callable[..., Any],
+        timeout: float | None = 60.0,
+        idempotent: bool = False,
+        source: str | None = None,
+    ) -> Tool:
+        """A tool described by a JSON schema rather than a typed Python function.
+
+        The arguments reach ``function`` as keyword arguments unchecked: the function
+        validates them itself (raising `ToolArgumentsError` for the model's mistakes),
+        as a remote tool's server does.
+
+        Args:
+            name: Name the model uses to call the tool.
+            description: What the tool does, shown to the model.
+            parameters: JSON schema of the arguments (an object schema).
+            function: Called with the arguments as keyword arguments.
+            timeout: Seconds per call before it fails; None for no limit.
+            idempotent: Whether re-running an interrupted call is safe.
+            source: Where the tool comes from (``mcp:SERVER``).
+        """
+        return cls(
+            name=name,
+            description=description,
+            function=function,
+            arguments_model=SchemaArguments,
+            timeout=timeout,
+            idempotent=idempotent,
+            parameters=parameters,
+            source=source,
+        )
 
     @property
     def spec(self) -> ToolSpec:
@@ -159,7 +206,10 @@ class Tool:
                 for err in exc.errors(include_url=False)
             )
             raise ToolArgumentsError(f"invalid arguments for {self.name}: {problems}") from None
-        return dict(parsed.__dict__)
+        values = dict(parsed.__dict__)
+        if parsed.__pydantic_extra__:
+            values.update(parsed.__pydantic_extra__)
+        return values
 
     async def call(self, arguments: dict[str, Any]) -> str:
         """Validate, run (in a thread if sync) and return the result as text.

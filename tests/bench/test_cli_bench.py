@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -87,3 +88,37 @@ def test_out_must_be_a_folder(tmp_path: Path) -> None:
     target.write_text("x")
     done = run_cli("convergence", "--out", str(target))
     assert done.returncode == 2 and "--out must be a folder" in done.stderr
+
+
+def test_out_without_matplotlib_is_refused_before_the_suites_run(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from convergent.cli import main\n"
+        f"main(['bench', 'convergence', '--out', {str(out)!r}])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --out draws PNG charts with matplotlib")
+    assert done.stderr.count("\n") == 1
+    assert not out.exists()
+
+
+def test_without_a_terminal_progress_is_lines_and_the_table_is_whole() -> None:
+    done = subprocess.run(
+        [EXE, "bench", "convergence", "--tasks-per-scenario", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "COLUMNS": "40"},
+    )
+    assert done.returncode == 0, done.stderr
+    progress = done.stderr.splitlines()
+    assert progress[0] == "convergence: 0/39" and progress[-1] == "convergence: 39/39"
+    assert "…" not in done.stdout
+    rows = [line for line in done.stdout.splitlines() if "objective_verified" in line]
+    assert len(rows) == 1 and rows[0].rstrip().endswith("│")
+    assert "accuracy" in done.stdout

@@ -135,8 +135,22 @@ def test_live_view_shows_cycles_and_stop_reason(tmp_path: Path) -> None:
     )
     proc = run_cli("run", "2+2", "--model", model, cwd=tmp_path)
     assert proc.returncode == 0
-    assert "cycle 1" in proc.stdout and "calculator" in proc.stdout
+    assert "cycle 1" in proc.stdout
+    assert 'ok calculator(expression="2+2") -> 4' in proc.stdout
     assert "stopped: completed" in proc.stdout
+
+
+def test_live_view_shows_the_arguments_of_each_call_in_a_batch(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha")
+    calls = [
+        {"id": "c1", "name": "read_file", "arguments": {"path": "a.txt"}},
+        {"id": "c2", "name": "calculator", "arguments": {"expression": "6*7"}},
+    ]
+    model = script(tmp_path, [{"tool_calls": calls}, {"content": "done"}])
+    proc = run_cli("run", "go", "--model", model, "--workspace", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert 'read_file(path="a.txt") -> alpha' in proc.stdout
+    assert 'calculator(expression="6*7") -> 42' in proc.stdout
 
 
 def test_read_file_is_confined_to_the_workspace(tmp_path: Path) -> None:
@@ -188,12 +202,25 @@ def test_bad_input_is_one_line_and_exit_two(tmp_path: Path, args: list[str], mes
     assert "Traceback" not in proc.stderr
 
 
-def test_malformed_script_is_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"[{", "error: script file"),
+        (b'["caf\xe9"]', "is not UTF-8 text"),
+        (b"[" * 100_000 + b"]" * 100_000, "is nested too deeply"),
+        (b'[{"usage": {"input_tokens": "many"}}]', "usage.input_tokens must be a whole number"),
+        (b'[{"usage": {"output_tokens": -3}}]', "usage.output_tokens must be a whole number"),
+        (b'[{"usage": {"input_tokens": 1.5}}]', "usage.input_tokens must be a whole number"),
+        (b'[{"usage": [1, 2]}]', "'usage' must be an object"),
+    ],
+)
+def test_malformed_script_is_one_line(tmp_path: Path, content: bytes, message: str) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text("[{")
+    bad.write_bytes(content)
     proc = run_cli("run", "x", "--model", f"scripted:{bad}", cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.startswith("error: script file") and "not valid JSON" in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
 
 
 def test_too_short_script_is_reported(tmp_path: Path) -> None:
@@ -243,3 +270,24 @@ def test_a_bad_task_on_standard_input_is_one_line(
 def test_an_empty_task_argument_is_refused(tmp_path: Path) -> None:
     proc = run_cli("run", "  ", "--model", script(tmp_path, ["x"]), cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip() == "error: the task is empty"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "x", "--model", "scripted:/does/not/exist.json"], "script file not found"),
+        (["run", "--model", "scripted:x.json"], "Missing argument 'task'"),
+        (["runs", "--db", "/does/not/exist.db"], "no run database"),
+        (["coordinator", "status", "--state", "missing.yaml"], "missing.yaml"),
+        (["bench", "nonsense"], "unknown suite 'nonsense'"),
+        (["run", "x", "--max-seconds", "nan"], "--max-seconds"),
+    ],
+)
+def test_json_errors_are_exactly_one_object(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = run_cli(*args, "--json", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout.count("\n") == 1, proc.stdout
+    error = json.loads(proc.stdout)
+    assert set(error) == {"error", "exit_code"} and error["exit_code"] == 2
+    assert message in error["error"]
+    assert "Traceback" not in proc.stderr

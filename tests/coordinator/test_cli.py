@@ -140,6 +140,17 @@ def test_unknown_atom_is_a_user_error(wf: str, capsys: pytest.CaptureFixture[str
     assert err == "error: no atom with id 'ghost'\n"
 
 
+@pytest.mark.parametrize("atom_id", ["", "a b", "   ", "line\nbreak"])
+def test_an_invalid_new_atom_id_is_one_line(
+    wf: str, capsys: pytest.CaptureFixture[str], atom_id: str
+) -> None:
+    before = Path(wf).read_bytes()
+    code, _, err = cli(capsys, "coordinator", "record", "add", atom_id, "--state", wf)
+    assert code == 2
+    assert err == f"error: atom id {atom_id!r} must be non-empty and without spaces\n"
+    assert Path(wf).read_bytes() == before
+
+
 def test_verify_exit_codes_and_confirmation(wf: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(capsys, "coordinator", "verify", "--state", wf)
     assert code == 1

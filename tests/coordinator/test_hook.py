@@ -253,6 +253,8 @@ def test_opt_in_chained_blocks_are_capped(
         ("   \n", "empty input on stdin"),
         ("[1, 2]", "stdin JSON is a list, expected an object"),
         ('{"stop_hook_active": "very"}', "stdin JSON field 'stop_hook_active' has the wrong type"),
+        ('{"a":' * 100_000 + "1" + "}" * 100_000, "stdin JSON is nested too deeply"),
+        ("[" * 100_000 + "]" * 100_000, "stdin JSON is nested too deeply"),
     ],
 )
 def test_unusable_stdin_allows_the_stop(
@@ -272,6 +274,35 @@ def test_unusable_stdin_allows_the_stop(
     assert f"convergent hook: {problem}" in stderr and "allowing the stop" in stderr
     assert "Traceback" not in stderr
     assert state_path.read_bytes() == before
+
+
+def test_stdin_left_open_is_answered_after_the_read_deadline(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    store.create(make_state(3))
+    proc = subprocess.Popen(
+        [convergent_exe, "hook", "stop"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(json.dumps(stop_payload(tmp_path)).encode())
+        proc.stdin.flush()
+        code = proc.wait(timeout=SAFETY_TIMEOUT)  # the pipe is still open
+        output = json.loads(proc.stdout.read())
+        stderr = proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert code == 0
+    assert output["decision"] == "block"
+    assert "stdin still open after 3s" in stderr
 
 
 def test_missing_state_file_allows_the_stop_quietly(convergent_exe: str, tmp_path: Path) -> None:

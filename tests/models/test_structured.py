@@ -88,3 +88,10 @@ async def test_scripted_model_can_speak_the_structured_protocol() -> None:
     model = StructuredToolCalling(ScriptedModel(lambda m, t: ModelResponse(content=next(replies))))
     result = await Agent(model).run("x")
     assert result.output == "t"
+
+
+async def test_a_deeply_nested_structured_reply_is_a_plain_answer() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    result = await Agent(StructuredToolCalling(recorder([deep])), [calculator]).run("1+1")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.output == deep

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -192,13 +193,39 @@ async def _execute(
     store: RunStore | None,
     run_id: str,
 ) -> RunResult:
-    async with agent:
-        return await agent.run(
-            task,
-            run_id=run_id,
-            state=state,
-            answers=answers,
-            steering=steering,
-            on_event=on_event,
-            store=store,
-        )
+    # a run's MCP server processes must not outlive it, so SIGTERM ends it in order
+    watch = agent.mcp_servers and sys.platform != "win32"
+    terminated = _on_sigterm_cancel() if watch else None
+    try:
+        async with agent:
+            return await agent.run(
+                task,
+                run_id=run_id,
+                state=state,
+                answers=answers,
+                steering=steering,
+                on_event=on_event,
+                store=store,
+            )
+    except asyncio.CancelledError:
+        if terminated is not None and terminated.is_set():
+            print("error: terminated", file=sys.stderr)
+            raise typer.Exit(143) from None
+        raise
+    finally:
+        if terminated is not None:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+
+
+def _on_sigterm_cancel() -> asyncio.Event:
+    """Make SIGTERM cancel the run, so that its MCP server processes are stopped too."""
+    task = asyncio.current_task()
+    assert task is not None
+    terminated = asyncio.Event()
+
+    def cancel() -> None:
+        terminated.set()
+        task.cancel()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, cancel)
+    return terminated

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -32,11 +34,21 @@ def _clip(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def call_text(name: str, arguments: Mapping[str, Any]) -> str:
+    """``name(key=value, ...)`` with JSON values, as a reader scans a call."""
+    shown = ", ".join(
+        f"{key}={json.dumps(value, ensure_ascii=False, default=str)}"
+        for key, value in arguments.items()
+    )
+    return f"{name}({shown})"
+
+
 class LiveView:
     """An event handler that prints the run as it happens."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
+        self._arguments: dict[str, Mapping[str, Any]] = {}
 
     def __call__(self, event: Event) -> None:
         """Print one event."""
@@ -49,13 +61,15 @@ class LiveView:
             case ModelResponded(cycle=cycle, content=content, tool_calls=calls, metadata=meta):
                 what = f"{len(calls)} tool call(s)" if calls else "answer, no tool calls"
                 extra = f" [dim](metadata only: {escape(json.dumps(meta))})[/]" if meta else ""
+                self._arguments = {call.id: call.arguments for call in calls}
                 out.print(f"[cyan]cycle {cycle}[/] model: {what}{extra}")
                 if content and calls:
                     out.print(f"  [dim]{escape(_clip(content))}[/]")
-            case ToolFinished(name=name, ok=ok, result=result, duration=duration):
+            case ToolFinished(call_id=call_id, name=name, ok=ok, result=result, duration=duration):
                 mark = "[green]ok[/]" if ok else "[red]error[/]"
                 took = f"{duration * 1000:.0f} ms"
-                out.print(f"  {mark} {escape(name)} -> {escape(_clip(result, 80))} [dim]{took}[/]")
+                call = _clip(call_text(name, self._arguments.get(call_id, {})), 80)
+                out.print(f"  {mark} {escape(call)} -> {escape(_clip(result, 80))} [dim]{took}[/]")
             case Verified(passed=passed, feedback=feedback):
                 verdict = (
                     "[green]passed[/]" if passed else f"[red]failed[/] {escape(_clip(feedback))}"

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["BaseUrlOption", "JsonOption", "ModelOption", "TraceOption"]
+__all__ = ["BaseUrlOption", "JsonOption", "ModelOption", "OtlpOption", "TraceOption"]
 
 ModelOption = Annotated[
     str | None,
@@ -16,3 +16,12 @@ ModelOption = Annotated[
 BaseUrlOption = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
 TraceOption = Annotated[Path | None, typer.Option(help="Write every event as JSON Lines here.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object, nothing else.")]
+OtlpOption = Annotated[
+    str | None,
+    typer.Option(
+        "--otlp",
+        metavar="ENDPOINT",
+        help="Send OpenTelemetry traces of the run to this OTLP/HTTP collector, e.g. "
+        "http://localhost:4318 (needs the otel extra).",
+    ),
+]

@@ -18,13 +18,13 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from convergent.bench import SUITES
 from convergent.bench.report import BenchReport, SuiteResult, write_report
-from convergent.cli import app
+from convergent.cli._app import app
 from convergent.cli._options import JsonOption
+from convergent.cli._progress import ProgressDisplay, progress_display
 from convergent.cli._temporal import TaskQueueOption, TemporalOption, connect_runner
 from convergent.exceptions import UserError
 from convergent.models.base import Model
@@ -32,9 +32,10 @@ from convergent.models.base import Model
 __all__ = ["bench_command"]
 
 _DEFAULT_LIVE_MODEL = "local"
+_UNBOUNDED = 10_000
 
 
-def _tick(progress: Progress | None, task_id: Any) -> Callable[..., None]:
+def _tick(progress: ProgressDisplay | None, task_id: Any) -> Callable[..., None]:
     def advance(*_: object) -> None:
         if progress is not None:
             progress.advance(task_id)
@@ -43,7 +44,7 @@ def _tick(progress: Progress | None, task_id: Any) -> Callable[..., None]:
 
 
 async def _convergence(
-    seed: int, per_scenario: int, progress: Progress | None, temporal: tuple[str, str] | None
+    seed: int, per_scenario: int, progress: ProgressDisplay | None, temporal: tuple[str, str] | None
 ) -> SuiteResult:
     from convergent.bench.convergence import POLICIES, SCENARIOS, run_convergence_async
 
@@ -69,7 +70,7 @@ async def _convergence(
     return result
 
 
-async def _bfcl(limit: int | None, progress: Progress | None) -> SuiteResult:
+async def _bfcl(limit: int | None, progress: ProgressDisplay | None) -> SuiteResult:
     from convergent.bench.bfcl import CATEGORIES, entry_count, run_bfcl_async
 
     task_id = None
@@ -80,7 +81,7 @@ async def _bfcl(limit: int | None, progress: Progress | None) -> SuiteResult:
 
 
 async def _live(
-    spec: str, model: Model | None, seed: int, progress: Progress | None
+    spec: str, model: Model | None, seed: int, progress: ProgressDisplay | None
 ) -> SuiteResult:
     from convergent.bench import live
 
@@ -103,7 +104,7 @@ async def _run_all(
     model: Model | None,
     per_scenario: int,
     bfcl_limit: int | None,
-    progress: Progress | None,
+    progress: ProgressDisplay | None,
     temporal: tuple[str, str] | None = None,
 ) -> dict[str, SuiteResult]:
     results: dict[str, SuiteResult] = {}
@@ -178,6 +179,14 @@ def _validate(
         raise UserError(f"--bfcl-limit must be >= 1, got {bfcl_limit}")
     if out is not None and out.exists() and not out.is_dir():
         raise UserError(f"--out must be a folder, but {out} is a file")
+    if out is not None:
+        try:
+            import matplotlib  # noqa: F401  (checked before the suites run, not after)
+        except ImportError:
+            raise UserError(
+                "--out draws PNG charts with matplotlib, which is not installed: "
+                "pip install matplotlib (or run without --out)"
+            ) from None
     if "bfcl" in chosen:
         from convergent.bench.bfcl import load_entries
 
@@ -215,17 +224,9 @@ def bench_command(
         from convergent.bench.live import load_live_model
 
         extra_model = load_live_model(model)
-    console = Console(stderr=True, highlight=False)
     progress = None
     if not json_output:
-        progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        )
+        progress = progress_display(Console(stderr=True, highlight=False))
     options: dict[str, Any] = {
         "seed": seed,
         "model": extra_model,
@@ -248,6 +249,8 @@ def bench_command(
         print(json.dumps(report.to_dict(), ensure_ascii=False))
         return
     output = Console(highlight=False)
+    if not output.is_terminal:
+        output = Console(highlight=False, width=_UNBOUNDED)  # a file gets whole lines
     output.print(_table(report))
     if "bfcl" in results:
         for line in _bfcl_lines(results["bfcl"]):

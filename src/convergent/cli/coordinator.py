@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from convergent.cli import app
+from convergent.cli._app import app
 from convergent.coordinator import actions
 from convergent.coordinator.advice import find_inertia, strategy_advice
 from convergent.coordinator.checks import (

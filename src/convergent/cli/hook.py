@@ -7,13 +7,13 @@ unknown options instead of failing on them, and reports problems on stderr.
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 
-from convergent.cli import app
-from convergent.coordinator.hook import HookEvent, answer_hook
+from convergent.cli._app import app
+from convergent.cli._hook_entry import answer
+from convergent.coordinator.hook import HookEvent
 
 __all__ = ["hook_app"]
 
@@ -40,22 +40,14 @@ VerifyOption = Annotated[
 ]
 
 
-def _read_stdin() -> str:
-    stream = sys.stdin
-    if stream is None or stream.isatty():
-        return ""
-    return stream.buffer.read().decode("utf-8", errors="replace")
+STDIN_DEADLINE = 3.0
+"""Seconds the hook waits for stdin to be closed before answering with what arrived."""
+
+_MAX_INPUT = 4 * 1024 * 1024
 
 
 def _answer(event: HookEvent, ctx: typer.Context, state: str | None, verify: bool) -> None:
-    if ctx.args:
-        print(f"convergent hook: ignoring unexpected arguments {ctx.args}", file=sys.stderr)
-    answer = answer_hook(event, _read_stdin(), state=state, verify=verify)
-    sys.stdout.write(answer.stdout)
-    sys.stdout.flush()
-    if answer.message:
-        print(answer.message, file=sys.stderr)
-    raise typer.Exit(answer.exit_code)
+    raise typer.Exit(answer(event.value, state, verify, ctx.args))
 
 
 @hook_app.command("stop", context_settings=_LENIENT)

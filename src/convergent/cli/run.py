@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal, cast
 
 import typer
 
 from convergent.agent import Agent
-from convergent.cli import app
+from convergent.cli._app import app
 from convergent.cli._durable import Session, default_steer, new_run_id, open_store
 from convergent.cli._gate import ASK_VIA, parse_threshold
-from convergent.cli._options import BaseUrlOption, JsonOption, ModelOption, TraceOption
+from convergent.cli._options import BaseUrlOption, JsonOption, ModelOption, OtlpOption, TraceOption
+from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import TaskQueueOption, TemporalOption, start_run
 from convergent.exceptions import UserError
+from convergent.mcp.config import MCPServer, load_mcp_config, mcp_config, server_from_command
 from convergent.models.registry import default_model_spec
 from convergent.recipe import BuildContext, GateRecipe, LimitsRecipe, RunRecipe
 from convergent.store import DEFAULT_DB_PATH
 
-__all__ = ["check_number", "read_task", "run_command"]
+__all__ = ["check_number", "mcp_servers", "read_task", "run_command"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful assistant that solves tasks with tools. Call a tool whenever it "
@@ -67,6 +70,20 @@ def read_task(task: str) -> str:
     if not task.strip():
         raise UserError("the task is empty")
     return task
+
+
+def mcp_servers(commands: list[str] | None, config: Path | None) -> list[MCPServer]:
+    """The servers of ``--mcp-config FILE`` and ``--mcp COMMAND`` (in that order).
+
+    Raises:
+        UserError: For a bad configuration file or command line.
+    """
+    servers = load_mcp_config(config) if config is not None else []
+    for line in commands or ():
+        servers.append(server_from_command(line, taken=[s.name for s in servers]))
+    # the run's recipe keeps the folder, so that a resume from elsewhere starts them alike
+    here = str(Path.cwd())
+    return [replace(s, cwd=s.cwd or here) if s.transport == "stdio" else s for s in servers]
 
 
 def _workspace(path: Path) -> str:
@@ -144,8 +161,27 @@ def run_command(
         list[Path] | None,
         typer.Option("--skills", help="A skill folder, or a folder of them (repeatable)."),
     ] = None,
+    mcp: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mcp",
+            metavar="COMMAND",
+            help="Offer the tools of an MCP server started with this command line, "
+            "e.g. 'uvx mcp-server-time' (repeatable).",
+        ),
+    ] = None,
+    mcp_config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--mcp-config",
+            metavar="FILE",
+            help="Offer the tools of the MCP servers in this mcpServers JSON file "
+            "(the format of Claude Desktop and Claude Code).",
+        ),
+    ] = None,
     temporal: TemporalOption = None,
     task_queue: TaskQueueOption = "convergent",
+    otlp: OtlpOption = None,
 ) -> None:
     """Run an agent until its response has no tool calls, or another objective stop."""
     text = read_task(task)
@@ -167,6 +203,11 @@ def run_command(
         raise UserError(f"--ask-via must be one of {', '.join(ASK_VIA)}, got {ask_via!r}")
     if gate_model is not None and gate is None:
         raise UserError("--gate-model needs --gate")
+    if otlp is not None and temporal is not None:
+        raise UserError("--otlp traces runs in this process; a --temporal run runs on a worker")
+    servers = mcp_servers(mcp, mcp_config_file)
+    if servers and temporal is not None:
+        raise UserError("--mcp and --mcp-config cannot be used with --temporal yet")
     spec = model or default_model_spec()
     tools = [*DEFAULT_TOOLS]
     if spec.startswith("scripted:"):
@@ -184,6 +225,7 @@ def run_command(
         tools=tuple(tools),
         workspace=_workspace(workspace),
         skills=tuple(str(path.resolve()) for path in skills or ()),
+        mcp_servers=mcp_config(servers),
         gate=GateRecipe(threshold=parse_threshold(gate), model=gate_model) if gate else None,
         ask_via=ask_via or "auto",
         ask_timeout=ask_timeout,
@@ -207,13 +249,14 @@ def run_command(
             steer=default_steer(steer, json_output),
         )
         return
-    store = open_store(db, must_exist=False) if checkpoint else None
-    session = Session(
-        store=store,
-        run_id=new_run_id(store, run_id),
-        steer=default_steer(steer, json_output),
-        json_output=json_output,
-        trace=trace,
-    )
-    agent = Agent.from_recipe(recipe, context=BuildContext(run_id=session.run_id, store=store))
-    session.run(agent, task=text)
+    with otlp_export(otlp):
+        store = open_store(db, must_exist=False) if checkpoint else None
+        session = Session(
+            store=store,
+            run_id=new_run_id(store, run_id),
+            steer=default_steer(steer, json_output),
+            json_output=json_output,
+            trace=trace,
+        )
+        context = BuildContext(run_id=session.run_id, store=store)
+        session.run(Agent.from_recipe(recipe, context=context), task=text)

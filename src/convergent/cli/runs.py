@@ -12,9 +12,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from convergent.cli import app
+from convergent.cli._app import app
 from convergent.cli._durable import Session, default_steer, open_store
-from convergent.cli._options import JsonOption, TraceOption
+from convergent.cli._options import JsonOption, OtlpOption, TraceOption
+from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import (
     TaskQueueOption,
     TemporalOption,
@@ -150,8 +151,11 @@ def resume_command(
     json_output: JsonOption = False,
     temporal: TemporalOption = None,
     task_queue: TaskQueueOption = "convergent",
+    otlp: OtlpOption = None,
 ) -> None:
     """Continue a run that was interrupted or stopped for a resumable reason."""
+    if otlp is not None and temporal is not None:
+        raise UserError("--otlp traces runs in this process; a --temporal run runs on a worker")
     if temporal is not None:
         resume_run(
             temporal,
@@ -163,21 +167,22 @@ def resume_command(
             steer=default_steer(steer, json_output),
         )
         return
-    store = open_store(db, must_exist=True)
-    run = resumable_run(store, run_id)
-    state = store.load(run_id)
-    limits = _more(recipe_of(run).limits, state, max_cycles, max_tokens, max_seconds, max_cost)
-    ready = prepare_resume(
-        store, run_id, answer=answer, message=message, limits=limits, model=model
-    )
-    session = Session(
-        store=store,
-        run_id=run_id,
-        steer=default_steer(steer, json_output),
-        json_output=json_output,
-        trace=trace,
-    )
-    session.run(ready.agent, state=ready.state, answers=ready.answers)
+    with otlp_export(otlp):
+        store = open_store(db, must_exist=True)
+        run = resumable_run(store, run_id)
+        state = store.load(run_id)
+        limits = _more(recipe_of(run).limits, state, max_cycles, max_tokens, max_seconds, max_cost)
+        ready = prepare_resume(
+            store, run_id, answer=answer, message=message, limits=limits, model=model
+        )
+        session = Session(
+            store=store,
+            run_id=run_id,
+            steer=default_steer(steer, json_output),
+            json_output=json_output,
+            trace=trace,
+        )
+        session.run(ready.agent, state=ready.state, answers=ready.answers)
 
 
 @app.command("rewind")

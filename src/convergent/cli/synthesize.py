@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.markdown import Markdown
 
-from convergent.cli import app
+from convergent.cli._app import app
 from convergent.cli._options import BaseUrlOption, JsonOption, ModelOption
 from convergent.exceptions import UserError
 from convergent.models.base import Model, ModelSettings

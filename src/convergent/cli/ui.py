@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 import convergent.ui  # noqa: F401  (registers the ``web`` ask channel; no server imports)
-from convergent.cli import app
+from convergent.cli._app import app
 from convergent.exceptions import UserError
 from convergent.store import DEFAULT_DB_PATH
 

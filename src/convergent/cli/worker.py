@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from convergent.cli import app
+from convergent.cli._app import app
 from convergent.cli._temporal import TaskQueueOption, connect_runner, require_extra
 
 __all__ = ["worker_command"]

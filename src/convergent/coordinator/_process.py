@@ -112,6 +112,9 @@ def run_bounded(
                     break
                 output += chunk
                 del output[:-keep]
+        if process.poll() is None:  # the pipe closed as it exits, or it closed the pipe
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
     finally:
         timed_out = process.poll() is None
         _kill_all(process, token)

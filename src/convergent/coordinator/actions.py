@@ -52,7 +52,14 @@ def add_atom(
     or_group: str | None = None,
     needs_info: bool = False,
 ) -> Atom:
-    """Add a pending atom; its dependencies must already exist."""
+    """Add a pending atom; its dependencies must already exist.
+
+    Raises:
+        UserError: For an empty id or one with white space, a duplicate or an unknown
+            dependency.
+    """
+    if not atom_id or any(char.isspace() for char in atom_id):
+        raise UserError(f"atom id {atom_id!r} must be non-empty and without spaces")
     if any(atom.id == atom_id for atom in state.atoms):
         raise UserError(f"atom {atom_id!r} already exists")
     for dep in depends_on:

@@ -127,8 +127,8 @@ def parse_hook_input(raw: str) -> HookInput:
     """Parse the hook's stdin.
 
     Raises:
-        HookInputError: Empty input, invalid JSON, or JSON that is not an object of
-            the documented shape.
+        HookInputError: Empty input, invalid or too deeply nested JSON, or JSON that is
+            not an object of the documented shape.
     """
     if not raw.strip():
         raise HookInputError("empty input on stdin")
@@ -136,6 +136,8 @@ def parse_hook_input(raw: str) -> HookInput:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise HookInputError(f"stdin is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise HookInputError("stdin JSON is nested too deeply") from None
     if not isinstance(data, dict):
         raise HookInputError(f"stdin JSON is a {type(data).__name__}, expected an object")
     try:

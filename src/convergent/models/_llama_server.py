@@ -115,7 +115,8 @@ def _xllamacpp() -> Any:
         import xllamacpp
     except ImportError:
         raise UserError(
-            "the local model needs llama.cpp: pip install 'convergent[local]'"
+            "the local model needs llama.cpp: pip install 'xllamacpp>=2026.10.11549' "
+            "(or, in a convergent checkout: pip install --no-deps -r requirements-runtime.lock)"
         ) from None
     return xllamacpp
 

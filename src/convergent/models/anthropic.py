@@ -21,6 +21,7 @@ from convergent.messages import (
     UserMessage,
 )
 from convergent.models._client import LoopClient
+from convergent.models._json import unusable_reason
 from convergent.models.base import Model, ModelSettings
 
 __all__ = ["AnthropicModel"]
@@ -102,7 +103,7 @@ class AnthropicModel(Model):
                 import anthropic
             except ImportError:
                 raise UserError(
-                    "the anthropic package is not installed: pip install 'convergent[anthropic]'"
+                    "the anthropic package is not installed: pip install 'anthropic>=2.12.0,<3'"
                 ) from None
             key = api_key or os.environ.get("ANTHROPIC_API_KEY")
             if not key:
@@ -165,6 +166,10 @@ class AnthropicModel(Model):
             raise ModelHTTPError(exc.status_code, message) from None
         except anthropic.APIError as exc:
             raise ModelError(f"{self.name}: {redact(str(exc), self._secrets)[:300]}") from None
+        except (ValueError, RecursionError) as exc:  # the SDK decodes the body as it reads it
+            raise ModelError(f"{self.name}: the reply is {unusable_reason(exc)}") from None
+        if not hasattr(reply, "content"):
+            raise ModelError(f"{self.name}: the reply is not a message")
         texts: list[str] = []
         calls: list[ToolCall] = []
         for block in reply.content:

@@ -21,6 +21,7 @@ from convergent.messages import (
     UserMessage,
 )
 from convergent.models._client import LoopClient
+from convergent.models._json import UnusableJson, load_json, unusable_reason
 from convergent.models.base import Model, ModelSettings
 
 __all__ = ["OpenAIChatModel", "parse_arguments"]
@@ -31,9 +32,9 @@ def parse_arguments(text: str | None) -> tuple[dict[str, Any], str | None]:
     if text is None or not text.strip():
         return {}, None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return {}, f"{exc.msg} at position {exc.pos}"
+        value = load_json(text)
+    except UnusableJson as exc:
+        return {}, f"the arguments are {exc}"
     if not isinstance(value, dict):
         return {}, f"expected a JSON object, got {type(value).__name__}"
     return value, None
@@ -116,7 +117,7 @@ class OpenAIChatModel(Model):
                 import openai
             except ImportError:
                 raise UserError(
-                    "the openai package is not installed: pip install 'convergent[openai]'"
+                    "the openai package is not installed: pip install 'openai>=3.54.0,<4'"
                 ) from None
             base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
             api_key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -192,6 +193,10 @@ class OpenAIChatModel(Model):
             raise ModelHTTPError(exc.status_code, _short(self._redact(exc.message))) from None
         except openai.APIError as exc:
             raise ModelError(f"{self.name}: {_short(self._redact(str(exc)))}") from None
+        except (ValueError, RecursionError) as exc:  # the SDK decodes the body as it reads it
+            raise ModelError(f"{self.name}: the reply is {unusable_reason(exc)}") from None
+        if not hasattr(completion, "choices"):
+            raise ModelError(f"{self.name}: the reply is not a chat completion")
         return self.parse_completion(completion)
 
     def parse_completion(self, completion: Any) -> ModelResponse:

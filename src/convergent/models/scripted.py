@@ -72,9 +72,11 @@ def response_from_dict(
         call_id = raw.get("id") or (next(ids) if ids is not None else f"call_{index}")
         calls.append(ToolCall(id=str(call_id), name=raw["name"], arguments=dict(arguments)))
     usage_data = data.get("usage") or {}
+    if not isinstance(usage_data, Mapping):
+        raise UserError("a scripted response's 'usage' must be an object")
     usage = Usage(
-        input_tokens=int(usage_data.get("input_tokens", 0)),
-        output_tokens=int(usage_data.get("output_tokens", 0)),
+        input_tokens=_token_count(usage_data, "input_tokens"),
+        output_tokens=_token_count(usage_data, "output_tokens"),
         requests=1,
     )
     metadata = {k: v for k, v in data.items() if k not in _RESERVED}
@@ -87,6 +89,13 @@ def response_from_dict(
         model_name="scripted",
         metadata=metadata,
     )
+
+
+def _token_count(usage: Mapping[str, Any], key: str) -> int:
+    value = usage.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UserError(f"a scripted response's usage.{key} must be a whole number >= 0")
+    return value
 
 
 class ScriptedModel(Model):
@@ -141,12 +150,18 @@ class ScriptedModel(Model):
             raise UserError(f"script file not found: {file}") from None
         except OSError as exc:
             raise UserError(f"cannot read script file {file}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise UserError(
+                f"script file {file} is not UTF-8 text (byte {exc.start} cannot be decoded)"
+            ) from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UserError(
                 f"script file {file} is not valid JSON: {exc.msg} at line {exc.lineno}"
             ) from None
+        except RecursionError:
+            raise UserError(f"script file {file} is nested too deeply") from None
         if not isinstance(data, list) or not data:
             raise UserError(f"script file {file} must hold a non-empty JSON list of responses")
         return cls(data, name=f"scripted:{file.name}")

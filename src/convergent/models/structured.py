@@ -25,6 +25,7 @@ from convergent.messages import (
     ToolSpec,
     UserMessage,
 )
+from convergent.models._json import UnusableJson, load_json
 from convergent.models.base import Model, ModelSettings
 
 __all__ = ["StructuredToolCalling", "parse_step", "parse_structured_reply", "tool_call_schema"]
@@ -167,8 +168,8 @@ def parse_step(reply: ModelResponse, *, id_prefix: str, max_tokens: int | None) 
 
 def _is_json(text: str) -> bool:
     try:
-        json.loads(text)
-    except json.JSONDecodeError:
+        load_json(text)
+    except UnusableJson:
         return False
     return True
 
@@ -180,8 +181,8 @@ def parse_structured_reply(reply: ModelResponse, *, id_prefix: str = "call") -> 
     single malformed call becomes a call with ``parse_error`` that is sent back.
     """
     try:
-        data = json.loads(reply.content)
-    except json.JSONDecodeError:
+        data = load_json(reply.content)
+    except UnusableJson:
         return reply
     if not isinstance(data, dict):
         return reply

@@ -230,8 +230,11 @@ class TemporalRunner:
                 history grows long.
 
         Raises:
-            UserError: If a run with this id exists.
+            UserError: If a run with this id exists, or the recipe has MCP servers
+                (their tools are not offered through Temporal yet).
         """
+        if recipe.mcp_servers:
+            raise UserError("MCP servers cannot be used in Temporal runs yet")
         start = RunStart(
             recipe=recipe.model_dump(mode="json"),
             run_id=run_id,

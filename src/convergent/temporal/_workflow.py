@@ -355,6 +355,8 @@ class AgentWorkflow:
             gate=gate,
             parallel_tool_calls=recipe.parallel_tool_calls,
             observers=[self.recorder],
+            # a workflow replays its history: spans made here would repeat on every replay
+            instrument=False,
             record_events=False,
         )
         with use_clock(WorkflowClock()):

@@ -1,0 +1,110 @@
+"""The hook commands' short path: parse, read stdin under a deadline, answer, exit 0.
+
+Claude Code runs ``convergent hook stop`` at every stop of an agent, so this path
+imports only the coordinator's state and decision code: no typer, no agent stack.
+The typer commands in `convergent.cli.hook` (for ``--help``) answer through it too.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import stat
+import sys
+import time
+from collections.abc import Sequence
+
+__all__ = ["STDIN_DEADLINE", "answer", "hook_event", "read_stdin", "run_hook"]
+
+STDIN_DEADLINE = 3.0
+"""Seconds the hook waits for stdin to be closed before answering with what arrived."""
+
+_MAX_INPUT = 4 * 1024 * 1024
+_EVENTS = {"stop": "Stop", "subagent-stop": "SubagentStop"}
+_HELP = {"--help", "-h"}
+
+
+def hook_event(args: Sequence[str]) -> str | None:
+    """The hook event ``args`` ask to answer (``Stop``/``SubagentStop``), or None.
+
+    None also for ``--help``, which the full command line renders.
+    """
+    if len(args) < 2 or args[0] != "hook" or args[1] not in _EVENTS:
+        return None
+    if any(arg in _HELP for arg in args[2:]):
+        return None
+    return _EVENTS[args[1]]
+
+
+def read_stdin(deadline: float = STDIN_DEADLINE) -> str:
+    """Read stdin until it closes or ``deadline`` seconds pass, whichever comes first.
+
+    A writer that never closes the pipe must not hold the hook past its budget: what
+    arrived by then is answered (an incomplete document is reported as unusable input).
+    """
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return ""
+    try:
+        fd = stream.fileno()
+        mode = os.fstat(fd).st_mode
+    except (OSError, ValueError):  # not a real file (e.g. an in-memory stream)
+        return stream.read()
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        return stream.buffer.read(_MAX_INPUT).decode("utf-8", errors="replace")  # a file ends
+    chunks: list[bytes] = []
+    size = 0
+    end = time.monotonic() + deadline
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while size < _MAX_INPUT:
+            left = end - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                print(
+                    f"convergent hook: stdin still open after {deadline:g}s; "
+                    "answering with what arrived",
+                    file=sys.stderr,
+                )
+                break
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def answer(event: str, state: str | None, verify: bool, unexpected: Sequence[str]) -> int:
+    """Answer one hook call on stdout (notes on stderr); returns the exit code."""
+    from convergent.coordinator.hook import HookEvent, answer_hook
+
+    if unexpected:
+        print(f"convergent hook: ignoring unexpected arguments {list(unexpected)}", file=sys.stderr)
+    reply = answer_hook(HookEvent(event), read_stdin(), state=state, verify=verify)
+    sys.stdout.write(reply.stdout)
+    sys.stdout.flush()
+    if reply.message:
+        print(reply.message, file=sys.stderr)
+    return reply.exit_code
+
+
+def run_hook(event: str, options: Sequence[str]) -> int:
+    """Parse the hook's options leniently (unknown ones are noted, never fatal) and answer."""
+    state: str | None = None
+    verify = False
+    unexpected: list[str] = []
+    items = list(options)
+    index = 0
+    while index < len(items):
+        item = items[index]
+        if item == "--verify":
+            verify = True
+        elif item.startswith("--state="):
+            state = item.removeprefix("--state=")
+        elif item == "--state" and index + 1 < len(items):
+            index += 1
+            state = items[index]
+        else:
+            unexpected.append(item)
+        index += 1
+    return answer(event, state, verify, unexpected)

@@ -1,0 +1,35 @@
+"""Parsing JSON a provider sent, where malformed or hostile input is a result, not a crash."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["UnusableJson", "load_json", "unusable_reason"]
+
+_MISSING = object()
+
+
+class UnusableJson(ValueError):
+    """Text that is not JSON, or JSON nested deeper than the parser can follow."""
+
+
+def unusable_reason(exc: BaseException) -> str:
+    """Say in a few words why a JSON document could not be read."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON ({exc.msg} at position {exc.pos})"
+    return f"not valid JSON ({exc})"
+
+
+def load_json(text: str | bytes) -> Any:
+    """`json.loads` that raises only `UnusableJson`, also for too deeply nested input.
+
+    Raises:
+        UnusableJson: The text is not JSON or is nested too deeply.
+    """
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise UnusableJson(unusable_reason(exc)) from None

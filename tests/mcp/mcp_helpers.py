@@ -1,0 +1,95 @@
+"""Helpers of the MCP tests: the servers they run, and a look at this process's children."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from convergent.mcp import MCPServer
+
+SERVER = Path(__file__).with_name("server.py")
+
+
+def call(tool_name: str, /, **arguments: Any) -> dict[str, Any]:
+    return {"name": tool_name, "arguments": arguments}
+
+
+def stdio_testing(name: str = "testing", **options: Any) -> MCPServer:
+    return MCPServer.stdio(name, sys.executable, [str(SERVER)], **options)
+
+
+def time_server(**options: Any) -> MCPServer:
+    return MCPServer.stdio("time", sys.executable, ["-m", "mcp_server_time"], **options)
+
+
+def descendants(pid: int | None = None) -> set[int]:
+    """Every live process below ``pid`` (this process by default), read from /proc."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z":  # a zombie has exited
+            parents[int(entry)] = int(fields[1])
+    root = os.getpid() if pid is None else pid
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def http_server() -> Iterator[str]:
+    """The testing server over streamable HTTP on 127.0.0.1; yields its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("the HTTP MCP server did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,324 @@
+"""MCP servers as tool sources of a run: real servers, driven by ScriptedModel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp_helpers import alive, call, descendants, http_server, stdio_testing, time_server
+
+from convergent import (
+    Agent,
+    ModelResponse,
+    ScriptedModel,
+    StopReason,
+    ToolCall,
+    ToolStarted,
+    UserError,
+    calculator,
+)
+from convergent.mcp import MCPServer
+
+pytest.importorskip("mcp")
+
+REFUSED = "Error executing tool refuse: refused"
+
+
+@pytest.fixture(autouse=True)
+def _no_server_outlives_its_test() -> object:
+    before = descendants()
+    yield None
+    assert descendants() - before == set()
+
+
+async def test_the_time_server_answers_through_the_loop() -> None:
+    model = ScriptedModel(
+        [
+            {
+                "tool_calls": [
+                    call("get_current_time", timezone="Asia/Tokyo"),
+                    call(
+                        "convert_time", source_timezone="UTC", time="12:00", target_timezone="UTC"
+                    ),
+                    call("calculator", expression="2+2"),
+                ]
+            },
+            "it is late in Tokyo",
+        ]
+    )
+    agent = Agent(model, [calculator], mcp_servers=[time_server()])
+    assert agent.tool_names == ("calculator",)
+    result = await agent.run("What time is it in Tokyo?")
+    assert result.stop_reason is StopReason.COMPLETED
+    now, converted, four = result.tool_calls
+    assert now.ok and json.loads(now.result)["timezone"] == "Asia/Tokyo"
+    assert converted.ok and "12:00" in converted.result
+    assert four.result == "4"
+    assert agent.tool_names == ("calculator",)  # the servers' tools leave with them
+
+
+async def test_the_listed_schema_and_description_reach_the_model() -> None:
+    seen: list[tuple[str, ...]] = []
+
+    def respond(messages: object, tools: tuple[object, ...]) -> ModelResponse:
+        seen.append(tuple(getattr(spec, "name", "") for spec in tools))
+        return ModelResponse(content="ok")
+
+    agent = Agent(ScriptedModel(respond), mcp_servers=[time_server()])
+    async with agent:
+        spec = agent.tools["get_current_time"].spec
+        assert spec.description == "Get current time in a specific timezone"
+        assert spec.parameters["required"] == ["timezone"]
+        assert agent.tools["get_current_time"].source == "mcp:time"
+        assert agent.tools["get_current_time"].idempotent  # read-only by its annotations
+        await agent.run("x")
+    assert seen == [("get_current_time", "convert_time")]
+
+
+async def test_an_is_error_result_is_a_tool_error_under_the_policy() -> None:
+    refuse = {"tool_calls": [call("refuse", reason="no")]}
+    agent = Agent(ScriptedModel([refuse, "recovered"]), mcp_servers=[stdio_testing()])
+    result = await agent.run("x")
+    assert result.stop_reason is StopReason.COMPLETED
+    (failed,) = result.tool_calls
+    assert (failed.outcome, failed.result) == (
+        "failed",
+        f"refuse failed: {REFUSED}: no",
+    )
+    strict = Agent(ScriptedModel([refuse]), mcp_servers=[stdio_testing()], on_tool_error="stop")
+    stopped = await strict.run("x")
+    assert stopped.stop_reason is StopReason.TOOL_ERROR
+    assert stopped.stop_detail == f"refuse failed: {REFUSED}: no"
+
+
+async def test_arguments_that_break_the_schema_are_the_models_mistake() -> None:
+    model = ScriptedModel([{"tool_calls": [call("echo", text=5), call("echo")]}, "done"])
+    result = await Agent(model, mcp_servers=[stdio_testing()]).run("x")
+    wrong, missing = result.tool_calls
+    assert wrong.outcome == "invalid" and "text: 5 is not of type 'string'" in wrong.result
+    assert missing.outcome == "invalid" and "'text' is a required property" in missing.result
+
+
+async def test_a_slow_tool_times_out_and_the_server_goes_on() -> None:
+    model = ScriptedModel(
+        [
+            {"tool_calls": [call("slow", seconds=30)]},
+            {"tool_calls": [call("echo", text="hi")]},
+            "ok",
+        ]
+    )
+    agent = Agent(model, mcp_servers=[stdio_testing(timeout=0.5)])
+    result = await agent.run("x")
+    slow, echo = result.tool_calls
+    assert (slow.outcome, slow.result) == ("failed", "slow timed out after 0.5s")
+    assert (echo.outcome, echo.result) == ("ok", "hi")
+    assert result.stop_reason is StopReason.COMPLETED
+
+
+async def test_a_server_crashing_mid_call_is_a_tool_failure_naming_it() -> None:
+    model = ScriptedModel(
+        [
+            {"tool_calls": [call("pid")]},
+            {"tool_calls": [call("crash"), call("get_current_time", timezone="UTC")]},
+            {"tool_calls": [call("echo", text="again")]},
+            "the testing server is gone",
+        ]
+    )
+    agent = Agent(model, mcp_servers=[stdio_testing(), time_server()])
+    result = await agent.run("x")
+    assert result.stop_reason is StopReason.COMPLETED
+    pid, crash, now, again = result.tool_calls
+    assert crash.outcome == "failed"
+    assert crash.result == (
+        "crash failed: MCP server 'testing' closed the connection during the call "
+        "(its last output: about to crash)"
+    )
+    assert now.ok  # the other server is unaffected
+    assert again.result == (
+        "echo failed: MCP server 'testing' is not running "
+        "(it closed the connection during an earlier call)"
+    )
+    assert not alive(int(pid.result))
+
+
+async def test_a_server_that_cannot_start_is_one_line_naming_it() -> None:
+    missing = MCPServer.stdio("ghost", "/no/such/command")
+    with pytest.raises(UserError) as caught:
+        await Agent(ScriptedModel(["unused"]), mcp_servers=[time_server(), missing]).run("x")
+    assert str(caught.value) == (
+        "MCP server 'ghost' failed to start: cannot run '/no/such/command': "
+        "No such file or directory"
+    )
+    exits = MCPServer.stdio("broken", sys.executable, ["-c", "import sys; sys.exit('bad config')"])
+    with pytest.raises(UserError) as caught:
+        await Agent(ScriptedModel(["unused"]), mcp_servers=[exits]).run("x")
+    assert str(caught.value) == (
+        "MCP server 'broken' failed to start: it exited or closed the connection before "
+        "answering (its last output: bad config)"
+    )
+
+
+async def test_a_server_that_never_answers_fails_its_startup_timeout() -> None:
+    mute = MCPServer(
+        name="mute",
+        command=sys.executable,
+        args=("-c", "import sys; sys.stdin.read()"),
+        startup_timeout=0.5,
+    )
+    with pytest.raises(
+        UserError, match=r"^MCP server 'mute' failed to start: no answer within 0.5s$"
+    ):
+        await Agent(ScriptedModel(["unused"]), mcp_servers=[mute]).run("x")
+
+
+async def test_tools_with_one_name_on_two_servers_need_a_prefix() -> None:
+    clash = [stdio_testing("one"), stdio_testing("two")]
+    with pytest.raises(UserError, match="mcp:one and mcp:two both offer a tool named 'echo'; give"):
+        await Agent(ScriptedModel(["unused"]), mcp_servers=clash).run("x")
+    model = ScriptedModel(
+        [{"tool_calls": [call("echo", text="1"), call("b_echo", text="2")]}, "ok"]
+    )
+    agent = Agent(model, mcp_servers=[stdio_testing("one"), stdio_testing("two", prefix="b")])
+    result = await agent.run("x")
+    assert [c.result for c in result.tool_calls] == ["1", "2"]
+
+
+async def test_a_server_tool_named_like_a_local_tool_is_refused() -> None:
+    from convergent import tool
+
+    @tool
+    def echo(text: str) -> str:
+        """Local echo."""
+        return text
+
+    with pytest.raises(UserError, match=r"two tools are named 'echo' \(one from mcp:testing"):
+        await Agent(ScriptedModel(["unused"]), [echo], mcp_servers=[stdio_testing()]).run("x")
+
+
+async def test_tools_that_change_between_list_calls_are_listed_at_each_run() -> None:
+    model = ScriptedModel(
+        [
+            {"tool_calls": [call("grow", name="sprout")]},
+            {"tool_calls": [call("sprout")]},
+            "first run done",
+            {"tool_calls": [call("sprout")]},
+            "second run done",
+        ]
+    )
+    agent = Agent(model, mcp_servers=[stdio_testing()])
+    async with agent:
+        first = await agent.run("grow")
+        assert "sprout" not in agent.tool_names
+        second = await agent.run("use it")
+    grow, unlisted = first.tool_calls
+    assert grow.result == "added sprout"
+    assert unlisted.outcome == "invalid" and "unknown tool 'sprout'" in unlisted.result
+    (listed,) = second.tool_calls
+    assert (listed.outcome, listed.result) == ("ok", "I am sprout")
+
+
+async def test_a_cancelled_run_stops_its_servers() -> None:
+    model = ScriptedModel([{"tool_calls": [call("slow", seconds=60)]}])
+    agent = Agent(model, mcp_servers=[stdio_testing(timeout=None)])
+    started = asyncio.Event()
+    run = asyncio.ensure_future(
+        agent.run("x", on_event=lambda e: started.set() if isinstance(e, ToolStarted) else None)
+    )
+    await asyncio.wait_for(started.wait(), 20)
+    assert descendants()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    # the autouse fixture checks that no server process is left
+
+
+async def test_a_run_cancelled_while_its_servers_start_leaves_none() -> None:
+    mute = MCPServer(
+        name="mute", command=sys.executable, args=("-c", "import time; time.sleep(60)")
+    )
+    run = asyncio.ensure_future(
+        Agent(ScriptedModel(["x"]), mcp_servers=[time_server(), mute]).run("x")
+    )
+    deadline = asyncio.get_running_loop().time() + 20
+    while len(descendants()) < 2:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(run, 20)
+
+
+async def test_overlapping_runs_share_one_set_of_servers() -> None:
+    def answer(messages: list[object], tools: object) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(tool_calls=(ToolCall(id=f"c{id(messages)}", name="pid"),))
+        return ModelResponse(content="ok")
+
+    agent = Agent(ScriptedModel(answer), mcp_servers=[stdio_testing()])
+    one, two = await asyncio.gather(agent.run("a"), agent.run("b"))
+    assert one.tool_calls[0].result == two.tool_calls[0].result
+
+
+async def test_the_git_server_on_a_temporary_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["config", "user.email", "t@example.com"],
+        ["config", "user.name", "T"],
+    ):
+        subprocess.run(["git", *args], cwd=repo, check=True)  # noqa: ASYNC221
+    (repo / "notes.txt").write_text("hello\n")
+    git = MCPServer.stdio(
+        "git", sys.executable, ["-m", "mcp_server_git", "--repository", str(repo)]
+    )
+    model = ScriptedModel(
+        [
+            {"tool_calls": [call("git_add", repo_path=str(repo), files=["notes.txt"])]},
+            {"tool_calls": [call("git_commit", repo_path=str(repo), message="Add notes")]},
+            {"tool_calls": [call("git_log", repo_path=str(repo), max_count=1)]},
+            "committed",
+        ]
+    )
+    result = await Agent(model, mcp_servers=[git]).run("commit the notes")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert all(c.ok for c in result.tool_calls), result.tool_calls
+    assert "Add notes" in result.tool_calls[2].result
+    log = subprocess.run(  # noqa: ASYNC221
+        ["git", "log", "--oneline"], cwd=repo, capture_output=True, text=True
+    )
+    assert "Add notes" in log.stdout
+
+
+async def test_a_streamable_http_server() -> None:
+    with http_server() as url:
+        server = MCPServer.http("remote", url, headers={"X-Test": "1"})
+        model = ScriptedModel(
+            [
+                {"tool_calls": [call("echo", text="over http"), call("refuse", reason="r")]},
+                {"tool_calls": [call("crash")]},
+                {"tool_calls": [call("echo", text="again")]},
+                "ok",
+            ]
+        )
+        agent = Agent(model, mcp_servers=[server])
+        result = await agent.run("x")
+    echo, refuse, crash, again = result.tool_calls
+    assert (echo.outcome, echo.result) == ("ok", "over http")
+    assert (refuse.outcome, refuse.result) == ("failed", f"refuse failed: {REFUSED}: r")
+    assert crash.result == "crash failed: MCP server 'remote' closed the connection during the call"
+    assert again.result.startswith("echo failed: MCP server 'remote' is not running")
+
+
+async def test_an_unreachable_http_server_cannot_start() -> None:
+    from mcp_helpers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    with pytest.raises(
+        UserError, match=rf"^MCP server 'remote' failed to start: cannot connect to {url}"
+    ):
+        await Agent(ScriptedModel(["x"]), mcp_servers=[MCPServer.http("remote", url)]).run("x")

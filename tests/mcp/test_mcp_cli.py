@@ -1,0 +1,227 @@
+"""``convergent run --mcp / --mcp-config`` and ``convergent resume`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_helpers import SERVER, alive, call, descendants
+
+pytest.importorskip("mcp")
+pytestmark = pytest.mark.slow  # each test starts convergent and its servers as processes
+
+TIME = f"{shlex.quote(sys.executable)} -m mcp_server_time"
+TESTING = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER))}"
+
+
+@pytest.fixture(autouse=True)
+def _no_server_outlives_its_test() -> object:
+    before = descendants()
+    yield None
+    assert descendants() - before == set()
+
+
+def cli(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "convergent", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "convergent", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def script(tmp_path: Path, responses: list[Any]) -> str:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(responses))
+    return f"scripted:{path}"
+
+
+def test_mcp_starts_a_server_from_a_command_line(tmp_path: Path) -> None:
+    model = script(
+        tmp_path,
+        [
+            {"tool_calls": [call("get_current_time", timezone="Europe/Paris")]},
+            {"tool_calls": [call("echo", text="hello")]},
+            "done",
+        ],
+    )
+    proc = run_cli(
+        "run", "x", "--model", model, "--json", "--mcp", TIME, "--mcp", TESTING, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    now, echo = data["tool_calls"]
+    assert now["ok"] and json.loads(now["result"])["timezone"] == "Europe/Paris"
+    assert echo["ok"] and echo["result"] == "hello"
+    with sqlite3.connect(tmp_path / ".convergent" / "runs.db") as conn:
+        rows = conn.execute("SELECT source FROM finished_calls ORDER BY cycle").fetchall()
+    assert rows == [("mcp:mcp_server_time",), ("mcp:server",)]
+
+
+def test_mcp_config_reads_an_mcp_servers_file(tmp_path: Path) -> None:
+    config = tmp_path / ".mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "testing": {"command": sys.executable, "args": [str(SERVER)], "timeout": 0.5}
+                }
+            }
+        )
+    )
+    model = script(tmp_path, [{"tool_calls": [call("slow", seconds=30)]}, "gave up"])
+    proc = run_cli(
+        "run", "x", "--model", model, "--json", "--mcp-config", str(config), cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    (slow,) = json.loads(proc.stdout)["tool_calls"]
+    assert slow["result"] == "slow timed out after 0.5s"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{oops", "not valid JSON"),
+        ('{"mcpServers": {"a": {"command": 3}}}', "mcpServers.a needs a command (a string)"),
+    ],
+)
+def test_a_bad_config_file_is_exit_two_and_one_line(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(content)
+    proc = run_cli(
+        "run", "x", "--model", script(tmp_path, ["x"]), "--mcp-config", str(config), cwd=tmp_path
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr
+
+
+def test_a_server_that_fails_to_start_is_exit_two_naming_it(tmp_path: Path) -> None:
+    model = script(tmp_path, ["x"])
+    proc = run_cli("run", "x", "--model", model, "--mcp", "no-such-mcp-server --flag", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == (
+        "error: MCP server 'no-such-mcp-server' failed to start: cannot run "
+        "'no-such-mcp-server': No such file or directory"
+    )
+    assert "Traceback" not in proc.stderr
+
+
+def test_mcp_with_temporal_is_refused(tmp_path: Path) -> None:
+    proc = run_cli("run", "x", "--mcp", TIME, "--temporal", "127.0.0.1:1", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "--mcp and --mcp-config cannot be used with --temporal yet" in proc.stderr
+
+
+def _server_pid(cli_pid: int, deadline: float) -> int:
+    while time.monotonic() < deadline:
+        for pid in descendants(cli_pid):
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(SERVER).encode() in command:
+                return pid
+        time.sleep(0.05)
+    raise AssertionError("the MCP server did not start")
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_a_call_stops_the_server_too(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "t": {"command": sys.executable, "args": [str(SERVER)], "timeout": None}
+                }
+            }
+        )
+    )
+    trace = tmp_path / "trace.jsonl"
+    model = script(tmp_path, [{"tool_calls": [call("slow", seconds=60)]}, "never"])
+    proc = cli(
+        "run",
+        "x",
+        "--model",
+        model,
+        "--json",
+        "--mcp-config",
+        str(config),
+        "--trace",
+        str(trace),
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        server = _server_pid(proc.pid, deadline)
+        while "tool_started" not in (trace.read_text() if trace.exists() else ""):
+            assert time.monotonic() < deadline, "the call did not start"
+            time.sleep(0.05)
+        os.kill(proc.pid, sig)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == code, stderr
+    if sig == signal.SIGTERM:
+        assert stderr.splitlines()[-1] == "error: terminated"
+    assert "Traceback" not in stderr
+    assert not alive(server)
+
+
+def test_resume_restarts_the_servers(tmp_path: Path) -> None:
+    model = script(
+        tmp_path,
+        [
+            {"tool_calls": [call("pid")]},
+            {"tool_calls": [call("pid")]},
+            "done",
+        ],
+    )
+    first = run_cli(
+        "run",
+        "x",
+        "--model",
+        model,
+        "--json",
+        "--mcp",
+        TESTING,
+        "--max-cycles",
+        "1",
+        "--run-id",
+        "r1",
+        cwd=tmp_path,
+    )
+    assert first.returncode == 1 and json.loads(first.stdout)["stop_reason"] == "max_cycles"
+    second = run_cli("resume", "r1", "--json", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    data = json.loads(second.stdout)
+    assert data["stop_reason"] == "completed"
+    before, after = (c["result"] for c in data["tool_calls"])
+    assert before != after and int(after) > 0

@@ -1,0 +1,68 @@
+"""Durable runs with MCP servers: the server of each call is stored, resume restarts them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from mcp_helpers import call, descendants, stdio_testing, time_server
+
+from convergent import Agent, Limits, StopReason, UserError, resume
+from convergent.mcp import mcp_config
+from convergent.recipe import LimitsRecipe, RunRecipe
+from convergent.store import RunStore
+
+pytest.importorskip("mcp")
+
+
+def sources(db: Path) -> list[tuple[str, str | None]]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT name, source FROM finished_calls ORDER BY cycle, position")
+        return [(str(name), source) for name, source in rows]
+
+
+async def test_a_stored_run_records_servers_and_resumes_with_them_restarted(tmp_path: Path) -> None:
+    before = descendants()
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps(
+            [
+                {"tool_calls": [call("pid"), call("calculator", expression="1+1")]},
+                {"tool_calls": [call("pid"), call("get_current_time", timezone="UTC")]},
+                "done",
+            ]
+        )
+    )
+    recipe = RunRecipe(
+        model=f"scripted:{script}",
+        tools=("calculator",),
+        workspace=str(tmp_path),
+        mcp_servers=mcp_config([stdio_testing(), time_server()]),
+        limits=LimitsRecipe(max_cycles=1),
+    )
+    db = tmp_path / "runs.db"
+    with RunStore(db) as store:
+        agent = Agent.from_recipe(recipe)
+        first = await agent.run("x", run_id="durable", store=store)
+        assert first.stop_reason is StopReason.MAX_CYCLES
+        assert descendants() - before == set()
+        second = await resume("durable", store=store, limits=Limits(max_cycles=5))
+    assert second.stop_reason is StopReason.COMPLETED
+    pid_before, _, pid_after, now = second.tool_calls
+    assert pid_before.ok and pid_after.ok and now.ok
+    assert pid_before.result != pid_after.result  # a new server process for the new run
+    assert sources(db) == [
+        ("pid", "mcp:testing"),
+        ("calculator", None),
+        ("pid", "mcp:testing"),
+        ("get_current_time", "mcp:time"),
+    ]
+    assert descendants() - before == set()
+
+
+def test_a_recipe_with_a_bad_server_entry_is_refused() -> None:
+    recipe = RunRecipe(model="scripted:/nowhere.json", mcp_servers={"a": {"args": []}})
+    with pytest.raises(UserError, match=r"^recipe: mcpServers.a needs a command"):
+        Agent.from_recipe(recipe)
