@@ -107,7 +107,10 @@ def test_without_a_user_the_run_stops_needs_user(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--gate", "1.5"], "error: --gate expects a threshold between 0 and 1, got 1.5"),
-        (["--ask-via", "pigeon"], "error: --ask-via must be one of terminal, dialog, stdin, none"),
+        (
+            ["--ask-via", "pigeon"],
+            "error: --ask-via must be one of terminal, dialog, stdin, web, none",
+        ),
         (["--ask-timeout", "0"], "error: --ask-timeout must be > 0 seconds, got 0"),
         (["--gate-model", "scripted:x.json"], "error: --gate-model needs --gate"),
     ],

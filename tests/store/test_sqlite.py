@@ -73,6 +73,11 @@ async def test_listing_and_summary(store: RunStore) -> None:
     assert runs["two"].status == "max_cycles" and runs["two"].resumable
     assert runs["two"].cycles == 1 and runs["two"].task == "second"
     assert store.list_runs(limit=1)[0].run_id == "two"
+    assert [r.run_id for r in store.list_runs(limit=1, offset=1)] == ["one"]
+    assert [r.run_id for r in store.list_runs(status="completed")] == ["one"]
+    assert store.list_runs(limit=5, offset=1, status="max_cycles") == []
+    assert store.count_runs() == 2 and store.count_runs("max_cycles") == 1
+    assert store.count_runs("running") == 0 and store.count_runs("interrupted") == 0
     with pytest.raises(UserError, match="no run 'three'"):
         store.get_run("three")
 

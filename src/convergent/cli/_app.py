@@ -24,7 +24,7 @@ def _root() -> None:
 
 def _register() -> None:
     """Import the command modules; each adds its commands to `app`."""
-    for module in ("run", "coordinator", "hook", "synthesize", "runs", "bench", "worker"):
+    for module in ("run", "coordinator", "hook", "synthesize", "runs", "bench", "worker", "ui"):
         importlib.import_module(f"convergent.cli.{module}")
 
 

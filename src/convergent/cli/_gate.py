@@ -13,7 +13,7 @@ from convergent.gate import DEFAULT_THRESHOLD, GateDecided, UserAnswered
 
 __all__ = ["ASK_VIA", "GateView", "expand_gate_flag", "parse_threshold"]
 
-ASK_VIA = ("terminal", "dialog", "stdin", "none")
+ASK_VIA = ("terminal", "dialog", "stdin", "web", "none")
 """The values of ``--ask-via``."""
 
 

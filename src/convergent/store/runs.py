@@ -317,28 +317,43 @@ class RunStore:
     ) -> list[RunSummary]:
         """Stored runs, most recently updated first.
 
+        Only the rows asked for are read (the ``updated_at`` index orders them), so a
+        page of a database with many runs costs no more than a page of a small one.
+
         Args:
             limit: At most this many.
             offset: Skip this many first.
             status: Only runs with this `RunSummary.status` (``running``,
                 ``interrupted`` or a stop reason).
         """
-        where, params = "", []
-        if status is not None:
-            if status in ("running", "interrupted"):
-                where = "WHERE status = 'running'"
-            else:
-                where, params = "WHERE stop_reason = ?", [status]
+        where, params = self._status_filter(status)
         sql = f"SELECT {self._SUMMARY_COLUMNS} FROM runs {where} ORDER BY updated_at DESC"
-        runs = [self._summary(row) for row in self.query(sql, params)]
         if status in ("running", "interrupted"):
+            # whether a run is live depends on its process: filter after reading
+            runs = [self._summary(row) for row in self.query(sql, params)]
             runs = [run for run in runs if run.status == status]
-        end = None if limit is None else offset + limit
-        return runs[offset:end]
+            end = None if limit is None else offset + limit
+            return runs[offset:end]
+        sql += " LIMIT ? OFFSET ?"
+        params += [-1 if limit is None else limit, offset]
+        return [self._summary(row) for row in self.query(sql, params)]
 
-    def count_runs(self) -> int:
-        """How many runs are stored."""
-        return int(self.query("SELECT COUNT(*) FROM runs")[0][0])
+    @staticmethod
+    def _status_filter(status: str | None) -> tuple[str, list[Any]]:
+        if status is None:
+            return "", []
+        if status in ("running", "interrupted"):
+            return "WHERE status = 'running'", []
+        return "WHERE stop_reason = ?", [status]
+
+    def count_runs(self, status: str | None = None) -> int:
+        """How many runs are stored (with this `RunSummary.status`, if given)."""
+        if status in ("running", "interrupted"):
+            rows = self.query("SELECT pid FROM runs WHERE status = 'running'")
+            live = sum(1 for (pid,) in rows if pid_alive(pid))
+            return live if status == "running" else len(rows) - live
+        where, params = self._status_filter(status)
+        return int(self.query(f"SELECT COUNT(*) FROM runs {where}", params)[0][0])
 
     def exists(self, run_id: str) -> bool:
         """Whether a run with this id is stored."""

@@ -1,0 +1,13 @@
+"""The web console over the run store (``convergent ui``; the optional extra ``ui``).
+
+Importing this package is cheap: it registers the ``web`` ask channel (`WebChannel`,
+which needs only the run store) so that ``ask_via="web"`` works in any process. The
+server itself (`convergent.ui.app.create_app`, `convergent.ui.server.serve`) needs
+Starlette, uvicorn and Jinja2: ``pip install 'convergent[ui]'``.
+"""
+
+from convergent.ui.channel import WebChannel, register
+
+__all__ = ["WebChannel"]
+
+register()

@@ -1,0 +1,152 @@
+"""What the console's forms do: steer, stop, pause, answer, resume and rewind a run.
+
+Each action goes through the run database exactly as the command line does
+(``convergent steer``, ``resume``, ``rewind``), so a run cannot tell the console from
+a terminal. Resuming starts ``python -m convergent resume`` as a detached process: the
+run goes on even if the console is closed, and the server never waits for it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from convergent.durable import pending_answers, resumable_run
+from convergent.exceptions import UserError
+from convergent.store import RunStore
+from convergent.ui.questions import answer_question, open_questions
+
+__all__ = ["Launcher", "answer", "control", "rewind", "steer"]
+
+CONTROLS = ("stop", "pause", "resume")
+"""Steering commands that act on a live run."""
+
+
+def steer(store: RunStore, run_id: str, message: str) -> str:
+    """Queue new instructions for the run (delivered at its next cycle, or when resumed).
+
+    Raises:
+        UserError: For an empty message or an unknown run.
+    """
+    if not message.strip():
+        raise UserError("the message is empty")
+    run = store.get_run(run_id)
+    store.send_steering(run_id, "message", message)
+    if run.running:
+        return "message sent; the run receives it before its next cycle"
+    return "message queued; it is delivered when the run resumes"
+
+
+def control(store: RunStore, run_id: str, kind: str) -> str:
+    """Stop, pause or resume a running run.
+
+    Raises:
+        UserError: For another command, or a run that is not running.
+    """
+    if kind not in CONTROLS:
+        raise UserError(f"unknown command {kind!r}; use one of {', '.join(CONTROLS)}")
+    run = store.get_run(run_id)
+    if not run.running:
+        raise UserError(f"run {run_id!r} is not running ({run.status})")
+    store.send_steering(
+        run_id, kind, "stop requested from the web console" if kind == "stop" else ""
+    )
+    return {
+        "stop": "stop sent; the run stops at its next cycle boundary",
+        "pause": "pause sent; the run holds before its next cycle",
+        "resume": "resume sent; the run goes on",
+    }[kind]
+
+
+def rewind(store: RunStore, run_id: str, cycle: int) -> str:
+    """Restore the run's files and conversation to the end of ``cycle``.
+
+    Raises:
+        UserError: If the run is running or has no checkpoint for the cycle.
+    """
+    result = store.rewind(run_id, cycle)
+    return (
+        f"rewound to cycle {cycle}: {len(result.restored)} file(s) restored, "
+        f"{len(result.deleted)} deleted, {len(result.skipped)} not restored; resume it to go on"
+    )
+
+
+@dataclass
+class Launcher:
+    """Starts ``convergent resume`` processes and reaps them when they end.
+
+    Args:
+        db: The run database the processes resume from.
+        logs: Folder for each process's output (default: ``ui-logs`` next to the database).
+    """
+
+    db: Path
+    logs: Path | None = None
+    children: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    """Processes started so far."""
+
+    def resume(self, run_id: str, answer: str, cwd: str | None = None) -> str:
+        """Start ``python -m convergent resume RUN_ID --answer TEXT`` detached.
+
+        Args:
+            run_id: The run.
+            answer: The reply to its question.
+            cwd: Folder to start in (the run's workspace: paths in its recipe that
+                are relative, such as a script's, were relative to it).
+
+        Returns:
+            Where the process writes its output.
+        """
+        folder = self.logs or self.db.parent / "ui-logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        log = folder / f"resume-{run_id}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        command = [
+            sys.executable,
+            "-m",
+            "convergent",
+            "resume",
+            run_id,
+            "--db",
+            str(self.db),
+            f"--answer={answer}",
+            "--no-steer",
+        ]
+        with log.open("ab") as out:
+            child = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=cwd if cwd is not None and Path(cwd).is_dir() else None,
+                start_new_session=True,
+            )
+        self.children.append(child)
+        # reaped in a thread, so an ended run leaves no zombie behind a long-lived server
+        threading.Thread(target=child.wait, name=f"reap-{child.pid}", daemon=True).start()
+        return str(log)
+
+
+def answer(
+    store: RunStore, launcher: Launcher, run_id: str, text: str, question_id: int | None
+) -> str:
+    """Answer the run's question: in the console's table while it runs, else by resuming.
+
+    Raises:
+        UserError: If the run waits for no answer, or the question closed meanwhile.
+    """
+    run = store.get_run(run_id)
+    if run.running:
+        waiting = {q.id for q in open_questions(store, run_id)}
+        if question_id is None or question_id not in waiting:
+            raise UserError(f"run {run_id!r} is not waiting for that answer any more")
+        if not answer_question(store, question_id, text):
+            raise UserError("the question closed before the answer arrived; answer it again")
+        return "answer sent; the run goes on with it"
+    resumable_run(store, run_id)
+    pending_answers(store, run_id, text)
+    log = launcher.resume(run_id, text, cwd=run.workspace)
+    return f"resuming the run with your answer (output: {log})"

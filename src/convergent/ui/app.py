@@ -1,0 +1,434 @@
+"""The console's Starlette application: pages, live streams and actions.
+
+`create_app` builds it over one run database (and optionally one workflow state
+file). Pages are rendered on the server; each page's live parts are fragments that
+the page's event stream sends again when they change. Every action is a POST form that
+redirects back (post/redirect/get), so reloading a page never repeats one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import secrets
+from collections.abc import AsyncIterator, Callable, Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode
+
+import anyio.to_thread
+from jinja2 import Environment
+from markupsafe import Markup
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from convergent.exceptions import ConvergentError
+from convergent.store import RunStore
+from convergent.ui import actions
+from convergent.ui.auth import TokenGuard
+from convergent.ui.explain import STATUSES, explain_stop
+from convergent.ui.sse import digest, fragment_stream
+from convergent.ui.timeline import load_run_view
+from convergent.ui.views import build_chart, environment
+from convergent.ui.workflow import load_workflow_view
+
+__all__ = ["Console", "console_of", "create_app"]
+
+PAGE_SIZE = 50
+"""Runs per page."""
+MAX_FORM_BYTES = 256 * 1024
+"""Largest form body accepted."""
+
+
+@dataclass
+class Console:
+    """The state the routes share: the database, the templates, notices, the launcher.
+
+    Args:
+        store: The run database.
+        state_file: The coordinator's state file, if one is shown.
+        launcher: Starts resumed runs.
+    """
+
+    store: RunStore
+    state_file: Path | None
+    launcher: actions.Launcher
+    env: Environment = field(default_factory=environment)
+    notices: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Messages shown once after an action, by the key in the redirect."""
+    changes: int = 0
+    """Changes this server wrote itself (the database does not report its own)."""
+    stopping: bool = False
+    """Set when the server shuts down: the event streams end."""
+
+    def version(self) -> Hashable:
+        """Moves whenever the database may have changed (cheap: one pragma)."""
+        return (self.store.steering_version(), self.changes)
+
+    def notice(self, text: str, tone: str = "good") -> str:
+        """Keep a message for the next page and return its key."""
+        while len(self.notices) > 100:
+            self.notices.pop(next(iter(self.notices)))
+        key = secrets.token_urlsafe(6)
+        self.notices[key] = (tone, text)
+        return key
+
+    def render(self, name: str, **values: Any) -> str:
+        """Render a template."""
+        return self.env.get_template(name).render(**values)
+
+    def page(self, request: Request, name: str, status: int = 200, **values: Any) -> HTMLResponse:
+        """A full page, with the notice the redirect named, if any."""
+        notice = self.notices.pop(request.query_params.get("note", ""), None)
+        html = self.render(name, notice=notice, has_state=self.state_file is not None, **values)
+        return HTMLResponse(html, status_code=status)
+
+
+def _live(fragments: dict[str, str]) -> dict[str, Markup]:
+    """Fragments wrapped for a page: already escaped by their own templates."""
+    return {key: Markup(html) for key, html in fragments.items()}
+
+
+def _hashes(fragments: dict[str, str]) -> dict[str, str]:
+    return {key: digest(html) for key, html in fragments.items()}
+
+
+def _run_url(run_id: str, suffix: str = "") -> str:
+    return f"/runs/{quote(run_id, safe='')}{suffix}"
+
+
+# -- runs page --------------------------------------------------------------------------
+
+
+def _runs_query(request: Request) -> tuple[str | None, int]:
+    status = request.query_params.get("status") or None
+    if status is not None and status not in STATUSES:
+        status = None
+    try:
+        page = max(1, int(request.query_params.get("page", "1")))
+    except ValueError:
+        page = 1
+    return status, page
+
+
+def _runs_fragments(console: Console, status: str | None, page: int) -> dict[str, str]:
+    store = console.store
+    total = store.count_runs(status)
+    pages = max(1, math.ceil(total / PAGE_SIZE))
+    page = min(page, pages)
+    runs = store.list_runs(PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, status=status)
+    table = console.render(
+        "_runs_table.html",
+        runs=runs,
+        total=total,
+        page=page,
+        pages=pages,
+        status=status,
+        run_url=_run_url,
+        link=lambda p: (
+            "/runs?" + urlencode({k: v for k, v in (("status", status), ("page", p)) if v})
+        ),
+    )
+    return {"runs-table": table}
+
+
+async def runs_page(request: Request) -> Response:
+    """Every stored run, newest first, filtered by status and paginated."""
+    console: Console = request.app.state.console
+    status, page = _runs_query(request)
+    fragments = await anyio.to_thread.run_sync(_runs_fragments, console, status, page)
+    query = urlencode({k: v for k, v in (("status", status), ("page", page)) if v})
+    return console.page(
+        request,
+        "runs.html",
+        live=_live(fragments),
+        hashes=_hashes(fragments),
+        stream=f"/runs/stream?{query}",
+        statuses=STATUSES,
+        chosen=status,
+    )
+
+
+async def runs_stream(request: Request) -> Response:
+    """Live updates of the runs page."""
+    console: Console = request.app.state.console
+    status, page = _runs_query(request)
+    return _stream(console, lambda: _runs_fragments(console, status, page))
+
+
+# -- run page ---------------------------------------------------------------------------
+
+
+def _upto(request: Request) -> int | None:
+    raw = request.query_params.get("upto", "")
+    return int(raw) if raw.isdigit() else None
+
+
+def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> dict[str, str]:
+    view = load_run_view(console.store, run_id, upto=upto)
+    values = {
+        "view": view,
+        "run": view.summary,
+        "why": explain_stop(view.summary),
+        "run_url": _run_url,
+        "chart": build_chart(view.cycles),
+    }
+    return {
+        "summary": console.render("_run_summary.html", **values),
+        "controls": console.render("_run_controls.html", **values),
+        "questions": console.render("_run_questions.html", **values),
+        "chart": console.render("_run_chart.html", **values),
+        "timeline": console.render("_run_timeline.html", **values),
+    }
+
+
+async def run_page(request: Request) -> Response:
+    """One run: its summary, stop reason, actions, chart and timeline."""
+    console: Console = request.app.state.console
+    run_id = request.path_params["run_id"]
+    upto = _upto(request)
+    try:
+        fragments = await anyio.to_thread.run_sync(_run_fragments, console, run_id, upto)
+    except ConvergentError as exc:
+        return _error(console, request, exc, 404)
+    return console.page(
+        request,
+        "run.html",
+        run_id=run_id,
+        live=_live(fragments),
+        hashes=_hashes(fragments),
+        stream=_run_url(run_id, "/stream" + (f"?upto={upto}" if upto is not None else "")),
+        run_url=_run_url,
+    )
+
+
+async def run_stream(request: Request) -> Response:
+    """Live updates of a run page."""
+    console: Console = request.app.state.console
+    run_id = request.path_params["run_id"]
+    upto = _upto(request)
+    return _stream(console, lambda: _run_fragments(console, run_id, upto))
+
+
+# -- actions ----------------------------------------------------------------------------
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The urlencoded form of a POST (first value of each field)."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise ValueError("form too large")
+    fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
+    return {key: values[0] for key, values in fields.items()}
+
+
+async def _act(request: Request, act: Callable[[dict[str, str]], str]) -> Response:
+    """Run an action in a worker thread; redirect to the run page with its notice."""
+    console: Console = request.app.state.console
+    run_id = request.path_params["run_id"]
+    try:
+        form = await _form(request)
+    except ValueError:
+        return _error(console, request, ValueError("the form is too large"), 413)
+    try:
+        text = await anyio.to_thread.run_sync(act, form)
+    except (ConvergentError, ValueError) as exc:
+        return _error(console, request, exc, 400)
+    finally:
+        console.changes += 1
+    key = console.notice(text)
+    return RedirectResponse(_run_url(run_id, f"?note={key}"), status_code=303)
+
+
+async def steer_action(request: Request) -> Response:
+    """Send new instructions to a run."""
+    console: Console = request.app.state.console
+    run_id = request.path_params["run_id"]
+    return await _act(
+        request, lambda form: actions.steer(console.store, run_id, form.get("message", ""))
+    )
+
+
+async def control_action(request: Request) -> Response:
+    """Stop, pause or resume a running run."""
+    console: Console = request.app.state.console
+    run_id = request.path_params["run_id"]
+    return await _act(
+        request, lambda form: actions.control(console.store, run_id, form.get("action", ""))
+    )
+
+
+async def answer_action(request: Request) -> Response:
+    """Answer the run's question (while it runs) or resume it with the answer."""
+    console: Console = request.app.state.console
+    run_id = request.path_params["run_id"]
+
+    def act(form: dict[str, str]) -> str:
+        raw = form.get("question_id", "")
+        question_id = int(raw) if raw.isdigit() else None
+        return actions.answer(
+            console.store, console.launcher, run_id, form.get("answer", ""), question_id
+        )
+
+    return await _act(request, act)
+
+
+def _cycle(value: str) -> int:
+    if not value.isdigit():
+        raise ValueError(f"not a cycle number: {value!r}")
+    return int(value)
+
+
+async def rewind_confirm(request: Request) -> Response:
+    """Ask for confirmation before rewinding (a rewind discards later cycles)."""
+    console: Console = request.app.state.console
+    run_id = request.path_params["run_id"]
+    try:
+        cycle = _cycle(request.query_params.get("cycle", ""))
+        run = await anyio.to_thread.run_sync(console.store.get_run, run_id)
+    except (ConvergentError, ValueError) as exc:
+        return _error(console, request, exc, 400)
+    return console.page(request, "rewind.html", run=run, cycle=cycle, run_url=_run_url)
+
+
+async def rewind_action(request: Request) -> Response:
+    """Rewind a run to the end of a cycle (after the confirmation page)."""
+    console: Console = request.app.state.console
+    run_id = request.path_params["run_id"]
+    return await _act(
+        request, lambda form: actions.rewind(console.store, run_id, _cycle(form.get("cycle", "")))
+    )
+
+
+# -- coordinator ------------------------------------------------------------------------
+
+
+def _workflow_fragments(console: Console) -> dict[str, str]:
+    assert console.state_file is not None
+    view = load_workflow_view(console.state_file)
+    return {"workflow": console.render("_workflow.html", view=view)}
+
+
+def _state_version(console: Console) -> Hashable:
+    assert console.state_file is not None
+    try:
+        stat = console.state_file.stat()
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size)
+
+
+async def coordinator_page(request: Request) -> Response:
+    """The workflow state file: atoms as a graph, checks, counters and the decision."""
+    console: Console = request.app.state.console
+    if console.state_file is None:
+        return console.page(request, "coordinator.html", live=None, hashes={}, stream=None)
+    fragments = await anyio.to_thread.run_sync(_workflow_fragments, console)
+    return console.page(
+        request,
+        "coordinator.html",
+        live=_live(fragments),
+        hashes=_hashes(fragments),
+        stream="/coordinator/stream",
+        path=str(console.state_file),
+    )
+
+
+async def coordinator_stream(request: Request) -> Response:
+    """Live updates of the coordinator page (when the state file changes)."""
+    console: Console = request.app.state.console
+    if console.state_file is None:
+        return Response(status_code=404)
+    return _stream(
+        console, lambda: _workflow_fragments(console), version=lambda: _state_version(console)
+    )
+
+
+# -- plumbing ---------------------------------------------------------------------------
+
+
+def _stream(
+    console: Console,
+    render: Callable[[], dict[str, str]],
+    version: Callable[[], Hashable] | None = None,
+) -> StreamingResponse:
+    def safe_render() -> dict[str, str]:
+        try:
+            return render()
+        except ConvergentError:
+            # the run was deleted or the database is busy: keep what the page shows
+            return {}
+
+    return StreamingResponse(
+        fragment_stream(version or console.version, safe_render, stopping=lambda: console.stopping),
+        media_type="text/event-stream",
+        headers={"x-accel-buffering": "no"},
+    )
+
+
+def _error(console: Console, request: Request, exc: Exception, status: int) -> HTMLResponse:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    run_id = request.path_params.get("run_id")
+    back = _run_url(run_id) if run_id else "/runs"
+    return console.page(request, "error.html", status=status, message=message, back=back)
+
+
+async def home(request: Request) -> Response:
+    """The runs page is the start page."""
+    return RedirectResponse("/runs", status_code=303)
+
+
+def create_app(store: RunStore, *, token: str, state_file: Path | str | None = None) -> TokenGuard:
+    """The console as an ASGI application, guarded by ``token`` (see `convergent.ui.auth`).
+
+    Args:
+        store: The run database (the caller closes it).
+        token: The secret every request must carry.
+        state_file: A coordinator ``workflow-state.yaml`` to show, if any.
+    """
+    console = Console(
+        store=store,
+        state_file=Path(state_file) if state_file is not None else None,
+        launcher=actions.Launcher(store.path.resolve()),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            console.stopping = True
+
+    app = Starlette(
+        routes=[
+            Route("/", home),
+            Route("/runs", runs_page),
+            Route("/runs/stream", runs_stream),
+            Route("/runs/{run_id}", run_page),
+            Route("/runs/{run_id}/stream", run_stream),
+            Route("/runs/{run_id}/steer", steer_action, methods=["POST"]),
+            Route("/runs/{run_id}/control", control_action, methods=["POST"]),
+            Route("/runs/{run_id}/answer", answer_action, methods=["POST"]),
+            Route("/runs/{run_id}/rewind", rewind_confirm, methods=["GET"]),
+            Route("/runs/{run_id}/rewind", rewind_action, methods=["POST"]),
+            Route("/coordinator", coordinator_page),
+            Route("/coordinator/stream", coordinator_stream),
+            Mount("/static", StaticFiles(directory=Path(__file__).with_name("static"))),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.console = console
+    return TokenGuard(app, token)
+
+
+def console_of(app: TokenGuard) -> Console:
+    """The `Console` behind an application built by `create_app`."""
+    inner: Any = app.app
+    console: Console = inner.state.console
+    return console

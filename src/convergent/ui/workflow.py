@@ -1,0 +1,172 @@
+"""What the coordinator page shows: a ``workflow-state.yaml`` as a graph, checks and counters.
+
+Atoms are laid out in layers (an atom sits one layer right of its deepest
+dependency), so the dependency graph reads left to right; the decision shown is what
+the coordinator would decide from the file now, in its priority order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import assert_never
+
+from convergent.coordinator.checks import CheckResult
+from convergent.coordinator.decide import Continue, Interrupt, Stop, decide
+from convergent.coordinator.progress import pending_count, ready_atoms
+from convergent.coordinator.state import Atom, StateFileError, WorkflowState, parse_state
+
+__all__ = ["CheckRow", "Node", "WorkflowView", "load_workflow_view"]
+
+NODE_WIDTH, NODE_HEIGHT, GAP_X, GAP_Y = 180, 44, 60, 18
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One atom placed in the drawing."""
+
+    atom: Atom
+    """The atom."""
+    x: int
+    """Left edge."""
+    y: int
+    """Top edge."""
+    ready: bool
+    """Whether its dependencies are met and it waits to be worked on."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRow:
+    """A completion check with its latest result (None: not run yet)."""
+
+    name: str
+    """Name of the check."""
+    kind: str
+    """``command``, ``artifact``, ``http`` or ``judgment``."""
+    what: str
+    """What it looks at: the command, path, URL or statement."""
+    result: CheckResult | None
+    """Its latest result, with the evidence."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowView:
+    """Everything the coordinator page shows."""
+
+    path: Path
+    """The state file."""
+    state: WorkflowState | None
+    """The parsed state; None when it could not be read."""
+    error: str
+    """Why it could not be read."""
+    nodes: list[Node]
+    """Atoms placed in layers."""
+    edges: list[tuple[int, int, int, int]]
+    """Dependency arrows: from (x, y) to (x, y)."""
+    width: int
+    """Width of the drawing."""
+    height: int
+    """Height of the drawing."""
+    checks: list[CheckRow]
+    """The completion checks."""
+    decision: str
+    """What the coordinator would decide now."""
+    pending: int
+    """Unresolved work items."""
+
+
+def load_workflow_view(path: Path) -> WorkflowView:
+    """Read and lay out the state file (a broken file is shown as an error, not raised)."""
+    try:
+        state = parse_state(path.read_text(encoding="utf-8"), str(path))
+    except OSError as exc:
+        return _broken(path, f"cannot read {path}: {exc.strerror or exc}")
+    except StateFileError as exc:
+        return _broken(path, str(exc))
+    nodes, edges, width, height = _layout(state)
+    return WorkflowView(
+        path=path,
+        state=state,
+        error="",
+        nodes=nodes,
+        edges=edges,
+        width=width,
+        height=height,
+        checks=_checks(state),
+        decision=_decision(state),
+        pending=pending_count(state.atoms),
+    )
+
+
+def _broken(path: Path, error: str) -> WorkflowView:
+    return WorkflowView(path, None, error, [], [], 0, 0, [], "", 0)
+
+
+def _layout(state: WorkflowState) -> tuple[list[Node], list[tuple[int, int, int, int]], int, int]:
+    by_id = {atom.id: atom for atom in state.atoms}
+    layer: dict[str, int] = {}
+
+    def depth(atom_id: str) -> int:
+        # the parser refused dependency cycles, so this recursion ends
+        if atom_id not in layer:
+            deps = by_id[atom_id].depends_on
+            layer[atom_id] = 1 + max((depth(dep) for dep in deps), default=-1)
+        return layer[atom_id]
+
+    rows: dict[int, int] = {}
+    ready = {atom.id for atom in ready_atoms(state.atoms)}
+    nodes: list[Node] = []
+    where: dict[str, tuple[int, int]] = {}
+    for atom in state.atoms:
+        column = depth(atom.id)
+        row = rows.get(column, 0)
+        rows[column] = row + 1
+        x, y = 10 + column * (NODE_WIDTH + GAP_X), 10 + row * (NODE_HEIGHT + GAP_Y)
+        where[atom.id] = (x, y)
+        nodes.append(Node(atom, x, y, atom.id in ready))
+    edges = [
+        (
+            where[dep][0] + NODE_WIDTH,
+            where[dep][1] + NODE_HEIGHT // 2,
+            where[atom.id][0],
+            where[atom.id][1] + NODE_HEIGHT // 2,
+        )
+        for atom in state.atoms
+        for dep in atom.depends_on
+    ]
+    columns = max(rows, default=-1) + 1
+    tallest = max(rows.values(), default=0)
+    width = 20 + columns * NODE_WIDTH + max(0, columns - 1) * GAP_X
+    height = 20 + tallest * NODE_HEIGHT + max(0, tallest - 1) * GAP_Y
+    return nodes, edges, width, height
+
+
+def _checks(state: WorkflowState) -> list[CheckRow]:
+    results = {result.name: result for result in state.base_case.last_results}
+    rows: list[CheckRow] = []
+    for check in state.base_case.checks:
+        match check.kind.value:
+            case "command":
+                command = getattr(check, "command", "")
+                what = command if isinstance(command, str) else " ".join(command)
+            case "artifact":
+                what = str(getattr(check, "path", ""))
+            case "http":
+                what = str(getattr(check, "url", ""))
+            case _:
+                what = str(getattr(check, "statement", ""))
+        rows.append(CheckRow(check.name, check.kind.value, what, results.get(check.name)))
+    return rows
+
+
+def _decision(state: WorkflowState) -> str:
+    decision = decide(state)
+    match decision:
+        case Continue(pending=pending):
+            return f"continue: {pending} unresolved work item(s)"
+        case Interrupt(note=note):
+            return f"interrupt (redirect): {note}"
+        case Stop(reason=reason, detail=detail):
+            return f"stop ({reason.value}): {detail}"
+        case _:
+            assert_never(decision)

@@ -1,0 +1,332 @@
+"""The console in a real browser: Playwright driving Debian's chromium.
+
+The console runs in a uvicorn server on 127.0.0.1 (in a thread); runs are driven by
+`ScriptedModel` in another thread through their own connection to the same database,
+as a separate ``convergent run`` process would. Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convergent import (
+    Agent,
+    AskUser,
+    Limits,
+    Message,
+    ModelResponse,
+    RunResult,
+    ScriptedModel,
+    StopReason,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    UserMessage,
+    tool,
+)
+from convergent.store import DatabaseSteering, RunStore
+from convergent.ui import WebChannel
+from convergent.ui.server import Listening, serve_in_thread
+
+from .conftest import IMG_XSS, SCRIPT_XSS, call, echo, make_run, needs_extra
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).parents[2] / "test-artifacts"
+
+needs_extra()
+sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (the dev extra)")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="/usr/bin/chromium is missing (apt-get install chromium)"
+    ),
+]
+
+WAIT_MS = 20_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def console(store: RunStore) -> Iterator[Listening]:
+    with serve_in_thread(store) as listening:
+        yield listening
+
+
+@pytest.fixture
+def page(browser: Any, console: Listening) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(WAIT_MS)
+    dialogs: list[str] = []
+    opened.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    opened.dialogs = dialogs
+    try:
+        yield opened
+    finally:
+        context.close()
+    assert dialogs == [], f"a page opened a dialog: {dialogs}"
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"console-{name}.png"), full_page=True)
+
+
+class Background:
+    """A run driven in a thread through its own connection to the database."""
+
+    def __init__(self, db: Path, run: Callable[[RunStore], Any]) -> None:
+        self.result: RunResult | None = None
+        self.error: BaseException | None = None
+
+        def main() -> None:
+            try:
+                with RunStore(db) as store:
+                    self.result = asyncio.run(run(store))
+            except BaseException as exc:  # reported by join()
+                self.error = exc
+
+        self.thread = threading.Thread(target=main, daemon=True)
+        self.thread.start()
+
+    def join(self, timeout: float = 60) -> RunResult:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the run did not end"
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+@tool
+async def slow_step(n: int) -> str:
+    """Take a moment, then report the step."""
+    await asyncio.sleep(0.25)
+    return f"step {n} done"
+
+
+def open_run(page: Any, run_id: str) -> None:
+    """Click the run's link in the runs table once the live table shows it."""
+    link = page.locator(f"table.runs a[href='/runs/{run_id}']")
+    link.wait_for()
+    link.click()
+    page.wait_for_selector(f"h1:has-text('Run {run_id}')")
+
+
+def stepping_model(steps: int | None, *, done: str = "all steps done") -> ScriptedModel:
+    """One slow step per cycle; after ``steps`` steps (None: never) the answer."""
+    count = 0
+
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        nonlocal count
+        count += 1
+        usage = Usage(input_tokens=100 + 40 * count, output_tokens=20 + count % 3 * 15, requests=1)
+        if steps is not None and count > steps:
+            return ModelResponse(content=done, usage=usage)
+        last = messages[-1]
+        note = f" (told: {last.content})" if isinstance(last, UserMessage) and count > 1 else ""
+        step = ToolCall(id=f"s{count}", name="slow_step", arguments={"n": count})
+        text = f"working on step {count}{note}"
+        return ModelResponse(content=text, tool_calls=(step,), usage=usage)
+
+    return ScriptedModel(script, record_requests=False)
+
+
+def test_runs_list_filters_and_opens_a_run(store: RunStore, console: Listening, page: Any) -> None:
+    make_run(store, "first-run", [{"tool_calls": [call("calculator", expression="6*7")]}, "42"])
+    make_run(
+        store,
+        "capped-run",
+        [{"tool_calls": [call("calculator", expression="1+1")]}] * 2,
+        limits=Limits(max_cycles=1),
+    )
+    page.goto(console.entry)
+    assert page.url == f"{console.url}/runs"
+    rows = page.locator("table.runs tbody tr")
+    assert rows.count() == 2
+    assert "completed" in rows.nth(1).inner_text() or "completed" in rows.nth(0).inner_text()
+    page.wait_for_selector("#live.on")
+    shot(page, "runs")
+    page.select_option("#status", "max_cycles")
+    page.click("text=Filter")
+    page.wait_for_url(re.compile(r"status=max_cycles"))
+    assert page.locator("table.runs tbody tr").count() == 1
+    open_run(page, "capped-run")
+    page.wait_for_url(f"{console.url}/runs/capped-run")
+    assert "Why it stopped: max_cycles" in page.inner_text("#summary")
+
+
+def test_a_live_run_updates_without_reloading(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    page.goto(console.entry)
+    run = Background(
+        store.path,
+        lambda own: Agent(stepping_model(8), [slow_step], store=own).run("step", run_id="live-run"),
+    )
+    open_run(page, "live-run")
+    page.wait_for_selector("#cycle-3")
+    assert "running" in page.inner_text("#summary")
+    loads = page.evaluate("performance.getEntriesByType('navigation').length")
+    shot(page, "live-run")
+    page.wait_for_selector("#summary >> text=Why it stopped: completed")
+    assert run.join().stop_reason is StopReason.COMPLETED
+    assert page.locator("li.cycle").count() == 9
+    assert "all steps done" in page.inner_text("#summary")
+    assert page.evaluate("performance.getEntriesByType('navigation').length") == loads
+    assert page.locator("#chart svg rect.bar").count() == 9
+    shot(page, "completed-run")
+
+
+def test_answering_ask_user_in_the_page_completes_the_run(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    def run(own: RunStore) -> Any:
+        ask = ToolCall(id="q1", name="ask_user", arguments={"question": "Which colour?"})
+        model = ScriptedModel([ModelResponse(tool_calls=(ask,)), "painted it"])
+        asker = AskUser(WebChannel(own, "asking", poll_interval=0.05), timeout=30)
+        return Agent(model, [asker.tool], store=own).run("paint", run_id="asking")
+
+    background = Background(store.path, run)
+    page.goto(console.entry)
+    open_run(page, "asking")
+    page.wait_for_selector("text=The run asks")
+    assert "Which colour?" in page.inner_text("#questions")
+    page.fill("#questions input[name=answer]", "blue")
+    shot(page, "question")
+    page.press("#questions input[name=answer]", "Enter")
+    page.wait_for_selector("text=answer sent")
+    result = background.join()
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.tool_calls[0].result == "blue"
+    page.wait_for_selector("#summary >> text=Why it stopped: completed")
+    assert "blue" in page.inner_text("#timeline")
+
+
+def test_steer_then_stop_a_running_run(store: RunStore, console: Listening, page: Any) -> None:
+    def run(own: RunStore) -> Any:
+        agent = Agent(stepping_model(None), [slow_step], store=own, limits=Limits(max_cycles=400))
+        return agent.run("go on", run_id="steered", steering=DatabaseSteering(own, "steered"))
+
+    background = Background(store.path, run)
+    page.goto(console.entry)
+    open_run(page, "steered")
+    page.wait_for_selector("#cycle-2")
+    page.fill("#message", "count faster")
+    page.click("text=Send message")
+    page.wait_for_selector("text=message sent")
+    page.wait_for_selector("#timeline >> text=message delivered: count faster")
+    page.wait_for_selector("#timeline >> text=(told: count faster)")
+    page.click("button[value=stop]")
+    page.wait_for_selector("text=stop sent")
+    result = background.join()
+    assert result.stop_reason is StopReason.STOPPED
+    assert result.stop_detail == "stop requested from the web console"
+    page.wait_for_selector("#summary >> text=Why it stopped: stopped")
+    shot(page, "stopped")
+
+
+def test_hostile_model_and_tool_text_renders_as_text(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    make_run(
+        store,
+        "hostile",
+        [
+            {"content": SCRIPT_XSS, "tool_calls": [call("echo", text=IMG_XSS)]},
+            {"content": IMG_XSS, "tool_calls": [call("echo", text=SCRIPT_XSS)]},
+            f"{SCRIPT_XSS}{IMG_XSS}",
+        ],
+        tools=[echo],
+        task=SCRIPT_XSS,
+    )
+    page.goto(console.entry)
+    assert SCRIPT_XSS in page.inner_text("table.runs")
+    open_run(page, "hostile")
+    timeline = page.inner_text("#timeline")
+    assert SCRIPT_XSS in timeline and IMG_XSS in timeline
+    assert page.locator("img").count() == 0
+    assert page.locator("script").count() == 1
+    page.wait_for_timeout(500)  # an injected onerror handler or script would have run by now
+    assert page.dialogs == []
+    shot(page, "xss")
+
+
+def test_keyboard_only_steering_and_rewind(store: RunStore, console: Listening, page: Any) -> None:
+    make_run(
+        store,
+        "keys",
+        [{"tool_calls": [call("calculator", expression=f"{n}+1")]} for n in range(3)] + ["4"],
+    )
+    page.goto(console.entry)
+
+    def tab_to(predicate: str, limit: int = 40) -> None:
+        for _ in range(limit):
+            page.keyboard.press("Tab")
+            if page.evaluate(
+                f"(() => {{ const e = document.activeElement; return {predicate}; }})()"
+            ):
+                return
+        raise AssertionError(f"Tab never reached {predicate}")
+
+    tab_to("e.textContent === 'keys'")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{console.url}/runs/keys")
+    tab_to("e.id === 'message'")
+    page.keyboard.type("look again")
+    tab_to("e.textContent === 'Send message'", limit=3)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=message queued")
+    assert [t for _, _, t in store.stored_steering("keys", 0)] == ["look again"]
+    tab_to("e.classList.contains('rewind')")
+    # the focused element is visibly marked
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") == "solid"
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=Rewind run keys to cycle")
+    assert page.evaluate("document.activeElement.textContent").startswith("Rewind to cycle")
+    shot(page, "rewind-confirm")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=rewound to cycle")
+    assert store.get_run("keys").stop_reason is StopReason.STOPPED
+    assert store.get_run("keys").cycles == 1
+
+
+def test_the_coordinator_page_follows_the_state_file(
+    browser: Any, store: RunStore, tmp_path: Path
+) -> None:
+    fixture = Path(__file__).parents[1] / "coordinator" / "fixtures" / "workflow-state.v1.yaml"
+    state = tmp_path / "workflow-state.yaml"
+    state.write_text(fixture.read_text())
+    with serve_in_thread(store, state_file=state) as console:
+        context = browser.new_context(viewport={"width": 1200, "height": 900})
+        try:
+            page = context.new_page()
+            page.set_default_timeout(WAIT_MS)
+            page.goto(console.entry)
+            page.click("nav >> text=Coordinator")
+            page.wait_for_selector("#live.on")
+            assert page.locator("svg.graph g.node").count() == 5
+            assert page.locator("svg.graph line.edge").count() == 2
+            assert "1 failed, 41 passed" in page.inner_text("table.checks")
+            shot(page, "coordinator")
+            state.write_text(fixture.read_text().replace("stall_count: 1", "stall_count: 3"))
+            page.wait_for_selector("text=max_stall_count exceeded")
+        finally:
+            context.close()

@@ -1,0 +1,59 @@
+"""The coordinator page: a workflow-state.yaml as a graph, checks, counters and decision."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="the console needs the extra ui")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from convergent.store import RunStore
+from convergent.ui.app import create_app
+
+from .conftest import ORIGIN, SCRIPT_XSS, TOKEN
+
+FIXTURE = Path(__file__).parents[1] / "coordinator" / "fixtures" / "workflow-state.v1.yaml"
+
+
+def open_client(store: RunStore, state: Path | None) -> TestClient:
+    client = TestClient(create_app(store, token=TOKEN, state_file=state), base_url=ORIGIN)
+    client.headers["authorization"] = f"Bearer {TOKEN}"
+    return client
+
+
+def test_the_state_file_is_shown_as_a_graph_with_checks_and_decision(
+    store: RunStore, tmp_path: Path
+) -> None:
+    state = tmp_path / "workflow-state.yaml"
+    shutil.copy(FIXTURE, state)
+    with open_client(store, state) as client:
+        page = client.get("/coordinator").text
+    assert 'href="/coordinator"' in page
+    assert "ship the auth API" in page
+    for atom in ("schema", "endpoints", "tokens-jwt", "tokens-opaque", "docs"):
+        assert f">{atom}<" in page
+    assert page.count('<line class="edge"') == 2
+    assert '<g class="node resolved">' in page and '<g class="node failed ready">' in page
+    assert "continue: " in page and "1 of 3" in page and "(last: stall)" in page
+    assert "exit code 1, expected 0" in page and "1 failed, 41 passed" in page
+    assert page.count("not run") == 4
+    assert "ImportError: no module named jose" in page
+
+
+def test_a_broken_or_hostile_state_file_is_shown_safely(store: RunStore, tmp_path: Path) -> None:
+    state = tmp_path / "workflow-state.yaml"
+    state.write_text(f"goal: '{SCRIPT_XSS}'\natoms: [{{id: a, depends_on: [b]}}]\n")
+    with open_client(store, state) as client:
+        page = client.get("/coordinator").text
+        assert "depends on unknown atom" in page
+        state.write_text(f"goal: '{SCRIPT_XSS}'\natoms: [{{id: a, note: '{SCRIPT_XSS}'}}]\n")
+        page = client.get("/coordinator").text
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+        assert "<script>alert" not in page
+    with open_client(store, None) as client:
+        assert "convergent ui --state" in client.get("/coordinator").text
+        assert client.get("/coordinator/stream").status_code == 404
