@@ -117,7 +117,7 @@ if TYPE_CHECKING:
     from convergent.tools import Tool, tool
 
 
-__version__ = "0.1.0"
+from convergent._version import __version__
 
 __all__ = [
     "ActionGate",

@@ -143,7 +143,7 @@ class OpenTelemetryObserver:
         record_content: bool | None = None,
         agent_name: str = "convergent",
     ) -> None:
-        from convergent import __version__
+        from convergent._version import __version__
 
         self.record_content = content_from_env() if record_content is None else record_content
         self.agent_name = agent_name

@@ -23,7 +23,7 @@ from convergent.store import RunStore
 
 __all__ = ["Listening", "bind", "check_extra", "serve", "serve_in_thread"]
 
-EXTRA_HINT = "pip install 'convergent[ui]'"
+EXTRA_HINT = "pip install 'starlette>=1.10.0,<2' 'uvicorn>=0.54.0,<1' 'Jinja2>=3.1.6,<4'"
 
 
 def check_extra() -> None:
