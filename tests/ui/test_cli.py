@@ -80,7 +80,8 @@ def test_a_missing_extra_or_database_is_a_one_line_error(tmp_path: Path) -> None
     done = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "error: the console needs starlette: pip install 'starlette>=1.10.0,<2' 'uvicorn>=0.54.0,<1' 'Jinja2>=3.1.6,<4'"
+        "error: the console needs starlette: "
+        "pip install 'starlette>=1.10.0,<2' 'uvicorn>=0.54.0,<1' 'Jinja2>=3.1.6,<4'"
     )
     missing = subprocess.run(
         [*COMMAND, "--db", str(tmp_path / "nope.db")], capture_output=True, text=True, timeout=60
