@@ -48,7 +48,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    exe = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
+    beside = Path(sys.executable).with_name("convergent")  # this environment's own script
+    exe = str(beside) if beside.exists() else shutil.which("convergent") or "convergent"
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         _state(folder)

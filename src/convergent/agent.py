@@ -311,12 +311,30 @@ class Agent:
             raise UserError("run() needs a task or a state to resume")
         await self._start_servers()
         try:
-            return await self._run(task, run_id, state, steering, answers, on_event, store)
+            run, outcome = await self._start(
+                task, run_id, state, steering, answers, on_event, store
+            )
+            try:
+                while not isinstance(outcome, Stop):
+                    match outcome:
+                        case Continue():
+                            pass
+                        case Interrupted(message, commands):
+                            await run.deliver(message, commands)
+                        case Paused():
+                            await run.wait_while_paused()
+                        case _:
+                            assert_never(outcome)
+                    outcome = run.boundary() or await run.cycle()
+                return await run.finish(outcome)
+            except BaseException as exc:
+                run.failed(exc)
+                raise
         finally:
             # also on cancellation (Ctrl-C): no server process outlives its run
             await self._stop_servers()
 
-    async def _run(
+    async def _start(
         self,
         task: str | None,
         run_id: str | None,
@@ -325,11 +343,14 @@ class Agent:
         answers: Mapping[str, str] | None,
         on_event: EventHandler | None,
         store: Durability | None,
-    ) -> RunResult:
+    ) -> tuple[Run, CycleOutcome]:
+        """Set up a run (fresh or resumed) and finish calls a resumed run left pending.
+
+        Its frame is gone before the loop begins, so a run in flight holds one frame.
+        """
         resumed = state is not None
         if state is None:
-            if task is None:
-                raise UserError("run() needs a task or a state to resume")
+            assert task is not None
             state = self.new_state(task, run_id=run_id)
         if state.stop_reason is StopReason.TOOL_ERROR:
             # resuming after tool_error is a fresh chance: count failures from here
@@ -354,18 +375,7 @@ class Agent:
             outcome: CycleOutcome = CONTINUE
             if resumed and state.pending_calls():
                 outcome = await run.finish_pending(answers or {})
-            while not isinstance(outcome, Stop):
-                match outcome:
-                    case Continue():
-                        pass
-                    case Interrupted(message, commands):
-                        await run.deliver(message, commands)
-                    case Paused():
-                        await run.wait_while_paused()
-                    case _:
-                        assert_never(outcome)
-                outcome = run.boundary() or await run.cycle()
-            return await run.finish(outcome)
+            return run, outcome
         except BaseException as exc:
             run.failed(exc)
             raise
