@@ -7,8 +7,9 @@ first used.
 
 A name exported from a submodule of the same name (``coordinator.decide`` holding
 ``decide``) needs more: importing the submodule sets the package attribute to the
-module. Such names become properties of the package's module type, so they always
-mean the exported object, whichever import ran first.
+module. Such names (exported, and the name of a submodule) become properties of the
+package's module type, so they always mean the exported object, whichever import ran
+first.
 """
 
 from __future__ import annotations
@@ -47,16 +48,31 @@ def _shadowed(name: str, module: str) -> property:
     return property(get, set_)
 
 
+def _submodules(folder: Path) -> set[str]:
+    return {
+        entry.name.removesuffix(".py")
+        for entry in folder.iterdir()
+        if entry.suffix == ".py" or (entry / "__init__.py").exists()
+    }
+
+
 def attach(package: str) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for ``package``, called from its ``__init__``."""
+    """``(__getattr__, __dir__)`` for ``package``, called from its ``__init__``.
+
+    The source is read only when a lazy name is first used; at import, one listing of
+    the package's folder finds the names that need a property.
+    """
     module = sys.modules[package]
-    table = _exports(Path(str(module.__file__)))
-    shadowed = {name: where for name, where in table.items() if where == f"{package}.{name}"}
+    source = Path(str(module.__file__))
+    shadowed = set(getattr(module, "__all__", ())) & _submodules(source.parent)
     if shadowed:
-        properties = {name: _shadowed(name, where) for name, where in shadowed.items()}
+        properties = {name: _shadowed(name, f"{package}.{name}") for name in shadowed}
         module.__class__ = type(f"{package}.module", (ModuleType,), properties)
+    table: dict[str, str] = {}
 
     def __getattr__(name: str) -> Any:
+        if not table:
+            table.update(_exports(source))
         where = table.get(name)
         if where is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Coroutine
 from contextlib import suppress
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -37,6 +38,8 @@ from convergent.temporal._payloads import (
 __all__ = ["HEARTBEAT_SECONDS", "AgentCache", "Activities"]
 
 HEARTBEAT_SECONDS = 1.0
+
+T = TypeVar("T")
 """How often a running tool call reports that its worker is alive."""
 
 
@@ -85,6 +88,20 @@ def _build(recipe: dict[str, Any]) -> Agent:
     return Agent.from_recipe(parsed)
 
 
+async def _heartbeating(work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work``, heartbeating meanwhile; cancelling the activity cancels it."""
+    task = asyncio.ensure_future(work)
+    try:
+        while not task.done():
+            activity.heartbeat()
+            await asyncio.wait({task}, timeout=HEARTBEAT_SECONDS)
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    return task.result()
+
+
 def _retryable(exc: ModelError) -> bool:
     """Transient failures are retried by Temporal; a request the provider refuses is not."""
     if isinstance(exc, ModelHTTPError):
@@ -128,11 +145,19 @@ class Activities:
 
     @activity.defn(name="convergent.model_request")
     async def model_request(self, call: ModelCall) -> dict[str, Any]:
-        """One model request; a failure after the backend's retries is retried here."""
+        """One model request; a failure after the backend's retries is retried here.
+
+        It heartbeats while the model works, so that a worker that dies mid-request is
+        noticed in seconds and the request is retried on another worker.
+        """
         model = self.cache.model(call.recipe, call.role, call.position)
         try:
-            response = await model.request(
-                load_messages(call.messages), load_specs(call.tools), load_settings(call.settings)
+            response = await _heartbeating(
+                model.request(
+                    load_messages(call.messages),
+                    load_specs(call.tools),
+                    load_settings(call.settings),
+                )
             )
         except ModelError as exc:
             raise ApplicationError(
@@ -144,16 +169,7 @@ class Activities:
     async def tool_call(self, run: ToolRun) -> list[Any]:
         """One tool call, classified as in a local run: ``[outcome, text, fatal]``."""
         tools = self.cache.agent(run.recipe).tools
-        work = asyncio.ensure_future(invoke(load_call(run.call), tools))
-        try:
-            while not work.done():
-                activity.heartbeat()
-                await asyncio.wait({work}, timeout=HEARTBEAT_SECONDS)
-        finally:
-            if not work.done():
-                work.cancel()
-                await asyncio.gather(work, return_exceptions=True)
-        kind, text, fatal = work.result()
+        kind, text, fatal = await _heartbeating(invoke(load_call(run.call), tools))
         return [kind.value, text, fatal]
 
     def all(self) -> list[Any]:

@@ -56,7 +56,7 @@ WORKFLOW_NAME = "convergent.run"
 MODEL_ATTEMPTS = 3
 """Attempts of a model request whose failure is transient, before ``model_error``."""
 
-_TOOL_HEARTBEAT = timedelta(seconds=5)
+_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 _MODEL_TIMEOUT = timedelta(minutes=10)
 
 
@@ -201,6 +201,7 @@ class ActivityModel(Model):
                 call,
                 result_type=dict,
                 start_to_close_timeout=_MODEL_TIMEOUT,
+                heartbeat_timeout=_HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(
                     maximum_attempts=MODEL_ATTEMPTS,
                     initial_interval=timedelta(seconds=1),
@@ -242,7 +243,7 @@ def _remote(blueprint: ToolBlueprint, recipe: dict[str, Any], run_id: str) -> To
                 run,
                 result_type=list,
                 start_to_close_timeout=limit,
-                heartbeat_timeout=_TOOL_HEARTBEAT,
+                heartbeat_timeout=_HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(maximum_attempts=attempts),
             )
         except ActivityError as exc:
