@@ -246,6 +246,12 @@ class WorkflowState(_Model):
         self.updated_at = datetime.now(UTC)
 
 
+# libyaml's safe loader and dumper when PyYAML has them: the hook reads and writes this
+# file at every stop of an agent
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
     """Return one dependency cycle as a list of ids (first id repeated last), or None."""
     done: set[str] = set()
@@ -295,7 +301,7 @@ def parse_state(text: str, source: str = "state file") -> WorkflowState:
             message is one line naming the file and the first problem.
     """
     try:
-        data: Any = yaml.safe_load(text)
+        data: Any = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -311,4 +317,4 @@ def parse_state(text: str, source: str = "state file") -> WorkflowState:
 def dump_state(state: WorkflowState) -> str:
     """Serialise the state as YAML, fields in schema order; unset optional fields omitted."""
     data = state.model_dump(mode="json", exclude_none=True)
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+    return yaml.dump(data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100)
