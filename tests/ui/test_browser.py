@@ -300,7 +300,10 @@ def test_keyboard_only_steering_and_rewind(store: RunStore, console: Listening, 
     assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") == "solid"
     page.keyboard.press("Enter")
     page.wait_for_selector("text=Rewind run keys to cycle")
-    assert page.evaluate("document.activeElement.textContent").startswith("Rewind to cycle")
+    # the confirmation button takes the focus (autofocus applies once the page has loaded)
+    page.wait_for_function(
+        "() => (document.activeElement.textContent || '').trim().startsWith('Rewind to cycle')"
+    )
     shot(page, "rewind-confirm")
     page.keyboard.press("Enter")
     page.wait_for_selector("text=rewound to cycle")
