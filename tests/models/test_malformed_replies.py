@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from chat_stub import ChatStub, completion
 from convergent import Agent, AnthropicModel, OpenAIChatModel, StopReason, tool
 from convergent.models.openai import parse_arguments
 
@@ -16,69 +14,18 @@ DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
 DEEP_OBJECT = '{"a":' * 100_000 + "1" + "}" * 100_000
 
 
-class Replies:
-    """A loopback HTTP server answering each POST with the next queued body."""
+class Replies(ChatStub):
+    """Answers each request with the next queued body."""
 
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
-        self.requests: list[dict[str, object]] = []
-        replies = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802  (http.server's naming)
-                replies.requests.append(
-                    json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                )
-                body = replies.bodies.pop(0) if replies.bodies else b'{"error": "no reply"}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        super().__init__(lambda n, body: self.bodies.pop(0) if self.bodies else b"{}")
 
 
 @pytest.fixture
 def replies() -> Iterator[Replies]:
-    server = Replies()
-    thread = threading.Thread(target=server.server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
-
-
-def _completion(arguments: str | None = None, content: str | None = None) -> bytes:
-    message: dict[str, object] = {"role": "assistant", "content": content}
-    if arguments is not None:
-        message["tool_calls"] = [
-            {
-                "id": "call_1",
-                "type": "function",
-                "function": {"name": "echo", "arguments": arguments},
-            }
-        ]
-    return json.dumps(
-        {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "stub",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "finish_reason": "tool_calls" if arguments is not None else "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
-        }
-    ).encode()
+    with Replies() as server:
+        yield server
 
 
 @tool
@@ -96,7 +43,7 @@ def test_deeply_nested_arguments_are_a_mistake_sent_back(arguments: str) -> None
 async def test_openai_deep_tool_arguments_go_back_to_the_model(
     replies: Replies, arguments: str
 ) -> None:
-    replies.bodies = [_completion(arguments=arguments), _completion(content="done")]
+    replies.bodies = [completion(arguments=arguments), completion("done")]
     model = OpenAIChatModel("stub", base_url=f"{replies.url}/v1", max_retries=0)
     result = await Agent(model, [echo]).run("go")
     assert result.stop_reason is StopReason.COMPLETED

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +12,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from chat_stub import ChatStub, completion
 from convergent import Agent, GateRecipe, StopReason
 from convergent.temporal import AgentWorkflow, TemporalRun, TemporalRunner, make_worker
 from convergent.temporal._worker import workflow_runner
@@ -113,81 +112,32 @@ async def test_a_killed_worker_is_replaced_and_no_finished_call_runs_twice(
     assert outcomes.count("interrupted") <= 1 and len(outcomes) == steps
 
 
-class SlowFirstReply:
-    """An OpenAI-compatible server on loopback whose first request never gets an answer."""
-
-    def __init__(self) -> None:
-        self.requests = 0
-        self.first_arrived = threading.Event()
-        self.release = threading.Event()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802  (http.server's naming)
-                self.rfile.read(int(self.headers["Content-Length"]))
-                owner.requests += 1
-                if owner.requests == 1:
-                    owner.first_arrived.set()
-                    owner.release.wait(60)  # the worker that sent it is killed meanwhile
-                    return
-                body = json.dumps(
-                    {
-                        "id": "c",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": "stub",
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": "answered"},
-                                "finish_reason": "stop",
-                            }
-                        ],
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-
 @pytest.mark.slow
 async def test_a_worker_killed_during_a_model_request_is_replaced_in_seconds(
     tmp_path: Path, runner: TemporalRunner, temporal_server: Any
 ) -> None:
-    stub = SlowFirstReply()
-    thread = threading.Thread(target=stub.server.serve_forever, daemon=True)
-    thread.start()
-    made = recipe(tmp_path, ["unused"]).model_copy(
-        update={"model": "openai:stub", "base_url": stub.url}
-    )
-    first = WorkerProcess(temporal_server.address, runner.task_queue)
-    try:
-        run = await runner.start(made, "answer", run_id="killed-mid-request")
-        assert await asyncio.to_thread(stub.first_arrived.wait, 60)
-        first.kill()
-        second = WorkerProcess(temporal_server.address, runner.task_queue)
+    # the first request is never answered: its worker is killed while it waits
+    with ChatStub(lambda n, body: None if n == 1 else completion("answered")) as stub:
+        made = recipe(tmp_path, ["unused"]).model_copy(
+            update={"model": "openai:stub", "base_url": f"{stub.url}/v1"}
+        )
+        first = WorkerProcess(temporal_server.address, runner.task_queue)
         try:
-            # the request's start-to-close timeout is 10 minutes: only its heartbeat
-            # timeout can hand it to the second worker before this safety net
-            result = await asyncio.wait_for(run.result(), 120)
+            run = await runner.start(made, "answer", run_id="killed-mid-request")
+            assert await asyncio.to_thread(stub.arrived.wait, 60)
+            first.kill()
+            second = WorkerProcess(temporal_server.address, runner.task_queue)
+            try:
+                # the request's start-to-close timeout is 10 minutes: only its heartbeat
+                # timeout can hand it to the second worker before this safety net
+                result = await asyncio.wait_for(run.result(), 120)
+            finally:
+                second.stop()
         finally:
-            second.stop()
-    finally:
-        first.kill()
-        stub.release.set()
-        stub.server.shutdown()
-        stub.server.server_close()
+            first.kill()
     assert result.stop_reason is StopReason.COMPLETED
     assert result.output == "answered"
-    assert stub.requests == 2
+    assert len(stub.requests) == 2
 
 
 @pytest.mark.slow
