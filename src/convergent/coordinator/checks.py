@@ -27,8 +27,6 @@ from typing import Annotated, Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from convergent.coordinator._process import run_bounded
-
 __all__ = [
     "ArtifactCheck",
     "Check",
@@ -199,6 +197,9 @@ def _run_command(check: CommandCheck, base_dir: Path) -> CheckResult:
             exit_code=code,
             output_tail=out,
         )
+
+    # subprocess machinery is loaded only when a command runs (the hook answers without)
+    from convergent.coordinator._process import run_bounded
 
     try:
         finished = run_bounded(
