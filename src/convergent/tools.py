@@ -159,13 +159,14 @@ class Tool:
         function: Callable[..., Any],
         timeout: float | None = 60.0,
         idempotent: bool = False,
+        terminal: bool = False,
         source: str | None = None,
     ) -> Tool:
         """A tool described by a JSON schema rather than a typed Python function.
 
         The arguments reach ``function`` as keyword arguments unchecked: the function
         validates them itself (raising `ToolArgumentsError` for the model's mistakes),
-        as a remote tool's server does.
+        as a remote tool's server or a Temporal worker does.
 
         Args:
             name: Name the model uses to call the tool.
@@ -174,6 +175,7 @@ class Tool:
             function: Called with the arguments as keyword arguments.
             timeout: Seconds per call before it fails; None for no limit.
             idempotent: Whether re-running an interrupted call is safe.
+            terminal: Whether a successful call hands the run off (see `tool`).
             source: Where the tool comes from (``mcp:SERVER``).
         """
         return cls(
@@ -183,6 +185,7 @@ class Tool:
             arguments_model=SchemaArguments,
             timeout=timeout,
             idempotent=idempotent,
+            terminal=terminal,
             parameters=parameters,
             source=source,
         )

@@ -20,8 +20,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel
-
     from convergent._executor import ClassifiedOutcome, Outcome
     from convergent.agent import Agent
     from convergent.clock import Clock, use_clock
@@ -215,18 +213,6 @@ class ActivityModel(Model):
         return load_response(data)
 
 
-class _Passthrough(BaseModel):
-    """Arguments of a tool that runs on a worker: validated there, not here."""
-
-
-class RemoteTool(Tool):
-    """A tool whose calls run as activities; the worker validates and classifies them."""
-
-    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Pass the arguments on unchanged (the worker has the real schema)."""
-        return dict(arguments)
-
-
 def _remote(blueprint: ToolBlueprint, recipe: dict[str, Any], run_id: str) -> Tool:
     attempts = 3 if blueprint.idempotent else 1
     limit = timedelta(seconds=(blueprint.timeout or 24 * 3600) + 30)
@@ -260,15 +246,14 @@ def _remote(blueprint: ToolBlueprint, recipe: dict[str, Any], run_id: str) -> To
             return str(text)
         raise ClassifiedOutcome(Outcome(kind), str(text), fatal=bool(fatal))
 
-    return RemoteTool(
+    # the worker validates the arguments against the real schema and classifies the call
+    return Tool.from_schema(
         name=blueprint.name,
         description=blueprint.description,
-        function=run_on_worker,
-        arguments_model=_Passthrough,
         parameters=blueprint.parameters,
+        function=run_on_worker,
         timeout=None,
         idempotent=blueprint.idempotent,
-        modifies_files=False,
         terminal=blueprint.terminal,
     )
 
