@@ -38,7 +38,7 @@ def test_the_state_file_is_shown_as_a_graph_with_checks_and_decision(
         assert f">{atom}<" in page
     assert page.count('<line class="edge"') == 2
     assert '<g class="node resolved">' in page and '<g class="node failed ready">' in page
-    assert "continue: " in page and "1 of 3" in page and "(last: stall)" in page
+    assert "continue (3 unresolved)" in page and "1 of 3" in page and "(last: stall)" in page
     assert "exit code 1, expected 0" in page and "1 failed, 41 passed" in page
     assert page.count("not run") == 4
     assert "ImportError: no module named jose" in page

@@ -28,7 +28,15 @@ from convergent.coordinator.checks import (
     JudgmentCheck,
     run_checks,
 )
-from convergent.coordinator.decide import Continue, Decision, Interrupt, Stop, advance, decide
+from convergent.coordinator.decide import (
+    Continue,
+    Decision,
+    Interrupt,
+    Stop,
+    advance,
+    decide,
+    describe_decision,
+)
 from convergent.coordinator.metrics import health, metrics
 from convergent.coordinator.progress import ready_atoms, unresolved_atoms
 from convergent.coordinator.state import AtomStatus, BaseCase, Control, WorkflowState
@@ -69,17 +77,6 @@ def _decision_dict(decision: Decision) -> dict[str, Any]:
             return {"action": "interrupt", "stop_reason": None, "detail": note}
         case Stop(reason=reason, detail=detail):
             return {"action": "stop", "stop_reason": reason.value, "detail": detail}
-    raise AssertionError(f"unhandled decision {decision!r}")  # pragma: no cover
-
-
-def _decision_text(decision: Decision) -> str:
-    match decision:
-        case Continue(pending=pending):
-            return f"continue ({pending} unresolved)"
-        case Interrupt(note=note):
-            return f"interrupt: {note}"
-        case Stop(reason=reason, detail=detail):
-            return f"stop ({reason}): {detail}"
     raise AssertionError(f"unhandled decision {decision!r}")  # pragma: no cover
 
 
@@ -124,7 +121,7 @@ def _render_status(state: WorkflowState, path: Path) -> None:
         f" ({report['stop_reason']}: {report['stop_detail']})" if report["stop_reason"] else ""
     )
     console.print(f"status [bold]{report['status']}[/bold]{escape(stopped)}")
-    console.print(f"next decision: {escape(_decision_text(decide(state)))}")
+    console.print(f"next decision: {escape(describe_decision(decide(state)))}")
     console.print(
         f"iteration {m['iteration']}/{m['max_iterations']}  pending {m['pending_count']}  "
         f"resolved {m['resolved_count']}  stall {m['stall_count']}/{m['max_stall_count']}  "
@@ -398,7 +395,7 @@ def record_iteration(state: StateOpt = _DEFAULT, as_json: JsonOpt = False) -> No
     if as_json:
         _print_json({**_decision_dict(decision), "iteration": current.control.iteration})
     else:
-        print(f"iteration {current.control.iteration}: {_decision_text(decision)}")
+        print(f"iteration {current.control.iteration}: {describe_decision(decision)}")
 
 
 app.add_typer(coordinator_app, name="coordinator")

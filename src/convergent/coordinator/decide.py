@@ -22,7 +22,16 @@ from convergent.coordinator.progress import observe_iteration, pending_count
 from convergent.coordinator.state import WorkflowState, WorkflowStatus
 from convergent.stop import StopReason
 
-__all__ = ["Continue", "Decision", "Interrupt", "Stop", "advance", "apply_decision", "decide"]
+__all__ = [
+    "Continue",
+    "Decision",
+    "Interrupt",
+    "Stop",
+    "advance",
+    "apply_decision",
+    "decide",
+    "describe_decision",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +127,16 @@ def advance(state: WorkflowState) -> Decision:
         decision = decide(state)
     apply_decision(state, decision)
     return decision
+
+
+def describe_decision(decision: Decision) -> str:
+    """One line for people: ``continue (2 unresolved)``, ``stop (stalled): ...``."""
+    match decision:
+        case Continue(pending=pending):
+            return f"continue ({pending} unresolved)"
+        case Interrupt(note=note):
+            return f"interrupt: {note}"
+        case Stop(reason=reason, detail=detail):
+            return f"stop ({reason}): {detail}"
+        case _:
+            assert_never(decision)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import assert_never
 
 from convergent.coordinator.checks import CheckResult
-from convergent.coordinator.decide import Continue, Interrupt, Stop, decide
+from convergent.coordinator.decide import decide, describe_decision
 from convergent.coordinator.progress import pending_count, ready_atoms
 from convergent.coordinator.state import Atom, StateFileError, WorkflowState, parse_state
 
@@ -93,7 +92,7 @@ def load_workflow_view(path: Path) -> WorkflowView:
         width=width,
         height=height,
         checks=_checks(state),
-        decision=_decision(state),
+        decision=describe_decision(decide(state)),
         pending=pending_count(state.atoms),
     )
 
@@ -157,16 +156,3 @@ def _checks(state: WorkflowState) -> list[CheckRow]:
                 what = str(getattr(check, "statement", ""))
         rows.append(CheckRow(check.name, check.kind.value, what, results.get(check.name)))
     return rows
-
-
-def _decision(state: WorkflowState) -> str:
-    decision = decide(state)
-    match decision:
-        case Continue(pending=pending):
-            return f"continue: {pending} unresolved work item(s)"
-        case Interrupt(note=note):
-            return f"interrupt (redirect): {note}"
-        case Stop(reason=reason, detail=detail):
-            return f"stop ({reason.value}): {detail}"
-        case _:
-            assert_never(decision)
