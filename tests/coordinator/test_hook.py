@@ -253,8 +253,8 @@ def test_opt_in_chained_blocks_are_capped(
         ("   \n", "empty input on stdin"),
         ("[1, 2]", "stdin JSON is a list, expected an object"),
         ('{"stop_hook_active": "very"}', "stdin JSON field 'stop_hook_active' has the wrong type"),
-        ('{"a":' * 100_000 + "1" + "}" * 100_000, "stdin JSON is nested too deeply"),
-        ("[" * 100_000 + "]" * 100_000, "stdin JSON is nested too deeply"),
+        ('{"a":' * 100_000 + "1" + "}" * 100_000, "stdin is nested too deeply"),
+        ("[" * 100_000 + "]" * 100_000, "stdin is nested too deeply"),
     ],
 )
 def test_unusable_stdin_allows_the_stop(

@@ -172,7 +172,11 @@ async def test_the_scorer_request_is_focused_and_structured() -> None:
 
 @pytest.mark.parametrize(
     ("reply", "policy", "ran"),
-    [("not json at all", "ask", False), ('{"clarity": 2, "certainty": 1}', "execute", True)],
+    [
+        ("not json at all", "ask", False),
+        ('{"clarity": 2, "certainty": 1}', "execute", True),
+        ('{"clarity": ' + "[" * 100_000 + "]" * 100_000 + "}", "ask", False),
+    ],
 )
 async def test_an_unusable_scorer_reply_follows_the_policy(
     reply: str, policy: str, ran: bool

@@ -60,6 +60,7 @@ def test_to_config_round_trips() -> None:
     ("content", "message"),
     [
         ("{not json", "not valid JSON (line 1, column 2"),
+        ('{"mcpServers": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
         ("[]", "no mcpServers object"),
         ('{"servers": {}}', "no mcpServers object"),
         ('{"mcpServers": {}}', "mcpServers is empty"),

@@ -88,6 +88,13 @@ async def test_invalid_json_then_valid_reply_uses_the_llm() -> None:
     assert [a.outcome for a in result.attempts] == ["invalid_json", "ok"]
 
 
+async def test_a_too_deeply_nested_reply_is_invalid_json_then_retried() -> None:
+    result, prompts = await _group(["[" * 100_000 + "]" * 100_000, themes_json(SEED_THEMES)])
+    assert result.method == "llm"
+    assert [a.outcome for a in result.attempts] == ["invalid_json", "ok"]
+    assert "nested too deeply" in prompts[1]
+
+
 async def test_one_theme_is_collapsed_without_retry() -> None:
     result, prompts = await _group([themes_json([("Everything", ALL_IDS)])])
     assert (result.method, result.trigger) == ("jaccard_fallback", FallbackTrigger.COLLAPSED)

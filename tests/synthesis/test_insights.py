@@ -110,6 +110,9 @@ def test_load_insights_errors(tmp_path: Path) -> None:
     bad.write_text("[{", encoding="utf-8")
     with pytest.raises(UserError, match="is not valid JSON"):
         load_insights(bad)
+    bad.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(UserError, match="is nested too deeply"):
+        load_insights(bad)
     good = tmp_path / "good.json"
     good.write_text(json.dumps([_record()]), encoding="utf-8")
     assert load_insights(good)[0].archetype == "critic"

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from convergent._json import UnusableJson, load_json
 from convergent.coordinator.actions import record_verification
 from convergent.coordinator.advice import strategy_advice
 from convergent.coordinator.checks import CheckResult, run_checks
@@ -133,11 +134,9 @@ def parse_hook_input(raw: str) -> HookInput:
     if not raw.strip():
         raise HookInputError("empty input on stdin")
     try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise HookInputError(f"stdin is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise HookInputError("stdin JSON is nested too deeply") from None
+        data = load_json(raw)
+    except UnusableJson as exc:
+        raise HookInputError(f"stdin is {exc}") from None
     if not isinstance(data, dict):
         raise HookInputError(f"stdin JSON is a {type(data).__name__}, expected an object")
     try:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from convergent._json import UnusableJson, load_json
 from convergent.clock import current_clock
 from convergent.events import Event
 from convergent.exceptions import ModelError, UserError
@@ -120,9 +121,9 @@ def parse_score(content: str) -> Score:
     if start < 0 or end < start:
         raise ValueError("the scorer's reply holds no JSON object")
     try:
-        data = json.loads(content[start : end + 1])
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the scorer's reply is not valid JSON: {exc.msg}") from None
+        data = load_json(content[start : end + 1])
+    except UnusableJson as exc:
+        raise ValueError(f"the scorer's reply is {exc}") from None
     if not isinstance(data, dict):
         raise ValueError("the scorer's reply is not a JSON object")
     single = data.get("score", data.get("confidence"))

@@ -22,7 +22,6 @@ the ``mcp`` extra.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from convergent._json import UnusableJson, load_json
 from convergent.exceptions import UserError
 
 __all__ = [
@@ -306,11 +306,9 @@ def load_mcp_config(path: str | Path) -> list[MCPServer]:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
         raise UserError(f"cannot read MCP configuration {path}: {reason}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
+        data = load_json(text)
+    except UnusableJson as exc:
+        raise UserError(f"{path}: {exc}") from None
     if not isinstance(data, dict) or "mcpServers" not in data:
         raise UserError(f"{path}: no mcpServers object")
     servers = parse_mcp_servers(data, origin=str(path))

@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from convergent._json import unusable_reason
 from convergent._redact import known_secrets, redact, secrets_of_url
 from convergent.exceptions import ModelError, ModelHTTPError, UserError
 from convergent.messages import (
@@ -21,7 +22,6 @@ from convergent.messages import (
     UserMessage,
 )
 from convergent.models._client import LoopClient
-from convergent.models._json import unusable_reason
 from convergent.models.base import Model, ModelSettings
 
 __all__ = ["AnthropicModel"]

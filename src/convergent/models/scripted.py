@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias
 
+from convergent._json import UnusableJson, load_json
 from convergent.exceptions import ScriptExhaustedError, UserError
 from convergent.messages import Message, ModelResponse, ToolCall, ToolSpec, Usage
 from convergent.models.base import Model, ModelSettings
@@ -155,13 +155,9 @@ class ScriptedModel(Model):
                 f"script file {file} is not UTF-8 text (byte {exc.start} cannot be decoded)"
             ) from None
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserError(
-                f"script file {file} is not valid JSON: {exc.msg} at line {exc.lineno}"
-            ) from None
-        except RecursionError:
-            raise UserError(f"script file {file} is nested too deeply") from None
+            data = load_json(text)
+        except UnusableJson as exc:
+            raise UserError(f"script file {file} is {exc}") from None
         if not isinstance(data, list) or not data:
             raise UserError(f"script file {file} must hold a non-empty JSON list of responses")
         return cls(data, name=f"scripted:{file.name}")

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from convergent._json import UnusableJson, load_json
 from convergent.messages import (
     AssistantMessage,
     Message,
@@ -25,7 +26,6 @@ from convergent.messages import (
     ToolSpec,
     UserMessage,
 )
-from convergent.models._json import UnusableJson, load_json
 from convergent.models.base import Model, ModelSettings
 
 __all__ = ["StructuredToolCalling", "parse_step", "parse_structured_reply", "tool_call_schema"]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
+
+from convergent._json import load_json
 
 __all__ = ["loads_object"]
 
@@ -21,10 +22,7 @@ def loads_object(text: str) -> dict[str, Any]:
     fenced = _FENCE.match(stripped)
     if fenced:
         stripped = fenced.group(1).strip()
-    try:
-        data = json.loads(stripped)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    data = load_json(stripped)  # its UnusableJson is a ValueError saying why
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
     return data

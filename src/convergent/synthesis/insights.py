@@ -9,7 +9,6 @@ whether the confidence drops by one.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from convergent._json import UnusableJson, load_json
 from convergent.exceptions import UserError
 from convergent.state import ToolCallRecord
 from convergent.synthesis.archetypes import validate_archetype_name
@@ -266,11 +266,9 @@ def load_insights(path: str | Path) -> list[InsightRecord]:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read insights file {file}: {exc}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"insights file {file} is not valid JSON: {exc.msg} at line {exc.lineno}"
-        ) from None
+        data = load_json(text)
+    except UnusableJson as exc:
+        raise UserError(f"insights file {file} is {exc}") from None
     return parse_insight_records(data, source=f"insights file {file}")
 
 

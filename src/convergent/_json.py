@@ -1,4 +1,7 @@
-"""Parsing JSON a provider sent, where malformed or hostile input is a result, not a crash."""
+"""Parsing JSON from outside: files, stdin, providers and models.
+
+Malformed or hostile input is a result with a short reason, never a crash.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +10,17 @@ from typing import Any
 
 __all__ = ["UnusableJson", "load_json", "unusable_reason"]
 
-_MISSING = object()
-
 
 class UnusableJson(ValueError):
     """Text that is not JSON, or JSON nested deeper than the parser can follow."""
 
 
 def unusable_reason(exc: BaseException) -> str:
-    """Say in a few words why a JSON document could not be read."""
+    """Say in a few words why a JSON document could not be read (``not valid JSON (...)``)."""
     if isinstance(exc, RecursionError):
         return "nested too deeply"
     if isinstance(exc, json.JSONDecodeError):
-        return f"not valid JSON ({exc.msg} at position {exc.pos})"
+        return f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
     return f"not valid JSON ({exc})"
 
 
@@ -27,7 +28,8 @@ def load_json(text: str | bytes) -> Any:
     """`json.loads` that raises only `UnusableJson`, also for too deeply nested input.
 
     Raises:
-        UnusableJson: The text is not JSON or is nested too deeply.
+        UnusableJson: The text is not JSON or is nested too deeply; its message is the
+            reason, to follow "... is".
     """
     try:
         return json.loads(text)
