@@ -41,7 +41,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="FORMAT:PATH",
-        help=f"a corpus file or folder and its format ({', '.join(sorted(READERS))})",
+        help=f"a corpus file or folder and its format ({', '.join(READERS)})",
     )
     parser.add_argument(
         "--trajectories",

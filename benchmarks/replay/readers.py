@@ -8,12 +8,16 @@ Formats:
   each simulation with ``reward_info.reward`` and its ``messages``; tool messages carry
   ``error`` and ``requestor`` (the simulated user's own tool calls are the user's side).
 
+- ``mini-swe-agent``: a folder of mini-swe-agent ``*.traj.json`` runs (one bash command
+  per reply) with the evaluation's ``results_summary.json``.
+
 A path may be one file or a folder, read file by file in name order.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,11 +39,15 @@ def read_corpus(fmt: str, path: Path) -> list[Trajectory]:
     Raises:
         CorpusError: If the format is unknown, the path is missing, or a file does not fit.
     """
-    reader = READERS.get(fmt)
-    if reader is None:
-        raise CorpusError(f"unknown corpus format {fmt!r} (known: {', '.join(sorted(READERS))})")
+    if fmt not in READERS:
+        raise CorpusError(f"unknown corpus format {fmt!r} (known: {', '.join(READERS)})")
     if not path.exists():
         raise CorpusError(f"{path}: no such file or folder")
+    if fmt in FOLDER_READERS:
+        if not path.is_dir():
+            raise CorpusError(f"{path}: a {fmt} corpus is a folder")
+        return FOLDER_READERS[fmt](path)
+    reader = FILE_READERS[fmt]
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
     if not files:
         raise CorpusError(f"{path}: no .json files in this folder")
@@ -137,8 +145,73 @@ def read_tau2_bench(file: Path, data: Any) -> list[Trajectory]:
     return runs
 
 
-READERS: dict[str, Reader] = {"tau-bench": read_tau_bench, "tau2-bench": read_tau2_bench}
-"""Every known format, by the name the command line uses."""
+def read_mini_swe_agent(folder: Path) -> list[Trajectory]:
+    """mini-swe-agent's runs: ``*.traj.json`` files under a folder with ``results_summary.json``.
+
+    Each assistant message holds one ```` ```bash ```` block: that is the call (a ``bash``
+    tool, arguments ``{"command": ...}``), and the next message is its result. A message
+    with no block or several is the text protocol's format error, answered by the harness
+    with a reminder: the message and the reminder are left out, as a tool-calling model
+    would not produce them. A command's non-zero exit code is a result, not a tool failure.
+    The labels are ``instances[].resolved`` of ``results_summary.json``.
+    """
+    summary = folder / "results_summary.json"
+    try:
+        instances = json.loads(summary.read_text(encoding="utf-8"))["instances"]
+        resolved = {item["instance_id"]: bool(item["resolved"]) for item in instances}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CorpusError(f"{summary}: no readable instances[].resolved ({exc})") from None
+    runs: list[Trajectory] = []
+    for file in sorted(folder.rglob("*.traj.json")):
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+            instance = data["instance_id"]
+            messages = data["messages"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CorpusError(f"{file}: not a mini-swe-agent trajectory ({exc})") from None
+        if instance not in resolved:
+            continue  # not evaluated: no label
+        replies: list[RecordedReply] = []
+        for message, answer in zip(messages, [*messages[1:], None], strict=True):
+            if message["role"] != "assistant":
+                continue
+            commands = _BASH_BLOCK.findall(str(message.get("content") or ""))
+            if len(commands) != 1:
+                continue
+            result = None if answer is None else str(answer.get("content") or "")
+            call = RecordedCall("bash", {"command": commands[0]}, result, False)
+            replies.append(RecordedReply(str(message["content"]), (call,)))
+        model = str(
+            ((data.get("info") or {}).get("config") or {}).get("model", {}).get("model_name", "")
+        )
+        runs.append(
+            Trajectory(
+                id=f"{file.name}",
+                corpus=folder.name,
+                model=model or folder.name,
+                success=resolved[instance],
+                turns=(tuple(replies),) if replies else (),
+                read_only=frozenset(),
+                terminal=frozenset(),
+            )
+        )
+    if not runs:
+        raise CorpusError(f"{folder}: no labelled *.traj.json files")
+    return runs
+
+
+_BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+
+FILE_READERS: dict[str, Reader] = {"tau-bench": read_tau_bench, "tau2-bench": read_tau2_bench}
+"""Formats read file by file, by the name the command line uses."""
+
+FOLDER_READERS: dict[str, Callable[[Path], list[Trajectory]]] = {
+    "mini-swe-agent": read_mini_swe_agent
+}
+"""Formats read as a whole folder (runs and their labels in separate files)."""
+
+READERS = sorted([*FILE_READERS, *FOLDER_READERS])
+"""Every known format."""
 
 
 def _success(reward: Any) -> bool:

@@ -46,8 +46,11 @@ class Stop:
             if self.real_loop
             else f"policy's fault (longest unchanged repeat: x{self.repeat.times})"
         )
+        detail = " ".join(self.outcome.detail.split())
+        if len(detail) > 160:
+            detail = detail[:157] + "..."
         return (
-            f"{self.trajectory.id}: {self.outcome.stop_reason} ({self.outcome.detail}); "
+            f"{self.trajectory.id}: {self.outcome.stop_reason} ({detail}); "
             f"{verdict}; turn {self.turn + 1} of {len(self.trajectory.turns)}, stopped at "
             f"reply {self.outcome.played} of {self.outcome.recorded}, "
             f"{self.replies_left} recorded replies left"

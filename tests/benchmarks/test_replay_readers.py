@@ -77,7 +77,10 @@ def test_a_file_that_does_not_fit_is_named_with_the_reason(
 
 
 def test_an_unknown_format_is_named_with_the_known_ones() -> None:
-    with pytest.raises(CorpusError, match="unknown corpus format 'swe-agent' \\(known: tau-bench"):
+    with pytest.raises(
+        CorpusError,
+        match=r"unknown corpus format 'swe-agent' \(known: mini-swe-agent, tau-bench, tau2-bench\)",
+    ):
         read_corpus("swe-agent", TAU)
 
 
@@ -92,3 +95,35 @@ def test_the_fixtures_are_what_the_readers_expect() -> None:
     # guards the committed excerpts against an accidental edit
     assert len(json.loads(TAU.read_text(encoding="utf-8"))) == 4
     assert len(json.loads(TAU2.read_text(encoding="utf-8"))["simulations"]) == 4
+
+
+def test_mini_swe_agent_one_bash_call_per_reply_and_labels_from_the_summary() -> None:
+    runs = read_corpus("mini-swe-agent", FIXTURES / "mini_swe_agent")
+    # demo__demo-3 has no label in results_summary.json
+    assert [(run.id, run.success) for run in runs] == [
+        ("demo__demo-1.traj.json", True),
+        ("demo__demo-2.traj.json", False),
+    ]
+    (turn,) = runs[0].turns
+    commands = [reply.calls[0].arguments["command"] for reply in turn]
+    # the reply with two blocks and its format reminder are left out
+    assert commands == [
+        "python repro.py",
+        "sed -i 's/n + 1/n/' lib.py",
+        "python repro.py",
+        "sed -i 's/range(1, /range(/' lib.py",
+        "python repro.py",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff",
+    ]
+    first = turn[0].calls[0]
+    assert (first.name, first.failed) == ("bash", False)
+    assert first.result == "<returncode>1</returncode>\n<output>\nAssertionError: 3 != 2\n</output>"
+    assert runs[0].model == "example/coder"
+    assert runs[0].read_only == frozenset()
+
+
+def test_mini_swe_agent_needs_a_folder_with_its_labels(tmp_path: Path) -> None:
+    with pytest.raises(CorpusError, match="a mini-swe-agent corpus is a folder"):
+        read_corpus("mini-swe-agent", TAU)
+    with pytest.raises(CorpusError, match="results_summary.json: no readable instances"):
+        read_corpus("mini-swe-agent", tmp_path)
