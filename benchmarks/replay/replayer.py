@@ -6,7 +6,8 @@ the recording marks a failure. When the loop does not run a call (it stops, or i
 it with a note to the model instead), that recorded result is dropped so the next reply's
 calls still get their own. The recorded model never saw such a note, so after one the
 replay plays what it did next anyway: the worst case, a model that ignores the note.
-Requests past the recording (a final answer after a stop) get a short text reply.
+A request without the tools (the answer asked for after a stop) and requests past the
+recording get a short text reply.
 """
 
 from __future__ import annotations
@@ -80,8 +81,13 @@ class _Recording:
         self.notes = 0
         self.extra_requests = 0
         self.pending: defaultdict[str, deque[RecordedCall]] = defaultdict(deque)
+        self.offers_tools = any(reply.calls for reply in turn)
 
     def respond(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        if self.offers_tools and not tools:
+            # a request without the tools: the answer asked for after a stop
+            self.extra_requests += 1
+            return ModelResponse(content="(the best answer the recording has)")
         if any(self.pending.values()):
             self.notes += 1  # the loop went on without running every call of the last reply
         self.pending.clear()

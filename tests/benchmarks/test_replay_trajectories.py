@@ -11,6 +11,8 @@ from benchmarks.replay.readers import read_corpus
 from benchmarks.replay.replayer import _Recording, replay, replay_turn
 from benchmarks.replay.trajectory import RecordedCall, RecordedReply
 
+from convergent.messages import ToolSpec
+
 FIXTURES = Path(__file__).parent / "fixtures"
 TAU = FIXTURES / "tau_bench_excerpt.json"
 TAU2 = FIXTURES / "tau2_bench_excerpt.json"
@@ -21,9 +23,10 @@ def test_each_call_gets_the_result_recorded_for_it() -> None:
     lookup = RecordedCall("get", {"id": 1}, "first", False)
     again = RecordedCall("get", {"id": 1}, "second", False)
     recording = _Recording((RecordedReply("", (lookup,)), RecordedReply("", (again,))))
-    assert recording.respond([], []).tool_calls[0].arguments == {"id": 1}
+    spec = ToolSpec(name="get", description="get", parameters={"type": "object"})
+    assert recording.respond([], [spec]).tool_calls[0].arguments == {"id": 1}
     assert recording.answer("get", {"id": 1}) == "first"
-    recording.respond([], [])
+    recording.respond([], [spec])
     assert recording.answer("get", {"id": 1}) == "second"
     assert recording.notes == 0
 
@@ -32,10 +35,22 @@ def test_a_call_the_loop_did_not_run_does_not_shift_the_results() -> None:
     skipped = RecordedCall("get", {"id": 1}, "skipped", False)
     later = RecordedCall("get", {"id": 1}, "later", False)
     recording = _Recording((RecordedReply("", (skipped,)), RecordedReply("", (later,))))
-    recording.respond([], [])
-    recording.respond([], [])  # the first call was answered with a note, not run
+    spec = ToolSpec(name="get", description="get", parameters={"type": "object"})
+    recording.respond([], [spec])
+    recording.respond([], [spec])  # the first call was answered with a note, not run
     assert recording.notes == 1
     assert recording.answer("get", {"id": 1}) == "later"
+
+
+def test_the_answer_asked_for_after_a_stop_is_not_a_note() -> None:
+    lookup = RecordedCall("get", {"id": 1}, "first", False)
+    recording = _Recording((RecordedReply("", (lookup,)), RecordedReply("done", ())))
+    spec = ToolSpec(name="get", description="get", parameters={"type": "object"})
+    recording.respond([], [spec])
+    # the loop stopped before running the call, then asked for an answer without tools
+    answer = recording.respond([], [])
+    assert (answer.tool_calls, recording.notes, recording.extra_requests) == ((), 0, 1)
+    assert recording.played == 1
 
 
 def test_requests_past_the_recording_get_a_text_reply() -> None:
