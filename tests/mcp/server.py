@@ -11,6 +11,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -86,7 +87,7 @@ def spawn(leave_group: bool = False) -> int:
 
 
 @server.tool()
-async def gone(pid: int, within: float) -> bool:
+def gone(pid: int, within: float) -> bool:
     """Whether process ``pid`` ends within ``within`` seconds (checked every 50 ms)."""
     for _ in range(int(within / 0.05)):
         try:
@@ -95,7 +96,7 @@ async def gone(pid: int, within: float) -> bool:
                     return True
         except OSError:
             return True
-        await asyncio.sleep(0.05)
+        time.sleep(0.05)
     return False
 
 

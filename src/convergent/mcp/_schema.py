@@ -153,8 +153,8 @@ def _has_key(schema: Any, key: str) -> bool:
     return False
 
 
-def _clipped(text: str) -> str:
-    return text if len(text) <= _MAX_SHOWN else f"{text[:_MAX_SHOWN]}..."
+def _clipped(text: str, limit: int = _MAX_SHOWN) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."
 
 
 def _shown(value: Any) -> str:
@@ -210,7 +210,7 @@ class ArgumentCheck:
         if errors:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in error.absolute_path) or 'arguments'}: "
-                + _clipped(error.message)
+                + _clipped(error.message, 2 * _MAX_SHOWN)
                 for error in errors[:3]
             )
             raise ToolArgumentsError(f"invalid arguments for {self.tool_name}: {problems}")
