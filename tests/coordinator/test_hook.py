@@ -361,19 +361,26 @@ def test_concurrent_invocations_lose_no_update(
         json.dumps(stop_payload(tmp_path)) if i % 2 else json.dumps(subagent_payload(tmp_path))
         for i in range(20)
     ]
-    procs = [
-        subprocess.Popen(
-            [convergent_exe, "hook", "stop" if i % 2 else "subagent-stop"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=tmp_path,
-        )
-        for i in range(20)
-    ]
+    # each process gets its whole stdin at once: fed one after another, the last ones
+    # would wait past the hook's stdin deadline on a loaded machine
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    procs = []
+    for i, payload in enumerate(payloads):
+        (inputs / str(i)).write_text(payload)
+        with (inputs / str(i)).open("rb") as stdin:
+            procs.append(
+                subprocess.Popen(
+                    [convergent_exe, "hook", "stop" if i % 2 else "subagent-stop"],
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=tmp_path,
+                )
+            )
     iterations = []
-    for proc, payload in zip(procs, payloads, strict=True):
-        out, err = proc.communicate(payload.encode(), timeout=SAFETY_TIMEOUT * 2)
+    for proc in procs:
+        out, err = proc.communicate(timeout=SAFETY_TIMEOUT * 2)
         assert proc.returncode == 0, err
         answer = json.loads(out)
         assert answer["decision"] == "block"
