@@ -44,15 +44,13 @@ def server_processes(group: int, mark: str) -> list[psutil.Process]:
     found: dict[int, psutil.Process] = {}
     try:
         leader = psutil.Process(group)
-        found.update((child.pid, child) for child in leader.children(recursive=True))
-        found[leader.pid] = leader
+        if leader.environ().get(MARK) == mark:  # not a process that was given its number
+            found.update((child.pid, child) for child in leader.children(recursive=True))
     except psutil.Error:  # the server itself has exited
         pass
     for process in psutil.process_iter():
         if process.pid not in found and _belongs(process, group, mark):
             found[process.pid] = process
-    if group in found and not _belongs(found[group], group, mark):
-        del found[group]  # the number was given to an unrelated process
     me = os.getpid()
     # this process's own children (the server itself) are waited for by their owner:
     # reaping them here would take their exit status from the event loop
