@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 from convergent.builtin_tools import calculator, fail, file_tools
 from convergent.compaction import ContextCompressor
@@ -41,7 +41,7 @@ from convergent.gate import (
     StdinChannel,
     TerminalChannel,
 )
-from convergent.mcp.config import parse_mcp_servers
+from convergent.mcp.config import parse_mcp_servers, stored_mcp_config
 from convergent.models.base import Model, ModelSettings
 from convergent.models.registry import build_model, default_model_spec, model_from_string
 from convergent.models.structured import StructuredToolCalling
@@ -140,7 +140,8 @@ class RunRecipe(BaseModel):
     """Skill folders, or folders of them."""
     mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """MCP tool servers, in the ``mcpServers`` format of Claude Desktop and Claude Code
-    (`convergent.mcp.mcp_config` writes it); they are started again when a run resumes."""
+    (`convergent.mcp.mcp_config` writes it); they are started again when a run resumes.
+    Serialised without literal ``env`` values (`convergent.mcp.config.stored_mcp_config`)."""
     gate: GateRecipe | None = None
     """The executive gate, if any."""
     ask_via: str = "none"
@@ -158,6 +159,10 @@ class RunRecipe(BaseModel):
     """Compress the context near the model's window."""
     parallel_tool_calls: bool = True
     """Run a response's calls concurrently."""
+
+    @field_serializer("mcp_servers")
+    def _without_secrets(self, servers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return stored_mcp_config(servers)
 
     @classmethod
     def from_json(cls, data: Any) -> RunRecipe:

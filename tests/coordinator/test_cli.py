@@ -199,17 +199,31 @@ def test_status_view_is_readable(wf: str, capsys: pytest.CaptureFixture[str]) ->
     assert "command-1" in out and "not run" in out
 
 
-def test_console_script_reports_user_errors_without_traceback(
-    convergent_exe: str, tmp_path: Path
-) -> None:
-    proc = subprocess.run(
-        [convergent_exe, "coordinator", "status"],
+def status_in(folder: Path, exe: str) -> subprocess.CompletedProcess[str]:
+    """``convergent coordinator status`` run by the console script in ``folder``."""
+    return subprocess.run(
+        [exe, "coordinator", "status"],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=folder,
         timeout=60,
         check=False,
     )
+
+
+def test_console_script_reports_user_errors_without_traceback(
+    convergent_exe: str, tmp_path: Path
+) -> None:
+    proc = status_in(tmp_path, convergent_exe)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: state file not found: workflow-state.yaml")
     assert "Traceback" not in proc.stderr
+
+
+def test_deeply_nested_state_file_is_a_one_line_error(convergent_exe: str, tmp_path: Path) -> None:
+    (tmp_path / "workflow-state.yaml").write_text("atoms: " + "[" * 40_000 + "]" * 40_000)
+    proc = status_in(tmp_path, convergent_exe)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "error: workflow-state.yaml: nested too deeply (over 100 levels at line 1)\n"
+    )

@@ -361,19 +361,26 @@ def test_concurrent_invocations_lose_no_update(
         json.dumps(stop_payload(tmp_path)) if i % 2 else json.dumps(subagent_payload(tmp_path))
         for i in range(20)
     ]
-    procs = [
-        subprocess.Popen(
-            [convergent_exe, "hook", "stop" if i % 2 else "subagent-stop"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=tmp_path,
-        )
-        for i in range(20)
-    ]
+    # each process gets its whole stdin at once: fed one after another, the last ones
+    # would wait past the hook's stdin deadline on a loaded machine
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    procs = []
+    for i, payload in enumerate(payloads):
+        (inputs / str(i)).write_text(payload)
+        with (inputs / str(i)).open("rb") as stdin:
+            procs.append(
+                subprocess.Popen(
+                    [convergent_exe, "hook", "stop" if i % 2 else "subagent-stop"],
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=tmp_path,
+                )
+            )
     iterations = []
-    for proc, payload in zip(procs, payloads, strict=True):
-        out, err = proc.communicate(payload.encode(), timeout=SAFETY_TIMEOUT * 2)
+    for proc in procs:
+        out, err = proc.communicate(timeout=SAFETY_TIMEOUT * 2)
         assert proc.returncode == 0, err
         answer = json.loads(out)
         assert answer["decision"] == "block"
@@ -418,3 +425,70 @@ def test_unknown_payload_fields_are_tolerated(store: StateStore, tmp_path: Path)
     store.create(make_state(1))
     payload = {**stop_payload(tmp_path), "future_field": {"nested": True}}
     assert answer_hook(HookEvent.STOP, json.dumps(payload)).action == "block"
+
+
+# --- hostile state files and stdin, through the real entry ------------------------------
+
+
+def test_deeply_nested_yaml_allows_the_stop_instead_of_crashing(
+    convergent_exe: str, state_path: Path, tmp_path: Path
+) -> None:
+    deep = "goal: " + "[" * 40_000 + "]" * 40_000 + "\n"
+    state_path.write_text(deep)
+    code, output, stderr = run_hook(
+        convergent_exe, "stop", json.dumps(stop_payload(tmp_path)), cwd=tmp_path
+    )
+    assert code == 0
+    assert _allowed(output)
+    assert "nested too deeply (over 100 levels at line 1)" in output["systemMessage"]
+    assert state_path.read_text() == deep
+
+
+def test_a_symlinked_state_file_is_not_read(convergent_exe: str, tmp_path: Path) -> None:
+    secret = tmp_path / "elsewhere" / "credentials"
+    secret.parent.mkdir()
+    secret.write_text("s3cr3t-token-value:\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "workflow-state.yaml").symlink_to(secret)
+    code, output, stderr = run_hook(
+        convergent_exe, "stop", json.dumps(stop_payload(project)), cwd=project
+    )
+    assert code == 0
+    assert _allowed(output)
+    assert "is a symbolic link" in output["systemMessage"]
+    assert "s3cr3t" not in json.dumps(output) + stderr
+
+
+def test_a_huge_goal_is_not_echoed_in_full(
+    convergent_exe: str, store: StateStore, state_path: Path, tmp_path: Path
+) -> None:
+    state = make_state(2)
+    state.goal = "g" * 3_000_000
+    store.create(state)
+    code, output, stderr = run_hook(
+        convergent_exe, "stop", json.dumps(stop_payload(tmp_path)), cwd=tmp_path
+    )
+    assert code == 0
+    assert output["decision"] == "block"
+    reason = output["reason"]
+    assert len(reason) <= 16_000
+    assert f"Goal: {'g' * 1000}" in reason and "more characters)" in reason
+    assert "- p0 [pending] pending 0 (ready)" in reason  # the rest of the answer is kept
+    assert len(StateStore(state_path).load().goal) == 3_000_000
+
+
+def test_stdin_from_dev_null_gets_a_json_answer(convergent_exe: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [convergent_exe, "hook", "stop"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=SAFETY_TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout) == {
+        "systemMessage": "convergent: hook input unusable (empty input on stdin)"
+    }
+    assert proc.stderr.decode() == "convergent hook: empty input on stdin; allowing the stop\n"

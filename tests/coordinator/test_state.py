@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,84 @@ def test_assignment_is_validated() -> None:
 
 def test_new_state_has_current_schema_version() -> None:
     assert WorkflowState().schema_version == SCHEMA_VERSION
+
+
+# --- hostile files ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "goal: " + "[" * 150 + "]" * 150 + "\n",
+        "".join("  " * depth + "- \n" for depth in range(150)),
+        "goal: x\natoms:\n" + "".join("  " * depth + "  a:\n" for depth in range(150)),
+    ],
+    ids=["flow", "block sequences", "block mappings"],
+)
+def test_yaml_nested_too_deeply_is_refused_before_parsing(text: str) -> None:
+    with pytest.raises(StateFileError) as info:
+        parse_state(text, "wf.yaml")
+    assert str(info.value).startswith("wf.yaml: nested too deeply (over 100 levels at line ")
+
+
+def test_a_key_given_twice_is_refused_naming_it() -> None:
+    text = "goal: first\natoms: []\ngoal: second\n"
+    with pytest.raises(StateFileError) as info:
+        parse_state(text, "wf.yaml")
+    assert str(info.value) == "wf.yaml: duplicate key 'goal' at line 3"
+    nested = "control:\n  iteration: 1\n  iteration: 2\n"
+    with pytest.raises(StateFileError, match="^wf.yaml: duplicate key 'iteration' at line 3$"):
+        parse_state(nested, "wf.yaml")
+
+
+def test_merge_keys_may_still_be_overridden() -> None:
+    state = parse_state(
+        "control:\n  <<: {iteration: 1, max_iterations: 9}\n  iteration: 4\n", "wf.yaml"
+    )
+    assert (state.control.iteration, state.control.max_iterations) == (4, 9)
+
+
+def test_long_lists_in_errors_are_cut_to_one_short_line() -> None:
+    atoms = "".join(f"  - id: same{n % 20}\n" for n in range(40))
+    with pytest.raises(StateFileError) as info:
+        parse_state(f"atoms:\n{atoms}", "wf.yaml")
+    assert str(info.value) == (
+        "wf.yaml: duplicate atom id(s): same0, same1, same10, same11, same12 (and 15 more)"
+    )
+    unknown = ", ".join("x" * 200 + str(n) for n in range(10))
+    with pytest.raises(StateFileError) as info:
+        parse_state(f"atoms:\n  - {{id: a, depends_on: [{unknown}]}}\n", "wf.yaml")
+    assert len(str(info.value)) < 500 and str(info.value).endswith("(and 5 more)")
+
+
+def test_thousands_of_chained_atoms_load(store: StateStore, state_path: Path) -> None:
+    atoms = "".join(f"  - {{id: a{n}, depends_on: [a{n + 1}]}}\n" for n in range(4999))
+    state_path.write_text(f"atoms:\n{atoms}  - {{id: a4999}}\n")
+    assert len(store.load().atoms) == 5000
+    cycle = atoms + "  - {id: a4999, depends_on: [a0]}\n"
+    state_path.write_text(f"atoms:\n{cycle}")
+    with pytest.raises(StateFileError, match=r"dependency cycle: a0 -> a1 .*\(and 4996 more\)$"):
+        store.load()
+
+
+def test_a_symbolic_link_is_refused_not_followed(tmp_path: Path, state_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2-password:\n")
+    state_path.symlink_to(secret)
+    with pytest.raises(StateFileError) as info:
+        StateStore(state_path).load()
+    assert str(info.value) == (
+        f"state file {state_path} is a symbolic link; convergent reads only a regular file"
+    )
+    with pytest.raises(StateFileError, match="symbolic link"), StateStore(state_path).update():
+        pass
+    assert state_path.is_symlink() and secret.read_text() == "hunter2-password:\n"
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    from convergent.coordinator.store import read_state_file
+
+    fifo = tmp_path / "wf.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(StateFileError, match=r"wf.yaml is not a regular file$"):
+        read_state_file(fifo)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any
 from convergent.mcp import MCPServer
 
 SERVER = Path(__file__).with_name("server.py")
+RAW = Path(__file__).with_name("raw_server.py")
 
 
 def call(tool_name: str, /, **arguments: Any) -> dict[str, Any]:
@@ -23,6 +25,28 @@ def call(tool_name: str, /, **arguments: Any) -> dict[str, Any]:
 
 def stdio_testing(name: str = "testing", **options: Any) -> MCPServer:
     return MCPServer.stdio(name, sys.executable, [str(SERVER)], **options)
+
+
+def raw_args(folder: Path, plan: dict[str, Any]) -> list[str]:
+    """The arguments that start ``raw_server.py`` following ``plan`` (written to ``folder``)."""
+    path = folder / f"plan-{len(list(folder.glob('plan-*')))}.json"
+    path.write_text(json.dumps(plan))
+    return [str(RAW), str(path)]
+
+
+def raw_server(folder: Path, plan: dict[str, Any], **options: Any) -> MCPServer:
+    """The hand-written server of ``raw_server.py``, following ``plan``."""
+    args = tuple(raw_args(folder, plan))
+    return MCPServer(name="raw", command=sys.executable, args=args, **options)
+
+
+def listed(name: str, properties: dict[str, Any], **schema: Any) -> dict[str, Any]:
+    """A ``tools/list`` entry with an input schema of these properties (and keywords)."""
+    return {
+        "name": name,
+        "description": f"the {name} tool",
+        "inputSchema": {"type": "object", "properties": properties, **schema},
+    }
 
 
 def time_server(**options: Any) -> MCPServer:

@@ -1,14 +1,17 @@
 """An MCP server written with the SDK's MCPServer (FastMCP), for the tests.
 
 Run as ``python server.py [stdio | http PORT]``. Its tools fail, hang, crash the
-process and change the tool list, so the tests can see each path of the client.
+process, start processes of their own and change the tool list, so the tests can see
+each path of the client.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -64,6 +67,37 @@ def env(name: str) -> str:
 def pid() -> int:
     """The server's process id."""
     return os.getpid()
+
+
+@server.tool()
+def spawn(leave_group: bool = False) -> int:
+    """Start a process that sleeps for five minutes and return its id.
+
+    With ``leave_group`` it starts a session of its own, as a daemon does, and so is
+    outside the server's process group.
+    """
+    child = subprocess.Popen(
+        ["sleep", "300"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=leave_group,
+    )
+    return child.pid
+
+
+@server.tool()
+def gone(pid: int, within: float) -> bool:
+    """Whether process ``pid`` ends within ``within`` seconds (checked every 50 ms)."""
+    for _ in range(int(within / 0.05)):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import SERVER, alive, call, descendants
+from mcp_helpers import SERVER, alive, call, descendants, listed, raw_args
 
 pytest.importorskip("mcp")
 pytestmark = pytest.mark.slow  # each test starts convergent and its servers as processes
@@ -225,3 +225,128 @@ def test_resume_restarts_the_servers(tmp_path: Path) -> None:
     assert data["stop_reason"] == "completed"
     before, after = (c["result"] for c in data["tool_calls"])
     assert before != after and int(after) > 0
+
+
+def test_a_schema_that_would_backtrack_for_ever_is_checked_at_once(tmp_path: Path) -> None:
+    fanned: dict[str, Any] = {"$defs": {"d30": {"type": "string"}}}
+    for level in range(30):  # each level tries the next one twice: 2**30 paths
+        step = {"$ref": f"#/$defs/d{level + 1}"}
+        fanned["$defs"][f"d{level}"] = {"anyOf": [step, {"allOf": [step, {"minLength": 9}]}]}
+    plan = {
+        "tools": [
+            listed("nested", {"word": {"type": "string", "pattern": "^(a+)+$"}}),
+            listed("named", {}, patternProperties={"^(x+x+)+y$": {"type": "integer"}}),
+            listed("fanned", {"word": {"$ref": "#/$defs/d0"}}, **fanned),
+        ]
+    }
+    config = tmp_path / "mcp.json"
+    server = {"command": sys.executable, "args": raw_args(tmp_path, plan)}
+    config.write_text(json.dumps({"mcpServers": {"raw": server}}))
+    calls = [
+        call("nested", word="a" * 5000 + "!"),
+        call("nested", word="aaaa"),
+        call("named", **{"x" * 5000 + "!": 1, "x" * 5000 + "y": "not a number"}),
+        call("fanned", word=7),
+    ]
+    model = script(tmp_path, [{"tool_calls": calls}, "done"])
+    proc = run_cli(
+        "run", "x", "--model", model, "--json", "--mcp-config", str(config), cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    nested, good, named, fanned_call = json.loads(proc.stdout)["tool_calls"]
+    assert not nested["ok"] and nested["result"].startswith(
+        "invalid arguments for nested: word: 'aaaaaaaa"
+    )
+    assert nested["result"].endswith("... does not match '^(a+)+$'")
+    assert good["ok"] and json.loads(good["result"]) == {"word": "aaaa"}
+    assert not named["ok"] and "is not of type 'integer'" in named["result"]
+    # past the time budget the arguments are left to the server, which answers
+    assert fanned_call["ok"] and json.loads(fanned_call["result"]) == {"word": 7}
+
+
+def test_a_disabled_server_is_not_started(tmp_path: Path) -> None:
+    config = tmp_path / "claude_desktop_config.json"
+    servers = {
+        "ghost": {"command": "/no/such/server", "disabled": True},
+        "testing": {"command": sys.executable, "args": [str(SERVER)]},
+    }
+    config.write_text(json.dumps({"mcpServers": servers}))
+    model = script(tmp_path, [{"tool_calls": [call("echo", text="on")]}, "done"])
+    proc = run_cli(
+        "run", "x", "--model", model, "--json", "--mcp-config", str(config), cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    (echo,) = json.loads(proc.stdout)["tool_calls"]
+    assert echo["result"] == "on"
+
+
+def test_literal_env_values_are_not_stored_and_resume_reads_them_again(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    entry = {"command": sys.executable, "args": [str(SERVER)], "env": {"API_TOKEN": "s3cr3t"}}
+    config.write_text(json.dumps({"mcpServers": {"testing": entry}}))
+    model = script(
+        tmp_path,
+        [
+            {"tool_calls": [call("env", name="API_TOKEN")]},
+            {"tool_calls": [call("env", name="API_TOKEN")]},
+            "done",
+        ],
+    )
+    options = ["--mcp-config", str(config), "--max-cycles", "1", "--run-id", "r1"]
+    first = run_cli("run", "x", "--model", model, "--json", *options, cwd=tmp_path)
+    assert first.returncode == 1, first.stderr
+    assert json.loads(first.stdout)["tool_calls"][0]["result"] == "s3cr3t"
+    with sqlite3.connect(tmp_path / ".convergent" / "runs.db") as db:
+        (recipe,) = db.execute("SELECT recipe FROM runs WHERE run_id = 'r1'").fetchone()
+    assert "s3cr3t" not in recipe
+    assert json.loads(recipe)["mcp_servers"]["testing"]["env"] == {"API_TOKEN": "${API_TOKEN}"}
+    without = run_cli("resume", "r1", "--json", cwd=tmp_path)
+    assert without.returncode == 2
+    assert without.stderr.strip().splitlines()[-1] == (
+        "error: MCP server 'testing' failed to start: environment variable API_TOKEN is not "
+        "set (used as ${API_TOKEN})"
+    )
+    resumed = subprocess.run(
+        [sys.executable, "-m", "convergent", "resume", "r1", "--json"],
+        cwd=tmp_path,
+        env={**os.environ, "API_TOKEN": "given-again"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["tool_calls"][-1]["result"] == "given-again"
+
+
+def test_noise_on_a_servers_stdout_prints_nothing_under_json(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    plan = {"tools": [listed("echo", {})], "noise": "Starting server... {not json"}
+    server = {"command": sys.executable, "args": raw_args(tmp_path, plan)}
+    config.write_text(json.dumps({"mcpServers": {"raw": server}}))
+    model = script(tmp_path, [{"tool_calls": [call("echo", said="hi")]}, "done"])
+    proc = run_cli(
+        "run", "x", "--model", model, "--json", "--mcp-config", str(config), cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    (echo,) = json.loads(proc.stdout)["tool_calls"]
+    assert json.loads(echo["result"]) == {"said": "hi"}
+    assert proc.stderr == ""
+
+
+def test_a_server_that_never_initializes_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    server = {
+        "command": sys.executable,
+        "args": raw_args(tmp_path, {"initialize": "never"}),
+        "startup_timeout": 0.5,
+    }
+    config.write_text(json.dumps({"mcpServers": {"mute": server}}))
+    model = script(tmp_path, ["unused"])
+    proc = run_cli("run", "x", "--model", model, "--mcp-config", str(config), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.endswith(
+        " saved in .convergent/runs.db\n"
+        "error: MCP server 'mute' failed to start: no answer within 0.5s\n"
+    )
+    assert proc.stderr.count("\n") == 2

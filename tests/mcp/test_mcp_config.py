@@ -17,6 +17,7 @@ from convergent.mcp import (
     server_from_command,
 )
 from convergent.mcp.config import expand_env
+from convergent.recipe import RunRecipe
 
 
 def test_the_claude_desktop_format_is_read(tmp_path: Path) -> None:
@@ -150,3 +151,42 @@ def test_environment_variables_are_expanded() -> None:
     assert expand_env("${MISSING:-fallback}/x", env) == "fallback/x"
     with pytest.raises(UserError, match="environment variable MISSING is not set"):
         expand_env("${MISSING}", env)
+
+
+def test_disabled_servers_are_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "claude_desktop_config.json"
+    entries = {
+        "off": {"command": "/no/such/server", "disabled": True},
+        "on": {"command": "on-server", "disabled": False},
+    }
+    path.write_text(json.dumps({"mcpServers": entries}))
+    assert [server.name for server in load_mcp_config(path)] == ["on"]
+    path.write_text(json.dumps({"mcpServers": {"off": entries["off"]}}))
+    with pytest.raises(UserError, match=r"every server in mcpServers is disabled$"):
+        load_mcp_config(path)
+    path.write_text(json.dumps({"mcpServers": {"x": {"command": "x", "disabled": "yes"}}}))
+    with pytest.raises(UserError, match=r"mcpServers.x.disabled must be true or false$"):
+        load_mcp_config(path)
+
+
+def test_a_stored_recipe_keeps_env_references_not_values() -> None:
+    server = MCPServer.stdio(
+        "s", "cmd", env={"API_TOKEN": "s3cr3t", "URL": "${BASE:-http://x}", "odd-name": "v"}
+    )
+    recipe = RunRecipe(model="scripted:/x.json", mcp_servers=mcp_config([server]))
+    assert recipe.mcp_servers["s"]["env"]["API_TOKEN"] == "s3cr3t"  # the run itself has it
+    stored = json.dumps(recipe.model_dump(mode="json"))
+    assert "s3cr3t" not in stored
+    env = json.loads(stored)["mcp_servers"]["s"]["env"]
+    assert env == {
+        "API_TOKEN": "${API_TOKEN}",
+        "URL": "${BASE:-http://x}",
+        "odd-name": "${odd_name}",
+    }
+    (again,) = parse_mcp_servers(json.loads(stored)["mcp_servers"])
+    environ = {"API_TOKEN": "from-env", "odd_name": "w"}
+    assert {key: expand_env(value, environ) for key, value in again.env.items()} == {
+        "API_TOKEN": "from-env",
+        "URL": "http://x",
+        "odd-name": "w",
+    }

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -57,3 +61,39 @@ def test_a_broken_or_hostile_state_file_is_shown_safely(store: RunStore, tmp_pat
     with open_client(store, None) as client:
         assert "convergent ui --state" in client.get("/coordinator").text
         assert client.get("/coordinator/stream").status_code == 404
+
+
+def test_a_deeply_nested_or_long_chained_state_file_does_not_take_the_console_down(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    RunStore(db).close()
+    state = tmp_path / "workflow-state.yaml"
+    state.write_text("goal: " + "[" * 40_000 + "]" * 40_000 + "\n")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "convergent", "ui", "--no-open", "--port", "0"]
+        + ["--db", str(db), "--state", str(state)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        found = re.search(r"(http://127\.0\.0\.1:\d+)/\?token=([\w-]+)", line)
+        assert found, line
+        request = urllib.request.Request(
+            f"{found.group(1)}/coordinator", headers={"Authorization": f"Bearer {found.group(2)}"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert "nested too deeply (over 100 levels at line 1)" in response.read().decode()
+        # each atom waits on the next one: laid out without recursing along the chain
+        chain = "".join(f"  - {{id: a{n}, depends_on: [a{n + 1}]}}\n" for n in range(2999))
+        state.write_text(f"atoms:\n{chain}  - {{id: a2999}}\n")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            page = response.read().decode()
+        assert ">a0<" in page and ">a2999<" in page and "continue (3000 unresolved)" in page
+        assert server.poll() is None
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)

@@ -51,12 +51,15 @@ def read_stdin(deadline: float = STDIN_DEADLINE) -> str:
     except (OSError, ValueError):  # not a real file (e.g. an in-memory stream)
         return stream.read()
     if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
-        return stream.buffer.read(_MAX_INPUT).decode("utf-8", errors="replace")  # a file ends
+        return _read_at_once(fd)  # a file ends
     chunks: list[bytes] = []
     size = 0
     end = time.monotonic() + deadline
     with selectors.DefaultSelector() as selector:
-        selector.register(fd, selectors.EVENT_READ)
+        try:
+            selector.register(fd, selectors.EVENT_READ)
+        except OSError:  # a device epoll cannot watch (/dev/null): always ready to read
+            return _read_at_once(fd)
         while size < _MAX_INPUT:
             left = end - time.monotonic()
             if left <= 0 or not selector.select(left):
@@ -71,6 +74,19 @@ def read_stdin(deadline: float = STDIN_DEADLINE) -> str:
                 break
             chunks.append(chunk)
             size += len(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def _read_at_once(fd: int) -> str:
+    """Up to the input limit from a source that never makes a reader wait."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < _MAX_INPUT:
+        chunk = os.read(fd, min(65536, _MAX_INPUT - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 

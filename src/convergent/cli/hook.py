@@ -40,12 +40,6 @@ VerifyOption = Annotated[
 ]
 
 
-STDIN_DEADLINE = 3.0
-"""Seconds the hook waits for stdin to be closed before answering with what arrived."""
-
-_MAX_INPUT = 4 * 1024 * 1024
-
-
 def _answer(event: HookEvent, ctx: typer.Context, state: str | None, verify: bool) -> None:
     raise typer.Exit(answer(event.value, state, verify, ctx.args))
 

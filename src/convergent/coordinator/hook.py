@@ -57,6 +57,22 @@ HOOK_LOCK_TIMEOUT = 10.0
 
 _MAX_LISTED_ATOMS = 10
 _PREFIX = "convergent"
+_MAX_LINE = 2_000
+"""Characters of one line of a message (a goal, a title, a note) that the hook repeats."""
+_MAX_TEXT = 16_000
+"""Characters of a whole message the hook gives: the file's text is never echoed in bulk."""
+
+
+def _clip(text: str, limit: int = _MAX_TEXT) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - 40)  # room for the note, so the result stays within the limit
+    return f"{text[:keep]}... ({len(text) - keep} more characters)"
+
+
+def _lines(lines: list[str]) -> str:
+    return _clip("\n".join(_clip(line, _MAX_LINE) for line in lines))
 
 
 class HookEvent(StrEnum):
@@ -120,8 +136,8 @@ class HookAnswer:
 
 
 def _allow(message: str | None = None, *, notify: str | None = None) -> HookAnswer:
-    output = {"systemMessage": f"{_PREFIX}: {notify}"} if notify else {}
-    return HookAnswer("allow", output, f"{_PREFIX} hook: {message}" if message else None)
+    output = {"systemMessage": _clip(f"{_PREFIX}: {notify}")} if notify else {}
+    return HookAnswer("allow", output, _clip(f"{_PREFIX} hook: {message}") if message else None)
 
 
 def parse_hook_input(raw: str) -> HookInput:
@@ -199,7 +215,7 @@ def block_reason(state: WorkflowState, pending: int) -> str:
         "Record progress with `convergent coordinator record resolve ID` (or `record fail`), "
         "and run `convergent coordinator verify` when you believe the base case holds."
     )
-    return "\n".join(lines)
+    return _lines(lines)
 
 
 def _halt_reason(state: WorkflowState, stop: Stop) -> str:
@@ -210,7 +226,7 @@ def _halt_reason(state: WorkflowState, stop: Stop) -> str:
     advice = strategy_advice(state)
     if advice and stop.reason is StopReason.STALLED:
         text += " Advice: " + "; ".join(item.message for item in advice[:3]) + "."
-    return text
+    return _clip(text)
 
 
 def _answer_decision(state: WorkflowState, decision: Decision) -> HookAnswer:
@@ -294,7 +310,7 @@ def answer_hook(
     if payload.hook_event_name and payload.hook_event_name != event.value:
         note = f"hook_event_name is {payload.hook_event_name!r} but installed as {event}"
         message = f"{answer.message}; {note}" if answer.message else f"{_PREFIX} hook: {note}"
-        return HookAnswer(answer.action, answer.output, message)
+        return HookAnswer(answer.action, answer.output, _clip(message))
     return answer
 
 

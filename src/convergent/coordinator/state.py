@@ -10,13 +10,15 @@ Code hook and a Python controller can all share one loop:
   flags, the status and stop reason, and the history of unresolved counts.
 - ``attempts``: failed attempts (atom and command), used to flag inertia loops.
 
-Parsing rejects unknown fields, duplicate ids, unknown dependencies and dependency
-cycles with a one-line `StateFileError`, because a hook acting on a misread file would
-steer an agent on wrong information.
+Parsing rejects YAML nested too deeply, keys given twice, unknown fields, duplicate
+ids, unknown dependencies and dependency cycles with a one-line `StateFileError`,
+because a hook acting on a misread file would steer an agent on wrong information.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -24,6 +26,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from convergent._yaml import UnusableYaml, load_yaml
 from convergent.coordinator.checks import Check, CheckResult
 from convergent.exceptions import UserError
 from convergent.stop import StopReason
@@ -133,10 +136,9 @@ class BaseCase(_Model):
 
     @model_validator(mode="after")
     def _unique_names(self) -> BaseCase:
-        names = [check.name for check in self.checks]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
+        duplicates = _repeated(check.name for check in self.checks)
         if duplicates:
-            raise ValueError(f"duplicate check name(s): {', '.join(duplicates)}")
+            raise ValueError(f"duplicate check name(s): {_listed(duplicates)}")
         return self
 
 
@@ -220,18 +222,19 @@ class WorkflowState(_Model):
                 f"schema_version {self.schema_version} is newer than this convergent "
                 f"supports ({SCHEMA_VERSION}); upgrade convergent"
             )
-        ids = [atom.id for atom in self.atoms]
-        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        duplicates = _repeated(atom.id for atom in self.atoms)
         if duplicates:
-            raise ValueError(f"duplicate atom id(s): {', '.join(duplicates)}")
-        known = set(ids)
+            raise ValueError(f"duplicate atom id(s): {_listed(duplicates)}")
+        known = {atom.id for atom in self.atoms}
         for atom in self.atoms:
             unknown = [dep for dep in atom.depends_on if dep not in known]
             if unknown:
-                raise ValueError(f"atom {atom.id} depends on unknown atom(s): {', '.join(unknown)}")
+                raise ValueError(
+                    f"atom {_clipped(atom.id)} depends on unknown atom(s): {_listed(unknown)}"
+                )
         cycle = _find_cycle({atom.id: atom.depends_on for atom in self.atoms})
         if cycle:
-            raise ValueError(f"dependency cycle: {' -> '.join(cycle)}")
+            raise ValueError(f"dependency cycle: {_listed(cycle, separator=' -> ')}")
         return self
 
     def atom(self, atom_id: str) -> Atom:
@@ -246,10 +249,23 @@ class WorkflowState(_Model):
         self.updated_at = datetime.now(UTC)
 
 
-# libyaml's safe loader and dumper when PyYAML has them: the hook reads and writes this
-# file at every stop of an agent
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's dumper when PyYAML has it: the hook writes this file at every stop of an agent
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def _repeated(names: Iterable[str]) -> list[str]:
+    """The names that occur more than once, sorted (in linear time: files hold thousands)."""
+    return sorted(name for name, count in Counter(names).items() if count > 1)
+
+
+def _clipped(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _listed(names: Sequence[str], *, shown: int = 5, separator: str = ", ") -> str:
+    """Names for a one-line message: the first few, then how many more."""
+    text = separator.join(_clipped(name) for name in names[:shown])
+    return f"{text} (and {len(names) - shown} more)" if len(names) > shown else text
 
 
 def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
@@ -283,7 +299,7 @@ def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 
 def _first_error(exc: ValidationError) -> str:
     error = exc.errors()[0]
-    where = ".".join(str(part) for part in error["loc"])
+    where = _clipped(".".join(str(part) for part in error["loc"]), 120)
     message = str(error["msg"]).removeprefix("Value error, ")
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{where}: {message}{more}" if where else f"{message}{more}"
@@ -297,15 +313,14 @@ def parse_state(text: str, source: str = "state file") -> WorkflowState:
         source: How to name the file in error messages (usually its path).
 
     Raises:
-        StateFileError: The text is not YAML, not a mapping, or fails the schema; the
-            message is one line naming the file and the first problem.
+        StateFileError: The text is not YAML, nests too deeply, repeats a key, is not a
+            mapping, or fails the schema; the message is one line naming the file and the
+            first problem.
     """
     try:
-        data: Any = yaml.load(text, Loader=_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise StateFileError(f"{source}: not valid YAML{where}") from None
+        data: Any = load_yaml(text)
+    except UnusableYaml as exc:
+        raise StateFileError(f"{source}: {exc}") from None
     if not isinstance(data, dict):
         raise StateFileError(f"{source}: expected a mapping at the top level (is it empty?)")
     try:

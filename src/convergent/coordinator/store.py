@@ -11,6 +11,7 @@ update is lost. A file that cannot be read or parsed is reported, never overwrit
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -21,10 +22,44 @@ from filelock import FileLock, Timeout
 
 from convergent.coordinator.state import StateFileError, WorkflowState, dump_state, parse_state
 
-__all__ = ["DEFAULT_STATE_FILE", "StateStore"]
+__all__ = ["DEFAULT_STATE_FILE", "StateStore", "read_state_file"]
 
 DEFAULT_STATE_FILE = "workflow-state.yaml"
 """File name used when no state path is given."""
+
+
+def read_state_file(path: Path) -> WorkflowState:
+    """Read and parse a state file: the one reader of the hook, the CLI and the console.
+
+    Only a regular file is read. A symbolic link is refused rather than followed: the
+    hook reads the file in a folder the agent writes to, and its messages go back to
+    the agent, so a link must not turn the hook into a reader of other files.
+
+    Raises:
+        StateFileError: The file is missing, a link or not a regular file, unreadable,
+            not UTF-8, or does not parse (see `parse_state`).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise StateFileError(
+            f"state file not found: {path} (create it with `convergent coordinator init`)"
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StateFileError(
+                f"state file {path} is a symbolic link; convergent reads only a regular file"
+            ) from None
+        raise StateFileError(f"cannot read state file {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StateFileError(f"state file {path} is not a regular file")
+        data = handle.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise StateFileError(f"cannot read state file {path}: not UTF-8") from None
+    return parse_state(text, str(path))
 
 
 class StateStore:
@@ -51,15 +86,7 @@ class StateStore:
         return self.path.is_file()
 
     def _read(self) -> WorkflowState:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise StateFileError(
-                f"state file not found: {self.path} (create it with `convergent coordinator init`)"
-            ) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise StateFileError(f"cannot read state file {self.path}: {exc}") from None
-        return parse_state(text, str(self.path))
+        return read_state_file(self.path)
 
     def _write(self, state: WorkflowState) -> None:
         state.touch()

@@ -5,12 +5,13 @@ left by one task. Each server therefore gets an owner task that connects, lists 
 tools, then waits to be told to stop; tool calls come from the loop's tasks through
 the client's session. A transport that fails ends only its owner task, never the run,
 and stopping is a message to the owner (never a cancellation, which could cut the
-SDK's shutdown of the server process short).
+transport's shutdown of the server process short).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import tempfile
 from contextlib import AsyncExitStack
@@ -18,12 +19,13 @@ from typing import IO, Any
 
 import anyio
 import mcp_types as types
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import get_default_environment, stdio_client
+from mcp import Client
+from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from convergent.exceptions import ToolError, UserError
+from convergent.mcp._stdio import UNUSABLE, stdio_transport
 from convergent.mcp.config import MCPServer, expand_env
 
 __all__ = ["ServerConnection"]
@@ -31,6 +33,11 @@ __all__ = ["ServerConnection"]
 _MAX_PAGES = 100
 """Pages of ``tools/list`` read at most (a server whose cursor never ends cannot hang)."""
 _STDERR_TAIL = 4096
+
+# The SDK logs what it cannot use (with tracebacks); with no logging set up, Python would
+# print those on the terminal, over the run's own output. An application that sets up
+# logging still receives them.
+logging.getLogger("mcp").addHandler(logging.NullHandler())
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -86,15 +93,23 @@ class ServerConnection:
             async with asyncio.timeout(self.server.startup_timeout):
                 return await asyncio.shield(self._ready)
         except TimeoutError:
-            self._task.cancel()  # once: the SDK's own shutdown then runs shielded
+            self._task.cancel()  # once: the transport's own shutdown then runs shielded
             await asyncio.gather(self._task, return_exceptions=True)
+            self._forget_ready()
             raise self._failed(f"no answer within {self.server.startup_timeout:g}s") from None
         except UserError:
             await asyncio.gather(self._task, return_exceptions=True)
             raise
         except BaseException:
             await self.stop()
+            self._forget_ready()
             raise
+
+    def _forget_ready(self) -> None:
+        """Take the start's outcome when nobody waits for it any more (no asyncio warning)."""
+        ready = self._ready
+        if ready is not None and ready.done() and not ready.cancelled():
+            ready.exception()
 
     async def stop(self) -> None:
         """Stop the server (its process and all its children) and wait until it is gone."""
@@ -130,6 +145,9 @@ class ServerConnection:
         try:
             return await client.call_tool(name, arguments)
         except MCPError as exc:
+            if exc.data == UNUSABLE:
+                unusable = f"MCP server {self.name!r} sent an unusable answer: {exc.message}"
+                raise ToolError(unusable) from None
             if exc.code != types.CONNECTION_CLOSED:
                 refused = f"MCP server {self.name!r} answered with an error: {exc.message}"
                 raise ToolError(refused) from None
@@ -195,9 +213,9 @@ class ServerConnection:
         if server.command is not None:
             # closed by the owner task after the failure is described, not with the stack
             self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-            parameters = StdioServerParameters(
-                command=expand_env(server.command),
-                args=[expand_env(arg) for arg in server.args],
+            transport: Any = stdio_transport(
+                expand_env(server.command),
+                [expand_env(arg) for arg in server.args],
                 # like the SDK and Claude Desktop: a minimal environment, so that this
                 # process's secrets (provider API keys) reach a server only when configured
                 env={
@@ -205,8 +223,8 @@ class ServerConnection:
                     **{k: expand_env(v) for k, v in server.env.items()},
                 },
                 cwd=server.cwd,
+                errlog=self._errlog,
             )
-            transport: Any = stdio_client(parameters, errlog=self._errlog)
         else:
             import httpx2
 

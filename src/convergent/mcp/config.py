@@ -11,10 +11,13 @@ The format is the one Claude Desktop (``claude_desktop_config.json``) and Claude
 
 ``${VAR}`` and ``${VAR:-default}`` in a command, its arguments, ``env``, ``url`` and
 ``headers`` are expanded from the environment when the server starts, so a run's stored
-recipe keeps the reference, not the secret. Two keys of convergent's own may be added
-to an entry: ``timeout`` (seconds one tool call may take, default 60) and ``prefix``
-(put before the server's tool names, to tell apart two servers with the same tools).
-Other keys are ignored, so a configuration written for another client can be used as is.
+recipe keeps the reference, not the secret; a literal ``env`` value is stored as a
+reference to the variable of its own name (`stored_mcp_config`). An entry with
+``"disabled": true`` is skipped, as Claude Desktop skips it. Two keys of convergent's
+own may be added to an entry: ``timeout`` (seconds one tool call may take, default 60)
+and ``prefix`` (put before the server's tool names, to tell apart two servers with the
+same tools). Other keys are ignored, so a configuration written for another client can
+be used as is.
 
 This module needs nothing beyond the standard library; only starting a server needs
 the ``mcp`` extra.
@@ -40,6 +43,7 @@ __all__ = [
     "mcp_config",
     "parse_mcp_servers",
     "server_from_command",
+    "stored_mcp_config",
 ]
 
 _HTTP_TYPES = frozenset({"http", "streamable-http", "streamable_http", "streamableHttp"})
@@ -231,6 +235,15 @@ def _seconds(value: Any, what: str) -> float | None:
     return float(value)
 
 
+def _disabled(name: str, entry: Any, origin: str) -> bool:
+    """Whether an entry says ``"disabled": true`` (Claude Desktop's "do not start it")."""
+    if not isinstance(entry, dict) or "disabled" not in entry:
+        return False
+    if not isinstance(entry["disabled"], bool):
+        raise UserError(f"{origin}: mcpServers.{name}.disabled must be true or false")
+    return entry["disabled"]
+
+
 def _server(name: str, entry: Any, origin: str) -> MCPServer:
     where = f"{origin}: mcpServers.{name}"
     if not isinstance(entry, dict):
@@ -277,6 +290,8 @@ def _server(name: str, entry: Any, origin: str) -> MCPServer:
 def parse_mcp_servers(data: Any, *, origin: str = "MCP configuration") -> list[MCPServer]:
     """The servers of an ``mcpServers`` document (the whole file, or just the mapping).
 
+    Entries with ``"disabled": true`` are left out.
+
     Args:
         data: ``{"mcpServers": {NAME: ENTRY, ...}}`` or ``{NAME: ENTRY, ...}``.
         origin: Where it comes from, for error messages (a file name).
@@ -288,7 +303,11 @@ def parse_mcp_servers(data: Any, *, origin: str = "MCP configuration") -> list[M
         data = data["mcpServers"]
     if not isinstance(data, dict):
         raise UserError(f"{origin}: expected an object with an mcpServers object")
-    return [_server(str(name), entry, origin) for name, entry in data.items()]
+    return [
+        _server(str(name), entry, origin)
+        for name, entry in data.items()
+        if not _disabled(str(name), entry, origin)
+    ]
 
 
 def load_mcp_config(path: str | Path) -> list[MCPServer]:
@@ -313,6 +332,9 @@ def load_mcp_config(path: str | Path) -> list[MCPServer]:
         raise UserError(f"{path}: no mcpServers object")
     servers = parse_mcp_servers(data, origin=str(path))
     if not servers:
+        entries = data["mcpServers"]
+        if isinstance(entries, dict) and entries:
+            raise UserError(f"{path}: every server in mcpServers is disabled")
         raise UserError(f"{path}: mcpServers is empty")
     return servers
 
@@ -329,6 +351,32 @@ def mcp_config(servers: Sequence[MCPServer]) -> dict[str, dict[str, Any]]:
             raise UserError(f"two MCP servers are named {server.name!r}")
         config[server.name] = server.to_config()
     return config
+
+
+def _reference(name: str, value: str) -> str:
+    """How an ``env`` value is stored: a reference as written, a literal as ``${NAME}``."""
+    if _VARIABLE.search(value):
+        return value
+    return "${" + (re.sub(r"[^A-Za-z0-9_]", "_", name) or "_") + "}"
+
+
+def stored_mcp_config(config: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """An ``mcpServers`` mapping as a run's recipe stores it: no literal ``env`` value.
+
+    Each literal value becomes a reference to the variable of the same name
+    (``"TOKEN": "abc"`` is stored as ``"TOKEN": "${TOKEN}"``; characters a variable name
+    cannot have become ``_``), so that a secret given in a configuration file is not
+    written to the run store. A resumed run reads those variables from its environment.
+    """
+    stored: dict[str, dict[str, Any]] = {}
+    for name, entry in config.items():
+        stored[name] = dict(entry)
+        env = entry.get("env")
+        if isinstance(env, Mapping):
+            stored[name]["env"] = {
+                key: _reference(str(key), str(value)) for key, value in env.items()
+            }
+    return stored
 
 
 def _derived_name(words: Sequence[str]) -> str:

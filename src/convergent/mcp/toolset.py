@@ -9,6 +9,8 @@ Each start lists the servers' tools afresh.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -24,11 +26,25 @@ if TYPE_CHECKING:
 __all__ = ["MCPToolset"]
 
 
+_NEEDED = {  # module: the package of the mcp extra that provides it
+    "mcp": "mcp>=2.3.0,<3",
+    "re2": "google-re2>=1.1.20251105,<2",
+    "psutil": "psutil>=7.2.2,<8",
+}
+
+
 def _require_sdk() -> None:
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        raise UserError("MCP servers need the mcp package: pip install 'mcp>=2.3.0,<3'") from None
+    missing = []
+    for module, requirement in _NEEDED.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(requirement)
+    if missing:
+        names = ", ".join(re.split(r"[<>=]", requirement)[0] for requirement in missing)
+        wanted = " ".join(f"'{requirement}'" for requirement in missing)
+        noun = "package" if len(missing) == 1 else "packages"
+        raise UserError(f"MCP servers need the {names} {noun}: pip install {wanted}")
 
 
 class MCPToolset:

@@ -13,7 +13,8 @@ from pathlib import Path
 from convergent.coordinator.checks import CheckResult
 from convergent.coordinator.decide import decide, describe_decision
 from convergent.coordinator.progress import pending_count, ready_atoms
-from convergent.coordinator.state import Atom, StateFileError, WorkflowState, parse_state
+from convergent.coordinator.state import Atom, StateFileError, WorkflowState
+from convergent.coordinator.store import read_state_file
 
 __all__ = ["CheckRow", "Node", "WorkflowView", "load_workflow_view"]
 
@@ -77,9 +78,7 @@ class WorkflowView:
 def load_workflow_view(path: Path) -> WorkflowView:
     """Read and lay out the state file (a broken file is shown as an error, not raised)."""
     try:
-        state = parse_state(path.read_text(encoding="utf-8"), str(path))
-    except OSError as exc:
-        return _broken(path, f"cannot read {path}: {exc.strerror or exc}")
+        state = read_state_file(path)
     except StateFileError as exc:
         return _broken(path, str(exc))
     nodes, edges, width, height = _layout(state)
@@ -101,23 +100,34 @@ def _broken(path: Path, error: str) -> WorkflowView:
     return WorkflowView(path, None, error, [], [], 0, 0, [], "", 0)
 
 
-def _layout(state: WorkflowState) -> tuple[list[Node], list[tuple[int, int, int, int]], int, int]:
-    by_id = {atom.id: atom for atom in state.atoms}
+def _layers(atoms: list[Atom]) -> dict[str, int]:
+    """Each atom's column: one right of its deepest dependency.
+
+    Worked out with a stack rather than recursion, since a chain of dependencies may be
+    thousands of atoms long; the parser refused cycles, so every walk ends.
+    """
+    by_id = {atom.id: atom for atom in atoms}
     layer: dict[str, int] = {}
+    for atom in atoms:
+        stack = [atom.id]
+        while stack:
+            deps = by_id[stack[-1]].depends_on
+            missing = [dep for dep in deps if dep not in layer]
+            if missing:
+                stack += missing
+                continue
+            layer[stack.pop()] = 1 + max((layer[dep] for dep in deps), default=-1)
+    return layer
 
-    def depth(atom_id: str) -> int:
-        # the parser refused dependency cycles, so this recursion ends
-        if atom_id not in layer:
-            deps = by_id[atom_id].depends_on
-            layer[atom_id] = 1 + max((depth(dep) for dep in deps), default=-1)
-        return layer[atom_id]
 
+def _layout(state: WorkflowState) -> tuple[list[Node], list[tuple[int, int, int, int]], int, int]:
+    layer = _layers(state.atoms)
     rows: dict[int, int] = {}
     ready = {atom.id for atom in ready_atoms(state.atoms)}
     nodes: list[Node] = []
     where: dict[str, tuple[int, int]] = {}
     for atom in state.atoms:
-        column = depth(atom.id)
+        column = layer[atom.id]
         row = rows.get(column, 0)
         rows[column] = row + 1
         x, y = 10 + column * (NODE_WIDTH + GAP_X), 10 + row * (NODE_HEIGHT + GAP_Y)
