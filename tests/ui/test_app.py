@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 import json
 import re
+import subprocess
+import sys
 import time
 from http.cookies import SimpleCookie
 from pathlib import Path
@@ -398,3 +400,122 @@ def test_a_call_cut_off_by_a_dead_process_is_shown_unfinished(
     assert "Why it stopped: interrupted" in page and "It can be resumed" in page
     assert '<span class="badge unfinished">unfinished</span>' in page
     assert ">trying<" in page
+
+
+@pytest.mark.parametrize("run_id", ["-x", "x" * 231, ".hidden", "a%20b"])
+def test_a_malformed_run_id_is_one_clear_error(
+    store: RunStore, client: TestClient, run_id: str
+) -> None:
+    page = client.get(f"{BASE}/runs/{run_id}")
+    assert page.status_code == 404 and "run id must be 1-128 letters" in page.text
+    answered = post(client, f"{BASE}/runs/{run_id}/answer", answer="x")
+    assert answered.status_code == 400 and "run id must be 1-128 letters" in answered.text
+    assert client.get(f"{BASE}/runs/{run_id}/stream").status_code == 404
+    assert console_of(client.app).launcher.children == []  # type: ignore[arg-type]
+
+
+def needs_user_run(store: RunStore, folder: Path, run_id: str) -> Path:
+    """A run started by ``convergent run`` in ``folder`` with a relative script and a
+    workspace of its own, stopped needs_user; returns the script."""
+    (folder / "ws").mkdir()
+    script = folder / "s.json"
+    ask = {"tool_calls": [{"name": "ask_user", "arguments": {"question": "which?"}}]}
+    script.write_text(json.dumps([ask, "you chose it"]))
+    started = subprocess.run(
+        [sys.executable, "-m", "convergent", "run", "pick", "--model", "scripted:s.json",
+         "--workspace", "ws", "--ask-via", "none", "--run-id", run_id, "--db", str(store.path),
+         "--json"],
+        cwd=folder, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert started.returncode == 1 and '"needs_user"' in started.stdout, started.stderr
+    return script
+
+
+def test_answering_resumes_a_run_started_with_a_relative_script_and_a_workspace(
+    store: RunStore, client: TestClient, tmp_path: Path
+) -> None:
+    needs_user_run(store, tmp_path, "rel")
+    response = post(client, f"{BASE}/runs/rel/answer", answer="the left one")
+    assert response.status_code == 303
+    assert "did not start" not in client.get(response.headers["location"]).text
+    launcher = console_of(client.app).launcher  # type: ignore[arg-type]
+    assert launcher.children[0].wait(timeout=60) == 0
+    run = store.get_run("rel")
+    assert run.stop_reason is StopReason.COMPLETED and run.output == "you chose it"
+
+
+def test_a_resume_that_cannot_start_is_reported_as_failed(
+    store: RunStore, client: TestClient, tmp_path: Path
+) -> None:
+    needs_user_run(store, tmp_path, "gone").unlink()  # its script is gone
+    response = post(client, f"{BASE}/runs/gone/answer", answer="the left one")
+    assert response.status_code == 400
+    text = html.unescape(response.text)
+    assert "the resume did not start: error: script file not found:" in text
+    assert str(tmp_path / "s.json") in text and "resuming" not in text
+    assert store.get_run("gone").stop_reason is StopReason.NEEDS_USER
+
+
+def test_a_read_only_database_is_shown_with_every_action_disabled(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    with RunStore(path) as writable:
+        make_run(writable, "r1", [call_script("1+1"), call_script("2+2")], limits=limits(1))
+        make_run(
+            writable,
+            "asks",
+            [{"tool_calls": [call("ask_user", question="which?")]}],
+            tools=[AskUser(QueueChannel(answers=[]), timeout=0.01).tool],
+        )
+    with RunStore(path, readonly=True) as store:
+        app = create_app(store, token=TOKEN, base=BASE)
+        with TestClient(app, base_url=ORIGIN) as client:
+            client.headers["authorization"] = f"Bearer {TOKEN}"
+            runs = client.get(f"{BASE}/runs").text
+            assert "open read-only" in runs and "r1" in runs and "asks" in runs
+            for run_id in ("r1", "asks"):
+                page = client.get(f"{BASE}/runs/{run_id}").text
+                assert "open read-only" in page and '<form method="post"' not in page
+                assert "rewind to here" not in page
+            assert "which?" in client.get(f"{BASE}/runs/asks").text
+            actions = {
+                "steer": "message",
+                "answer": "answer",
+                "rewind": "cycle",
+                "control": "action",
+            }
+            for action, field in actions.items():
+                data = {field: "stop" if action == "control" else "0"}
+                refused = post(client, f"{BASE}/runs/r1/{action}", **data)
+                assert refused.status_code == 400 and "is open read-only" in refused.text
+            assert console_of(app).launcher.children == []
+    with RunStore(path) as check:
+        assert check.stored_steering("r1", 0) == []
+        assert check.get_run("r1").cycles == 1
+
+
+def test_the_running_and_interrupted_filters_page_in_sql(
+    store: RunStore, client: TestClient
+) -> None:
+    import os
+
+    dead = 4_194_305  # above Linux's largest process id: no such process
+    with store.transaction() as conn:
+        for n in range(130):
+            pid = os.getpid() if n % 13 == 0 else (None if n % 13 == 1 else dead + n)
+            conn.execute(
+                "INSERT INTO runs (run_id, task, model, status, cycles, usage, elapsed, "
+                "started_at, updated_at, pid, epoch, message_count, state_version) "
+                "VALUES (?, 'job', 'scripted', 'running', 1, '{}', 0, ?, ?, ?, 1, 0, 2)",
+                (f"job-{n:03d}", float(n), float(n), pid),
+            )
+    store_run_row(store, "finished", updated=500.0)
+    assert store.count_runs("running") == 10 and store.count_runs("interrupted") == 120
+    interrupted = store.list_runs(50, offset=50, status="interrupted")
+    expected = [f"job-{n:03d}" for n in reversed(range(130)) if n % 13 != 0][50:100]
+    assert [run.run_id for run in interrupted] == expected
+    assert all(run.status == "interrupted" for run in interrupted)
+    live = [run.run_id for run in store.iter_runs(status="running", page=3)]
+    assert live == [f"job-{n:03d}" for n in reversed(range(0, 130, 13))]
+    page = client.get(f"{BASE}/runs?status=interrupted&page=3").text
+    assert "120 runs with status interrupted, page 3 of 3" in page
+    assert page.count('class="status-interrupted"') == 20 and "job-001" in page

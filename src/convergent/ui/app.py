@@ -12,13 +12,16 @@ actions disabled.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import math
 import secrets
 from collections.abc import AsyncIterator, Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, urlencode
 
 import anyio.to_thread
@@ -43,6 +46,8 @@ from convergent.ui.views import build_chart, environment
 from convergent.ui.workflow import load_workflow_view
 
 __all__ = ["Console", "console_of", "create_app"]
+
+T = TypeVar("T")
 
 PAGE_SIZE = 50
 """Runs per page."""
@@ -76,9 +81,23 @@ class Console:
     """Set when the server shuts down: the event streams end."""
     streams: set[FragmentStream] = field(default_factory=set)
     """The event streams open now (each leaves the set when its page goes away)."""
+    reader: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="convergent-console")
+    )
+    """The one thread that reads the database for pages, streams and downloads.
+
+    The memory SQLite takes for a long value goes back to the thread's own allocator
+    arena; with one reading thread, a console holds at most one such arena, however
+    many pages are open (with a pool, every thread would keep the largest it saw)."""
 
     def __post_init__(self) -> None:
         self.env.globals.update(base=self.base, readonly=self.readonly, run_url=self.run_url)
+
+    async def read(self, work: Callable[..., T], *args: Any) -> T:
+        """Run ``work(*args)`` in the reading thread (see `reader`)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self.reader, functools.partial(work, *args)
+        )
 
     @property
     def readonly(self) -> bool:
@@ -162,7 +181,7 @@ async def runs_page(request: Request) -> Response:
     """Every stored run, newest first, filtered by status and paginated."""
     console: Console = request.app.state.console
     status, page = _runs_query(request)
-    fragments = await anyio.to_thread.run_sync(_runs_fragments, console, status, page)
+    fragments = await console.read(_runs_fragments, console, status, page)
     return console.page(
         request,
         "runs.html",
@@ -221,7 +240,7 @@ async def run_page(request: Request) -> Response:
     upto = _upto(request)
     try:
         run_id = _run_id(request)
-        fragments = await anyio.to_thread.run_sync(_run_fragments, console, run_id, upto)
+        fragments = await console.read(_run_fragments, console, run_id, upto)
     except ConvergentError as exc:
         return _error(console, request, exc, 404)
     return console.page(
@@ -250,11 +269,16 @@ async def run_download(request: Request) -> Response:
     console: Console = request.app.state.console
     try:
         run_id = _run_id(request)
-        chunks = await anyio.to_thread.run_sync(run_json, console.store, run_id)
+        chunks = await console.read(run_json, console.store, run_id)
     except ConvergentError as exc:
         return _error(console, request, exc, 404)
+
+    async def sent() -> AsyncIterator[bytes]:
+        while (chunk := await console.read(next, chunks, None)) is not None:
+            yield chunk
+
     return StreamingResponse(
-        chunks,
+        sent(),
         media_type="application/json",
         headers={"content-disposition": f'attachment; filename="run-{run_id}.json"'},
     )
@@ -341,7 +365,7 @@ async def rewind_confirm(request: Request) -> Response:
     try:
         run_id = _run_id(request)
         cycle = _cycle(request.query_params.get("cycle", ""))
-        run = await anyio.to_thread.run_sync(console.store.get_run, run_id)
+        run = await console.read(console.store.get_run, run_id)
     except (ConvergentError, ValueError) as exc:
         return _error(console, request, exc, 400)
     return console.page(request, "rewind.html", run=run, cycle=cycle)
@@ -379,7 +403,7 @@ async def coordinator_page(request: Request) -> Response:
     console: Console = request.app.state.console
     if console.state_file is None:
         return console.page(request, "coordinator.html", live=None, hashes={}, stream=None)
-    fragments = await anyio.to_thread.run_sync(_workflow_fragments, console)
+    fragments = await console.read(_workflow_fragments, console)
     return console.page(
         request,
         "coordinator.html",
@@ -416,7 +440,10 @@ def _stream(
             return {}
 
     stream = FragmentStream(
-        version or console.version, safe_render, stopping=lambda: console.stopping
+        version or console.version,
+        safe_render,
+        stopping=lambda: console.stopping,
+        worker=console.read,
     )
     return EventStreamResponse(stream, console.streams)
 
@@ -470,6 +497,7 @@ def create_app(
             yield
         finally:
             console.stopping = True
+            console.reader.shutdown(wait=False)
 
     app = Starlette(
         routes=[

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -63,6 +64,8 @@ class Resolved:
     """The host as given."""
     family: int
     """Socket family (``AF_INET``, ``AF_INET6``)."""
+    proto: int
+    """Protocol number (TCP; asyncio turns Nagle's delay off only for a TCP socket)."""
     address: tuple[Any, ...]
     """The socket address to bind."""
 
@@ -96,8 +99,8 @@ def resolve(host: str, port: int) -> Resolved:
     except (socket.gaierror, UnicodeError) as exc:
         reason = exc.strerror if isinstance(exc, socket.gaierror) else "not a host name"
         raise UserError(f"cannot listen on {host!r}: {reason}") from None
-    family, _, _, _, address = found[0]
-    return Resolved(host, family, address)
+    family, _, proto, _, address = found[0]
+    return Resolved(host, family, proto, address)
 
 
 def reachable(host: str, port: int, *, allow_remote: bool) -> Resolved:
@@ -123,7 +126,7 @@ def bind(host: str | Resolved, port: int) -> socket.socket:
         UserError: If the address is unknown or the port is taken.
     """
     target = host if isinstance(host, Resolved) else resolve(host, port)
-    sock = socket.socket(target.family, socket.SOCK_STREAM)
+    sock = socket.socket(target.family, socket.SOCK_STREAM, target.proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(target.address)
@@ -169,6 +172,27 @@ def _guarded(
 
 
 @contextlib.contextmanager
+def _terminated_cleanly() -> Iterator[None]:
+    """Let SIGTERM end the console as Ctrl-C does, with every cleanup run.
+
+    uvicorn catches the signal, shuts down, then raises it again: without a handler
+    of ours the process would die there, before the token file is removed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
 def _token_file(token: str) -> Iterator[Path]:
     """A file only this user can read, holding the token; removed afterwards."""
     handle, name = tempfile.mkstemp(prefix="convergent-ui-token-")
@@ -203,6 +227,7 @@ def serve(
     app = _guarded(store, sock, where, token, state_file)
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(sock.close)
+        cleanup.enter_context(_terminated_cleanly())
         base = _url(sock, host)
         if where.loopback:
             url = f"{base}/?token={token}"

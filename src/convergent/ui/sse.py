@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import AsyncGenerator, Callable, Hashable, MutableSet
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, MutableSet
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -43,6 +44,10 @@ def sse_message(data: str, *, event: str = "update") -> bytes:
     return f"event: {event}\n{lines}\n".encode()
 
 
+async def _in_thread(work: Callable[..., Any], *args: Any) -> Any:
+    return await anyio.to_thread.run_sync(work, *args)
+
+
 class FragmentStream:
     """The live stream of one open page (see the module).
 
@@ -52,7 +57,10 @@ class FragmentStream:
         render: The page's live fragments by element id (runs in a worker thread).
         stopping: True once the server shuts down.
         poll: Seconds between looks at ``version``.
-        refresh: Seconds after which the fragments are rendered anyway.
+        refresh: Seconds after which the fragments are rendered anyway (default:
+            `REFRESH_SECONDS`).
+        worker: Runs ``version`` and ``render`` off the event loop (default: a thread
+            of anyio's pool).
     """
 
     def __init__(
@@ -62,13 +70,15 @@ class FragmentStream:
         *,
         stopping: Callable[[], bool] = lambda: False,
         poll: float = POLL_SECONDS,
-        refresh: float = REFRESH_SECONDS,
+        refresh: float | None = None,
+        worker: Callable[..., Awaitable[Any]] | None = None,
     ) -> None:
         self.version: Callable[[], Hashable] | None = version
         self.render: Callable[[], dict[str, str]] | None = render
         self.stopping = stopping
         self.poll = poll
-        self.refresh = refresh
+        self.refresh = REFRESH_SECONDS if refresh is None else refresh
+        self.worker = worker or _in_thread
         self.sent: dict[str, str] = {}
         """Digest of each fragment the page has now, by element id."""
         self.closed = False
@@ -81,10 +91,10 @@ class FragmentStream:
         try:
             while not self.closed and not self.stopping():
                 assert self.version is not None and self.render is not None
-                current = await anyio.to_thread.run_sync(self.version)
+                current = await self.worker(self.version)
                 if current != seen or idle >= self.refresh:
                     seen, idle = current, 0.0
-                    message = await anyio.to_thread.run_sync(self._changes, self.render)
+                    message = await self.worker(self._changes, self.render)
                     yield message or b": idle\n\n"
                     del message
                 await asyncio.sleep(self.poll)
