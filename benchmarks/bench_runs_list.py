@@ -6,6 +6,12 @@ as a separate process, as a table and with ``--json``, for each N of ``--limits`
 its wall time and its peak resident memory (``ru_maxrss`` of the child) are reported.
 
 Run: ``python benchmarks/bench_runs_list.py [--runs 100000] [--limits 20 1000 100000] [--json]``.
+
+Measured on the 2-core development machine, 100,000 runs, ``--limit 100000``: as a
+table 122 s and 694 MB peak before rows were read and printed a page at a time (load
+average 4), 8.8 s and 56 MB after (load average 12-15); with ``--json`` 7.5 s and 461 MB
+before, 6.2 s and 55 MB after. ``--limit 20`` and ``--limit 1000`` take 1.2-1.6 s, mostly
+start-up, before and after.
 """
 
 from __future__ import annotations
