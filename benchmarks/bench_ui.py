@@ -1,29 +1,57 @@
 """The web console under load: the runs page over 10,000 runs, with and without a live run.
 
 A fresh database gets 10,000 stored runs (rows as the journal writes them, each with
-a recipe and usage) plus one real run of 200 cycles. The console is served by uvicorn
-on 127.0.0.1 in a thread, and pages are fetched over HTTP with the token:
+a recipe and usage), ``--interrupted`` runs whose process died (status ``running``
+with a process id that no longer exists), and one real run of 200 cycles. The console
+is served by uvicorn on 127.0.0.1 in a thread, and pages are fetched over HTTP with
+the token:
 
-- the runs page (first page, a later page, a status filter) and the 200-cycle run page;
+- the runs page (first page, a later page, two status filters: ``stalled``, and
+  ``interrupted``, which must ask the system which processes still live) and the
+  200-cycle run page;
 - the same while another process runs an agent that writes into the same database as
   fast as it can (a cycle with one tool call per iteration, no sleeping).
+
+Then the memory of live streams on a huge run (``--huge-mb``: a run whose tool result
+and final output are that many megabytes): a ``convergent ui`` process serves it,
+``--streams`` clients open the run page's event stream and read its first update, and
+the server's resident memory is read from ``/proc`` before, while the streams are
+open, and after they were closed.
 
 The target is a runs page under 300 ms. Figures are wall-clock medians and 95th
 percentiles of ``--repeat`` fetches each.
 
-Run: ``python benchmarks/bench_ui.py [--runs 10000] [--repeat 30] [--json]``.
+Run: ``python benchmarks/bench_ui.py [--runs 10000] [--interrupted 10000] [--repeat 30]
+[--huge-mb 20] [--streams 20] [--json]``.
+
+Measured on the 2-core development machine (``--repeat 10``, load average 5-13 from
+other work, so single figures move by tens of milliseconds), before and after the
+``interrupted`` filter was paged in SQL and streams were cut and bounded:
+
+=================================  ==================  ==================
+                                   before              after
+=================================  ==================  ==================
+runs filtered (interrupted), idle  731 ms (p95 954)    150 ms (p95 162)
+same, while a run writes           935 ms (p95 1650)   111 ms (p95 609)
+20 streams on a 20 MB run: RSS     3387 MB open,       120 MB open,
+                                   3387 MB after close 120 MB after close
+first update of such a stream      40 MB               0.01 MB
+=================================  ==================  ==================
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +59,7 @@ from typing import Any
 
 import httpx
 
-from convergent import Agent, Limits, ScriptedModel, calculator
+from convergent import Agent, Limits, ScriptedModel, calculator, tool
 from convergent.store import RunStore
 from convergent.ui.server import serve_in_thread
 
@@ -107,6 +135,32 @@ def fill(store: RunStore, runs: int) -> None:
         )
 
 
+DEAD_PIDS = 4_194_304
+"""Process ids from here up exceed Linux's largest (``pid_max``): no such process lives."""
+
+
+def fill_interrupted(store: RunStore, runs: int) -> None:
+    """Store ``runs`` runs whose process died mid-run (each had a process of its own)."""
+    start = time.time() - runs * 30
+    with store.transaction() as conn:
+        conn.executemany(
+            "INSERT INTO runs (run_id, task, model, status, cycles, usage, elapsed, started_at, "
+            "updated_at, pid, recipe, epoch, message_count, state_version) VALUES (?, ?, "
+            "'openai:gpt-4o-mini', 'running', 3, '{}', 2.0, ?, ?, ?, ?, 1, 0, 2)",
+            [
+                (
+                    f"killed-{n:05d}",
+                    f"task {n} whose process was killed",
+                    start + n * 30,
+                    start + n * 30 + 10,
+                    DEAD_PIDS + n + 1,
+                    RECIPE,
+                )
+                for n in range(runs)
+            ],
+        )
+
+
 def long_run(store: RunStore, cycles: int) -> None:
     calls = [
         {
@@ -145,6 +199,7 @@ PAGES = {
     "runs page": "/runs",
     "runs page 150": "/runs?page=150",
     "runs filtered (stalled)": "/runs?status=stalled",
+    "runs filtered (interrupted)": "/runs?status=interrupted",
     "run page (200 cycles)": "/runs/long-run",
 }
 
@@ -157,18 +212,116 @@ def measure(
         return {name: timed(client, url, repeat) for name, url in [*PAGES.items(), *extra]}
 
 
+def huge_run(db: Path, megabytes: int) -> None:
+    """A finished run whose one tool result and final output are ``megabytes`` each."""
+    size = megabytes * 1_000_000
+
+    @tool
+    def dump() -> str:
+        """Return a very large text."""
+        return "r" * size
+
+    model = ScriptedModel([{"tool_calls": [{"name": "dump", "arguments": {}}]}, "o" * size])
+    with RunStore(db) as store:
+        asyncio.run(Agent(model, [dump], store=store).run("a huge run", run_id="huge-run"))
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """Resident memory now and at its peak (VmRSS, VmHWM) of a process, in MB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    now = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+    peak = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+    return round(now / 1024, 1), round(peak / 1024, 1)
+
+
+def first_update(base: str, token: str, opened: threading.Barrier, done: threading.Event) -> int:
+    """Open the huge run's event stream, read its first update, hold it until ``done``."""
+    headers = {"authorization": f"Bearer {token}"}
+    received = 0
+    with (
+        httpx.Client(base_url=base, headers=headers, timeout=120) as client,
+        client.stream("GET", "/runs/huge-run/stream") as response,
+    ):
+        for line in response.iter_lines():
+            received += len(line)
+            if line.startswith("data:"):
+                break
+        opened.wait()
+        done.wait()
+    return received
+
+
+def stream_memory(db: Path, streams: int) -> dict[str, Any]:
+    """Server memory with ``streams`` open streams on the huge run, and after they closed."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "convergent", "ui", "--db", str(db), "--port", "0", "--no-open"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        found = re.search(r"(http://[^/\s]+)/\?token=([\w-]+)", server.stdout.readline())
+        if found is None:
+            raise SystemExit("the console did not print its address")
+        base, token = found.group(1), found.group(2)
+        headers = {"authorization": f"Bearer {token}"}
+        httpx.get(f"{base}/runs", headers=headers, timeout=60).raise_for_status()
+        before = rss_mb(server.pid)
+        opened = threading.Barrier(streams + 1)
+        done = threading.Event()
+        sizes: list[int] = []
+        clients = [
+            threading.Thread(
+                target=lambda: sizes.append(first_update(base, token, opened, done)),
+                daemon=True,
+            )
+            for _ in range(streams)
+        ]
+        for client in clients:
+            client.start()
+        opened.wait(timeout=600)
+        time.sleep(2)  # a few polls with every stream open
+        during = rss_mb(server.pid)
+        done.set()
+        for client in clients:
+            client.join(timeout=120)
+        gc.collect()
+        time.sleep(15)  # longer than the streams' refresh: a lingering stream would render again
+        after = rss_mb(server.pid)
+        return {
+            "streams": streams,
+            "first_update_mb": round(statistics.mean(sizes) / 1e6, 2) if sizes else None,
+            "rss_before_mb": before[0],
+            "rss_open_mb": during[0],
+            "rss_peak_mb": during[1],
+            "rss_after_close_mb": after[0],
+        }
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--interrupted", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--huge-mb", type=int, default=20)
+    parser.add_argument("--streams", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="bench-ui-"))
     db = folder / "runs.db"
-    report: dict[str, Any] = {"runs": args.runs + 1, "repeat": args.repeat}
+    report: dict[str, Any] = {
+        "runs": args.runs + args.interrupted + 1,
+        "interrupted": args.interrupted,
+        "repeat": args.repeat,
+    }
     with RunStore(db) as store:
         began = time.perf_counter()
         fill(store, args.runs)
+        fill_interrupted(store, args.interrupted)
         long_run(store, 200)
         report["fill_seconds"] = round(time.perf_counter() - began, 2)
         with serve_in_thread(store) as console:
@@ -196,6 +349,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             finally:
                 writer.terminate()
                 writer.communicate(timeout=30)
+    if args.streams:
+        huge = folder / "huge.db"
+        huge_run(huge, args.huge_mb)
+        report["huge_run"] = {"megabytes": args.huge_mb, **stream_memory(huge, args.streams)}
     report["target_ms"] = TARGET_MS
     report["runs_page_within_target"] = all(
         report[phase]["runs page"]["p95_ms"] < TARGET_MS for phase in ("idle", "while_writing")
@@ -215,6 +372,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"p95 {figures['p95_ms']:>7.1f} ms   max {figures['max_ms']:>7.1f} ms"
             )
     print(f"\nthe writer committed {report['writer_cycles_per_second']} cycles/s meanwhile")
+    if "huge_run" in report:
+        huge = report["huge_run"]
+        print(
+            f"\n{huge['streams']} streams on a {huge['megabytes']} MB run (first update "
+            f"{huge['first_update_mb']} MB each): server RSS {huge['rss_before_mb']} MB before, "
+            f"{huge['rss_open_mb']} MB open (peak {huge['rss_peak_mb']} MB), "
+            f"{huge['rss_after_close_mb']} MB after closing them"
+        )
     verdict = "within" if report["runs_page_within_target"] else "OVER"
     print(f"runs page p95 {verdict} the {TARGET_MS:.0f} ms target")
 

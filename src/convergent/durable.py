@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from convergent._run_id import check_run_id
 from convergent.agent import Agent
 from convergent.events import EventHandler
 from convergent.exceptions import UserError
@@ -136,8 +137,9 @@ def prepare_resume(
     """Everything `resume` needs, without running (the command line adds its views).
 
     Raises:
-        UserError: If the run cannot be resumed.
+        UserError: If the run cannot be resumed (or ``run_id`` is not a valid id).
     """
+    check_run_id(run_id)
     run = resumable_run(store, run_id)
     recipe = recipe_of(run)
     changes: dict[str, Any] = {}
@@ -189,8 +191,10 @@ async def resume(
 
     Raises:
         UserError: If the run cannot be resumed (unknown, running, completed, waiting
-            for an answer that was not given, recipe from a newer convergent).
+            for an answer that was not given, recipe from a newer convergent, an
+            invalid run id).
     """
+    check_run_id(run_id)
     opened = store if isinstance(store, RunStore) else RunStore(store)
     try:
         ready = prepare_resume(

@@ -13,6 +13,7 @@ import pytest
 
 from convergent.store import RunStore
 
+RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
 EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 
 
@@ -147,7 +148,13 @@ def one_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["steer", "r1", "--pause", "--db", "runs.db"],
          "error: run 'r1' is not running (completed)"),
         (["run", "x", "--run-id", "bad id!", "--db", "runs.db"],
-         "error: --run-id must be 1-64 letters, digits, '.', '_' or '-', got 'bad id!'"),
+         f"error: --run-id must be {RULE}, got 'bad id!'"),
+        (["resume", "--db", "runs.db", "--", "-x"], f"error: run id must be {RULE}, got '-x'"),
+        (["steer", "a/b", "hi", "--db", "runs.db"], f"error: run id must be {RULE}, got 'a/b'"),
+        (["rewind", "x" * 231, "--to", "1", "--db", "runs.db"],
+         f"error: run id must be {RULE}, got '{'x' * 40}'… (231 characters)"),
+        (["run", "x", "--run-id", "-r", "--db", "runs.db"],
+         f"error: --run-id must be {RULE}, got '-r'"),
         (["run", "x", "--run-id", "r1", "--db", "runs.db"],
          "error: run 'r1' already exists; continue it with: resume r1"),
     ],
@@ -170,3 +177,41 @@ def test_steer_message_to_a_stopped_run_is_queued_for_resume(tmp_path: Path) -> 
     with RunStore(tmp_path / ".convergent" / "runs.db") as store:
         users = [m.content for m in store.load("r").messages if m.role == "user"]
     assert users == ["t", "count to three"]
+
+
+def test_runs_lists_any_number_of_runs_a_page_at_a_time(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    with RunStore(db) as store, store.transaction() as conn:
+        conn.executemany(
+            "INSERT INTO runs (run_id, task, model, status, stop_reason, cycles, usage, elapsed, "
+            "started_at, updated_at, epoch, message_count, state_version) "
+            "VALUES (?, ?, 'scripted', 'stopped', 'completed', 1, '{}', 0, ?, ?, 1, 0, 2)",
+            [(f"r{n:04d}", f"task {n}\x1b[31m", n, n) for n in range(1203)],
+        )
+    listed = json.loads(
+        cli("runs", "--db", str(db), "--limit", "5000", "--json", cwd=tmp_path).stdout
+    )
+    assert [run["run_id"] for run in listed] == [f"r{n:04d}" for n in reversed(range(1203))]
+    some = json.loads(cli("runs", "--db", str(db), "--limit", "501", "--json", cwd=tmp_path).stdout)
+    assert len(some) == 501 and some[-1]["run_id"] == "r0702"
+    table = cli("runs", "--db", str(db), "--limit", "1000", cwd=tmp_path).stdout.splitlines()
+    assert table[0].split() == ["id", "status", "cycles", "age", "task"]
+    assert len(table) == 1001 and table[1].split()[:3] == ["r1202", "completed", "1"]
+    assert table[-1].split()[0] == "r0203" and "\x1b" not in "".join(table)
+    assert len({line.index("completed") for line in table[1:]}) == 1  # columns line up
+
+
+def test_a_run_started_with_a_relative_script_and_a_workspace_resumes_from_anywhere(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "ws").mkdir()
+    ask = {"tool_calls": [{"name": "ask_user", "arguments": {"question": "which?"}}]}
+    (tmp_path / "s.json").write_text(json.dumps([ask, "you chose it"]))
+    first = cli("run", "pick", "--model", "scripted:s.json", "--workspace", "ws", "--ask-via",
+                "none", "--run-id", "rel", "--json", cwd=tmp_path)  # fmt: skip
+    assert first.returncode == 1 and json.loads(first.stdout)["stop_reason"] == "needs_user"
+    db = tmp_path / ".convergent" / "runs.db"
+    resumed = cli("resume", "rel", "--answer", "the left one", "--db", str(db), "--json",
+                  cwd=tmp_path / "ws")  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["output"] == "you chose it"

@@ -14,6 +14,8 @@ from convergent.tools import Tool
 
 TOKEN = "test-token-123"
 ORIGIN = "http://127.0.0.1:8765"
+BASE = "/c-test"
+"""The path the test console's pages live under (random in a real console)."""
 SCRIPT_XSS = "<script>alert(1)</script>"
 IMG_XSS = '"><img src=x onerror=alert(1)>'
 
@@ -57,7 +59,7 @@ def client(store: RunStore) -> Iterator[Any]:
 
     from convergent.ui.app import create_app
 
-    app = create_app(store, token=TOKEN)
+    app = create_app(store, token=TOKEN, base=BASE)
     with TestClient(app, base_url=ORIGIN) as test_client:
         test_client.cookies.clear()
         assert test_client.get(f"/runs?token={TOKEN}").status_code == 200

@@ -8,12 +8,14 @@ as a separate ``convergent run`` process would. Screenshots go to test-artifacts
 from __future__ import annotations
 
 import asyncio
+import http.server
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import httpx
 import pytest
 
 from convergent import (
@@ -54,13 +56,18 @@ WAIT_MS = 20_000
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
+def playwright() -> Iterator[Any]:
+    with sync_api.sync_playwright() as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Any) -> Iterator[Any]:
+    launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+    try:
+        yield launched
+    finally:
+        launched.close()
 
 
 @pytest.fixture
@@ -124,7 +131,7 @@ async def slow_step(n: int) -> str:
 
 def open_run(page: Any, run_id: str) -> None:
     """Click the run's link in the runs table once the live table shows it."""
-    link = page.locator(f"table.runs a[href='/runs/{run_id}']")
+    link = page.locator(f"table.runs a[href$='/runs/{run_id}']")
     link.wait_for()
     link.click()
     page.wait_for_selector(f"h1:has-text('Run {run_id}')")
@@ -158,7 +165,7 @@ def test_runs_list_filters_and_opens_a_run(store: RunStore, console: Listening, 
         limits=Limits(max_cycles=1),
     )
     page.goto(console.entry)
-    assert page.url == f"{console.url}/runs"
+    assert page.url == f"{console.url}{console.base}/runs"
     rows = page.locator("table.runs tbody tr")
     assert rows.count() == 2
     assert "completed" in rows.nth(1).inner_text() or "completed" in rows.nth(0).inner_text()
@@ -169,7 +176,7 @@ def test_runs_list_filters_and_opens_a_run(store: RunStore, console: Listening, 
     page.wait_for_url(re.compile(r"status=max_cycles"))
     assert page.locator("table.runs tbody tr").count() == 1
     open_run(page, "capped-run")
-    page.wait_for_url(f"{console.url}/runs/capped-run")
+    page.wait_for_url(f"{console.url}{console.base}/runs/capped-run")
     assert "Why it stopped: max_cycles" in page.inner_text("#summary")
 
 
@@ -288,7 +295,7 @@ def test_keyboard_only_steering_and_rewind(store: RunStore, console: Listening, 
 
     tab_to("e.textContent === 'keys'")
     page.keyboard.press("Enter")
-    page.wait_for_url(f"{console.url}/runs/keys")
+    page.wait_for_url(f"{console.url}{console.base}/runs/keys")
     tab_to("e.id === 'message'")
     page.keyboard.type("look again")
     tab_to("e.textContent === 'Send message'", limit=3)
@@ -333,3 +340,94 @@ def test_the_coordinator_page_follows_the_state_file(
             page.wait_for_selector("text=max_stall_count exceeded")
         finally:
             context.close()
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """An unrelated web server: records the cookies each request brings."""
+
+    seen: ClassVar[list[tuple[str, str]]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append((self.path, self.headers.get("Cookie", "")))
+        body = b"<!doctype html><title>another server</title><p>another server</p>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def other_server() -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    """A server on another loopback port, and the Cookie headers it received."""
+    Recorder.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", Recorder.seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_session_cookie_never_reaches_another_port_and_is_no_token(
+    store: RunStore,
+    console: Listening,
+    page: Any,
+    other_server: tuple[str, list[tuple[str, str]]],
+) -> None:
+    make_run(store, "r1", ["done"])
+    page.goto(console.entry)
+    page.wait_for_selector("table.runs")
+    other, seen = other_server
+    # the pages an attacker on another port can serve: any path but the random base
+    paths = ("/", "/runs", "/runs/r1", "/c-0000000000000000/runs", "/static/console.js")
+    for path in paths:
+        page.goto(f"{other}{path}")
+        page.wait_for_selector("text=another server")
+    assert set(paths) <= {path for path, _ in seen}
+    assert [(path, cookie) for path, cookie in seen if cookie] == []
+    (session,) = [c for c in page.context.cookies() if c["name"].startswith("convergent")]
+    assert session["path"] == console.base and session["httpOnly"]
+    assert session["sameSite"] == "Strict" and console.token not in session["value"]
+    # the session's value, replayed by whoever got hold of it, is worth nothing as a token
+    with httpx.Client(base_url=console.url, timeout=30) as client:
+        as_bearer = {"authorization": f"Bearer {session['value']}"}
+        assert client.get(f"{console.base}/runs", headers=as_bearer).status_code == 401
+        assert client.get("/runs", headers=as_bearer).status_code == 401
+        steer = client.post(
+            f"{console.base}/runs/r1/steer",
+            data={"message": "obey me"},
+            headers={**as_bearer, "origin": console.url},
+        )
+        assert steer.status_code == 401
+        as_cookie = {"cookie": f"{session['name']}={session['value']}"}
+        assert client.get("/runs", headers=as_cookie).status_code == 401
+    assert store.stored_steering("r1", 0) == []
+    # while the browser itself still uses its session under the base
+    page.goto(f"{console.url}{console.base}/runs")
+    assert page.locator("table.runs tbody tr").count() == 1
+
+
+def test_a_domain_rebound_to_loopback_gets_nothing(playwright: Any, console: Listening) -> None:
+    port = console.url.rsplit(":", 1)[1]
+    rebinding = playwright.chromium.launch(
+        executable_path=str(CHROMIUM),
+        args=["--no-sandbox", "--host-resolver-rules=MAP rebound.test 127.0.0.1"],
+    )
+    try:
+        page = rebinding.new_page()
+        page.set_default_timeout(WAIT_MS)
+        # even with the token (an attacker has none), the rebound name is refused
+        response = page.goto(f"http://rebound.test:{port}/?token={console.token}")
+        assert response is not None and response.status == 400
+        assert "answers only requests addressed to it" in page.inner_text("body")
+        assert page.context.cookies() == []
+        response = page.goto(f"http://rebound.test:{port}{console.base}/runs")
+        assert response is not None and response.status == 400
+    finally:
+        rebinding.close()

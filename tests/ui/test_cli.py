@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
+
+import pytest
 
 from convergent.store import RunStore
 
-from .conftest import needs_extra
+from .conftest import call, make_run, needs_extra
 
 COMMAND = [sys.executable, "-m", "convergent", "ui", "--no-open"]
 
@@ -88,3 +93,143 @@ def test_a_missing_extra_or_database_is_a_one_line_error(tmp_path: Path) -> None
     )
     assert missing.returncode == 2 and "no run database at" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
+
+
+def start(*args: str, prefix: Sequence[str] = ()) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*prefix, *COMMAND, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def stop(server: subprocess.Popen[str]) -> tuple[str, str]:
+    server.terminate()
+    out, err = server.communicate(timeout=30)
+    return out, err
+
+
+def test_listening_beyond_loopback_needs_allow_remote(tmp_path: Path) -> None:
+    needs_extra()
+    db = tmp_path / "runs.db"
+    RunStore(db).close()
+    done = subprocess.run(
+        [*COMMAND, "--db", str(db), "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == (
+        "error: --host 0.0.0.0 can be reached from other machines, over plain HTTP; "
+        "pass --allow-remote to listen there anyway"
+    )
+
+
+def test_allow_remote_keeps_the_token_off_the_screen_and_out_of_addresses(tmp_path: Path) -> None:
+    needs_extra()
+    db = tmp_path / "runs.db"
+    RunStore(db).close()
+    server = start("--db", str(db), "--host", "0.0.0.0", "--allow-remote", "--port", "0")
+    try:
+        assert server.stdout is not None and server.stderr is not None
+        address = server.stdout.readline()
+        found = re.fullmatch(r"convergent console on http://0\.0\.0\.0:(\d+)/\n", address)
+        assert found, address
+        login = server.stdout.readline()
+        kept = re.fullmatch(r"log in with the token in (\S+) \(readable only by you; .*\)\n", login)
+        assert kept, login
+        warning = server.stderr.readline()
+        assert warning.startswith("warning: listening on 0.0.0.0: other machines can reach")
+        token_file = Path(kept.group(1))
+        token = token_file.read_text().strip()
+        assert len(token) >= 32 and token_file.stat().st_mode & 0o777 == 0o600
+        port = found.group(1)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/runs", headers={"Authorization": f"Bearer {token}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+    finally:
+        out, err = stop(server)
+    assert token not in address + login + warning + out + err
+    assert not token_file.exists()
+
+
+@pytest.mark.parametrize("host", ["127.1", "LOCALHOST", "localhost", "127.0.0.2", "::1"])
+def test_every_spelling_of_loopback_is_loopback(tmp_path: Path, host: str) -> None:
+    needs_extra()
+    db = tmp_path / "runs.db"
+    RunStore(db).close()
+    server = start("--db", str(db), "--host", host, "--port", "0")
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert "/?token=" in line, line
+    finally:
+        _, err = stop(server)
+    assert "warning" not in err
+
+
+def read_only(folder: Path) -> list[str]:
+    """A command prefix under which ``folder`` cannot be written (also by root)."""
+    if os.geteuid() != 0:
+        for path in folder.iterdir():
+            path.chmod(0o444)
+        folder.chmod(0o555)
+        return []
+    unshare = shutil.which("unshare")
+    probe = [unshare or "unshare", "-m", "--propagation", "private", "true"]
+    if unshare is None or subprocess.run(probe, capture_output=True, check=False).returncode:
+        pytest.skip("needs unshare to mount a folder read-only for root")
+    remount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    return [unshare, "-m", "--propagation", "private", "sh", "-c", remount, str(folder)]
+
+
+def test_a_database_that_cannot_be_written_is_shown_read_only(tmp_path: Path) -> None:
+    needs_extra()
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = folder / "runs.db"
+    with RunStore(db) as store:
+        make_run(store, "r1", [{"tool_calls": [call("calculator", expression="1+1")]}, "2"])
+    prefix = read_only(folder)
+    try:
+        listed = subprocess.run(
+            [*prefix, sys.executable, "-m", "convergent", "runs", "--db", str(db)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert listed.returncode == 0 and "r1" in listed.stdout, listed.stderr
+        server = start("--db", str(db), "--port", "0", prefix=prefix)
+        try:
+            assert server.stdout is not None
+            found = re.search(
+                r"(http://127\.0\.0\.1:\d+)/\?token=([\w-]+)", server.stdout.readline()
+            )
+            assert found
+            assert server.stdout.readline().startswith("(anyone with this address")
+            assert (
+                server.stdout.readline().strip() == f"{db} is open read-only: actions are disabled"
+            )
+            base, token = found.group(1), found.group(2)
+            bearer = {"Authorization": f"Bearer {token}"}
+            with urllib.request.urlopen(
+                urllib.request.Request(f"{base}/runs/r1", headers=bearer), timeout=10
+            ) as response:
+                page = response.read().decode()
+            assert "open read-only" in page and "Why it stopped: completed" in page
+            steer = urllib.request.Request(
+                f"{base}/runs/r1/steer",
+                data=b"message=hi",
+                headers={**bearer, "Origin": base},
+                method="POST",
+            )
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(steer, timeout=10)
+            assert refused.value.code == 400
+            assert "is open read-only" in refused.value.read().decode()
+            refused.value.close()
+        finally:
+            stop(server)
+    finally:
+        folder.chmod(0o755)

@@ -18,13 +18,14 @@ from starlette.testclient import TestClient  # noqa: E402
 from convergent.store import RunStore
 from convergent.ui.app import create_app
 
-from .conftest import ORIGIN, SCRIPT_XSS, TOKEN
+from .conftest import BASE, ORIGIN, SCRIPT_XSS, TOKEN
 
 FIXTURE = Path(__file__).parents[1] / "coordinator" / "fixtures" / "workflow-state.v1.yaml"
 
 
 def open_client(store: RunStore, state: Path | None) -> TestClient:
-    client = TestClient(create_app(store, token=TOKEN, state_file=state), base_url=ORIGIN)
+    app = create_app(store, token=TOKEN, state_file=state, base=BASE)
+    client = TestClient(app, base_url=ORIGIN)
     client.headers["authorization"] = f"Bearer {TOKEN}"
     return client
 
@@ -36,7 +37,7 @@ def test_the_state_file_is_shown_as_a_graph_with_checks_and_decision(
     shutil.copy(FIXTURE, state)
     with open_client(store, state) as client:
         page = client.get("/coordinator").text
-    assert 'href="/coordinator"' in page
+    assert f'href="{BASE}/coordinator"' in page
     assert "ship the auth API" in page
     for atom in ("schema", "endpoints", "tokens-jwt", "tokens-opaque", "docs"):
         assert f">{atom}<" in page

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import signal
 import sys
 from collections.abc import Mapping
@@ -19,13 +18,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from convergent._run_id import check_run_id
 from convergent.agent import Agent
 from convergent.cli._gate import GateView
 from convergent.cli._live import LiveView
 from convergent.cli._terminal import HELP, TerminalSteering
 from convergent.clock import current_clock
 from convergent.events import Event, EventHandler, JsonlTraceWriter, ToolFinished, ToolStarted
-from convergent.exceptions import UserError
+from convergent.exceptions import StorageError, UserError
 from convergent.gate import ASK_USER
 from convergent.result import RunResult
 from convergent.state import RunState
@@ -33,9 +33,7 @@ from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
 from convergent.store import DatabaseSteering, RunStore
 
-__all__ = ["Session", "default_steer", "new_run_id", "open_store"]
-
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+__all__ = ["Session", "default_steer", "new_run_id", "open_reader", "open_store"]
 
 
 def open_store(db: Path, *, must_exist: bool, readonly: bool = False) -> RunStore:
@@ -50,6 +48,19 @@ def open_store(db: Path, *, must_exist: bool, readonly: bool = False) -> RunStor
     return RunStore(db, readonly=readonly)
 
 
+def open_reader(db: Path) -> RunStore:
+    """The database opened for reading: with write access if possible, else read-only.
+
+    Raises:
+        UserError: If there is no database at ``db``.
+        StorageError: If it cannot be opened even read-only, or is damaged.
+    """
+    try:
+        return open_store(db, must_exist=True)
+    except StorageError:
+        return open_store(db, must_exist=True, readonly=True)
+
+
 def new_run_id(store: RunStore | None, requested: str | None) -> str:
     """The id for a new run: ``requested`` if valid and unused, else a fresh one.
 
@@ -58,10 +69,7 @@ def new_run_id(store: RunStore | None, requested: str | None) -> str:
     """
     if requested is None:
         return current_clock().new_id()
-    if not _RUN_ID.fullmatch(requested):
-        raise UserError(
-            f"--run-id must be 1-64 letters, digits, '.', '_' or '-', got {requested!r}"
-        )
+    check_run_id(requested, name="--run-id")
     if store is not None and store.exists(requested):
         raise UserError(f"run {requested!r} already exists; continue it with: resume {requested}")
     return requested

@@ -86,6 +86,18 @@ def mcp_servers(commands: list[str] | None, config: Path | None) -> list[MCPServ
     return [replace(s, cwd=s.cwd or here) if s.transport == "stdio" else s for s in servers]
 
 
+def absolute_model_spec(spec: str) -> str:
+    """``spec`` with a file it names (``scripted:PATH``, ``local:PATH``) made absolute.
+
+    The recipe keeps the spec, and a resume may start in another folder (the console
+    starts it in the run's workspace): the path must mean the file it meant here.
+    """
+    prefix, _, rest = spec.partition(":")
+    if prefix in ("scripted", "local") and rest:
+        return f"{prefix}:{Path(rest).expanduser().resolve()}"
+    return spec
+
+
 def _workspace(path: Path) -> str:
     if path.is_file():
         raise UserError(f"--workspace must be a folder, not a file: {path}")
@@ -208,7 +220,7 @@ def run_command(
     servers = mcp_servers(mcp, mcp_config_file)
     if servers and temporal is not None:
         raise UserError("--mcp and --mcp-config cannot be used with --temporal yet")
-    spec = model or default_model_spec()
+    spec = absolute_model_spec(model or default_model_spec())
     tools = [*DEFAULT_TOOLS]
     if spec.startswith("scripted:"):
         # `fail` demonstrates tool_error with scripted runs; a real model would only be

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
+from convergent._run_id import check_run_id
 from convergent.cli._app import app
-from convergent.cli._durable import Session, default_steer, open_store
+from convergent.cli._durable import Session, default_steer, open_reader, open_store
 from convergent.cli._options import JsonOption, OtlpOption, TraceOption
 from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import (
@@ -23,11 +23,12 @@ from convergent.cli._temporal import (
     resume_run,
     steer_run,
 )
-from convergent.cli.run import check_number
+from convergent.cli.run import absolute_model_spec, check_number
 from convergent.durable import prepare_resume, recipe_of, resumable_run
-from convergent.exceptions import StorageError, UserError
+from convergent.exceptions import UserError
 from convergent.recipe import LimitsRecipe
 from convergent.state import RunState
+from convergent.stop import StopReason
 from convergent.store import DEFAULT_DB_PATH, RunStore, RunSummary
 
 __all__ = ["resume_command", "rewind_command", "runs_command", "steer_command"]
@@ -55,14 +56,6 @@ def _summary_dict(run: RunSummary) -> dict[str, object]:
     }
 
 
-def _reader(db: Path) -> RunStore:
-    """The database opened for reading: with write access if possible, else read-only."""
-    try:
-        return open_store(db, must_exist=True)
-    except StorageError:
-        return open_store(db, must_exist=True, readonly=True)
-
-
 @app.command("runs")
 def runs_command(
     db: DbOption = DEFAULT_DB_PATH,
@@ -77,28 +70,63 @@ def runs_command(
     if temporal is not None:
         list_runs(temporal, task_queue, limit, json_output)
         return
-    with _reader(db) as store:
-        runs = store.list_runs(limit)
-    if json_output:
-        print(json.dumps([_summary_dict(run) for run in runs], ensure_ascii=False))
-        return
-    if not runs:
-        print(f"no runs in {db}")
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("id", "status", "cycles", "age", "task"):
-        table.add_column(column, justify="right" if column in ("cycles", "age") else "left")
+    # rows are read and printed a page at a time: any --limit lists in bounded memory
+    with open_reader(db) as store:
+        if json_output:
+            _print_json(store.iter_runs(limit))
+        elif not _print_table(store, store.iter_runs(limit, clip=TASK_SHOWN * 4)):
+            print(f"no runs in {db}")
+
+
+TASK_SHOWN = 60
+"""Characters of a task the table shows."""
+STATUS_WIDTH = max(len("interrupted"), *(len(reason.value) for reason in StopReason))
+"""Width of the status column (the longest status)."""
+
+
+def _print_json(runs: Iterable[RunSummary]) -> None:
+    """One JSON list, written as the runs are read."""
+    out = sys.stdout
+    out.write("[")
+    for n, run in enumerate(runs):
+        out.write((", " if n else "") + json.dumps(_summary_dict(run), ensure_ascii=False))
+    out.write("]\n")
+    out.flush()
+
+
+def _printable(text: str) -> str:
+    """Text on one line, without control characters (a task may hold terminal escapes)."""
+    text = " ".join(text.split())
+    return text if text.isprintable() else "".join(c for c in text if c.isprintable())
+
+
+def _print_table(store: RunStore, runs: Iterable[RunSummary]) -> bool:
+    """The runs as aligned columns, written as they are read; False if there were none.
+
+    Column widths come from the whole database (one cheap query), so every page lines up.
+    """
+    ((id_width, most_cycles),) = store.query("SELECT max(length(run_id)), max(cycles) FROM runs")
+    if id_width is None:
+        return False
+    widths = (max(2, id_width), STATUS_WIDTH, max(6, len(str(most_cycles))), 4)
+    out = sys.stdout
     now = time.time()
-    for run in runs:
-        task = " ".join(run.task.split())
-        table.add_row(
-            escape(run.run_id),
-            run.status,
-            str(run.cycles),
-            _age(now - run.updated_at),
-            escape(task if len(task) <= 60 else task[:59] + "…"),
+
+    def line(name: str, status: str, cycles: str, age: str, task: str) -> str:
+        return (
+            f"{name:<{widths[0]}}  {status:<{widths[1]}}  {cycles:>{widths[2]}}  "
+            f"{age:>{widths[3]}}  {task}".rstrip()
+            + "\n"
         )
-    Console(highlight=False).print(table)
+
+    out.write(line("id", "status", "cycles", "age", "task"))
+    for run in runs:
+        task = _printable(run.task)
+        if len(task) > TASK_SHOWN:
+            task = task[: TASK_SHOWN - 1] + "…"
+        out.write(line(run.run_id, run.status, str(run.cycles), _age(now - run.updated_at), task))
+    out.flush()
+    return True
 
 
 def _more(
@@ -154,6 +182,7 @@ def resume_command(
     otlp: OtlpOption = None,
 ) -> None:
     """Continue a run that was interrupted or stopped for a resumable reason."""
+    check_run_id(run_id)
     if otlp is not None and temporal is not None:
         raise UserError("--otlp traces runs in this process; a --temporal run runs on a worker")
     if temporal is not None:
@@ -173,7 +202,12 @@ def resume_command(
         state = store.load(run_id)
         limits = _more(recipe_of(run).limits, state, max_cycles, max_tokens, max_seconds, max_cost)
         ready = prepare_resume(
-            store, run_id, answer=answer, message=message, limits=limits, model=model
+            store,
+            run_id,
+            answer=answer,
+            message=message,
+            limits=limits,
+            model=absolute_model_spec(model) if model is not None else None,
         )
         session = Session(
             store=store,
@@ -193,6 +227,7 @@ def rewind_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Restore a run's workspace files and conversation to the end of a cycle."""
+    check_run_id(run_id)
     if to < 0:
         raise UserError(f"--to must be >= 0, got {to}")
     with open_store(db, must_exist=True) as store:
@@ -239,6 +274,7 @@ def steer_command(
     task_queue: TaskQueueOption = "convergent",
 ) -> None:
     """Send a message, stop, pause or resume to a run, from any process."""
+    check_run_id(run_id)
     chosen = [
         name
         for name, on in (

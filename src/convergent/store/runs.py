@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from convergent._run_id import check_run_id
 from convergent.clock import now
 from convergent.exceptions import UserError
 from convergent.messages import ToolResultMessage, Usage
@@ -89,6 +90,21 @@ def pid_alive(pid: int | None) -> bool:
     except OSError:
         return True
     return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def live_pids(pids: Iterable[int | None]) -> list[int]:
+    """The process ids among ``pids`` that run on this machine (see `pid_alive`).
+
+    On Linux the running processes are listed once (``/proc``), so only the ids found
+    there are looked at one by one: thousands of runs whose process died cost one
+    directory listing, not thousands of system calls.
+    """
+    try:
+        running = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+    except OSError:
+        return [pid for pid in pids if pid is not None and pid_alive(pid)]
+    running.add(os.getpid())
+    return [pid for pid in pids if pid in running and pid_alive(pid)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -262,7 +278,12 @@ class RunStore:
         recipe: Mapping[str, Any] | None = None,
         models: Mapping[str, Model] | None = None,
     ) -> SqliteJournal:
-        """The journal that writes run ``run_id`` here (see `convergent.journal`)."""
+        """The journal that writes run ``run_id`` here (see `convergent.journal`).
+
+        Raises:
+            UserError: If ``run_id`` breaks the rule of `convergent._run_id`.
+        """
+        check_run_id(run_id)
         return SqliteJournal(
             self, run_id, tools=tools, workspace=workspace, recipe=recipe, models=models
         )
@@ -313,7 +334,12 @@ class RunStore:
         )
 
     def list_runs(
-        self, limit: int | None = None, *, offset: int = 0, status: str | None = None
+        self,
+        limit: int | None = None,
+        *,
+        offset: int = 0,
+        status: str | None = None,
+        clip: int | None = None,
     ) -> list[RunSummary]:
         """Stored runs, most recently updated first.
 
@@ -325,33 +351,84 @@ class RunStore:
             offset: Skip this many first.
             status: Only runs with this `RunSummary.status` (``running``,
                 ``interrupted`` or a stop reason).
+            clip: Cut the task, output and stop detail to this many characters (pages
+                that show a part of them need not read runs of many megabytes whole).
         """
         where, params = self._status_filter(status)
-        sql = f"SELECT {self._SUMMARY_COLUMNS} FROM runs {where} ORDER BY updated_at DESC"
-        if status in ("running", "interrupted"):
-            # whether a run is live depends on its process: filter after reading
-            runs = [self._summary(row) for row in self.query(sql, params)]
-            runs = [run for run in runs if run.status == status]
-            end = None if limit is None else offset + limit
-            return runs[offset:end]
-        sql += " LIMIT ? OFFSET ?"
+        sql = (
+            f"SELECT {self._columns(clip)} FROM runs {where} "
+            "ORDER BY updated_at DESC, rowid DESC LIMIT ? OFFSET ?"
+        )
         params += [-1 if limit is None else limit, offset]
         return [self._summary(row) for row in self.query(sql, params)]
 
-    @staticmethod
-    def _status_filter(status: str | None) -> tuple[str, list[Any]]:
+    def iter_runs(
+        self,
+        limit: int | None = None,
+        *,
+        status: str | None = None,
+        clip: int | None = None,
+        page: int = 500,
+    ) -> Iterator[RunSummary]:
+        """Stored runs, most recently updated first, read ``page`` rows at a time.
+
+        Each page continues after the last row of the one before (not by an offset), so
+        listing every run of a large database takes time and memory in proportion to a
+        page, not to the database. Arguments as in `list_runs`.
+        """
+        where, params = self._status_filter(status)
+        where = f"{where} AND" if where else "WHERE"
+        after: tuple[float, int] | None = None
+        left = limit
+        while left is None or left > 0:
+            size = page if left is None else min(page, left)
+            bound = "(updated_at, rowid) < (?, ?)" if after is not None else "1"
+            rows = self.query(
+                f"SELECT {self._columns(clip)}, rowid FROM runs {where} {bound} "
+                "ORDER BY updated_at DESC, rowid DESC LIMIT ?",
+                [*params, *(after or ()), size],
+            )
+            for row in rows:
+                yield self._summary(row[:-1])
+            if len(rows) < size:
+                return
+            after = (rows[-1][9], rows[-1][-1])
+            left = None if left is None else left - len(rows)
+
+    @classmethod
+    def _columns(cls, clip: int | None) -> str:
+        """The summary's columns, with the long texts cut to ``clip`` characters if given."""
+        if clip is None:
+            return cls._SUMMARY_COLUMNS
+        cut = int(clip)
+        columns = cls._SUMMARY_COLUMNS
+        for name in ("task", "stop_detail", "output"):
+            columns = columns.replace(f" {name},", f" substr({name}, 1, {cut}),", 1)
+        return columns
+
+    def _status_filter(self, status: str | None) -> tuple[str, list[Any]]:
+        """The ``WHERE`` clause for a `RunSummary.status`.
+
+        Whether a ``running`` row is live depends on its process: each distinct process
+        id is asked once, and the live ones go into the query, so counting, ordering and
+        paging stay in SQL.
+        """
         if status is None:
             return "", []
-        if status in ("running", "interrupted"):
-            return "WHERE status = 'running'", []
-        return "WHERE stop_reason = ?", [status]
+        if status not in ("running", "interrupted"):
+            return "WHERE stop_reason = ?", [status]
+        pids = self.query("SELECT DISTINCT pid FROM runs WHERE status = 'running'")
+        live = json.dumps(live_pids(pid for (pid,) in pids))
+        if status == "running":
+            return "WHERE status = 'running' AND pid IN (SELECT value FROM json_each(?))", [live]
+        return (
+            "WHERE status = 'running' AND (pid IS NULL OR pid NOT IN "
+            "(SELECT value FROM json_each(?)))",
+            [live],
+        )
 
     def count_runs(self, status: str | None = None) -> int:
         """How many runs are stored (with this `RunSummary.status`, if given)."""
-        if status in ("running", "interrupted"):
-            rows = self.query("SELECT pid FROM runs WHERE status = 'running'")
-            live = sum(1 for (pid,) in rows if pid_alive(pid))
-            return live if status == "running" else len(rows) - live
         where, params = self._status_filter(status)
         return int(self.query(f"SELECT COUNT(*) FROM runs {where}", params)[0][0])
 
@@ -359,13 +436,13 @@ class RunStore:
         """Whether a run with this id is stored."""
         return bool(self.query("SELECT 1 FROM runs WHERE run_id = ?", [run_id]))
 
-    def get_run(self, run_id: str) -> RunSummary:
-        """The summary of one run.
+    def get_run(self, run_id: str, *, clip: int | None = None) -> RunSummary:
+        """The summary of one run (``clip`` as in `list_runs`).
 
         Raises:
             UserError: If no run has this id.
         """
-        rows = self.query(f"SELECT {self._SUMMARY_COLUMNS} FROM runs WHERE run_id = ?", [run_id])
+        rows = self.query(f"SELECT {self._columns(clip)} FROM runs WHERE run_id = ?", [run_id])
         if not rows:
             raise UserError(f"no run {run_id!r} in {self.path}")
         return self._summary(rows[0])

@@ -89,17 +89,29 @@ class Launcher:
     children: list[subprocess.Popen[bytes]] = field(default_factory=list)
     """Processes started so far."""
 
-    def resume(self, run_id: str, answer: str, cwd: str | None = None) -> str:
-        """Start ``python -m convergent resume RUN_ID --answer TEXT`` detached.
+    def resume(
+        self, store: RunStore, run_id: str, answer: str, cwd: str | None = None
+    ) -> tuple[str, str]:
+        """Start ``python -m convergent resume RUN_ID --answer TEXT`` detached, and see it start.
+
+        It waits until the process has taken the run over (the run shows as running),
+        or has ended, at most `STARTUP_SECONDS`, so a resume that could not start is
+        reported as such, not as resuming.
 
         Args:
+            store: The run database (to see the run taken over).
             run_id: The run.
             answer: The reply to its question.
-            cwd: Folder to start in (the run's workspace: paths in its recipe that
-                are relative, such as a script's, were relative to it).
+            cwd: Folder to start in (for runs whose recipe holds paths relative to it).
 
         Returns:
-            Where the process writes its output.
+            Where the process writes its output, and what became of it: ``running``,
+            ``starting`` (not yet running after `STARTUP_SECONDS`) or the run's status
+            once it ended.
+
+        Raises:
+            UserError: If the process failed before the run went on (with the last line
+                it wrote).
         """
         folder = self.logs or self.db.parent / "ui-logs"
         folder.mkdir(parents=True, exist_ok=True)
@@ -125,9 +137,37 @@ class Launcher:
                 start_new_session=True,
             )
         self.children.append(child)
-        # reaped in a thread, so an ended run leaves no zombie behind a long-lived server
-        threading.Thread(target=child.wait, name=f"reap-{child.pid}", daemon=True).start()
-        return str(log)
+        state = _started(store, run_id, child)
+        if child.returncode is None:
+            # reaped in a thread, so an ended run leaves no zombie behind a long-lived server
+            threading.Thread(target=child.wait, name=f"reap-{child.pid}", daemon=True).start()
+        elif child.returncode not in (0, 1):  # 0: completed, 1: another stop reason
+            raise UserError(f"the resume did not start: {_last_line(log)} (output: {log})")
+        return str(log), state
+
+
+STARTUP_SECONDS = 30.0
+"""How long an answer waits at most to see its resume take the run over."""
+
+
+def _started(store: RunStore, run_id: str, child: subprocess.Popen[bytes]) -> str:
+    """Wait until ``child`` runs the run or ends; what it became (see `Launcher.resume`)."""
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            return store.get_run(run_id).status
+        if store.get_run(run_id).running:
+            return "running"
+        time.sleep(0.05)
+    return "starting"
+
+
+def _last_line(log: Path) -> str:
+    """The last line a process wrote (its one-line error), at most 300 characters."""
+    with log.open("rb") as file:
+        file.seek(max(0, log.stat().st_size - 4096))
+        lines = file.read().decode("utf-8", "replace").strip().splitlines()
+    return (lines[-1] if lines else "it wrote nothing")[:300]
 
 
 def answer(
@@ -148,5 +188,7 @@ def answer(
         return "answer sent; the run goes on with it"
     resumable_run(store, run_id)
     pending_answers(store, run_id, text)
-    log = launcher.resume(run_id, text, cwd=run.workspace)
-    return f"resuming the run with your answer (output: {log})"
+    log, state = launcher.resume(store, run_id, text, cwd=run.workspace)
+    if state in ("running", "starting"):
+        return f"resuming the run with your answer (output: {log})"
+    return f"resumed the run with your answer; it ended {state} (output: {log})"

@@ -4,17 +4,24 @@
 file). Pages are rendered on the server; each page's live parts are fragments that
 the page's event stream sends again when they change. Every action is a POST form that
 redirects back (post/redirect/get), so reloading a page never repeats one.
+
+The pages live under the console's random base path (see `convergent.ui.auth`); every
+address a page names starts with it. A database opened read-only is shown with its
+actions disabled.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import math
 import secrets
 from collections.abc import AsyncIterator, Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, urlencode
 
 import anyio.to_thread
@@ -26,22 +33,28 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from convergent.exceptions import ConvergentError
+from convergent._run_id import check_run_id
+from convergent.exceptions import ConvergentError, UserError
 from convergent.store import RunStore
 from convergent.ui import actions
-from convergent.ui.auth import TokenGuard
+from convergent.ui.auth import Address, TokenGuard, new_base
+from convergent.ui.download import run_json
 from convergent.ui.explain import STATUSES, explain_stop
-from convergent.ui.sse import digest, fragment_stream
-from convergent.ui.timeline import load_run_view
+from convergent.ui.sse import EventStreamResponse, FragmentStream, digest
+from convergent.ui.timeline import CLIP, load_run_view
 from convergent.ui.views import build_chart, environment
 from convergent.ui.workflow import load_workflow_view
 
 __all__ = ["Console", "console_of", "create_app"]
 
+T = TypeVar("T")
+
 PAGE_SIZE = 50
 """Runs per page."""
 MAX_FORM_BYTES = 256 * 1024
 """Largest form body accepted."""
+DEFAULT_PORT = 8765
+"""The port ``convergent ui`` listens on unless told otherwise."""
 
 
 @dataclass
@@ -52,11 +65,13 @@ class Console:
         store: The run database.
         state_file: The coordinator's state file, if one is shown.
         launcher: Starts resumed runs.
+        base: The path every page lives under.
     """
 
     store: RunStore
     state_file: Path | None
     launcher: actions.Launcher
+    base: str = ""
     env: Environment = field(default_factory=environment)
     notices: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Messages shown once after an action, by the key in the redirect."""
@@ -64,6 +79,34 @@ class Console:
     """Changes this server wrote itself (the database does not report its own)."""
     stopping: bool = False
     """Set when the server shuts down: the event streams end."""
+    streams: set[FragmentStream] = field(default_factory=set)
+    """The event streams open now (each leaves the set when its page goes away)."""
+    reader: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="convergent-console")
+    )
+    """The one thread that reads the database for pages, streams and downloads.
+
+    The memory SQLite takes for a long value goes back to the thread's own allocator
+    arena; with one reading thread, a console holds at most one such arena, however
+    many pages are open (with a pool, every thread would keep the largest it saw)."""
+
+    def __post_init__(self) -> None:
+        self.env.globals.update(base=self.base, readonly=self.readonly, run_url=self.run_url)
+
+    async def read(self, work: Callable[..., T], *args: Any) -> T:
+        """Run ``work(*args)`` in the reading thread (see `reader`)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self.reader, functools.partial(work, *args)
+        )
+
+    @property
+    def readonly(self) -> bool:
+        """Whether the database is open read-only (then every action is disabled)."""
+        return self.store.readonly
+
+    def run_url(self, run_id: str, suffix: str = "") -> str:
+        """The address of a run's page (``suffix``: one of its actions or streams)."""
+        return f"{self.base}/runs/{quote(run_id, safe='')}{suffix}"
 
     def version(self) -> Hashable:
         """Moves whenever the database may have changed (cheap: one pragma)."""
@@ -97,10 +140,6 @@ def _hashes(fragments: dict[str, str]) -> dict[str, str]:
     return {key: digest(html) for key, html in fragments.items()}
 
 
-def _run_url(run_id: str, suffix: str = "") -> str:
-    return f"/runs/{quote(run_id, safe='')}{suffix}"
-
-
 # -- runs page --------------------------------------------------------------------------
 
 
@@ -115,12 +154,17 @@ def _runs_query(request: Request) -> tuple[str | None, int]:
     return status, page
 
 
+def _runs_link(console: Console, status: str | None, page: int | None, path: str = "/runs") -> str:
+    query = urlencode({k: v for k, v in (("status", status), ("page", page)) if v})
+    return f"{console.base}{path}" + (f"?{query}" if query else "")
+
+
 def _runs_fragments(console: Console, status: str | None, page: int) -> dict[str, str]:
     store = console.store
     total = store.count_runs(status)
     pages = max(1, math.ceil(total / PAGE_SIZE))
     page = min(page, pages)
-    runs = store.list_runs(PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, status=status)
+    runs = store.list_runs(PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, status=status, clip=CLIP)
     table = console.render(
         "_runs_table.html",
         runs=runs,
@@ -128,10 +172,7 @@ def _runs_fragments(console: Console, status: str | None, page: int) -> dict[str
         page=page,
         pages=pages,
         status=status,
-        run_url=_run_url,
-        link=lambda p: (
-            "/runs?" + urlencode({k: v for k, v in (("status", status), ("page", p)) if v})
-        ),
+        link=lambda p: _runs_link(console, status, p),
     )
     return {"runs-table": table}
 
@@ -140,14 +181,13 @@ async def runs_page(request: Request) -> Response:
     """Every stored run, newest first, filtered by status and paginated."""
     console: Console = request.app.state.console
     status, page = _runs_query(request)
-    fragments = await anyio.to_thread.run_sync(_runs_fragments, console, status, page)
-    query = urlencode({k: v for k, v in (("status", status), ("page", page)) if v})
+    fragments = await console.read(_runs_fragments, console, status, page)
     return console.page(
         request,
         "runs.html",
         live=_live(fragments),
         hashes=_hashes(fragments),
-        stream=f"/runs/stream?{query}",
+        stream=_runs_link(console, status, page, "/runs/stream"),
         statuses=STATUSES,
         chosen=status,
     )
@@ -163,6 +203,15 @@ async def runs_stream(request: Request) -> Response:
 # -- run page ---------------------------------------------------------------------------
 
 
+def _run_id(request: Request) -> str:
+    """The run id of the address (one clear error for a malformed one).
+
+    Raises:
+        UserError: If it breaks the rule of `convergent._run_id`.
+    """
+    return check_run_id(request.path_params["run_id"])
+
+
 def _upto(request: Request) -> int | None:
     raw = request.query_params.get("upto", "")
     return int(raw) if raw.isdigit() else None
@@ -174,7 +223,6 @@ def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> di
         "view": view,
         "run": view.summary,
         "why": explain_stop(view.summary),
-        "run_url": _run_url,
         "chart": build_chart(view.cycles),
     }
     return {
@@ -189,10 +237,10 @@ def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> di
 async def run_page(request: Request) -> Response:
     """One run: its summary, stop reason, actions, chart and timeline."""
     console: Console = request.app.state.console
-    run_id = request.path_params["run_id"]
     upto = _upto(request)
     try:
-        fragments = await anyio.to_thread.run_sync(_run_fragments, console, run_id, upto)
+        run_id = _run_id(request)
+        fragments = await console.read(_run_fragments, console, run_id, upto)
     except ConvergentError as exc:
         return _error(console, request, exc, 404)
     return console.page(
@@ -201,17 +249,39 @@ async def run_page(request: Request) -> Response:
         run_id=run_id,
         live=_live(fragments),
         hashes=_hashes(fragments),
-        stream=_run_url(run_id, "/stream" + (f"?upto={upto}" if upto is not None else "")),
-        run_url=_run_url,
+        stream=console.run_url(run_id, "/stream" + (f"?upto={upto}" if upto is not None else "")),
     )
 
 
 async def run_stream(request: Request) -> Response:
     """Live updates of a run page."""
     console: Console = request.app.state.console
-    run_id = request.path_params["run_id"]
+    try:
+        run_id = _run_id(request)
+    except UserError:
+        return Response(status_code=404)
     upto = _upto(request)
     return _stream(console, lambda: _run_fragments(console, run_id, upto))
+
+
+async def run_download(request: Request) -> Response:
+    """The whole run as JSON (every value in full), sent a few rows at a time."""
+    console: Console = request.app.state.console
+    try:
+        run_id = _run_id(request)
+        chunks = await console.read(run_json, console.store, run_id)
+    except ConvergentError as exc:
+        return _error(console, request, exc, 404)
+
+    async def sent() -> AsyncIterator[bytes]:
+        while (chunk := await console.read(next, chunks, None)) is not None:
+            yield chunk
+
+    return StreamingResponse(
+        sent(),
+        media_type="application/json",
+        headers={"content-disposition": f'attachment; filename="run-{run_id}.json"'},
+    )
 
 
 # -- actions ----------------------------------------------------------------------------
@@ -228,48 +298,52 @@ async def _form(request: Request) -> dict[str, str]:
     return {key: values[0] for key, values in fields.items()}
 
 
-async def _act(request: Request, act: Callable[[dict[str, str]], str]) -> Response:
-    """Run an action in a worker thread; redirect to the run page with its notice."""
+async def _act(request: Request, act: Callable[[str, dict[str, str]], str]) -> Response:
+    """Run an action on the addressed run in a worker thread; redirect to its page.
+
+    ``act`` gets the run id and the form, and returns the notice to show.
+    """
     console: Console = request.app.state.console
-    run_id = request.path_params["run_id"]
     try:
+        run_id = _run_id(request)
+        if console.readonly:
+            raise UserError(f"{console.store.path} is open read-only: nothing can be changed")
         form = await _form(request)
+    except UserError as exc:
+        return _error(console, request, exc, 400)
     except ValueError:
         return _error(console, request, ValueError("the form is too large"), 413)
     try:
-        text = await anyio.to_thread.run_sync(act, form)
+        text = await anyio.to_thread.run_sync(act, run_id, form)
     except (ConvergentError, ValueError) as exc:
         return _error(console, request, exc, 400)
     finally:
         console.changes += 1
     key = console.notice(text)
-    return RedirectResponse(_run_url(run_id, f"?note={key}"), status_code=303)
+    return RedirectResponse(console.run_url(run_id, f"?note={key}"), status_code=303)
 
 
 async def steer_action(request: Request) -> Response:
     """Send new instructions to a run."""
-    console: Console = request.app.state.console
-    run_id = request.path_params["run_id"]
+    store = request.app.state.console.store
     return await _act(
-        request, lambda form: actions.steer(console.store, run_id, form.get("message", ""))
+        request, lambda run_id, form: actions.steer(store, run_id, form.get("message", ""))
     )
 
 
 async def control_action(request: Request) -> Response:
     """Stop, pause or resume a running run."""
-    console: Console = request.app.state.console
-    run_id = request.path_params["run_id"]
+    store = request.app.state.console.store
     return await _act(
-        request, lambda form: actions.control(console.store, run_id, form.get("action", ""))
+        request, lambda run_id, form: actions.control(store, run_id, form.get("action", ""))
     )
 
 
 async def answer_action(request: Request) -> Response:
     """Answer the run's question (while it runs) or resume it with the answer."""
     console: Console = request.app.state.console
-    run_id = request.path_params["run_id"]
 
-    def act(form: dict[str, str]) -> str:
+    def act(run_id: str, form: dict[str, str]) -> str:
         raw = form.get("question_id", "")
         question_id = int(raw) if raw.isdigit() else None
         return actions.answer(
@@ -288,21 +362,21 @@ def _cycle(value: str) -> int:
 async def rewind_confirm(request: Request) -> Response:
     """Ask for confirmation before rewinding (a rewind discards later cycles)."""
     console: Console = request.app.state.console
-    run_id = request.path_params["run_id"]
     try:
+        run_id = _run_id(request)
         cycle = _cycle(request.query_params.get("cycle", ""))
-        run = await anyio.to_thread.run_sync(console.store.get_run, run_id)
+        run = await console.read(console.store.get_run, run_id)
     except (ConvergentError, ValueError) as exc:
         return _error(console, request, exc, 400)
-    return console.page(request, "rewind.html", run=run, cycle=cycle, run_url=_run_url)
+    return console.page(request, "rewind.html", run=run, cycle=cycle)
 
 
 async def rewind_action(request: Request) -> Response:
     """Rewind a run to the end of a cycle (after the confirmation page)."""
-    console: Console = request.app.state.console
-    run_id = request.path_params["run_id"]
+    store = request.app.state.console.store
     return await _act(
-        request, lambda form: actions.rewind(console.store, run_id, _cycle(form.get("cycle", "")))
+        request,
+        lambda run_id, form: actions.rewind(store, run_id, _cycle(form.get("cycle", ""))),
     )
 
 
@@ -329,13 +403,13 @@ async def coordinator_page(request: Request) -> Response:
     console: Console = request.app.state.console
     if console.state_file is None:
         return console.page(request, "coordinator.html", live=None, hashes={}, stream=None)
-    fragments = await anyio.to_thread.run_sync(_workflow_fragments, console)
+    fragments = await console.read(_workflow_fragments, console)
     return console.page(
         request,
         "coordinator.html",
         live=_live(fragments),
         hashes=_hashes(fragments),
-        stream="/coordinator/stream",
+        stream=f"{console.base}/coordinator/stream",
         path=str(console.state_file),
     )
 
@@ -357,7 +431,7 @@ def _stream(
     console: Console,
     render: Callable[[], dict[str, str]],
     version: Callable[[], Hashable] | None = None,
-) -> StreamingResponse:
+) -> EventStreamResponse:
     def safe_render() -> dict[str, str]:
         try:
             return render()
@@ -365,37 +439,56 @@ def _stream(
             # the run was deleted or the database is busy: keep what the page shows
             return {}
 
-    return StreamingResponse(
-        fragment_stream(version or console.version, safe_render, stopping=lambda: console.stopping),
-        media_type="text/event-stream",
-        headers={"x-accel-buffering": "no"},
+    stream = FragmentStream(
+        version or console.version,
+        safe_render,
+        stopping=lambda: console.stopping,
+        worker=console.read,
     )
+    return EventStreamResponse(stream, console.streams)
 
 
 def _error(console: Console, request: Request, exc: Exception, status: int) -> HTMLResponse:
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     run_id = request.path_params.get("run_id")
-    back = _run_url(run_id) if run_id else "/runs"
+    try:
+        back = console.run_url(check_run_id(run_id)) if run_id else f"{console.base}/runs"
+    except UserError:
+        back = f"{console.base}/runs"
     return console.page(request, "error.html", status=status, message=message, back=back)
 
 
 async def home(request: Request) -> Response:
     """The runs page is the start page."""
-    return RedirectResponse("/runs", status_code=303)
+    console: Console = request.app.state.console
+    return RedirectResponse(f"{console.base}/runs", status_code=303)
 
 
-def create_app(store: RunStore, *, token: str, state_file: Path | str | None = None) -> TokenGuard:
+def create_app(
+    store: RunStore,
+    *,
+    token: str,
+    state_file: Path | str | None = None,
+    address: Address | None = None,
+    base: str | None = None,
+) -> TokenGuard:
     """The console as an ASGI application, guarded by ``token`` (see `convergent.ui.auth`).
 
     Args:
-        store: The run database (the caller closes it).
+        store: The run database (the caller closes it; opened read-only, the console
+            only shows it).
         token: The secret every request must carry.
         state_file: A coordinator ``workflow-state.yaml`` to show, if any.
+        address: Where it listens (the ``Host`` headers it answers); default
+            127.0.0.1:8765.
+        base: The path the pages live under (default: a fresh random one).
     """
+    base = base if base is not None else new_base()
     console = Console(
         store=store,
         state_file=Path(state_file) if state_file is not None else None,
         launcher=actions.Launcher(store.path.resolve()),
+        base=base,
     )
 
     @contextlib.asynccontextmanager
@@ -404,6 +497,7 @@ def create_app(store: RunStore, *, token: str, state_file: Path | str | None = N
             yield
         finally:
             console.stopping = True
+            console.reader.shutdown(wait=False)
 
     app = Starlette(
         routes=[
@@ -412,6 +506,7 @@ def create_app(store: RunStore, *, token: str, state_file: Path | str | None = N
             Route("/runs/stream", runs_stream),
             Route("/runs/{run_id}", run_page),
             Route("/runs/{run_id}/stream", run_stream),
+            Route("/runs/{run_id}/download", run_download),
             Route("/runs/{run_id}/steer", steer_action, methods=["POST"]),
             Route("/runs/{run_id}/control", control_action, methods=["POST"]),
             Route("/runs/{run_id}/answer", answer_action, methods=["POST"]),
@@ -424,7 +519,7 @@ def create_app(store: RunStore, *, token: str, state_file: Path | str | None = N
         lifespan=lifespan,
     )
     app.state.console = console
-    return TokenGuard(app, token)
+    return TokenGuard(app, token, base=base, address=address or Address("127.0.0.1", DEFAULT_PORT))
 
 
 def console_of(app: TokenGuard) -> Console:

@@ -5,13 +5,18 @@ survive compaction and carry their cycle), the model's text from the current
 conversation, usage and duration per cycle from the checkpoints, and gate decisions,
 verdicts, steering and compaction from the stored events. A call requested but not
 finished yet is shown as running.
+
+Long values (a task, an output, a tool's result or arguments, the model's text) are
+cut to `CLIP` characters by SQLite itself, so a run of many megabytes is never read
+whole for a page; each view says how many characters it left out, and the run's JSON
+download has them all.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from convergent.messages import Usage
@@ -23,6 +28,8 @@ __all__ = ["CallView", "CycleView", "EventView", "RunView", "load_run_view"]
 
 CYCLES_SHOWN = 100
 """A run page shows this many cycles (the latest, or those up to the one asked for)."""
+CLIP = 2000
+"""Characters of one long value a page shows (the rest is in the run's JSON download)."""
 
 
 @dataclass(slots=True)
@@ -34,14 +41,18 @@ class CallView:
     name: str
     """Tool name."""
     arguments: str
-    """Arguments, pretty-printed JSON."""
+    """Arguments, pretty-printed JSON (the raw start of the JSON text when cut)."""
     outcome: str
     """``ok``, ``invalid``, ``failed``, ``needs_user``, ``not_executed``, ``interrupted``;
     ``running`` while it runs, ``unfinished`` when its process ended before it did."""
     result: str = ""
-    """Result or error text."""
+    """Result or error text (at most `CLIP` characters)."""
     duration: float | None = None
     """Seconds it took, once finished."""
+    arguments_cut: int = 0
+    """Characters of the arguments' JSON text not shown."""
+    result_cut: int = 0
+    """Characters of the result not shown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +76,9 @@ class CycleView:
     number: int
     """The cycle (1-based)."""
     text: str = ""
-    """What the model said."""
+    """What the model said (at most `CLIP` characters)."""
+    text_cut: int = 0
+    """Characters of the model's text not shown."""
     calls: list[CallView] = field(default_factory=list)
     """The calls it requested, in order."""
     events: list[EventView] = field(default_factory=list)
@@ -91,7 +104,9 @@ class RunView:
     """Everything the run page shows about one run."""
 
     summary: RunSummary
-    """The stored summary."""
+    """The stored summary (task, output and stop detail cut to `CLIP` characters)."""
+    cut: dict[str, int]
+    """Characters not shown of ``task``, ``output`` and ``stop_detail``."""
     cycles: list[CycleView]
     """The latest cycles, oldest first."""
     before: list[EventView]
@@ -121,7 +136,16 @@ def load_run_view(
     Raises:
         UserError: If no run has this id.
     """
-    summary = store.get_run(run_id)
+    summary = store.get_run(run_id, clip=CLIP)
+    ((task, output, detail),) = store.query(
+        "SELECT length(task), length(output), length(stop_detail) FROM runs WHERE run_id = ?",
+        [run_id],
+    )
+    cut = {
+        "task": task - len(summary.task),
+        "output": output - len(summary.output),
+        "stop_detail": detail - len(summary.stop_detail),
+    }
     last = summary.cycles if upto is None else max(0, min(upto, summary.cycles))
     first = max(1, last - count + 1)
     cycles = {n: CycleView(n) for n in range(first, last + 1)}
@@ -140,6 +164,7 @@ def load_run_view(
         pending = store.pending_questions(run_id)
     return RunView(
         summary=summary,
+        cut=cut,
         cycles=[cycles[n] for n in sorted(cycles)],
         before=before,
         hidden=first - 1,
@@ -162,22 +187,38 @@ def _checkpoints(
     return [(cycle, parse_usage(usage), elapsed) for cycle, usage, elapsed in rows]
 
 
-def _pretty(arguments: Any) -> str:
-    return json.dumps(arguments, indent=2, ensure_ascii=False, sort_keys=True)
+def _arguments(text: str | None, length: int | None) -> tuple[str, int]:
+    """Arguments' JSON text as shown (pretty-printed when whole) and the characters cut."""
+    if text is None or length is None:
+        return "null", 0
+    if length > len(text):
+        return text, length - len(text)
+    return json.dumps(json.loads(text), indent=2, ensure_ascii=False, sort_keys=True), 0
 
 
 def _add_calls(
     store: RunStore, run_id: str, first: int, last: int, cycles: dict[int, CycleView]
 ) -> None:
     rows = store.query(
-        "SELECT cycle, call_id, name, arguments, outcome, result, duration FROM finished_calls "
-        "WHERE run_id = ? AND cycle BETWEEN ? AND ? ORDER BY cycle, position, finished_at",
-        [run_id, first, last],
+        "SELECT cycle, call_id, name, substr(arguments, 1, ?1), length(arguments), outcome, "
+        "substr(result, 1, ?1), length(result), duration FROM finished_calls "
+        "WHERE run_id = ?2 AND cycle BETWEEN ?3 AND ?4 ORDER BY cycle, position, finished_at",
+        [CLIP, run_id, first, last],
     )
-    for cycle, call_id, name, arguments, outcome, result, duration in rows:
+    for cycle, call_id, name, arguments, length, outcome, result, total, duration in rows:
         view = cycles.setdefault(cycle, CycleView(cycle))
+        shown, cut = _arguments(arguments, length)
         view.calls.append(
-            CallView(call_id, name, _pretty(json.loads(arguments)), outcome, result, duration)
+            CallView(
+                call_id,
+                name,
+                shown,
+                outcome,
+                result,
+                duration,
+                arguments_cut=cut,
+                result_cut=total - len(result),
+            )
         )
 
 
@@ -211,50 +252,71 @@ def _add_messages(
 
     start = boundary(first - 1, 0) if first > 1 else 0
     end = boundary(last, count) if last < total else count
-    rows = store.query(
-        "SELECT data FROM messages WHERE run_id = ? AND epoch = ? AND seq >= ? AND seq < ? "
-        "ORDER BY seq",
-        [run_id, epoch, start, end],
-    )
+    said = _assistant_messages(store, run_id, epoch, start, end)
     where = {call.call_id: n for n, view in cycles.items() for call in view.calls}
-    assistant: list[dict[str, Any]] = []
-    for (data,) in rows:
-        message = json.loads(data)
-        if message.get("role") == "assistant":
-            assistant.append(message)
-    numbers = _cycle_numbers(assistant, where, last)
-    for message, number in zip(assistant, numbers, strict=True):
+    numbers = _cycle_numbers([[c.call_id for c in m.calls] for m in said], where, last)
+    for message, number in zip(said, numbers, strict=True):
         if number < first or number not in cycles:
             continue
         view = cycles[number]
-        view.text = str(message.get("content") or "")
+        view.text, view.text_cut = message.text, message.text_cut
         known = {call.call_id for call in view.calls}
-        for position, call in enumerate(message.get("tool_calls") or []):
-            if call["id"] not in known:
-                view.calls.insert(
-                    min(position, len(view.calls)),
-                    CallView(
-                        call["id"],
-                        call["name"],
-                        _pretty(call.get("arguments")),
-                        "running" if running else "unfinished",
-                    ),
-                )
+        for position, call in enumerate(message.calls):
+            if call.call_id not in known:
+                call.outcome = "running" if running else "unfinished"
+                view.calls.insert(min(position, len(view.calls)), call)
 
 
-def _cycle_numbers(
-    assistant: Sequence[dict[str, Any]], where: dict[str, int], last: int
-) -> list[int]:
-    """The cycle of each assistant message.
+@dataclass(slots=True)
+class _Said:
+    """An assistant message as the page needs it: its text and its calls, cut."""
+
+    text: str
+    """What the model said (cut to `CLIP`)."""
+    text_cut: int
+    """Characters not shown."""
+    calls: list[CallView]
+    """The calls it requested, without outcome."""
+
+
+def _assistant_messages(
+    store: RunStore, run_id: str, epoch: int, start: int, end: int
+) -> list[_Said]:
+    """The assistant messages among ``messages[start:end]``, long values cut by SQLite."""
+    window = (
+        "WHERE m.run_id = ?2 AND m.epoch = ?3 AND m.seq >= ?4 AND m.seq < ?5 "
+        "AND json_extract(m.data, '$.role') = 'assistant' ORDER BY m.seq"
+    )
+    bounds = [CLIP, run_id, epoch, start, end]
+    said: dict[int, _Said] = {}
+    for seq, text, length in store.query(
+        "SELECT m.seq, substr(json_extract(m.data, '$.content'), 1, ?1), "
+        f"length(json_extract(m.data, '$.content')) FROM messages m {window}",
+        bounds,
+    ):
+        shown = str(text or "")
+        said[seq] = _Said(shown, (length or 0) - len(shown), [])
+    calls = store.query(
+        "SELECT m.seq, json_extract(c.value, '$.id'), json_extract(c.value, '$.name'), "
+        "substr(json_extract(c.value, '$.arguments'), 1, ?1), "
+        "length(json_extract(c.value, '$.arguments')) "
+        f"FROM messages m, json_each(m.data, '$.tool_calls') c {window}, c.key",
+        bounds,
+    )
+    for seq, call_id, name, arguments, length in calls:
+        shown, cut = _arguments(arguments, length)
+        said[seq].calls.append(CallView(call_id, name, shown, "", arguments_cut=cut))
+    return list(said.values())
+
+
+def _cycle_numbers(calls: Sequence[Sequence[str]], where: dict[str, int], last: int) -> list[int]:
+    """The cycle of each assistant message, from the ids of the calls it requested.
 
     A message whose calls finished is placed by them; one after it is the next cycle;
     the ones before the first placed message (after a compaction) count back from it,
     and without any placed message the last one is the latest cycle.
     """
-    numbers: list[int | None] = []
-    for message in assistant:
-        ids = [call["id"] for call in message.get("tool_calls") or []]
-        numbers.append(next((where[i] for i in ids if i in where), None))
+    numbers: list[int | None] = [next((where[i] for i in ids if i in where), None) for ids in calls]
     for i in range(1, len(numbers)):
         before = numbers[i - 1]
         if numbers[i] is None and before is not None:
@@ -288,6 +350,9 @@ def _add_events(
         data = json.loads(text)
         cycle = int(data.get("cycle", 0))
         view = describe_event(data)
+        if len(view.detail) > CLIP:
+            more = len(view.detail) - CLIP
+            view = replace(view, detail=f"{view.detail[:CLIP]}… ({more:,} more characters)")
         if cycle in cycles:
             cycles[cycle].events.append(view)
         elif cycle < 1:
