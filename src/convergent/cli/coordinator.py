@@ -81,7 +81,7 @@ def _decision_dict(decision: Decision) -> dict[str, Any]:
 
 
 def status_report(state: WorkflowState, path: Path) -> dict[str, Any]:
-    """Everything ``status --json`` prints: control, metrics, health, atoms, advice, checks."""
+    """Everything ``status --json`` prints: control, atoms, advice, checks, hook answers."""
     control = state.control
     ready = {atom.id for atom in ready_atoms(state.atoms)}
     state_health = health(state)
@@ -104,6 +104,19 @@ def status_report(state: WorkflowState, path: Path) -> dict[str, Any]:
         ],
         "inertia": [asdict(flag) for flag in find_inertia(state)],
         "checks": [result.model_dump(mode="json") for result in state.base_case.last_results],
+        "hook": _hook_report(state),
+    }
+
+
+def _hook_report(state: WorkflowState) -> dict[str, Any]:
+    """The Claude Code hooks' counters and their latest answer (what Claude Code was told)."""
+    hook = state.control.hook
+    last = hook.last_answer
+    return {
+        "consecutive_blocks": hook.consecutive_blocks,
+        "max_consecutive_blocks": hook.max_consecutive_blocks,
+        "block_when_active": hook.block_when_active,
+        "last_answer": last.model_dump(mode="json") if last else None,
     }
 
 
