@@ -150,6 +150,8 @@ def test_a_subagent_halt_ends_the_work(claude_code: ClaudeCode, limit: str) -> N
             return text("I looked at the module but changed nothing.")
         if request.mentions(HALTED):
             return text("The work was stopped by the coordinator; nothing more to do.")
+        if len(spawned) == 3:  # a main agent never told would go on; the script ends here
+            return text("Still not ported.")
         spawned.append(f"SUBTASK port part {len(spawned) + 1}")
         return tool_use(
             "Agent",
