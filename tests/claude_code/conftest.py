@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -9,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .claude_cli import ClaudeCode, find_claude
+from .claude_cli import ROOT, ClaudeCode, find_claude
 
 CONVERGENT = Path(sys.executable).with_name("convergent")
 """This environment's ``convergent`` command, which the hooks run."""
@@ -31,17 +33,26 @@ def claude_code(claude_binary: Path, tmp_path: Path) -> ClaudeCode:
     return ClaudeCode(claude_binary, tmp_path / "claude-code")
 
 
-def convergent_hooks(*, options: str = "", post_tool_use: bool = False) -> dict[str, Any]:
-    """Project settings that install convergent's hooks, as docs/coordinator.md shows."""
+def convergent_hooks(*, options: str = "") -> dict[str, Any]:
+    """Project settings that install the Stop and SubagentStop hooks with ``options``."""
 
-    def command(event: str, extra: str = "") -> list[dict[str, Any]]:
-        line = f"{shlex.quote(str(CONVERGENT))} hook {event}{extra}"
+    def command(event: str) -> list[dict[str, Any]]:
+        line = f"{shlex.quote(str(CONVERGENT))} hook {event}{options}"
         return [{"type": "command", "command": line, "timeout": 60}]
 
-    hooks: dict[str, Any] = {
-        "Stop": [{"hooks": command("stop", options)}],
-        "SubagentStop": [{"hooks": command("subagent-stop", options)}],
+    return {
+        "hooks": {
+            "Stop": [{"hooks": command("stop")}],
+            "SubagentStop": [{"hooks": command("subagent-stop")}],
+        }
     }
-    if post_tool_use:
-        hooks["PostToolUse"] = [{"matcher": "Agent|Task", "hooks": command("post-tool-use")}]
-    return {"hooks": hooks}
+
+
+def documented_settings() -> dict[str, Any]:
+    """The settings docs/coordinator.md tells users to install, as written there."""
+    page = (ROOT / "docs" / "coordinator.md").read_text(encoding="utf-8")
+    section = page[page.index("## Claude Code hook") :]
+    block = re.search(r"```json\n(.*?)```", section, re.S)
+    assert block is not None, "docs/coordinator.md lost its settings example"
+    settings: dict[str, Any] = json.loads(block.group(1))
+    return settings

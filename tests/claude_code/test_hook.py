@@ -22,7 +22,7 @@ from convergent.coordinator import (
 from convergent.stop import StopReason
 
 from .claude_cli import ClaudeCode
-from .conftest import CONVERGENT, convergent_hooks
+from .conftest import CONVERGENT, convergent_hooks, documented_settings
 from .fake_anthropic import FakeAnthropic, MessagesRequest, OutboundTrap, Reply, text, tool_use
 
 pytestmark = [pytest.mark.slow, pytest.mark.claude_code]
@@ -142,7 +142,7 @@ def test_a_subagent_halt_ends_the_work(claude_code: ClaudeCode, limit: str) -> N
         state.control.max_iterations = 1
         expected = "(max_cycles): max_iterations reached: iteration 1 >= max_iterations 1."
     store = _store(claude_code, state)
-    claude_code.write_settings(convergent_hooks(post_tool_use=True))
+    claude_code.write_settings(documented_settings())  # `convergent` found on PATH
     spawned: list[str] = []
 
     def model(request: MessagesRequest) -> Reply:
