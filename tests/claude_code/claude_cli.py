@@ -5,7 +5,8 @@ environment built from nothing: the fake's URL and a dummy key, nonessential tra
 off, and every proxy variable pointing at an `OutboundTrap`, so a request meant for
 anywhere but loopback is caught (and fails the run) instead of leaving the machine.
 The CLI runs in its own session; whatever it leaves running after it exits (a hook,
-a shell, a background agent) is killed and fails the run too.
+a shell, a background agent: any process with the run's marker in its environment or
+its working directory in the run's folder) is killed and fails the run too.
 
 The CLI is the one ``.ci/run`` installs (pinned in ``.ci/claude-code/package.json``),
 or ``claude`` on ``PATH``.
@@ -227,11 +228,11 @@ class ClaudeCode:
         except subprocess.TimeoutExpired:
             _kill_group(process.pid)
             stdout, stderr = process.communicate()
-            _reap(token)
+            _reap(token, self.root)
             raise AssertionError(
                 f"claude ran past {SAFETY_TIMEOUT:g}s; stderr: {stderr[-2000:]}"
             ) from None
-        leftovers = _reap(token)
+        leftovers = _reap(token, self.root)
         if trap.attempts:
             raise UnexpectedTraffic(f"claude tried to reach the outside: {trap.attempts}")
         if leftovers:
@@ -245,36 +246,43 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _marked(token: str) -> dict[int, str]:
-    """Running processes whose environment carries ``token``: pid -> command line."""
+def _ours(entry: Path, needle: bytes, root: Path) -> bool:
+    """Whether a process carries the run's marker or works inside the run's folder."""
+    if needle in (entry / "environ").read_bytes().split(b"\0"):
+        return True
+    return Path(os.readlink(entry / "cwd")).is_relative_to(root)
+
+
+def _running(token: str, root: Path) -> dict[int, str]:
+    """Live processes of one run (marker in the environment, or cwd under ``root``)."""
     needle = f"{_MARKER}={token}".encode()
     found: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or entry.name == str(os.getpid()):
             continue
         try:
-            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+            if not _ours(entry, needle, root):
                 continue
             stat = (entry / "stat").read_text()
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
+        except OSError:  # it ended meanwhile, or is not ours to read
             continue
         if stat.rsplit(")", 1)[-1].split()[0] != "Z":  # a zombie is already dead
             found[int(entry.name)] = command.strip()
     return found
 
 
-def _reap(token: str) -> dict[int, str]:
-    """Kill whatever carries the run's marker; return what was still running.
+def _reap(token: str, root: Path) -> dict[int, str]:
+    """Kill whatever belongs to the run; return what was still running.
 
     Processes that are on their way out (a hook the CLI just answered) get a moment to
     finish before they count as left behind.
     """
     deadline = time.monotonic() + 2.0
-    running = _marked(token)
+    running = _running(token, root)
     while running and time.monotonic() < deadline:
         time.sleep(0.1)
-        running = _marked(token)
+        running = _running(token, root)
     for pid in running:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)

@@ -120,12 +120,16 @@ def test_traffic_to_anywhere_but_the_fake_fails_the_run(claude_code: ClaudeCode)
 @pytest.mark.slow
 @pytest.mark.claude_code
 def test_a_process_left_behind_fails_the_run_and_is_killed(claude_code: ClaudeCode) -> None:
-    command = "setsid sleep 300 > /dev/null 2>&1 < /dev/null &"
+    # one keeps the run's environment, the other drops it (and is found by its folder)
+    command = (
+        "setsid sleep 300 > /dev/null 2>&1 < /dev/null & "
+        "env -i setsid sleep 301 > /dev/null 2>&1 < /dev/null &"
+    )
     script = [tool_use("Bash", {"command": command, "description": "x"}), text("started")]
     with FakeAnthropic(script) as fake, OutboundTrap() as trap:
-        with pytest.raises(LeftoverProcesses, match="sleep 300") as caught:
+        with pytest.raises(LeftoverProcesses) as caught:
             claude_code.run("start it", fake, trap, args=("--allowedTools", "Bash"))
-    assert caught.value.processes
+    assert sorted(caught.value.processes.values()) == ["sleep 300", "sleep 301"]
     for pid in caught.value.processes:
         assert not _alive(pid)
 
