@@ -9,7 +9,9 @@ a shell, a background agent: any process with the run's marker in its environmen
 its working directory in the run's folder) is killed and fails the run too.
 
 The CLI is the one ``.ci/run`` installs (pinned in ``.ci/claude-code/package.json``),
-or ``claude`` on ``PATH``.
+or ``claude`` on ``PATH``. Another driver of the CLI (``claude-agent-sdk``) can reuse
+the pieces: start it with `ClaudeCode.environment` (a fresh token each time), then
+check the trap's ``attempts`` and call `reap` with the token, as `ClaudeCode.run` does.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ __all__ = [
     "Session",
     "UnexpectedTraffic",
     "find_claude",
+    "reap",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,11 +231,11 @@ class ClaudeCode:
         except subprocess.TimeoutExpired:
             _kill_group(process.pid)
             stdout, stderr = process.communicate()
-            _reap(token, self.root)
+            reap(token, self.root)
             raise AssertionError(
                 f"claude ran past {SAFETY_TIMEOUT:g}s; stderr: {stderr[-2000:]}"
             ) from None
-        leftovers = _reap(token, self.root)
+        leftovers = reap(token, self.root)
         if trap.attempts:
             raise UnexpectedTraffic(f"claude tried to reach the outside: {trap.attempts}")
         if leftovers:
@@ -272,7 +275,7 @@ def _running(token: str, root: Path) -> dict[int, str]:
     return found
 
 
-def _reap(token: str, root: Path) -> dict[int, str]:
+def reap(token: str, root: Path) -> dict[int, str]:
     """Kill whatever belongs to the run; return what was still running.
 
     Processes that are on their way out (a hook the CLI just answered) get a moment to

@@ -211,6 +211,9 @@ def test_status_json_carries_what_the_hook_told_claude_code(
     assert (last["event"], last["action"]) == ("Stop", "halt")
     assert last["message"] == halt.output["stopReason"]
     assert last["message"].startswith("convergent stopped the work (stopped): stop requested")
+    _, view, _ = cli(capsys, "coordinator", "status", "--state", wf)
+    assert "hook: halt at Stop (" in view
+    assert "): convergent stopped the work (stopped): stop requested: out of budget." in view
 
 
 def test_status_view_is_readable(wf: str, capsys: pytest.CaptureFixture[str]) -> None:

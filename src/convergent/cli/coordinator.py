@@ -144,6 +144,12 @@ def _render_status(state: WorkflowState, path: Path) -> None:
         console.print("[green]healthy[/green]")
     else:
         console.print("[red]unhealthy[/red]: " + escape("; ".join(report["health"]["problems"])))
+    last = state.control.hook.last_answer
+    if last is not None:
+        said = f": {last.message.splitlines()[0]}" if last.message else ""
+        console.print(
+            escape(f"hook: {last.action} at {last.event} ({last.at:%Y-%m-%d %H:%M}){said}")
+        )
     if state.atoms:
         table = Table("atom", "status", "title", "depends on", "ready", title="atoms")
         ready = {atom.id for atom in ready_atoms(state.atoms)}
