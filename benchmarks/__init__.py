@@ -1,0 +1,1 @@
+"""Benchmarks and evidence scripts; ``benchmarks.replay`` is importable for its tests."""

@@ -1,0 +1,167 @@
+"""Play a recorded turn through `Agent.run`: the model says what it said, tools answer as they did.
+
+A `ScriptedModel` function plays the recorded replies in order; each tool answers a call
+with the recorded result of the same call in the current reply, raising `ToolError` where
+the recording marks a failure. When the loop does not run a call (it stops, or it answers
+it with a note to the model instead), that recorded result is dropped so the next reply's
+calls still get their own. The recorded model never saw such a note, so after one the
+replay plays what it did next anyway: the worst case, a model that ignores the note.
+A request without the tools (the answer asked for after a stop) and requests past the
+recording get a short text reply.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import defaultdict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from benchmarks.replay.trajectory import RecordedCall, RecordedReply, Trajectory, Turn, call_key
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, StopReason, ToolCall
+from convergent.exceptions import ToolError
+from convergent.messages import Message, ToolSpec
+from convergent.tools import Tool
+
+FINISHED = frozenset({StopReason.COMPLETED, StopReason.HANDED_OFF})
+"""Stops that end a turn where the recording ends it: anything else cuts the turn short."""
+
+_DECLARES_READ_ONLY = "read_only" in inspect.signature(Tool.from_schema).parameters
+
+
+@dataclass(frozen=True, slots=True)
+class TurnReplay:
+    """How the loop ended one recorded turn."""
+
+    stop_reason: str
+    """The run's stop reason."""
+    detail: str
+    """The run's stop detail."""
+    played: int
+    """Recorded replies the model had given when the run stopped."""
+    recorded: int
+    """Recorded replies in the turn."""
+    notes: int
+    """Times the loop answered a call with a note instead of running it and went on."""
+    extra_requests: int
+    """Model requests past the end of the recording (a final answer after a stop)."""
+
+    @property
+    def cut(self) -> bool:
+        """Whether the loop stopped the turn before the recording ended it."""
+        return StopReason(self.stop_reason) not in FINISHED
+
+
+@dataclass(frozen=True, slots=True)
+class RunReplay:
+    """The replay of one trajectory: every turn's outcome, in order."""
+
+    id: str
+    """The trajectory's id."""
+    turns: tuple[TurnReplay, ...]
+    """One outcome per recorded turn."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (for the worker that replays under another source tree)."""
+        return {"id": self.id, "turns": [asdict(turn) for turn in self.turns]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunReplay:
+        """Read back `to_dict`'s form."""
+        return cls(id=data["id"], turns=tuple(TurnReplay(**turn) for turn in data["turns"]))
+
+
+class _Recording:
+    """The model's script and the tools' answers for one turn, kept in step."""
+
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.played = 0
+        self.notes = 0
+        self.extra_requests = 0
+        self.pending: defaultdict[str, deque[RecordedCall]] = defaultdict(deque)
+        self.offers_tools = any(reply.calls for reply in turn)
+
+    def respond(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        if self.offers_tools and not tools:
+            # a request without the tools: the answer asked for after a stop
+            self.extra_requests += 1
+            return ModelResponse(content="(the best answer the recording has)")
+        if any(self.pending.values()):
+            self.notes += 1  # the loop went on without running every call of the last reply
+        self.pending.clear()
+        if self.played >= len(self.turn):
+            self.extra_requests += 1
+            return ModelResponse(content="(the recording ends here)")
+        reply = self.turn[self.played]
+        self.played += 1
+        for call in reply.calls:
+            self.pending[call.key].append(call)
+        return _response(reply, self.played)
+
+    def answer(self, name: str, arguments: Mapping[str, Any]) -> str:
+        queue = self.pending.get(call_key(name, arguments))
+        if not queue:
+            raise ToolError(f"the recording has no result for this call of {name}")
+        call = queue.popleft()
+        if call.failed:
+            raise ToolError(call.result or "failed")
+        return call.result if call.result is not None else "(no recorded result)"
+
+
+def _response(reply: RecordedReply, number: int) -> ModelResponse:
+    calls = tuple(
+        ToolCall(id=f"r{number}c{index}", name=call.name, arguments=dict(call.arguments))
+        for index, call in enumerate(reply.calls)
+    )
+    return ModelResponse(content=reply.content, tool_calls=calls)
+
+
+def _tools(recording: _Recording, trajectory: Trajectory, turn: Turn) -> list[Tool]:
+    def make(name: str) -> Tool:
+        async def answer(**arguments: Any) -> str:
+            return recording.answer(name, arguments)
+
+        extra: dict[str, Any] = {}
+        if _DECLARES_READ_ONLY and name in trajectory.read_only:
+            extra["read_only"] = True
+        return Tool.from_schema(
+            name=name,
+            description=name,
+            parameters={"type": "object"},
+            function=answer,
+            terminal=name in trajectory.terminal,
+            **extra,
+        )
+
+    names = {call.name for reply in turn for call in reply.calls}
+    return [make(name) for name in sorted(names)]
+
+
+async def replay_turn(trajectory: Trajectory, turn: Turn, options: Mapping[str, Any]) -> TurnReplay:
+    """Replay one turn under the agent options given (the policy under test)."""
+    recording = _Recording(turn)
+    agent = Agent(
+        ScriptedModel(recording.respond, record_requests=False),
+        _tools(recording, trajectory, turn),
+        limits=Limits(max_cycles=None),
+        record_events=False,
+        instrument=False,
+        **options,
+    )
+    result = await agent.run("replay")
+    return TurnReplay(
+        stop_reason=result.stop_reason.value,
+        detail=result.stop_detail,
+        played=recording.played,
+        recorded=len(turn),
+        notes=recording.notes,
+        extra_requests=recording.extra_requests,
+    )
+
+
+async def replay(trajectory: Trajectory, options: Mapping[str, Any]) -> RunReplay:
+    """Replay every turn of a trajectory, each as its own run."""
+    turns = [await replay_turn(trajectory, turn, options) for turn in trajectory.turns]
+    return RunReplay(id=trajectory.id, turns=tuple(turns))
