@@ -370,19 +370,27 @@ def test_concurrent_invocations_lose_no_update(
         json.dumps(stop_payload(tmp_path)) if i % 2 else json.dumps(subagent_payload(tmp_path))
         for i in range(20)
     ]
-    procs = [
-        subprocess.Popen(
-            [convergent_exe, "hook", "stop" if i % 2 else "subagent-stop"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=tmp_path,
+    procs = []
+    for i, payload in enumerate(payloads):
+        # each gets its whole payload and end of input at once, as Claude Code sends it:
+        # a pipe left open until the test reads the answers would run into the stdin
+        # deadline on a busy machine
+        read, write = os.pipe()
+        os.write(write, payload.encode())
+        os.close(write)
+        procs.append(
+            subprocess.Popen(
+                [convergent_exe, "hook", "stop" if i % 2 else "subagent-stop"],
+                stdin=read,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=tmp_path,
+            )
         )
-        for i in range(20)
-    ]
+        os.close(read)
     iterations = []
-    for proc, payload in zip(procs, payloads, strict=True):
-        out, err = proc.communicate(payload.encode(), timeout=SAFETY_TIMEOUT * 2)
+    for proc in procs:
+        out, err = proc.communicate(timeout=SAFETY_TIMEOUT * 2)
         assert proc.returncode == 0, err
         answer = json.loads(out)
         assert answer["decision"] == "block"
