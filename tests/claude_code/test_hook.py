@@ -224,3 +224,35 @@ def test_noise_before_the_answer_would_lose_it(claude_code: ClaudeCode, tmp_path
         session = claude_code.run("go", fake, trap)
     assert fake.problems == [] and len(fake.requests) == 1  # the block never arrived
     assert session.result["terminal_reason"] == "completed"
+
+
+def test_a_main_agent_that_ignores_the_halt_is_ended_at_its_next_tool_call(
+    claude_code: ClaudeCode,
+) -> None:
+    state = WorkflowState(atoms=[Atom(id="core")], control=Control(max_iterations=1))
+    _store(claude_code, state)
+    claude_code.write_settings(documented_settings())
+    spawned: list[str] = []
+
+    def model(request: MessagesRequest) -> Reply:
+        if _subagent_task(request):
+            return text("Nothing changed.")
+        if len(spawned) == 3:
+            return text("Giving up.")
+        spawned.append(f"SUBTASK part {len(spawned) + 1}")  # told or not, it goes on
+        return tool_use(
+            "Agent",
+            {"description": "a part", "prompt": spawned[-1], "run_in_background": False},
+        )
+
+    with FakeAnthropic(model) as fake, OutboundTrap() as trap:
+        session = claude_code.run("port it", fake, trap)
+
+    assert fake.problems == []
+    assert spawned == ["SUBTASK part 1", "SUBTASK part 2"]
+    answers = session.hook_answers("PostToolUse")
+    assert [a.get("decision", a.get("continue")) for a in answers] == ["block", False]
+    assert answers[1]["stopReason"].startswith(f"{HALTED} (max_cycles)")
+    assert session.result["terminal_reason"] == "hook_stopped"
+    main_requests = [r for r in fake.requests if not _subagent_task(r)]
+    assert len(main_requests) == 2  # none after the second subagent returned
