@@ -13,9 +13,11 @@ from convergent.cli import main
 from convergent.coordinator import (
     AtomStatus,
     CommandCheck,
+    HookEvent,
     JudgmentCheck,
     StateStore,
     WorkflowStatus,
+    answer_hook,
 )
 from convergent.stop import StopReason
 
@@ -185,6 +187,33 @@ def test_stop_redirect_resume_and_iteration(wf: str, capsys: pytest.CaptureFixtu
     cli(capsys, "coordinator", "record", "resume", *s)
     data = cli_json(capsys, "coordinator", "record", "iteration", *s)
     assert (data["action"], data["iteration"]) == ("continue", 2)
+
+
+def test_status_json_carries_what_the_hook_told_claude_code(
+    wf: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli(capsys, "coordinator", "record", "add", "api", "--state", wf)
+    assert cli_json(capsys, "coordinator", "status", "--state", wf)["hook"] == {
+        "consecutive_blocks": 0,
+        "max_consecutive_blocks": 5,
+        "block_when_active": False,
+        "last_answer": None,
+    }
+    cli(capsys, "coordinator", "record", "stop", "--note", "out of budget", "--state", wf)
+    payload = {"cwd": str(Path(wf).parent), "hook_event_name": "Stop"}
+    halt = answer_hook(HookEvent.STOP, json.dumps(payload), state=wf)
+    report = cli_json(capsys, "coordinator", "status", "--state", wf)
+    assert (report["stop_reason"], report["stop_detail"]) == (
+        "stopped",
+        "stop requested: out of budget",
+    )
+    last = report["hook"]["last_answer"]
+    assert (last["event"], last["action"]) == ("Stop", "halt")
+    assert last["message"] == halt.output["stopReason"]
+    assert last["message"].startswith("convergent stopped the work (stopped): stop requested")
+    _, view, _ = cli(capsys, "coordinator", "status", "--state", wf)
+    assert "hook: halt at Stop (" in view
+    assert "): convergent stopped the work (stopped): stop requested: out of budget." in view
 
 
 def test_status_view_is_readable(wf: str, capsys: pytest.CaptureFixture[str]) -> None:

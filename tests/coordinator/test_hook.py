@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,12 @@ from convergent.coordinator import (
     record_failure,
     request_redirect,
     request_stop,
+)
+from convergent.coordinator.hook import (
+    CLAUDE_CODE_BLOCK_CAP,
+    HookInput,
+    claude_code_block_cap,
+    decide_hook,
 )
 from convergent.stop import StopReason
 
@@ -125,21 +133,22 @@ def test_completed_base_case_lets_the_agent_stop(
     assert store.load().control.iteration == 0
 
 
+@pytest.mark.parametrize("active", [False, True], ids=["new stop", "stop_hook_active"])
 def test_verify_option_runs_checks_and_completes(
-    convergent_exe: str, store: StateStore, tmp_path: Path
+    convergent_exe: str, store: StateStore, tmp_path: Path, active: bool
 ) -> None:
     (tmp_path / "dist").mkdir()
     (tmp_path / "dist" / "app.js").write_text("//")
     store.create(make_state(1, checks=[ArtifactCheck(name="bundle", path="dist/app.js")]))
-    code, output, _ = run_hook(
-        convergent_exe, "stop", json.dumps(stop_payload(tmp_path)), "--verify", cwd=tmp_path
-    )
+    payload = json.dumps(stop_payload(tmp_path, active=active))
+    code, output, _ = run_hook(convergent_exe, "stop", payload, "--verify", cwd=tmp_path)
     assert code == 0
-    assert _allowed(output)
+    assert output == {"systemMessage": "convergent: base case satisfied (1 check(s) passed)"}
     state = store.load()
     assert state.control.status is WorkflowStatus.COMPLETED
     assert state.control.stop_reason is StopReason.COMPLETED
     assert state.base_case.last_results[0].matches == [str(tmp_path / "dist" / "app.js")]
+    assert state.control.iteration == 0  # completion is no iteration of work
 
 
 def test_stall_stops_the_work(convergent_exe: str, store: StateStore, tmp_path: Path) -> None:
@@ -361,23 +370,24 @@ def test_concurrent_invocations_lose_no_update(
         json.dumps(stop_payload(tmp_path)) if i % 2 else json.dumps(subagent_payload(tmp_path))
         for i in range(20)
     ]
-    # each process gets its whole stdin at once: fed one after another, the last ones
-    # would wait past the hook's stdin deadline on a loaded machine
-    inputs = tmp_path / "inputs"
-    inputs.mkdir()
     procs = []
     for i, payload in enumerate(payloads):
-        (inputs / str(i)).write_text(payload)
-        with (inputs / str(i)).open("rb") as stdin:
-            procs.append(
-                subprocess.Popen(
-                    [convergent_exe, "hook", "stop" if i % 2 else "subagent-stop"],
-                    stdin=stdin,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    cwd=tmp_path,
-                )
+        # each gets its whole payload and end of input at once, as Claude Code sends it:
+        # a pipe left open until the test reads the answers would run into the stdin
+        # deadline on a busy machine
+        read, write = os.pipe()
+        os.write(write, payload.encode())
+        os.close(write)
+        procs.append(
+            subprocess.Popen(
+                [convergent_exe, "hook", "stop" if i % 2 else "subagent-stop"],
+                stdin=read,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=tmp_path,
             )
+        )
+        os.close(read)
     iterations = []
     for proc in procs:
         out, err = proc.communicate(timeout=SAFETY_TIMEOUT * 2)
@@ -492,3 +502,219 @@ def test_stdin_from_dev_null_gets_a_json_answer(convergent_exe: str, tmp_path: P
         "systemMessage": "convergent: hook input unusable (empty input on stdin)"
     }
     assert proc.stderr.decode() == "convergent hook: empty input on stdin; allowing the stop\n"
+
+
+def tool_payload(cwd: Path, tool: str = "Agent") -> dict[str, Any]:
+    """Shaped like Claude Code's PostToolUse hook input after a subagent returned."""
+    return {
+        **stop_payload(cwd),
+        "hook_event_name": "PostToolUse",
+        "tool_name": tool,
+        "tool_input": {"description": "port a module", "prompt": "port core"},
+        "tool_response": {"status": "completed", "agentId": "a7f3c2e1"},
+        "tool_use_id": "toolu_01",
+    }
+
+
+# --- Claude Code's own cap on consecutive blocks ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "cap"),
+    [
+        (None, CLAUDE_CODE_BLOCK_CAP),
+        ("3", 3),
+        (" 4", 4),
+        ("3.5", 3),
+        ("4abc", 4),
+        ("abc", CLAUDE_CODE_BLOCK_CAP),
+        ("", CLAUDE_CODE_BLOCK_CAP),
+        ("0", None),
+        ("-1", None),
+    ],
+)
+def test_claude_codes_block_cap_is_read_as_claude_code_reads_it(
+    value: str | None, cap: int | None
+) -> None:
+    environ = {} if value is None else {"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": value}
+    assert claude_code_block_cap(environ) == cap
+
+
+def test_a_lower_claude_code_cap_ends_the_chain_before_an_undelivered_block() -> None:
+    state = make_state(2, max_stall_count=50)
+    state.control.hook.block_when_active = True
+    state.control.hook.max_consecutive_blocks = 5
+    first = HookInput(hook_event_name="Stop")
+    chained = HookInput(hook_event_name="Stop", stop_hook_active=True)
+    answers = [decide_hook(state, payload, claude_cap=2) for payload in (first, chained, chained)]
+    assert [a.action for a in answers] == ["block", "block", "allow"]
+    assert answers[2].output["systemMessage"] == (
+        "convergent: allowed the stop after 2 consecutive blocks (Claude Code's "
+        "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP is 2, below control.hook.max_consecutive_blocks 5)"
+    )
+    warning = (
+        "convergent hook: warning: Claude Code's CLAUDE_CODE_STOP_HOOK_BLOCK_CAP is 2, below "
+        "control.hook.max_consecutive_blocks 5; at most 2 blocks in a row are given"
+    )
+    assert [a.message for a in answers[:2]] == [warning, warning]
+    assert state.control.iteration == 2  # the third call counted nothing
+
+
+def test_a_higher_or_absent_claude_code_cap_leaves_the_own_cap() -> None:
+    for claude_cap in (None, 9):
+        state = make_state(2, max_stall_count=50)
+        state.control.hook.block_when_active = True
+        state.control.hook.max_consecutive_blocks = 2
+        chained = HookInput(hook_event_name="Stop", stop_hook_active=True)
+        answers = [decide_hook(state, chained, claude_cap=claude_cap) for _ in range(3)]
+        assert [a.action for a in answers] == ["block", "block", "allow"]
+        assert answers[0].message is None
+        assert (
+            answers[2]
+            .output["systemMessage"]
+            .endswith("after 2 consecutive blocks (control.hook.max_consecutive_blocks)")
+        )
+
+
+def test_the_installed_command_reads_claude_codes_cap_from_its_environment(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    state = make_state(2, max_stall_count=50)
+    state.control.hook.block_when_active = True
+    state.control.hook.consecutive_blocks = 3
+    store.create(state)
+    proc = subprocess.run(
+        [convergent_exe, "hook", "stop"],
+        input=json.dumps(stop_payload(tmp_path, active=True)).encode(),
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=SAFETY_TIMEOUT,
+        env={**os.environ, "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "3"},
+        check=False,
+    )
+    output = json.loads(proc.stdout)
+    assert _allowed(output)
+    assert "after 3 consecutive blocks (Claude Code's" in output["systemMessage"]
+    assert store.load().control.iteration == 0
+
+
+# --- --verify while stop_hook_active -----------------------------------------------------
+
+
+def test_verify_while_active_with_failing_checks_allows_and_records(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    store.create(make_state(1, checks=[ArtifactCheck(name="bundle", path="dist/app.js")]))
+    payload = json.dumps(stop_payload(tmp_path, active=True))
+    code, output, stderr = run_hook(convergent_exe, "stop", payload, "--verify", cwd=tmp_path)
+    assert code == 0
+    assert output == {}
+    assert "stop_hook_active is true; checks recorded, allowing the stop" in stderr
+    state = store.load()
+    assert state.control.status is WorkflowStatus.RUNNING
+    assert [r.passed for r in state.base_case.last_results] == [False]
+    assert state.control.hook.last_answer is not None
+    assert state.control.hook.last_answer.action == "allow"
+
+
+# --- PostToolUse: a stop at a subagent reaches the main agent ---------------------------
+
+
+def test_post_tool_use_says_nothing_while_the_work_goes_on(
+    convergent_exe: str, store: StateStore, state_path: Path, tmp_path: Path
+) -> None:
+    store.create(make_state(2))
+    before = state_path.read_bytes()
+    payload = json.dumps(tool_payload(tmp_path))
+    code, output, _ = run_hook(convergent_exe, "post-tool-use", payload, cwd=tmp_path)
+    assert code == 0
+    assert output == {}
+    assert state_path.read_bytes() == before
+
+
+def test_post_tool_use_tells_the_main_agent_once_then_ends_its_session(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    state = make_state(2, max_stall_count=1)
+    observe_iteration(state)
+    store.create(state)
+    subagent = json.dumps(subagent_payload(tmp_path))
+    _, halted, _ = run_hook(convergent_exe, "subagent-stop", subagent, cwd=tmp_path)
+    assert halted["continue"] is False
+    payload = json.dumps(tool_payload(tmp_path))
+    _, told, _ = run_hook(convergent_exe, "post-tool-use", payload, cwd=tmp_path)
+    _, ended, _ = run_hook(convergent_exe, "post-tool-use", payload, cwd=tmp_path)
+    assert told["decision"] == "block"
+    assert told["reason"] == (
+        f"{halted['stopReason']} Start no more work and call no more tools: give the user "
+        "your final answer now (what is done, what is left), saying that the work was "
+        "stopped and why."
+    )
+    assert ended == {"continue": False, "stopReason": halted["stopReason"]}
+    saved = store.load().control
+    assert saved.hook.halt_reported
+    assert saved.hook.last_answer is not None
+    assert (saved.hook.last_answer.event, saved.hook.last_answer.action) == (
+        "PostToolUse",
+        "halt",
+    )
+
+
+def test_post_tool_use_after_completion_says_nothing(store: StateStore, tmp_path: Path) -> None:
+    state = make_state(1)
+    state.control.status = WorkflowStatus.COMPLETED
+    store.create(state)
+    answer = answer_hook(HookEvent.POST_TOOL_USE, json.dumps(tool_payload(tmp_path)))
+    assert (answer.action, answer.output) == ("allow", {})
+
+
+def test_work_that_goes_on_again_is_reported_afresh(store: StateStore, tmp_path: Path) -> None:
+    state = make_state(2)
+    request_stop(state, "lunch")
+    store.create(state)
+    payload = json.dumps(tool_payload(tmp_path))
+    assert answer_hook(HookEvent.POST_TOOL_USE, payload).action == "block"
+    with store.update() as current:
+        current.control.stop_requested = False  # as `coordinator record resume` does
+    assert answer_hook(HookEvent.STOP, json.dumps(stop_payload(tmp_path))).action == "block"
+    assert not store.load().control.hook.halt_reported
+    with store.update() as current:
+        request_stop(current, "dinner")
+    assert answer_hook(HookEvent.POST_TOOL_USE, payload).action == "block"
+
+
+# --- stdout carries only the answer -----------------------------------------------------
+
+NOISY_DECISION = """
+import os, subprocess, sys
+import convergent.coordinator.hook as hook
+decide = hook.decide_hook
+def noisy(*args, **kwargs):
+    print("print() while deciding")
+    os.write(1, b"a write to descriptor 1\\n")
+    subprocess.run(["echo", "a child process"], check=True)
+    return decide(*args, **kwargs)
+hook.decide_hook = noisy
+sys.argv = ["convergent", "hook", "stop"]
+from convergent.cli import main
+main()
+"""
+
+
+def test_stdout_carries_only_the_answer(store: StateStore, tmp_path: Path) -> None:
+    store.create(make_state(1))
+    done = subprocess.run(
+        [sys.executable, "-c", NOISY_DECISION],
+        input=json.dumps(stop_payload(tmp_path)).encode(),
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=SAFETY_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0
+    stdout = done.stdout.decode()
+    assert stdout.count("\n") == 1
+    assert json.loads(stdout)["decision"] == "block"
+    stderr = done.stderr.decode()
+    for noise in ("print() while deciding", "a write to descriptor 1", "a child process"):
+        assert noise in stderr

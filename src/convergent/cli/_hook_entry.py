@@ -3,24 +3,37 @@
 Claude Code runs ``convergent hook stop`` at every stop of an agent, so this path
 imports only the coordinator's state and decision code: no typer, no agent stack.
 The typer commands in `convergent.cli.hook` (for ``--help``) answer through it too.
+
+Claude Code reads the hook's stdout as one JSON document, and ignores the answer when
+anything else comes first. So while the hook decides, whatever is written to stdout,
+by Python code or by a process it starts, goes to stderr; the answer is written last.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import stat
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import TextIO
 
-__all__ = ["STDIN_DEADLINE", "answer", "hook_event", "read_stdin", "run_hook"]
+__all__ = [
+    "STDIN_DEADLINE",
+    "answer",
+    "hook_event",
+    "read_stdin",
+    "run_hook",
+    "stdout_kept_for_the_answer",
+]
 
 STDIN_DEADLINE = 3.0
 """Seconds the hook waits for stdin to be closed before answering with what arrived."""
 
 _MAX_INPUT = 4 * 1024 * 1024
-_EVENTS = {"stop": "Stop", "subagent-stop": "SubagentStop"}
+_EVENTS = {"stop": "Stop", "subagent-stop": "SubagentStop", "post-tool-use": "PostToolUse"}
 _HELP = {"--help", "-h"}
 
 
@@ -90,17 +103,63 @@ def _read_at_once(fd: int) -> str:
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
+def _point_stdout_at_stderr() -> int | None:
+    """Make descriptor 1 a copy of 2; return a copy of the old 1 (None if impossible)."""
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout descriptor: nothing can inherit one either
+        return None
+    try:
+        os.dup2(2, 1)
+    except OSError:  # no stderr descriptor: leave stdout where it was
+        os.close(saved)
+        return None
+    return saved
+
+
+@contextlib.contextmanager
+def stdout_kept_for_the_answer() -> Iterator[TextIO]:
+    """Send everything bound for stdout to stderr; yield a stream on the real stdout.
+
+    Both ``sys.stdout`` and file descriptor 1 (which child processes inherit) point at
+    stderr until the block ends; only what is written to the yielded stream reaches
+    stdout. Where the descriptors cannot be rearranged, ``sys.stdout`` alone is.
+    """
+    original = sys.stdout
+    if original is not None:
+        with contextlib.suppress(OSError, ValueError):
+            original.flush()
+    saved = _point_stdout_at_stderr()
+    sys.stdout = sys.stderr
+    try:
+        if saved is None:
+            yield original
+        else:
+            with open(saved, "w", encoding="utf-8", closefd=False) as real:
+                yield real
+    finally:
+        sys.stdout = original
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
 def answer(event: str, state: str | None, verify: bool, unexpected: Sequence[str]) -> int:
     """Answer one hook call on stdout (notes on stderr); returns the exit code."""
-    from convergent.coordinator.hook import HookEvent, answer_hook
+    with stdout_kept_for_the_answer() as stdout:
+        from convergent.coordinator.hook import HookEvent, answer_hook
 
-    if unexpected:
-        print(f"convergent hook: ignoring unexpected arguments {list(unexpected)}", file=sys.stderr)
-    reply = answer_hook(HookEvent(event), read_stdin(), state=state, verify=verify)
-    sys.stdout.write(reply.stdout)
-    sys.stdout.flush()
-    if reply.message:
-        print(reply.message, file=sys.stderr)
+        if unexpected:
+            print(
+                f"convergent hook: ignoring unexpected arguments {list(unexpected)}",
+                file=sys.stderr,
+            )
+        reply = answer_hook(HookEvent(event), read_stdin(), state=state, verify=verify)
+        if reply.message:
+            print(reply.message, file=sys.stderr)
+        sys.stderr.flush()
+        stdout.write(reply.stdout)
+        stdout.flush()
     return reply.exit_code
 
 

@@ -81,7 +81,7 @@ def _decision_dict(decision: Decision) -> dict[str, Any]:
 
 
 def status_report(state: WorkflowState, path: Path) -> dict[str, Any]:
-    """Everything ``status --json`` prints: control, metrics, health, atoms, advice, checks."""
+    """Everything ``status --json`` prints: control, atoms, advice, checks, hook answers."""
     control = state.control
     ready = {atom.id for atom in ready_atoms(state.atoms)}
     state_health = health(state)
@@ -104,6 +104,19 @@ def status_report(state: WorkflowState, path: Path) -> dict[str, Any]:
         ],
         "inertia": [asdict(flag) for flag in find_inertia(state)],
         "checks": [result.model_dump(mode="json") for result in state.base_case.last_results],
+        "hook": _hook_report(state),
+    }
+
+
+def _hook_report(state: WorkflowState) -> dict[str, Any]:
+    """The Claude Code hooks' counters and their latest answer (what Claude Code was told)."""
+    hook = state.control.hook
+    last = hook.last_answer
+    return {
+        "consecutive_blocks": hook.consecutive_blocks,
+        "max_consecutive_blocks": hook.max_consecutive_blocks,
+        "block_when_active": hook.block_when_active,
+        "last_answer": last.model_dump(mode="json") if last else None,
     }
 
 
@@ -131,6 +144,12 @@ def _render_status(state: WorkflowState, path: Path) -> None:
         console.print("[green]healthy[/green]")
     else:
         console.print("[red]unhealthy[/red]: " + escape("; ".join(report["health"]["problems"])))
+    last = state.control.hook.last_answer
+    if last is not None:
+        said = f": {last.message.splitlines()[0]}" if last.message else ""
+        console.print(
+            escape(f"hook: {last.action} at {last.event} ({last.at:%Y-%m-%d %H:%M}){said}")
+        )
     if state.atoms:
         table = Table("atom", "status", "title", "depends on", "ready", title="atoms")
         ready = {atom.id for atom in ready_atoms(state.atoms)}

@@ -1,4 +1,4 @@
-"""``convergent hook stop|subagent-stop``: the Claude Code Stop and SubagentStop hook.
+"""``convergent hook stop|subagent-stop|post-tool-use``: the Claude Code hooks.
 
 The command reads the hook's JSON from stdin, decides from the state file and prints
 Claude Code's JSON answer. It always exits 0 (exit 2 would block the stop), ignores
@@ -36,7 +36,10 @@ StateOption = Annotated[
 ]
 VerifyOption = Annotated[
     bool,
-    typer.Option("--verify", help="Run the base case checks before deciding."),
+    typer.Option(
+        "--verify",
+        help="Run the base case checks before deciding (also while stop_hook_active is true).",
+    ),
 ]
 
 
@@ -56,6 +59,16 @@ def subagent_stop(
 ) -> None:
     """Answer Claude Code's SubagentStop hook (a subagent is about to finish)."""
     _answer(HookEvent.SUBAGENT_STOP, ctx, state, verify)
+
+
+@hook_app.command("post-tool-use", context_settings=_LENIENT)
+def post_tool_use(ctx: typer.Context, state: StateOption = None) -> None:
+    """Answer Claude Code's PostToolUse hook (matcher Agent|Task): tell the main agent.
+
+    When a subagent's stop ended the work, the main agent learns why after the Agent
+    call returns, and its next tool call ends the session.
+    """
+    _answer(HookEvent.POST_TOOL_USE, ctx, state, False)
 
 
 app.add_typer(hook_app, name="hook")

@@ -5,7 +5,7 @@ case of externally verifiable checks, and control counters. Each iteration ends 
 decision in a fixed priority order (redirect, stop request, base case, stall, iteration
 limit), using the same `StopReason` vocabulary as a single agent run. The same state
 drives the Python `Coordinator`, the ``convergent coordinator`` commands and the
-Claude Code Stop/SubagentStop hook (``convergent hook stop|subagent-stop``).
+Claude Code hooks (``convergent hook stop|subagent-stop|post-tool-use``).
 """
 
 from __future__ import annotations

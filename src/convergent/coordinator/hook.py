@@ -1,10 +1,12 @@
-"""The Claude Code Stop / SubagentStop hook: decide from the state file, answer in JSON.
+"""The Claude Code hooks: decide from the state file, answer in JSON.
 
-Claude Code runs the hook command when the main agent (Stop) or a subagent
-(SubagentStop) is about to finish, with a JSON object on stdin (``session_id``,
-``transcript_path``, ``cwd``, ``hook_event_name``, ``stop_hook_active`` and, for
-SubagentStop, ``agent_id``, ``agent_type``, ``agent_transcript_path``,
-``last_assistant_message``). The hook always exits 0 and prints one JSON object:
+Claude Code runs the hook command when the main agent (``Stop``) or a subagent
+(``SubagentStop``) is about to finish, and after a tool call (``PostToolUse``), with a
+JSON object on stdin (``session_id``, ``transcript_path``, ``cwd``,
+``hook_event_name``, ``stop_hook_active``; for SubagentStop also ``agent_id``,
+``agent_type``, ``agent_transcript_path``, ``last_assistant_message``; for
+PostToolUse ``tool_name``, ``tool_input``, ``tool_response``). The hook always exits 0
+and prints one JSON object:
 
 - ``{"decision": "block", "reason": ...}``: keep working; the reason lists what is
   unresolved and any strategy advice, and becomes the agent's next instruction.
@@ -13,21 +15,30 @@ SubagentStop, ``agent_id``, ``agent_type``, ``agent_transcript_path``,
 - an object without ``decision`` (``{}``, or only a ``systemMessage`` for the user):
   let the agent stop (base case satisfied, redirect in progress, or a safe fallback).
 
+A stop decided at a subagent's stop ends only that subagent in Claude Code, so the
+PostToolUse hook carries it to the main agent: after its next tool call (the Agent
+call that ran the subagent, with the matcher ``Agent|Task``) the main agent is told
+why the work ended, once, with a block; any later tool call ends its session.
+
 It never keeps an agent looping without bound: with ``stop_hook_active`` true it lets
 the agent stop (unless ``control.hook.block_when_active`` opts in), it caps consecutive
-blocks at ``control.hook.max_consecutive_blocks``, and malformed or empty stdin, a
-missing, unreadable or locked state file, or any internal error all allow the stop with
-a message on stderr. It never exits 2, which Claude Code would read as "block".
+blocks at ``control.hook.max_consecutive_blocks`` and at Claude Code's own cap
+(``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP``), and malformed or empty stdin, a missing,
+unreadable or locked state file, or any internal error all allow the stop with a
+message on stderr. It never exits 2, which Claude Code would read as "block".
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -35,25 +46,48 @@ from convergent._json import UnusableJson, load_json
 from convergent.coordinator.actions import record_verification
 from convergent.coordinator.advice import strategy_advice
 from convergent.coordinator.checks import CheckResult, run_checks
-from convergent.coordinator.decide import Continue, Decision, Interrupt, Stop, advance
+from convergent.coordinator.decide import (
+    Continue,
+    Decision,
+    Interrupt,
+    Stop,
+    advance,
+    apply_decision,
+    decide,
+)
 from convergent.coordinator.progress import ready_atoms, unresolved_atoms
-from convergent.coordinator.state import StateFileError, WorkflowState, WorkflowStatus
+from convergent.coordinator.state import (
+    HookAction,
+    HookAnswerRecord,
+    StateFileError,
+    WorkflowState,
+    WorkflowStatus,
+)
 from convergent.coordinator.store import DEFAULT_STATE_FILE, StateStore
 from convergent.stop import StopReason
 
 __all__ = [
+    "BLOCK_CAP_VARIABLE",
+    "CLAUDE_CODE_BLOCK_CAP",
     "HOOK_LOCK_TIMEOUT",
     "HookAnswer",
     "HookEvent",
     "HookInput",
     "HookInputError",
     "answer_hook",
+    "claude_code_block_cap",
     "decide_hook",
     "parse_hook_input",
 ]
 
 HOOK_LOCK_TIMEOUT = 10.0
 """Seconds the hook waits for the state lock before allowing the stop instead."""
+
+BLOCK_CAP_VARIABLE = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
+"""Claude Code's setting for how many stop-hook blocks in a row it delivers."""
+
+CLAUDE_CODE_BLOCK_CAP = 8
+"""Claude Code's cap when `BLOCK_CAP_VARIABLE` is unset or not a number."""
 
 _MAX_LISTED_ATOMS = 10
 _PREFIX = "convergent"
@@ -75,11 +109,18 @@ def _lines(lines: list[str]) -> str:
     return _clip("\n".join(_clip(line, _MAX_LINE) for line in lines))
 
 
+_FINAL_ANSWER = (
+    "Start no more work and call no more tools: give the user your final answer now "
+    "(what is done, what is left), saying that the work was stopped and why."
+)
+
+
 class HookEvent(StrEnum):
     """The Claude Code hook events this hook answers."""
 
     STOP = "Stop"
     SUBAGENT_STOP = "SubagentStop"
+    POST_TOOL_USE = "PostToolUse"
 
 
 class HookInputError(ValueError):
@@ -114,13 +155,15 @@ class HookInput(BaseModel):
     """SubagentStop: the subagent's own transcript."""
     last_assistant_message: str | None = None
     """The agent's final message; recorded by Claude Code, never used to decide."""
+    tool_name: str | None = None
+    """PostToolUse: the tool that just ran (``Agent`` for a subagent)."""
 
 
 @dataclass(frozen=True, slots=True)
 class HookAnswer:
     """What the hook prints (stdout JSON, stderr text) and how it exits."""
 
-    action: Literal["allow", "block", "halt"]
+    action: HookAction
     """Let the agent stop, keep it working, or end the work."""
     output: dict[str, Any] = field(default_factory=dict)
     """The JSON object for stdout."""
@@ -137,7 +180,31 @@ class HookAnswer:
 
 def _allow(message: str | None = None, *, notify: str | None = None) -> HookAnswer:
     output = {"systemMessage": _clip(f"{_PREFIX}: {notify}")} if notify else {}
-    return HookAnswer("allow", output, _clip(f"{_PREFIX} hook: {message}") if message else None)
+    text = _clip(f"{_PREFIX} hook: {message}") if message else None
+    return HookAnswer(HookAction.ALLOW, output, text)
+
+
+def _block(reason: str, message: str | None = None) -> HookAnswer:
+    return HookAnswer(HookAction.BLOCK, {"decision": "block", "reason": reason}, message)
+
+
+def _halt(reason: str) -> HookAnswer:
+    return HookAnswer(HookAction.HALT, {"continue": False, "stopReason": reason})
+
+
+def claude_code_block_cap(environ: Mapping[str, str]) -> int | None:
+    """How many stop-hook blocks in a row Claude Code delivers; None when it has no cap.
+
+    Read as Claude Code reads `BLOCK_CAP_VARIABLE`: the leading integer of the value
+    (``"12"``, ``" 12"``, ``"12.5"`` all give 12), `CLAUDE_CODE_BLOCK_CAP` when there is
+    none, and no cap at all for zero or a negative number. Past its cap Claude Code ends
+    the turn whatever the hook answers.
+    """
+    match = re.match(r"\s*([+-]?\d+)", environ.get(BLOCK_CAP_VARIABLE, ""))
+    if match is None:
+        return CLAUDE_CODE_BLOCK_CAP
+    cap = int(match.group(1))
+    return cap if cap > 0 else None
 
 
 def parse_hook_input(raw: str) -> HookInput:
@@ -234,9 +301,8 @@ def _answer_decision(state: WorkflowState, decision: Decision) -> HookAnswer:
     match decision:
         case Continue(pending=pending):
             hook.consecutive_blocks += 1
-            return HookAnswer(
-                "block", {"decision": "block", "reason": block_reason(state, pending)}
-            )
+            hook.halt_reported = False
+            return _block(block_reason(state, pending))
         case Interrupt(note=note):
             hook.consecutive_blocks = 0
             return _allow(notify=f"redirect in progress ({note}); letting the agent stop")
@@ -245,31 +311,94 @@ def _answer_decision(state: WorkflowState, decision: Decision) -> HookAnswer:
             return _allow(notify=detail)
         case Stop():
             hook.consecutive_blocks = 0
-            return HookAnswer(
-                "halt", {"continue": False, "stopReason": _halt_reason(state, decision)}
-            )
+            return _halt(_halt_reason(state, decision))
     raise AssertionError(f"unhandled decision {decision!r}")  # pragma: no cover
 
 
-def decide_hook(state: WorkflowState, payload: HookInput) -> HookAnswer:
-    """Decide one hook invocation and update the state's counters in place.
+def _block_cap(state: WorkflowState, claude_cap: int | None) -> tuple[int, str]:
+    """The blocks in a row the hook may give, and where that number comes from."""
+    own = state.control.hook.max_consecutive_blocks
+    if claude_cap is not None and claude_cap < own:
+        return claude_cap, (
+            f"Claude Code's {BLOCK_CAP_VARIABLE} is {claude_cap}, below "
+            f"control.hook.max_consecutive_blocks {own}"
+        )
+    return own, "control.hook.max_consecutive_blocks"
 
-    A new stop (``stop_hook_active`` false) restarts the consecutive-block count; once
-    the count reaches its cap the agent is allowed to stop without counting an
-    iteration. Otherwise the iteration is ended with `advance` and its decision mapped
-    to the protocol.
+
+def decide_hook(
+    state: WorkflowState, payload: HookInput, *, claude_cap: int | None = CLAUDE_CODE_BLOCK_CAP
+) -> HookAnswer:
+    """Decide one Stop or SubagentStop call and update the state's counters in place.
+
+    A new stop (``stop_hook_active`` false) restarts the consecutive-block count. Once
+    the count reaches its cap, ``control.hook.max_consecutive_blocks`` or Claude Code's
+    ``claude_cap`` if lower, the agent is allowed to stop without counting an
+    iteration: Claude Code would not deliver a block past its own cap, so every block
+    the hook counts is one the agent received. Otherwise the iteration is ended with
+    `advance` and its decision mapped to the protocol.
     """
     hook = state.control.hook
     if not payload.stop_hook_active:
         hook.consecutive_blocks = 0
-    if hook.consecutive_blocks >= hook.max_consecutive_blocks:
+    cap, source = _block_cap(state, claude_cap)
+    if hook.consecutive_blocks >= cap:
         hook.consecutive_blocks = 0
         return _allow(
-            f"blocked {hook.max_consecutive_blocks} times in a row; allowing the stop",
-            notify=f"allowed the stop after {hook.max_consecutive_blocks} consecutive blocks "
-            "(control.hook.max_consecutive_blocks)",
+            f"blocked {cap} times in a row; allowing the stop",
+            notify=f"allowed the stop after {cap} consecutive blocks ({source})",
         )
-    return _answer_decision(state, advance(state))
+    answer = _answer_decision(state, advance(state))
+    below = cap < hook.max_consecutive_blocks
+    if answer.action is HookAction.BLOCK and hook.block_when_active and below:
+        warning = f"{_PREFIX} hook: warning: {source}; at most {cap} blocks in a row are given"
+        return HookAnswer(answer.action, answer.output, warning)
+    return answer
+
+
+def _work_ended(state: WorkflowState) -> Stop | None:
+    """The stop that ended the work (or would end it now), unless the work completed."""
+    decision = decide(state)
+    if isinstance(decision, Stop) and decision.reason is not StopReason.COMPLETED:
+        return decision
+    return None
+
+
+def _answer_tool_use(state: WorkflowState) -> HookAnswer:
+    """After a tool call: say nothing while the work goes on; tell, then end, once it ended.
+
+    The first call after a stop blocks with the reason, so the main agent learns it and
+    can give the user a final answer; any later one ends its session.
+    """
+    stop = _work_ended(state)
+    if stop is None:
+        return HookAnswer(HookAction.ALLOW)
+    apply_decision(state, stop)
+    reason = _halt_reason(state, stop)
+    if state.control.hook.halt_reported:
+        return _halt(reason)
+    state.control.hook.halt_reported = True
+    return _block(f"{_clip(reason, _MAX_TEXT - len(_FINAL_ANSWER) - 1)} {_FINAL_ANSWER}")
+
+
+def _allow_while_active(state: WorkflowState) -> HookAnswer:
+    """``stop_hook_active`` with ``--verify``: the checks were recorded; let the agent stop."""
+    if state.control.status is WorkflowStatus.COMPLETED:
+        return _allow(
+            "stop_hook_active is true; the base case holds", notify=state.control.stop_detail
+        )
+    return _allow("stop_hook_active is true; checks recorded, allowing the stop")
+
+
+def _remember(state: WorkflowState, event: HookEvent, answer: HookAnswer) -> None:
+    """Keep the answer in the state, so that a caller without hook output can read it."""
+    output = answer.output
+    text = output.get("reason") or output.get("stopReason") or output.get("systemMessage")
+    if text is None and answer.message:
+        text = answer.message.removeprefix(f"{_PREFIX} hook: ")
+    state.control.hook.last_answer = HookAnswerRecord(
+        event=event.value, action=answer.action, message=text or "", at=datetime.now(UTC)
+    )
 
 
 def _verify(store: StateStore) -> list[CheckResult] | None:
@@ -287,6 +416,7 @@ def answer_hook(
     state: str | None = None,
     verify: bool = False,
     verifier: Callable[[StateStore], list[CheckResult] | None] = _verify,
+    environ: Mapping[str, str] | None = None,
 ) -> HookAnswer:
     """Answer one hook invocation from its raw stdin; never raises.
 
@@ -294,15 +424,19 @@ def answer_hook(
         event: Which hook this command was installed as.
         raw_input: Everything read from stdin.
         state: ``--state`` value; default ``workflow-state.yaml`` in the session's cwd.
-        verify: Run the base case checks first and record their results.
+        verify: Run the base case checks first and record their results (Stop and
+            SubagentStop only).
         verifier: How checks are run (replaceable in tests).
+        environ: The environment Claude Code gave the hook (default ``os.environ``),
+            read for `BLOCK_CAP_VARIABLE`.
     """
     try:
         payload = parse_hook_input(raw_input)
     except HookInputError as exc:
         return _allow(f"{exc}; allowing the stop", notify=f"hook input unusable ({exc})")
+    claude_cap = claude_code_block_cap(os.environ if environ is None else environ)
     try:
-        answer = _answer_from_file(payload, state, verify, verifier)
+        answer = _answer_from_file(event, payload, state, verify, verifier, claude_cap)
     except StateFileError as exc:
         return _allow(f"{exc}; allowing the stop", notify=f"state file unusable: {exc}")
     except Exception as exc:  # a hook must never trap the agent, whatever went wrong
@@ -315,18 +449,33 @@ def answer_hook(
 
 
 def _answer_from_file(
+    event: HookEvent,
     payload: HookInput,
     state: str | None,
     verify: bool,
     verifier: Callable[[StateStore], list[CheckResult] | None],
+    claude_cap: int | None,
 ) -> HookAnswer:
     store = StateStore(state_path_for(payload, state), lock_timeout=HOOK_LOCK_TIMEOUT)
     if not store.exists():
         return _allow(f"no state file at {store.path}; allowing the stop")
-    if payload.stop_hook_active and not store.load().control.hook.block_when_active:
+    if event is HookEvent.POST_TOOL_USE:
+        if _work_ended(store.load()) is None:
+            return HookAnswer(HookAction.ALLOW)  # the common case: read only, nothing written
+        with store.update() as current:
+            answer = _answer_tool_use(current)
+            _remember(current, event, answer)
+            return answer
+    active = payload.stop_hook_active and not store.load().control.hook.block_when_active
+    if active and not verify:
         return _allow("stop_hook_active is true; allowing the stop")
     results = verifier(store) if verify else None
     with store.update() as current:
         if results is not None:
             record_verification(current, results)
-        return decide_hook(current, payload)
+        if active:
+            answer = _allow_while_active(current)
+        else:
+            answer = decide_hook(current, payload, claude_cap=claude_cap)
+        _remember(current, event, answer)
+        return answer

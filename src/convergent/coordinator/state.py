@@ -38,6 +38,8 @@ __all__ = [
     "Attempt",
     "BaseCase",
     "Control",
+    "HookAction",
+    "HookAnswerRecord",
     "HookSettings",
     "ProgressKind",
     "StateFileError",
@@ -142,11 +144,39 @@ class BaseCase(_Model):
         return self
 
 
+class HookAction(StrEnum):
+    """What a Claude Code hook answer did to the agent."""
+
+    ALLOW = "allow"
+    """Let the agent stop (or, after a tool call, go on)."""
+    BLOCK = "block"
+    """Keep the agent working, with the reason as its next instruction."""
+    HALT = "halt"
+    """End the work (``continue: false``)."""
+
+
+class HookAnswerRecord(_Model):
+    """The hook's latest answer that it recorded, for people and scripts to read back."""
+
+    event: str
+    """The Claude Code hook event: ``Stop``, ``SubagentStop`` or ``PostToolUse``."""
+    action: HookAction
+    """What the answer did."""
+    message: str = ""
+    """The text Claude Code was given: the block reason, the stop reason or a note."""
+    at: datetime
+    """When the hook answered."""
+
+
 class HookSettings(_Model):
-    """How the Claude Code Stop/SubagentStop hook may keep an agent working."""
+    """How the Claude Code hooks may keep an agent working, and what they last said."""
 
     max_consecutive_blocks: int = Field(default=5, ge=1)
-    """Blocks in a row (without the agent being allowed to stop) before the hook gives in."""
+    """Blocks in a row (without the agent being allowed to stop) before the hook gives in.
+
+    Claude Code ends a turn itself after ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` (8 by
+    default) blocks in a row; the hook never blocks past the lower of the two.
+    """
     consecutive_blocks: int = Field(default=0, ge=0)
     """Blocks in a row so far; reset when a stop is allowed or a new turn starts."""
     block_when_active: bool = False
@@ -155,6 +185,13 @@ class HookSettings(_Model):
     Off by default: when Claude Code is already continuing because of a stop hook, the
     hook lets it stop, so one user turn never becomes an unbounded loop.
     """
+    halt_reported: bool = False
+    """The main agent was told (after a tool call) why the work ended.
+
+    The next tool call then ends its session; cleared when the work continues.
+    """
+    last_answer: HookAnswerRecord | None = None
+    """The hook's latest recorded answer (``coordinator status --json`` shows it)."""
 
 
 class Control(_Model):
