@@ -27,11 +27,12 @@ from convergent.clock import current_clock
 from convergent.events import Event, EventHandler, JsonlTraceWriter, ToolFinished, ToolStarted
 from convergent.exceptions import UserError
 from convergent.gate import ASK_USER
+from convergent.journal import Durability
 from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
-from convergent.store import DatabaseSteering, RunStore
+from convergent.store import DatabaseSteering, RunClaim, RunStore
 
 __all__ = ["Session", "default_steer", "new_run_id", "open_store"]
 
@@ -140,8 +141,16 @@ class Session:
         task: str | None = None,
         state: RunState | None = None,
         answers: Mapping[str, str] | None = None,
+        claim: RunClaim | None = None,
     ) -> None:
         """Run ``task`` (or continue ``state``), print the outcome, exit with its code.
+
+        Args:
+            agent: The agent to run.
+            task: The task of a new run.
+            state: The state of a stored run to continue.
+            answers: Replies to the questions it waits on, by call id.
+            claim: The claim on the continued run (released when the run ends).
 
         Raises:
             typer.Exit: With code 1 unless the run completed.
@@ -168,10 +177,13 @@ class Session:
                     raise UserError("--steer needs a readable standard input") from None
                 self._reader = TerminalSteering(queue, fd, notify=self._warn).start()
                 self.note(HELP)
+            durability = claim if claim is not None else self.store
             result = asyncio.run(
-                _execute(agent, task, state, answers, queue, on_event, self.store, self.run_id)
+                _execute(agent, task, state, answers, queue, on_event, durability, self.run_id)
             )
         finally:
+            if claim is not None:
+                claim.release()
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
@@ -190,7 +202,7 @@ async def _execute(
     answers: Mapping[str, str] | None,
     steering: SteeringQueue,
     on_event: EventHandler,
-    store: RunStore | None,
+    store: Durability | None,
     run_id: str,
 ) -> RunResult:
     # a run's MCP server processes must not outlive it, so SIGTERM ends it in order

@@ -22,7 +22,6 @@ killed; ``durable=True`` also survives a power loss, at the cost of an fsync per
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -38,7 +37,7 @@ from convergent.models.base import Model
 from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason, canonical_call_key
-from convergent.store import rollback
+from convergent.store import _claims, rollback
 from convergent.store._codec import (
     NEEDS_USER,
     NOT_EXECUTED,
@@ -51,6 +50,7 @@ from convergent.store._codec import (
 )
 from convergent.store._schema import DB_SCHEMA_VERSION, connect, storage_error
 from convergent.store._wal import WalCheckpointer
+from convergent.store.claim import RunClaim
 from convergent.store.journal import SqliteJournal
 from convergent.tools import Tool
 
@@ -69,26 +69,6 @@ _RUN_TABLES = (
     "events",
     "questions",
 )
-
-
-def pid_alive(pid: int | None) -> bool:
-    """Whether a process with this id runs on this machine (a zombie does not count)."""
-    if pid is None or pid <= 0:
-        return False
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        # A killed child that its parent has not reaped yet still answers kill(0).
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,6 +105,8 @@ class RunSummary:
     """How to rebuild its agent (`convergent.recipe.RunRecipe`, as JSON), if stored."""
     config: dict[str, Any] = field(default_factory=dict)
     """Settings stored by convergent 0.1's command line (read as a recipe when resuming)."""
+    pid: int | None = None
+    """Id of the process that runs it, or last ran it."""
 
     @property
     def status(self) -> str:
@@ -269,9 +251,30 @@ class RunStore:
 
     # -- runs -------------------------------------------------------------------------
 
+    def claim(self, run_id: str, *, token: str | None = None) -> RunClaim:
+        """Take the right to continue a stored run (see `convergent.store.claim`).
+
+        One write transaction checks that no live process or task holds the run and
+        makes this one its holder, so of any number of claimants exactly one gets it.
+
+        Args:
+            run_id: The run.
+            token: Take over the claim with this token, which another process took
+                for this one (the console does, before it starts ``convergent resume``).
+
+        Raises:
+            UserError: If the run is unknown, is running (``run ID is running (pid
+                N)``), or ended ``completed``.
+            StorageError: If the database cannot be written.
+        """
+        chosen = token if token is not None else _claims.new_token()
+        with self.transaction("claim run") as conn:
+            previous = _claims.take(conn, self.path, run_id, chosen, handed=token, resumable=True)
+        return RunClaim(self, run_id, chosen, previous)
+
     _SUMMARY_COLUMNS = (
         "run_id, task, model, status, stop_reason, stop_detail, output, cycles, started_at, "
-        "updated_at, pid, workspace, config, usage, elapsed, recipe"
+        "updated_at, pid, workspace, config, usage, elapsed, recipe, pid_start, claim"
     )
 
     @staticmethod
@@ -293,6 +296,8 @@ class RunStore:
             usage,
             elapsed,
             recipe,
+            pid_start,
+            claim,
         ) = row
         return RunSummary(
             run_id=run_id,
@@ -304,12 +309,13 @@ class RunStore:
             output=output,
             started_at=started,
             updated_at=updated,
-            running=status == "running" and pid_alive(pid),
+            running=status == "running" and _claims.holder_alive(pid, pid_start, claim),
             workspace=workspace,
             usage=parse_usage(usage),
             elapsed=elapsed,
             recipe=json.loads(recipe) if recipe else None,
             config=json.loads(config),
+            pid=pid,
         )
 
     def list_runs(
@@ -349,8 +355,8 @@ class RunStore:
     def count_runs(self, status: str | None = None) -> int:
         """How many runs are stored (with this `RunSummary.status`, if given)."""
         if status in ("running", "interrupted"):
-            rows = self.query("SELECT pid FROM runs WHERE status = 'running'")
-            live = sum(1 for (pid,) in rows if pid_alive(pid))
+            rows = self.query("SELECT pid, pid_start, claim FROM runs WHERE status = 'running'")
+            live = sum(1 for row in rows if _claims.holder_alive(*row))
             return live if status == "running" else len(rows) - live
         where, params = self._status_filter(status)
         return int(self.query(f"SELECT COUNT(*) FROM runs {where}", params)[0][0])

@@ -3,7 +3,10 @@
 Each action goes through the run database exactly as the command line does
 (``convergent steer``, ``resume``, ``rewind``), so a run cannot tell the console from
 a terminal. Resuming starts ``python -m convergent resume`` as a detached process: the
-run goes on even if the console is closed, and the server never waits for it.
+run goes on even if the console is closed, and the server never waits for it. The
+console claims the run before it starts that process, and the process takes the claim
+over, so an answer posted twice (or by two people at once) resumes the run once: the
+second is refused with ``run ID is running (pid N)``.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from convergent.durable import pending_answers, resumable_run
+from convergent.durable import pending_answers
 from convergent.exceptions import UserError
-from convergent.store import RunStore
+from convergent.store import RunClaim, RunStore
 from convergent.ui.questions import answer_question, open_questions
 
 __all__ = ["Launcher", "answer", "control", "rewind", "steer"]
@@ -89,11 +92,14 @@ class Launcher:
     children: list[subprocess.Popen[bytes]] = field(default_factory=list)
     """Processes started so far."""
 
-    def resume(self, run_id: str, answer: str, cwd: str | None = None) -> str:
+    def resume(self, claim: RunClaim, answer: str, cwd: str | None = None) -> str:
         """Start ``python -m convergent resume RUN_ID --answer TEXT`` detached.
 
+        The process takes ``claim`` over; once it ends, the claim is released (which
+        gives the run back only if the process never took it over).
+
         Args:
-            run_id: The run.
+            claim: The console's claim on the run.
             answer: The reply to its question.
             cwd: Folder to start in (the run's workspace: paths in its recipe that
                 are relative, such as a script's, were relative to it).
@@ -101,6 +107,7 @@ class Launcher:
         Returns:
             Where the process writes its output.
         """
+        run_id = claim.run_id
         folder = self.logs or self.db.parent / "ui-logs"
         folder.mkdir(parents=True, exist_ok=True)
         log = folder / f"resume-{run_id}-{time.strftime('%Y%m%d-%H%M%S')}.log"
@@ -114,6 +121,7 @@ class Launcher:
             str(self.db),
             f"--answer={answer}",
             "--no-steer",
+            f"--claim={claim.token}",
         ]
         with log.open("ab") as out:
             child = subprocess.Popen(
@@ -125,8 +133,13 @@ class Launcher:
                 start_new_session=True,
             )
         self.children.append(child)
+
+        def reap() -> None:
+            child.wait()
+            claim.release()
+
         # reaped in a thread, so an ended run leaves no zombie behind a long-lived server
-        threading.Thread(target=child.wait, name=f"reap-{child.pid}", daemon=True).start()
+        threading.Thread(target=reap, name=f"reap-{child.pid}", daemon=True).start()
         return str(log)
 
 
@@ -136,17 +149,22 @@ def answer(
     """Answer the run's question: in the console's table while it runs, else by resuming.
 
     Raises:
-        UserError: If the run waits for no answer, or the question closed meanwhile.
+        UserError: If the run waits for no answer, the question closed meanwhile, or
+            another process holds the run (``run ID is running (pid N)``).
     """
     run = store.get_run(run_id)
-    if run.running:
+    if run.running and question_id is not None:
         waiting = {q.id for q in open_questions(store, run_id)}
-        if question_id is None or question_id not in waiting:
+        if question_id not in waiting:
             raise UserError(f"run {run_id!r} is not waiting for that answer any more")
         if not answer_question(store, question_id, text):
             raise UserError("the question closed before the answer arrived; answer it again")
         return "answer sent; the run goes on with it"
-    resumable_run(store, run_id)
-    pending_answers(store, run_id, text)
-    log = launcher.resume(run_id, text, cwd=run.workspace)
+    claim = store.claim(run_id)
+    try:
+        pending_answers(store, run_id, text)
+        log = launcher.resume(claim, text, cwd=run.workspace)
+    except BaseException:
+        claim.release()
+        raise
     return f"resuming the run with your answer (output: {log})"
