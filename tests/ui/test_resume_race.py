@@ -8,6 +8,7 @@ claim over; a post that comes while either holds it is refused with ``run ID is 
 from __future__ import annotations
 
 import html
+import os
 import re
 import subprocess
 import sys
@@ -19,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from convergent import UserError
 from convergent.store import RunStore
+from convergent.ui import actions
 from resume_race import (
     WAIT,
     assert_resumed_once,
@@ -110,3 +113,28 @@ def test_one_of_many_answers_posted_at_once_resumes_the_run(tmp_path: Path) -> N
         assert int(holder.group(1)) in (server.pid, resumer)
     assert executions(tmp_path) == [f"{resumer} resumed"]
     assert_resumed_once(db, run_id, f"answer {resumed[0]}", POSTS)
+
+
+def test_the_console_holds_the_claim_until_its_process_takes_it_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "runs.db"
+    run_id = stopped_run(db, tmp_path, "needs_user")
+    # a resume process that never takes the claim over: it waits, then fails
+    fails = tmp_path / "fails.sh"
+    fails.write_text(f"#!/bin/sh\nwhile [ ! -e {tmp_path}/fail ]; do sleep 0.02; done\nexit 1\n")
+    fails.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fails))
+    with RunStore(db) as store:
+        launcher = actions.Launcher(db)
+        notice = actions.answer(store, launcher, run_id, "answer 0", None)
+        assert notice.startswith("resuming the run with your answer")
+        with pytest.raises(UserError) as refused:
+            actions.answer(store, launcher, run_id, "answer 1", None)
+        assert str(refused.value) == f"run {run_id!r} is running (pid {os.getpid()})"
+        assert len(launcher.children) == 1
+        (tmp_path / "fail").touch()
+        assert launcher.children[0].wait(timeout=WAIT) == 1
+        wait_for(lambda: not store.get_run(run_id).running, "the console to give the run back")
+        assert store.get_run(run_id).status == "needs_user"
+        assert [q.question for q in store.pending_questions(run_id)] == ["which one?"]

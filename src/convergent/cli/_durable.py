@@ -156,6 +156,26 @@ class Session:
             typer.Exit: With code 1 unless the run completed.
             UserError: If the trace file cannot be written, or steering needs a terminal.
         """
+        try:
+            durability = claim if claim is not None else self.store
+            result = self._outcome(agent, task, state, answers, durability)
+        finally:
+            if claim is not None:
+                claim.release()
+        if self.json_output:
+            print(json.dumps(result.to_dict(), ensure_ascii=False))
+        if result.stop_reason is not StopReason.COMPLETED:
+            raise typer.Exit(1)
+
+    def _outcome(
+        self,
+        agent: Agent,
+        task: str | None,
+        state: RunState | None,
+        answers: Mapping[str, str] | None,
+        durability: Durability | None,
+    ) -> RunResult:
+        """Run the agent with the views, the trace and the terminal's steering."""
         writer = self._trace_writer()
         handlers: list[EventHandler] = [self._on_event, *([writer] if writer else [])]
         if not self.json_output:
@@ -177,22 +197,15 @@ class Session:
                     raise UserError("--steer needs a readable standard input") from None
                 self._reader = TerminalSteering(queue, fd, notify=self._warn).start()
                 self.note(HELP)
-            durability = claim if claim is not None else self.store
-            result = asyncio.run(
+            return asyncio.run(
                 _execute(agent, task, state, answers, queue, on_event, durability, self.run_id)
             )
         finally:
-            if claim is not None:
-                claim.release()
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
             if writer is not None:
                 writer.close()
-        if self.json_output:
-            print(json.dumps(result.to_dict(), ensure_ascii=False))
-        if result.stop_reason is not StopReason.COMPLETED:
-            raise typer.Exit(1)
 
 
 async def _execute(
