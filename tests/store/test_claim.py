@@ -24,6 +24,7 @@ from convergent.store import RunStore
 from resume_race import (
     environment,
     executions,
+    process_gone,
     resume_limits,
     stopped_run,
     wait_for,
@@ -141,28 +142,37 @@ async def test_a_run_a_failed_task_of_this_process_left_running_can_be_resumed(
     assert result.stop_reason is StopReason.COMPLETED and result.output == "finished"
 
 
+def name_holder(store: RunStore, run_id: str, pid: int, started: int) -> None:
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE runs SET status = 'running', pid = ?, pid_start = ?, claim = 'theirs' "
+            "WHERE run_id = ?",
+            (pid, started, run_id),
+        )
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-def test_a_holder_whose_process_id_was_reused_is_gone(race: tuple[Path, str]) -> None:
+def test_a_holder_whose_process_id_was_reused_or_that_was_killed_is_gone(
+    race: tuple[Path, str],
+) -> None:
     db, run_id = race
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         with RunStore(db) as store:
-            for started, running in (
-                (start_time(other.pid) - 1, False),
-                (start_time(other.pid), True),
-            ):
-                with store.transaction() as conn:
-                    conn.execute(
-                        "UPDATE runs SET status = 'running', pid = ?, pid_start = ?, claim = 'gone'"
-                        " WHERE run_id = ?",
-                        (other.pid, started, run_id),
-                    )
-                assert store.get_run(run_id).running is running
-                if running:
-                    with pytest.raises(UserError, match=rf"is running \(pid {other.pid}\)"):
-                        store.claim(run_id)
-                else:
-                    store.claim(run_id).release()
+            # the row names an earlier process that had the same id
+            name_holder(store, run_id, other.pid, start_time(other.pid) - 1)
+            assert not store.get_run(run_id).running
+            store.claim(run_id).release()
+            # the row names this very process
+            name_holder(store, run_id, other.pid, start_time(other.pid))
+            assert store.get_run(run_id).running
+            with pytest.raises(UserError, match=rf"^run 'race' is running \(pid {other.pid}\)$"):
+                store.claim(run_id)
+            # killed, and not reaped yet by its parent (this process)
+            other.kill()
+            wait_for(lambda: process_gone(other.pid), "the holder to die")
+            assert not store.get_run(run_id).running
+            store.claim(run_id).release()
     finally:
         other.kill()
         other.wait()

@@ -31,7 +31,6 @@ __all__ = [
     "holder_alive",
     "new_token",
     "own_start",
-    "pid_alive",
     "running_error",
     "take",
 ]
@@ -89,37 +88,34 @@ def own_start() -> int | None:
     return _OWN_START[pid]
 
 
-def pid_alive(pid: int | None) -> bool:
-    """Whether a process with this id runs on this machine (a zombie does not count)."""
+def holder_alive(pid: int | None, start: int | None, token: str | None) -> bool:
+    """Whether the holder a row names still runs (and, in this process, still holds it).
+
+    Args:
+        pid: The holder's process id.
+        start: That process's start time, if recorded (else the pid has to do).
+        token: Its claim's token, if recorded (a holder in this process without one,
+            as older versions wrote, counts as holding).
+    """
     if pid is None or pid <= 0:
         return False
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a killed child that its parent has not reaped yet still answers kill(0)
-    stat = _stat(pid)
-    return stat is None or stat[0] != "Z"
-
-
-def holder_alive(pid: int | None, start: int | None, token: str | None) -> bool:
-    """Whether the holder a row names still runs (and, in this process, still holds it)."""
-    if not pid_alive(pid):
-        return False
-    assert pid is not None
     if pid == os.getpid():
         mine = own_start()
         if start is not None and mine is not None and start != mine:
             return False  # an earlier process that had this id
         return token is None or token in _HELD
-    if start is None:
-        return True  # written where start times are unknown: the pid has to do
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
     stat = _stat(pid)
-    return stat is None or stat[1] == start
+    if stat is None:
+        return True
+    state, started = stat
+    # a killed child that its parent has not reaped yet still answers kill(0)
+    return state != "Z" and (start is None or started == start)
 
 
 def running_error(run_id: str, pid: int | None) -> UserError:
