@@ -125,16 +125,18 @@ def test_the_console_holds_the_claim_until_its_process_takes_it_over(
     fails.write_text(f"#!/bin/sh\nwhile [ ! -e {tmp_path}/fail ]; do sleep 0.02; done\nexit 1\n")
     fails.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(fails))
+    launcher = actions.Launcher(db)
     with RunStore(db) as store:
-        launcher = actions.Launcher(db)
-        notice = actions.answer(store, launcher, run_id, "answer 0", None)
-        assert notice.startswith("resuming the run with your answer")
-        with pytest.raises(UserError) as refused:
-            actions.answer(store, launcher, run_id, "answer 1", None)
-        assert str(refused.value) == f"run {run_id!r} is running (pid {os.getpid()})"
-        assert len(launcher.children) == 1
-        (tmp_path / "fail").touch()
-        assert launcher.children[0].wait(timeout=WAIT) == 1
+        try:
+            notice = actions.answer(store, launcher, run_id, "answer 0", None)
+            assert notice.startswith("resuming the run with your answer")
+            with pytest.raises(UserError) as refused:
+                actions.answer(store, launcher, run_id, "answer 1", None)
+            assert str(refused.value) == f"run {run_id!r} is running (pid {os.getpid()})"
+        finally:
+            (tmp_path / "fail").touch()
+            codes = [child.wait(timeout=WAIT) for child in launcher.children]
+        assert codes == [1]
         wait_for(lambda: not store.get_run(run_id).running, "the console to give the run back")
         assert store.get_run(run_id).status == "needs_user"
         assert [q.question for q in store.pending_questions(run_id)] == ["which one?"]
