@@ -4,6 +4,10 @@ A run started from Python (``Agent.from_recipe(recipe).run(task, store=store)``)
 from the command line (``convergent run``) stores its `RunRecipe`; ``resume(run_id)``
 reads it back, builds the same agent and continues where the run stopped, from Python
 or from ``convergent resume`` alike.
+
+A resumption first claims the run (`RunStore.claim`), before anything else happens: of
+any number of processes or tasks resuming one run at once, one continues it and the
+others are refused with ``run ID is running (pid N)``, their answers and messages unused.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
 from convergent.stop import Limits
-from convergent.store import DEFAULT_DB_PATH, RunStore, RunSummary
+from convergent.store import DEFAULT_DB_PATH, RunClaim, RunStore, RunSummary
 
 __all__ = [
     "Continuation",
@@ -87,7 +91,7 @@ def resumable_run(store: RunStore, run_id: str) -> RunSummary:
     """
     run = store.get_run(run_id)
     if run.running:
-        raise UserError(f"run {run_id!r} is still running")
+        raise UserError(f"run {run_id!r} is running (pid {run.pid})")
     if not run.resumable:
         reason = run.stop_reason.value if run.stop_reason else run.status
         raise UserError(f"run {run_id!r} ended {reason}; there is nothing to resume")
@@ -123,6 +127,8 @@ class Continuation:
     """The state to continue."""
     answers: dict[str, str]
     """Replies to the questions it waits on, by call id."""
+    claim: RunClaim
+    """The claim on the run: continue it with ``store=claim``, then `RunClaim.release`."""
 
 
 def prepare_resume(
@@ -133,15 +139,46 @@ def prepare_resume(
     message: str | None = None,
     limits: LimitsRecipe | None = None,
     model: str | None = None,
+    claim: RunClaim | None = None,
 ) -> Continuation:
-    """Everything `resume` needs, without running (the command line adds its views).
+    """Claim the run and get everything `resume` needs, without running.
+
+    The claim comes first: nothing is recorded or queued for a run that another process
+    or task holds. If anything after it fails, the claim is released.
+
+    Args:
+        store: The run store.
+        run_id: The run.
+        answer: The reply to the question it waits on.
+        message: New instructions, queued for its next cycle.
+        limits: Budgets instead of the recipe's.
+        model: A model spec instead of the recipe's.
+        claim: A claim already taken on the run (default: one is taken now).
 
     Raises:
-        UserError: If the run cannot be resumed (or ``run_id`` is not a valid id).
+        UserError: If the run cannot be resumed, ``run_id`` is not a valid id, or another
+            process or task holds the run.
     """
     check_run_id(run_id)
-    run = resumable_run(store, run_id)
-    recipe = recipe_of(run)
+    held = claim if claim is not None else store.claim(run_id)
+    try:
+        return _prepare(store, held, answer=answer, message=message, limits=limits, model=model)
+    except BaseException:
+        held.release()
+        raise
+
+
+def _prepare(
+    store: RunStore,
+    claim: RunClaim,
+    *,
+    answer: str | None,
+    message: str | None,
+    limits: LimitsRecipe | None,
+    model: str | None,
+) -> Continuation:
+    run_id = claim.run_id
+    recipe = recipe_of(store.get_run(run_id))
     changes: dict[str, Any] = {}
     if model is not None:
         changes["model"] = model
@@ -162,7 +199,7 @@ def prepare_resume(
         if not message.strip():
             raise UserError("the message is empty")
         store.send_steering(run_id, "message", message)
-    return Continuation(agent, state, answers)
+    return Continuation(agent, state, answers, claim)
 
 
 async def resume(
@@ -190,9 +227,9 @@ async def resume(
         steering: Steering queue (default: the commands stored for the run).
 
     Raises:
-        UserError: If the run cannot be resumed (unknown, running, completed, waiting
-            for an answer that was not given, recipe from a newer convergent, an
-            invalid run id).
+        UserError: If the run cannot be resumed (unknown, completed, waiting for an
+            answer that was not given, recipe from a newer convergent, an invalid run
+            id), or another process or task is running it (``run ID is running (pid N)``).
     """
     check_run_id(run_id)
     opened = store if isinstance(store, RunStore) else RunStore(store)
@@ -205,14 +242,17 @@ async def resume(
             limits=LimitsRecipe.of(limits) if limits is not None else None,
             model=model,
         )
-        async with ready.agent:
-            return await ready.agent.run(
-                state=ready.state,
-                answers=ready.answers,
-                on_event=on_event,
-                steering=steering,
-                store=opened,
-            )
+        try:
+            async with ready.agent:
+                return await ready.agent.run(
+                    state=ready.state,
+                    answers=ready.answers,
+                    on_event=on_event,
+                    steering=steering,
+                    store=ready.claim,
+                )
+        finally:
+            ready.claim.release()
     finally:
         if opened is not store:
             opened.close()

@@ -5,6 +5,9 @@ three times, wrote and edited a file, and stopped ``needs_user`` with a steering
 message queued; ``state.v1.json`` is that run's `RunState.to_jsonable` output.
 ``runs.v2.db`` and ``state.v2.json`` are the same for schema version 2: a run built from
 a recipe with a gate, which wrote a file and stopped ``needs_user`` with a message queued.
+``runs.v3.db`` (schema version 3: runs name their holder's start time and claim) holds a
+run stopped ``needs_user`` with a message queued, and a run whose process was killed in
+its second cycle, so that its row still names that process as its holder.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import pytest
 from convergent import AssistantMessage, RunState, ToolResultMessage, UserMessage
 from convergent.compaction import SUMMARY_HEADER
 from convergent.stop import StopReason
-from convergent.store import DatabaseSteering, RunStore
+from convergent.store import DB_SCHEMA_VERSION, DatabaseSteering, RunStore
 
 FIXTURES = Path(__file__).with_name("fixtures")
 
@@ -102,3 +105,36 @@ def test_v2_database_loads_the_same_state_recipe_and_events(v2_store: RunStore) 
     assert v2_store.checkpoint_cycles("fixture-v2") == [0, 1, 2, 3, 4]
     taken = DatabaseSteering(v2_store, "fixture-v2").take()
     assert [c.text for c in taken.messages] == ["queued while stopped"]
+
+
+def test_a_v2_database_is_upgraded_and_its_run_claimed(v2_store: RunStore) -> None:
+    assert v2_store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)]
+    before = v2_store.load("fixture-v2")
+    claim = v2_store.claim("fixture-v2")
+    assert v2_store.get_run("fixture-v2").running
+    claim.release()
+    assert v2_store.get_run("fixture-v2").status == "needs_user"
+    assert v2_store.load("fixture-v2") == before
+
+
+@pytest.fixture
+def v3_store(tmp_path: Path) -> RunStore:
+    copy = tmp_path / "runs.db"
+    shutil.copy(FIXTURES / "runs.v3.db", copy)
+    return RunStore(copy)
+
+
+def test_v3_database_names_holders_and_a_dead_one_blocks_nothing(v3_store: RunStore) -> None:
+    asked, cut = v3_store.get_run("fixture-v3"), v3_store.get_run("fixture-v3-cut")
+    assert asked.status == "needs_user" and asked.cycles == 2
+    assert [q.question for q in v3_store.pending_questions("fixture-v3")] == [
+        "What is your favourite colour?"
+    ]
+    assert [c.text for c in DatabaseSteering(v3_store, "fixture-v3").take().messages] == [
+        "queued while stopped"
+    ]
+    assert cut.status == "interrupted" and cut.resumable
+    state = v3_store.load("fixture-v3-cut")
+    assert [c.name for c in state.pending_calls()] == ["crash"]
+    for run_id in ("fixture-v3", "fixture-v3-cut"):
+        v3_store.claim(run_id).release()

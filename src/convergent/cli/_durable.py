@@ -27,11 +27,12 @@ from convergent.clock import current_clock
 from convergent.events import Event, EventHandler, JsonlTraceWriter, ToolFinished, ToolStarted
 from convergent.exceptions import StorageError, UserError
 from convergent.gate import ASK_USER
+from convergent.journal import Durability
 from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
-from convergent.store import DatabaseSteering, RunStore
+from convergent.store import DatabaseSteering, RunClaim, RunStore
 
 __all__ = ["Session", "default_steer", "new_run_id", "open_reader", "open_store"]
 
@@ -148,13 +149,41 @@ class Session:
         task: str | None = None,
         state: RunState | None = None,
         answers: Mapping[str, str] | None = None,
+        claim: RunClaim | None = None,
     ) -> None:
         """Run ``task`` (or continue ``state``), print the outcome, exit with its code.
+
+        Args:
+            agent: The agent to run.
+            task: The task of a new run.
+            state: The state of a stored run to continue.
+            answers: Replies to the questions it waits on, by call id.
+            claim: The claim on the continued run (released when the run ends).
 
         Raises:
             typer.Exit: With code 1 unless the run completed.
             UserError: If the trace file cannot be written, or steering needs a terminal.
         """
+        try:
+            durability = claim if claim is not None else self.store
+            result = self._outcome(agent, task, state, answers, durability)
+        finally:
+            if claim is not None:
+                claim.release()
+        if self.json_output:
+            print(json.dumps(result.to_dict(), ensure_ascii=False))
+        if result.stop_reason is not StopReason.COMPLETED:
+            raise typer.Exit(1)
+
+    def _outcome(
+        self,
+        agent: Agent,
+        task: str | None,
+        state: RunState | None,
+        answers: Mapping[str, str] | None,
+        durability: Durability | None,
+    ) -> RunResult:
+        """Run the agent with the views, the trace and the terminal's steering."""
         writer = self._trace_writer()
         handlers: list[EventHandler] = [self._on_event, *([writer] if writer else [])]
         if not self.json_output:
@@ -176,8 +205,8 @@ class Session:
                     raise UserError("--steer needs a readable standard input") from None
                 self._reader = TerminalSteering(queue, fd, notify=self._warn).start()
                 self.note(HELP)
-            result = asyncio.run(
-                _execute(agent, task, state, answers, queue, on_event, self.store, self.run_id)
+            return asyncio.run(
+                _execute(agent, task, state, answers, queue, on_event, durability, self.run_id)
             )
         finally:
             if self._reader is not None:
@@ -185,10 +214,6 @@ class Session:
                 self._reader = None
             if writer is not None:
                 writer.close()
-        if self.json_output:
-            print(json.dumps(result.to_dict(), ensure_ascii=False))
-        if result.stop_reason is not StopReason.COMPLETED:
-            raise typer.Exit(1)
 
 
 async def _execute(
@@ -198,7 +223,7 @@ async def _execute(
     answers: Mapping[str, str] | None,
     steering: SteeringQueue,
     on_event: EventHandler,
-    store: RunStore | None,
+    store: Durability | None,
     run_id: str,
 ) -> RunResult:
     # a run's MCP server processes must not outlive it, so SIGTERM ends it in order

@@ -24,7 +24,7 @@ from convergent.cli._temporal import (
     steer_run,
 )
 from convergent.cli.run import absolute_model_spec, check_number
-from convergent.durable import prepare_resume, recipe_of, resumable_run
+from convergent.durable import prepare_resume, recipe_of
 from convergent.exceptions import UserError
 from convergent.recipe import LimitsRecipe
 from convergent.state import RunState
@@ -138,13 +138,6 @@ def _more(
     cost: float | None,
 ) -> LimitsRecipe:
     """The run's limits with the budget a resumption adds (counted from the run's start)."""
-    for option, value in (
-        ("--max-cycles", cycles),
-        ("--max-tokens", tokens),
-        ("--max-seconds", seconds),
-        ("--max-cost", cost),
-    ):
-        check_number(option, value)
     return limits.model_copy(
         update={
             "max_cycles": state.cycles + cycles,
@@ -180,6 +173,10 @@ def resume_command(
     temporal: TemporalOption = None,
     task_queue: TaskQueueOption = "convergent",
     otlp: OtlpOption = None,
+    claim: Annotated[
+        str | None,
+        typer.Option(hidden=True, help="Take over this claim on the run (the console's)."),
+    ] = None,
 ) -> None:
     """Continue a run that was interrupted or stopped for a resumable reason."""
     check_run_id(run_id)
@@ -196,11 +193,23 @@ def resume_command(
             steer=default_steer(steer, json_output),
         )
         return
+    for option, value in (
+        ("--max-cycles", max_cycles),
+        ("--max-tokens", max_tokens),
+        ("--max-seconds", max_seconds),
+        ("--max-cost", max_cost),
+    ):
+        check_number(option, value)
     with otlp_export(otlp):
         store = open_store(db, must_exist=True)
-        run = resumable_run(store, run_id)
-        state = store.load(run_id)
-        limits = _more(recipe_of(run).limits, state, max_cycles, max_tokens, max_seconds, max_cost)
+        held = store.claim(run_id, token=claim)
+        try:
+            state = store.load(run_id)
+            stored = recipe_of(store.get_run(run_id)).limits
+        except BaseException:
+            held.release()
+            raise
+        limits = _more(stored, state, max_cycles, max_tokens, max_seconds, max_cost)
         ready = prepare_resume(
             store,
             run_id,
@@ -208,6 +217,7 @@ def resume_command(
             message=message,
             limits=limits,
             model=absolute_model_spec(model) if model is not None else None,
+            claim=held,
         )
         session = Session(
             store=store,
@@ -216,7 +226,7 @@ def resume_command(
             json_output=json_output,
             trace=trace,
         )
-        session.run(ready.agent, state=ready.state, answers=ready.answers)
+        session.run(ready.agent, state=ready.state, answers=ready.answers, claim=ready.claim)
 
 
 @app.command("rewind")

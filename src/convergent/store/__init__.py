@@ -9,6 +9,7 @@ store.rewind("r1", 3)                                         # files and conver
 """
 
 from convergent.store._schema import DB_SCHEMA_VERSION
+from convergent.store.claim import RunClaim
 from convergent.store.journal import SqliteJournal
 from convergent.store.rollback import RewindResult
 from convergent.store.runs import DEFAULT_DB_PATH, PendingQuestion, RunStore, RunSummary
@@ -20,6 +21,7 @@ __all__ = [
     "DatabaseSteering",
     "PendingQuestion",
     "RewindResult",
+    "RunClaim",
     "RunStore",
     "RunSummary",
     "SqliteJournal",

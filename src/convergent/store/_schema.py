@@ -1,6 +1,10 @@
 """The run database's tables, its version, and opening it safely.
 
-Version 2 (this one) changes version 1 so that a cycle writes fewer pages: finished
+Version 3 (this one) names each running run's holder fully: beside its process id, the
+process's start time (``pid_start``) and the token of its claim (``claim``), so that a
+run is claimed by one process or task at a time (see `convergent.store._claims`).
+
+Version 2 changes version 1 so that a cycle writes fewer pages: finished
 calls are clustered by run and cycle (no separate index), and repeated-call counts are
 derived from them instead of being written (``call_counts`` keeps version-1 counts).
 It adds each run's recipe, replay positions and tool-error streak; per-checkpoint
@@ -8,7 +12,7 @@ replay positions; the MCP server (``source``) of each finished call; an ``events
 table for the events worth keeping (gate decisions, verifier verdicts, redirects,
 compaction, answers); and a ``questions`` table through which a run's ``ask_user`` can
 be answered from another process (the web console).
-A version-1 database is upgraded in place when it is opened for writing.
+An older database is upgraded in place when it is opened for writing.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from convergent.store._wal import SAFETY_NET_PAGES
 
 __all__ = ["DB_SCHEMA_VERSION", "connect", "storage_error"]
 
-DB_SCHEMA_VERSION = 2
+DB_SCHEMA_VERSION = 3
 """Version of the table layout, kept in ``PRAGMA user_version``."""
 
 _TABLES = """
@@ -157,6 +161,11 @@ CREATE TABLE IF NOT EXISTS questions (
 CREATE INDEX IF NOT EXISTS questions_open ON questions (status, run_id);
 """
 
+_V3 = """
+ALTER TABLE runs ADD COLUMN pid_start INTEGER;
+ALTER TABLE runs ADD COLUMN claim TEXT;
+"""
+
 
 def storage_error(path: Path, exc: sqlite3.Error, doing: str) -> StorageError:
     """A one-line `StorageError` for a SQLite failure, naming the file and the cause."""
@@ -243,7 +252,11 @@ def _upgrade(conn: sqlite3.Connection, version: int) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        statements = (_TABLES if version == 0 else "") + (_V2 if version < 2 else "")
+        statements = (
+            (_TABLES if version == 0 else "")
+            + (_V2 if version < 2 else "")
+            + (_V3 if version < 3 else "")
+        )
         for statement in statements.split(";"):
             if statement.strip():
                 conn.execute(statement)

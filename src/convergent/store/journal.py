@@ -5,6 +5,9 @@ final (the new messages, the previous cycle's checkpoint, the live summary) and 
 the call finishes. Each write appends only what changed since the last one, so its cost
 does not grow with the length of the run. Repeated-call counts are not written: they
 are the calls themselves, counted again when a run is loaded.
+
+A stored run is claimed (see `convergent.store._claims`) in the transaction that adopts
+it, so two processes or tasks never continue one run together.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from convergent.messages import AssistantMessage, ToolCall, Usage
 from convergent.models.base import Model
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import SteeringCommand
-from convergent.store import rollback
+from convergent.store import _claims, rollback
 from convergent.store._access import StoreAccess
 from convergent.store._codec import (
     dump_arguments,
@@ -68,6 +71,9 @@ class SqliteJournal:
         recipe: Stored with the run (a `RunRecipe` as JSON), so another process can
             rebuild its agent.
         models: The run's models by role; replayed ones have their position stored.
+        claim: Token of a claim taken on the stored run for this journal (see
+            `convergent.store.claim.RunClaim`); without one, resuming claims the run
+            when it starts.
     """
 
     def __init__(
@@ -79,6 +85,7 @@ class SqliteJournal:
         workspace: str | None = None,
         recipe: Mapping[str, Any] | None = None,
         models: Mapping[str, Model] | None = None,
+        claim: str | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -98,6 +105,10 @@ class SqliteJournal:
         self._clock: Clock = current_clock()
         self._started = 0.0
         self._elapsed_before = 0.0
+        self._claim = claim
+        self._token = _claims.new_token()
+        self.claimed = False
+        """Whether the run is held under this journal's own claim (once started)."""
 
     @property
     def steering(self) -> DatabaseSteering:
@@ -138,35 +149,47 @@ class SqliteJournal:
     # -- the awaited steps --------------------------------------------------------------
 
     async def started(self, state: RunState, *, resumed: bool) -> None:
-        """Insert the run (or adopt its stored rows when resuming) and mark it running."""
+        """Insert the run (or claim and adopt its stored rows when resuming).
+
+        Raises:
+            UserError: If the run exists and this is not a resumption, or another
+                process or task holds it.
+        """
         self._clock = current_clock()
         self._started = self._clock.monotonic()
         self._elapsed_before = state.elapsed
-        with self.store.transaction() as conn:
-            row = conn.execute(
-                "SELECT epoch, message_count FROM runs WHERE run_id = ?", (self.run_id,)
-            ).fetchone()
-            if row is not None and not resumed:
-                raise UserError(f"a run {self.run_id!r} already exists in {self.store.path}")
-            if row is None:
-                self._insert_run(conn, state)
-            else:
-                self._adopt(conn, state, epoch=row[0], count=row[1])
-            (self._event_seq,) = conn.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", (self.run_id,)
-            ).fetchone()
-            self._write_messages(conn, state)
-            self._write_checkpoint(
-                conn,
-                _Boundary(
-                    state.cycles,
-                    len(state.messages),
-                    state.usage,
-                    state.elapsed,
-                    self._positions(),
-                ),
-            )
-            self._update_run(conn, state, state.cycles)
+        try:
+            with self.store.transaction() as conn:
+                self._begin(conn, state, resumed)
+        except BaseException:
+            _claims.drop(self._token)
+            raise
+        self.claimed = True
+        if self._claim is not None:
+            _claims.drop(self._claim)
+
+    def _begin(self, conn: sqlite3.Connection, state: RunState, resumed: bool) -> None:
+        row = conn.execute(
+            "SELECT epoch, message_count FROM runs WHERE run_id = ?", (self.run_id,)
+        ).fetchone()
+        if row is not None and not resumed:
+            raise UserError(f"a run {self.run_id!r} already exists in {self.store.path}")
+        if row is None:
+            self._insert_run(conn, state)
+        else:
+            _claims.take(conn, self.store.path, self.run_id, self._token, handed=self._claim)
+            self._adopt(conn, state, epoch=row[0], count=row[1])
+        (self._event_seq,) = conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", (self.run_id,)
+        ).fetchone()
+        self._write_messages(conn, state)
+        self._write_checkpoint(
+            conn,
+            _Boundary(
+                state.cycles, len(state.messages), state.usage, state.elapsed, self._positions()
+            ),
+        )
+        self._update_run(conn, state, state.cycles)
 
     async def requested(self, state: RunState, cycle: int, calls: Sequence[ToolCall]) -> None:
         """Store the assistant message with its calls before any of them runs."""
@@ -230,15 +253,22 @@ class SqliteJournal:
             mark_consumed(conn, [c.id for c in consumed if c.id is not None])
             self._flush_events(conn)
             self._update_run(conn, state, state.cycles, stopped=True)
+            conn.execute("UPDATE runs SET claim = NULL WHERE run_id = ?", (self.run_id,))
+        _claims.drop(self._token)
+
+    def on_run_error(self, error: BaseException, state: RunState) -> None:
+        """The run ended with an exception: this process lets go of it."""
+        _claims.drop(self._token)
 
     # -- pieces of the writes -----------------------------------------------------------
 
     def _insert_run(self, conn: sqlite3.Connection, state: RunState) -> None:
         now = self._clock.now()
+        _claims.hold(self._token)
         conn.execute(
             "INSERT INTO runs (run_id, task, model, status, cycles, usage, elapsed, started_at, "
-            "updated_at, pid, workspace, recipe, epoch, message_count, state_version) "
-            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?)",
+            "updated_at, pid, pid_start, claim, workspace, recipe, epoch, message_count, "
+            "state_version) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?)",
             (
                 self.run_id,
                 state.task,
@@ -249,6 +279,8 @@ class SqliteJournal:
                 state.started_at or now,
                 now,
                 os.getpid(),
+                _claims.own_start(),
+                self._token,
                 str(self._workspace) if self._workspace is not None else None,
                 json.dumps(self._recipe) if self._recipe is not None else None,
                 state.schema_version,
@@ -281,11 +313,9 @@ class SqliteJournal:
             )
             insert_records(conn, self.run_id, state.tool_calls, self._clock.now())
         conn.execute(
-            "UPDATE runs SET status = 'running', stop_reason = NULL, stop_detail = '', "
-            "output = '', pid = ?, recipe = COALESCE(?, recipe), "
-            "workspace = COALESCE(?, workspace) WHERE run_id = ?",
+            "UPDATE runs SET stop_reason = NULL, stop_detail = '', output = '', "
+            "recipe = COALESCE(?, recipe), workspace = COALESCE(?, workspace) WHERE run_id = ?",
             (
-                os.getpid(),
                 json.dumps(self._recipe) if self._recipe is not None else None,
                 str(self._workspace) if self._workspace is not None else None,
                 self.run_id,

@@ -39,7 +39,7 @@ from convergent.models.base import Model
 from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason, canonical_call_key
-from convergent.store import rollback
+from convergent.store import _claims, rollback
 from convergent.store._codec import (
     NEEDS_USER,
     NOT_EXECUTED,
@@ -52,6 +52,7 @@ from convergent.store._codec import (
 )
 from convergent.store._schema import DB_SCHEMA_VERSION, connect, storage_error
 from convergent.store._wal import WalCheckpointer
+from convergent.store.claim import RunClaim
 from convergent.store.journal import SqliteJournal
 from convergent.tools import Tool
 
@@ -72,39 +73,20 @@ _RUN_TABLES = (
 )
 
 
-def pid_alive(pid: int | None) -> bool:
-    """Whether a process with this id runs on this machine (a zombie does not count)."""
-    if pid is None or pid <= 0:
-        return False
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        # A killed child that its parent has not reaped yet still answers kill(0).
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+def live_pids(pids: Iterable[int | None]) -> set[int]:
+    """The process ids among ``pids`` that exist on this machine.
 
-
-def live_pids(pids: Iterable[int | None]) -> list[int]:
-    """The process ids among ``pids`` that run on this machine (see `pid_alive`).
-
-    On Linux the running processes are listed once (``/proc``), so only the ids found
-    there are looked at one by one: thousands of runs whose process died cost one
-    directory listing, not thousands of system calls.
+    On Linux the running processes are listed once (``/proc``), so thousands of runs
+    whose process died cost one directory listing, not thousands of system calls; each
+    holder found there is then checked in full (`_claims.holder_alive`).
     """
+    wanted = {pid for pid in pids if pid is not None and pid > 0}
     try:
         running = {int(name) for name in os.listdir("/proc") if name.isdigit()}
     except OSError:
-        return [pid for pid in pids if pid is not None and pid_alive(pid)]
+        return wanted
     running.add(os.getpid())
-    return [pid for pid in pids if pid in running and pid_alive(pid)]
+    return wanted & running
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,6 +123,8 @@ class RunSummary:
     """How to rebuild its agent (`convergent.recipe.RunRecipe`, as JSON), if stored."""
     config: dict[str, Any] = field(default_factory=dict)
     """Settings stored by convergent 0.1's command line (read as a recipe when resuming)."""
+    pid: int | None = None
+    """Id of the process that runs it, or last ran it."""
 
     @property
     def status(self) -> str:
@@ -290,9 +274,30 @@ class RunStore:
 
     # -- runs -------------------------------------------------------------------------
 
+    def claim(self, run_id: str, *, token: str | None = None) -> RunClaim:
+        """Take the right to continue a stored run (see `convergent.store.claim`).
+
+        One write transaction checks that no live process or task holds the run and
+        makes this one its holder, so of any number of claimants exactly one gets it.
+
+        Args:
+            run_id: The run.
+            token: Take over the claim with this token, which another process took
+                for this one (the console does, before it starts ``convergent resume``).
+
+        Raises:
+            UserError: If the run is unknown, is running (``run ID is running (pid
+                N)``), or ended ``completed``.
+            StorageError: If the database cannot be written.
+        """
+        chosen = token if token is not None else _claims.new_token()
+        with self.transaction("claim run") as conn:
+            previous = _claims.take(conn, self.path, run_id, chosen, handed=token, resumable=True)
+        return RunClaim(self, run_id, chosen, previous)
+
     _SUMMARY_COLUMNS = (
         "run_id, task, model, status, stop_reason, stop_detail, output, cycles, started_at, "
-        "updated_at, pid, workspace, config, usage, elapsed, recipe"
+        "updated_at, pid, workspace, config, usage, elapsed, recipe, pid_start, claim"
     )
 
     @staticmethod
@@ -314,6 +319,8 @@ class RunStore:
             usage,
             elapsed,
             recipe,
+            pid_start,
+            claim,
         ) = row
         return RunSummary(
             run_id=run_id,
@@ -325,12 +332,13 @@ class RunStore:
             output=output,
             started_at=started,
             updated_at=updated,
-            running=status == "running" and pid_alive(pid),
+            running=status == "running" and _claims.holder_alive(pid, pid_start, claim),
             workspace=workspace,
             usage=parse_usage(usage),
             elapsed=elapsed,
             recipe=json.loads(recipe) if recipe else None,
             config=json.loads(config),
+            pid=pid,
         )
 
     def list_runs(
@@ -418,12 +426,17 @@ class RunStore:
         if status not in ("running", "interrupted"):
             return "WHERE stop_reason = ?", [status]
         pids = self.query("SELECT DISTINCT pid FROM runs WHERE status = 'running'")
-        live = json.dumps(live_pids(pid for (pid,) in pids))
+        present = json.dumps(sorted(live_pids(pid for (pid,) in pids)))
+        rows = self.query(
+            "SELECT rowid, pid, pid_start, claim FROM runs WHERE status = 'running' "
+            "AND pid IN (SELECT value FROM json_each(?))",
+            [present],
+        )
+        live = json.dumps([row[0] for row in rows if _claims.holder_alive(*row[1:])])
         if status == "running":
-            return "WHERE status = 'running' AND pid IN (SELECT value FROM json_each(?))", [live]
+            return "WHERE rowid IN (SELECT value FROM json_each(?))", [live]
         return (
-            "WHERE status = 'running' AND (pid IS NULL OR pid NOT IN "
-            "(SELECT value FROM json_each(?)))",
+            "WHERE status = 'running' AND rowid NOT IN (SELECT value FROM json_each(?))",
             [live],
         )
 

@@ -3,7 +3,10 @@
 Each action goes through the run database exactly as the command line does
 (``convergent steer``, ``resume``, ``rewind``), so a run cannot tell the console from
 a terminal. Resuming starts ``python -m convergent resume`` as a detached process: the
-run goes on even if the console is closed, and the server never waits for it.
+run goes on even if the console is closed, and the server never waits for it. The
+console claims the run before it starts that process, and the process takes the claim
+over, so an answer posted twice (or by two people at once) resumes the run once: the
+second is refused with ``run ID is running (pid N)``.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from convergent.durable import pending_answers, resumable_run
+from convergent.durable import pending_answers
 from convergent.exceptions import UserError
-from convergent.store import RunStore
+from convergent.store import RunClaim, RunStore
 from convergent.ui.questions import answer_question, open_questions
 
 __all__ = ["Launcher", "answer", "control", "rewind", "steer"]
@@ -90,17 +93,21 @@ class Launcher:
     """Processes started so far."""
 
     def resume(
-        self, store: RunStore, run_id: str, answer: str, cwd: str | None = None
+        self, store: RunStore, claim: RunClaim, answer: str, cwd: str | None = None
     ) -> tuple[str, str]:
         """Start ``python -m convergent resume RUN_ID --answer TEXT`` detached, and see it start.
 
-        It waits until the process has taken the run over (the run shows as running),
-        or has ended, at most `STARTUP_SECONDS`, so a resume that could not start is
-        reported as such, not as resuming.
+        The process takes ``claim`` over; once it ends, the claim is released (which
+        gives the run back only if the process never took it over). It waits until the
+        process has taken the run over, or has ended, at most `STARTUP_SECONDS`, so a
+        resume that could not start is reported as such, not as resuming.
+
+        The process takes ``claim`` over; once it ends, the claim is released (which
+        gives the run back only if the process never took it over).
 
         Args:
             store: The run database (to see the run taken over).
-            run_id: The run.
+            claim: The console's claim on the run.
             answer: The reply to its question.
             cwd: Folder to start in (for runs whose recipe holds paths relative to it).
 
@@ -113,6 +120,7 @@ class Launcher:
             UserError: If the process failed before the run went on (with the last line
                 it wrote).
         """
+        run_id = claim.run_id
         folder = self.logs or self.db.parent / "ui-logs"
         folder.mkdir(parents=True, exist_ok=True)
         log = folder / f"resume-{run_id}-{time.strftime('%Y%m%d-%H%M%S')}.log"
@@ -126,6 +134,7 @@ class Launcher:
             str(self.db),
             f"--answer={answer}",
             "--no-steer",
+            f"--claim={claim.token}",
         ]
         with log.open("ab") as out:
             child = subprocess.Popen(
@@ -137,10 +146,15 @@ class Launcher:
                 start_new_session=True,
             )
         self.children.append(child)
-        state = _started(store, run_id, child)
+        state = _started(store, claim, child)
         if child.returncode is None:
+
+            def reap() -> None:
+                child.wait()
+                claim.release()
+
             # reaped in a thread, so an ended run leaves no zombie behind a long-lived server
-            threading.Thread(target=child.wait, name=f"reap-{child.pid}", daemon=True).start()
+            threading.Thread(target=reap, name=f"reap-{child.pid}", daemon=True).start()
         elif child.returncode not in (0, 1):  # 0: completed, 1: another stop reason
             raise UserError(f"the resume did not start: {_last_line(log)} (output: {log})")
         return str(log), state
@@ -150,13 +164,18 @@ STARTUP_SECONDS = 30.0
 """How long an answer waits at most to see its resume take the run over."""
 
 
-def _started(store: RunStore, run_id: str, child: subprocess.Popen[bytes]) -> str:
-    """Wait until ``child`` runs the run or ends; what it became (see `Launcher.resume`)."""
+def _started(store: RunStore, claim: RunClaim, child: subprocess.Popen[bytes]) -> str:
+    """Wait until ``child`` takes the run over or ends; what it became (see `Launcher.resume`).
+
+    A child that ended has its claim released here, so that the status read afterwards
+    is the run's own, not the console's hold.
+    """
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         if child.poll() is not None:
-            return store.get_run(run_id).status
-        if store.get_run(run_id).running:
+            claim.release()
+            return store.get_run(claim.run_id).status
+        if store.get_run(claim.run_id).pid == child.pid:
             return "running"
         time.sleep(0.05)
     return "starting"
@@ -176,19 +195,24 @@ def answer(
     """Answer the run's question: in the console's table while it runs, else by resuming.
 
     Raises:
-        UserError: If the run waits for no answer, or the question closed meanwhile.
+        UserError: If the run waits for no answer, the question closed meanwhile, or
+            another process holds the run (``run ID is running (pid N)``).
     """
     run = store.get_run(run_id)
-    if run.running:
+    if run.running and question_id is not None:
         waiting = {q.id for q in open_questions(store, run_id)}
-        if question_id is None or question_id not in waiting:
+        if question_id not in waiting:
             raise UserError(f"run {run_id!r} is not waiting for that answer any more")
         if not answer_question(store, question_id, text):
             raise UserError("the question closed before the answer arrived; answer it again")
         return "answer sent; the run goes on with it"
-    resumable_run(store, run_id)
-    pending_answers(store, run_id, text)
-    log, state = launcher.resume(store, run_id, text, cwd=run.workspace)
+    claim = store.claim(run_id)
+    try:
+        pending_answers(store, run_id, text)
+        log, state = launcher.resume(store, claim, text, cwd=run.workspace)
+    except BaseException:
+        claim.release()
+        raise
     if state in ("running", "starting"):
         return f"resuming the run with your answer (output: {log})"
     return f"resumed the run with your answer; it ended {state} (output: {log})"
