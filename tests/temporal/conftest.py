@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from convergent import LimitsRecipe, RunRecipe
-from convergent.temporal import DevServer, TemporalRunner, make_worker
+from convergent.temporal import DevServer, PayloadStore, TemporalRunner, make_worker
 
 TOOLS_MODULE = '''
 """Tools whose every finished execution leaves a line in a file."""
@@ -75,9 +75,17 @@ def effects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-async def runner(temporal_server: DevServer) -> TemporalRunner:
+def payload_db(tmp_path: Path) -> Path:
+    """The payload store this test's workers and clients share."""
+    return tmp_path / "runs.db"
+
+
+@pytest.fixture
+async def runner(temporal_server: DevServer, payload_db: Path) -> TemporalRunner:
     return await TemporalRunner.connect(
-        temporal_server.address, task_queue=f"q-{uuid.uuid4().hex[:8]}"
+        temporal_server.address,
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+        payloads=PayloadStore(payload_db),
     )
 
 
@@ -110,7 +118,7 @@ def recipe(folder: Path, responses: list[Any], **changes: Any) -> RunRecipe:
 class WorkerProcess:
     """``convergent worker`` in its own process group, for tests that kill it."""
 
-    def __init__(self, address: str, task_queue: str) -> None:
+    def __init__(self, address: str, task_queue: str, db: Path) -> None:
         self.process = subprocess.Popen(
             [
                 str(Path(sys.executable).with_name("convergent")),
@@ -119,6 +127,8 @@ class WorkerProcess:
                 address,
                 "--task-queue",
                 task_queue,
+                "--db",
+                str(db),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -27,10 +27,13 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def queue(temporal_server: DevServer) -> Iterator[tuple[str, str]]:
-    """A worker process on a fresh task queue: (address, queue)."""
+def queue(temporal_server: DevServer, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A worker process on a fresh task queue: (address, queue).
+
+    It shares the payload store of the commands the test runs in ``tmp_path``.
+    """
     name = f"cli-{uuid.uuid4().hex[:8]}"
-    worker = WorkerProcess(temporal_server.address, name)
+    worker = WorkerProcess(temporal_server.address, name, tmp_path / ".convergent" / "runs.db")
     try:
         yield temporal_server.address, name
     finally:
