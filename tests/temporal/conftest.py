@@ -43,6 +43,17 @@ def step(n: int) -> str:
     return f"step {n} done"
 
 
+@tool(timeout=30)
+def bulk(n: int, kb: int) -> str:
+    """Fetch item n in full: about kb kilobytes of text.
+
+    Args:
+        n: The item.
+        kb: Its size in kilobytes.
+    """
+    return f"item {n}: " + "x" * (kb * 1024)
+
+
 @tool(timeout=30, idempotent=True)
 def look(n: int) -> str:
     """Look at item n (safe to repeat).
@@ -109,7 +120,7 @@ def recipe(folder: Path, responses: list[Any], **changes: Any) -> RunRecipe:
     base = RunRecipe(
         model=script(folder, responses),
         workspace=str(folder),
-        tools=("calculator", "fx:step", "fx:look", "ask_user"),
+        tools=("calculator", "fx:step", "fx:look", "fx:bulk", "ask_user"),
         limits=LimitsRecipe(max_cycles=30, max_repeated_calls=5),
     )
     return base.model_copy(update=changes)

@@ -147,3 +147,86 @@ def test_the_live_view_shows_a_question_and_how_to_answer_it(
     assert "the run asks Which colour?" in proc.stderr
     assert "convergent resume q1 --temporal ... --answer TEXT" in proc.stderr
     assert "stopped: needs_user" in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_malformed_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    commands = (
+        ["run", "x"],
+        ["runs"],
+        ["steer", "r1", "--stop"],
+        ["resume", "r1"],
+        ["bench", "convergence"],
+        ["worker"],
+    )
+    cases = [(command, "bad host:x") for command in commands] + [
+        (["run", "x"], address) for address in ("127.0.0.1:99999", "", ":abc")
+    ]
+    for command, address in cases:
+        proc = cli(*command, "--temporal", address, cwd=tmp_path)
+        assert proc.returncode == 2, (command, address, proc.stderr)
+        reason = (
+            "port 99999 is not between 1 and 65535"
+            if address.endswith("99999")
+            else "expected HOST:PORT, e.g. 127.0.0.1:7233"
+        )
+        assert proc.stderr == f"error: invalid Temporal address {address!r}: {reason}\n"
+
+
+@pytest.mark.slow
+def test_run_with_no_worker_on_the_queue_is_one_line_and_exit_2(
+    tmp_path: Path, temporal_server: DevServer
+) -> None:
+    address, name = temporal_server.address, f"idle-{uuid.uuid4().hex[:8]}"
+    model = script(tmp_path, ["hi"])
+    target = ["--temporal", address, "--task-queue", name]
+    expected = (
+        f"error: no worker polls task queue {name!r} at {address}; start one: "
+        f"convergent worker --temporal {address} --task-queue {name} --db .convergent/runs.db\n"
+    )
+    for command in (
+        ["run", "x", "--model", model, "--run-id", "idle-1"],
+        ["run", "x", "--model", model, "--run-id", "idle-2", "--json"],
+        ["resume", "idle-1"],
+        ["bench", "convergence", "--tasks-per-scenario", "1", "--json"],
+    ):
+        proc = cli(*command, *target, cwd=tmp_path)
+        assert (proc.returncode, proc.stderr) == (2, expected), command
+        if "--json" in command:
+            assert json.loads(proc.stdout)["error"] == expected[len("error: ") : -1]
+        else:
+            assert proc.stdout == ""
+    listed = json.loads(cli("runs", "--json", "--limit", "1000", *target, cwd=tmp_path).stdout)
+    assert not {"idle-1", "idle-2"} & {run["run_id"] for run in listed}  # nothing was queued
+
+
+def test_a_recipe_the_workers_cannot_build_is_one_line_and_exit_2(
+    tmp_path: Path, queue: tuple[str, str]
+) -> None:
+    address, name = queue
+    bad = ["run", "x", "--model", "scripted:/nonexistent.json"]
+    local = cli(*bad, cwd=tmp_path)
+    assert (local.returncode, local.stderr) == (
+        2,
+        "error: script file not found: /nonexistent.json\n",
+    )
+    for extra in (["--json"], []):
+        remote = cli(*bad, "--temporal", address, "--task-queue", name, *extra, cwd=tmp_path)
+        assert (remote.returncode, remote.stderr) == (2, local.stderr)
+        assert "Traceback" not in remote.stderr + remote.stdout
+
+
+def test_a_client_on_another_payload_store_is_told_so(
+    tmp_path: Path, queue: tuple[str, str]
+) -> None:
+    address, name = queue
+    model = script(tmp_path, ["hi"])
+    proc = cli(
+        "run", "x", "--model", model, "--db", "elsewhere.db", "--json",
+        "--temporal", address, "--task-queue", name, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(
+        f"error: the payload store {tmp_path / '.convergent' / 'runs.db'} does not hold payload "
+    )
+    assert proc.stderr.count("\n") == 1

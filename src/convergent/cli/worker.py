@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from convergent.cli._app import app
-from convergent.cli._temporal import DbOption, TaskQueueOption, connect_runner, require_extra
+from convergent.cli._temporal import (
+    DbOption,
+    TaskQueueOption,
+    checked_address,
+    connect_runner,
+    require_extra,
+)
 from convergent.store import DEFAULT_DB_PATH
 
 if TYPE_CHECKING:
@@ -29,7 +35,13 @@ async def _polling(runner: TemporalRunner, tries: int = 300) -> None:
 @app.command("worker")
 def worker_command(
     temporal: Annotated[
-        str, typer.Option("--temporal", metavar="HOST:PORT", help="The Temporal cluster.")
+        str,
+        typer.Option(
+            "--temporal",
+            metavar="HOST:PORT",
+            help="The Temporal cluster.",
+            callback=checked_address,
+        ),
     ],
     task_queue: TaskQueueOption = "convergent",
     db: DbOption = DEFAULT_DB_PATH,

@@ -231,7 +231,8 @@ class ActivityModel(Model):
             )
         except ActivityError as exc:
             cause = exc.cause if exc.cause is not None else exc
-            raise ModelError(str(cause) or type(cause).__name__) from None
+            text = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            raise ModelError(text or type(cause).__name__) from None
         self._position += 1
         self._history, self._sent = answer.history, fresh
         return load_response(answer.response)
