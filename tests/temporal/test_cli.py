@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -230,3 +231,53 @@ def test_a_client_on_another_payload_store_is_told_so(
         f"error: the payload store {tmp_path / '.convergent' / 'runs.db'} does not hold payload "
     )
     assert proc.stderr.count("\n") == 1
+
+
+def wait_for_text(path: Path, text: str) -> None:
+    """Wait until ``text`` shows in the file (a safety net of two minutes)."""
+    deadline = time.monotonic() + 120
+    while text not in path.read_text():
+        assert time.monotonic() < deadline, path.read_text()
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_a_run_whose_worker_died_is_followed_without_a_flood(
+    tmp_path: Path, temporal_server: DevServer
+) -> None:
+    address, name = temporal_server.address, f"orphan-{uuid.uuid4().hex[:8]}"
+    db = tmp_path / ".convergent" / "runs.db"
+    target = ["--temporal", address, "--task-queue", name]
+    model = script(tmp_path, [call("ask_user", question="Which colour?"), "painted"])
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    first = WorkerProcess(address, name, db)
+    with out.open("w") as stdout, err.open("w") as stderr:
+        follower = subprocess.Popen(
+            [EXE, "run", "paint", "--model", model, "--ask-timeout", "600", "--run-id", "orphan"]
+            + target,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        wait_for_text(err, "the run asks Which colour?")
+        first.kill()
+        # the follower's queries now reach no worker: it says so once, then waits
+        wait_for_text(err, "do not answer; waiting for the run")
+        second = WorkerProcess(address, name, db)
+        try:
+            answered = cli("resume", "orphan", "--answer", "blue", *target, cwd=tmp_path)
+            assert answered.returncode == 0, answered.stderr
+            assert follower.wait(timeout=120) == 0
+        finally:
+            second.stop()
+    finally:
+        first.kill()
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    shown = out.read_text() + err.read_text()
+    assert "stopped: completed" in shown
+    assert "WARN" not in shown and "consistent query" not in shown
+    assert shown.count("do not answer") == 1
