@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.worker import Replayer
 
 from convergent import LimitsRecipe, RunRecipe
-from convergent.temporal import DevServer, PayloadStore, TemporalRunner, make_worker
+from convergent.temporal import AgentWorkflow, DevServer, PayloadStore, TemporalRunner, make_worker
+from convergent.temporal._worker import workflow_runner
 
 TOOLS_MODULE = '''
 """Tools whose every finished execution leaves a line in a file."""
@@ -104,6 +106,15 @@ async def runner(temporal_server: DevServer, payload_db: Path) -> TemporalRunner
 async def worker(runner: TemporalRunner) -> AsyncIterator[None]:
     async with make_worker(runner.client, runner.task_queue):
         yield
+
+
+def replayer(runner: TemporalRunner) -> Replayer:
+    """Replays run histories as a worker of ``runner``'s cluster would (same payload store)."""
+    return Replayer(
+        workflows=[AgentWorkflow],
+        workflow_runner=workflow_runner(),
+        data_converter=runner.client.data_converter,
+    )
 
 
 def script(folder: Path, responses: list[Any], name: str = "script.json") -> str:

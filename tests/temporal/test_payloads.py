@@ -8,14 +8,12 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer
 
 from convergent import LimitsRecipe, StopReason
 from convergent.exceptions import UserError
-from convergent.temporal import ITEM_LIMIT, AgentWorkflow, DevServer, PayloadStore, TemporalRunner
-from convergent.temporal._worker import workflow_runner
+from convergent.temporal import ITEM_LIMIT, DevServer, PayloadStore, TemporalRunner
 
-from .conftest import call, recipe
+from .conftest import call, recipe, replayer
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -55,14 +53,10 @@ async def test_history_bytes_per_cycle_do_not_grow_with_the_conversation(
     steady = per_cycle[1:-1]
     assert max(steady) - min(steady) <= 256, per_cycle
     assert max(steady) < 50 * 1024, per_cycle
-    # the whole history is smaller than the last tool result alone
+    # the whole history is smaller than the conversation
     assert sum(per_cycle) < 600 * 1024
-    replayer = Replayer(
-        workflows=[AgentWorkflow],
-        workflow_runner=workflow_runner(),
-        data_converter=runner.client.data_converter,
-    )
-    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    replaying = replayer(runner)
+    replayed = await replaying.replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None
 
 

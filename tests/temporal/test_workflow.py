@@ -10,14 +10,12 @@ from typing import Any
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer
 
 from chat_stub import ChatStub, completion
 from convergent import Agent, GateRecipe, StopReason
-from convergent.temporal import AgentWorkflow, TemporalRun, TemporalRunner, make_worker
-from convergent.temporal._worker import workflow_runner
+from convergent.temporal import TemporalRun, TemporalRunner, make_worker
 
-from .conftest import WorkerProcess, call, recipe
+from .conftest import WorkerProcess, call, recipe, replayer
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -168,12 +166,8 @@ async def test_recorded_histories_replay_deterministically(
     run = await runner.start(made, "t", run_id="replay")
     assert (await run.result()).stop_reason is StopReason.COMPLETED
     history = await run.handle.fetch_history()
-    replayer = Replayer(
-        workflows=[AgentWorkflow],
-        workflow_runner=workflow_runner(),
-        data_converter=runner.client.data_converter,
-    )
-    outcome = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    replaying = replayer(runner)
+    outcome = await replaying.replay_workflow(history, raise_on_replay_failure=False)
     assert outcome.replay_failure is None
     # a history whose events do not match what the code decides is rejected
     tampered = json.loads(history.to_json())
@@ -181,7 +175,7 @@ async def test_recorded_histories_replay_deterministically(
     scheduled = [e for e in events if "activityTaskScheduledEventAttributes" in e]
     scheduled[1]["activityTaskScheduledEventAttributes"]["activityType"]["name"] = "other"
     bad = WorkflowHistory.from_json("replay", tampered)
-    outcome = await replayer.replay_workflow(bad, raise_on_replay_failure=False)
+    outcome = await replaying.replay_workflow(bad, raise_on_replay_failure=False)
     assert outcome.replay_failure is not None
 
 
