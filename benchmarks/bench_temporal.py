@@ -38,6 +38,7 @@ from convergent.temporal import DevServer, PayloadStore, TemporalRunner
 
 TOOL = '''
 import asyncio
+import random
 
 from convergent import tool
 
@@ -49,15 +50,24 @@ async def nap() -> str:
     return "rested"
 
 
+WORDS = "the of and a to in is was that for it with as his on be at by had not are".split()
+
+
 @tool
 def page(n: int, kb: int) -> str:
-    """Page n of a long document: kb kilobytes of text.
+    """Page n of a long document: kb kilobytes of text (words drawn at random).
 
     Args:
         n: The page.
         kb: Its size.
     """
-    return f"page {n}: " + "lorem ipsum " * (kb * 1024 // 12)
+    draw = random.Random(n)
+    words: list[str] = []
+    size = 0
+    while size < kb * 1024:
+        words.append(draw.choice(WORDS) + str(draw.randrange(1000)))
+        size += len(words[-1]) + 1
+    return f"page {n}: " + " ".join(words)
 '''
 
 CYCLES = 2
@@ -245,7 +255,10 @@ async def long_run(
     (stored,) = (
         PayloadStore(folder / "runs.db")
         .open()
-        .query("SELECT count(*), coalesce(sum(length(data)), 0) FROM temporal_payloads")
+        .query(
+            "SELECT count(*), coalesce(sum(size), 0), coalesce(sum(length(data)), 0) "
+            "FROM temporal_payloads"
+        )
     )
 
     def latency_ms(cycle: int) -> float:
@@ -268,7 +281,10 @@ async def long_run(
             f"  cycle {cycle}: {latency_ms(cycle):.1f} ms (median of cycles {cycle - 4}-{cycle}: "
             f"{statistics.median(window):.1f} ms), {added(cycle)} bytes of history"
         )
-    print(f"  payload store: {stored[0]} payloads, {stored[1] / 1e6:.1f} MB")
+    print(
+        f"  payload store: {stored[0]} payloads, {stored[1] / 1e6:.1f} MB "
+        f"({stored[2] / 1e6:.1f} MB compressed)"
+    )
 
 
 async def main(

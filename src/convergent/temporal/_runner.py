@@ -33,10 +33,9 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
 from convergent.exceptions import ScriptExhaustedError, ToolDefinitionError, UserError
-from convergent.messages import Usage
 from convergent.recipe import RunRecipe
 from convergent.result import RunResult
-from convergent.state import RunState, ToolCallRecord
+from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason
 from convergent.temporal._payloads import USER_ERROR, RunStart, item_too_large
@@ -220,11 +219,8 @@ class TemporalRun:
             raise UserError(f"run {self.run_id!r} failed on the cluster: {cause}") from None
         except ApplicationError as exc:  # this client's store lacks the result
             raise UserError(exc.message) from None
-        return (
-            result_of(data["result"]),
-            RunState.from_jsonable(data["state"]),
-            RunRecipe.from_json(data["recipe"]),
-        )
+        state = RunState.from_jsonable(data["state"])
+        return result_of(state), state, RunRecipe.from_json(data["recipe"])
 
     async def result(self) -> RunResult:
         """Wait for the run to stop and return its result."""
@@ -253,34 +249,18 @@ def _check_item(what: str, text: str) -> None:
         raise UserError(refused)
 
 
-def result_of(data: dict[str, Any]) -> RunResult:
-    """A `RunResult` from its ``to_dict`` form (no messages or events: the state has them)."""
-    usage = data["usage"]
+def result_of(state: RunState) -> RunResult:
+    """The `RunResult` of a stopped run, from its final state (which has the messages)."""
+    if state.stop_reason is None:
+        raise UserError(f"run {state.run_id!r} has no stop reason in its final state")
     return RunResult(
-        run_id=data["run_id"],
-        output=data["output"],
-        stop_reason=StopReason(data["stop_reason"]),
-        stop_detail=data["stop_detail"],
-        cycles=data["cycles"],
-        tool_calls=tuple(
-            ToolCallRecord(
-                cycle=call["cycle"],
-                id=call.get("id", ""),
-                name=call["name"],
-                arguments=call["arguments"],
-                ok=call["ok"],
-                outcome=call["outcome"],
-                result=call["result"],
-                duration=call.get("duration", 0.0),
-            )
-            for call in data["tool_calls"]
-        ),
-        usage=Usage(
-            input_tokens=usage["input_tokens"],
-            output_tokens=usage["output_tokens"],
-            requests=usage["requests"],
-            cost=usage["cost"],
-        ),
+        run_id=state.run_id,
+        output=state.output,
+        stop_reason=state.stop_reason,
+        stop_detail=state.stop_detail,
+        cycles=state.cycles,
+        tool_calls=tuple(state.tool_calls),
+        usage=state.usage,
         messages=(),
     )
 

@@ -8,6 +8,8 @@ SDK's external storage (the claim-check pattern): every payload over
 cluster share, and the history holds a reference to it. `PayloadStore` is that driver
 for one machine: a table in the run database (SQLite), keyed by the SHA-256 of the
 payload, so a reference always reads back the same bytes and a replay decides the same.
+Payloads are kept compressed (zlib): a run's texts are stored several times (as a tool's
+result, in the next model request, in the final state) and compress well.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import hashlib
 import json
 import threading
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -55,6 +58,7 @@ PAYLOAD_MISSING = "PayloadMissing"
 _TABLE = """
 CREATE TABLE IF NOT EXISTS temporal_payloads (
     digest TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
     data BLOB NOT NULL,
     stored_at REAL NOT NULL
 )
@@ -105,14 +109,15 @@ class PayloadStore(StorageDriver):
         rows = []
         for payload in payloads:
             data = payload.SerializeToString(deterministic=True)
-            rows.append((hashlib.sha256(data).hexdigest(), data, time.time()))
+            digest = hashlib.sha256(data).hexdigest()
+            rows.append((digest, len(data), zlib.compress(data, 1), time.time()))
         with self.open().transaction("store payloads in") as conn:
             conn.executemany(
-                "INSERT OR IGNORE INTO temporal_payloads (digest, data, stored_at) "
-                "VALUES (?, ?, ?)",
+                "INSERT OR IGNORE INTO temporal_payloads (digest, size, data, stored_at) "
+                "VALUES (?, ?, ?, ?)",
                 rows,
             )
-        return [digest for digest, _, _ in rows]
+        return [row[0] for row in rows]
 
     def get(self, digest: str) -> Payload:
         """The payload stored under ``digest``.
@@ -122,14 +127,18 @@ class PayloadStore(StorageDriver):
                 used another store): retrying cannot help, so the run fails at once.
         """
         rows = self.open().query("SELECT data FROM temporal_payloads WHERE digest = ?", (digest,))
-        if not rows or hashlib.sha256(rows[0][0]).hexdigest() != digest:
+        try:
+            data = zlib.decompress(rows[0][0]) if rows else b""
+        except zlib.error:  # damaged: no better than missing
+            data = b""
+        if hashlib.sha256(data).hexdigest() != digest:
             raise ApplicationError(
                 f"the payload store {self.path} does not hold payload {digest[:12]}: every "
                 "worker and client of a cluster must use the same store (--db)",
                 type=PAYLOAD_MISSING,
                 non_retryable=True,
             )
-        return Payload.FromString(rows[0][0])
+        return Payload.FromString(data)
 
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]

@@ -452,7 +452,8 @@ class AgentWorkflow:
             )
         self.finished = True
         workflow.upsert_memo({"stop_reason": result.stop_reason.value, "cycles": result.cycles})
-        return {"result": result.to_dict(), "state": final.to_jsonable(), "recipe": start.recipe}
+        # the result is the final state's (the client rebuilds it): the conversation once
+        return {"state": final.to_jsonable(), "recipe": start.recipe}
 
     def _roll_over(self) -> bool:
         """Whether to hand the run over to a fresh workflow run at this boundary.
