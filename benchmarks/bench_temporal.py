@@ -34,6 +34,7 @@ from pathlib import Path
 from temporalio.client import WorkflowHistory
 
 from convergent import Agent, LimitsRecipe, RunRecipe, StopReason
+from convergent.events import CycleStarted, Event
 from convergent.temporal import DevServer, PayloadStore, TemporalRunner
 
 TOOL = '''
@@ -234,6 +235,16 @@ async def long_run(
         limits=LimitsRecipe(max_cycles=cycles + 5),
         compress=False,
     )
+    starts: list[float] = []
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, CycleStarted):
+            starts.append(time.perf_counter())
+
+    local = await Agent.from_recipe(recipe, record_events=False).run(
+        "read every page", on_event=on_event
+    )
+    assert local.stop_reason is StopReason.COMPLETED, local.stop_detail
     runner.task_queue = "long"
     workers = start_workers(server.address, runner.task_queue, 1, folder)
     try:
@@ -279,7 +290,9 @@ async def long_run(
         window = [latency_ms(c) for c in range(max(2, cycle - 4), cycle + 1)]
         print(
             f"  cycle {cycle}: {latency_ms(cycle):.1f} ms (median of cycles {cycle - 4}-{cycle}: "
-            f"{statistics.median(window):.1f} ms), {added(cycle)} bytes of history"
+            f"{statistics.median(window):.1f} ms; in process "
+            f"{(starts[cycle] - starts[cycle - 1]) * 1e3:.2f} ms), "
+            f"{added(cycle)} bytes of history"
         )
     print(
         f"  payload store: {stored[0]} payloads, {stored[1] / 1e6:.1f} MB "
