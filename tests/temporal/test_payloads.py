@@ -92,7 +92,8 @@ async def test_a_run_whose_conversation_passes_the_payload_limit_completes(
         len(f"item {n}: ") + 300 * 1024 for n in range(40)
     ]
     history = await run.handle.fetch_history()
-    assert sum(event.ByteSize() for event in history.events) < ITEM_LIMIT
+    # a few KB a cycle (references and small payloads), where the conversation is 12 MB
+    assert sum(event.ByteSize() for event in history.events) < 41 * 8 * 1024
     events = (await run.progress())["events"]
     finished = [e for e in events if e["type"] == "tool_finished"]
     assert len(finished) == 40

@@ -39,13 +39,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DbOption",
-    "checked_address",
     "TaskQueueOption",
     "TemporalOption",
+    "checked_address",
+    "connect_runner",
     "list_runs",
     "resume_run",
     "start_run",
-    "connect_runner",
     "steer_run",
 ]
 

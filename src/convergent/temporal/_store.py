@@ -133,8 +133,9 @@ class PayloadStore(StorageDriver):
             data = b""
         if hashlib.sha256(data).hexdigest() != digest:
             raise ApplicationError(
-                f"the payload store {self.path} does not hold payload {digest[:12]}: every "
-                "worker and client of a cluster must use the same store (--db)",
+                f"the payload store {self.path.absolute()} does not hold payload "
+                f"{digest[:12]}: every worker and client of a cluster must use the same "
+                "store (--db)",
                 type=PAYLOAD_MISSING,
                 non_retryable=True,
             )
