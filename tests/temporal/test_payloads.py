@@ -158,3 +158,15 @@ async def test_a_client_with_another_payload_store_fails_the_run_saying_so(
     message = str(raised.value)
     assert message.startswith(f"the payload store {payload_db} does not hold payload ")
     assert message.endswith(": every worker and client of a cluster must use the same store (--db)")
+
+
+async def test_a_long_run_hands_a_state_over_the_payload_limit_to_its_next_workflow_run(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    made = recipe(tmp_path, collect(9, 400))
+    run = await runner.start(made, "collect the items", run_id="handover", cycles_per_run=4)
+    result = await asyncio.wait_for(run.result(), 120)
+    assert result.stop_reason is StopReason.COMPLETED, result.stop_detail
+    assert (result.cycles, len(result.tool_calls)) == (10, 9)
+    executions = [e async for e in runner.client.list_workflows("WorkflowId = 'handover'")]
+    assert len(executions) == 3  # cycles 1-4, 5-8 and 9-10: 3.6 MB of state handed over

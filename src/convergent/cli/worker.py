@@ -16,6 +16,7 @@ from convergent.cli._temporal import (
     connect_runner,
     require_extra,
 )
+from convergent.exceptions import UserError
 from convergent.store import DEFAULT_DB_PATH
 
 if TYPE_CHECKING:
@@ -27,7 +28,10 @@ __all__ = ["worker_command"]
 async def _polling(runner: TemporalRunner, tries: int = 300) -> None:
     """Return once the server lists a worker on the task queue (or after ``tries``)."""
     for _ in range(tries):
-        if await runner.has_workers():
+        try:
+            if await runner.has_workers():
+                return
+        except UserError:  # the queue cannot be described: the worker serves anyway
             return
         await asyncio.sleep(0.1)
 
