@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.worker import Replayer
 
 from convergent import LimitsRecipe, RunRecipe
-from convergent.temporal import DevServer, TemporalRunner, make_worker
+from convergent.temporal import AgentWorkflow, DevServer, PayloadStore, TemporalRunner, make_worker
+from convergent.temporal._worker import workflow_runner
 
 TOOLS_MODULE = '''
 """Tools whose every finished execution leaves a line in a file."""
@@ -41,6 +43,17 @@ def step(n: int) -> str:
     time.sleep(float(os.environ.get("CONVERGENT_TEST_STEP_SECONDS", "0")))
     _effect(f"step {n}")
     return f"step {n} done"
+
+
+@tool(timeout=30)
+def bulk(n: int, kb: int) -> str:
+    """Fetch item n in full: about kb kilobytes of text.
+
+    Args:
+        n: The item.
+        kb: Its size in kilobytes.
+    """
+    return f"item {n}: " + "x" * (kb * 1024)
 
 
 @tool(timeout=30, idempotent=True)
@@ -75,9 +88,17 @@ def effects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-async def runner(temporal_server: DevServer) -> TemporalRunner:
+def payload_db(tmp_path: Path) -> Path:
+    """The payload store this test's workers and clients share."""
+    return tmp_path / "runs.db"
+
+
+@pytest.fixture
+async def runner(temporal_server: DevServer, payload_db: Path) -> TemporalRunner:
     return await TemporalRunner.connect(
-        temporal_server.address, task_queue=f"q-{uuid.uuid4().hex[:8]}"
+        temporal_server.address,
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+        payloads=PayloadStore(payload_db),
     )
 
 
@@ -85,6 +106,15 @@ async def runner(temporal_server: DevServer) -> TemporalRunner:
 async def worker(runner: TemporalRunner) -> AsyncIterator[None]:
     async with make_worker(runner.client, runner.task_queue):
         yield
+
+
+def replayer(runner: TemporalRunner) -> Replayer:
+    """Replays run histories as a worker of ``runner``'s cluster would (same payload store)."""
+    return Replayer(
+        workflows=[AgentWorkflow],
+        workflow_runner=workflow_runner(),
+        data_converter=runner.client.data_converter,
+    )
 
 
 def script(folder: Path, responses: list[Any], name: str = "script.json") -> str:
@@ -101,7 +131,7 @@ def recipe(folder: Path, responses: list[Any], **changes: Any) -> RunRecipe:
     base = RunRecipe(
         model=script(folder, responses),
         workspace=str(folder),
-        tools=("calculator", "fx:step", "fx:look", "ask_user"),
+        tools=("calculator", "fx:step", "fx:look", "fx:bulk", "ask_user"),
         limits=LimitsRecipe(max_cycles=30, max_repeated_calls=5),
     )
     return base.model_copy(update=changes)
@@ -110,7 +140,7 @@ def recipe(folder: Path, responses: list[Any], **changes: Any) -> RunRecipe:
 class WorkerProcess:
     """``convergent worker`` in its own process group, for tests that kill it."""
 
-    def __init__(self, address: str, task_queue: str) -> None:
+    def __init__(self, address: str, task_queue: str, db: Path) -> None:
         self.process = subprocess.Popen(
             [
                 str(Path(sys.executable).with_name("convergent")),
@@ -119,6 +149,8 @@ class WorkerProcess:
                 address,
                 "--task-queue",
                 task_queue,
+                "--db",
+                str(db),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,10 +28,13 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def queue(temporal_server: DevServer) -> Iterator[tuple[str, str]]:
-    """A worker process on a fresh task queue: (address, queue)."""
+def queue(temporal_server: DevServer, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A worker process on a fresh task queue: (address, queue).
+
+    It shares the payload store of the commands the test runs in ``tmp_path``.
+    """
     name = f"cli-{uuid.uuid4().hex[:8]}"
-    worker = WorkerProcess(temporal_server.address, name)
+    worker = WorkerProcess(temporal_server.address, name, tmp_path / ".convergent" / "runs.db")
     try:
         yield temporal_server.address, name
     finally:
@@ -144,3 +148,136 @@ def test_the_live_view_shows_a_question_and_how_to_answer_it(
     assert "the run asks Which colour?" in proc.stderr
     assert "convergent resume q1 --temporal ... --answer TEXT" in proc.stderr
     assert "stopped: needs_user" in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_malformed_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    commands = (
+        ["run", "x"],
+        ["runs"],
+        ["steer", "r1", "--stop"],
+        ["resume", "r1"],
+        ["bench", "convergence"],
+        ["worker"],
+    )
+    cases = [(command, "bad host:x") for command in commands] + [
+        (["run", "x"], address) for address in ("127.0.0.1:99999", "", ":abc")
+    ]
+    for command, address in cases:
+        proc = cli(*command, "--temporal", address, cwd=tmp_path)
+        assert proc.returncode == 2, (command, address, proc.stderr)
+        reason = (
+            "port 99999 is not between 1 and 65535"
+            if address.endswith("99999")
+            else "expected HOST:PORT, e.g. 127.0.0.1:7233"
+        )
+        assert proc.stderr == f"error: invalid Temporal address {address!r}: {reason}\n"
+
+
+@pytest.mark.slow
+def test_run_with_no_worker_on_the_queue_is_one_line_and_exit_2(
+    tmp_path: Path, temporal_server: DevServer
+) -> None:
+    address, name = temporal_server.address, f"idle-{uuid.uuid4().hex[:8]}"
+    model = script(tmp_path, ["hi"])
+    target = ["--temporal", address, "--task-queue", name]
+    expected = (
+        f"error: no worker polls task queue {name!r} at {address}; start one: "
+        f"convergent worker --temporal {address} --task-queue {name} --db .convergent/runs.db\n"
+    )
+    for command in (
+        ["run", "x", "--model", model, "--run-id", "idle-1"],
+        ["run", "x", "--model", model, "--run-id", "idle-2", "--json"],
+        ["resume", "idle-1"],
+        ["bench", "convergence", "--tasks-per-scenario", "1", "--json"],
+    ):
+        proc = cli(*command, *target, cwd=tmp_path)
+        assert (proc.returncode, proc.stderr) == (2, expected), command
+        if "--json" in command:
+            assert json.loads(proc.stdout)["error"] == expected[len("error: ") : -1]
+        else:
+            assert proc.stdout == ""
+    listed = json.loads(cli("runs", "--json", "--limit", "1000", *target, cwd=tmp_path).stdout)
+    assert not {"idle-1", "idle-2"} & {run["run_id"] for run in listed}  # nothing was queued
+
+
+def test_a_recipe_the_workers_cannot_build_is_one_line_and_exit_2(
+    tmp_path: Path, queue: tuple[str, str]
+) -> None:
+    address, name = queue
+    bad = ["run", "x", "--model", "scripted:/nonexistent.json"]
+    local = cli(*bad, cwd=tmp_path)
+    assert (local.returncode, local.stderr) == (
+        2,
+        "error: script file not found: /nonexistent.json\n",
+    )
+    for extra in (["--json"], []):
+        remote = cli(*bad, "--temporal", address, "--task-queue", name, *extra, cwd=tmp_path)
+        assert (remote.returncode, remote.stderr) == (2, local.stderr)
+        assert "Traceback" not in remote.stderr + remote.stdout
+
+
+def test_a_client_on_another_payload_store_is_told_so(
+    tmp_path: Path, queue: tuple[str, str]
+) -> None:
+    address, name = queue
+    model = script(tmp_path, ["hi"])
+    proc = cli(
+        "run", "x", "--model", model, "--db", "elsewhere.db", "--json",
+        "--temporal", address, "--task-queue", name, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(
+        f"error: the payload store {tmp_path / '.convergent' / 'runs.db'} does not hold payload "
+    )
+    assert proc.stderr.count("\n") == 1
+
+
+def wait_for_text(path: Path, text: str) -> None:
+    """Wait until ``text`` shows in the file (a safety net of two minutes)."""
+    deadline = time.monotonic() + 120
+    while text not in path.read_text():
+        assert time.monotonic() < deadline, path.read_text()
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_a_run_whose_worker_died_is_followed_without_a_flood(
+    tmp_path: Path, temporal_server: DevServer
+) -> None:
+    address, name = temporal_server.address, f"orphan-{uuid.uuid4().hex[:8]}"
+    db = tmp_path / ".convergent" / "runs.db"
+    target = ["--temporal", address, "--task-queue", name]
+    model = script(tmp_path, [call("ask_user", question="Which colour?"), "painted"])
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    first = WorkerProcess(address, name, db)
+    with out.open("w") as stdout, err.open("w") as stderr:
+        follower = subprocess.Popen(
+            [EXE, "run", "paint", "--model", model, "--ask-timeout", "600", "--run-id", "orphan"]
+            + target,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        wait_for_text(err, "the run asks Which colour?")
+        first.kill()
+        # the follower's queries now reach no worker: it says so once, then waits
+        wait_for_text(err, "do not answer; waiting for the run")
+        second = WorkerProcess(address, name, db)
+        try:
+            answered = cli("resume", "orphan", "--answer", "blue", *target, cwd=tmp_path)
+            assert answered.returncode == 0, answered.stderr
+            assert follower.wait(timeout=120) == 0
+        finally:
+            second.stop()
+    finally:
+        first.kill()
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    shown = out.read_text() + err.read_text()
+    assert "stopped: completed" in shown
+    assert "WARN" not in shown and "consistent query" not in shown
+    assert shown.count("do not answer") == 1

@@ -10,14 +10,12 @@ from typing import Any
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer
 
 from chat_stub import ChatStub, completion
 from convergent import Agent, GateRecipe, StopReason
-from convergent.temporal import AgentWorkflow, TemporalRun, TemporalRunner, make_worker
-from convergent.temporal._worker import workflow_runner
+from convergent.temporal import TemporalRun, TemporalRunner, make_worker
 
-from .conftest import WorkerProcess, call, recipe
+from .conftest import WorkerProcess, call, recipe, replayer
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -84,18 +82,19 @@ async def test_a_killed_worker_is_replaced_and_no_finished_call_runs_twice(
     runner: TemporalRunner,
     temporal_server: Any,
     effects: Path,
+    payload_db: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.4")
     steps = 8
     responses = [call("step", n=n) for n in range(steps)] + ["all steps done"]
-    first = WorkerProcess(temporal_server.address, runner.task_queue)
+    first = WorkerProcess(temporal_server.address, runner.task_queue, payload_db)
     try:
         run = await runner.start(recipe(tmp_path, responses), "do the steps", run_id="kill")
         await wait_for(run, lambda p: p["cycles"] >= 3)
         first.kill()
         done_before = read_lines(effects)
-        second = WorkerProcess(temporal_server.address, runner.task_queue)
+        second = WorkerProcess(temporal_server.address, runner.task_queue, payload_db)
         try:
             result = await asyncio.wait_for(run.result(), 120)
         finally:
@@ -114,19 +113,19 @@ async def test_a_killed_worker_is_replaced_and_no_finished_call_runs_twice(
 
 @pytest.mark.slow
 async def test_a_worker_killed_during_a_model_request_is_replaced_in_seconds(
-    tmp_path: Path, runner: TemporalRunner, temporal_server: Any
+    tmp_path: Path, runner: TemporalRunner, temporal_server: Any, payload_db: Path
 ) -> None:
     # the first request is never answered: its worker is killed while it waits
     with ChatStub(lambda n, body: None if n == 1 else completion("answered")) as stub:
         made = recipe(tmp_path, ["unused"]).model_copy(
             update={"model": "openai:stub", "base_url": f"{stub.url}/v1"}
         )
-        first = WorkerProcess(temporal_server.address, runner.task_queue)
+        first = WorkerProcess(temporal_server.address, runner.task_queue, payload_db)
         try:
             run = await runner.start(made, "answer", run_id="killed-mid-request")
             assert await asyncio.to_thread(stub.arrived.wait, 60)
             first.kill()
-            second = WorkerProcess(temporal_server.address, runner.task_queue)
+            second = WorkerProcess(temporal_server.address, runner.task_queue, payload_db)
             try:
                 # the request's start-to-close timeout is 10 minutes: only its heartbeat
                 # timeout can hand it to the second worker before this safety net
@@ -167,8 +166,8 @@ async def test_recorded_histories_replay_deterministically(
     run = await runner.start(made, "t", run_id="replay")
     assert (await run.result()).stop_reason is StopReason.COMPLETED
     history = await run.handle.fetch_history()
-    replayer = Replayer(workflows=[AgentWorkflow], workflow_runner=workflow_runner())
-    outcome = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    replaying = replayer(runner)
+    outcome = await replaying.replay_workflow(history, raise_on_replay_failure=False)
     assert outcome.replay_failure is None
     # a history whose events do not match what the code decides is rejected
     tampered = json.loads(history.to_json())
@@ -176,7 +175,7 @@ async def test_recorded_histories_replay_deterministically(
     scheduled = [e for e in events if "activityTaskScheduledEventAttributes" in e]
     scheduled[1]["activityTaskScheduledEventAttributes"]["activityType"]["name"] = "other"
     bad = WorkflowHistory.from_json("replay", tampered)
-    outcome = await replayer.replay_workflow(bad, raise_on_replay_failure=False)
+    outcome = await replaying.replay_workflow(bad, raise_on_replay_failure=False)
     assert outcome.replay_failure is not None
 
 

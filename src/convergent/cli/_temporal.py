@@ -10,6 +10,9 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -27,34 +30,30 @@ from convergent.recipe import RunRecipe
 from convergent.result import RunResult
 from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
+from convergent.store import DEFAULT_DB_PATH
 
 if TYPE_CHECKING:
+    from temporalio.runtime import Runtime
+
     from convergent.temporal import TemporalRun, TemporalRunner
 
 __all__ = [
+    "DbOption",
     "TaskQueueOption",
     "TemporalOption",
+    "checked_address",
+    "connect_runner",
     "list_runs",
     "resume_run",
     "start_run",
-    "connect_runner",
     "steer_run",
 ]
 
 T = TypeVar("T")
 
-TemporalOption = Annotated[
-    str | None,
-    typer.Option(
-        "--temporal", metavar="HOST:PORT", help="Use the Temporal cluster at this address."
-    ),
-]
-TaskQueueOption = Annotated[
-    str, typer.Option(help="Temporal task queue of the workers.", show_default=True)
-]
-
 
 def require_extra() -> None:
+    """Refuse ``--temporal`` when the temporal extra is not installed."""
     try:
         import temporalio  # noqa: F401, PLC0415  (optional extra)
     except ImportError:
@@ -63,13 +62,90 @@ def require_extra() -> None:
         ) from None
 
 
-async def connect_runner(address: str, task_queue: str) -> TemporalRunner:
-    """A runner connected to the cluster (the process then exits without teardown)."""
+def checked_address(address: str | None) -> str | None:
+    """``--temporal``'s value, refused at once (before any work) unless it is HOST:PORT."""
+    if address is not None:
+        require_extra()
+        from convergent.temporal._runner import check_address  # noqa: PLC0415
+
+        check_address(address)
+    return address
+
+
+TemporalOption = Annotated[
+    str | None,
+    typer.Option(
+        "--temporal",
+        metavar="HOST:PORT",
+        help="Use the Temporal cluster at this address.",
+        callback=checked_address,
+    ),
+]
+TaskQueueOption = Annotated[
+    str, typer.Option(help="Temporal task queue of the workers.", show_default=True)
+]
+
+
+DbOption = Annotated[
+    Path,
+    typer.Option(
+        help="Run database; with --temporal, the payload store every worker and client "
+        "of the cluster shares."
+    ),
+]
+
+
+@cache
+def _quiet_runtime() -> Runtime:
+    """An SDK runtime that logs only errors: the command line words what goes wrong."""
+    from temporalio.runtime import (  # noqa: PLC0415  (optional extra)
+        LoggingConfig,
+        Runtime,
+        TelemetryConfig,
+        TelemetryFilter,
+    )
+
+    quiet = TelemetryFilter(core_level="ERROR", other_level="ERROR")
+    return Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(filter=quiet)))
+
+
+async def connect_runner(
+    address: str,
+    task_queue: str,
+    db: Path = DEFAULT_DB_PATH,
+    *,
+    quiet: bool = True,
+    need_workers: bool = False,
+) -> TemporalRunner:
+    """A runner connected to the cluster (the process then exits without teardown).
+
+    Args:
+        address: ``HOST:PORT`` of the cluster.
+        task_queue: The workers' task queue.
+        db: The payload store the cluster's workers and clients share.
+        quiet: Keep the SDK's own warnings (retried requests) off the terminal.
+        need_workers: Refuse when no worker polls the task queue (work submitted
+            there would wait for ever).
+
+    Raises:
+        UserError: For a malformed address, a cluster out of reach, or no worker.
+    """
     require_extra()
     mark_native_threads()
-    from convergent.temporal import TemporalRunner  # noqa: PLC0415  (optional extra)
+    from convergent.temporal import PayloadStore, TemporalRunner  # noqa: PLC0415
 
-    return await TemporalRunner.connect(address, task_queue=task_queue)
+    runner = await TemporalRunner.connect(
+        address,
+        task_queue=task_queue,
+        payloads=PayloadStore(db),
+        runtime=_quiet_runtime() if quiet else None,
+    )
+    if need_workers and not await runner.has_workers():
+        raise UserError(
+            f"no worker polls task queue {task_queue!r} at {address}; start one: "
+            f"convergent worker --temporal {address} --task-queue {task_queue} --db {db}"
+        )
+    return runner
 
 
 def _sync(work: Callable[[], Awaitable[T]]) -> T:
@@ -79,49 +155,78 @@ def _sync(work: Callable[[], Awaitable[T]]) -> T:
     return asyncio.run(main())
 
 
-async def _follow(run: TemporalRun, view: list[Callable[[Event], None]]) -> None:
-    async for data in run.events():
-        try:
-            event = event_from_dict(data)
-        except ValueError:
-            continue
-        for handler in view:
-            handler(event)
+class _Follower:
+    """Follows a run with one ``progress`` query at a time.
 
-
-class _Relay:
-    """Carries the terminal to the run: typed lines become signals, questions are shown.
-
-    While the run waits on a question (``ask_user``), the next typed line is its answer;
-    otherwise a line steers the run, and ``/stop`` stops it.
+    Its events go to the view; its open question (``ask_user``) is shown with how to
+    answer it. While the run waits on a question, the next typed line is its answer;
+    otherwise a line steers the run, and ``/stop`` stops it. A run whose workers do
+    not answer is said once, not at every poll. The ``header`` line is shown with the
+    first event, once a worker has built the run's agent.
     """
 
-    def __init__(self, run: TemporalRun, queue: SteeringQueue, *, interactive: bool) -> None:
+    def __init__(
+        self,
+        run: TemporalRun,
+        view: list[Callable[[Event], None]],
+        queue: SteeringQueue,
+        *,
+        interactive: bool,
+        header: str | None = None,
+        poll: float = 0.2,
+    ) -> None:
+        self.header = header
         self.run = run
+        self.view = view
         self.queue = queue
         self.interactive = interactive
+        self.poll = poll
+        self.seen = 0
         self.question: str | None = None
+        self.silent = False
         self.notes = Console(stderr=True, highlight=False)
 
-    async def serve(self, done: asyncio.Event) -> None:
-        while not done.is_set():
-            await self._show_question()
-            taken = self.queue.take()
-            for command in taken.messages:
-                if self.question is not None:
-                    await self.run.answer(command.text)
-                    self.question = None
-                else:
-                    await self.run.steer("message", command.text)
-            if taken.stop is not None:
-                await self.run.steer("stop", taken.stop.text)
-            await asyncio.sleep(0.2)
+    async def follow(self, ended: asyncio.Future[Any]) -> None:
+        """Follow until the run stops (or ``ended`` resolves and one last look is taken)."""
+        while True:
+            finished = ended.done()
+            if finished and ended.exception() is not None:
+                return
+            progress = await self._look()
+            if progress is not None and not progress["running"]:
+                return
+            if finished:
+                return
+            await self._relay()
+            await asyncio.wait({ended}, timeout=self.poll)
 
-    async def _show_question(self) -> None:
+    async def _look(self) -> dict[str, Any] | None:
         try:
-            asked = (await self.run.progress(after=1 << 30))["question"]
-        except Exception:  # the run just ended: nothing to show
-            return
+            async with asyncio.timeout(10):
+                progress = await self.run.progress(self.seen)
+        except Exception:  # no worker answers the query (yet), or the run just ended
+            if not self.silent and await self.run.runner.is_running(self.run.run_id):
+                self.silent = True
+                self.notes.print(
+                    f"[dim]the workers of task queue {escape(self.run.runner.task_queue)!r} do "
+                    "not answer; waiting for the run[/]"
+                )
+            return None
+        if self.header is not None and progress["events"]:
+            self.notes.print(f"[dim]{escape(self.header)}[/]")
+            self.header = None
+        for data in progress["events"]:
+            try:
+                event = event_from_dict(data)
+            except ValueError:
+                continue
+            for handler in self.view:
+                handler(event)
+        self.seen = progress["event_count"]
+        self._show(progress["question"])
+        return progress
+
+    def _show(self, asked: str | None) -> None:
         if asked is None or asked == self.question:
             self.question = asked
             return
@@ -135,28 +240,42 @@ class _Relay:
             f"  [magenta]the run asks[/] {escape(asked)} [dim]({escape(hint)})[/]", soft_wrap=True
         )
 
+    async def _relay(self) -> None:
+        with suppress(UserError):  # a line typed as the run ends has no run to go to
+            await self._send()
 
-async def _drive(run: TemporalRun, *, json_output: bool, steer: bool) -> RunResult:
-    view: list[Callable[[Event], None]] = []
-    if not json_output:
-        console = Console(highlight=False)
-        view = [LiveView(console), GateView(console)]
-    done = asyncio.Event()
-    queue = SteeringQueue()
+    async def _send(self) -> None:
+        taken = self.queue.take()
+        for command in taken.messages:
+            if self.question is not None:
+                await self.run.answer(command.text)
+                self.question = None
+            else:
+                await self.run.steer("message", command.text)
+        if taken.stop is not None:
+            await self.run.steer("stop", taken.stop.text)
+
+
+async def _drive(
+    run: TemporalRun, *, json_output: bool, steer: bool, header: str | None = None
+) -> RunResult:
+    ended = asyncio.ensure_future(run.result())
     reader = None
-    if steer:
-        reader = TerminalSteering(queue, 0).start()
-        Console(stderr=True).print(f"[dim]{escape(HELP)}[/]")
-    relay = asyncio.ensure_future(
-        _Relay(run, queue, interactive=steer).serve(done) if not json_output else done.wait()
-    )
     try:
-        if view:
-            await _follow(run, view)
-        return await run.result()
+        if not json_output:
+            console = Console(highlight=False)
+            queue = SteeringQueue()
+            if steer:
+                reader = TerminalSteering(queue, 0).start()
+                Console(stderr=True).print(f"[dim]{escape(HELP)}[/]")
+            view: list[Callable[[Event], None]] = [LiveView(console), GateView(console)]
+            follower = _Follower(run, view, queue, interactive=steer, header=header)
+            await follower.follow(ended)
+        return await ended
     finally:
-        done.set()
-        await asyncio.gather(relay, return_exceptions=True)
+        if not ended.done():
+            ended.cancel()
+            await asyncio.gather(ended, return_exceptions=True)
         if reader is not None:
             reader.close()
 
@@ -171,6 +290,7 @@ def _report(result: RunResult, json_output: bool) -> None:
 def start_run(
     address: str,
     task_queue: str,
+    db: Path,
     recipe: RunRecipe,
     task: str,
     run_id: str,
@@ -181,13 +301,10 @@ def start_run(
     """``run --temporal``: submit the run, follow it live, print and exit like a local run."""
 
     async def work() -> RunResult:
-        runner = await connect_runner(address, task_queue)
+        runner = await connect_runner(address, task_queue, db, need_workers=True)
         run = await runner.start(recipe, task, run_id=run_id)
-        if not json_output:
-            Console(stderr=True, highlight=False).print(
-                f"[dim]run {escape(run_id)} · on Temporal at {escape(address)}[/]"
-            )
-        return await _drive(run, json_output=json_output, steer=steer)
+        header = f"run {run_id} · on Temporal at {address}"
+        return await _drive(run, json_output=json_output, steer=steer, header=header)
 
     _report(_sync(work), json_output)
 
@@ -195,6 +312,7 @@ def start_run(
 def resume_run(
     address: str,
     task_queue: str,
+    db: Path,
     run_id: str,
     *,
     answer: str | None,
@@ -205,16 +323,12 @@ def resume_run(
     """``resume --temporal``: answer a waiting run, or continue a stopped one."""
 
     async def work() -> RunResult:
-        runner = await connect_runner(address, task_queue)
+        runner = await connect_runner(address, task_queue, db, need_workers=True)
         current = runner.run(run_id)
-        try:
-            progress = await current.progress()
-        except Exception:  # a run that never existed: continue_run says so
-            progress = {"running": False}
-        if progress.get("running"):
+        if await runner.is_running(run_id):
             if answer is None:
                 raise UserError(f"run {run_id!r} is still running")
-            if progress.get("question") is None:
+            if (await current.progress())["question"] is None:
                 raise UserError(f"run {run_id!r} is running and not waiting for an answer")
             await current.answer(answer)
             run = current
@@ -227,22 +341,22 @@ def resume_run(
     _report(_sync(work), json_output)
 
 
-def steer_run(address: str, task_queue: str, run_id: str, kind: str, text: str) -> None:
+def steer_run(address: str, task_queue: str, db: Path, run_id: str, kind: str, text: str) -> None:
     """``steer --temporal``: send the command as a signal."""
 
     async def work() -> None:
-        runner = await connect_runner(address, task_queue)
+        runner = await connect_runner(address, task_queue, db)
         await runner.run(run_id).steer(kind, text)
 
     _sync(work)
     print(f"sent {kind} to {run_id}")
 
 
-def list_runs(address: str, task_queue: str, limit: int, json_output: bool) -> None:
+def list_runs(address: str, task_queue: str, db: Path, limit: int, json_output: bool) -> None:
     """``runs --temporal``: the latest runs on the cluster."""
 
     async def work() -> list[dict[str, Any]]:
-        runner = await connect_runner(address, task_queue)
+        runner = await connect_runner(address, task_queue, db)
         return [
             {
                 "run_id": run.run_id,

@@ -25,9 +25,10 @@ from convergent.bench.report import BenchReport, SuiteResult, write_report
 from convergent.cli._app import app
 from convergent.cli._options import JsonOption
 from convergent.cli._progress import ProgressDisplay, progress_display
-from convergent.cli._temporal import TaskQueueOption, TemporalOption, connect_runner
+from convergent.cli._temporal import DbOption, TaskQueueOption, TemporalOption, connect_runner
 from convergent.exceptions import UserError
 from convergent.models.base import Model
+from convergent.store import DEFAULT_DB_PATH
 
 __all__ = ["bench_command"]
 
@@ -44,7 +45,10 @@ def _tick(progress: ProgressDisplay | None, task_id: Any) -> Callable[..., None]
 
 
 async def _convergence(
-    seed: int, per_scenario: int, progress: ProgressDisplay | None, temporal: tuple[str, str] | None
+    seed: int,
+    per_scenario: int,
+    progress: ProgressDisplay | None,
+    temporal: tuple[str, str, Path] | None,
 ) -> SuiteResult:
     from convergent.bench.convergence import POLICIES, SCENARIOS, run_convergence_async
 
@@ -55,7 +59,7 @@ async def _convergence(
     if temporal is not None:
         from convergent.temporal._bench import run_convergence_on
 
-        runner = await connect_runner(*temporal)
+        runner = await connect_runner(*temporal, need_workers=True)
 
         def done(finished: int, total: int) -> None:
             if progress is not None and task_id is not None:
@@ -105,7 +109,7 @@ async def _run_all(
     per_scenario: int,
     bfcl_limit: int | None,
     progress: ProgressDisplay | None,
-    temporal: tuple[str, str] | None = None,
+    temporal: tuple[str, str, Path] | None = None,
 ) -> dict[str, SuiteResult]:
     results: dict[str, SuiteResult] = {}
     for suite in suites:
@@ -213,6 +217,7 @@ def bench_command(
     ] = None,
     temporal: TemporalOption = None,
     task_queue: TaskQueueOption = "convergent",
+    db: DbOption = DEFAULT_DB_PATH,
 ) -> None:
     """Run benchmark suites and report false-positive / false-negative rates per policy."""
     chosen = list(dict.fromkeys(suites or (["convergence"] if temporal else SUITES)))
@@ -232,7 +237,7 @@ def bench_command(
         "model": extra_model,
         "per_scenario": tasks_per_scenario,
         "bfcl_limit": bfcl_limit,
-        "temporal": (temporal, task_queue) if temporal is not None else None,
+        "temporal": (temporal, task_queue, db) if temporal is not None else None,
     }
     if progress is not None:
         with progress:

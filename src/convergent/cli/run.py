@@ -254,6 +254,7 @@ def run_command(
         start_run(
             temporal,
             task_queue,
+            db,
             recipe,
             text,
             new_run_id(None, run_id),

@@ -68,7 +68,7 @@ def runs_command(
     if limit < 1:
         raise UserError(f"--limit must be >= 1, got {limit}")
     if temporal is not None:
-        list_runs(temporal, task_queue, limit, json_output)
+        list_runs(temporal, task_queue, db, limit, json_output)
         return
     # rows are read and printed a page at a time: any --limit lists in bounded memory
     with open_reader(db) as store:
@@ -186,6 +186,7 @@ def resume_command(
         resume_run(
             temporal,
             task_queue,
+            db,
             run_id,
             answer=answer,
             message=message,
@@ -301,7 +302,7 @@ def steer_command(
     if kind == "message" and not (message or "").strip():
         raise UserError("the message is empty")
     if temporal is not None:
-        steer_run(temporal, task_queue, run_id, kind, message or "")
+        steer_run(temporal, task_queue, db, run_id, kind, message or "")
         return
     with open_store(db, must_exist=True) as store:
         run = store.get_run(run_id)

@@ -4,34 +4,73 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from convergent.cli._app import app
-from convergent.cli._temporal import TaskQueueOption, connect_runner, require_extra
+from convergent.cli._temporal import (
+    DbOption,
+    TaskQueueOption,
+    checked_address,
+    connect_runner,
+    require_extra,
+)
+from convergent.exceptions import UserError
+from convergent.store import DEFAULT_DB_PATH
+
+if TYPE_CHECKING:
+    from convergent.temporal import TemporalRunner
 
 __all__ = ["worker_command"]
+
+
+async def _polling(runner: TemporalRunner, tries: int = 300) -> None:
+    """Return once the server lists a worker on the task queue (or after ``tries``)."""
+    for _ in range(tries):
+        try:
+            if await runner.has_workers():
+                return
+        except UserError:  # the queue cannot be described: the worker serves anyway
+            return
+        await asyncio.sleep(0.1)
 
 
 @app.command("worker")
 def worker_command(
     temporal: Annotated[
-        str, typer.Option("--temporal", metavar="HOST:PORT", help="The Temporal cluster.")
+        str,
+        typer.Option(
+            "--temporal",
+            metavar="HOST:PORT",
+            help="The Temporal cluster.",
+            callback=checked_address,
+        ),
     ],
     task_queue: TaskQueueOption = "convergent",
+    db: DbOption = DEFAULT_DB_PATH,
 ) -> None:
     """Run workflows and activities of convergent runs for a Temporal task queue."""
     require_extra()
     from convergent.temporal import run_worker  # noqa: PLC0415  (optional extra)
 
     async def serve() -> None:
-        connected = await connect_runner(temporal, task_queue)
+        runner = await connect_runner(temporal, task_queue, db, quiet=False)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        print(f"worker on {temporal}, task queue {task_queue!r}; Ctrl-C stops it", flush=True)
-        await run_worker(connected.client, task_queue, stop=stop)
+
+        async def announce() -> None:
+            # a client refuses to submit runs to a queue no worker polls: say "ready"
+            # only once the server lists this worker
+            await _polling(runner)
+            print(
+                f"worker on {temporal}, task queue {task_queue!r}, payload store {db}; "
+                "Ctrl-C stops it",
+                flush=True,
+            )
+
+        await asyncio.gather(run_worker(runner.client, task_queue, stop=stop), announce())
 
     asyncio.run(serve())

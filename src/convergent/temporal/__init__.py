@@ -14,18 +14,26 @@ result = await run.result()
 Each model request and each tool call runs as an activity on a worker; the loop's
 decisions run as deterministic workflow code. A worker that dies mid-run is replaced
 by another, which replays the history and goes on without repeating a finished call.
+The conversation and every big payload live in a `PayloadStore` that all workers and
+clients of the cluster share (``.convergent/runs.db`` unless ``payloads=`` names
+another), so a run's workflow history stays small however long the run is.
 """
 
 from convergent.temporal._devserver import DevServer, free_port, temporal_cli
+from convergent.temporal._payloads import ITEM_LIMIT
 from convergent.temporal._runner import RunInfo, TemporalRun, TemporalRunner, connect
+from convergent.temporal._store import OFFLOAD_THRESHOLD, PayloadStore
 from convergent.temporal._worker import DEFAULT_TASK_QUEUE, make_worker, run_worker
 from convergent.temporal._workflow import WORKFLOW_NAME, AgentWorkflow
 
 __all__ = [
     "DEFAULT_TASK_QUEUE",
+    "ITEM_LIMIT",
+    "OFFLOAD_THRESHOLD",
     "WORKFLOW_NAME",
     "AgentWorkflow",
     "DevServer",
+    "PayloadStore",
     "RunInfo",
     "TemporalRun",
     "TemporalRunner",

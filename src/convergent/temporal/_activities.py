@@ -5,42 +5,52 @@ and runs, for the workflows that drive it: the description of the agent, one mod
 request, one tool call. A tool call is classified exactly as in a local run
 (`convergent._executor.invoke`), and reports a heartbeat while it runs, so that a worker
 that dies is noticed within seconds instead of at the tool's timeout.
+
+A caller's mistake (a recipe this worker cannot build) fails an activity for good:
+retrying cannot mend it. Anything else (a worker that dies, a store that is busy) is
+retried by Temporal.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine
-from contextlib import suppress
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from convergent._executor import invoke
+from convergent._executor import Outcome, invoke
 from convergent.agent import Agent
-from convergent.exceptions import ModelError, ModelHTTPError
+from convergent.exceptions import ModelError, ModelHTTPError, UserError
 from convergent.models.base import Model
 from convergent.recipe import RunRecipe
+from convergent.temporal._conversation import ConversationLog
 from convergent.temporal._payloads import (
+    TOO_LARGE,
+    USER_ERROR,
     Blueprint,
+    DescribeRun,
+    ModelAnswer,
     ModelCall,
     ToolBlueprint,
     ToolRun,
     dump_response,
+    item_too_large,
     load_call,
-    load_messages,
     load_settings,
     load_specs,
 )
+from convergent.temporal._store import read_probe
 
 __all__ = ["HEARTBEAT_SECONDS", "AgentCache", "Activities"]
 
 HEARTBEAT_SECONDS = 1.0
+"""How often a running tool call reports that its worker is alive."""
 
 T = TypeVar("T")
-"""How often a running tool call reports that its worker is alive."""
 
 
 class AgentCache:
@@ -88,6 +98,15 @@ def _build(recipe: dict[str, Any]) -> Agent:
     return Agent.from_recipe(parsed)
 
 
+@contextmanager
+def _final_user_errors() -> Iterator[None]:
+    """A `UserError` fails the activity for good: the same recipe fails again anywhere."""
+    try:
+        yield
+    except UserError as exc:
+        raise ApplicationError(str(exc), type=USER_ERROR, non_retryable=True) from None
+
+
 async def _heartbeating(work: Coroutine[Any, Any, T]) -> T:
     """Await ``work``, heartbeating meanwhile; cancelling the activity cancels it."""
     task = asyncio.ensure_future(work)
@@ -102,6 +121,11 @@ async def _heartbeating(work: Coroutine[Any, Any, T]) -> T:
     return task.result()
 
 
+def _clip(text: str, limit: int = 4000) -> str:
+    """An error text short enough to travel in a failure (which has no payload store)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _retryable(exc: ModelError) -> bool:
     """Transient failures are retried by Temporal; a request the provider refuses is not."""
     if isinstance(exc, ModelHTTPError):
@@ -110,19 +134,28 @@ def _retryable(exc: ModelError) -> bool:
 
 
 class Activities:
-    """The activities of one worker, sharing its agents.
+    """The activities of one worker, sharing its agents and the payload store.
 
     Args:
+        log: The conversations, in the payload store the workers share.
         cache: The worker's agents.
     """
 
-    def __init__(self, cache: AgentCache | None = None) -> None:
+    def __init__(self, log: ConversationLog, cache: AgentCache | None = None) -> None:
+        self.log = log
         self.cache = cache or AgentCache()
 
     @activity.defn(name="convergent.describe")
-    async def describe(self, recipe: dict[str, Any]) -> Blueprint:
-        """What the workflow needs to drive the recipe's agent: prompt, model, tools."""
-        agent = self.cache.agent(recipe)
+    async def describe(self, start: DescribeRun) -> Blueprint:
+        """What the workflow needs to drive the recipe's agent: prompt, model, tools.
+
+        It first reads the client's probe back, so that a worker whose payload store is
+        not the client's fails the run at once, saying so.
+        """
+        if start.probe is not None:
+            await read_probe(self.log.driver, start.probe)
+        with _final_user_errors():
+            agent = self.cache.agent(start.recipe)
         scorer = agent.models.get("scorer")
         return Blueprint(
             model_name=agent.model.name,
@@ -144,32 +177,45 @@ class Activities:
         )
 
     @activity.defn(name="convergent.model_request")
-    async def model_request(self, call: ModelCall) -> dict[str, Any]:
+    async def model_request(self, call: ModelCall) -> ModelAnswer:
         """One model request; a failure after the backend's retries is retried here.
 
-        It heartbeats while the model works, so that a worker that dies mid-request is
+        The conversation is the stored one (``call.history``) followed by the new
+        messages, which are stored after it for the next request to extend. It
+        heartbeats while the model works, so that a worker that dies mid-request is
         noticed in seconds and the request is retried on another worker.
         """
-        model = self.cache.model(call.recipe, call.role, call.position)
-        try:
-            response = await _heartbeating(
-                model.request(
-                    load_messages(call.messages),
-                    load_specs(call.tools),
-                    load_settings(call.settings),
+        with _final_user_errors():
+            model = self.cache.model(call.recipe, call.role, call.position)
+            history, messages = await _heartbeating(self.log.extend(call.history, call.messages))
+            try:
+                response = await _heartbeating(
+                    model.request(messages, load_specs(call.tools), load_settings(call.settings))
                 )
-            )
-        except ModelError as exc:
-            raise ApplicationError(
-                str(exc), type="ModelError", non_retryable=not _retryable(exc)
-            ) from None
-        return dump_response(response)
+            except ModelError as exc:
+                raise ApplicationError(
+                    _clip(str(exc)), type="ModelError", non_retryable=not _retryable(exc)
+                ) from None
+        dumped = dump_response(response)
+        refused = item_too_large("the model's reply", json.dumps(dumped, ensure_ascii=False))
+        if refused is not None:
+            raise ApplicationError(refused, type=TOO_LARGE, non_retryable=True)
+        return ModelAnswer(response=dumped, history=history)
 
     @activity.defn(name="convergent.tool_call")
     async def tool_call(self, run: ToolRun) -> list[Any]:
-        """One tool call, classified as in a local run: ``[outcome, text, fatal]``."""
-        tools = self.cache.agent(run.recipe).tools
-        kind, text, fatal = await _heartbeating(invoke(load_call(run.call), tools))
+        """One tool call, classified as in a local run: ``[outcome, text, fatal]``.
+
+        A result over the limit on one item is not returned: the call fails, fatally,
+        with a text that names the limit.
+        """
+        with _final_user_errors():
+            tools = self.cache.agent(run.recipe).tools
+        call = load_call(run.call)
+        kind, text, fatal = await _heartbeating(invoke(call, tools))
+        refused = item_too_large(f"the result of {call.name}", text)
+        if refused is not None:
+            return [Outcome.FAILED.value, f"{refused}; it was dropped", True]
         return [kind.value, text, fatal]
 
     def all(self) -> list[Any]:

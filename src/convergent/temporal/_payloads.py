@@ -1,7 +1,9 @@
 """What workflows and activities pass each other, as JSON-compatible dataclasses.
 
 Messages, responses and states travel as the same JSON the run store keeps, so that a
-history recorded by one version of the worker reads back the same way.
+history recorded by one version of the worker reads back the same way. One item that
+enters a run (a task, a steering message, an answer, a tool result, a model reply) may
+be at most `ITEM_LIMIT` bytes.
 """
 
 from __future__ import annotations
@@ -16,16 +18,48 @@ from convergent.messages import Message, ModelResponse, ToolCall, ToolSpec
 from convergent.models.base import ModelSettings
 
 __all__ = [
+    "ITEM_LIMIT",
+    "TOO_LARGE",
+    "USER_ERROR",
     "Blueprint",
+    "DescribeRun",
+    "ModelAnswer",
     "ModelCall",
     "RunStart",
     "ToolBlueprint",
     "ToolRun",
     "dump_messages",
     "dump_response",
+    "item_too_large",
     "load_messages",
     "load_response",
 ]
+
+ITEM_LIMIT = 2 * 1024 * 1024
+"""Bytes one item of a run may have: Temporal's default limit on one payload (2 MB).
+
+The conversation as a whole has no limit (it lives in the payload store); one item
+over this size is almost always a mistake (it is more text than any model reads).
+"""
+
+
+USER_ERROR = "UserError"
+"""Error type of an activity or run that failed on a caller's mistake (never retried)."""
+
+TOO_LARGE = "ItemTooLarge"
+"""Error type of a model reply over the limit on one item (never retried)."""
+
+
+def item_too_large(what: str, text: str) -> str | None:
+    """Why ``text`` cannot enter a run, naming the limit; None if it can."""
+    size = len(text.encode())
+    if size <= ITEM_LIMIT:
+        return None
+    return (
+        f"{what} is {size / 1024 / 1024:.1f} MB, over the {ITEM_LIMIT // 1024 // 1024} MB "
+        "limit on one item of a Temporal run"
+    )
+
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 _RESPONSE: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
@@ -116,6 +150,16 @@ class Blueprint:
 
 
 @dataclass
+class DescribeRun:
+    """What the ``describe`` activity builds the agent from."""
+
+    recipe: dict[str, Any]
+    """The run's recipe."""
+    probe: dict[str, str] | None = None
+    """Claim of a payload the client stored: the worker must read it from its store."""
+
+
+@dataclass
 class RunStart:
     """The input of a run workflow: a new task, or a state to continue."""
 
@@ -131,6 +175,8 @@ class RunStart:
     cycles_per_run: int | None = None
     """Hand over to a fresh workflow run after this many cycles (default: when Temporal
     suggests it, as the history grows long)."""
+    probe: dict[str, str] | None = None
+    """Claim of a payload the client stored, which the workers must be able to read."""
 
 
 @dataclass
@@ -138,11 +184,29 @@ class ModelCall:
     """One model request, run as an activity."""
 
     recipe: dict[str, Any]
+    """The run's recipe (the worker builds the model from it)."""
     role: str
+    """Which of the recipe's models answers (``model`` or ``scorer``)."""
     position: int
+    """Requests the model answered before (where a replayed script is)."""
     messages: list[dict[str, Any]]
+    """The messages new since ``history`` (all of them when it is None)."""
     tools: list[dict[str, Any]]
+    """The tools offered, as specs."""
     settings: dict[str, Any] | None = None
+    """Request settings."""
+    history: dict[str, str] | None = None
+    """Claim of the conversation before ``messages``, kept in the payload store."""
+
+
+@dataclass
+class ModelAnswer:
+    """The result of a model request."""
+
+    response: dict[str, Any]
+    """The model's response."""
+    history: dict[str, str]
+    """Claim of the conversation the request sent, for the next request to extend."""
 
 
 @dataclass

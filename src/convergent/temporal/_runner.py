@@ -4,16 +4,22 @@
 from a `RunRecipe` and a task, and hands back a `TemporalRun` to follow it (the
 ``progress`` query), steer it (signals), answer its question, wait for its result, or
 continue it after a resumable stop (a new workflow run from the stopped state).
+Clients and workers keep big payloads in one shared payload store
+(`convergent.temporal.PayloadStore`), given to `connect`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -21,32 +27,97 @@ from temporalio.client import (
     WorkflowHandle,
 )
 from temporalio.common import WorkflowIDReusePolicy
+from temporalio.converter import StorageDriver
+from temporalio.exceptions import ApplicationError
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
-from convergent.exceptions import UserError
-from convergent.messages import Usage
+from convergent.exceptions import ScriptExhaustedError, ToolDefinitionError, UserError
 from convergent.recipe import RunRecipe
 from convergent.result import RunResult
-from convergent.state import RunState, ToolCallRecord
+from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason
-from convergent.temporal._payloads import RunStart
+from convergent.temporal._payloads import USER_ERROR, RunStart, item_too_large
+from convergent.temporal._store import (
+    PAYLOAD_MISSING,
+    PayloadStore,
+    data_converter,
+    driver_of,
+    store_probe,
+)
 from convergent.temporal._worker import DEFAULT_TASK_QUEUE
 from convergent.temporal._workflow import WORKFLOW_NAME
 
-__all__ = ["RunInfo", "TemporalRun", "TemporalRunner", "connect"]
+__all__ = ["RunInfo", "TemporalRun", "TemporalRunner", "check_address", "connect"]
+
+_ADDRESS = re.compile(
+    r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?):(?P<port>[0-9]+)"
+)
+
+_USER_ERRORS = frozenset(
+    {USER_ERROR, PAYLOAD_MISSING, ScriptExhaustedError.__name__, ToolDefinitionError.__name__}
+)
+"""Failure types of a run that ended on a caller's mistake (reported as a `UserError`)."""
 
 
-async def connect(address: str, *, namespace: str = "default", wait: float = 3.0) -> Client:
-    """A client of the Temporal cluster at ``HOST:PORT``.
+def check_address(address: str) -> None:
+    """Check that ``address`` has the form ``HOST:PORT``.
 
     Raises:
-        UserError: If nothing answers there within ``wait`` seconds.
+        UserError: If it has not, saying what is wrong.
     """
+    match = _ADDRESS.fullmatch(address)
+    if match is None:
+        raise UserError(
+            f"invalid Temporal address {address!r}: expected HOST:PORT, e.g. 127.0.0.1:7233"
+        )
+    port = match["port"]
+    if not 1 <= int(port) <= 65535:
+        raise UserError(
+            f"invalid Temporal address {address!r}: port {port} is not between 1 and 65535"
+        )
+
+
+async def connect(
+    address: str,
+    *,
+    namespace: str = "default",
+    wait: float = 3.0,
+    payloads: StorageDriver | None = None,
+    runtime: Runtime | None = None,
+) -> Client:
+    """A client of the Temporal cluster at ``HOST:PORT``.
+
+    Args:
+        address: ``HOST:PORT`` of the cluster's front end.
+        namespace: The Temporal namespace.
+        wait: Seconds to keep trying while nothing answers.
+        payloads: Where payloads over `OFFLOAD_THRESHOLD` bytes are kept, shared by every
+            worker and client of the cluster (default: a `PayloadStore` in
+            ``.convergent/runs.db``).
+        runtime: The SDK runtime (its logging, its threads); default: the SDK's.
+
+    Raises:
+        UserError: If the address is malformed or nothing answers there within
+            ``wait`` seconds.
+        StorageError: If the payload store cannot be opened.
+    """
+    check_address(address)
+    driver = payloads if payloads is not None else PayloadStore()
+    if isinstance(driver, PayloadStore):
+        driver.open()
     deadline = asyncio.get_running_loop().time() + wait
     while True:
         try:
-            return await Client.connect(address, namespace=namespace)
+            return await Client.connect(
+                address,
+                namespace=namespace,
+                data_converter=data_converter(driver),
+                runtime=runtime,
+            )
+        except ValueError as exc:
+            raise UserError(f"invalid Temporal address {address!r}: {exc}") from None
         except RuntimeError as exc:
             if asyncio.get_running_loop().time() >= deadline:
                 raise UserError(
@@ -93,7 +164,11 @@ class TemporalRun:
         return self.handle.id
 
     async def progress(self, after: int = 0) -> dict[str, Any]:
-        """Cycles, usage, the open question and the events after ``after``."""
+        """Cycles, usage, the open question and the events after ``after``.
+
+        Long texts in the events are previews (the result has them whole). A worker
+        answers the query: with none, it waits.
+        """
         data: dict[str, Any] = await self.handle.query("progress", after)
         return data
 
@@ -101,16 +176,24 @@ class TemporalRun:
         """Send ``message``, ``stop``, ``pause`` or ``resume``.
 
         Raises:
-            UserError: For an unknown kind, or a run that is not running.
+            UserError: For an unknown kind, a run that is not running, or a message
+                over the limit on one item.
         """
         try:
             SteeringKind(kind)
         except ValueError:
             raise UserError(f"unknown steering command {kind!r}") from None
+        _check_item("the steering message", text)
         await self._signal("steer", kind, text)
 
     async def answer(self, text: str) -> None:
-        """Answer the question the run waits on."""
+        """Answer the question the run waits on.
+
+        Raises:
+            UserError: For a run that is not running, or an answer over the limit on
+                one item.
+        """
+        _check_item("the answer", text)
         await self._signal("answer", text)
 
     async def _signal(self, name: str, *args: Any) -> None:
@@ -123,17 +206,21 @@ class TemporalRun:
         """Wait for the run to stop; its result, final state and recipe.
 
         Raises:
-            UserError: If the workflow failed or was terminated.
+            UserError: If the workflow failed or was terminated; with the worker's
+                message alone when it failed on a caller's mistake (a recipe the
+                workers cannot build, another payload store).
         """
         try:
             data: dict[str, Any] = await self.handle.result()
         except WorkflowFailureError as exc:
-            raise UserError(f"run {self.run_id!r} failed on the cluster: {exc.cause}") from None
-        return (
-            result_of(data["result"]),
-            RunState.from_jsonable(data["state"]),
-            RunRecipe.from_json(data["recipe"]),
-        )
+            cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type in _USER_ERRORS:
+                raise UserError(cause.message) from None
+            raise UserError(f"run {self.run_id!r} failed on the cluster: {cause}") from None
+        except ApplicationError as exc:  # this client's store lacks the result
+            raise UserError(exc.message) from None
+        state = RunState.from_jsonable(data["state"])
+        return result_of(state), state, RunRecipe.from_json(data["recipe"])
 
     async def result(self) -> RunResult:
         """Wait for the run to stop and return its result."""
@@ -156,34 +243,24 @@ class TemporalRun:
             await asyncio.sleep(poll)
 
 
-def result_of(data: dict[str, Any]) -> RunResult:
-    """A `RunResult` from its ``to_dict`` form (no messages or events: the state has them)."""
-    usage = data["usage"]
+def _check_item(what: str, text: str) -> None:
+    refused = item_too_large(what, text)
+    if refused is not None:
+        raise UserError(refused)
+
+
+def result_of(state: RunState) -> RunResult:
+    """The `RunResult` of a stopped run, from its final state (which has the messages)."""
+    if state.stop_reason is None:
+        raise UserError(f"run {state.run_id!r} has no stop reason in its final state")
     return RunResult(
-        run_id=data["run_id"],
-        output=data["output"],
-        stop_reason=StopReason(data["stop_reason"]),
-        stop_detail=data["stop_detail"],
-        cycles=data["cycles"],
-        tool_calls=tuple(
-            ToolCallRecord(
-                cycle=call["cycle"],
-                id=call.get("id", ""),
-                name=call["name"],
-                arguments=call["arguments"],
-                ok=call["ok"],
-                outcome=call["outcome"],
-                result=call["result"],
-                duration=call.get("duration", 0.0),
-            )
-            for call in data["tool_calls"]
-        ),
-        usage=Usage(
-            input_tokens=usage["input_tokens"],
-            output_tokens=usage["output_tokens"],
-            requests=usage["requests"],
-            cost=usage["cost"],
-        ),
+        run_id=state.run_id,
+        output=state.output,
+        stop_reason=state.stop_reason,
+        stop_detail=state.stop_detail,
+        cycles=state.cycles,
+        tool_calls=tuple(state.tool_calls),
+        usage=state.usage,
         messages=(),
     )
 
@@ -197,24 +274,50 @@ class TemporalRunner:
         >>> result = await run.result()
 
     Args:
-        client: A connected client.
+        client: A client made by `connect` (with the payload store the workers share).
         task_queue: The queue the workers listen on.
+
+    Raises:
+        UserError: If ``client`` has no payload store.
     """
 
     def __init__(self, client: Client, task_queue: str = DEFAULT_TASK_QUEUE) -> None:
         self.client = client
         self.task_queue = task_queue
+        self.payloads = driver_of(client)
 
     @classmethod
     async def connect(
-        cls, address: str, *, task_queue: str = DEFAULT_TASK_QUEUE, namespace: str = "default"
+        cls,
+        address: str,
+        *,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        namespace: str = "default",
+        payloads: StorageDriver | None = None,
+        runtime: Runtime | None = None,
     ) -> TemporalRunner:
-        """Connect to the cluster at ``HOST:PORT``.
+        """Connect to the cluster at ``HOST:PORT`` (see `connect` for the arguments).
 
         Raises:
-            UserError: If it cannot be reached.
+            UserError: If the address is malformed or the cluster cannot be reached.
         """
-        return cls(await connect(address, namespace=namespace), task_queue)
+        client = await connect(address, namespace=namespace, payloads=payloads, runtime=runtime)
+        return cls(client, task_queue)
+
+    async def has_workers(self) -> bool:
+        """Whether a worker polls the task queue for workflows (or did a moment ago)."""
+        request = DescribeTaskQueueRequest(
+            namespace=self.client.namespace,
+            task_queue=TaskQueue(name=self.task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+        try:
+            response = await self.client.workflow_service.describe_task_queue(request)
+        except RPCError as exc:
+            raise UserError(
+                f"cannot look at task queue {self.task_queue!r}: {exc.message}"
+            ) from None
+        return bool(response.pollers)
 
     async def start(
         self, recipe: RunRecipe, task: str, *, run_id: str, cycles_per_run: int | None = None
@@ -230,11 +333,13 @@ class TemporalRunner:
                 history grows long.
 
         Raises:
-            UserError: If a run with this id exists, or the recipe has MCP servers
-                (their tools are not offered through Temporal yet).
+            UserError: If a run with this id exists, the task is over the limit on one
+                item, or the recipe has MCP servers (their tools are not offered through
+                Temporal yet).
         """
         if recipe.mcp_servers:
             raise UserError("MCP servers cannot be used in Temporal runs yet")
+        _check_item("the task", task)
         start = RunStart(
             recipe=recipe.model_dump(mode="json"),
             run_id=run_id,
@@ -275,6 +380,7 @@ class TemporalRunner:
         return await self._start(start, WorkflowIDReusePolicy.ALLOW_DUPLICATE)
 
     async def _start(self, start: RunStart, policy: WorkflowIDReusePolicy) -> TemporalRun:
+        start.probe = await store_probe(self.payloads, start.run_id)
         try:
             handle = await self.client.start_workflow(
                 WORKFLOW_NAME,
@@ -287,6 +393,14 @@ class TemporalRunner:
         except RPCError as exc:
             raise UserError(f"cannot start run {start.run_id!r}: {exc.message}") from None
         return TemporalRun(handle, self)
+
+    async def is_running(self, run_id: str) -> bool:
+        """Whether the latest workflow run of ``run_id`` is running (False if unknown)."""
+        try:
+            description = await self.run(run_id).handle.describe()
+        except RPCError:
+            return False
+        return description.status == WorkflowExecutionStatus.RUNNING
 
     def run(self, run_id: str) -> TemporalRun:
         """The (latest) run with this id."""

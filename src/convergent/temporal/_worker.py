@@ -3,6 +3,8 @@
 Workflow code runs in Temporal's sandbox; convergent and the libraries it imports are
 passed through (imported once, outside the sandbox), because the loop's code is
 deterministic by construction: it reads time and ids only from the workflow's clock.
+A worker keeps conversations in the payload store of its client
+(`convergent.temporal.connect`), which every worker and client of the cluster share.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from convergent.temporal._activities import Activities, AgentCache
 from convergent.temporal._bench import BenchWorkflow, bench_task
+from convergent.temporal._conversation import ConversationLog
+from convergent.temporal._store import driver_of
 from convergent.temporal._workflow import AgentWorkflow
 
 __all__ = ["DEFAULT_TASK_QUEUE", "PASSTHROUGH", "make_worker", "run_worker", "workflow_runner"]
@@ -70,8 +74,12 @@ def make_worker(
     activities: Activities | None = None,
     max_concurrent_activities: int = 100,
 ) -> Worker:
-    """A worker for ``task_queue`` (not started: run it, or use it as a context manager)."""
-    own = activities or Activities(AgentCache())
+    """A worker for ``task_queue`` (not started: run it, or use it as a context manager).
+
+    Raises:
+        UserError: If ``client`` has no payload store (connect it with `connect`).
+    """
+    own = activities or Activities(ConversationLog(driver_of(client)), AgentCache())
     return Worker(
         client,
         task_queue=task_queue,
@@ -86,7 +94,7 @@ async def run_worker(
     client: Client, task_queue: str = DEFAULT_TASK_QUEUE, *, stop: asyncio.Event | None = None
 ) -> None:
     """Run a worker until ``stop`` is set (or forever), then close its agents."""
-    activities = Activities(AgentCache())
+    activities = Activities(ConversationLog(driver_of(client)), AgentCache())
     worker = make_worker(client, task_queue, activities=activities)
     try:
         async with worker:

@@ -5,7 +5,13 @@ gate) run as workflow code, deterministic under the workflow's clock: replaying 
 history reaches the same decisions. Each model request and each tool call is an
 activity on a worker. Steering arrives as signals; ``ask_user`` waits durably for an
 ``answer`` signal, with the recipe's timeout as a durable timer; the ``progress``
-query returns the run's state and events.
+query returns the run's state and events (long texts as previews).
+
+The conversation stays out of the history: a model request sends only the messages
+new since the previous one, after a claim of the conversation in the payload store
+(`convergent.temporal._conversation`). A convergent error in the workflow (a recipe that
+cannot be built, a caller's mistake) fails the workflow, never only its task: a task
+that failed on it would fail again at every retry.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from convergent._executor import ClassifiedOutcome, Outcome
@@ -25,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from convergent.clock import Clock, use_clock
     from convergent.compaction import ContextCompressor
     from convergent.events import Event, event_to_dict
-    from convergent.exceptions import ModelError
+    from convergent.exceptions import ConvergentError, ModelError
     from convergent.gate import AskUser, ExecutiveGate
     from convergent.messages import AssistantMessage, Message, ModelResponse, ToolCall, ToolSpec
     from convergent.models.base import Model, ModelSettings
@@ -33,7 +40,10 @@ with workflow.unsafe.imports_passed_through():
     from convergent.state import RunState
     from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue, Taken
     from convergent.temporal._payloads import (
+        USER_ERROR,
         Blueprint,
+        DescribeRun,
+        ModelAnswer,
         ModelCall,
         RunStart,
         ToolBlueprint,
@@ -159,6 +169,8 @@ class ActivityModel(Model):
         self._name = name
         self._window = context_window
         self._position = position
+        self._history: dict[str, str] | None = None
+        self._sent: list[Message] = []
 
     @property
     def name(self) -> str:
@@ -184,33 +196,46 @@ class ActivityModel(Model):
         tools: Sequence[ToolSpec],
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
-        """Run the request as an activity; a failure after its retries is ``model_error``."""
+        """Run the request as an activity; a failure after its retries is ``model_error``.
+
+        Only the messages new since the previous request travel (after the claim of
+        the conversation the store holds); all of them when the conversation changed
+        otherwise (compacted), or on the first request.
+        """
+        sent = self._sent
+        fresh = list(messages)
+        extends = (
+            self._history is not None
+            and len(fresh) >= len(sent)
+            and all(a is b or a == b for a, b in zip(sent, fresh, strict=False))
+        )
         call = ModelCall(
             recipe=self.recipe,
             role=self.role,
             position=self._position,
-            messages=dump_messages(list(messages)),
+            messages=dump_messages(fresh[len(sent) :] if extends else fresh),
             tools=dump_specs(list(tools)),
             settings=dump_settings(settings),
+            history=self._history if extends else None,
         )
         try:
-            data = await workflow.execute_activity(
+            answer = await workflow.execute_activity(
                 "convergent.model_request",
                 call,
-                result_type=dict,
+                result_type=ModelAnswer,
                 start_to_close_timeout=_MODEL_TIMEOUT,
                 heartbeat_timeout=_HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(
-                    maximum_attempts=MODEL_ATTEMPTS,
-                    initial_interval=timedelta(seconds=1),
-                    non_retryable_error_types=["ScriptExhaustedError"],
+                    maximum_attempts=MODEL_ATTEMPTS, initial_interval=timedelta(seconds=1)
                 ),
             )
         except ActivityError as exc:
             cause = exc.cause if exc.cause is not None else exc
-            raise ModelError(str(cause) or type(cause).__name__) from None
+            text = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            raise ModelError(text or type(cause).__name__) from None
         self._position += 1
-        return load_response(data)
+        self._history, self._sent = answer.history, fresh
+        return load_response(answer.response)
 
 
 def _remote(blueprint: ToolBlueprint, recipe: dict[str, Any], run_id: str) -> Tool:
@@ -233,15 +258,7 @@ def _remote(blueprint: ToolBlueprint, recipe: dict[str, Any], run_id: str) -> To
                 retry_policy=RetryPolicy(maximum_attempts=attempts),
             )
         except ActivityError as exc:
-            if blueprint.idempotent:
-                raise ClassifiedOutcome(
-                    Outcome.FAILED, f"{blueprint.name} failed on every worker attempt: {exc}"
-                ) from None
-            raise ClassifiedOutcome(
-                Outcome.INTERRUPTED,
-                "interrupted: the worker stopped before this call finished; it was not "
-                "retried because the tool is not idempotent",
-            ) from None
+            raise _classify(blueprint, exc) from None
         if kind == Outcome.OK:
             return str(text)
         raise ClassifiedOutcome(Outcome(kind), str(text), fatal=bool(fatal))
@@ -258,8 +275,63 @@ def _remote(blueprint: ToolBlueprint, recipe: dict[str, Any], run_id: str) -> To
     )
 
 
+def _classify(blueprint: ToolBlueprint, exc: ActivityError) -> ClassifiedOutcome:
+    """What a tool call whose activity failed means for the run.
+
+    Only a timeout (no heartbeat, no result) means that its worker stopped; an error
+    the activity raised is a failure on the worker, fatal when retrying cannot help.
+    """
+    cause = exc.cause
+    if isinstance(cause, ApplicationError):
+        return ClassifiedOutcome(
+            Outcome.FAILED,
+            f"{blueprint.name} failed on the worker: {cause.message}",
+            fatal=cause.non_retryable,
+        )
+    if blueprint.idempotent:
+        return ClassifiedOutcome(
+            Outcome.FAILED, f"{blueprint.name} failed on every worker attempt: {exc.cause or exc}"
+        )
+    if isinstance(cause, ActivityTimeout):
+        return ClassifiedOutcome(
+            Outcome.INTERRUPTED,
+            "interrupted: the worker stopped before this call finished; it was not "
+            "retried because the tool is not idempotent",
+        )
+    return ClassifiedOutcome(
+        Outcome.INTERRUPTED,
+        f"interrupted: {exc.cause or exc}; it was not retried because the tool is not idempotent",
+    )
+
+
+def _run_failure(exc: ActivityError) -> ApplicationError:
+    """The failure that ends a run whose agent the workers cannot build."""
+    cause = exc.cause
+    message = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+    return ApplicationError(message, type=USER_ERROR, non_retryable=True)
+
+
+PREVIEW_CHARS = 2000
+"""Characters of a long text (a tool result, a task) the ``progress`` query shows."""
+
+
+def _preview(value: Any) -> Any:
+    """``value`` with every long text cut to a preview."""
+    if isinstance(value, str) and len(value) > PREVIEW_CHARS:
+        return f"{value[:PREVIEW_CHARS]}… ({len(value) - PREVIEW_CHARS} more characters)"
+    if isinstance(value, dict):
+        return {key: _preview(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_preview(item) for item in value]
+    return value
+
+
 class _Recorder:
-    """Keeps the run's state and events for the ``progress`` query."""
+    """Keeps the run's state and events for the ``progress`` query.
+
+    Long texts are kept as previews, except a run's output: the query answers in one
+    message, and what a tool returned is in the run's result.
+    """
 
     def __init__(self) -> None:
         self.state: RunState | None = None
@@ -267,10 +339,15 @@ class _Recorder:
 
     def on_event(self, event: Event, state: RunState) -> None:
         self.state = state
-        self.events.append(event_to_dict(event))
+        data = event_to_dict(event)
+        output = data.get("output")
+        data = _preview(data)
+        if output is not None:
+            data["output"] = output
+        self.events.append(data)
 
 
-@workflow.defn(name=WORKFLOW_NAME)
+@workflow.defn(name=WORKFLOW_NAME, failure_exception_types=[ConvergentError])
 class AgentWorkflow:
     """One agent run to an objective stop, durable in Temporal."""
 
@@ -293,12 +370,15 @@ class AgentWorkflow:
         if start.paused:
             self.steering.pause()
         # quick and local to the worker: recorded as a marker, not a round trip per task
-        blueprint: Blueprint = await workflow.execute_local_activity(
-            "convergent.describe",
-            start.recipe,
-            result_type=Blueprint,
-            start_to_close_timeout=timedelta(minutes=2),
-        )
+        try:
+            blueprint: Blueprint = await workflow.execute_local_activity(
+                "convergent.describe",
+                DescribeRun(start.recipe, start.probe),
+                result_type=Blueprint,
+                start_to_close_timeout=timedelta(minutes=2),
+            )
+        except ActivityError as exc:
+            raise _run_failure(exc) from None
         positions = (start.state or {}).get("model_positions", {})
         model = ActivityModel(
             start.recipe,
@@ -367,11 +447,13 @@ class AgentWorkflow:
                     messages=self.steering.undelivered(),
                     paused=self.steering.paused,
                     cycles_per_run=start.cycles_per_run,
+                    probe=start.probe,
                 )
             )
         self.finished = True
         workflow.upsert_memo({"stop_reason": result.stop_reason.value, "cycles": result.cycles})
-        return {"result": result.to_dict(), "state": final.to_jsonable(), "recipe": start.recipe}
+        # the result is the final state's (the client rebuilds it): the conversation once
+        return {"state": final.to_jsonable(), "recipe": start.recipe}
 
     def _roll_over(self) -> bool:
         """Whether to hand the run over to a fresh workflow run at this boundary.

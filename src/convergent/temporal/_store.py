@@ -1,0 +1,207 @@
+"""The payload store of Temporal runs: what must not live in a workflow's history.
+
+Temporal keeps every activity's input and result in the workflow's history, refuses a
+payload over 2 MB, and a workflow task that carries one fails again at every retry.
+A run's conversation grows with every cycle, so it is kept out of the history with the
+SDK's external storage (the claim-check pattern): every payload over
+`OFFLOAD_THRESHOLD` goes to a `StorageDriver` that all workers and clients of the
+cluster share, and the history holds a reference to it. `PayloadStore` is that driver
+for one machine: a table in the run database (SQLite), keyed by the SHA-256 of the
+payload, so a reference always reads back the same bytes and a replay decides the same.
+Payloads are kept compressed (zlib): a run's texts are stored several times (as a tool's
+result, in the next model request, in the final state) and compress well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import threading
+import time
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
+from temporalio.converter import (
+    DataConverter,
+    ExternalStorage,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
+from temporalio.exceptions import ApplicationError
+
+from convergent.exceptions import UserError
+from convergent.store import DEFAULT_DB_PATH, RunStore
+
+__all__ = [
+    "OFFLOAD_THRESHOLD",
+    "PAYLOAD_MISSING",
+    "PayloadStore",
+    "data_converter",
+    "driver_of",
+    "read_probe",
+    "store_probe",
+]
+
+OFFLOAD_THRESHOLD = 16 * 1024
+"""Payloads of this many bytes or more go to the store; smaller ones stay in the history."""
+
+PAYLOAD_MISSING = "PayloadMissing"
+"""Error type of a reference whose payload the store does not hold (another store)."""
+
+_TABLE = """
+CREATE TABLE IF NOT EXISTS temporal_payloads (
+    digest TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    stored_at REAL NOT NULL
+)
+"""
+
+
+class PayloadStore(StorageDriver):
+    """Payloads of Temporal runs in a SQLite file that workers and clients share.
+
+    The table ``temporal_payloads`` lives in the run database (``.convergent/runs.db``
+    by default), which is opened on first use. Every worker and every client of a
+    cluster must use the same file: a payload one of them stored is read by another.
+
+    Args:
+        path: The database file.
+    """
+
+    def __init__(self, path: str | Path = DEFAULT_DB_PATH) -> None:
+        self.path = Path(path)
+        self._db: RunStore | None = None
+        self._opening = threading.Lock()
+
+    def name(self) -> str:
+        """The driver's name, recorded in each reference."""
+        return "convergent-sqlite"
+
+    def type(self) -> str:
+        """The driver's kind."""
+        return "convergent.PayloadStore"
+
+    def open(self) -> RunStore:
+        """The database, opened (and its table created) on first use.
+
+        Raises:
+            StorageError: If it cannot be opened or written.
+            UserError: If a newer convergent wrote it.
+        """
+        with self._opening:
+            if self._db is None:
+                db = RunStore(self.path)
+                with db.transaction("create the payload table in") as conn:
+                    conn.execute(_TABLE)
+                self._db = db
+            return self._db
+
+    def put(self, payloads: Sequence[Payload]) -> list[str]:
+        """Store payloads (each once, however often it is stored); their digests."""
+        rows = []
+        for payload in payloads:
+            data = payload.SerializeToString(deterministic=True)
+            digest = hashlib.sha256(data).hexdigest()
+            rows.append((digest, len(data), zlib.compress(data, 1), time.time()))
+        with self.open().transaction("store payloads in") as conn:
+            conn.executemany(
+                "INSERT OR IGNORE INTO temporal_payloads (digest, size, data, stored_at) "
+                "VALUES (?, ?, ?, ?)",
+                rows,
+            )
+        return [row[0] for row in rows]
+
+    def get(self, digest: str) -> Payload:
+        """The payload stored under ``digest``.
+
+        Raises:
+            ApplicationError: Non-retryable, if this store does not hold it (the writer
+                used another store): retrying cannot help, so the run fails at once.
+        """
+        rows = self.open().query("SELECT data FROM temporal_payloads WHERE digest = ?", (digest,))
+        try:
+            data = zlib.decompress(rows[0][0]) if rows else b""
+        except zlib.error:  # damaged: no better than missing
+            data = b""
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ApplicationError(
+                f"the payload store {self.path.absolute()} does not hold payload "
+                f"{digest[:12]}: every worker and client of a cluster must use the same "
+                "store (--db)",
+                type=PAYLOAD_MISSING,
+                non_retryable=True,
+            )
+        return Payload.FromString(data)
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        """Store payloads; a claim (the digest) for each."""
+        digests = await asyncio.to_thread(self.put, payloads)
+        return [StorageDriverClaim(claim_data={"digest": digest}) for digest in digests]
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        """The payloads of the claims, in order."""
+
+        def read() -> list[Payload]:
+            return [self.get(claim.claim_data.get("digest", "")) for claim in claims]
+
+        return await asyncio.to_thread(read)
+
+    def close(self) -> None:
+        """Close the database (it is opened again on next use)."""
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+
+
+def data_converter(driver: StorageDriver) -> DataConverter:
+    """The default data converter, with payloads over the threshold kept in ``driver``."""
+    return dataclasses.replace(
+        DataConverter.default,
+        external_storage=ExternalStorage(
+            drivers=[driver], payload_size_threshold=OFFLOAD_THRESHOLD
+        ),
+    )
+
+
+def driver_of(client: Client) -> StorageDriver:
+    """The payload store ``client`` keeps big payloads in.
+
+    Raises:
+        UserError: If it has none (it was not connected with `convergent.temporal.connect`).
+    """
+    storage = client.data_converter.external_storage
+    if storage is None:
+        raise UserError(
+            "this Temporal client has no payload store: connect with "
+            "convergent.temporal.connect() or TemporalRunner.connect()"
+        )
+    return storage.drivers[0]
+
+
+async def store_probe(driver: StorageDriver, run_id: str) -> dict[str, str]:
+    """Store a small payload for the workers to read back; the claim to give them."""
+    payload = Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(run_id).encode())
+    [claim] = await driver.store(StorageDriverStoreContext(), [payload])
+    return dict(claim.claim_data)
+
+
+async def read_probe(driver: StorageDriver, claim: dict[str, str]) -> None:
+    """Read back a client's probe.
+
+    Raises:
+        ApplicationError: Non-retryable, if this store does not hold it (the worker and
+            the client use different stores).
+    """
+    await driver.retrieve(StorageDriverRetrieveContext(), [StorageDriverClaim(claim_data=claim)])

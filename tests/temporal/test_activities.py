@@ -1,0 +1,97 @@
+"""The activities on their own: a caller's mistake fails them for good, the conversation
+is read from and extended in the payload store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from convergent import RunRecipe
+from convergent.messages import ToolCall, UserMessage
+from convergent.temporal import PayloadStore
+from convergent.temporal._activities import Activities
+from convergent.temporal._conversation import ConversationLog
+from convergent.temporal._payloads import (
+    DescribeRun,
+    ModelCall,
+    ToolRun,
+    dump_call,
+    dump_messages,
+)
+
+
+@pytest.fixture
+def activities(tmp_path: Path) -> Activities:
+    return Activities(ConversationLog(PayloadStore(tmp_path / "runs.db")))
+
+
+def recipe(tmp_path: Path, responses: list[Any], **changes: Any) -> dict[str, Any]:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(responses))
+    made = RunRecipe(model=f"scripted:{script}", **{"tools": ("calculator",), **changes})
+    return made.model_dump(mode="json")
+
+
+async def fails_for_good(work: Any, *args: Any) -> ApplicationError:
+    with pytest.raises(ApplicationError) as raised:
+        await ActivityEnvironment().run(work, *args)
+    assert raised.value.non_retryable
+    return raised.value
+
+
+async def test_a_recipe_the_worker_cannot_build_fails_every_activity_for_good(
+    tmp_path: Path, activities: Activities
+) -> None:
+    missing = RunRecipe(model="scripted:/nonexistent.json").model_dump(mode="json")
+    unknown_tool = recipe(tmp_path, ["hi"], tools=("nowhere:tool",))
+    failures = [
+        await fails_for_good(activities.describe, DescribeRun(missing)),
+        await fails_for_good(
+            activities.model_request,
+            ModelCall(recipe=missing, role="model", position=0, messages=[], tools=[]),
+        ),
+        await fails_for_good(
+            activities.tool_call,
+            ToolRun(
+                recipe=unknown_tool,
+                run_id="r",
+                call=dump_call(ToolCall(id="c", name="calculator", arguments={})),
+            ),
+        ),
+    ]
+    assert [failure.type for failure in failures] == ["UserError"] * 3
+    assert failures[0].message == failures[1].message == "script file not found: /nonexistent.json"
+    assert "nowhere" in failures[2].message
+
+
+async def test_a_model_request_extends_the_stored_conversation(
+    tmp_path: Path, activities: Activities
+) -> None:
+    made = recipe(tmp_path, [{"content": "one"}, {"content": "two"}])
+    first = await ActivityEnvironment().run(
+        activities.model_request,
+        ModelCall(
+            recipe=made,
+            role="model",
+            position=0,
+            messages=dump_messages([UserMessage(content="hello")]),
+            tools=[],
+        ),
+    )
+    # a fresh worker (an empty memory) reads the conversation back from the store
+    fresh = ConversationLog(PayloadStore(tmp_path / "runs.db"))
+    assert [m.content for m in await fresh.load(first.history)] == ["hello"]
+    news = [{"role": "assistant", "content": "one"}, {"role": "user", "content": "and?"}]
+    second = await ActivityEnvironment().run(
+        activities.model_request,
+        ModelCall(recipe=made, role="model", position=1, messages=news, tools=[],
+                  history=first.history),
+    )  # fmt: skip
+    assert second.response["content"] == "two"
+    conversation = await fresh.load(second.history)
+    assert [m.content for m in conversation] == ["hello", "one", "and?"]
