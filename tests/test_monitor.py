@@ -12,6 +12,7 @@ from pydantic import TypeAdapter
 from convergent import Limits, ToolCall, Usage
 from convergent.monitor import (
     FINAL_ANSWER_TOKENS,
+    FINAL_PROMPT_TOKENS,
     MonitorState,
     RunMonitor,
     describe_call,
@@ -345,13 +346,18 @@ def test_the_budget_note_comes_once_at_80_percent() -> None:
 def test_room_is_kept_for_one_more_cycle_and_the_final_answer() -> None:
     m = monitor(max_total_tokens=10_000)
     last = Usage(input_tokens=1000, output_tokens=200)
-    # the next request is about 1,200 tokens plus what came since (300 characters)
-    assert m.limit(cycles=3, usage=Usage(input_tokens=7000), elapsed=0, last=last) is None
+    # the next request: 1,200 tokens plus what came since (300 characters: 100 tokens);
+    # a cycle like the last adds 200; the final request adds that cycle's 100 and a prompt
+    cycle = 1300 + 200
+    final = cycle + 100 + FINAL_PROMPT_TOKENS
+    reserved = cycle + final + FINAL_ANSWER_TOKENS
+    assert reserved == 3812
+    assert m.limit(cycles=3, usage=Usage(input_tokens=6000), elapsed=0, last=last) is None
     reached = m.limit(
-        cycles=3, usage=Usage(input_tokens=7500), elapsed=0, last=last, pending_chars=300
+        cycles=3, usage=Usage(input_tokens=6200), elapsed=0, last=last, pending_chars=300
     )
     assert reached is not None and reached.limit == "max_total_tokens"
-    assert reached.reserved == 2 * (1200 + 100) + FINAL_ANSWER_TOKENS
+    assert reached.reserved == reserved
     # without a final answer no room is kept
     assert m.limit(cycles=3, usage=Usage(input_tokens=9000), elapsed=0) is None
 

@@ -56,6 +56,7 @@ from convergent.stop import (
 )
 
 __all__ = [
+    "CHARS_PER_MESSAGE",
     "FINAL_ANSWER_TOKENS",
     "MonitorState",
     "RunMonitor",
@@ -64,6 +65,8 @@ __all__ = [
 
 FINAL_ANSWER_TOKENS = 512
 """Output tokens the final answer after a stop may use (less when a budget is short)."""
+FINAL_PROMPT_TOKENS = 200
+"""Tokens kept for the final request's own prompt (the request and the stop's detail)."""
 MIN_FINAL_ANSWER_TOKENS = 32
 """A final answer with less room than this is not requested."""
 OUTPUT_PRICE_FACTOR = 8
@@ -72,6 +75,9 @@ keeping a final answer within ``max_cost`` when only the blended price is known.
 CHARS_PER_TOKEN = 3
 """Characters counted as one token when estimating text no provider has counted yet
 (on the high side for English text, so estimates err towards more tokens)."""
+CHARS_PER_MESSAGE = 16
+"""Characters added per message to its text when estimating, for the message's framing
+(role, ids: a few tokens in every provider's format)."""
 
 _STRETCH_SIZE = 32
 """Distinct calls remembered per stretch (the least recently seen goes first)."""
@@ -343,17 +349,22 @@ class RunMonitor:
             elapsed: Seconds since the run started.
             last: The previous request's usage, to keep room for one more cycle like it
                 and for the final answer; None keeps no room (no final answer).
-            pending_chars: Characters added to the conversation since that request.
+            pending_chars: Characters added to the conversation since that request
+                (with `CHARS_PER_MESSAGE` more for each message).
         """
         limits = self.limits
         reserved_tokens, reserved_cost = 0, 0.0
         if last is not None and (
             limits.max_total_tokens is not None or limits.max_cost is not None
         ):
+            # one more cycle like the last (its input grown by what came since), then the
+            # final request: that conversation, what that cycle adds, the prompt, the answer
             size = _request_size(last, pending_chars)
+            cycle = size + last.output_tokens
+            final = cycle + _tokens(pending_chars) + FINAL_PROMPT_TOKENS
             answer = self._answer_allowance()
-            reserved_tokens = 2 * size + answer
-            reserved_cost = _price(last) * (2 * size + OUTPUT_PRICE_FACTOR * answer)
+            reserved_tokens = cycle + final + answer
+            reserved_cost = _price(last) * (cycle + final + OUTPUT_PRICE_FACTOR * answer)
         return limits.reached(
             cycles=cycles,
             total_tokens=usage.total_tokens,
@@ -421,9 +432,13 @@ class RunMonitor:
         )
 
 
+def _tokens(chars: int) -> int:
+    return -(-chars // CHARS_PER_TOKEN)
+
+
 def _request_size(last: Usage, pending_chars: int) -> int:
     """Estimated input tokens of the next request: the last one, its reply, what came since."""
-    return last.input_tokens + last.output_tokens + -(-pending_chars // CHARS_PER_TOKEN)
+    return last.input_tokens + last.output_tokens + _tokens(pending_chars)
 
 
 def _price(last: Usage) -> float:

@@ -5,6 +5,9 @@ three times, wrote and edited a file, and stopped ``needs_user`` with a steering
 message queued; ``state.v1.json`` is that run's `RunState.to_jsonable` output.
 ``runs.v2.db`` and ``state.v2.json`` are the same for schema version 2: a run built from
 a recipe with a gate, which wrote a file and stopped ``needs_user`` with a message queued.
+``runs.v3.db`` and ``state.v3.json`` are the same for schema version 3: a run whose
+lookups failed twice, then repeated a calculation, was nudged, stopped ``stalled`` and
+answered after the stop, with a message queued.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pytest
 
 from convergent import AssistantMessage, RunState, ToolResultMessage, UserMessage
 from convergent.compaction import SUMMARY_HEADER
+from convergent.monitor import MonitorState
 from convergent.stop import StopReason
 from convergent.store import DatabaseSteering, RunStore
 
@@ -87,7 +91,8 @@ def test_v2_state_json_loads() -> None:
     assert state.run_id == "fixture-v2" and state.cycles == 4
     assert state.stop_reason is StopReason.NEEDS_USER
     assert state.model_positions == {"model": 4, "scorer": 3}
-    assert sorted(state.call_counts.values()) == [1, 1, 2]
+    # its repeat counts and streak were per run: it continues with fresh counters
+    assert "call_counts" in data and state.monitor == MonitorState()
     assert [c.name for c in state.pending_calls()] == ["ask_user"]
 
 
@@ -102,3 +107,45 @@ def test_v2_database_loads_the_same_state_recipe_and_events(v2_store: RunStore) 
     assert v2_store.checkpoint_cycles("fixture-v2") == [0, 1, 2, 3, 4]
     taken = DatabaseSteering(v2_store, "fixture-v2").take()
     assert [c.text for c in taken.messages] == ["queued while stopped"]
+
+
+@pytest.fixture
+def v3_store(tmp_path: Path) -> RunStore:
+    copy = tmp_path / "runs.db"
+    shutil.copy(FIXTURES / "runs.v3.db", copy)
+    return RunStore(copy)
+
+
+def test_v3_state_json_loads() -> None:
+    """``state.v3.json``: nudged, stalled, answered after the stop."""
+    data = json.loads((FIXTURES / "state.v3.json").read_text())
+    assert data["schema_version"] == 3
+    state = RunState.from_jsonable(data)
+    assert state.run_id == "fixture-v3" and state.cycles == 6
+    assert state.stop_reason is StopReason.STALLED
+    assert state.output == "2, I believe" and state.output_after_stop
+    assert state.monitor.stall_nudges == 1
+    assert [count for _, count in state.monitor.stretch.values()] == [1, 2]
+    assert [r.name for r in state.tool_calls] == ["lookup", "lookup", "calculator", "calculator"]
+
+
+def test_v3_database_loads_the_same_state_and_summary(v3_store: RunStore) -> None:
+    expected = RunState.from_jsonable(json.loads((FIXTURES / "state.v3.json").read_text()))
+    assert v3_store.load("fixture-v3") == expected
+    summary = v3_store.get_run("fixture-v3")
+    assert summary.status == "stalled" and summary.output_after_stop
+    assert summary.output == "2, I believe"
+    taken = DatabaseSteering(v3_store, "fixture-v3").take()
+    assert [c.text for c in taken.messages] == ["queued while stopped"]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_databases_load_without_an_answer_after_the_stop(
+    version: int, tmp_path: Path
+) -> None:
+    copy = tmp_path / f"runs.v{version}.db"
+    shutil.copy(FIXTURES / copy.name, copy)
+    with RunStore(copy) as store:
+        run_id = f"fixture-v{version}"
+        assert not store.get_run(run_id).output_after_stop
+        assert store.load(run_id).monitor == MonitorState()

@@ -11,6 +11,7 @@ from pydantic import TypeAdapter
 
 from convergent.clock import now
 from convergent.messages import Message, Usage
+from convergent.monitor import MonitorState
 from convergent.state import ToolCallRecord
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "insert_messages",
     "insert_records",
     "mark_consumed",
+    "monitor_json",
     "next_epoch",
     "parse_usage",
     "record_json",
@@ -33,6 +35,7 @@ NOT_EXECUTED = "not_executed"
 """Outcome of a call the run stalled on (kept to count it, never an executed call)."""
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+_MONITOR: TypeAdapter[MonitorState] = TypeAdapter(MonitorState)
 
 
 def dump_message(message: Message) -> str:
@@ -63,6 +66,11 @@ def usage_json(usage: Usage) -> str:
     )
     _last_usage[:] = [(usage, text)]
     return text
+
+
+def monitor_json(monitor: MonitorState) -> str:
+    """A run's monitor state as JSON text."""
+    return _MONITOR.dump_json(monitor).decode()
 
 
 def parse_usage(text: str) -> Usage:

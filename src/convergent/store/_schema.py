@@ -1,14 +1,19 @@
 """The run database's tables, its version, and opening it safely.
 
-Version 2 (this one) changes version 1 so that a cycle writes fewer pages: finished
-calls are clustered by run and cycle (no separate index), and repeated-call counts are
-derived from them instead of being written (``call_counts`` keeps version-1 counts).
-It adds each run's recipe, replay positions and tool-error streak; per-checkpoint
-replay positions; the MCP server (``source``) of each finished call; an ``events``
-table for the events worth keeping (gate decisions, verifier verdicts, redirects,
-compaction, answers); and a ``questions`` table through which a run's ``ask_user`` can
-be answered from another process (the web console).
-A version-1 database is upgraded in place when it is opened for writing.
+Version 2 changed version 1 so that a cycle writes fewer pages: finished calls are
+clustered by run and cycle (no separate index), and repeated-call counts were derived
+from them instead of being written (``call_counts`` keeps version-1 counts). It added
+each run's recipe, replay positions and tool-error streak; per-checkpoint replay
+positions; the MCP server (``source``) of each finished call; an ``events`` table for
+the events worth keeping (gate decisions, verifier verdicts, redirects, compaction,
+answers); and a ``questions`` table through which a run's ``ask_user`` can be answered
+from another process (the web console).
+
+Version 3 (this one) adds each run's ``monitor`` (the counters behind its stop facts,
+as JSON, which replace the repeat counts and the streak) and ``output_after_stop``
+(the output is the answer to the last request made after the stop).
+
+An older database is upgraded in place when it is opened for writing.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from convergent.store._wal import SAFETY_NET_PAGES
 
 __all__ = ["DB_SCHEMA_VERSION", "connect", "storage_error"]
 
-DB_SCHEMA_VERSION = 2
+DB_SCHEMA_VERSION = 3
 """Version of the table layout, kept in ``PRAGMA user_version``."""
 
 _TABLES = """
@@ -157,6 +162,11 @@ CREATE TABLE IF NOT EXISTS questions (
 CREATE INDEX IF NOT EXISTS questions_open ON questions (status, run_id);
 """
 
+_V3 = """
+ALTER TABLE runs ADD COLUMN monitor TEXT;
+ALTER TABLE runs ADD COLUMN output_after_stop INTEGER NOT NULL DEFAULT 0;
+"""
+
 
 def storage_error(path: Path, exc: sqlite3.Error, doing: str) -> StorageError:
     """A one-line `StorageError` for a SQLite failure, naming the file and the cause."""
@@ -243,7 +253,11 @@ def _upgrade(conn: sqlite3.Connection, version: int) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        statements = (_TABLES if version == 0 else "") + (_V2 if version < 2 else "")
+        statements = (
+            (_TABLES if version == 0 else "")
+            + (_V2 if version < 2 else "")
+            + (_V3 if version < 3 else "")
+        )
         for statement in statements.split(";"):
             if statement.strip():
                 conn.execute(statement)
