@@ -191,7 +191,9 @@ async def test_a_two_call_cycle_stalls_after_a_nudge() -> None:
     # the third repetition starts with a nudge instead of the write; the write again stops
     result, model, _ = await run([*cycle, *cycle, write, write, "stuck"])
     assert result.stop_reason is StopReason.STALLED and result.cycles == 6
-    assert result.stop_detail.startswith("the cycle write -> run_tests was requested 3 times")
+    assert result.stop_detail.startswith(
+        'the cycle of 2 calls starting with write(path="a", text="x") was requested 3 times'
+    )
     nudges = [e for e in result.events if isinstance(e, Nudged)]
     assert [(e.about, e.cycle) for e in nudges] == [("stalled", 5)]
     model.assert_consumed()

@@ -168,7 +168,7 @@ def test_an_unannotated_call_changes_state_only_with_a_new_call_result_pair() ->
 def test_an_unannotated_tool_counts_as_unknown_when_no_tools_are_declared() -> None:
     m = RunMonitor(Limits())
     steps = [(call("read", path="a"), "x"), (call("poke"), "done")] * 3
-    assert trajectory(m, steps) != []  # the cycle read -> poke with unchanged results
+    assert trajectory(m, steps) != []  # the cycle read, poke with unchanged results
 
 
 # --- short cycles, unknown tools, batches ----------------------------------------------
@@ -178,7 +178,7 @@ def test_a_two_call_cycle_stalls_at_the_start_of_its_third_repetition() -> None:
     m = monitor()
     assert trajectory(m, [(call("write", v=1), "ok"), (call("run_tests"), "3 failing")] * 2) == []
     assert m.review([call("write", v=1)]) == Stall(
-        what="the cycle write -> run_tests", times=3, nudge=True, positions=(0,)
+        what="the cycle of 2 calls starting with write(v=1)", times=3, nudge=True, positions=(0,)
     )
 
 

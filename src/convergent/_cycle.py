@@ -156,6 +156,7 @@ class Run:
         "first_cycle",
         "journal",
         "last",
+        "limits",
         "listening",
         "mark",
         "monitor",
@@ -189,7 +190,7 @@ class Run:
         self.clock: Clock = current_clock()
         self.sink = EventSink(state, observers, record=agent.record_events, clock=self.clock)
         self.listening = self.sink.active
-        limits = agent.limits
+        limits = self.limits = agent.limits
         self.monitor = RunMonitor(
             limits,
             tools=agent.read_only_tools,
@@ -278,10 +279,6 @@ class Run:
                 Nudged(run_id=state.run_id, cycle=state.cycles, about=nudge.reason, note=nudge.note)
             )
 
-    def _take(self) -> Taken:
-        steering = self.steering
-        return steering.take() if steering is not None else NO_COMMANDS
-
     def _settle(self, taken: Taken, decision: Decision) -> Decision:
         """Keep the steering commands the decision used; put back the messages it did not."""
         if taken.messages:
@@ -297,17 +294,21 @@ class Run:
     def boundary(self) -> Decision:
         """Steering and limits, decided before every model request."""
         steering, state = self.steering, self.state
-        taken = self._take()
+        taken = steering.take() if steering is not None else NO_COMMANDS
         paused = steering is not None and steering.paused
-        # room for the final answer is kept once a request shows what one costs
-        reserve = self.reserve and state.cycles > 0
-        limit = self.monitor.limit(
-            cycles=state.cycles,
-            usage=state.usage,
-            elapsed=self.elapsed() if self.timed else 0.0,
-            last=self.last if reserve else None,
-            pending_chars=self._pending_chars() if reserve else 0,
-        )
+        elapsed = self.elapsed() if self.timed else 0.0
+        if self.reserve and state.cycles:
+            # room for the final answer, once a request showed what one costs
+            limit = self.monitor.limit(
+                cycles=state.cycles,
+                usage=state.usage,
+                elapsed=elapsed,
+                last=self.last,
+                pending_chars=self._pending_chars(),
+            )
+        else:
+            usage = state.usage
+            limit = self.limits.reached(state.cycles, usage.total_tokens, elapsed, usage.cost)
         if limit is None and not paused and taken is NO_COMMANDS:
             return CONTINUE
         decision = decide(
@@ -328,10 +329,15 @@ class Run:
 
     async def cycle(self) -> Decision:
         agent, state = self.agent, self.state
-        note = self.monitor.budget_note(
-            cycles=state.cycles,
-            usage=state.usage,
-            elapsed=self.elapsed() if self.timed else 0.0,
+        monitor = self.monitor
+        note = (
+            monitor.budget_note(
+                cycles=state.cycles,
+                usage=state.usage,
+                elapsed=self.elapsed() if self.timed else 0.0,
+            )
+            if state.cycles >= monitor.note_from
+            else None
         )
         if note is not None:
             state.messages.append(UserMessage(content=note))
@@ -372,7 +378,7 @@ class Run:
 
     async def _on_answer(self, content: str) -> Decision:
         """An answer without tool calls: steering that arrived meanwhile, then the verifier."""
-        taken = self._take()
+        taken = self.steering.take() if self.steering is not None else NO_COMMANDS
         if taken is not NO_COMMANDS:
             facts = Facts(
                 answered=True,
@@ -405,7 +411,7 @@ class Run:
         self, calls: Sequence[ToolCall], cycle: int, *, review: bool = True
     ) -> Decision:
         """Review the calls for repeats, run them, and decide what their outcomes mean."""
-        notes: dict[int, str] = {}
+        notes: dict[int, str] | None = None
         stall = self.monitor.review(calls) if review else None
         if stall is not None:
             decision = decide(Facts(stall=stall))
@@ -513,7 +519,7 @@ class Run:
             if outcome == _NOT_EXECUTED:
                 continue
             history.append(record)
-            monitor.observe(call, outcome, record.result, fatal=record.fatal)
+            monitor.observe(call, outcome, record.result, record.fatal)
             if outcome == _OK and handoff is None and record.name in agent.terminal_tools:
                 handoff = record
         failure = monitor.end_step()

@@ -20,7 +20,8 @@ Progress, the rule behind stalls:
 - The request that would be the ``max_repeated_calls``-th identical call with the same
   results while nothing changed is a stall finding; so is the first call of a short
   cycle (2 or 3 calls) about to start its ``max_repeated_calls``-th repetition with
-  every result unchanged, whatever the tools declare (nothing in such a cycle moves).
+  every result unchanged, whatever the tools declare (nothing in such a cycle moves;
+  found while ``max_repeated_calls`` is at most 11).
   Calls to a tool the run does not have are counted by name, whatever the arguments.
 - Within one batch, calls count in call order, and a call that may change something
   (anything not read-only) lets the calls after it count afresh.
@@ -39,10 +40,11 @@ failing step starts the streak at 1.
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from math import inf
 from typing import Literal
+from zlib import crc32
 
 from convergent.messages import ToolCall, Usage
 from convergent.stop import (
@@ -69,6 +71,8 @@ FINAL_PROMPT_TOKENS = 200
 """Tokens kept for the final request's own prompt (the request and the stop's detail)."""
 MIN_FINAL_ANSWER_TOKENS = 32
 """A final answer with less room than this is not requested."""
+BUDGET_NOTE_AT = 0.8
+"""The share of a budget after which the model is told what remains."""
 OUTPUT_PRICE_FACTOR = 8
 """Assumed upper bound of the price of an output token over an input token, for
 keeping a final answer within ``max_cost`` when only the blended price is known."""
@@ -81,6 +85,8 @@ CHARS_PER_MESSAGE = 16
 
 _STRETCH_SIZE = 32
 """Distinct calls remembered per stretch (the least recently seen goes first)."""
+_RECENT_SIZE = 30
+"""Calls remembered in order (short cycles are found for ``max_repeated_calls`` up to 11)."""
 _ERRORS_KEPT = 32
 """Failed calls and error texts remembered per streak."""
 _OBSERVED = frozenset({"ok", "failed", "invalid"})
@@ -94,8 +100,9 @@ class MonitorState:
     stretch: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Calls seen since the last change, least recently seen first: canonical key ->
     (digest of its last result, how many times in a row it gave that result)."""
-    recent: list[tuple[str, int]] = field(default_factory=list)
-    """The last calls as (canonical key, result digest), oldest first (short cycles)."""
+    recent: list[int] = field(default_factory=list)
+    """The last calls, oldest first, each as one number: the digest of its canonical key
+    times 2**64 plus the digest of its result (short cycles, and what is new)."""
     stall_nudges: int = 0
     """Stall nudges given in the current episode."""
     error_streak: int = 0
@@ -128,14 +135,9 @@ def describe_call(name: str, arguments: Mapping[str, object], limit: int = 100) 
     return text if len(text) <= limit else text[: limit - 2] + "…)"
 
 
-def _name_of(key: str) -> str:
-    """The tool name in a canonical key (see `canonical_call_key`)."""
-    return key.lstrip(_UNKNOWN_TOOL).split("\x00", 1)[0].split("\x01", 1)[0]
-
-
 def _digest(text: str) -> int:
-    """A stable digest of a result (the same in every process): its CRC-32 and length."""
-    return zlib.crc32(text.encode("utf-8", "surrogatepass")) | len(text) << 32
+    """A stable digest of a text (the same in every process): its CRC-32 and length."""
+    return crc32(text.encode("utf-8", "surrogatepass")) | len(text) << 32
 
 
 class RunMonitor:
@@ -152,7 +154,20 @@ class RunMonitor:
         state: The state to continue (a resumed run's), updated in place.
     """
 
-    __slots__ = ("_failures", "_ok", "_tools", "limits", "max_errors", "policy", "state")
+    __slots__ = (
+        "_failures",
+        "_ok",
+        "_cycle_span",
+        "_recent_size",
+        "_reviewed",
+        "_tools",
+        "_watch",
+        "limits",
+        "note_from",
+        "max_errors",
+        "policy",
+        "state",
+    )
 
     def __init__(
         self,
@@ -170,17 +185,47 @@ class RunMonitor:
         self.state = state if state is not None else MonitorState()
         self._ok = False
         self._failures: list[_Failure] = []
+        self._reviewed: Sequence[tuple[ToolCall, str, bool | None, int]] = ()
+        """The calls last reviewed with their keys, for `observe` to reuse."""
+        limits = self.limits
+        self._recent_size = min(3 * limits.max_repeated_calls, _RECENT_SIZE)
+        # the shortest history a cycle can show: two calls, repeated once less than the limit
+        self._cycle_span = max(2 * (limits.max_repeated_calls - 1), 2)
+        watched = (limits.max_total_tokens, limits.max_cost, limits.max_seconds)
+        at_cycles = inf if limits.max_cycles is None else BUDGET_NOTE_AT * limits.max_cycles
+        self._watch = (
+            at_cycles,
+            None
+            if watched == (None, None, None)
+            else tuple(inf if m is None else BUDGET_NOTE_AT * m for m in watched),
+        )
+        """Where each budget reaches its note: cycles, then tokens, cost and seconds (None
+        when none of those three is set)."""
+        if self.state.budget_noted:
+            note_from = inf
+        elif watched == (None, None, None):
+            note_from = at_cycles
+        else:
+            note_from = 0.0
+        self.note_from: float = note_from
+        """The cycle from which `budget_note` may have a note (0: a token, cost or time
+        budget is watched; infinite once it was given), so that a loop can skip asking."""
 
     # -- repeats ------------------------------------------------------------------------
 
-    def _key(self, call: ToolCall) -> tuple[str, bool | None]:
-        """The call's canonical key and its tool's ``read_only`` flag."""
+    def _key(self, call: ToolCall) -> tuple[str, bool | None, int]:
+        """The call's canonical key, its tool's ``read_only`` flag, and the key's digest."""
+        for made, key, read_only, digest in self._reviewed:
+            if made is call:
+                return key, read_only, digest
         tools = self._tools
         if tools is None:
-            return canonical_call_key(call.name, call.arguments), None
-        if call.name not in tools:
-            return _UNKNOWN_TOOL + call.name, True
-        return canonical_call_key(call.name, call.arguments), tools[call.name]
+            key, read_only = canonical_call_key(call.name, call.arguments), None
+        elif call.name in tools:
+            key, read_only = canonical_call_key(call.name, call.arguments), tools[call.name]
+        else:
+            key, read_only = _UNKNOWN_TOOL + call.name, True
+        return key, read_only, _digest(key)
 
     def review(self, calls: Sequence[ToolCall]) -> Stall | None:
         """Whether the calls about to run would repeat without progress (a prediction).
@@ -191,20 +236,45 @@ class RunMonitor:
         state = self.state
         limit = self.limits.max_repeated_calls
         stretch = state.stretch
+        reviewed: Sequence[tuple[ToolCall, str, bool | None, int]]
+        if len(calls) == 1:  # the common case, without the batch's bookkeeping
+            call = calls[0]
+            tools, name = self._tools, call.name
+            if tools is None:
+                key, read_only = canonical_call_key(name, call.arguments), None
+            elif name in tools:
+                key, read_only = canonical_call_key(name, call.arguments), tools[name]
+            else:
+                key, read_only = _UNKNOWN_TOOL + name, True
+            digest = crc32(key.encode("utf-8", "surrogatepass")) | len(key) << 32
+            reviewed = self._reviewed = ((call, key, read_only, digest),)
+            entry = stretch.get(key)
+            recent = state.recent
+            if (entry[1] + 1 if entry is not None else 1) < limit and (
+                # only a call that starts the last period can start a cycle again
+                len(recent) < self._cycle_span
+                or not (
+                    recent[-2] >> 64 == digest or (len(recent) > 2 and recent[-3] >> 64 == digest)
+                )
+            ):
+                return None
+        else:
+            self._reviewed = ()
+            reviewed = self._reviewed = [(call, *self._key(call)) for call in calls]
         fresh = False  # a call earlier in this batch may have changed something
         earlier: dict[str, int] = {}
         positions: list[int] = []
         what, times = "", 0
-        for position, call in enumerate(calls):
-            key, read_only = self._key(call)
+        for position, (call, key, read_only, digest) in enumerate(reviewed):
             entry = None if fresh else stretch.get(key)
             count = (entry[1] if entry is not None else 0) + earlier.get(key, 0) + 1
-            cycle = None if position or count >= limit else self._cycle(key)
-            if count >= limit or cycle is not None:
+            period = 0 if position or count >= limit else self._cycle(digest)
+            if count >= limit or period:
                 positions.append(position)
                 if not what:
-                    what = cycle or describe_call(call.name, call.arguments)
-                    times = limit if cycle else count
+                    shown = describe_call(call.name, call.arguments)
+                    what = f"the cycle of {period} calls starting with {shown}" if period else shown
+                    times = limit if period else count
             if read_only is True:
                 earlier[key] = earlier.get(key, 0) + 1
             else:
@@ -214,24 +284,27 @@ class RunMonitor:
         nudge = state.stall_nudges < self.limits.stall_nudges
         return Stall(what=what, times=times, nudge=nudge, positions=tuple(positions))
 
-    def _cycle(self, key: str) -> str | None:
-        """The cycle ``key`` would start repeating for the ``max_repeated_calls``-th time."""
+    def _cycle(self, call: int) -> int:
+        """The period of the short cycle a call (its key's digest) would start again; 0: none.
+
+        The call starts the ``max_repeated_calls``-th repetition of a cycle of 2 or 3
+        calls whose every result was unchanged.
+        """
         repetitions = self.limits.max_repeated_calls - 1
         recent = self.state.recent
         for period in (2, 3):
             span = repetitions * period
-            if repetitions < 1 or len(recent) < span or recent[-period][0] != key:
+            if repetitions < 1 or len(recent) < span or recent[-period] >> 64 != call:
                 continue
             tail = recent[-span:]
             if any(tail[i] != tail[i + period] for i in range(span - period)):
                 continue
-            keys = [k for k, _ in tail[:period]]
-            if len(set(keys)) < 2:
-                continue
-            return "the cycle " + " -> ".join(_name_of(k) for k in keys)
-        return None
+            if len({entry >> 64 for entry in tail[:period]}) < 2:
+                continue  # one call repeated: the identical-call rule counts it
+            return period
+        return 0
 
-    def observe(self, call: ToolCall, outcome: str, result: str, *, fatal: bool = False) -> None:
+    def observe(self, call: ToolCall, outcome: str, result: str, fatal: bool = False) -> None:
         """Record one call that ran (``ok`` or ``failed``) or was rejected (``invalid``).
 
         Call it for each call of a batch in call order, then `end_step`. Calls that did
@@ -239,26 +312,33 @@ class RunMonitor:
         """
         if outcome not in _OBSERVED:
             return
-        key, read_only = self._key(call)
-        if outcome == "invalid":
-            read_only = True  # rejected before it ran: it cannot have changed anything
-        digest = _digest(result)
+        reviewed = self._reviewed
+        if reviewed and reviewed[0][0] is call:
+            _, key, read_only, call_digest = reviewed[0]
+        else:
+            key, read_only, call_digest = self._key(call)
+        digest = crc32(result.encode("utf-8", "surrogatepass")) | len(result) << 32
         state = self.state
         stretch = state.stretch
         entry = stretch.pop(key, None)
-        same = entry is not None and entry[0] == digest
-        pair = (key, digest)
+        pair = call_digest << 64 | digest
         recent = state.recent
-        if pair not in recent:
+        if state.stall_nudges and pair not in recent:
             state.stall_nudges = 0  # something new: a later stall is a new episode
         recent.append(pair)
-        if len(recent) > 3 * self.limits.max_repeated_calls:
+        if len(recent) > self._recent_size:
             del recent[0]
-        if read_only is False or (read_only is None and not same):
+        if entry is not None and entry[0] == digest:
+            count, changed = entry[1] + 1, read_only is False
+        else:
+            count, changed = 1, read_only is not True
+        if changed and outcome != "invalid":  # a rejected call did not run: it changed nothing
             stretch.clear()
-        stretch[key] = (digest, entry[1] + 1 if same and entry is not None else 1)
-        if len(stretch) > _STRETCH_SIZE:
-            del stretch[next(iter(stretch))]
+            stretch[key] = (digest, count)
+        else:
+            stretch[key] = (digest, count)
+            if len(stretch) > _STRETCH_SIZE:
+                del stretch[next(iter(stretch))]
         if outcome == "ok":
             self._ok = True
         elif outcome == "failed":
@@ -276,11 +356,12 @@ class RunMonitor:
     def end_step(self) -> ToolFailure | None:
         """The batch recorded since the last step is complete: what its failures mean."""
         ok, failures = self._ok, self._failures
-        self._ok, self._failures = False, []
+        self._ok = False
         if not failures:
-            if ok:
+            if ok and self.state.error_streak:
                 self._reset_streak()
             return None
+        self._failures = []
         fatal = next((f for f in failures if f.fatal), None)
         if fatal is not None:
             return ToolFailure(error=fatal.text, fatal=True)
@@ -366,12 +447,7 @@ class RunMonitor:
             reserved_tokens = cycle + final + answer
             reserved_cost = _price(last) * (cycle + final + OUTPUT_PRICE_FACTOR * answer)
         return limits.reached(
-            cycles=cycles,
-            total_tokens=usage.total_tokens,
-            elapsed=elapsed,
-            cost=usage.cost,
-            reserved_tokens=reserved_tokens,
-            reserved_cost=reserved_cost,
+            cycles, usage.total_tokens, elapsed, usage.cost, reserved_tokens, reserved_cost
         )
 
     def _answer_allowance(self) -> int:
@@ -406,10 +482,20 @@ class RunMonitor:
     def budget_note(self, *, cycles: int, usage: Usage, elapsed: float) -> str | None:
         """Once per run, when 80 % of any budget is used: what remains, for the model."""
         state, limits = self.state, self.limits
-        if state.budget_noted:
+        at_cycles, others = self._watch
+        if state.budget_noted or (
+            cycles < at_cycles
+            and (
+                others is None
+                or (
+                    usage.total_tokens < others[0]
+                    and usage.cost < others[1]
+                    and elapsed < others[2]
+                )
+            )
+        ):
             return None
         parts: list[str] = []
-        low = False
         for used, maximum, unit in (
             (cycles, limits.max_cycles, "cycles"),
             (usage.total_tokens, limits.max_total_tokens, "tokens"),
@@ -418,13 +504,13 @@ class RunMonitor:
         ):
             if maximum is None or maximum <= 0:
                 continue
-            low = low or used >= 0.8 * maximum
             left = max(maximum - used, 0)
             shown = f"{left:.4g}" if unit == "cost" else f"{left:.0f}"
             parts.append(f"{shown} of {maximum:g} {unit}")
-        if not low:
+        if not parts:
             return None
         state.budget_noted = True
+        self.note_from = inf
         return (
             "Budget note: this run has used 80% or more of its budget. Left: "
             + ", ".join(parts)

@@ -147,7 +147,6 @@ class Limits:
 
     def reached(
         self,
-        *,
         cycles: int,
         total_tokens: int,
         elapsed: float,
@@ -183,14 +182,6 @@ class Limits:
                 limit="max_cost", used=cost, maximum=self.max_cost, reserved=reserved_cost
             )
         return None
-
-    def exceeded(
-        self, *, cycles: int, total_tokens: int, elapsed: float, cost: float
-    ) -> tuple[StopReason, str] | None:
-        """The stop a reached limit calls for (superseded by `reached` and `decide`)."""
-        reached = self.reached(cycles=cycles, total_tokens=total_tokens, elapsed=elapsed, cost=cost)
-        decision = decide(Facts(limit=reached)) if reached is not None else None
-        return (decision.reason, decision.detail) if isinstance(decision, Stop) else None
 
 
 def canonical_call_key(name: str, arguments: Mapping[str, Any]) -> str:
@@ -516,22 +507,3 @@ def _tool_error_note(failure: ToolFailure) -> str:
         f"(last error: {failure.error}). Retrying like this will not help: change your "
         "approach (other arguments or another tool), or answer with what you have."
     )
-
-
-# --- kept until the loop uses `decide` and `convergent.monitor` ------------------------
-
-
-class StallDetector:
-    """Counts identical tool calls across a run (superseded by `RunMonitor`)."""
-
-    __slots__ = ("counts", "threshold")
-
-    def __init__(self, threshold: int, counts: dict[str, int] | None = None) -> None:
-        self.threshold = threshold
-        self.counts: dict[str, int] = counts if counts is not None else {}
-
-    def observe(self, name: str, arguments: Mapping[str, Any]) -> bool:
-        """Record one call; return True when it has now been seen ``threshold`` times."""
-        key = canonical_call_key(name, arguments)
-        seen = self.counts[key] = self.counts.get(key, 0) + 1
-        return seen >= self.threshold
