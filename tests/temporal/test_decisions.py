@@ -29,6 +29,10 @@ def lookup(customer: str) -> str:
 '''
 
 
+DEFAULTS = LimitsRecipe()
+"""The default limits (the shared recipe allows more repeats)."""
+
+
 def comparable(result: Any) -> dict[str, Any]:
     data = result.to_dict()
     data.pop("run_id")
@@ -40,14 +44,14 @@ def comparable(result: Any) -> dict[str, Any]:
 TRAJECTORIES: dict[str, tuple[list[Any], dict[str, Any], StopReason]] = {
     "stalled after a nudge": (
         [call("calculator", expression="6*7")] * 4 + ["42, I think"],
-        {},
+        {"limits": DEFAULTS},
         StopReason.STALLED,
     ),
     "a two-call cycle": (
         [call("calculator", expression="1+1"), call("look", n=1)] * 2
         + [call("calculator", expression="1+1")] * 2
         + ["stuck"],
-        {},
+        {"limits": DEFAULTS},
         StopReason.STALLED,
     ),
     "a broken tool, nudged then stopped": (

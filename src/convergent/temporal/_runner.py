@@ -162,6 +162,7 @@ def result_of(data: dict[str, Any]) -> RunResult:
     return RunResult(
         run_id=data["run_id"],
         output=data["output"],
+        output_after_stop=bool(data.get("output_after_stop", False)),
         stop_reason=StopReason(data["stop_reason"]),
         stop_detail=data["stop_detail"],
         cycles=data["cycles"],
