@@ -218,13 +218,16 @@ class RunMonitor:
         for made, key, read_only, digest in self._reviewed:
             if made is call:
                 return key, read_only, digest
-        tools = self._tools
+        return self._new_key(call)
+
+    def _new_key(self, call: ToolCall) -> tuple[str, bool | None, int]:
+        tools, name = self._tools, call.name
         if tools is None:
-            key, read_only = canonical_call_key(call.name, call.arguments), None
-        elif call.name in tools:
-            key, read_only = canonical_call_key(call.name, call.arguments), tools[call.name]
-        else:
-            key, read_only = _UNKNOWN_TOOL + call.name, True
+            key, read_only = canonical_call_key(name, call.arguments), None
+        elif name in tools:
+            key, read_only = canonical_call_key(name, call.arguments), tools[name]
+        else:  # a tool the run lacks: counted by name, and it cannot change anything
+            key, read_only = _UNKNOWN_TOOL + name, True
         return key, read_only, _digest(key)
 
     def review(self, calls: Sequence[ToolCall]) -> Stall | None:
@@ -239,14 +242,7 @@ class RunMonitor:
         reviewed: Sequence[tuple[ToolCall, str, bool | None, int]]
         if len(calls) == 1:  # the common case, without the batch's bookkeeping
             call = calls[0]
-            tools, name = self._tools, call.name
-            if tools is None:
-                key, read_only = canonical_call_key(name, call.arguments), None
-            elif name in tools:
-                key, read_only = canonical_call_key(name, call.arguments), tools[name]
-            else:
-                key, read_only = _UNKNOWN_TOOL + name, True
-            digest = crc32(key.encode("utf-8", "surrogatepass")) | len(key) << 32
+            key, read_only, digest = self._new_key(call)
             reviewed = self._reviewed = ((call, key, read_only, digest),)
             entry = stretch.get(key)
             recent = state.recent

@@ -34,6 +34,7 @@ __all__ = [
     "Interrupted",
     "LimitReached",
     "Limits",
+    "NO_FACTS",
     "Nudge",
     "Paused",
     "RollOver",
