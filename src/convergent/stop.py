@@ -26,6 +26,7 @@ from convergent.exceptions import UserError
 
 __all__ = [
     "CONTINUE",
+    "NO_FACTS",
     "STOP_PRIORITY",
     "Continue",
     "Decision",
@@ -34,7 +35,6 @@ __all__ = [
     "Interrupted",
     "LimitReached",
     "Limits",
-    "NO_FACTS",
     "Nudge",
     "Paused",
     "RollOver",
