@@ -31,6 +31,7 @@ from convergent import (
 from convergent.events import (
     Event,
     ModelResponded,
+    Nudged,
     Redirected,
     RunStarted,
     RunStopped,
@@ -230,14 +231,31 @@ async def test_tool_timeout_is_a_tool_failure() -> None:
 # --- stall and limits ---------------------------------------------------------------
 
 
-async def test_same_call_repeated_three_times_stalls() -> None:
-    model = ScriptedModel([{"tool_calls": [calc("1+1")]}] * 5)
+async def test_the_same_call_is_nudged_at_the_third_request_and_stalls_at_the_fourth() -> None:
+    model = ScriptedModel([{"tool_calls": [calc("1+1")]}] * 4 + ["2, as far as I can tell"])
     result = await Agent(model, [calculator]).run("loop")
     assert result.stop_reason is StopReason.STALLED
-    assert result.cycles == 3
-    assert len(result.tool_calls) == 2  # the third identical call is not executed
-    last = result.messages[-1]
-    assert isinstance(last, ToolResultMessage) and last.is_error
+    assert result.cycles == 4
+    assert len(result.tool_calls) == 2  # the third and fourth identical calls do not run
+    results = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    nudge, stopped = results[2], results[3]
+    assert nudge.is_error and 'requested calculator(expression="1+1") 3 times' in nudge.content
+    assert stopped.is_error and stopped.content.startswith("not executed: ")
+    nudges = [e for e in result.events if isinstance(e, Nudged)]
+    assert [(e.about, e.cycle) for e in nudges] == [("stalled", 3)]
+    # the answer after the stop: one last request, without tools
+    assert result.output == "2, as far as I can tell" and result.output_after_stop
+    assert model.requests[-1].tools == ()
+
+
+async def test_no_nudges_stall_at_the_third_request() -> None:
+    model = ScriptedModel([{"tool_calls": [calc("1+1")]}] * 3)
+    limits = Limits(stall_nudges=0)
+    result = await Agent(model, [calculator], limits=limits, final_answer=False).run("loop")
+    assert result.stop_reason is StopReason.STALLED
+    assert result.cycles == 3 and len(result.tool_calls) == 2
+    assert result.output == "" and not result.output_after_stop
+    model.assert_consumed()
 
 
 async def test_argument_order_does_not_hide_a_repeat() -> None:
@@ -255,18 +273,19 @@ async def test_argument_order_does_not_hide_a_repeat() -> None:
         {"tool_calls": [{"name": "pair", "arguments": {"a": 1, "b": 2}}]},
         {"tool_calls": [{"name": "pair", "arguments": {"b": 2, "a": 1}}]},
     ]
-    result = await Agent(ScriptedModel(script), [pair], limits=Limits(max_repeated_calls=2)).run(
-        "x"
-    )
+    limits = Limits(max_repeated_calls=2, stall_nudges=0)
+    result = await Agent(ScriptedModel(script), [pair], limits=limits, final_answer=False).run("x")
     assert result.stop_reason is StopReason.STALLED
 
 
 async def test_max_cycles() -> None:
-    model = ScriptedModel([{"tool_calls": [calc(f"{i}+1")]} for i in range(10)])
+    model = ScriptedModel([{"tool_calls": [calc(f"{i}+1")]} for i in range(4)] + ["1..4 + 1"])
     result = await Agent(model, [calculator], limits=Limits(max_cycles=4)).run("x")
     assert result.stop_reason is StopReason.MAX_CYCLES
     assert result.cycles == 4
-    assert len(model.requests) == 4
+    assert len(model.requests) == 5  # the last one asks for the answer, without tools
+    assert result.output == "1..4 + 1" and result.output_after_stop
+    model.assert_consumed()
 
 
 async def test_token_budget() -> None:
@@ -279,8 +298,9 @@ async def test_token_budget() -> None:
         )
         for i in range(5)
     ]
+    # without a final answer a budget is checked before each request, as it stands
     result = await Agent(
-        ScriptedModel(heavy), [calculator], limits=Limits(max_total_tokens=1000)
+        ScriptedModel(heavy), [calculator], limits=Limits(max_total_tokens=1000), final_answer=False
     ).run("x")
     assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
     assert result.cycles == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from hypothesis import given, settings
@@ -60,15 +61,22 @@ def test_the_run_stops_exactly_when_a_response_has_no_tool_calls(
 
 
 @settings(max_examples=40, deadline=None)
-@given(threshold=st.integers(min_value=1, max_value=5), report=self_reports)
-def test_a_repeated_call_stalls_at_the_threshold_whatever_the_model_claims(
-    threshold: int, report: dict[str, Any]
+@given(
+    threshold=st.integers(min_value=1, max_value=5),
+    nudges=st.integers(min_value=0, max_value=2),
+    report=self_reports,
+)
+def test_a_repeated_call_stalls_after_its_nudges_whatever_the_model_claims(
+    threshold: int, nudges: int, report: dict[str, Any]
 ) -> None:
     response = tool_response([7], report)
-    model = ScriptedModel([response] * (threshold + 2))
-    limits = Limits(max_cycles=threshold + 2, max_repeated_calls=threshold)
+    model = ScriptedModel([response] * (threshold + nudges) + ["my best answer"])
+    limits = Limits(max_cycles=threshold + nudges + 2, max_repeated_calls=threshold)
+    limits = dataclasses.replace(limits, stall_nudges=nudges)
     result = asyncio.run(Agent(model, [calculator], limits=limits).run("task"))
 
     assert result.stop_reason is StopReason.STALLED
-    assert result.cycles == threshold
+    assert result.cycles == threshold + nudges
     assert len(result.tool_calls) == threshold - 1
+    assert result.output == "my best answer" and result.output_after_stop
+    model.assert_consumed()

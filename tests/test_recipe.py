@@ -15,6 +15,7 @@ from convergent import (
     Agent,
     ExecutiveGate,
     GateRecipe,
+    Limits,
     LimitsRecipe,
     RunRecipe,
     StopReason,
@@ -56,8 +57,20 @@ def test_a_recipe_round_trips_through_json() -> None:
 
 def test_a_recipe_from_a_newer_version_is_refused() -> None:
     data = RunRecipe().model_dump(mode="json") | {"version": RECIPE_VERSION + 1, "new": 1}
-    with pytest.raises(UserError, match=r"version 2; this convergent reads up to 1 \(upgrade"):
+    newer = rf"version {RECIPE_VERSION + 1}; this convergent reads up to {RECIPE_VERSION} \(upgrade"
+    with pytest.raises(UserError, match=newer):
         RunRecipe.from_json(data)
+
+
+def test_a_version_1_recipe_still_loads_with_the_new_fields_at_their_defaults() -> None:
+    data = RunRecipe().model_dump(mode="json")
+    data["version"] = 1
+    del data["final_answer"], data["limits"]["stall_nudges"]
+    recipe = RunRecipe.from_json(data)
+    assert recipe.final_answer is True and recipe.limits.stall_nudges == 1
+    assert RunRecipe(final_answer=False, limits=LimitsRecipe(stall_nudges=0)).limits.build() == (
+        Limits(stall_nudges=0)
+    )
 
 
 @pytest.mark.parametrize(
@@ -118,7 +131,7 @@ def test_from_recipe_builds_every_part(tmp_path: Path) -> None:
 
 
 async def test_a_run_started_in_python_resumes_from_the_cli(tmp_path: Path) -> None:
-    model = script_file(tmp_path, [calc("2*3"), calc("4*5"), "6 and 20"])
+    model = script_file(tmp_path, [calc("2*3"), "6, so far", calc("4*5"), "6 and 20"])
     recipe = RunRecipe(model=model, workspace=str(tmp_path), limits=LimitsRecipe(max_cycles=1))
     store = RunStore(tmp_path / ".convergent" / "runs.db")
     first = await Agent.from_recipe(recipe).run("calc", run_id="py1", store=store)
@@ -133,7 +146,7 @@ async def test_a_run_started_in_python_resumes_from_the_cli(tmp_path: Path) -> N
 
 
 async def test_a_run_started_on_the_cli_resumes_from_python(tmp_path: Path) -> None:
-    model = script_file(tmp_path, [calc("7*6"), "42"])
+    model = script_file(tmp_path, [calc("7*6"), "42, unchecked", "42"])
     proc = cli(
         "run",
         "what is 7*6",
@@ -161,7 +174,7 @@ def test_a_gate_scorer_script_continues_where_it_stopped(tmp_path: Path) -> None
     def score(value: float) -> dict[str, object]:
         return {"content": json.dumps({"clarity": value, "certainty": value, "reason": "-"})}
 
-    model = script_file(tmp_path, [calc("1+1"), calc("2+2"), "2 and 4"])
+    model = script_file(tmp_path, [calc("1+1"), "2 so far", calc("2+2"), "2 and 4"])
     scorer = script_file(tmp_path, [score(0.9), score(0.1)], name="scorer.json")
     args = ["--model", model, "--gate", "0.5", "--gate-model", scorer, "--json"]
     first = cli("run", "t", *args, "--max-cycles", "1", "--run-id", "g", cwd=tmp_path)

@@ -11,7 +11,9 @@ from convergent import (
     ScriptedModel,
     StopReason,
     ToolError,
+    ToolResultMessage,
     UserError,
+    UserMessage,
     calculator,
     fail,
     tool,
@@ -74,13 +76,39 @@ async def test_a_recovered_business_rule_error_does_not_end_the_run() -> None:
     )
 
 
-async def test_three_failures_in_a_row_stop_with_tool_error() -> None:
-    model = ScriptedModel([step(call("book", flight=f"X{n}")) for n in range(3)] + ["unused"])
-    result = await Agent(model, [book]).run("book")
+@tool
+def lookup(customer: str) -> str:
+    """Look a customer up; the database is down.
+
+    Args:
+        customer: Customer id.
+    """
+    raise ToolError("database unreachable")
+
+
+async def test_a_tool_failing_the_same_way_is_nudged_then_stops_with_tool_error() -> None:
+    model = ScriptedModel(
+        [step(call("lookup", customer=f"c{n}")) for n in range(4)] + ["could not look it up"]
+    )
+    result = await Agent(model, [lookup]).run("find the customer")
     assert result.stop_reason is StopReason.TOOL_ERROR
-    assert result.cycles == 3
-    assert result.stop_detail.startswith("3 tool calls failed in a row")
-    assert len(model.unconsumed) == 1
+    assert result.cycles == 4
+    assert result.stop_detail == (
+        "tool calls failed in 4 steps in a row; the last: lookup failed: database unreachable"
+    )
+    # the nudge came after the third failing step, as a note after its results
+    fourth_request = model.requests[3].messages
+    assert isinstance(fourth_request[-1], UserMessage)
+    assert "failed in 3 steps in a row" in fourth_request[-1].content
+    assert isinstance(fourth_request[-2], ToolResultMessage)
+    assert result.output == "could not look it up" and result.output_after_stop
+
+
+async def test_failures_of_different_calls_are_the_model_searching() -> None:
+    model = ScriptedModel([step(call("book", flight=f"X{n}")) for n in range(6)] + ["none left"])
+    result = await Agent(model, [book]).run("book")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [r.ok for r in result.tool_calls] == [False] * 6
 
 
 async def test_a_success_resets_the_count_and_model_mistakes_do_not_count() -> None:
@@ -107,12 +135,12 @@ async def test_a_success_resets_the_count_and_model_mistakes_do_not_count() -> N
     ]
 
 
-async def test_failures_in_one_batch_count_in_call_order() -> None:
+async def test_a_batch_of_failures_is_one_step() -> None:
     model = ScriptedModel(
-        [step(*(call("book", f"b{n}", flight=f"X{n}") for n in range(3))), "unused"]
+        [step(*(call("book", f"b{n}", flight=f"X{n}") for n in range(3))), "no seats"]
     )
     result = await Agent(model, [book]).run("book three")
-    assert result.stop_reason is StopReason.TOOL_ERROR
+    assert result.stop_reason is StopReason.COMPLETED
     assert len(result.tool_calls) == 3
 
 

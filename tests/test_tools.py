@@ -99,3 +99,29 @@ async def test_async_tools_run_natively_and_results_become_text() -> None:
 
     assert data.is_async
     assert await data.call({}) == '{"a": 1}'
+
+
+def test_read_only_is_declared_or_unknown() -> None:
+    from convergent import calculator, file_tools
+    from convergent.edit_tools import edit_tools
+
+    @tool(read_only=True)
+    def status(job: str) -> str:
+        """Report a job's status.
+
+        Args:
+            job: The job.
+        """
+        return "running"
+
+    @tool
+    def poke() -> str:
+        """Poke something."""
+        return "poked"
+
+    assert status.read_only is True and poke.read_only is None
+    assert calculator.read_only is True
+    assert [t.read_only for t in file_tools(".")] == [True, True]
+    assert [t.read_only for t in edit_tools(".")] == [False, False]
+    with pytest.raises(ToolDefinitionError, match="read_only and modify files"):
+        tool(read_only=True, modifies_files=True)(poke.function)

@@ -1,20 +1,21 @@
 """One run of the loop in progress: its cycle, tool calls and outcomes (machinery).
 
 `Agent.run` holds the loop itself; `Run` holds what one run keeps while it goes (the
-state, the event sink, the stall detector, the journal) and does each step of a cycle.
-Each step ends in one of a small closed set of outcomes (`Continue`, `Stop`,
-`Interrupted`, `Paused`), which `Agent.run` handles with ``match``.
+state, the event sink, the monitor, the journal) and does each step of a cycle. At
+each decision point it gathers the `Facts` and asks `convergent.stop.decide`, the one
+place a stop is chosen; the decision goes back to `Agent.run`, which handles it with
+``match``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from convergent._executor import Outcome as CallOutcome
 from convergent._executor import (
-    Outcome,
     execute_batch,
     start,
     wait_for_stragglers,
@@ -22,31 +23,73 @@ from convergent._executor import (
 from convergent._redact import known_secrets, redact
 from convergent._trace import EventSink
 from convergent.clock import Clock, current_clock
-from convergent.events import Event, EventHandler, Redirected, RunStarted, RunStopped, Verified
-from convergent.exceptions import ModelError, UserError
+from convergent.events import (
+    Event,
+    EventHandler,
+    Nudged,
+    Redirected,
+    RunStarted,
+    RunStopped,
+    Verified,
+)
+from convergent.exceptions import ModelError, ScriptExhaustedError, UserError
 from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
 from convergent.journal import RunJournal
-from convergent.messages import AssistantMessage, Message, ToolCall, ToolSpec, UserMessage
+from convergent.messages import (
+    NO_USAGE,
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
 from convergent.models.base import Model, ModelSettings
+from convergent.monitor import CHARS_PER_MESSAGE, FINAL_ANSWER_TOKENS, RunMonitor
 from convergent.result import RunResult
 from convergent.state import RunState, ToolCallRecord
-from convergent.steering import SteeringCommand, SteeringQueue
-from convergent.stop import Limits, StallDetector, StopReason
+from convergent.steering import NO_COMMANDS, SteeringCommand, SteeringQueue, Taken
+from convergent.stop import (
+    CONTINUE,
+    Decision,
+    Facts,
+    HandOff,
+    Interrupted,
+    Limits,
+    Nudge,
+    Stop,
+    StopReason,
+    decide,
+)
 from convergent.tools import Tool
 
 __all__ = [
-    "CONTINUE",
-    "Continue",
-    "CycleOutcome",
-    "Interrupted",
+    "ANSWER_AFTER_STOP",
+    "FINAL_ANSWER_PROMPT",
     "LoopSpec",
-    "Paused",
+    "RolledOver",
     "Run",
-    "Stop",
     "ToolErrorPolicy",
 ]
 
 ToolErrorPolicy = Literal["stop", "continue"]
+
+ANSWER_AFTER_STOP = frozenset(
+    {
+        StopReason.MAX_CYCLES,
+        StopReason.STALLED,
+        StopReason.BUDGET_EXHAUSTED,
+        StopReason.TOOL_ERROR,
+    }
+)
+"""Stops after which the run asks the model for its best answer, with no tools."""
+
+FINAL_ANSWER_PROMPT = (
+    "The run has stopped ({detail}), and you cannot call tools any more. Reply with your "
+    "best answer to the task from what you have found so far, and say briefly what is "
+    "missing or uncertain, and why."
+)
+"""The request for the final answer after a stop."""
 
 
 class LoopSpec(Protocol):
@@ -57,10 +100,12 @@ class LoopSpec(Protocol):
     tool_specs: tuple[ToolSpec, ...]
     tool_names: tuple[str, ...]
     terminal_tools: frozenset[str]
+    read_only_tools: dict[str, bool | None]
     settings: ModelSettings | None
     limits: Limits
     on_tool_error: ToolErrorPolicy
     max_consecutive_tool_errors: int | None
+    final_answer: bool
     verifier: Verifier | None
     context_policy: ContextPolicy | None
     gate: ActionGate | None
@@ -70,43 +115,22 @@ class LoopSpec(Protocol):
     parallel_tool_calls: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Continue:
-    """The cycle ran its tools; the loop goes on."""
+class RolledOver(Exception):  # noqa: N818  (a hand-over, not an error)
+    """Raised by `Agent.run` when its steering asked to continue the run elsewhere.
+
+    The run did not stop: ``state`` holds it so far, to continue in a fresh process
+    (a Temporal workflow's continue-as-new).
+    """
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__("the run continues from its state in a fresh process")
+        self.state = state
 
 
-@dataclass(frozen=True, slots=True)
-class Stop:
-    """The run ends for ``reason``."""
-
-    reason: StopReason
-    detail: str
-    consumed: tuple[SteeringCommand, ...] = ()
-    """The steering command that asked for the stop, if any."""
-    output: str | None = None
-    """The run's output when it is not the model's last text (a hand-off's result)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Interrupted:
-    """A message for the model arrived; it is delivered and the loop goes on."""
-
-    message: str
-    commands: tuple[SteeringCommand, ...] = ()
-    """The steering messages delivered (empty for verifier feedback)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Paused:
-    """A pause is in force: the loop waits for its end, then checks the boundary again."""
-
-
-CycleOutcome = Continue | Stop | Interrupted | Paused
-
-CONTINUE = Continue()
-"""The one `Continue` (it carries nothing)."""
-_PAUSED = Paused()
-_OK, _FAILED, _NEEDS_USER = Outcome.OK.value, Outcome.FAILED.value, Outcome.NEEDS_USER.value
+_OK = CallOutcome.OK.value
+_FAILED = CallOutcome.FAILED.value
+_NEEDS_USER = CallOutcome.NEEDS_USER.value
+_NOT_EXECUTED = CallOutcome.NOT_EXECUTED.value
 
 
 class _HandlerObserver:
@@ -126,11 +150,18 @@ class Run:
         "agent",
         "clock",
         "clock_start",
+        "consumed",
+        "delivering",
         "elapsed_before",
+        "first_cycle",
         "journal",
+        "last",
+        "limits",
         "listening",
+        "mark",
+        "monitor",
+        "reserve",
         "sink",
-        "stall",
         "state",
         "steering",
         "timed",
@@ -159,10 +190,31 @@ class Run:
         self.clock: Clock = current_clock()
         self.sink = EventSink(state, observers, record=agent.record_events, clock=self.clock)
         self.listening = self.sink.active
-        self.stall = StallDetector(agent.limits.max_repeated_calls, state.call_counts)
+        limits = self.limits = agent.limits
+        self.monitor = RunMonitor(
+            limits,
+            tools=agent.read_only_tools,
+            max_consecutive_tool_errors=agent.max_consecutive_tool_errors,
+            on_tool_error=agent.on_tool_error,
+            state=state.monitor,
+        )
         self.clock_start = self.clock.monotonic()
         self.elapsed_before = state.elapsed
-        self.timed = agent.limits.max_seconds is not None
+        self.timed = limits.max_seconds is not None
+        self.first_cycle = state.cycles
+        # room is kept for the final answer only where a token or cost budget could run out
+        self.reserve = agent.final_answer and (
+            limits.max_total_tokens is not None or limits.max_cost is not None
+        )
+        self.last: Usage = NO_USAGE
+        """Usage of this process's latest model request (none yet: the estimates count
+        the whole conversation)."""
+        self.mark = 0
+        """Messages in the conversation when that request was answered."""
+        self.consumed: tuple[SteeringCommand, ...] = ()
+        """The steering command that asked for the stop."""
+        self.delivering: tuple[SteeringCommand, ...] = ()
+        """Steering messages being delivered as the pending `Interrupted`."""
 
     def failed(self, error: BaseException) -> None:
         """An exception ends the run without a stop: tell observers that want to know.
@@ -199,11 +251,14 @@ class Run:
         if self.steering is not None:
             await self.steering.wait_while_paused()
 
-    async def deliver(self, message: str, commands: tuple[SteeringCommand, ...]) -> None:
+    async def deliver(self, message: str) -> None:
+        """Give the model a message: steering's redirect, or the verifier's feedback."""
         state = self.state
         state.messages.append(UserMessage(content=message))
+        commands, self.delivering = self.delivering, ()
         if not commands:
             return
+        self.monitor.changed()
         if self.listening:
             self.sink.emit(Redirected(run_id=state.run_id, cycle=state.cycles, message=message))
         if self.journal is not None:
@@ -211,42 +266,85 @@ class Run:
         elif self.steering is not None:
             self.steering.acknowledge(commands)
 
-    def _take_steering(self) -> Stop | Interrupted | None:
-        """A stop request (which keeps any message for later), or messages to deliver."""
-        steering = self.steering
-        if steering is None:
-            return None
-        taken = steering.take()
-        if taken.stop is not None:
-            steering.requeue(taken.messages)
-            return Stop(StopReason.STOPPED, taken.stop.text or "stop requested", (taken.stop,))
+    def nudge(self, nudge: Nudge) -> None:
+        """Tell the model, after its failing results, that retrying will not help."""
+        self.state.messages.append(UserMessage(content=nudge.note))
+        self._nudged(nudge)
+
+    def _nudged(self, nudge: Nudge) -> None:
+        self.monitor.nudged(nudge)
+        if self.listening:
+            state = self.state
+            self.sink.emit(
+                Nudged(run_id=state.run_id, cycle=state.cycles, about=nudge.reason, note=nudge.note)
+            )
+
+    def _settle(self, taken: Taken, decision: Decision) -> Decision:
+        """Keep the steering commands the decision used; put back the messages it did not."""
         if taken.messages:
-            text = "\n\n".join(command.text for command in taken.messages)
-            return Interrupted(text, taken.messages)
-        return None
+            if isinstance(decision, Interrupted):
+                self.delivering = taken.messages
+            else:
+                assert self.steering is not None
+                self.steering.requeue(taken.messages)
+        if isinstance(decision, Stop) and decision.reason is StopReason.STOPPED:
+            self.consumed = (taken.stop,) if taken.stop is not None else ()
+        return decision
 
-    def boundary(self) -> Stop | Interrupted | Paused | None:
-        """Steering and limits, checked before every model request."""
-        steering = self.steering
-        if steering is not None:
-            taken = self._take_steering()
-            if taken is not None:
-                return taken
-            if steering.paused:
-                return _PAUSED
-        state = self.state
-        exceeded = self.agent.limits.exceeded(
-            cycles=state.cycles,
-            total_tokens=state.usage.total_tokens,
-            elapsed=self.elapsed() if self.timed else 0.0,
-            cost=state.usage.cost,
+    def boundary(self) -> Decision:
+        """Steering and limits, decided before every model request."""
+        steering, state = self.steering, self.state
+        taken = steering.take() if steering is not None else NO_COMMANDS
+        paused = steering is not None and steering.paused
+        elapsed = self.elapsed() if self.timed else 0.0
+        if self.reserve and state.cycles:
+            # room for the final answer, once a request showed what one costs
+            limit = self.monitor.limit(
+                cycles=state.cycles,
+                usage=state.usage,
+                elapsed=elapsed,
+                last=self.last,
+                pending_chars=self._pending_chars(),
+            )
+        else:
+            usage = state.usage
+            limit = self.limits.reached(state.cycles, usage.total_tokens, elapsed, usage.cost)
+        if limit is None and not paused and taken is NO_COMMANDS:
+            return CONTINUE
+        decision = decide(
+            Facts(
+                stop_requested=taken.stop is not None,
+                stop_text=taken.stop.text if taken.stop is not None else "",
+                redirect=_joined(taken.messages),
+                paused=paused,
+                roll_over=taken.roll_over,
+                limit=limit,
+            )
         )
-        if exceeded is not None:
-            return Stop(*exceeded)
-        return None
+        return self._settle(taken, decision)
 
-    async def cycle(self) -> CycleOutcome:
+    def _pending_chars(self) -> int:
+        """Characters added to the conversation since the last model request."""
+        return sum(_chars(message) for message in self.state.messages[self.mark :])
+
+    async def cycle(self) -> Decision:
         agent, state = self.agent, self.state
+        monitor = self.monitor
+        note = (
+            monitor.budget_note(
+                cycles=state.cycles,
+                usage=state.usage,
+                elapsed=self.elapsed() if self.timed else 0.0,
+            )
+            if state.cycles >= monitor.note_from
+            else None
+        )
+        if note is not None:
+            state.messages.append(UserMessage(content=note))
+            if self.listening:
+                self.sink.emit(
+                    Nudged(run_id=state.run_id, cycle=state.cycles, about="budget", note=note)
+                )
         if agent.context_policy is not None:
             await agent.context_policy.maybe_compact(state, agent.model, self.sink.emit)
         state.cycles += 1
@@ -258,14 +356,17 @@ class Run:
             response = await agent.model.request(state.messages, agent.tool_specs, agent.settings)
         except ModelError as exc:
             # any backend's error text, masked once more: it is stored and printed
-            return Stop(StopReason.MODEL_ERROR, redact(str(exc), known_secrets()))
-        if response.usage.requests or response.usage.total_tokens or response.usage.cost:
-            state.usage = state.usage + response.usage
+            return decide(Facts(model_error=redact(str(exc), known_secrets())))
+        usage = response.usage
+        if usage.requests or usage.total_tokens or usage.cost:
+            state.usage = state.usage + usage
+        self.last = usage
         state.messages.append(response.to_message())
+        self.mark = len(state.messages)
         if self.listening:
             self.sink.responded(cycle, response, self.clock.monotonic() - started)
         if not response.tool_calls:
-            return self._take_steering() or await self._on_answer(response.content)
+            return await self._on_answer(response.content)
         calls = response.tool_calls
         if agent.gate is not None:
             calls = await agent.gate.review(response, state, self.sink.emit)
@@ -275,10 +376,21 @@ class Run:
                 state.messages[-1] = AssistantMessage(content=response.content, tool_calls=calls)
         return await self._run_tools(calls, cycle)
 
-    async def _on_answer(self, content: str) -> CycleOutcome:
+    async def _on_answer(self, content: str) -> Decision:
+        """An answer without tool calls: steering that arrived meanwhile, then the verifier."""
+        taken = self.steering.take() if self.steering is not None else NO_COMMANDS
+        if taken is not NO_COMMANDS:
+            facts = Facts(
+                answered=True,
+                stop_requested=taken.stop is not None,
+                stop_text=taken.stop.text if taken.stop is not None else "",
+                redirect=_joined(taken.messages),
+                roll_over=taken.roll_over,
+            )
+            return self._settle(taken, decide(facts))
         verifier = self.agent.verifier
         if verifier is None:
-            return Stop(StopReason.COMPLETED, "the model answered without tool calls")
+            return decide(_ANSWERED)
         verdict = verifier(content)
         if inspect.isawaitable(verdict):
             verdict = await verdict
@@ -293,42 +405,70 @@ class Run:
                     feedback=feedback,
                 )
             )
-        if verdict.passed:
-            return Stop(StopReason.COMPLETED, "answered without tool calls; verifier passed")
-        return Interrupted(f"Verification failed: {feedback}. Continue working on the task.")
+        return decide(Facts(answered=True, verdict=verdict.passed, feedback=feedback))
 
     async def _run_tools(
-        self, calls: Sequence[ToolCall], cycle: int, *, count_repeats: bool = True
-    ) -> CycleOutcome:
-        state = self.state
-        stalled = None
-        if count_repeats:
-            observe = self.stall.observe
-            for call in calls:
-                if observe(call.name, call.arguments) and stalled is None:
-                    stalled = call
-        if stalled is not None:
-            detail = (
-                f"{stalled.name} was requested with the same arguments {self.stall.threshold} times"
-            )
-            for position, call in enumerate(calls):
-                record = _record_of(call, Outcome.NOT_EXECUTED, f"not executed: {detail}", cycle)
-                state.messages.append(record.to_message())
-                if self.journal is not None:
-                    await self.journal.finished(state, record, position)
-            return Stop(StopReason.STALLED, detail)
+        self, calls: Sequence[ToolCall], cycle: int, *, review: bool = True
+    ) -> Decision:
+        """Review the calls for repeats, run them, and decide what their outcomes mean."""
+        notes: dict[int, str] | None = None
+        stall = self.monitor.review(calls) if review else None
+        if stall is not None:
+            decision = decide(Facts(stall=stall))
+            if isinstance(decision, Stop):
+                text = f"not executed: {decision.detail}"
+                skipped = await self._not_run(calls, dict.fromkeys(range(len(calls)), text))
+                self.state.messages.extend(record.to_message() for record in skipped.values())
+                return decision
+            if isinstance(decision, Nudge):
+                # the repeated calls get the note as their result; the others run
+                self._nudged(decision)
+                notes = dict.fromkeys(stall.positions, decision.note)
         if self.journal is not None:
-            await self.journal.requested(state, cycle, calls)
-        if len(calls) == 1:
+            await self.journal.requested(self.state, cycle, calls)
+        if notes:
+            records = await self._run_some(calls, notes)
+        elif len(calls) == 1:
             records = [await self._call(calls[0], 0)]
         else:
             records = await execute_batch(
                 calls, self._call, concurrent=self.agent.parallel_tool_calls
             )
-        outcome = self._record(records)
+        decision = self._record(calls, records)
         if self.agent.follow_up is None:
-            return outcome
-        return await self._after_tools(records, outcome)
+            return decision
+        return await self._after_tools(records, decision)
+
+    async def _run_some(
+        self, calls: Sequence[ToolCall], notes: Mapping[int, str]
+    ) -> list[ToolCallRecord]:
+        """Run the calls without a note; the others get their note as result, in order."""
+        records = await self._not_run(calls, notes)
+        positions = [position for position in range(len(calls)) if position not in notes]
+
+        async def run_one(call: ToolCall, index: int) -> ToolCallRecord:
+            return await self._call(call, positions[index])
+
+        ran = await execute_batch(
+            [calls[position] for position in positions],
+            run_one,
+            concurrent=self.agent.parallel_tool_calls,
+        )
+        records.update(zip(positions, ran, strict=True))
+        return [records[position] for position in range(len(calls))]
+
+    async def _not_run(
+        self, calls: Sequence[ToolCall], results: Mapping[int, str]
+    ) -> dict[int, ToolCallRecord]:
+        """Records for calls that do not run (the run stops, or a nudge), journaled."""
+        state, journal = self.state, self.journal
+        records = {}
+        for position, text in results.items():
+            record = _record_of(calls[position], CallOutcome.NOT_EXECUTED, text, state.cycles)
+            if journal is not None:
+                await journal.finished(state, record, position)
+            records[position] = record
+        return records
 
     async def _call(self, call: ToolCall, position: int) -> ToolCallRecord:
         """Run one call of the batch, with its events and journal entries."""
@@ -354,59 +494,52 @@ class Run:
         if self.listening:
             self.sink.tool_finished(record)
 
-    async def _after_tools(
-        self, records: Sequence[ToolCallRecord], result: CycleOutcome
-    ) -> CycleOutcome:
+    async def _after_tools(self, records: Sequence[ToolCallRecord], decision: Decision) -> Decision:
         """Show the batch to the gate; run the ``ask_user`` call it may return."""
         gate = self.agent.follow_up
         assert gate is not None
         ask = await gate.after_tools(records, self.state, self.sink.emit)
-        if ask is None or not isinstance(result, Continue):
-            return result
+        if ask is None or decision is not CONTINUE:
+            return decision
         self.state.messages.append(AssistantMessage(tool_calls=(ask,)))
         return await self._run_tools((ask,), self.state.cycles)
 
-    def _record(self, records: Sequence[ToolCallRecord]) -> CycleOutcome:
-        """Append results in call order and decide what the batch means for the run."""
-        agent, state = self.agent, self.state
+    def _record(self, calls: Sequence[ToolCall], records: Sequence[ToolCallRecord]) -> Decision:
+        """Append results in call order, count them, and decide what the batch means."""
+        agent, state, monitor = self.agent, self.state, self.monitor
         messages, history = state.messages, state.tool_calls
-        failed: ToolCallRecord | None = None
         question: ToolCallRecord | None = None
         handoff: ToolCallRecord | None = None
-        fatal = False
-        streak = state.tool_error_streak
-        for record in records:
+        for call, record in zip(calls, records, strict=True):
             outcome = record.outcome
             if outcome == _NEEDS_USER:
                 question = question or record
                 continue
             messages.append(record.to_message())
+            if outcome == _NOT_EXECUTED:
+                continue
             history.append(record)
-            if outcome == _OK:
-                streak = 0
-                if handoff is None and record.name in agent.terminal_tools:
-                    handoff = record
-            elif outcome == _FAILED:
-                streak += 1
-                failed = failed or record
-                fatal = fatal or record.fatal
-        state.tool_error_streak = streak
-        if handoff is not None:
-            if question is not None:
-                messages.append(question.to_message())
-            detail = f"{handoff.name} handed the run off: {handoff.result}"
-            return Stop(StopReason.HANDED_OFF, detail, output=handoff.result)
-        if failed is not None:
-            limit = agent.max_consecutive_tool_errors
-            if agent.on_tool_error == "stop" or fatal or (limit is not None and streak >= limit):
-                if question is not None:
-                    messages.append(question.to_message())
-                return Stop(StopReason.TOOL_ERROR, _tool_error_detail(failed, streak, fatal))
-        if question is not None:
-            return Stop(StopReason.NEEDS_USER, question.result)
-        return CONTINUE
+            monitor.observe(call, outcome, record.result, record.fatal)
+            if outcome == _OK and handoff is None and record.name in agent.terminal_tools:
+                handoff = record
+        failure = monitor.end_step()
+        if handoff is None and failure is None and question is None:
+            return CONTINUE
+        decision = decide(
+            Facts(
+                handed_off=HandOff(tool=handoff.name, result=handoff.result) if handoff else None,
+                tool_failure=failure,
+                needs_user=question.result if question is not None else None,
+            )
+        )
+        if question is not None and not (
+            isinstance(decision, Stop) and decision.reason is StopReason.NEEDS_USER
+        ):
+            # the run ends for another reason: the question gets its (unanswered) result
+            messages.append(question.to_message())
+        return decision
 
-    async def finish_pending(self, answers: Mapping[str, str]) -> CycleOutcome:
+    async def finish_pending(self, answers: Mapping[str, str]) -> Decision:
         """Complete calls a previous process requested but never recorded a result for.
 
         A call with a supplied answer gets it; an idempotent tool is re-run; any other
@@ -417,12 +550,12 @@ class Run:
         for call in state.pending_calls():
             tool = self.agent.tools.get(call.name)
             if call.id in answers:
-                outcome, text = Outcome.OK, answers[call.id]
+                outcome, text = CallOutcome.OK, answers[call.id]
             elif tool is not None and tool.idempotent:
                 rerun.append(call)
                 continue
             else:
-                outcome = Outcome.INTERRUPTED
+                outcome = CallOutcome.INTERRUPTED
                 text = (
                     "interrupted: the run stopped before this call finished; "
                     "it was not retried because the tool is not idempotent"
@@ -431,22 +564,29 @@ class Run:
             self._report(record)
             state.messages.append(record.to_message())
             state.tool_calls.append(record)
+            self.monitor.observe(call, outcome.value, text)
             if self.journal is not None:
                 await self.journal.finished(state, record, -1)
         if not rerun:
+            self.monitor.end_step()
             return CONTINUE
-        # these calls were counted when the model first requested them
-        return await self._run_tools(rerun, state.cycles, count_repeats=False)
+        # these calls were reviewed for repeats when the model first requested them
+        return await self._run_tools(rerun, state.cycles, review=False)
+
+    def rolled_over(self) -> RolledOver:
+        """The run continues elsewhere: its state so far, to continue from."""
+        self.state.elapsed = self.elapsed()
+        return RolledOver(self.state)
 
     async def finish(self, stop: Stop) -> RunResult:
         state = self.state
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
-        state.output = stop.output if stop.output is not None else _last_text(state.messages)
+        state.output, state.output_after_stop = await self._output(stop)
         state.elapsed = self.elapsed()
         if self.journal is not None:
-            await self.journal.stopped(state, stop.consumed)
-        elif self.steering is not None and stop.consumed:
-            self.steering.acknowledge(stop.consumed)
+            await self.journal.stopped(state, self.consumed)
+        elif self.steering is not None and self.consumed:
+            self.steering.acknowledge(self.consumed)
         if self.listening:
             self.sink.emit(
                 RunStopped(
@@ -455,12 +595,14 @@ class Run:
                     reason=stop.reason,
                     detail=stop.detail,
                     output=state.output,
+                    output_after_stop=state.output_after_stop,
                     usage=state.usage,
                 )
             )
         return RunResult(
             run_id=state.run_id,
             output=state.output,
+            output_after_stop=state.output_after_stop,
             stop_reason=stop.reason,
             stop_detail=stop.detail,
             cycles=state.cycles,
@@ -470,10 +612,74 @@ class Run:
             events=self.sink.log(),
         )
 
+    async def _output(self, stop: Stop) -> tuple[str, bool]:
+        """The run's output, and whether it is an answer made after the stop."""
+        state = self.state
+        if stop.output is not None:
+            return stop.output, False
+        if stop.reason in ANSWER_AFTER_STOP and self.agent.final_answer:
+            if state.output_after_stop and state.cycles == self.first_cycle:
+                return state.output, True  # resumed and stopped again: nothing new to answer
+            answer = await self._final_answer(stop.detail)
+            if answer:
+                return answer, True
+        return _last_text(state.messages), False
+
+    async def _final_answer(self, detail: str) -> str | None:
+        """One request with no tools for the best answer so far; None if it fails or cannot fit.
+
+        It is not a cycle; its usage counts, within the token and cost budgets.
+        """
+        agent, state = self.agent, self.state
+        prompt = FINAL_ANSWER_PROMPT.format(detail=detail)
+        settings = agent.settings
+        if self.reserve:
+            wanted = settings.max_tokens if settings is not None else None
+            room = self.monitor.final_answer_tokens(
+                usage=state.usage,
+                last=self.last,
+                pending_chars=self._pending_chars() + CHARS_PER_MESSAGE + len(prompt),
+                wanted=wanted or FINAL_ANSWER_TOKENS,
+            )
+            if not room:
+                return None
+            settings = dataclasses.replace(settings or ModelSettings(), max_tokens=room)
+        messages = [*state.messages, UserMessage(content=prompt)]
+        try:
+            response = await agent.model.request(messages, (), settings)
+        except (ModelError, ScriptExhaustedError):
+            # no answer is better than a crash: the run keeps its last text
+            return None
+        usage = response.usage
+        if usage.requests or usage.total_tokens or usage.cost:
+            state.usage = state.usage + usage
+        return response.content.strip() and response.content
+
+
+_ANSWERED = Facts(answered=True)
+
+
+def _joined(messages: Sequence[SteeringCommand]) -> str | None:
+    return "\n\n".join(command.text for command in messages) if messages else None
+
+
+def _chars(message: Message) -> int:
+    """Characters of a message as a model sees it: its text, call arguments and framing."""
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        return (
+            CHARS_PER_MESSAGE
+            + len(message.content)
+            + sum(
+                CHARS_PER_MESSAGE + len(call.name) + len(str(call.arguments))
+                for call in message.tool_calls
+            )
+        )
+    return CHARS_PER_MESSAGE + len(message.content)
+
 
 def _record_of(
     call: ToolCall,
-    outcome: Outcome,
+    outcome: CallOutcome,
     text: str,
     cycle: int,
     duration: float = 0.0,
@@ -490,12 +696,6 @@ def _record_of(
         duration=duration,
         fatal=fatal,
     )
-
-
-def _tool_error_detail(failed: ToolCallRecord, streak: int, fatal: bool) -> str:
-    if fatal or streak <= 1:
-        return failed.result
-    return f"{streak} tool calls failed in a row; the first of the last batch: {failed.result}"
 
 
 def _last_text(messages: Sequence[Message]) -> str:

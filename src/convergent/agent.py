@@ -1,8 +1,9 @@
 """The objective agent loop: continue while the model calls tools, stop when it does not.
 
-`Agent.run` is the whole loop. Each cycle ends in exactly one of three outcomes
-(`Continue`, `Stop`, `Interrupted`), and every run ends with exactly one `StopReason`.
-The model's self-reported confidence or ``finish`` action is recorded, never obeyed.
+`Agent.run` is the whole loop. Each step ends in one decision of `convergent.stop.decide`
+(`Continue`, `Stop`, `Interrupted`, `Nudge`, `Paused`, `RollOver`), and every run ends
+with exactly one `StopReason`. The model's self-reported confidence or ``finish``
+action is recorded, never obeyed.
 """
 
 from __future__ import annotations
@@ -13,16 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, assert_never
 
-from convergent._cycle import (
-    CONTINUE,
-    Continue,
-    CycleOutcome,
-    Interrupted,
-    Paused,
-    Run,
-    Stop,
-    ToolErrorPolicy,
-)
+from convergent._cycle import Run, ToolErrorPolicy
 from convergent._instrument import run_tracer
 from convergent.clock import current_clock
 from convergent.events import (
@@ -50,7 +42,18 @@ from convergent.recipe import BuildContext, RunRecipe, agent_arguments
 from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
-from convergent.stop import Limits, StopReason
+from convergent.stop import (
+    CONTINUE,
+    Continue,
+    Decision,
+    Interrupted,
+    Limits,
+    Nudge,
+    Paused,
+    RollOver,
+    Stop,
+    StopReason,
+)
 from convergent.tools import Tool
 
 __all__ = ["Agent", "RunStream"]
@@ -63,13 +66,17 @@ class Agent:
         model: The model backend.
         tools: Tools the model may call.
         system_prompt: Instructions placed before the task.
-        limits: Cycle, token, time and cost budgets, plus the repeated-call threshold.
+        limits: Cycle, token, time and cost budgets, the repeated-call threshold and the
+            nudges before a stall or tool-error stop.
         on_tool_error: ``continue`` (the default) sends a tool's failure back to the model
-            as its result and stops ``tool_error`` only after
-            ``max_consecutive_tool_errors`` failures in a row or a failure the tool marks
-            fatal; ``stop`` ends the run at the first failure.
-        max_consecutive_tool_errors: Failures in a row that end the run under
-            ``continue`` (a successful call resets the count); None never stops.
+            as its result and stops ``tool_error`` only when failures persist for
+            ``max_consecutive_tool_errors`` steps after a nudge, or at a failure the tool
+            marks fatal; ``stop`` ends the run at the first failure.
+        max_consecutive_tool_errors: Failing steps in a row (see `convergent.monitor`)
+            that call for a nudge, then a stop, under ``continue``; None never stops.
+        final_answer: After a stop for ``max_cycles``, ``stalled``, ``budget_exhausted``
+            or ``tool_error``, make one last request without tools for the best answer
+            so far (`RunResult.output`, with ``output_after_stop``).
         settings: Per-request model settings.
         verifier: Optional external check on the final answer; while it fails, its
             feedback goes back to the model and the run continues.
@@ -107,6 +114,7 @@ class Agent:
         limits: Limits | None = None,
         on_tool_error: ToolErrorPolicy = "continue",
         max_consecutive_tool_errors: int | None = 3,
+        final_answer: bool = True,
         settings: ModelSettings | None = None,
         verifier: Verifier | None = None,
         observers: Sequence[RunObserver] = (),
@@ -138,6 +146,7 @@ class Agent:
         self.limits = limits or Limits()
         self.on_tool_error: ToolErrorPolicy = on_tool_error
         self.max_consecutive_tool_errors = max_consecutive_tool_errors
+        self.final_answer = final_answer
         self.settings = settings
         self.verifier = verifier
         self.observers = list(observers)
@@ -168,6 +177,7 @@ class Agent:
         self.tool_specs = tuple(t.spec for t in found.values())
         self.tool_names = tuple(found)
         self.terminal_tools = frozenset(n for n, t in found.items() if t.terminal)
+        self.read_only_tools = {n: t.read_only for n, t in found.items()}
 
     async def _start_servers(self) -> None:
         """Start the MCP servers (unless they run) and offer their tools."""
@@ -278,16 +288,24 @@ class Agent:
            verifier runs if any; if it passes (or there is none) the run ends
            ``completed``, otherwise its feedback goes back to the model.
         6. Let the gate review the proposed calls (it may replace them with ``ask_user``).
-        7. Count repeats; the same call requested ``max_repeated_calls`` times ends the
-           run ``stalled`` before it runs again.
+        7. Review the calls for repeats without progress: the ``max_repeated_calls``-th
+           identical call with the same results while nothing changed (or a short
+           cycle of calls repeating) gets a note instead of running, once; if the
+           pattern goes on, the run ends ``stalled`` before it runs again.
         8. Journal the calls (durable runs), then run the batch concurrently, results in
            call order, each journaled as it finishes.
         9. Apply the outcomes: a successful terminal tool ends the run ``handed_off``;
-           tool failures end it ``tool_error`` per the tool-error policy; a question no
-           channel can answer ends it ``needs_user``.
+           tool failures end it ``tool_error`` per the tool-error policy (a persisting
+           streak is nudged once first); a question no channel can answer ends it
+           ``needs_user``.
         10. Let a `FollowUpGate` see the results; if the run goes on and a result calls
             for it (an ambiguity, repeated invalid arguments) run the ``ask_user`` call it
             returns.
+
+        Each decision is `convergent.stop.decide`'s, from the facts of that step. After
+        a stop for ``max_cycles``, ``stalled``, ``budget_exhausted`` or ``tool_error``,
+        one last request without tools asks for the best answer so far (unless
+        ``final_answer=False``); it is not a cycle.
 
         Args:
             task: The task; required unless ``state`` is given.
@@ -306,6 +324,8 @@ class Agent:
             UserError: On misuse (no task, exhausted `ScriptedModel`, ...), or an MCP
                 server that cannot be started.
             StorageError: If the store cannot be written.
+            RolledOver: When ``steering`` asked to continue the run in a fresh process
+                (a Temporal workflow's continue-as-new): the run did not stop.
         """
         if task is None and state is None:
             raise UserError("run() needs a task or a state to resume")
@@ -315,21 +335,29 @@ class Agent:
                 task, run_id, state, steering, answers, on_event, store
             )
             try:
-                while not isinstance(outcome, Stop):
+                while True:
                     match outcome:
                         case Continue():
                             pass
-                        case Interrupted(message, commands):
-                            await run.deliver(message, commands)
+                        case Interrupted(message=message):
+                            await run.deliver(message)
+                        case Nudge():
+                            run.nudge(outcome)
                         case Paused():
                             await run.wait_while_paused()
+                        case Stop():
+                            return await run.finish(outcome)
+                        case RollOver():
+                            break
                         case _:
                             assert_never(outcome)
-                    outcome = run.boundary() or await run.cycle()
-                return await run.finish(outcome)
+                    outcome = run.boundary()
+                    if outcome is CONTINUE:
+                        outcome = await run.cycle()
             except BaseException as exc:
                 run.failed(exc)
                 raise
+            raise run.rolled_over()
         finally:
             # also on cancellation (Ctrl-C): no server process outlives its run
             await self._stop_servers()
@@ -343,7 +371,7 @@ class Agent:
         answers: Mapping[str, str] | None,
         on_event: EventHandler | None,
         store: Durability | None,
-    ) -> tuple[Run, CycleOutcome]:
+    ) -> tuple[Run, Decision]:
         """Set up a run (fresh or resumed) and finish calls a resumed run left pending.
 
         Its frame is gone before the loop begins, so a run in flight holds one frame.
@@ -352,9 +380,7 @@ class Agent:
         if state is None:
             assert task is not None
             state = self.new_state(task, run_id=run_id)
-        if state.stop_reason is StopReason.TOOL_ERROR:
-            # resuming after tool_error is a fresh chance: count failures from here
-            state.tool_error_streak = 0
+        fresh_errors = state.stop_reason is StopReason.TOOL_ERROR
         state.stop_reason, state.stop_detail = None, ""
         journal = None
         store = store if store is not None else self.store
@@ -370,9 +396,12 @@ class Agent:
                 steering = journal.steering
         telemetry = run_tracer(self.instrument, self.observers)
         run = Run(self, state, steering, on_event, journal, telemetry)
+        if fresh_errors:
+            # resuming after tool_error is a fresh chance: count failures from here
+            run.monitor.reset_errors()
         try:
             await run.start(resumed)
-            outcome: CycleOutcome = CONTINUE
+            outcome: Decision = CONTINUE
             if resumed and state.pending_calls():
                 outcome = await run.finish_pending(answers or {})
             return run, outcome

@@ -140,7 +140,7 @@ def evaluate_arithmetic(expression: str) -> int | float:
     return value  # type: ignore[no-any-return]
 
 
-@tool(idempotent=True, timeout=5.0)
+@tool(idempotent=True, timeout=5.0, read_only=True)
 def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression such as ``(17 * 23) + 4`` or ``sqrt(2) ** 2``.
 
@@ -151,7 +151,7 @@ def calculator(expression: str) -> str:
     return str(evaluate_arithmetic(expression))
 
 
-@tool(idempotent=True, timeout=5.0)
+@tool(idempotent=True, timeout=5.0, read_only=True)
 def fail(message: str) -> str:
     """Always fail with the given message (shows how a tool failure stops a run).
 
@@ -180,7 +180,7 @@ def file_tools(workspace: str | Path = ".", *, max_bytes: int = 100_000) -> list
     """Build ``read_file`` and ``list_dir`` confined to ``workspace``."""
     root = Path(workspace)
 
-    @tool(idempotent=True, timeout=10.0)
+    @tool(idempotent=True, timeout=10.0, read_only=True)
     def read_file(path: str) -> str:
         """Read a UTF-8 text file inside the workspace.
 
@@ -194,7 +194,7 @@ def file_tools(workspace: str | Path = ".", *, max_bytes: int = 100_000) -> list
         text = data[:max_bytes].decode("utf-8", errors="replace")
         return text + ("\n[... truncated]" if len(data) > max_bytes else "")
 
-    @tool(idempotent=True, timeout=10.0)
+    @tool(idempotent=True, timeout=10.0, read_only=True)
     def list_dir(path: str = ".") -> str:
         """List the entries of a folder inside the workspace (folders end with /).
 

@@ -44,7 +44,7 @@ def edit_tools(workspace: str | Path = ".", *, max_bytes: int = 1_000_000) -> li
     """
     root = Path(workspace)
 
-    @tool(idempotent=True, modifies_files=True, timeout=10.0)
+    @tool(idempotent=True, modifies_files=True, timeout=10.0, read_only=False)
     def write_file(path: str, content: str) -> str:
         """Create or overwrite a UTF-8 text file inside the workspace.
 
@@ -59,7 +59,7 @@ def edit_tools(workspace: str | Path = ".", *, max_bytes: int = 1_000_000) -> li
         replace_file(root, target, content.encode("utf-8"))
         return f"wrote {size} bytes to {path}"
 
-    @tool(modifies_files=True, timeout=10.0)
+    @tool(modifies_files=True, timeout=10.0, read_only=False)
     def edit_file(path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
         """Replace exact text in a UTF-8 file inside the workspace.
 

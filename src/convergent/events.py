@@ -27,6 +27,7 @@ __all__ = [
     "EventHandler",
     "JsonlTraceWriter",
     "ModelResponded",
+    "Nudged",
     "Redirected",
     "RunStarted",
     "RunStopped",
@@ -147,6 +148,18 @@ class Verified(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Nudged(Event):
+    """The model got a note instead of a stop: it repeats itself, or its budget runs low."""
+
+    type: ClassVar[str] = "nudged"
+    about: str
+    """``stalled`` or ``tool_error`` (the note stands in for that stop, once), or
+    ``budget`` (80 % of a budget is used)."""
+    note: str
+    """The note, as the model sees it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunStopped(Event):
     """The run ended; exactly one per run."""
 
@@ -159,6 +172,8 @@ class RunStopped(Event):
     """Final text output."""
     usage: Usage
     """Total usage of the run."""
+    output_after_stop: bool = False
+    """The output is the model's answer to a last request with no tools, after the stop."""
 
 
 EventHandler = Callable[[Event], None]

@@ -62,8 +62,10 @@ __all__ = [
     "resolve_tools",
 ]
 
-RECIPE_VERSION = 1
-"""Version of the recipe's shape; bumped when a field changes meaning."""
+RECIPE_VERSION = 2
+"""Version of the recipe's shape; bumped when a field is added or changes meaning.
+
+Version 2 added ``final_answer`` and ``limits.stall_nudges``."""
 
 BUILTIN_TOOLS = (
     "calculator",
@@ -91,7 +93,9 @@ class LimitsRecipe(BaseModel):
     max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Maximum cost."""
     max_repeated_calls: int = Field(default=3, ge=1)
-    """Identical calls that stall the run."""
+    """Identical calls (with the same results, nothing changed) that stall the run."""
+    stall_nudges: int = Field(default=1, ge=0)
+    """Notes to the model before a stall or tool-error streak stops the run."""
 
     def build(self) -> Limits:
         """The `Limits` object."""
@@ -154,7 +158,10 @@ class RunRecipe(BaseModel):
     on_tool_error: Literal["continue", "stop"] = "continue"
     """Tool-error policy (see `Agent`)."""
     max_consecutive_tool_errors: int | None = Field(default=3, ge=1)
-    """Failures in a row that stop the run under ``continue``."""
+    """Failing steps in a row that stop the run under ``continue`` (after a nudge)."""
+    final_answer: bool = True
+    """After a stop for max_cycles, stalled, budget_exhausted or tool_error, ask the
+    model once more, without tools, for its best answer."""
     compress: bool = True
     """Compress the context near the model's window."""
     parallel_tool_calls: bool = True
@@ -327,6 +334,7 @@ def agent_arguments(recipe: RunRecipe, context: BuildContext | None = None) -> d
         "limits": recipe.limits.build(),
         "on_tool_error": recipe.on_tool_error,
         "max_consecutive_tool_errors": recipe.max_consecutive_tool_errors,
+        "final_answer": recipe.final_answer,
         "settings": settings,
         "context_policy": ContextCompressor() if recipe.compress else None,
         "gate": gate,

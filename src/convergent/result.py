@@ -21,7 +21,9 @@ class RunResult:
     run_id: str
     """Unique id of the run."""
     output: str
-    """The model's final text (for ``completed``: its answer)."""
+    """The model's final text (for ``completed``: its answer; after a stop for
+    ``max_cycles``, ``stalled``, ``budget_exhausted`` or ``tool_error``: the answer to a
+    last request with no tools, when ``output_after_stop``)."""
     stop_reason: StopReason
     """The one objective reason the run ended."""
     stop_detail: str
@@ -34,6 +36,8 @@ class RunResult:
     """Total usage of the run."""
     messages: tuple[Message, ...]
     """The final conversation."""
+    output_after_stop: bool = False
+    """``output`` is the best answer the model gave after the stop, not a completion."""
     events: Sequence[Event] = ()
     """Every event of the run, in order (built when first read when nothing observed
     the run)."""
@@ -55,6 +59,7 @@ class RunResult:
             "stop_reason": self.stop_reason.value,
             "stop_detail": self.stop_detail,
             "output": self.output,
+            "output_after_stop": self.output_after_stop,
             "cycles": self.cycles,
             "tool_calls": [
                 {

@@ -196,7 +196,7 @@ class Skills:
     def tools(self) -> Sequence[Tool]:
         """``load_skill`` and ``read_skill_file`` bound to these skills."""
 
-        @tool(idempotent=True, timeout=10.0)
+        @tool(idempotent=True, timeout=10.0, read_only=True)
         def load_skill(name: str) -> str:
             """Return the full instructions of a skill listed in the system prompt.
 
@@ -205,7 +205,7 @@ class Skills:
             """
             return self.load(name)
 
-        @tool(idempotent=True, timeout=10.0)
+        @tool(idempotent=True, timeout=10.0, read_only=True)
         def read_skill_file(name: str, path: str) -> str:
             """Return a file that a skill's instructions refer to.
 

@@ -16,11 +16,12 @@ from convergent.messages import (
     ToolResultMessage,
     Usage,
 )
+from convergent.monitor import MonitorState
 from convergent.stop import StopReason
 
 __all__ = ["STATE_SCHEMA_VERSION", "RunState", "ToolCallRecord"]
 
-STATE_SCHEMA_VERSION = 2
+STATE_SCHEMA_VERSION = 3
 """Bumped whenever the serialised shape of `RunState` changes."""
 
 
@@ -73,10 +74,8 @@ class RunState:
     """Total usage so far."""
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     """Executed tool calls so far."""
-    call_counts: dict[str, int] = field(default_factory=dict)
-    """How often each canonical (name, arguments) call was requested; for stall detection."""
-    tool_error_streak: int = 0
-    """Tool failures in a row so far (a successful call resets it); for the tool-error policy."""
+    monitor: MonitorState = field(default_factory=MonitorState)
+    """The counters behind the stop facts: repeats, tool-error streak, nudges, budget note."""
     model_positions: dict[str, int] = field(default_factory=dict)
     """Replies each replayed model (by role) had given, so a resumed run continues its script."""
     elapsed: float = 0.0
@@ -89,6 +88,8 @@ class RunState:
     """Human-readable detail of the stop."""
     output: str = ""
     """Final text output, once stopped."""
+    output_after_stop: bool = False
+    """The output is the answer the model gave after the stop, in a request with no tools."""
     schema_version: int = STATE_SCHEMA_VERSION
     """Version of this serialised shape."""
 
@@ -113,8 +114,9 @@ class RunState:
     def from_jsonable(cls, data: Any) -> RunState:
         """Rebuild a state from `to_jsonable` output, upgrading older schema versions.
 
-        Version 1 lacked ``tool_error_streak`` and each record's ``fatal`` (both start
-        at their defaults).
+        Version 1 lacked each record's ``fatal`` (it starts False). Versions 1 and 2 kept
+        per-run repeat counts and a streak of failed calls instead of the ``monitor``:
+        such a state continues with fresh counters.
 
         Raises:
             UserError: If the state was written by a newer version, or is malformed.
@@ -125,6 +127,8 @@ class RunState:
                 f"this run state has schema version {version}; this convergent reads up to "
                 f"{STATE_SCHEMA_VERSION} (upgrade convergent)"
             )
+        if isinstance(version, int) and version < 3 and isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k not in ("call_counts", "tool_error_streak")}
         try:
             state: RunState = _STATE.validate_python(data)
         except ValidationError as exc:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import assert_never
 
-__all__ = ["SteeringCommand", "SteeringKind", "SteeringQueue", "Taken"]
+__all__ = ["NO_COMMANDS", "SteeringCommand", "SteeringKind", "SteeringQueue", "Taken"]
 
 
 class SteeringKind(StrEnum):
@@ -55,9 +55,13 @@ class Taken:
     """Messages, oldest first."""
     stop: SteeringCommand | None = None
     """The first stop request, if any."""
+    roll_over: bool = False
+    """Continue the run in a fresh process from its state (a Temporal workflow whose
+    history grew long); the messages stay queued for it."""
 
 
-_NOTHING = Taken()
+NO_COMMANDS = Taken()
+"""What `SteeringQueue.take` returns when nothing is queued."""
 
 
 class SteeringQueue:
@@ -124,7 +128,7 @@ class SteeringQueue:
     def take(self) -> Taken:
         """Take every queued message and the first stop, oldest first."""
         if not self._pending:
-            return _NOTHING
+            return NO_COMMANDS
         with self._lock:
             commands = list(self._pending)
             self._pending.clear()

@@ -1,28 +1,49 @@
-"""Why a run stopped, and the objective limits that can stop it.
+"""Why a run stops, and the one function that decides it: `decide`.
 
-Every run ends with exactly one `StopReason`. When several conditions hold at the
-same cycle boundary the highest-priority one wins, in the order of `STOP_PRIORITY`:
-an outside stop request first, then completion, a hand-off by a terminal tool, tool
-error, stall, the limits and finally model failure. The model's self-reported
-confidence is never a stop signal.
+At each decision point of a run (before a model request, after a response, after its
+tool calls) what is known is gathered into `Facts`, and `decide` turns them into one
+`Decision`: go on (`Continue`), stop for a `StopReason` (`Stop`), deliver a message
+(`Interrupted`), wait (`Paused`), tell the model it is going round in circles (`Nudge`)
+or hand the run over to a fresh process (`RollOver`). It is pure (no I/O, no clock),
+so the local loop, the Temporal workflow, the coordinator and any adapter for another
+framework reach the same decision from the same facts.
+
+When several stop conditions hold at once, the first in `STOP_PRIORITY` wins: an
+outside stop request, completion, a hand-off, tool error, stall, the limits, model
+failure, and a question for the user. The model's self-reported confidence is never a
+fact.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from convergent.exceptions import UserError
 
 __all__ = [
+    "CONTINUE",
+    "NO_FACTS",
     "STOP_PRIORITY",
+    "Continue",
+    "Decision",
+    "Facts",
+    "HandOff",
+    "Interrupted",
+    "LimitReached",
     "Limits",
-    "StallDetector",
+    "Nudge",
+    "Paused",
+    "RollOver",
+    "Stall",
+    "Stop",
     "StopReason",
+    "ToolFailure",
     "canonical_call_key",
+    "decide",
 ]
 
 
@@ -36,10 +57,11 @@ class StopReason(StrEnum):
     HANDED_OFF = "handed_off"
     """A terminal tool (a hand-off such as a transfer to a human) ran successfully."""
     TOOL_ERROR = "tool_error"
-    """Tool failures persisted: ``max_consecutive_tool_errors`` in a row, a failure the
+    """Tool failures persisted: a streak of failing steps after a nudge, a failure the
     tool marked fatal, or any failure under the policy ``stop``."""
     STALLED = "stalled"
-    """No progress: the same call repeated, or the unresolved work did not shrink."""
+    """No progress: the same call (or a short cycle of calls) repeated while nothing
+    changed, after a nudge; or the unresolved work did not shrink."""
     MAX_CYCLES = "max_cycles"
     """The cycle (or iteration) limit was reached."""
     BUDGET_EXHAUSTED = "budget_exhausted"
@@ -66,6 +88,26 @@ STOP_PRIORITY: tuple[StopReason, ...] = (
     StopReason.MODEL_ERROR,
     StopReason.NEEDS_USER,
 )
+"""The order in which `decide` tries the stop reasons: the first that holds wins."""
+
+LimitName = Literal["max_cycles", "max_total_tokens", "max_seconds", "max_cost"]
+"""A budget of `Limits`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimitReached:
+    """A budget of `Limits` that forbids another model request, with its numbers."""
+
+    limit: LimitName
+    """Which budget."""
+    used: float
+    """How much of it the run has used (cycles, tokens, seconds or cost)."""
+    maximum: float
+    """The budget."""
+    reserved: float = 0.0
+    """Part of the budget kept for what must still fit after this point (the next
+    cycle and the final answer); the limit is reached once ``used + reserved``
+    reaches ``maximum``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,7 +127,12 @@ class Limits:
     max_cost: float | None = None
     """Maximum cost in the currency of the model's price table."""
     max_repeated_calls: int = 3
-    """A call with the same name and canonical arguments seen this often stalls the run."""
+    """A call repeated this often with the same result while nothing changed (or a
+    short cycle of calls repeated this often) stalls the run."""
+    stall_nudges: int = 1
+    """Notes the model gets when a stall or a streak of tool errors reaches its
+    threshold, before the run stops on it (per stretch without progress); 0 stops at
+    once."""
 
     def __post_init__(self) -> None:
         for name in ("max_cycles", "max_total_tokens", "max_seconds", "max_cost"):
@@ -96,32 +143,45 @@ class Limits:
                 raise UserError(f"{name} must be a number, got nan")
         if self.max_repeated_calls < 1:
             raise UserError(f"max_repeated_calls must be >= 1, got {self.max_repeated_calls}")
+        if self.stall_nudges < 0:
+            raise UserError(f"stall_nudges must be >= 0, got {self.stall_nudges}")
 
-    def exceeded(
-        self, *, cycles: int, total_tokens: int, elapsed: float, cost: float
-    ) -> tuple[StopReason, str] | None:
-        """Return the limit that forbids another model request, if any.
+    def reached(
+        self,
+        cycles: int,
+        total_tokens: int,
+        elapsed: float,
+        cost: float,
+        reserved_tokens: int = 0,
+        reserved_cost: float = 0.0,
+    ) -> LimitReached | None:
+        """The first budget that forbids another model request, if any.
 
         Args:
             cycles: Model requests already made in this run.
             total_tokens: Input plus output tokens used so far.
             elapsed: Seconds since the run started.
             cost: Cost accrued so far.
+            reserved_tokens: Tokens that must stay free after this point.
+            reserved_cost: Cost that must stay free after this point.
         """
         if self.max_cycles is not None and cycles >= self.max_cycles:
-            return StopReason.MAX_CYCLES, f"reached max_cycles={self.max_cycles}"
-        if self.max_total_tokens is not None and total_tokens >= self.max_total_tokens:
-            return (
-                StopReason.BUDGET_EXHAUSTED,
-                f"used {total_tokens} tokens of max_total_tokens={self.max_total_tokens}",
+            return LimitReached(limit="max_cycles", used=cycles, maximum=self.max_cycles)
+        if self.max_total_tokens is not None and (
+            total_tokens + reserved_tokens >= self.max_total_tokens
+        ):
+            return LimitReached(
+                limit="max_total_tokens",
+                used=total_tokens,
+                maximum=self.max_total_tokens,
+                reserved=reserved_tokens,
             )
         if self.max_seconds is not None and elapsed >= self.max_seconds:
-            return (
-                StopReason.BUDGET_EXHAUSTED,
-                f"ran {elapsed:.1f}s of max_seconds={self.max_seconds}",
+            return LimitReached(limit="max_seconds", used=elapsed, maximum=self.max_seconds)
+        if self.max_cost is not None and cost + reserved_cost >= self.max_cost:
+            return LimitReached(
+                limit="max_cost", used=cost, maximum=self.max_cost, reserved=reserved_cost
             )
-        if self.max_cost is not None and cost >= self.max_cost:
-            return StopReason.BUDGET_EXHAUSTED, f"cost {cost:.4f} reached max_cost={self.max_cost}"
         return None
 
 
@@ -141,22 +201,310 @@ def canonical_call_key(name: str, arguments: Mapping[str, Any]) -> str:
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-class StallDetector:
-    """Counts identical tool calls across a run and reports the first repeated too often.
+# --- facts ----------------------------------------------------------------------------
 
-    The counts live in the caller's dict (a run state's ``call_counts``), updated in place
-    so that checkpoints see them without a copy per cycle.
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stall:
+    """No progress: a call, or a short cycle of calls, repeats while nothing changes."""
+
+    what: str
+    """The repeated call (``read_file(path="a.txt")``) or cycle, in words."""
+    times: int
+    """How often it was requested in this stretch, the intercepted request included."""
+    nudge: bool = False
+    """A nudge is still available: the model is told instead of the run stopping."""
+    positions: tuple[int, ...] = ()
+    """Positions, in the response's batch, of the calls that would repeat (not run)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFailure:
+    """Tool failures that call for the tool-error policy.
+
+    The failure stops the run when it is ``fatal``, under the policy ``stop``, or when
+    the streak reached its limit and no nudge is left.
     """
 
-    __slots__ = ("counts", "threshold")
+    error: str
+    """Text of the first failure of the step."""
+    fatal: bool = False
+    """The tool declared the failure unrecoverable."""
+    policy: bool = False
+    """The tool-error policy is ``stop``: any failure ends the run."""
+    streak: int = 0
+    """Failing steps in a row, as counted by `convergent.monitor.RunMonitor`."""
+    at_limit: bool = False
+    """The streak just reached or passed ``max_consecutive_tool_errors``."""
+    nudge: bool = False
+    """A nudge is still available for this streak."""
 
-    def __init__(self, threshold: int, counts: dict[str, int] | None = None) -> None:
-        self.threshold = threshold
-        self.counts: dict[str, int] = counts if counts is not None else {}
 
-    def observe(self, name: str, arguments: Mapping[str, Any]) -> bool:
-        """Record one call; return True when it has now been seen ``threshold`` times."""
-        key = canonical_call_key(name, arguments)
-        counts = self.counts
-        seen = counts[key] = counts.get(key, 0) + 1
-        return seen >= self.threshold
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandOff:
+    """A terminal tool ran successfully: the work passed to someone else."""
+
+    tool: str
+    """The terminal tool."""
+    result: str
+    """Its result, which becomes the run's output."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Facts:
+    """What is known at one decision point of a run; unknown facts keep their defaults."""
+
+    stop_requested: bool = False
+    """A stop was requested from outside (API, CLI, steering queue, signal)."""
+    stop_text: str = ""
+    """The words of the stop request, if any."""
+    redirect: str | None = None
+    """New instructions waiting to be delivered (steering messages), joined."""
+    paused: bool = False
+    """A pause is in force."""
+    roll_over: bool = False
+    """The run should continue in a fresh process from its state (Temporal's
+    continue-as-new, when a workflow's history grows long)."""
+    limit: LimitReached | None = None
+    """A budget that forbids another model request."""
+    model_error: str | None = None
+    """The model backend failed after its retries, with this text."""
+    answered: bool = False
+    """The model's latest response had no tool calls."""
+    verdict: bool | None = None
+    """The verifier's verdict on that answer; None: no verifier, or it was not asked."""
+    feedback: str = ""
+    """What the verifier found wrong, for the model."""
+    handed_off: HandOff | None = None
+    """A terminal tool ran successfully."""
+    tool_failure: ToolFailure | None = None
+    """Tool failures that call for the tool-error policy."""
+    stall: Stall | None = None
+    """The calls about to run would repeat without progress."""
+    needs_user: str | None = None
+    """A question for the user that no channel can answer now."""
+
+
+NO_FACTS = Facts()
+"""Nothing is known: `decide` returns `CONTINUE`."""
+
+
+# --- decisions --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    """Nothing stops the run: it goes on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """The run ends for ``reason``."""
+
+    reason: StopReason
+    """The objective reason."""
+    detail: str
+    """The reason in words, with the numbers that triggered it."""
+    output: str | None = None
+    """The run's output when it is not the model's last text (a hand-off's result)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """A message for the model (a redirect, or the verifier's feedback); the run goes on."""
+
+    message: str
+    """What the model is told, as a user message."""
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """A pause is in force: wait for its end, then decide again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Nudge:
+    """A stall or tool-error streak reached its threshold, and a nudge is still available.
+
+    The model gets ``note`` (for a stall: as the result of the call it would have
+    repeated) and the run goes on; it stops only if the pattern goes on.
+    """
+
+    reason: Literal[StopReason.STALLED, StopReason.TOOL_ERROR]
+    """The stop this note stands in for."""
+    note: str
+    """What was repeated, how often, and that the model must change approach or answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class RollOver:
+    """Continue the run in a fresh process from its state; not a stop."""
+
+
+Decision = Continue | Stop | Interrupted | Paused | Nudge | RollOver
+"""What `decide` returns."""
+
+CONTINUE = Continue()
+"""The one `Continue` (it carries nothing)."""
+PAUSED = Paused()
+"""The one `Paused`."""
+ROLL_OVER = RollOver()
+"""The one `RollOver`."""
+
+
+def decide(facts: Facts) -> Decision:
+    """The one decision the facts call for.
+
+    In order: a stop request; a roll-over, then waiting messages (neither is a stop,
+    and both come before any other stop: messages change what the run is for); the
+    other stops, first in `STOP_PRIORITY` first (a stall or tool-error streak with a
+    nudge available does not stop); the verifier's feedback; a pause; a nudge;
+    otherwise `CONTINUE`.
+    """
+    if facts is NO_FACTS:
+        return CONTINUE
+    stop = _first_stop(facts)
+    if stop is not None and stop.reason is StopReason.STOPPED:
+        return stop
+    if facts.roll_over:
+        return ROLL_OVER
+    if facts.redirect is not None:
+        return Interrupted(facts.redirect)
+    if stop is not None:
+        return stop
+    if facts.answered and facts.verdict is False:
+        feedback = facts.feedback or "the answer failed verification"
+        return Interrupted(f"Verification failed: {feedback}. Continue working on the task.")
+    if facts.paused:
+        return PAUSED
+    failure, stall = facts.tool_failure, facts.stall
+    if failure is not None and failure.at_limit and failure.nudge:
+        return Nudge(StopReason.TOOL_ERROR, _tool_error_note(failure))
+    if stall is not None and stall.nudge:
+        return Nudge(StopReason.STALLED, _stall_note(stall))
+    return CONTINUE
+
+
+def _first_stop(facts: Facts) -> Stop | None:
+    for reason in STOP_PRIORITY:
+        stop = _RULES[reason](facts)
+        if stop is not None:
+            return stop
+    return None
+
+
+def _stopped(facts: Facts) -> Stop | None:
+    if not facts.stop_requested:
+        return None
+    return Stop(StopReason.STOPPED, facts.stop_text or "stop requested")
+
+
+def _completed(facts: Facts) -> Stop | None:
+    if not facts.answered or facts.verdict is False:
+        return None
+    if facts.verdict is None:
+        return Stop(StopReason.COMPLETED, "the model answered without tool calls")
+    return Stop(StopReason.COMPLETED, "answered without tool calls; verifier passed")
+
+
+def _handed_off(facts: Facts) -> Stop | None:
+    handoff = facts.handed_off
+    if handoff is None:
+        return None
+    detail = f"{handoff.tool} handed the run off: {handoff.result}"
+    return Stop(StopReason.HANDED_OFF, detail, handoff.result)
+
+
+def _tool_error(facts: Facts) -> Stop | None:
+    failure = facts.tool_failure
+    if failure is None:
+        return None
+    if failure.fatal or failure.policy:
+        return Stop(StopReason.TOOL_ERROR, failure.error)
+    if not failure.at_limit or failure.nudge:
+        return None
+    if failure.streak <= 1:
+        return Stop(StopReason.TOOL_ERROR, failure.error)
+    return Stop(
+        StopReason.TOOL_ERROR,
+        f"tool calls failed in {failure.streak} steps in a row; the last: {failure.error}",
+    )
+
+
+def _stalled(facts: Facts) -> Stop | None:
+    stall = facts.stall
+    if stall is None or stall.nudge:
+        return None
+    return Stop(
+        StopReason.STALLED,
+        f"{stall.what} was requested {stall.times} times with the same result and "
+        "nothing changed in between",
+    )
+
+
+def _max_cycles(facts: Facts) -> Stop | None:
+    limit = facts.limit
+    if limit is None or limit.limit != "max_cycles":
+        return None
+    return Stop(StopReason.MAX_CYCLES, f"reached max_cycles={limit.maximum}")
+
+
+def _budget_exhausted(facts: Facts) -> Stop | None:
+    limit = facts.limit
+    if limit is None or limit.limit == "max_cycles":
+        return None
+    match limit.limit:
+        case "max_total_tokens":
+            detail = f"used {limit.used} tokens of max_total_tokens={limit.maximum}"
+            kept = f"{limit.reserved} tokens"
+        case "max_seconds":
+            detail = f"ran {limit.used:.1f}s of max_seconds={limit.maximum}"
+            kept = ""
+        case _:
+            detail = f"cost {limit.used:.4f} reached max_cost={limit.maximum}"
+            kept = f"{limit.reserved:.4f}"
+    if limit.reserved:
+        detail += f" ({kept} kept for the next request and the final answer)"
+    return Stop(StopReason.BUDGET_EXHAUSTED, detail)
+
+
+def _model_error(facts: Facts) -> Stop | None:
+    if facts.model_error is None:
+        return None
+    return Stop(StopReason.MODEL_ERROR, facts.model_error)
+
+
+def _needs_user(facts: Facts) -> Stop | None:
+    if facts.needs_user is None:
+        return None
+    return Stop(StopReason.NEEDS_USER, facts.needs_user)
+
+
+_RULES: dict[StopReason, Callable[[Facts], Stop | None]] = {
+    StopReason.STOPPED: _stopped,
+    StopReason.COMPLETED: _completed,
+    StopReason.HANDED_OFF: _handed_off,
+    StopReason.TOOL_ERROR: _tool_error,
+    StopReason.STALLED: _stalled,
+    StopReason.MAX_CYCLES: _max_cycles,
+    StopReason.BUDGET_EXHAUSTED: _budget_exhausted,
+    StopReason.MODEL_ERROR: _model_error,
+    StopReason.NEEDS_USER: _needs_user,
+}
+"""When each stop reason holds, and its detail."""
+
+
+def _stall_note(stall: Stall) -> str:
+    return (
+        f"Not run: you have requested {stall.what} {stall.times} times, and it returned "
+        "the same result each time while nothing changed. Repeating it will not help: "
+        "change your approach, or answer with what you have."
+    )
+
+
+def _tool_error_note(failure: ToolFailure) -> str:
+    return (
+        f"Note: tool calls have failed in {failure.streak} steps in a row, the same way "
+        f"(last error: {failure.error}). Retrying like this will not help: change your "
+        "approach (other arguments or another tool), or answer with what you have."
+    )

@@ -134,6 +134,10 @@ class Tool:
     """The tool writes workspace files (used by checkpoints to snapshot before changes)."""
     terminal: bool = False
     """A hand-off: once a call of it succeeds, the run stops ``handed_off`` with its result."""
+    read_only: bool | None = None
+    """Whether a call only reads (True) or may change something (False); None: unknown.
+    Stall detection counts repeats of a read while nothing changed (see
+    `convergent.monitor`)."""
     parameters: dict[str, Any] = field(default_factory=dict)
     """JSON schema of the arguments (derived from ``arguments_model``)."""
     source: str | None = None
@@ -144,6 +148,10 @@ class Tool:
     """Whether the function is a coroutine function (run natively on the loop)."""
 
     def __post_init__(self) -> None:
+        if self.read_only and self.modifies_files:
+            raise ToolDefinitionError(
+                f"tool {self.name!r} cannot be read_only and modify files at once"
+            )
         if not self.parameters:
             schema = _clean_schema(self.arguments_model.model_json_schema())
             object.__setattr__(self, "parameters", schema)
@@ -160,6 +168,7 @@ class Tool:
         timeout: float | None = 60.0,
         idempotent: bool = False,
         terminal: bool = False,
+        read_only: bool | None = None,
         source: str | None = None,
     ) -> Tool:
         """A tool described by a JSON schema rather than a typed Python function.
@@ -176,6 +185,7 @@ class Tool:
             timeout: Seconds per call before it fails; None for no limit.
             idempotent: Whether re-running an interrupted call is safe.
             terminal: Whether a successful call hands the run off (see `tool`).
+            read_only: Whether a call only reads (see `tool`); None: unknown.
             source: Where the tool comes from (``mcp:SERVER``).
         """
         return cls(
@@ -186,6 +196,7 @@ class Tool:
             timeout=timeout,
             idempotent=idempotent,
             terminal=terminal,
+            read_only=read_only,
             parameters=parameters,
             source=source,
         )
@@ -245,6 +256,7 @@ def tool(
     idempotent: bool = False,
     modifies_files: bool = False,
     terminal: bool = False,
+    read_only: bool | None = None,
 ) -> Callable[[Callable[P, R]], Tool]: ...
 
 
@@ -258,6 +270,7 @@ def tool(
     idempotent: bool = False,
     modifies_files: bool = False,
     terminal: bool = False,
+    read_only: bool | None = None,
 ) -> Tool | Callable[[Callable[P, R]], Tool]:
     """Turn a typed function into a `Tool`; use bare (``@tool``) or with options.
 
@@ -270,9 +283,14 @@ def tool(
         modifies_files: Whether the tool writes workspace files.
         terminal: Whether a successful call hands the run off and ends it
             (``handed_off``), e.g. ``transfer_to_human_agents``.
+        read_only: True for a tool that only reads (a lookup, a search, a status), False
+            for one that changes something (a write, a payment); None (the default):
+            unknown. A repeated read with the same result while nothing changed is a
+            stall; a change lets repeats count afresh.
 
     Raises:
-        ToolDefinitionError: If a parameter lacks a type hint or the signature is unsupported.
+        ToolDefinitionError: If a parameter lacks a type hint or the signature is
+            unsupported, or the tool is both ``read_only`` and ``modifies_files``.
     """
 
     def build(function: Callable[P, R]) -> Tool:
@@ -289,6 +307,7 @@ def tool(
             idempotent=idempotent,
             modifies_files=modifies_files,
             terminal=terminal,
+            read_only=read_only,
         )
 
     if func is not None:

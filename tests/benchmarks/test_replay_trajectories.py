@@ -115,9 +115,10 @@ def test_the_report_counts_cuts_faults_and_loops(capsys: pytest.CaptureFixture[s
     (tau,) = report["tau_bench_excerpt.json"]
     assert tau["policy"] == "installed: stop at the first error"
     assert (tau["successful"], tau["failed"]) == (3, 1)
+    # #0 fails a payment once (cut by this policy); #3 reads again after each write, which
+    # is progress and is never cut
     assert [line.split(":")[0] for line in tau["successful_cut"]] == [
         "tau_bench_excerpt.json#0 task 0 trial 0",
-        "tau_bench_excerpt.json#3 task 3 trial 0",
     ]
     assert tau["real_loops_in_failed_runs"] == ["tau_bench_excerpt.json#1 task 1 trial 0"]
     assert tau["real_loops_caught"] == tau["real_loops_in_failed_runs"]
@@ -134,7 +135,8 @@ def test_the_text_report_names_every_stop(capsys: pytest.CaptureFixture[str]) ->
     assert "== tau_bench_excerpt.json: 4 runs (3 successful, 1 failed)" in out
     assert "installed: default" in out and "installed: stop at the first error" in out
     assert "failed, stopped: tau_bench_excerpt.json#1 task 1 trial 0: stalled" in out
-    assert "real loop: get_reservation_details x3 unchanged" in out
+    # the third identical read is nudged, the fourth stops the run
+    assert "real loop: get_reservation_details x4 unchanged" in out
 
 
 def test_a_source_tree_is_replayed_in_its_own_process(

@@ -200,6 +200,7 @@ def test_resume_restarts_the_servers(tmp_path: Path) -> None:
         tmp_path,
         [
             {"tool_calls": [call("pid")]},
+            "a process id, so far",  # the answer after the max_cycles stop
             {"tool_calls": [call("pid")]},
             "done",
         ],

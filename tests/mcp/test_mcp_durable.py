@@ -30,6 +30,7 @@ async def test_a_stored_run_records_servers_and_resumes_with_them_restarted(tmp_
         json.dumps(
             [
                 {"tool_calls": [call("pid"), call("calculator", expression="1+1")]},
+                "a process id and 2, so far",  # the answer after the max_cycles stop
                 {"tool_calls": [call("pid"), call("get_current_time", timezone="UTC")]},
                 "done",
             ]

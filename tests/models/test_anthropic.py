@@ -52,3 +52,32 @@ async def test_http_error_is_model_error() -> None:
 def test_missing_key_is_a_user_error() -> None:
     with pytest.raises(UserError, match="ANTHROPIC_API_KEY"):
         AnthropicModel("claude-sonnet-5-5")
+
+
+async def test_the_answer_after_a_stop_names_the_tools_used_and_forbids_calls() -> None:
+    from convergent import Limits
+
+    replay = Replay("anthropic_tool_use", "anthropic_answer")
+    agent = Agent(model_for(replay), [calculator], limits=Limits(max_cycles=1))
+    result = await agent.run("17*23?")
+    assert result.stop_reason is StopReason.MAX_CYCLES
+    assert result.output == "The result is 391." and result.output_after_stop
+    final = replay.requests[1]
+    # the API refuses tool_use blocks in a request without tools: they are named, unusable
+    assert final["tools"] == [
+        {
+            "name": "calculator",
+            "description": "Not available now.",
+            "input_schema": {"type": "object"},
+        }
+    ]
+    assert final["tool_choice"] == {"type": "none"}
+    assert final["messages"][-1]["content"][-1]["type"] == "text"
+    assert "cannot call tools" in final["messages"][-1]["content"][-1]["text"]
+
+
+async def test_a_request_without_tools_and_no_tool_history_sends_no_tools() -> None:
+    replay = Replay("anthropic_answer")
+    result = await Agent(model_for(replay)).run("hello")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert "tools" not in replay.requests[0] and "tool_choice" not in replay.requests[0]

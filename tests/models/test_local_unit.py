@@ -11,12 +11,15 @@ import pytest
 
 from convergent import (
     Agent,
+    AssistantMessage,
     Limits,
     ModelError,
     ModelResponse,
     ModelSettings,
     ScriptedModel,
     StopReason,
+    ToolCall,
+    ToolResultMessage,
     UserError,
     UserMessage,
     calculator,
@@ -181,6 +184,23 @@ async def test_request_without_tools_is_plain_chat() -> None:
     sent_messages, _, sent_settings = inner.requests[0]
     assert [m.content for m in sent_messages] == ["Say hello."]
     assert sent_settings is not None and sent_settings.json_schema is None
+
+
+async def test_request_without_tools_shows_earlier_calls_as_text() -> None:
+    inner = recorder([("It is 42.", "stop")])
+    model = _LocalStructured(inner, examples=True)
+    call = ToolCall(id="c1", name="calculator", arguments={"expression": "6*7"})
+    history = [
+        UserMessage(content="6*7?"),
+        AssistantMessage(tool_calls=(call,)),
+        ToolResultMessage(tool_call_id="c1", name="calculator", content="42"),
+        UserMessage(content="Answer now."),
+    ]
+    reply = await model.request(history, [], ModelSettings())
+    assert reply.content == "It is 42."
+    sent = inner.requests[0].messages
+    assert all(m.role != "tool" for m in sent)
+    assert [m.content for m in sent][-2:] == ["Tool results:\ncalculator result: 42", "Answer now."]
 
 
 async def test_structured_reply_becomes_tool_calls_under_the_step_schema() -> None:

@@ -95,3 +95,30 @@ async def test_a_deeply_nested_structured_reply_is_a_plain_answer() -> None:
     result = await Agent(StructuredToolCalling(recorder([deep])), [calculator]).run("1+1")
     assert result.stop_reason is StopReason.COMPLETED
     assert result.output == deep
+
+
+async def test_the_answer_after_a_stop_is_a_reply_with_no_calls_allowed() -> None:
+    inner = recorder(
+        [
+            {
+                "thought": "count",
+                "tool_calls": [{"name": "calculator", "arguments": {"expression": "1+1"}}],
+            },
+            {"thought": "2, not double-checked", "tool_calls": []},
+        ]
+    )
+    from convergent import Limits
+
+    result = await Agent(
+        StructuredToolCalling(inner), [calculator], limits=Limits(max_cycles=1)
+    ).run("1+1")
+    assert result.stop_reason is StopReason.MAX_CYCLES
+    assert result.output == "2, not double-checked" and result.output_after_stop
+    final = inner.requests[-1]
+    assert final.settings is not None and final.settings.json_schema is not None
+    assert final.settings.json_schema["properties"]["tool_calls"] == {
+        "type": "array",
+        "maxItems": 0,
+    }
+    assert "No tools can be called now" in final.messages[0].content
+    assert final.messages[-2].content == "Tool results:\ncalculator result: 2"

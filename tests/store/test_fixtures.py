@@ -8,6 +8,10 @@ a recipe with a gate, which wrote a file and stopped ``needs_user`` with a messa
 ``runs.v3.db`` (schema version 3: runs name their holder's start time and claim) holds a
 run stopped ``needs_user`` with a message queued, and a run whose process was killed in
 its second cycle, so that its row still names that process as its holder.
+``runs.v4.db`` (schema version 4: runs keep their monitor and whether the output came
+after the stop) and ``state.v3.json`` (run state version 3) hold a run whose lookups
+failed twice, then repeated a calculation, was nudged, stopped ``stalled`` and answered
+after the stop, with a message queued; ``write_v4.py`` wrote them.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pytest
 
 from convergent import AssistantMessage, RunState, ToolResultMessage, UserMessage
 from convergent.compaction import SUMMARY_HEADER
+from convergent.monitor import MonitorState
 from convergent.stop import StopReason
 from convergent.store import DB_SCHEMA_VERSION, DatabaseSteering, RunStore
 
@@ -90,7 +95,8 @@ def test_v2_state_json_loads() -> None:
     assert state.run_id == "fixture-v2" and state.cycles == 4
     assert state.stop_reason is StopReason.NEEDS_USER
     assert state.model_positions == {"model": 4, "scorer": 3}
-    assert sorted(state.call_counts.values()) == [1, 1, 2]
+    # its repeat counts and streak were per run: it continues with fresh counters
+    assert "call_counts" in data and state.monitor == MonitorState()
     assert [c.name for c in state.pending_calls()] == ["ask_user"]
 
 
@@ -138,3 +144,45 @@ def test_v3_database_names_holders_and_a_dead_one_blocks_nothing(v3_store: RunSt
     assert [c.name for c in state.pending_calls()] == ["crash"]
     for run_id in ("fixture-v3", "fixture-v3-cut"):
         v3_store.claim(run_id).release()
+
+
+@pytest.fixture
+def v4_store(tmp_path: Path) -> RunStore:
+    copy = tmp_path / "runs.db"
+    shutil.copy(FIXTURES / "runs.v4.db", copy)
+    return RunStore(copy)
+
+
+def test_v3_state_json_loads() -> None:
+    """``state.v3.json`` (run state version 3): nudged, stalled, answered after the stop."""
+    data = json.loads((FIXTURES / "state.v3.json").read_text())
+    assert data["schema_version"] == 3
+    state = RunState.from_jsonable(data)
+    assert state.run_id == "fixture-v4" and state.cycles == 6
+    assert state.stop_reason is StopReason.STALLED
+    assert state.output == "2, I believe" and state.output_after_stop
+    assert state.monitor.stall_nudges == 1
+    assert [count for _, count in state.monitor.stretch.values()] == [1, 2]
+    assert [r.name for r in state.tool_calls] == ["lookup", "lookup", "calculator", "calculator"]
+
+
+def test_v3_database_loads_the_same_state_and_summary(v4_store: RunStore) -> None:
+    expected = RunState.from_jsonable(json.loads((FIXTURES / "state.v3.json").read_text()))
+    assert v4_store.load("fixture-v4") == expected
+    summary = v4_store.get_run("fixture-v4")
+    assert summary.status == "stalled" and summary.output_after_stop
+    assert summary.output == "2, I believe"
+    taken = DatabaseSteering(v4_store, "fixture-v4").take()
+    assert [c.text for c in taken.messages] == ["queued while stopped"]
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_older_databases_load_without_an_answer_after_the_stop(
+    version: int, tmp_path: Path
+) -> None:
+    copy = tmp_path / f"runs.v{version}.db"
+    shutil.copy(FIXTURES / copy.name, copy)
+    with RunStore(copy) as store:
+        run_id = f"fixture-v{version}"
+        assert not store.get_run(run_id).output_after_stop
+        assert store.load(run_id).monitor == MonitorState()

@@ -14,6 +14,7 @@ from convergent import (
     ScriptedModel,
     SteeringQueue,
     ToolCall,
+    ToolError,
     ToolResultMessage,
     ToolSpec,
     Usage,
@@ -32,7 +33,17 @@ def favourite_colour() -> str:
     raise NeedsUserInput("What is your favourite colour?")
 
 
-TOOLS = [calculator, fail, favourite_colour]
+@tool
+def save(n: int) -> str:
+    """Save part n; the disk is full.
+
+    Args:
+        n: The part.
+    """
+    raise ToolError("disk full")
+
+
+TOOLS = [calculator, fail, favourite_colour, save]
 
 
 def call(name: str, call_id: str, **arguments: object) -> ModelResponse:
@@ -104,21 +115,27 @@ async def test_resume_after_stopped(store: RunStore) -> None:
 
 
 async def test_resume_after_tool_error(store: RunStore) -> None:
-    # the default policy sends failures back and stops at the third in a row
-    model = ScriptedModel([call("fail", f"f{i}", message=f"disk full {i}") for i in range(3)])
-    messages = await stop_and_resume(store, model, StopReason.TOOL_ERROR)
-    assert "disk full 2" in messages[-1].content
-    assert store.load("r").tool_error_streak == 0
+    # failing the same way: a nudge after the third failing step, a stop at the fourth
+    model = ScriptedModel([call("save", f"f{i}", n=i) for i in range(4)])
+    stopped = await agent(store, model).run("task", run_id="first")
+    assert stopped.stop_reason is StopReason.TOOL_ERROR
+    assert store.load("first").monitor.error_streak == 4
+    messages = await stop_and_resume(
+        store, ScriptedModel([call("save", f"f{i}", n=i) for i in range(4)]), StopReason.TOOL_ERROR
+    )
+    assert "save failed: disk full" in messages[-1].content
+    # resuming after tool_error is a fresh chance: the streak counts from there
+    assert store.load("r").monitor.error_streak == 0
 
 
 async def test_resume_after_stalled(store: RunStore) -> None:
-    model = ScriptedModel([call("calculator", f"c{i}", expression="1+1") for i in range(2)])
+    model = ScriptedModel([call("calculator", f"c{i}", expression="1+1") for i in range(3)])
     messages = await stop_and_resume(store, model, StopReason.STALLED)
     assert "not executed" in messages[-1].content
 
 
 async def test_stalled_run_receives_a_message_queued_while_stopped(store: RunStore) -> None:
-    model = ScriptedModel([call("calculator", f"c{i}", expression="1+1") for i in range(2)])
+    model = ScriptedModel([call("calculator", f"c{i}", expression="1+1") for i in range(3)])
     await agent(store, model).run("task", run_id="r")
     store.send_steering("r", "message", "use a different expression")
     seen: list[str] = []

@@ -16,6 +16,7 @@ from convergent import (
     UserError,
     calculator,
 )
+from convergent.monitor import MonitorState
 from convergent.state import STATE_SCHEMA_VERSION
 from convergent.stop import StopReason
 from convergent.store import DB_SCHEMA_VERSION, RunStore
@@ -45,7 +46,7 @@ async def test_stored_state_equals_the_final_state(store: RunStore) -> None:
     loaded = store.load("r1")
     assert loaded.messages == list(result.messages)
     assert tuple(loaded.tool_calls) == result.tool_calls
-    assert sorted(loaded.call_counts.values()) == [1, 1, 1, 1]
+    assert sorted(count for _, count in loaded.monitor.stretch.values()) == [1, 1, 1, 1]
     assert loaded.stop_reason is StopReason.COMPLETED
     assert loaded.cycles == 5 and loaded.usage == result.usage
     assert loaded.schema_version == STATE_SCHEMA_VERSION
@@ -59,7 +60,7 @@ async def test_checkpoint_at_a_cycle_is_the_state_after_that_cycle(store: RunSto
     assert after_one.cycles == 1
     assert [m.role for m in after_one.messages] == ["system", "user", "assistant", "tool"]
     assert [r.result for r in after_one.tool_calls] == ["2"]
-    assert len(after_one.call_counts) == 1
+    assert after_one.monitor == MonitorState()  # a rewound run counts afresh
     assert after_one.stop_reason is None
     with pytest.raises(UserError, match="no checkpoint for cycle 9"):
         store.load("r1", cycle=9)

@@ -100,6 +100,7 @@ async def test_convergent_resume_is_traced_through_the_global_provider(
         json.dumps(
             [
                 {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]},
+                {"content": "42, unchecked"},  # the answer after the max_cycles stop
                 {"content": "42"},
             ]
         )

@@ -171,6 +171,7 @@ def test_a_resumed_run_exports_a_second_run_span_of_the_same_conversation(
         json.dumps(
             [
                 {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]},
+                {"content": "42, unchecked"},  # the answer after the max_cycles stop
                 {"content": "42"},
             ]
         )

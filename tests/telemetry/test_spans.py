@@ -238,20 +238,22 @@ async def test_a_stall_stops_the_run_with_a_stall_event_and_no_span_for_the_unru
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
     same = calls(("calculator", {"expression": "1+1"}))
-    model = ScriptedModel([same, same, same])
+    # a nudge at the third identical request, the stop at the fourth, then the answer
+    model = ScriptedModel([same, same, same, same, "2"])
     agent = Agent(model, [calculator], observers=[observer], limits=Limits(max_repeated_calls=3))
     result = await agent.run("loop")
     assert result.stop_reason is StopReason.STALLED
     spans = tree(exporter)
     run = spans.root()
     assert attributes(run)["convergent.stop_reason"] == "stalled"
-    assert attributes(run)["convergent.cycles"] == 3
+    assert attributes(run)["convergent.cycles"] == 4
+    assert [e.name for e in run.events].count("convergent.nudged") == 1
     assert run.status.status_code is StatusCode.UNSET
     (stall,) = [e for e in run.events if e.name == "convergent.stall"]
     assert stall.attributes is not None
     assert stall.attributes["convergent.stall.detail"] == result.stop_detail
     assert stall.timestamp == run.end_time
-    assert len(spans.named("chat")) == 3 and len(spans.named("execute_tool")) == 2
+    assert len(spans.named("chat")) == 4 and len(spans.named("execute_tool")) == 2
 
 
 async def test_a_model_error_is_an_error_chat_span_and_an_error_run(

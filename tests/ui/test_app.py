@@ -172,13 +172,13 @@ def test_run_page_shows_the_timeline_and_explains_the_stop(
     make_run(
         store,
         "stall",
-        [{"content": "again", "tool_calls": [call("calculator", expression="1+1")]}] * 3,
+        [{"content": "again", "tool_calls": [call("calculator", expression="1+1")]}] * 4,
         limits=limits(10),
     )
     page = client.get(f"{BASE}/runs/stall").text
     assert "Why it stopped: stalled" in page
     assert "same call with the same arguments" in page
-    assert page.count('class="cycle"') == 3
+    assert page.count('class="cycle"') == 4
     assert "not_executed" in page and ">stall<" in page
     assert "&#34;expression&#34;: &#34;1+1&#34;" in page
     assert "<svg" in page and 'class="bar"' in page

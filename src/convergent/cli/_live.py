@@ -12,6 +12,7 @@ from rich.markup import escape
 from convergent.events import (
     Event,
     ModelResponded,
+    Nudged,
     Redirected,
     RunStarted,
     RunStopped,
@@ -77,10 +78,15 @@ class LiveView:
                 out.print(f"  verifier {verdict}")
             case Redirected(message=message):
                 out.print(f"[yellow]redirect[/] {escape(_clip(message))}")
+            case Nudged(about=about, note=note):
+                label = "budget note" if about == "budget" else f"nudge instead of {about}"
+                out.print(f"  [yellow]{label}[/] [dim]{escape(_clip(note, 160))}[/]")
             case RunStopped(reason=reason, detail=detail, output=output, usage=usage):
                 style = _STYLE.get(reason, "bold red")
                 out.print(f"[{style}]stopped: {reason.value}[/] [dim]({escape(detail)})[/]")
                 out.print(f"[dim]tokens in={usage.input_tokens} out={usage.output_tokens}[/]")
+                if output and event.output_after_stop:
+                    out.print("[dim]best answer after the stop:[/]")
                 if output:
                     out.print(output, markup=False, highlight=False)
             case _:

@@ -123,8 +123,17 @@ def run_command(
         ),
     ] = "continue",
     max_tool_errors: Annotated[
-        int, typer.Option(help="Tool failures in a row that stop the run (0: never).")
+        int,
+        typer.Option(help="Failing steps in a row that stop the run, after a nudge (0: never)."),
     ] = 3,
+    final_answer: Annotated[
+        bool,
+        typer.Option(
+            "--final-answer/--no-final-answer",
+            help="After a stop for max_cycles, stalled, budget_exhausted or tool_error, ask "
+            "the model once more, without tools, for its best answer.",
+        ),
+    ] = True,
     protocol: Annotated[
         str | None,
         typer.Option(help="Tool-call protocol: native or structured (default: the model's own)."),
@@ -249,6 +258,7 @@ def run_command(
         ),
         on_tool_error="stop" if tool_error == "stop" else "continue",
         max_consecutive_tool_errors=max_tool_errors or None,
+        final_answer=final_answer,
     )
     if temporal is not None:
         start_run(

@@ -9,8 +9,11 @@ When several conditions hold at once the first one in this list wins:
 5. ``iteration >= max_iterations`` -> `Stop` with `StopReason.MAX_CYCLES`.
 6. otherwise -> `Continue`.
 
-`decide` only reads the state; `apply_decision` records the outcome, and `advance`
-combines both with the end-of-iteration bookkeeping of `observe_iteration`.
+A redirect is not a stop, so it is answered first; the stops are chosen by the loop's
+own `convergent.stop.decide` from the state's facts (its `STOP_PRIORITY` gives the
+order above), and worded here in the coordinator's terms. `decide` only reads the
+state; `apply_decision` records the outcome, and `advance` combines both with the
+end-of-iteration bookkeeping of `observe_iteration`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import assert_never
 
+from convergent import stop
 from convergent.coordinator.progress import observe_iteration, pending_count
 from convergent.coordinator.state import WorkflowState, WorkflowStatus
 from convergent.stop import StopReason
@@ -69,25 +73,46 @@ def decide(state: WorkflowState) -> Decision:
     control = state.control
     if control.redirect_requested:
         return Interrupt(control.redirect_note or "redirect requested")
-    if control.stop_requested:
-        note = f": {control.stop_note}" if control.stop_note else ""
-        return Stop(StopReason.STOPPED, f"stop requested{note}")
-    if control.status is WorkflowStatus.COMPLETED:
-        passed = len(state.base_case.last_results)
-        return Stop(StopReason.COMPLETED, f"base case satisfied ({passed} check(s) passed)")
-    if control.stall_count >= control.max_stall_count:
-        return Stop(
-            StopReason.STALLED,
-            f"max_stall_count exceeded: stall_count {control.stall_count} >= "
-            f"max_stall_count {control.max_stall_count}",
+    stalled = control.stall_count >= control.max_stall_count
+    facts = stop.Facts(
+        stop_requested=control.stop_requested,
+        answered=control.status is WorkflowStatus.COMPLETED,
+        verdict=True if control.status is WorkflowStatus.COMPLETED else None,
+        stall=stop.Stall(what="the unresolved work", times=control.stall_count)
+        if stalled
+        else None,
+        limit=stop.LimitReached(
+            limit="max_cycles", used=control.iteration, maximum=control.max_iterations
         )
-    if control.iteration >= control.max_iterations:
-        return Stop(
-            StopReason.MAX_CYCLES,
-            f"max_iterations reached: iteration {control.iteration} >= "
-            f"max_iterations {control.max_iterations}",
-        )
+        if control.iteration >= control.max_iterations
+        else None,
+    )
+    decision = stop.decide(facts)
+    if isinstance(decision, stop.Stop):
+        return Stop(decision.reason, _detail(decision.reason, state))
     return Continue(pending_count(state.atoms))
+
+
+def _detail(reason: StopReason, state: WorkflowState) -> str:
+    """The stop in the coordinator's words (iterations, stall counts, checks)."""
+    control = state.control
+    match reason:
+        case StopReason.STOPPED:
+            note = f": {control.stop_note}" if control.stop_note else ""
+            return f"stop requested{note}"
+        case StopReason.COMPLETED:
+            passed = len(state.base_case.last_results)
+            return f"base case satisfied ({passed} check(s) passed)"
+        case StopReason.STALLED:
+            return (
+                f"max_stall_count exceeded: stall_count {control.stall_count} >= "
+                f"max_stall_count {control.max_stall_count}"
+            )
+        case _:
+            return (
+                f"max_iterations reached: iteration {control.iteration} >= "
+                f"max_iterations {control.max_iterations}"
+            )
 
 
 def apply_decision(state: WorkflowState, decision: Decision) -> None:

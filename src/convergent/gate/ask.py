@@ -154,7 +154,7 @@ class AskUser:
             return await self.ask(question)
 
         # The tool's own timeout is off: `ask` applies `timeout` and records the outcome.
-        return tool(name=name, timeout=None, idempotent=True)(ask_user)
+        return tool(name=name, timeout=None, idempotent=True, read_only=True)(ask_user)
 
     async def ask(self, question: str) -> str:
         """Put ``question`` to the user through the channel and return the reply.

@@ -58,6 +58,8 @@ def mcp_tool(connection: ServerConnection, listed: types.Tool) -> Tool:
 
     hints = listed.annotations
     idempotent = hints is not None and bool(hints.read_only_hint or hints.idempotent_hint)
+    # readOnlyHint absent: unknown (MCP's own default, false, is a hint, not a declaration)
+    read_only = hints.read_only_hint if hints is not None else None
     return Tool.from_schema(
         name=name,
         description=listed.description or listed.title or remote,
@@ -65,5 +67,6 @@ def mcp_tool(connection: ServerConnection, listed: types.Tool) -> Tool:
         function=call,
         timeout=server.timeout,
         idempotent=idempotent,
+        read_only=read_only,
         source=server.source,
     )

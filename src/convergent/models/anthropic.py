@@ -72,6 +72,21 @@ def _to_anthropic(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]
     return "\n\n".join(system), out
 
 
+_ANY: dict[str, Any] = {"type": "object"}
+
+
+def _tools_used(converted: list[dict[str, Any]]) -> list[str]:
+    """Names of the tools the conversation's ``tool_use`` blocks called, in first-use order."""
+    names = {
+        block["name"]: None
+        for turn in converted
+        if turn["role"] == "assistant"
+        for block in turn["content"]
+        if block["type"] == "tool_use"
+    }
+    return list(names)
+
+
 class AnthropicModel(Model):
     """A Claude model through the Anthropic Messages API.
 
@@ -143,6 +158,15 @@ class AnthropicModel(Model):
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}
                 for t in tools
             ]
+        else:
+            used = _tools_used(converted)
+            if used:
+                # the API refuses tool blocks without tools: name them, and forbid calls
+                request["tools"] = [
+                    {"name": name, "description": "Not available now.", "input_schema": _ANY}
+                    for name in used
+                ]
+                request["tool_choice"] = {"type": "none"}
         if settings.temperature is not None:
             request["temperature"] = settings.temperature
         request.update(settings.extra)

@@ -293,6 +293,9 @@ class _LocalStructured(StructuredToolCalling):
     ) -> ModelResponse:
         """Ask for one schema-constrained step and turn it into tool calls."""
         if not tools:
+            # plain chat; calls and results of earlier cycles are shown as text
+            if any(m.role == "tool" for m in messages):
+                messages = self.translate(messages, ())
             return await self.inner.request(messages, (), settings)
         base = settings or ModelSettings()
         constrained = dataclasses.replace(

@@ -40,25 +40,31 @@ When you have the final answer, put it in "thought" and reply with "tool_calls":
 Available tools:
 {tools}"""
 
+_NO_TOOLS = """No tools can be called now. Reply ONLY with a JSON object:
+{"thought": "<your answer>", "tool_calls": []}"""
+
 
 def tool_call_schema(tools: Sequence[ToolSpec], *, name_enum: bool = True) -> dict[str, Any]:
-    """JSON schema of a structured reply; ``name_enum`` restricts names to the tools given."""
+    """JSON schema of a structured reply; ``name_enum`` restricts names to the tools given.
+
+    Without tools, ``tool_calls`` must be empty: the reply can only be an answer.
+    """
     name: dict[str, Any] = {"type": "string"}
     if name_enum and tools:
         name["enum"] = [t.name for t in tools]
+    calls: dict[str, Any] = {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {"name": name, "arguments": {"type": "object"}},
+            "required": ["name", "arguments"],
+        },
+    }
+    if not tools:
+        calls = {"type": "array", "maxItems": 0}
     return {
         "type": "object",
-        "properties": {
-            "thought": {"type": "string"},
-            "tool_calls": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {"name": name, "arguments": {"type": "object"}},
-                    "required": ["name", "arguments"],
-                },
-            },
-        },
+        "properties": {"thought": {"type": "string"}, "tool_calls": calls},
         "required": ["thought", "tool_calls"],
     }
 
@@ -143,7 +149,10 @@ class StructuredToolCalling(Model):
             json_schema_name="agent_step",
             extra=base.extra,
         )
-        reply = await self.inner.request(self.translate(messages, tools), (), constrained)
+        conversation = self.translate(messages, tools)
+        if not tools:
+            conversation.insert(0, SystemMessage(content=_NO_TOOLS))
+        reply = await self.inner.request(conversation, (), constrained)
         self._replies += 1
         return parse_step(reply, id_prefix=f"call_{self._replies}", max_tokens=base.max_tokens)
 

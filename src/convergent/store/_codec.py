@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
+from dataclasses import fields
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from convergent.clock import now
 from convergent.messages import Message, Usage
+from convergent.monitor import MonitorState
 from convergent.state import ToolCallRecord
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "insert_messages",
     "insert_records",
     "mark_consumed",
+    "monitor_json",
     "next_epoch",
     "parse_usage",
     "record_json",
@@ -33,6 +36,7 @@ NOT_EXECUTED = "not_executed"
 """Outcome of a call the run stalled on (kept to count it, never an executed call)."""
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+_MONITOR_FIELDS = tuple(f.name for f in fields(MonitorState))
 
 
 def dump_message(message: Message) -> str:
@@ -63,6 +67,11 @@ def usage_json(usage: Usage) -> str:
     )
     _last_usage[:] = [(usage, text)]
     return text
+
+
+def monitor_json(monitor: MonitorState) -> str:
+    """A run's monitor state as JSON text (plain data: the C encoder writes it quickly)."""
+    return _ENCODER.encode({name: getattr(monitor, name) for name in _MONITOR_FIELDS})
 
 
 def parse_usage(text: str) -> Usage:

@@ -1,17 +1,22 @@
 """The run database's tables, its version, and opening it safely.
 
-Version 3 (this one) names each running run's holder fully: beside its process id, the
-process's start time (``pid_start``) and the token of its claim (``claim``), so that a
-run is claimed by one process or task at a time (see `convergent.store._claims`).
+Version 4 (this one) adds each run's ``monitor`` (the counters behind its stop facts,
+as JSON, which replace the repeat counts and the streak) and ``output_after_stop``
+(the output is the answer to the last request made after the stop).
 
-Version 2 changes version 1 so that a cycle writes fewer pages: finished
-calls are clustered by run and cycle (no separate index), and repeated-call counts are
-derived from them instead of being written (``call_counts`` keeps version-1 counts).
-It adds each run's recipe, replay positions and tool-error streak; per-checkpoint
-replay positions; the MCP server (``source``) of each finished call; an ``events``
-table for the events worth keeping (gate decisions, verifier verdicts, redirects,
-compaction, answers); and a ``questions`` table through which a run's ``ask_user`` can
-be answered from another process (the web console).
+Version 3 names each running run's holder fully: beside its process id, the process's
+start time (``pid_start``) and the token of its claim (``claim``), so that a run is
+claimed by one process or task at a time (see `convergent.store._claims`).
+
+Version 2 changed version 1 so that a cycle writes fewer pages: finished calls are
+clustered by run and cycle (no separate index), and repeated-call counts were derived
+from them instead of being written (``call_counts`` keeps version-1 counts). It added
+each run's recipe, replay positions and tool-error streak; per-checkpoint replay
+positions; the MCP server (``source``) of each finished call; an ``events`` table for
+the events worth keeping (gate decisions, verifier verdicts, redirects, compaction,
+answers); and a ``questions`` table through which a run's ``ask_user`` can be answered
+from another process (the web console).
+
 An older database is upgraded in place when it is opened for writing.
 """
 
@@ -25,7 +30,7 @@ from convergent.store._wal import SAFETY_NET_PAGES
 
 __all__ = ["DB_SCHEMA_VERSION", "connect", "storage_error"]
 
-DB_SCHEMA_VERSION = 3
+DB_SCHEMA_VERSION = 4
 """Version of the table layout, kept in ``PRAGMA user_version``."""
 
 _TABLES = """
@@ -166,6 +171,11 @@ ALTER TABLE runs ADD COLUMN pid_start INTEGER;
 ALTER TABLE runs ADD COLUMN claim TEXT;
 """
 
+_V4 = """
+ALTER TABLE runs ADD COLUMN monitor TEXT;
+ALTER TABLE runs ADD COLUMN output_after_stop INTEGER NOT NULL DEFAULT 0;
+"""
+
 
 def storage_error(path: Path, exc: sqlite3.Error, doing: str) -> StorageError:
     """A one-line `StorageError` for a SQLite failure, naming the file and the cause."""
@@ -256,6 +266,7 @@ def _upgrade(conn: sqlite3.Connection, version: int) -> None:
             (_TABLES if version == 0 else "")
             + (_V2 if version < 2 else "")
             + (_V3 if version < 3 else "")
+            + (_V4 if version < 4 else "")
         )
         for statement in statements.split(";"):
             if statement.strip():

@@ -3,8 +3,8 @@
 Per cycle with one tool call it writes two short transactions: one when the calls are
 final (the new messages, the previous cycle's checkpoint, the live summary) and one when
 the call finishes. Each write appends only what changed since the last one, so its cost
-does not grow with the length of the run. Repeated-call counts are not written: they
-are the calls themselves, counted again when a run is loaded.
+does not grow with the length of the run; the run's monitor (the counters behind its
+stop facts) is small and bounded, and is written with the run's summary.
 
 A stored run is claimed (see `convergent.store._claims`) in the transaction that adopts
 it, so two processes or tasks never continue one run together.
@@ -36,6 +36,7 @@ from convergent.store._codec import (
     insert_messages,
     insert_records,
     mark_consumed,
+    monitor_json,
     next_epoch,
     usage_json,
 )
@@ -314,7 +315,8 @@ class SqliteJournal:
             insert_records(conn, self.run_id, state.tool_calls, self._clock.now())
         conn.execute(
             "UPDATE runs SET stop_reason = NULL, stop_detail = '', output = '', "
-            "recipe = COALESCE(?, recipe), workspace = COALESCE(?, workspace) WHERE run_id = ?",
+            "output_after_stop = 0, recipe = COALESCE(?, recipe), "
+            "workspace = COALESCE(?, workspace) WHERE run_id = ?",
             (
                 json.dumps(self._recipe) if self._recipe is not None else None,
                 str(self._workspace) if self._workspace is not None else None,
@@ -370,7 +372,8 @@ class SqliteJournal:
         conn.execute(
             "UPDATE runs SET status = ?, stop_reason = ?, stop_detail = ?, output = ?, "
             "cycles = ?, usage = ?, elapsed = ?, updated_at = ?, epoch = ?, message_count = ?, "
-            "tool_error_streak = ?, positions = ?, state_version = ? WHERE run_id = ?",
+            "monitor = ?, output_after_stop = ?, positions = ?, state_version = ? "
+            "WHERE run_id = ?",
             (
                 "stopped" if stopped else "running",
                 state.stop_reason.value if stopped and state.stop_reason else None,
@@ -382,7 +385,8 @@ class SqliteJournal:
                 self._clock.now(),
                 self._epoch,
                 self._written,
-                state.tool_error_streak,
+                monitor_json(state.monitor),
+                stopped and state.output_after_stop,
                 self._positions(),
                 state.schema_version,
                 self.run_id,

@@ -8,7 +8,7 @@ One database file (WAL mode) holds any number of runs:
   under a new ``epoch`` and older epochs stay, so older checkpoints remain readable;
 - ``checkpoints``: one row per finished cycle, the points a rewind can return to;
 - ``finished_calls``: one row per tool call, committed the moment it finishes;
-- ``call_counts``: increments of the repeated-call counters, per cycle;
+- ``call_counts``: the repeated-call counters of runs written by version 1;
 - ``events``: the events worth keeping (gate decisions, verdicts, redirects...);
 - ``steering`` and ``questions``: commands and answers sent from other processes;
 - ``snapshots`` / ``blobs``: file contents saved before a file-modifying tool ran.
@@ -38,7 +38,7 @@ from convergent.messages import ToolResultMessage, Usage
 from convergent.models.base import Model
 from convergent.state import RunState
 from convergent.steering import SteeringKind
-from convergent.stop import StopReason, canonical_call_key
+from convergent.stop import StopReason
 from convergent.store import _claims, rollback
 from convergent.store._codec import (
     NEEDS_USER,
@@ -125,6 +125,8 @@ class RunSummary:
     """Settings stored by convergent 0.1's command line (read as a recipe when resuming)."""
     pid: int | None = None
     """Id of the process that runs it, or last ran it."""
+    output_after_stop: bool = False
+    """``output`` is the answer the model gave after the stop, in a request with no tools."""
 
     @property
     def status(self) -> str:
@@ -297,7 +299,8 @@ class RunStore:
 
     _SUMMARY_COLUMNS = (
         "run_id, task, model, status, stop_reason, stop_detail, output, cycles, started_at, "
-        "updated_at, pid, workspace, config, usage, elapsed, recipe, pid_start, claim"
+        "updated_at, pid, workspace, config, usage, elapsed, recipe, pid_start, claim, "
+        "output_after_stop"
     )
 
     @staticmethod
@@ -321,6 +324,7 @@ class RunStore:
             recipe,
             pid_start,
             claim,
+            after_stop,
         ) = row
         return RunSummary(
             run_id=run_id,
@@ -339,6 +343,7 @@ class RunStore:
             recipe=json.loads(recipe) if recipe else None,
             config=json.loads(config),
             pid=pid,
+            output_after_stop=bool(after_stop),
         )
 
     def list_runs(
@@ -494,14 +499,14 @@ class RunStore:
         conn = self._conn
         row = conn.execute(
             "SELECT task, model, cycles, usage, elapsed, started_at, stop_reason, stop_detail, "
-            "output, epoch, message_count, state_version, positions, tool_error_streak "
-            "FROM runs WHERE run_id = ?",
+            "output, epoch, message_count, state_version, positions, monitor, "
+            "output_after_stop FROM runs WHERE run_id = ?",
             (run_id,),
         ).fetchone()
         if row is None:
             raise UserError(f"no run {run_id!r} in {self.path}")
         (task, model, cycles, usage, elapsed, started_at, reason, detail, output) = row[:9]
-        epoch, count, version, positions, streak = row[9:]
+        epoch, count, version, positions, monitor, after_stop = row[9:]
         if cycle is not None:
             point = conn.execute(
                 "SELECT epoch, message_count, usage, elapsed, positions FROM checkpoints "
@@ -512,7 +517,8 @@ class RunStore:
                 known = ", ".join(map(str, self.checkpoint_cycles(run_id))) or "none"
                 raise UserError(f"run {run_id!r} has no checkpoint for cycle {cycle}; have {known}")
             epoch, count, usage, elapsed, positions = point
-            cycles, reason, detail, output, streak = cycle, None, "", "", 0
+            # a rewound run starts its counters afresh: its files are restored (a change)
+            cycles, reason, detail, output, monitor, after_stop = cycle, None, "", "", None, 0
         limit = cycles if cycle is not None else None
         data = {
             "run_id": run_id,
@@ -522,20 +528,19 @@ class RunStore:
             "cycles": cycles,
             "usage": json.loads(usage),
             "tool_calls": [record_json(r) for r in self._finished(run_id, limit)],
-            "call_counts": self._call_counts(run_id, limit),
-            "tool_error_streak": streak,
+            "monitor": json.loads(monitor) if monitor else {},
             "model_positions": json.loads(positions),
             "elapsed": elapsed,
             "started_at": started_at,
             "stop_reason": reason,
             "stop_detail": detail,
             "output": output,
+            "output_after_stop": bool(after_stop),
             "schema_version": version,
         }
         state = RunState.from_jsonable(data)
         if cycle is None:
             self._recover_finished(state)
-            self._count_in_flight(state)
         return state
 
     def _messages(self, run_id: str, epoch: int, count: int) -> list[Any]:
@@ -559,32 +564,6 @@ class RunStore:
             params.append(max_cycle)
         return self._conn.execute(sql + " ORDER BY cycle, position, finished_at", params).fetchall()
 
-    def _call_counts(self, run_id: str, max_cycle: int | None) -> dict[str, int]:
-        """How often each call was requested, from the calls themselves.
-
-        Every counted call has a ``finished_calls`` row (also the ones that asked the
-        user or were not executed because the run stalled); runs written by version 1
-        kept their counts in ``call_counts``, which still count up to their last cycle.
-        """
-        bound = "" if max_cycle is None else " AND cycle <= ?"
-        extra = [] if max_cycle is None else [max_cycle]
-        counts: dict[str, int] = {}
-        legacy_until = -1
-        for key, total, last in self._conn.execute(
-            f"SELECT key, SUM(delta), MAX(cycle) FROM call_counts WHERE run_id = ?{bound} "
-            "GROUP BY key",
-            [run_id, *extra],
-        ):
-            counts[key] = total
-            legacy_until = max(legacy_until, last)
-        for name, arguments in self._conn.execute(
-            f"SELECT name, arguments FROM finished_calls WHERE run_id = ? AND cycle > ?{bound}",
-            [run_id, legacy_until, *extra],
-        ):
-            key = canonical_call_key(name, json.loads(arguments))
-            counts[key] = counts.get(key, 0) + 1
-        return {key: total for key, total in counts.items() if total}
-
     def _recover_finished(self, state: RunState) -> None:
         """Give pending calls the results their (killed) process committed for them."""
         pending = state.pending_calls()
@@ -604,23 +583,6 @@ class RunStore:
                         tool_call_id=call.id, name=name, content=result, is_error=outcome != "ok"
                     )
                 )
-
-    def _count_in_flight(self, state: RunState) -> None:
-        """Calls requested but never finished were counted when requested: count them."""
-        pending = state.pending_calls()
-        if not pending:
-            return
-        recorded = {
-            call_id
-            for (call_id,) in self._conn.execute(
-                "SELECT call_id FROM finished_calls WHERE run_id = ? AND cycle = ?",
-                (state.run_id, state.cycles),
-            )
-        }
-        for call in pending:
-            if call.id not in recorded:
-                key = canonical_call_key(call.name, call.arguments)
-                state.call_counts[key] = state.call_counts.get(key, 0) + 1
 
     def pending_questions(self, run_id: str) -> list[PendingQuestion]:
         """Calls of the latest cycle that asked the user and still wait for an answer."""
@@ -725,8 +687,8 @@ class RunStore:
                 conn.execute(
                     "UPDATE runs SET status = 'stopped', stop_reason = ?, stop_detail = ?, "
                     "output = '', cycles = ?, usage = ?, elapsed = ?, updated_at = ?, "
-                    "epoch = ?, message_count = ?, positions = ?, tool_error_streak = 0 "
-                    "WHERE run_id = ?",
+                    "epoch = ?, message_count = ?, positions = ?, monitor = NULL, "
+                    "output_after_stop = 0 WHERE run_id = ?",
                     (
                         StopReason.STOPPED.value,
                         state.stop_detail,

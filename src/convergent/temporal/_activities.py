@@ -170,6 +170,7 @@ class Activities:
                     idempotent=tool.idempotent,
                     modifies_files=tool.modifies_files,
                     terminal=tool.terminal,
+                    read_only=tool.read_only,
                 )
                 for tool in agent.tools.values()
             ],

@@ -136,6 +136,7 @@ class ToolBlueprint:
     idempotent: bool
     modifies_files: bool
     terminal: bool
+    read_only: bool | None = None
 
 
 @dataclass

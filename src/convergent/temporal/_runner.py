@@ -256,6 +256,7 @@ def result_of(state: RunState) -> RunResult:
     return RunResult(
         run_id=state.run_id,
         output=state.output,
+        output_after_stop=state.output_after_stop,
         stop_reason=state.stop_reason,
         stop_detail=state.stop_detail,
         cycles=state.cycles,

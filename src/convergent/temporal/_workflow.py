@@ -16,6 +16,7 @@ that failed on it would fail again at every retry.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -27,6 +28,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
+    from convergent._cycle import RolledOver
     from convergent._executor import ClassifiedOutcome, Outcome
     from convergent.agent import Agent
     from convergent.clock import Clock, use_clock
@@ -86,16 +88,12 @@ class WorkflowClock(Clock):
         return workflow.uuid4().hex[:12]
 
 
-ROLL_OVER = "the run continues in a fresh workflow run (its history grew long)"
-"""Detail of the stop with which a run hands over to its next workflow run."""
-
-
 class WorkflowSteering(SteeringQueue):
     """Steering from signals; a pause waits on a workflow condition, not a timer.
 
     At a cycle boundary where the workflow should continue as new (its history is long),
-    the queue hands the loop a stop instead of its messages, which stay queued for the
-    next workflow run.
+    the queue asks the loop to roll over; the messages stay queued for the next
+    workflow run.
 
     Args:
         roll_over: Whether the workflow should continue as new now.
@@ -107,11 +105,12 @@ class WorkflowSteering(SteeringQueue):
         self.rolling = False
 
     def take(self) -> Taken:
-        """The queued commands, or the stop that hands the run over."""
+        """The queued commands, and whether to hand the run over now."""
+        taken = super().take()
         if not self.rolling and self.roll_over():
             self.rolling = True
-            return Taken(stop=SteeringCommand(SteeringKind.STOP, ROLL_OVER))
-        return super().take()
+            return dataclasses.replace(taken, roll_over=True)
+        return taken
 
     def undelivered(self) -> list[str]:
         """Messages not yet delivered, for the next workflow run."""
@@ -272,6 +271,7 @@ def _remote(blueprint: ToolBlueprint, recipe: dict[str, Any], run_id: str) -> To
         timeout=None,
         idempotent=blueprint.idempotent,
         terminal=blueprint.terminal,
+        read_only=blueprint.read_only,
     )
 
 
@@ -412,6 +412,7 @@ class AgentWorkflow:
             limits=recipe.limits.build(),
             on_tool_error=recipe.on_tool_error,
             max_consecutive_tool_errors=recipe.max_consecutive_tool_errors,
+            final_answer=recipe.final_answer,
             settings=(
                 ModelSettings(temperature=recipe.temperature)
                 if recipe.temperature is not None
@@ -425,12 +426,20 @@ class AgentWorkflow:
             instrument=False,
             record_events=False,
         )
+        result = None
         with use_clock(WorkflowClock()):
-            if start.state is not None:
-                state = RunState.from_jsonable(start.state)
-                result = await agent.run(state=state, steering=self.steering, answers=start.answers)
-            else:
-                result = await agent.run(start.task, run_id=start.run_id, steering=self.steering)
+            try:
+                if start.state is not None:
+                    state = RunState.from_jsonable(start.state)
+                    result = await agent.run(
+                        state=state, steering=self.steering, answers=start.answers
+                    )
+                else:
+                    result = await agent.run(
+                        start.task, run_id=start.run_id, steering=self.steering
+                    )
+            except RolledOver:
+                pass  # the run goes on in a fresh workflow run, below
         final = self.recorder.state
         assert final is not None
         final.model_positions = {
@@ -438,7 +447,7 @@ class AgentWorkflow:
             for role, position in ((r, m.position()) for r, m in agent.models.items())
             if position is not None
         }
-        if self.steering.rolling and result.stop_detail == ROLL_OVER:
+        if result is None:
             workflow.continue_as_new(
                 RunStart(
                     recipe=start.recipe,

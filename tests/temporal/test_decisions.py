@@ -1,0 +1,86 @@
+"""The same trajectories end the same way in process and on Temporal: one `decide`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convergent import Agent, LimitsRecipe, StopReason
+from convergent.temporal import TemporalRunner
+
+from .conftest import call, recipe
+
+pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal, pytest.mark.slow]
+
+BROKEN = '''
+from convergent import ToolError, tool
+
+
+@tool(timeout=30)
+def lookup(customer: str) -> str:
+    """Look a customer up; the database is down.
+
+    Args:
+        customer: Customer id.
+    """
+    raise ToolError("database unreachable")
+'''
+
+
+DEFAULTS = LimitsRecipe()
+"""The default limits (the shared recipe allows more repeats)."""
+
+
+def comparable(result: Any) -> dict[str, Any]:
+    data = result.to_dict()
+    data.pop("run_id")
+    for record in data["tool_calls"]:
+        record.pop("duration", None)
+    return data
+
+
+TRAJECTORIES: dict[str, tuple[list[Any], dict[str, Any], StopReason]] = {
+    "stalled after a nudge": (
+        [call("calculator", expression="6*7")] * 4 + ["42, I think"],
+        {"limits": DEFAULTS},
+        StopReason.STALLED,
+    ),
+    "a two-call cycle": (
+        [call("calculator", expression="1+1"), call("look", n=1)] * 2
+        + [call("calculator", expression="1+1")] * 2
+        + ["stuck"],
+        {"limits": DEFAULTS},
+        StopReason.STALLED,
+    ),
+    "a broken tool, nudged then stopped": (
+        [call("lookup", customer=f"c{n}") for n in range(4)] + ["cannot look it up"],
+        {"tools": ("calculator", "fx:look", "broken:lookup")},
+        StopReason.TOOL_ERROR,
+    ),
+    "max_cycles with an answer after it": (
+        [call("calculator", expression=f"{n}+1") for n in range(2)] + ["1, 2"],
+        {"limits": LimitsRecipe(max_cycles=2)},
+        StopReason.MAX_CYCLES,
+    ),
+    "distinct reads": (
+        [call("calculator", expression=f"{n}*0+{n}") for n in range(5)] + ["done"],
+        {},
+        StopReason.COMPLETED,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TRAJECTORIES))
+async def test_a_trajectory_ends_with_the_same_reason_and_cycle_on_both_backends(
+    name: str, tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    (tmp_path / "broken.py").write_text(BROKEN)
+    responses, changes, expected = TRAJECTORIES[name]
+    made = recipe(tmp_path, responses, **changes)
+    local = await Agent.from_recipe(made).run("task", run_id="same")
+    run = await runner.start(made, "task", run_id="same-" + name.replace(" ", "-").replace(",", ""))
+    remote = await run.result()
+    assert local.stop_reason is expected, local.stop_detail
+    assert comparable(remote) == comparable(local)

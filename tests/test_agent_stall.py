@@ -1,0 +1,284 @@
+"""Progress-aware stalls and nudges in the loop, on the trajectories real agents follow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from convergent import (
+    Agent,
+    Limits,
+    ScriptedModel,
+    StopReason,
+    ToolError,
+    ToolResultMessage,
+    UserMessage,
+    tool,
+)
+from convergent.events import Nudged
+from convergent.models.anthropic import _to_anthropic
+from convergent.models.openai import _message_to_openai
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def step(*calls: dict[str, Any]) -> dict[str, Any]:
+    return {"tool_calls": list(calls)}
+
+
+class Workspace:
+    """A tiny world with files, tests that pass as edits land, and a job that finishes."""
+
+    def __init__(self) -> None:
+        self.files = {"a.txt", "b.txt"}
+        self.failing = 3
+        self.polls = 0
+        self.payments = 0
+
+    def tools(self) -> list[Any]:
+        @tool
+        def edit(patch: str) -> str:
+            """Apply a patch.
+
+            Args:
+                patch: The patch.
+            """
+            self.failing -= 1
+            return "edited"
+
+        @tool
+        def run_tests() -> str:
+            """Run the test suite."""
+            return f"{self.failing} failing"
+
+        @tool(read_only=True)
+        def job_status(job: str) -> str:
+            """Report a job's progress.
+
+            Args:
+                job: The job.
+            """
+            self.polls += 1
+            return "done" if self.polls > 4 else f"running ({self.polls} of 5 steps)"
+
+        @tool(read_only=True)
+        def list_files() -> str:
+            """List the files."""
+            return " ".join(sorted(self.files))
+
+        @tool
+        def delete_file(path: str) -> str:
+            """Delete a file.
+
+            Args:
+                path: The file.
+            """
+            self.files.discard(path)
+            return f"deleted {path}"
+
+        @tool(read_only=True)
+        def read(path: str) -> str:
+            """Read a file.
+
+            Args:
+                path: The file.
+            """
+            return f"contents of {path}"
+
+        @tool
+        def send_payment(amount: int, to: str) -> str:
+            """Send money.
+
+            Args:
+                amount: How much.
+                to: To whom.
+            """
+            self.payments += 1
+            return "payment sent"
+
+        @tool(read_only=False)
+        def write(path: str, text: str) -> str:
+            """Write a file.
+
+            Args:
+                path: The file.
+                text: Its text.
+            """
+            return "written"
+
+        return [edit, run_tests, job_status, list_files, delete_file, read, send_payment, write]
+
+
+async def run(script: list[Any], **options: Any) -> Any:
+    world = Workspace()
+    model = ScriptedModel(script)
+    result = await Agent(model, world.tools(), **options).run("task")
+    return result, model, world
+
+
+# --- progress is never a stall ------------------------------------------------------
+
+
+async def test_edit_then_test_loops_complete() -> None:
+    script = []
+    for n in range(3):
+        script += [step(call("edit", patch=f"fix {n}")), step(call("run_tests"))]
+    result, model, world = await run([*script, "all tests pass"])
+    assert result.stop_reason is StopReason.COMPLETED
+    assert world.failing == 0
+    model.assert_consumed()
+
+
+async def test_polling_a_job_until_it_finishes_completes() -> None:
+    script = [step(call("job_status", job="j1")) for _ in range(5)]
+    result, model, _ = await run([*script, "the job is done"])
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.tool_calls[-1].result == "done"
+
+
+async def test_checking_a_write_completes() -> None:
+    script = []
+    for path in ("tmp1", "tmp2", "tmp3"):
+        script += [step(call("list_files")), step(call("delete_file", path=path))]
+    script += [step(call("list_files")), "cleaned up"]
+    result, _, _ = await run(script)
+    assert result.stop_reason is StopReason.COMPLETED
+
+
+async def test_the_same_read_far_apart_with_changes_between_completes() -> None:
+    script = []
+    for n in range(4):
+        script += [step(call("read", path="a")), step(call("write", path="b", text=str(n)))]
+    result, _, _ = await run([*script, "done"])
+    assert result.stop_reason is StopReason.COMPLETED
+
+
+async def test_the_answer_right_after_the_third_identical_read_is_kept() -> None:
+    # the old hard stop came one cycle before this answer; the nudge lets it arrive
+    script = [step(call("read", path="a"))] * 3 + ["a says: contents of a"]
+    result, model, _ = await run(script)
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.output == "a says: contents of a"
+    model.assert_consumed()
+
+
+# --- loops still stop ----------------------------------------------------------------
+
+
+async def test_the_same_read_four_times_stalls_after_a_nudge() -> None:
+    script = [step(call("read", path="a"))] * 4 + ["a holds its contents"]
+    result, model, _ = await run(script)
+    assert result.stop_reason is StopReason.STALLED
+    assert result.cycles == 4 and len(result.tool_calls) == 2
+    assert result.stop_detail == (
+        'read(path="a") was requested 3 times with the same result and nothing changed in between'
+    )
+    assert result.output == "a holds its contents" and result.output_after_stop
+
+
+async def test_one_payment_sent_again_and_again_stalls() -> None:
+    script = [step(call("send_payment", amount=100, to="acct-1"))] * 15 + ["sent"]
+    result, _, world = await run(script)
+    assert result.stop_reason is StopReason.STALLED
+    assert world.payments == 2  # the third was not sent (a nudge), nor the fourth
+    assert result.cycles == 4
+
+
+async def test_a_two_call_cycle_stalls_after_a_nudge() -> None:
+    write = step(call("write", path="a", text="x"))
+    cycle = [write, step(call("run_tests"))]
+    # the third repetition starts with a nudge instead of the write; the write again stops
+    result, model, _ = await run([*cycle, *cycle, write, write, "stuck"])
+    assert result.stop_reason is StopReason.STALLED and result.cycles == 6
+    assert result.stop_detail.startswith(
+        'the cycle of 2 calls starting with write(path="a", text="x") was requested 3 times'
+    )
+    nudges = [e for e in result.events if isinstance(e, Nudged)]
+    assert [(e.about, e.cycle) for e in nudges] == [("stalled", 5)]
+    model.assert_consumed()
+
+
+async def test_a_cycle_that_goes_on_in_step_after_its_nudge_stalls_too() -> None:
+    cycle = [step(call("write", path="a", text="x")), step(call("run_tests"))]
+    result, _, _ = await run(cycle * 8 + ["stuck"])
+    assert result.stop_reason is StopReason.STALLED
+    assert result.cycles <= 10
+
+
+async def test_calls_to_a_tool_the_agent_lacks_stall_by_name() -> None:
+    script = [step(call("search", query=f"q{n}")) for n in range(4)] + ["no search here"]
+    result, _, _ = await run(script)
+    assert result.stop_reason is StopReason.STALLED
+    assert [r.outcome for r in result.tool_calls] == ["invalid", "invalid"]
+
+
+# --- the nudge ---------------------------------------------------------------------------
+
+
+async def test_a_stall_nudge_replaces_only_the_repeated_call_of_a_batch() -> None:
+    script = [step(call("read", path="a"))] * 2 + [
+        step(call("read", path="b"), call("read", path="a")),
+        "done",
+    ]
+    result, model, _ = await run(script)
+    assert result.stop_reason is StopReason.COMPLETED
+    third = [m for m in model.requests[3].messages if isinstance(m, ToolResultMessage)][-2:]
+    assert third[0].content == "contents of b" and not third[0].is_error
+    assert third[1].is_error and third[1].content.startswith("Not run: you have requested")
+    assert "change your approach, or answer" in third[1].content
+    assert [r.arguments["path"] for r in result.tool_calls] == ["a", "a", "b"]
+
+
+async def test_a_tool_error_nudge_follows_the_results_in_a_valid_sequence() -> None:
+    @tool
+    def lookup(customer: str) -> str:
+        """Look a customer up.
+
+        Args:
+            customer: Customer id.
+        """
+        raise ToolError("database unreachable")
+
+    model = ScriptedModel([step(call("lookup", customer=f"c{n}")) for n in range(3)] + ["sorry"])
+    result = await Agent(model, [lookup]).run("find them")
+    assert result.stop_reason is StopReason.COMPLETED
+    sent = model.requests[3].messages
+    assert isinstance(sent[-2], ToolResultMessage) and isinstance(sent[-1], UserMessage)
+    assert "3 steps in a row" in sent[-1].content
+    # Anthropic: one user turn, the tool results first, then the note
+    _, turns = _to_anthropic(sent)
+    assert [block["type"] for block in turns[-1]["content"]] == ["tool_result", "text"]
+    assert [turn["role"] for turn in turns[-2:]] == ["assistant", "user"]
+    # OpenAI: the tool message answers the call, the note follows as a user message
+    assert [_message_to_openai(m)["role"] for m in sent[-3:]] == ["assistant", "tool", "user"]
+    nudges = [(e.about, e.cycle) for e in result.events if isinstance(e, Nudged)]
+    assert nudges == [("tool_error", 3)]
+
+
+async def test_zero_nudges_keeps_the_hard_stop() -> None:
+    script = [step(call("read", path="a"))] * 3
+    result, model, _ = await run(script, limits=Limits(stall_nudges=0), final_answer=False)
+    assert result.stop_reason is StopReason.STALLED and result.cycles == 3
+    model.assert_consumed()
+
+
+async def test_a_redirect_starts_a_fresh_stretch() -> None:
+    from convergent import SteeringQueue
+
+    steering = SteeringQueue()
+    script: list[Any] = [step(call("read", path="a"))] * 4 + ["done"]
+    model = ScriptedModel(script)
+    world = Workspace()
+
+    original = model.request
+
+    async def request(messages: Any, tools: Any, settings: Any = None) -> Any:
+        if len(model.requests) == 1:
+            steering.send("read it once more")
+        return await original(messages, tools, settings)
+
+    model.request = request  # type: ignore[method-assign]
+    result = await Agent(model, world.tools()).run("task", steering=steering)
+    assert result.stop_reason is StopReason.COMPLETED
+    assert len(result.tool_calls) == 4

@@ -1,0 +1,328 @@
+"""An answer at every stop: one last request without tools, within the budgets."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from convergent import (
+    Agent,
+    Limits,
+    Message,
+    Model,
+    ModelError,
+    ModelResponse,
+    ModelSettings,
+    NeedsUserInput,
+    ScriptedModel,
+    SteeringQueue,
+    StopReason,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    UserMessage,
+    calculator,
+    fail,
+    tool,
+)
+from convergent.events import Nudged, RunStopped
+from convergent.store import RunStore
+
+
+def calc(expression: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "calculator", "arguments": {"expression": expression}}]}
+
+
+def counting(n: int) -> list[dict[str, Any]]:
+    return [calc(f"{i}+1") for i in range(n)]
+
+
+@tool(terminal=True)
+def transfer(summary: str) -> str:
+    """Hand the conversation to a person.
+
+    Args:
+        summary: What they need to know.
+    """
+    return f"transferred: {summary}"
+
+
+@tool
+def ask_colour() -> str:
+    """Ask the user for a colour."""
+    raise NeedsUserInput("Which colour?")
+
+
+# --- which stops get one ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("script", "options", "reason"),
+    [
+        (counting(2), {"limits": Limits(max_cycles=2)}, StopReason.MAX_CYCLES),
+        ([calc("1+1")] * 4, {}, StopReason.STALLED),
+        (
+            [{"tool_calls": [{"name": "fail", "arguments": {"message": "no"}}]}],
+            {"on_tool_error": "stop"},
+            StopReason.TOOL_ERROR,
+        ),
+        (
+            [
+                ModelResponse(
+                    tool_calls=(
+                        ToolCall(id="c", name="calculator", arguments={"expression": "1"}),
+                    ),
+                    usage=Usage(input_tokens=100, output_tokens=10, requests=1, cost=0.05),
+                )
+            ],
+            {"limits": Limits(max_cost=1.0)},
+            StopReason.BUDGET_EXHAUSTED,
+        ),
+    ],
+)
+async def test_these_stops_end_with_the_best_answer_so_far(
+    script: list[Any], options: dict[str, Any], reason: StopReason
+) -> None:
+    model = ScriptedModel([*script, "my best answer: 2, unverified"])
+    seen: list[RunStopped] = []
+    result = await Agent(model, [calculator, fail], **options).run(
+        "task", on_event=lambda e: seen.append(e) if isinstance(e, RunStopped) else None
+    )
+    assert result.stop_reason is reason
+    assert result.output == "my best answer: 2, unverified"
+    assert result.output_after_stop and seen[0].output_after_stop
+    assert result.to_dict()["output_after_stop"] is True
+    last = model.requests[-1]
+    assert last.tools == ()
+    prompt = last.messages[-1]
+    assert isinstance(prompt, UserMessage) and result.stop_detail in prompt.content
+    # not a cycle, and not part of the conversation
+    assert result.cycles == len(model.requests) - 1
+    assert result.messages[-1] != prompt
+    model.assert_consumed()
+
+
+async def test_its_usage_counts() -> None:
+    answer = ModelResponse(
+        content="best", usage=Usage(input_tokens=50, output_tokens=5, requests=1)
+    )
+    step = ModelResponse(
+        tool_calls=(ToolCall(id="c", name="calculator", arguments={"expression": "1"}),),
+        usage=Usage(input_tokens=40, output_tokens=10, requests=1),
+    )
+    result = await Agent(
+        ScriptedModel([step, answer]), [calculator], limits=Limits(max_cycles=1)
+    ).run("x")
+    assert result.usage == Usage(input_tokens=90, output_tokens=15, requests=2)
+
+
+async def test_other_stops_make_no_extra_request() -> None:
+    steering = SteeringQueue()
+
+    def stop_now(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        steering.stop("enough")
+        return ModelResponse(
+            tool_calls=(ToolCall(id="c", name="calculator", arguments={"expression": "1"}),)
+        )
+
+    def broken(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        raise ModelError("HTTP 503")
+
+    handoff = {"tool_calls": [{"name": "transfer", "arguments": {"summary": "s"}}]}
+    question = {"tool_calls": [{"name": "ask_colour", "arguments": {}}]}
+    cases = [
+        (ScriptedModel(stop_now), StopReason.STOPPED),
+        (ScriptedModel(broken), StopReason.MODEL_ERROR),
+        (ScriptedModel([handoff]), StopReason.HANDED_OFF),
+        (ScriptedModel([question]), StopReason.NEEDS_USER),
+        (ScriptedModel(["done"]), StopReason.COMPLETED),
+    ]
+    for model, reason in cases:
+        agent = Agent(model, [calculator, transfer, ask_colour])
+        result = await agent.run("x", steering=steering if reason is StopReason.STOPPED else None)
+        assert result.stop_reason is reason
+        assert not result.output_after_stop
+        assert all(request.tools for request in model.requests), reason
+
+
+async def test_it_can_be_switched_off() -> None:
+    model = ScriptedModel(counting(2))
+    result = await Agent(model, [calculator], limits=Limits(max_cycles=2), final_answer=False).run(
+        "x"
+    )
+    assert result.stop_reason is StopReason.MAX_CYCLES
+    assert result.output == "" and not result.output_after_stop
+    assert len(model.requests) == 2
+
+
+async def test_a_failing_final_request_keeps_the_last_text() -> None:
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        if not tools:
+            raise ModelError("HTTP 500")
+        return ModelResponse(
+            content="still counting",
+            tool_calls=(ToolCall(id="c", name="calculator", arguments={"expression": "1"}),),
+        )
+
+    result = await Agent(ScriptedModel(script), [calculator], limits=Limits(max_cycles=1)).run("x")
+    assert result.stop_reason is StopReason.MAX_CYCLES
+    assert result.output == "still counting" and not result.output_after_stop
+
+
+async def test_a_script_without_a_final_response_gives_no_final_answer() -> None:
+    model = ScriptedModel(counting(1))
+    result = await Agent(model, [calculator], limits=Limits(max_cycles=1)).run("x")
+    assert result.stop_reason is StopReason.MAX_CYCLES
+    assert not result.output_after_stop and len(model.requests) == 2
+
+
+# --- within the budgets ----------------------------------------------------------------
+
+
+class Meter(Model):
+    """A provider double: counts 4 characters (and 4 more tokens per message) as a token,
+    a tool's schema as 60 tokens, and honours ``max_tokens``."""
+
+    def __init__(self, steps: int, price_in: float = 0.0, price_out: float = 0.0) -> None:
+        self.steps = steps
+        self.price_in, self.price_out = price_in, price_out
+        self.requests: list[tuple[int, int | None]] = []
+
+    @property
+    def name(self) -> str:
+        return "meter"
+
+    async def request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        text = sum(len(m.content) + len(str(getattr(m, "tool_calls", ""))) for m in messages)
+        prompt = text // 4 + 4 * len(messages) + 60 * len(tools)
+        limit = settings.max_tokens if settings is not None else None
+        self.requests.append((prompt, limit))
+        n = len(self.requests)
+        if tools and n <= self.steps:
+            call = ToolCall(id=f"c{n}", name="calculator", arguments={"expression": f"{n}*{n}"})
+            content, calls, out = f"step {n}: " + "thinking " * 20, (call,), 80
+        else:
+            content, calls, out = "final: " + "summary " * 200, (), 400
+        if limit is not None:
+            out = min(out, limit)
+            content = content[: out * 4]
+        usage = Usage(
+            input_tokens=prompt,
+            output_tokens=out,
+            requests=1,
+            cost=prompt * self.price_in + out * self.price_out,
+        )
+        return ModelResponse(content=content, tool_calls=calls, usage=usage)
+
+
+def run_meter(model: Meter, limits: Limits) -> Any:
+    return asyncio.run(Agent(model, [calculator], limits=limits).run("count " * 50))
+
+
+@settings(max_examples=60, deadline=None)
+@given(budget=st.integers(min_value=200, max_value=20_000))
+def test_the_final_answer_never_takes_the_run_over_its_token_budget(budget: int) -> None:
+    model = Meter(steps=100)
+    result = run_meter(model, Limits(max_cycles=None, max_total_tokens=budget))
+    assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
+    if result.output_after_stop:
+        assert result.usage.total_tokens <= budget
+        _, limit = model.requests[-1]
+        assert limit is not None and limit >= 32
+    else:
+        assert len(model.requests) == result.cycles  # no room: not requested
+    if budget >= 1000:  # room for a cycle like the first and an answer
+        assert result.output_after_stop
+
+
+@settings(max_examples=60, deadline=None)
+@given(budget=st.floats(min_value=0.002, max_value=0.2))
+def test_the_final_answer_never_takes_the_run_over_its_cost_budget(budget: float) -> None:
+    # output tokens cost four times as much as input tokens
+    model = Meter(steps=100, price_in=1e-6, price_out=4e-6)
+    result = run_meter(model, Limits(max_cycles=None, max_cost=budget))
+    assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
+    assert result.output_after_stop
+    assert result.usage.cost <= budget
+
+
+def test_a_budget_stop_keeps_room_for_the_answer() -> None:
+    model = Meter(steps=100)
+    result = run_meter(model, Limits(max_cycles=None, max_total_tokens=8000))
+    assert result.output_after_stop and result.output.startswith("final: ")
+    assert result.usage.total_tokens <= 8000
+    assert "kept for the next request and the final answer" in result.stop_detail
+    # without final answers the same budget runs cycles until it is used up
+    plain = Meter(steps=100)
+    spent = asyncio.run(
+        Agent(
+            plain,
+            [calculator],
+            limits=Limits(max_cycles=None, max_total_tokens=8000),
+            final_answer=False,
+        ).run("count " * 50)
+    )
+    assert spent.cycles > result.cycles and spent.usage.total_tokens >= 8000
+
+
+def test_no_room_no_final_request() -> None:
+    model = Meter(steps=100)
+    result = run_meter(model, Limits(max_cycles=None, max_total_tokens=200))
+    assert result.cycles == 1  # the first request is made: it shows what one costs
+    assert not result.output_after_stop
+    assert len(model.requests) == 1
+
+
+# --- resuming a stopped run ---------------------------------------------------------------
+
+
+async def test_a_resumed_run_that_stops_again_at_once_does_not_ask_again(tmp_path: Any) -> None:
+    store = RunStore(tmp_path / "runs.db")
+    first = ScriptedModel([*counting(2), "answer after two"])
+    agent = Agent(first, [calculator], limits=Limits(max_cycles=2), store=store)
+    stopped = await agent.run("count", run_id="r")
+    assert stopped.output == "answer after two" and stopped.output_after_stop
+    summary = store.get_run("r")
+    assert summary.output == "answer after two" and summary.output_after_stop
+    again = ScriptedModel(["never asked"])
+    resumed = await Agent(again, [calculator], limits=Limits(max_cycles=2), store=store).resume("r")
+    assert resumed.stop_reason is StopReason.MAX_CYCLES
+    assert resumed.output == "answer after two" and resumed.output_after_stop
+    assert again.requests == []
+    assert store.load("r").messages == list(stopped.messages)
+    # with more cycles the run goes on, and a new stop gets a new answer
+    more = ScriptedModel([calc("9+1"), "answer after three"])
+    later = await Agent(more, [calculator], limits=Limits(max_cycles=3), store=store).resume("r")
+    assert later.output == "answer after three" and later.output_after_stop
+    assert later.cycles == 3
+    store.close()
+
+
+# --- budget in sight -------------------------------------------------------------------
+
+
+async def test_at_80_percent_of_a_budget_the_model_sees_what_remains_once() -> None:
+    model = ScriptedModel([*counting(4), "done within budget"])
+    result = await Agent(model, [calculator], limits=Limits(max_cycles=5)).run("x")
+    assert result.stop_reason is StopReason.COMPLETED
+    notes = [
+        (n, m.content)
+        for n, request in enumerate(model.requests)
+        for m in request.messages
+        if isinstance(m, UserMessage) and m.content.startswith("Budget note")
+    ]
+    # 4 of 5 cycles used before the fifth request: the note comes then, and only once
+    assert [n for n, _ in notes] == [4]
+    assert "Left: 1 of 5 cycles" in notes[0][1]
+    nudged = [e for e in result.events if isinstance(e, Nudged)]
+    assert [(e.about, e.cycle) for e in nudged] == [("budget", 4)]

@@ -1,0 +1,292 @@
+"""`decide`: the one place a stop is chosen, pinned by properties over generated facts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from convergent import stop
+from convergent.stop import (
+    CONTINUE,
+    STOP_PRIORITY,
+    Continue,
+    Facts,
+    HandOff,
+    Interrupted,
+    LimitReached,
+    Limits,
+    Nudge,
+    Paused,
+    RollOver,
+    Stall,
+    Stop,
+    StopReason,
+    ToolFailure,
+    decide,
+)
+
+texts = st.sampled_from(["", "why", "disk full"])
+limits = st.builds(
+    LimitReached,
+    limit=st.sampled_from(["max_cycles", "max_total_tokens", "max_seconds", "max_cost"]),
+    used=st.integers(0, 100),
+    maximum=st.integers(0, 100),
+    reserved=st.sampled_from([0, 10]),
+)
+failures = st.builds(
+    ToolFailure,
+    error=texts,
+    fatal=st.booleans(),
+    policy=st.booleans(),
+    streak=st.integers(0, 5),
+    at_limit=st.booleans(),
+    nudge=st.booleans(),
+)
+stalls = st.builds(
+    Stall, what=st.just('read(path="a")'), times=st.integers(1, 5), nudge=st.booleans()
+)
+facts = st.builds(
+    Facts,
+    stop_requested=st.booleans(),
+    stop_text=texts,
+    redirect=st.none() | texts,
+    paused=st.booleans(),
+    roll_over=st.booleans(),
+    limit=st.none() | limits,
+    model_error=st.none() | texts,
+    answered=st.booleans(),
+    verdict=st.none() | st.booleans(),
+    feedback=texts,
+    handed_off=st.none() | st.builds(HandOff, tool=st.just("transfer"), result=texts),
+    tool_failure=st.none() | failures,
+    stall=st.none() | stalls,
+    needs_user=st.none() | texts,
+)
+
+
+def holds(reason: StopReason, f: Facts) -> bool:
+    """When each stop condition holds, written out independently of `decide`."""
+    failure, stall, limit = f.tool_failure, f.stall, f.limit
+    return {
+        StopReason.STOPPED: f.stop_requested,
+        StopReason.COMPLETED: f.answered and f.verdict is not False,
+        StopReason.HANDED_OFF: f.handed_off is not None,
+        StopReason.TOOL_ERROR: failure is not None
+        and (failure.fatal or failure.policy or (failure.at_limit and not failure.nudge)),
+        StopReason.STALLED: stall is not None and not stall.nudge,
+        StopReason.MAX_CYCLES: limit is not None and limit.limit == "max_cycles",
+        StopReason.BUDGET_EXHAUSTED: limit is not None and limit.limit != "max_cycles",
+        StopReason.MODEL_ERROR: f.model_error is not None,
+        StopReason.NEEDS_USER: f.needs_user is not None,
+    }[reason]
+
+
+def holding(f: Facts) -> list[StopReason]:
+    return [reason for reason in STOP_PRIORITY if holds(reason, f)]
+
+
+def nudgeable(f: Facts) -> list[StopReason]:
+    """The stops a nudge stands in for: they would hold without the nudge."""
+    found = []
+    failure = f.tool_failure
+    if failure is not None and failure.at_limit and failure.nudge:
+        if not (failure.fatal or failure.policy):
+            found.append(StopReason.TOOL_ERROR)
+    if f.stall is not None and f.stall.nudge:
+        found.append(StopReason.STALLED)
+    return found
+
+
+@settings(max_examples=400, deadline=None)
+@given(facts)
+def test_a_stop_is_the_first_reason_of_the_priority_order_that_holds(f: Facts) -> None:
+    decision = decide(f)
+    reasons = holding(f)
+    interrupted = f.roll_over or f.redirect is not None
+    if reasons and (reasons[0] is StopReason.STOPPED or not interrupted):
+        assert isinstance(decision, Stop)
+        assert decision.reason is reasons[0]
+    else:
+        assert not isinstance(decision, Stop)
+
+
+@settings(max_examples=400, deadline=None)
+@given(facts)
+def test_a_stop_request_beats_everything_and_roll_over_or_messages_beat_other_stops(
+    f: Facts,
+) -> None:
+    decision = decide(f)
+    if f.stop_requested:
+        assert decision == Stop(StopReason.STOPPED, f.stop_text or "stop requested")
+    elif f.roll_over:
+        assert isinstance(decision, RollOver)
+    elif f.redirect is not None:
+        assert decision == Interrupted(f.redirect)
+
+
+@settings(max_examples=400, deadline=None)
+@given(facts)
+def test_a_nudge_replaces_only_a_stall_or_tool_error_stop_with_a_nudge_left(f: Facts) -> None:
+    decision = decide(f)
+    if not isinstance(decision, Nudge):
+        return
+    assert decision.reason in nudgeable(f)
+    assert not holding(f) and not f.roll_over and f.redirect is None and not f.paused
+    # the same facts without the nudge stop the run for that reason
+    if decision.reason is StopReason.TOOL_ERROR:
+        assert f.tool_failure is not None
+        spent = dataclasses.replace(
+            f, tool_failure=dataclasses.replace(f.tool_failure, nudge=False)
+        )
+    else:
+        assert f.stall is not None
+        spent = dataclasses.replace(f, stall=dataclasses.replace(f.stall, nudge=False))
+    stopped = decide(spent)
+    assert isinstance(stopped, Stop) and stopped.reason is decision.reason
+
+
+@settings(max_examples=400, deadline=None)
+@given(facts)
+def test_continue_only_when_nothing_holds(f: Facts) -> None:
+    quiet = not (
+        holding(f)
+        or f.roll_over
+        or f.redirect is not None
+        or (f.answered and f.verdict is False)
+        or f.paused
+        or nudgeable(f)
+    )
+    assert (decide(f) == CONTINUE) is quiet
+
+
+@settings(max_examples=200, deadline=None)
+@given(facts)
+def test_decide_is_deterministic(f: Facts) -> None:
+    again = dataclasses.replace(f)
+    assert again is not f
+    assert decide(f) == decide(again) == decide(f)
+
+
+def test_nothing_known_is_continue() -> None:
+    assert decide(Facts()) == Continue()
+    assert decide(stop.NO_FACTS) is CONTINUE
+
+
+def test_decide_follows_stop_priority_as_it_stands(monkeypatch: pytest.MonkeyPatch) -> None:
+    both = Facts(
+        stall=Stall(what="x()", times=3),
+        limit=LimitReached(limit="max_cycles", used=5, maximum=5),
+    )
+    assert decide(both).reason is StopReason.STALLED  # type: ignore[union-attr]
+    monkeypatch.setattr(stop, "STOP_PRIORITY", tuple(reversed(STOP_PRIORITY)))
+    assert decide(both).reason is StopReason.MAX_CYCLES  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("f", "expected"),
+    [
+        (Facts(stop_requested=True), Stop(StopReason.STOPPED, "stop requested")),
+        (
+            Facts(stop_requested=True, stop_text="user pressed stop", redirect="more"),
+            Stop(StopReason.STOPPED, "user pressed stop"),
+        ),
+        (Facts(answered=True), Stop(StopReason.COMPLETED, "the model answered without tool calls")),
+        (
+            Facts(answered=True, verdict=True),
+            Stop(StopReason.COMPLETED, "answered without tool calls; verifier passed"),
+        ),
+        (
+            Facts(answered=True, verdict=False, feedback="expected 42"),
+            Interrupted("Verification failed: expected 42. Continue working on the task."),
+        ),
+        (
+            Facts(handed_off=HandOff(tool="transfer", result="sent to Ann")),
+            Stop(StopReason.HANDED_OFF, "transfer handed the run off: sent to Ann", "sent to Ann"),
+        ),
+        (
+            Facts(tool_failure=ToolFailure(error="pay failed: revoked", fatal=True)),
+            Stop(StopReason.TOOL_ERROR, "pay failed: revoked"),
+        ),
+        (
+            Facts(tool_failure=ToolFailure(error="e", streak=4, at_limit=True)),
+            Stop(StopReason.TOOL_ERROR, "tool calls failed in 4 steps in a row; the last: e"),
+        ),
+        (
+            Facts(stall=Stall(what='read(path="a")', times=4)),
+            Stop(
+                StopReason.STALLED,
+                'read(path="a") was requested 4 times with the same result and nothing '
+                "changed in between",
+            ),
+        ),
+        (
+            Facts(limit=LimitReached(limit="max_cycles", used=4, maximum=4)),
+            Stop(StopReason.MAX_CYCLES, "reached max_cycles=4"),
+        ),
+        (
+            Facts(limit=LimitReached(limit="max_total_tokens", used=700, maximum=1000)),
+            Stop(StopReason.BUDGET_EXHAUSTED, "used 700 tokens of max_total_tokens=1000"),
+        ),
+        (
+            Facts(
+                limit=LimitReached(limit="max_total_tokens", used=600, maximum=1000, reserved=450)
+            ),
+            Stop(
+                StopReason.BUDGET_EXHAUSTED,
+                "used 600 tokens of max_total_tokens=1000 (450 tokens kept for the next "
+                "request and the final answer)",
+            ),
+        ),
+        (
+            Facts(limit=LimitReached(limit="max_cost", used=1.2, maximum=1.0)),
+            Stop(StopReason.BUDGET_EXHAUSTED, "cost 1.2000 reached max_cost=1.0"),
+        ),
+        (Facts(model_error="HTTP 503"), Stop(StopReason.MODEL_ERROR, "HTTP 503")),
+        (Facts(needs_user="Which file?"), Stop(StopReason.NEEDS_USER, "Which file?")),
+        (Facts(paused=True, roll_over=True), RollOver()),
+        (Facts(paused=True, redirect="new plan"), Interrupted("new plan")),
+        (Facts(paused=True), Paused()),
+    ],
+)
+def test_each_decision_and_its_words(f: Facts, expected: object) -> None:
+    assert decide(f) == expected
+
+
+def test_nudge_notes_say_what_repeated_how_often_and_what_to_do() -> None:
+    stalled = decide(Facts(stall=Stall(what='read(path="a")', times=3, nudge=True)))
+    assert isinstance(stalled, Nudge) and stalled.reason is StopReason.STALLED
+    assert 'read(path="a") 3 times' in stalled.note
+    assert "change your approach, or answer" in stalled.note
+    failing = decide(
+        Facts(tool_failure=ToolFailure(error="db down", streak=3, at_limit=True, nudge=True))
+    )
+    assert isinstance(failing, Nudge) and failing.reason is StopReason.TOOL_ERROR
+    assert "3 steps in a row" in failing.note and "db down" in failing.note
+    # a fatal failure or the stop policy is never nudged
+    fatal = ToolFailure(error="x", fatal=True, streak=3, at_limit=True, nudge=True)
+    assert isinstance(decide(Facts(tool_failure=fatal)), Stop)
+
+
+def test_limits_report_which_budget_and_its_numbers_without_choosing_a_reason() -> None:
+    limits = Limits(max_cycles=10, max_total_tokens=1000, max_cost=1.0)
+    assert limits.reached(cycles=3, total_tokens=10, elapsed=0.0, cost=0.0) is None
+    assert limits.reached(cycles=10, total_tokens=10, elapsed=0.0, cost=0.0) == LimitReached(
+        limit="max_cycles", used=10, maximum=10
+    )
+    assert limits.reached(
+        cycles=3, total_tokens=600, elapsed=0.0, cost=0.0, reserved_tokens=400
+    ) == LimitReached(limit="max_total_tokens", used=600, maximum=1000, reserved=400)
+    assert (
+        limits.reached(cycles=3, total_tokens=600, elapsed=0.0, cost=0.0, reserved_tokens=399)
+        is None
+    )
+
+
+def test_stall_nudges_must_not_be_negative() -> None:
+    from convergent import UserError
+
+    with pytest.raises(UserError, match="stall_nudges"):
+        Limits(stall_nudges=-1)
