@@ -144,6 +144,19 @@ def test_a_declared_state_changing_call_always_resets_other_counts() -> None:
     assert trajectory(m, steps) == []
 
 
+def test_a_failed_call_changes_nothing_whatever_the_tool_declares() -> None:
+    m = monitor()
+    stalled_reads = []
+    for n in range(4):
+        if step(m, (call("read", path="a"), "x")) is not None:
+            stalled_reads.append(n)
+        # writes that fail, each time with new arguments and a new error
+        step(m, (call("write", v=n), f"refused {n}"), outcome="failed")
+        step(m, (call("edit", v=n), f"no such line {n}"), outcome="failed")
+    # the third read of a, with only failures in between, repeats itself
+    assert stalled_reads == [2, 3]
+
+
 def test_an_unannotated_call_changes_state_only_with_a_new_call_result_pair() -> None:
     def steps(edit_results: list[str]) -> list[tuple[ToolCall, str]]:
         first, second, third = edit_results

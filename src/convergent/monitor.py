@@ -15,8 +15,8 @@ Progress, the rule behind stalls:
   (``read_only=False``), or when its tool is unannotated (``read_only=None``) and its
   (call, result) pair is new since the last change: repeating an unannotated call and
   getting the same result evidently changed nothing. A read-only tool
-  (``read_only=True``), a call to a tool the run does not have, and a call rejected as
-  the model's mistake never change anything.
+  (``read_only=True``), a call to a tool the run does not have, a call rejected as the
+  model's mistake and a call that failed never change anything.
 - The request that would be the ``max_repeated_calls``-th identical call with the same
   results while nothing changed is a stall finding; so is the first call of a short
   cycle (2 or 3 calls) about to start its ``max_repeated_calls``-th repetition with
@@ -328,7 +328,7 @@ class RunMonitor:
             count, changed = entry[1] + 1, read_only is False
         else:
             count, changed = 1, read_only is not True
-        if changed and outcome != "invalid":  # a rejected call did not run: it changed nothing
+        if changed and outcome == "ok":  # a failed or rejected call changed nothing
             stretch.clear()
             stretch[key] = (digest, count)
         else:
