@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from convergent.bench.convergence import SCENARIOS
+
 EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 RATE_KEYS = {"false_positive_rate", "false_negative_rate", "accuracy", "tasks"}
 
@@ -31,12 +33,12 @@ def test_json_is_one_object_with_rates_per_suite_and_policy() -> None:
     assert done.stdout.strip().count("\n") == 0
     assert set(report["suites"]) == {"convergence", "bfcl"}
     convergence = report["suites"]["convergence"]["policies"]
-    assert set(convergence) == {"objective", "objective_verified", "subjective"}
+    assert set(convergence) == {"objective", "objective_verified", "counting", "subjective"}
     for suite in report["suites"].values():
         for stats in suite["policies"].values():
             assert RATE_KEYS <= set(stats)
             assert 0.0 <= stats["accuracy"] <= 1.0
-    assert convergence["objective"]["tasks"] == 26
+    assert convergence["objective"]["tasks"] == 2 * len(SCENARIOS)
     bfcl = report["suites"]["bfcl"]
     assert bfcl["pass_counts"]["base"]["batched"] == {
         "entries": 1,

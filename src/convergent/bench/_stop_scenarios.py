@@ -222,7 +222,7 @@ def _broken_tool(name: str, index: int, rng: random.Random) -> Task:
     for cycle in range(STUCK_SCRIPT_LENGTH):
         spelling = spellings[cycle % len(spellings)]
         script.calls((Call("get_weather", {"city": spelling}, ""),), honest_mid(rng))
-    plan = _plan(f"What is the weather in {title}? Use get_weather.", (), "", "")
+    plan = _plan(f"What is the weather in {title}? Use get_weather.", (f"weather:{city}",), "", "")
     return make_task(
         name,
         index,
