@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from convergent.bench.convergence import SCENARIOS
+from convergent.bench.convergence import POLICIES, SCENARIOS
 
 EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 RATE_KEYS = {"false_positive_rate", "false_negative_rate", "accuracy", "tasks"}
@@ -119,7 +119,9 @@ def test_without_a_terminal_progress_is_lines_and_the_table_is_whole() -> None:
     )
     assert done.returncode == 0, done.stderr
     progress = done.stderr.splitlines()
-    assert progress[0] == "convergence: 0/39" and progress[-1] == "convergence: 39/39"
+    runs = len(SCENARIOS) * len(POLICIES)  # one task per scenario, under every policy
+    assert progress[0] == f"convergence: 0/{runs}"
+    assert progress[-1] == f"convergence: {runs}/{runs}"
     assert "…" not in done.stdout
     rows = [line for line in done.stdout.splitlines() if "objective_verified" in line]
     assert len(rows) == 1 and rows[0].rstrip().endswith("│")
