@@ -72,13 +72,14 @@ def test_a_payment_with_a_new_receipt_each_time_is_a_missed_stop_for_the_library
     assert [(run.stop, run.correct, run.payments) for run in counting] == [("stalled", True, 2)] * 2
 
 
-def test_a_wait_between_polls_is_answered_with_notes_but_the_run_completes() -> None:
+def test_a_wait_between_polls_always_runs_and_the_run_completes() -> None:
     runs = outcomes("polling_with_wait", "objective")
     assert all(run.correct for run in runs)
     tasks = build_tasks(seed=0, per_scenario=10, scenarios=["polling_with_wait"])
     waits = [sum(item["tool_calls"][0]["name"] == "wait" for item in t.script[:-1]) for t in tasks]
-    # every wait from the third on is replaced by a note
-    assert [run.nudges for run in runs] == [max(0, n - 2) for n in waits]
+    assert min(waits) >= 3  # enough waits that counting them would have nudged
+    # each poll's new status shows the world moved, so no wait is replaced by a note
+    assert [run.nudges for run in runs] == [0] * len(runs)
 
 
 def test_the_budget_holds_and_the_library_still_answers() -> None:
