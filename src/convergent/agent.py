@@ -37,6 +37,7 @@ from convergent.messages import (
     SystemMessage,
     UserMessage,
 )
+from convergent.models._prices import unpriced_model
 from convergent.models.base import Model, ModelSettings
 from convergent.recipe import BuildContext, RunRecipe, agent_arguments
 from convergent.result import RunResult
@@ -321,14 +322,16 @@ class Agent:
                 agent's ``store``).
 
         Raises:
-            UserError: On misuse (no task, exhausted `ScriptedModel`, ...), or an MCP
-                server that cannot be started.
+            UserError: On misuse (no task, exhausted `ScriptedModel`, a cost limit with
+                a model whose price is unknown...), or an MCP server that cannot be started.
             StorageError: If the store cannot be written.
             RolledOver: When ``steering`` asked to continue the run in a fresh process
                 (a Temporal workflow's continue-as-new): the run did not stop.
         """
         if task is None and state is None:
             raise UserError("run() needs a task or a state to resume")
+        if self.limits.max_cost is not None and (unpriced := unpriced_model(self.models)):
+            raise UserError(unpriced)
         await self._start_servers()
         try:
             run, outcome = await self._start(

@@ -8,6 +8,7 @@ from typing import Any
 
 from convergent.events import Event
 from convergent.messages import Message, Usage
+from convergent.models._prices import CURRENCY
 from convergent.state import ToolCallRecord
 from convergent.stop import StopReason
 
@@ -78,5 +79,6 @@ class RunResult:
                 "total_tokens": self.usage.total_tokens,
                 "requests": self.usage.requests,
                 "cost": self.usage.cost,
+                "currency": CURRENCY,
             },
         }
