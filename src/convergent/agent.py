@@ -224,6 +224,18 @@ class Agent:
                 found[role] = candidate
         return found
 
+    def check_cost_limit(self) -> None:
+        """Refuse a cost limit that cannot hold: one of the models has no known price.
+
+        `run` calls it first; a caller that announces a run before it starts calls it
+        sooner.
+
+        Raises:
+            UserError: If ``limits.max_cost`` is set and a model's price is unknown.
+        """
+        if self.limits.max_cost is not None and (unpriced := unpriced_model(self.models)):
+            raise UserError(unpriced)
+
     async def aclose(self) -> None:
         """Release what the agent holds: its MCP servers, its models' connections."""
         while self._entered > 0:
@@ -330,8 +342,7 @@ class Agent:
         """
         if task is None and state is None:
             raise UserError("run() needs a task or a state to resume")
-        if self.limits.max_cost is not None and (unpriced := unpriced_model(self.models)):
-            raise UserError(unpriced)
+        self.check_cost_limit()
         await self._start_servers()
         try:
             run, outcome = await self._start(

@@ -293,5 +293,6 @@ def run_command(
             json_output=json_output,
             trace=trace,
         )
-        context = BuildContext(run_id=session.run_id, store=store)
-        session.run(Agent.from_recipe(recipe, context=context), task=text)
+        agent = Agent.from_recipe(recipe, context=BuildContext(run_id=session.run_id, store=store))
+        agent.check_cost_limit()  # before the session announces the run
+        session.run(agent, task=text)
