@@ -43,11 +43,10 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import inf
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from zlib import crc32
 
 from convergent.messages import ToolCall, Usage
-from convergent.models._prices import TokenPrice
 from convergent.stop import (
     LimitReached,
     Limits,
@@ -57,6 +56,9 @@ from convergent.stop import (
     ToolFailure,
     canonical_call_key,
 )
+
+if TYPE_CHECKING:
+    from convergent.models._prices import TokenPrice
 
 __all__ = [
     "CHARS_PER_MESSAGE",

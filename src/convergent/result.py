@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convergent.events import Event
-from convergent.messages import Message, Usage
-from convergent.models._prices import CURRENCY
+from convergent.messages import CURRENCY, Message, Usage
 from convergent.state import ToolCallRecord
 from convergent.stop import StopReason
 

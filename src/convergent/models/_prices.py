@@ -22,6 +22,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from convergent.exceptions import UserError
+from convergent.messages import CURRENCY
 
 if TYPE_CHECKING:
     from convergent.models.base import Model
@@ -40,9 +41,6 @@ __all__ = [
     "token_price",
     "unpriced_model",
 ]
-
-CURRENCY = "USD"
-"""The currency of every price and cost: the price table's, and that of ``--price``."""
 
 _PER = 1_000_000
 """Prices are per million tokens."""
