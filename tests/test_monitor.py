@@ -7,9 +7,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import TypeAdapter
-
 import pytest
+from pydantic import TypeAdapter
 
 from convergent import Limits, TokenPrice, ToolCall, Usage
 from convergent.monitor import (
