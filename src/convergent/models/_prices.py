@@ -29,12 +29,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CURRENCY",
-    "client_url",
-    "dump_price",
-    "format_cost",
     "FREE",
     "PriceLike",
     "TokenPrice",
+    "client_url",
+    "dump_price",
+    "format_cost",
     "known_price",
     "load_price",
     "parse_price",
@@ -123,10 +123,6 @@ def token_price(value: PriceLike | None) -> TokenPrice | None:
     raise UserError(f"a price is TokenPrice(input, output) or (input, output), got {value!r}")
 
 
-_NUMBER = r"\s*(\d+(?:\.\d*)?|\.\d+)\s*"
-_PAIR = re.compile(f"{_NUMBER},{_NUMBER}")
-
-
 def format_cost(cost: float) -> str:
     """A cost for people: ``$0.00264``, ``$1.25``; ``-`` for none."""
     if not cost:
@@ -143,16 +139,21 @@ def dump_price(price: TokenPrice | None) -> dict[str, Any] | None:
 
 def load_price(data: Mapping[str, Any] | None) -> TokenPrice | None:
     """The price `dump_price` wrote."""
-    if data is None:
-        return None
-    tiers = tuple((int(start), load_price(tier)) for start, tier in data.get("tiers", ()))
+    return None if data is None else _loaded(data)
+
+
+def _loaded(data: Mapping[str, Any]) -> TokenPrice:
     return TokenPrice(
         data["input"],
         data["output"],
         data.get("cache_read"),
         data.get("cache_write"),
-        tuple((start, tier) for start, tier in tiers if tier is not None),
+        tuple((int(start), _loaded(tier)) for start, tier in data.get("tiers", ())),
     )
+
+
+_NUMBER = r"\s*(\d+(?:\.\d*)?|\.\d+)\s*"
+_PAIR = re.compile(f"{_NUMBER},{_NUMBER}")
 
 
 def parse_price(text: str, option: str = "--price") -> tuple[float, float]:
