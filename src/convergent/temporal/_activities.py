@@ -25,6 +25,7 @@ from temporalio.exceptions import ApplicationError
 from convergent._executor import Outcome, invoke
 from convergent.agent import Agent
 from convergent.exceptions import ModelError, ModelHTTPError, UserError
+from convergent.models._prices import dump_price
 from convergent.models.base import Model
 from convergent.recipe import RunRecipe
 from convergent.temporal._conversation import ConversationLog
@@ -175,6 +176,8 @@ class Activities:
                 for tool in agent.tools.values()
             ],
             scorer_name=scorer.name if scorer is not None else None,
+            model_price=dump_price(agent.model.price),
+            scorer_price=dump_price(scorer.price) if scorer is not None else None,
         )
 
     @activity.defn(name="convergent.model_request")

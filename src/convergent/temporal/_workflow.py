@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from convergent.exceptions import ConvergentError, ModelError
     from convergent.gate import AskUser, ExecutiveGate
     from convergent.messages import AssistantMessage, Message, ModelResponse, ToolCall, ToolSpec
+    from convergent.models._prices import TokenPrice, load_price
     from convergent.models.base import Model, ModelSettings
     from convergent.recipe import RunRecipe
     from convergent.state import RunState
@@ -153,6 +154,7 @@ class ActivityModel(Model):
         name: The model's name, as the worker reported it.
         context_window: Its context window, as the worker reported it.
         position: Requests already answered (a continued run).
+        price: Its price, as the worker reported it.
     """
 
     def __init__(
@@ -162,9 +164,11 @@ class ActivityModel(Model):
         name: str,
         context_window: int | None,
         position: int = 0,
+        price: TokenPrice | None = None,
     ) -> None:
         self.recipe = recipe
         self.role = role
+        self._price = price
         self._name = name
         self._window = context_window
         self._position = position
@@ -180,6 +184,11 @@ class ActivityModel(Model):
     def context_window(self) -> int | None:
         """The worker's model's context window."""
         return self._window
+
+    @property
+    def price(self) -> TokenPrice | None:
+        """The worker's model's price."""
+        return self._price
 
     def position(self) -> int | None:
         """Requests answered so far (sent with each request for replayed models)."""
@@ -386,6 +395,7 @@ class AgentWorkflow:
             blueprint.model_name,
             blueprint.context_window,
             positions.get("model", 0),
+            load_price(blueprint.model_price),
         )
         asker = AskUser(self.channel, timeout=recipe.ask_timeout)
         tools = [
@@ -403,6 +413,9 @@ class AgentWorkflow:
                 blueprint.scorer_name or blueprint.model_name,
                 None,
                 positions.get("scorer", 0),
+                model.price
+                if blueprint.scorer_name is None
+                else load_price(blueprint.scorer_price),
             )
             gate = ExecutiveGate(scorer, asker, threshold=recipe.gate.threshold)
         agent = Agent(
