@@ -32,7 +32,7 @@ from convergent.events import (
     RunStopped,
     Verified,
 )
-from convergent.exceptions import ModelError, ScriptExhaustedError, UserError
+from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedError, UserError
 from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
 from convergent.journal import RunJournal
 from convergent.messages import (
@@ -115,7 +115,7 @@ class LoopSpec(Protocol):
     parallel_tool_calls: bool
 
 
-class RolledOver(Exception):  # noqa: N818  (a hand-over, not an error)
+class RolledOver(ConvergentError):  # noqa: N818  (a hand-over, not an error)
     """Raised by `Agent.run` when its steering asked to continue the run elsewhere.
 
     The run did not stop: ``state`` holds it so far, to continue in a fresh process

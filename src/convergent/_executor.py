@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from convergent.exceptions import NeedsUserInput, ToolArgumentsError, ToolError
+from convergent.exceptions import ConvergentError, NeedsUserInput, ToolArgumentsError, ToolError
 from convergent.messages import ToolCall
 from convergent.tools import Tool, to_text
 
@@ -53,7 +53,7 @@ class Outcome(StrEnum):
     """The call would have repeated itself too often: the run stalled before running it."""
 
 
-class ClassifiedOutcome(Exception):  # noqa: N818  (a carrier, not an error)
+class ClassifiedOutcome(ConvergentError):  # noqa: N818  (a carrier, not an error)
     """Raised by a tool whose call was already run and classified elsewhere (a worker).
 
     `invoke` passes it through unchanged, so a call run remotely ends exactly as it
