@@ -34,15 +34,13 @@ from typing import Any
 from convergent._run_id import check_run_id
 from convergent.clock import now
 from convergent.exceptions import UserError
-from convergent.messages import ToolResultMessage, Usage
+from convergent.messages import CallOutcome, ToolResultMessage, Usage
 from convergent.models.base import Model
 from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason
 from convergent.store import _claims, rollback
 from convergent.store._codec import (
-    NEEDS_USER,
-    NOT_EXECUTED,
     insert_messages,
     mark_consumed,
     next_epoch,
@@ -558,7 +556,7 @@ class RunStore:
             "SELECT cycle, call_id, name, arguments, outcome, result, duration "
             "FROM finished_calls WHERE run_id = ? AND outcome NOT IN (?, ?)"
         )
-        params: list[Any] = [run_id, NEEDS_USER, NOT_EXECUTED]
+        params: list[Any] = [run_id, CallOutcome.NEEDS_USER, CallOutcome.NOT_EXECUTED]
         if max_cycle is not None:
             sql += " AND cycle <= ?"
             params.append(max_cycle)
@@ -572,7 +570,7 @@ class RunStore:
         rows = self._conn.execute(
             "SELECT call_id, name, outcome, result FROM finished_calls "
             "WHERE run_id = ? AND cycle = ? AND outcome != ? ORDER BY position",
-            (state.run_id, state.cycles, NEEDS_USER),
+            (state.run_id, state.cycles, CallOutcome.NEEDS_USER),
         ).fetchall()
         finished = {call_id: (name, outcome, result) for call_id, name, outcome, result in rows}
         for call in pending:
@@ -580,7 +578,10 @@ class RunStore:
                 name, outcome, result = finished[call.id]
                 state.messages.append(
                     ToolResultMessage(
-                        tool_call_id=call.id, name=name, content=result, is_error=outcome != "ok"
+                        tool_call_id=call.id,
+                        name=name,
+                        content=result,
+                        is_error=outcome != CallOutcome.OK,
                     )
                 )
 
@@ -591,7 +592,7 @@ class RunStore:
         rows = self.query(
             "SELECT call_id, result FROM finished_calls WHERE run_id = ? AND cycle = ? "
             "AND outcome = ? ORDER BY position",
-            [run_id, state.cycles, NEEDS_USER],
+            [run_id, state.cycles, CallOutcome.NEEDS_USER],
         )
         return [PendingQuestion(call_id, text) for call_id, text in rows if call_id in pending]
 
