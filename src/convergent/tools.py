@@ -26,6 +26,7 @@ __all__ = ["SchemaArguments", "Tool", "ToolArgumentsError", "to_text", "tool"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
+
 def _one_line(text: str) -> str:
     return " ".join(line.strip() for line in text.splitlines() if line.strip())
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from convergent._run_id import check_run_id
 from convergent.clock import now
 from convergent.exceptions import UserError
@@ -74,14 +76,14 @@ _RUN_TABLES = (
 def live_pids(pids: Iterable[int | None]) -> set[int]:
     """The process ids among ``pids`` that exist on this machine.
 
-    On Linux the running processes are listed once (``/proc``), so thousands of runs
-    whose process died cost one directory listing, not thousands of system calls; each
-    holder found there is then checked in full (`_claims.holder_alive`).
+    The running processes are listed once (on Linux, one listing of ``/proc``), so
+    thousands of runs whose process died cost one listing, not thousands of system
+    calls; each holder found there is then checked in full (`_claims.holder_alive`).
     """
     wanted = {pid for pid in pids if pid is not None and pid > 0}
     try:
-        running = {int(name) for name in os.listdir("/proc") if name.isdigit()}
-    except OSError:
+        running = set(psutil.pids())
+    except (OSError, psutil.Error):
         return wanted
     running.add(os.getpid())
     return wanted & running
