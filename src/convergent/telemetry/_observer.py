@@ -55,6 +55,8 @@ INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
+STREAM = "gen_ai.request.stream"
+TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 ERROR_TYPE = "error.type"
 
 _CONTENT_DETAILS = frozenset({StopReason.HANDED_OFF, StopReason.NEEDS_USER, StopReason.STOPPED})
@@ -135,6 +137,9 @@ class OpenTelemetryObserver:
             is ``true``.
         agent_name: ``gen_ai.agent.name``, and the run span's name after ``invoke_agent``.
     """
+
+    receives_deltas = False
+    """Spans need only each request's end and its time to first delta."""
 
     def __init__(
         self,
@@ -272,6 +277,11 @@ class OpenTelemetryObserver:
             OUTPUT_TOKENS: usage.output_tokens,
             "convergent.tool_calls": len(event.tool_calls),
         }
+        if event.first_delta is not None:
+            attributes[STREAM] = True
+            attributes[TIME_TO_FIRST_CHUNK] = event.first_delta
+        else:
+            attributes[STREAM] = False
         if event.finish_reason:
             attributes["gen_ai.response.finish_reasons"] = [event.finish_reason]
         if usage.cost:
