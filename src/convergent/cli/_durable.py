@@ -186,9 +186,11 @@ class Session:
         """Run the agent with the views, the trace and the terminal's steering."""
         writer = self._trace_writer()
         handlers: list[EventHandler] = [self._on_event, *([writer] if writer else [])]
+        view = None
         if not self.json_output:
             console = Console(highlight=False)
-            handlers += [LiveView(console), GateView(console)]
+            view = LiveView(console)
+            handlers += [view, GateView(console)]
 
         def on_event(event: Event) -> None:
             for handler in handlers:
@@ -209,6 +211,8 @@ class Session:
                 _execute(agent, task, state, answers, queue, on_event, durability, self.run_id)
             )
         finally:
+            if view is not None:
+                view.close()
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
