@@ -2,7 +2,8 @@
 
 The session runs the agent the command built: it opens the steering queue (stored
 commands plus lines typed in the terminal), hands the terminal to ``ask_user`` while it
-waits for an answer, writes the trace, shows the live view and prints the result.
+waits for an answer, writes the trace, shows the live view (and, for a stored run, the
+reply as it streams to the web console) and prints the result.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from convergent.state import RunState
 from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
 from convergent.store import DatabaseSteering, RunClaim, RunStore
+from convergent.ui.live_text import LiveTextWriter
 
 __all__ = ["Session", "default_steer", "new_run_id", "open_reader", "open_store"]
 
@@ -191,6 +193,10 @@ class Session:
             console = Console(highlight=False)
             view = LiveView(console)
             handlers += [view, GateView(console)]
+        # the console shows a stored run's reply as it streams (the deltas are not stored)
+        live = LiveTextWriter(self.store.path) if self.store is not None else None
+        if live is not None:
+            handlers.append(live)
 
         def on_event(event: Event) -> None:
             for handler in handlers:
@@ -213,6 +219,8 @@ class Session:
         finally:
             if view is not None:
                 view.close()
+            if live is not None:
+                live.close()
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None

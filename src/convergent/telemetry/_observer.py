@@ -278,10 +278,9 @@ class OpenTelemetryObserver:
             "convergent.tool_calls": len(event.tool_calls),
         }
         if event.first_delta is not None:
+            # the conventions set the stream flag only on streamed requests
             attributes[STREAM] = True
             attributes[TIME_TO_FIRST_CHUNK] = event.first_delta
-        else:
-            attributes[STREAM] = False
         if event.finish_reason:
             attributes["gen_ai.response.finish_reasons"] = [event.finish_reason]
         if usage.cost:
