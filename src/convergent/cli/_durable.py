@@ -93,7 +93,7 @@ class Session:
         run_id: Id of the run.
         steer: Read steering lines from standard input while the run goes on.
         json_output: Print one JSON object instead of the live view.
-        trace: JSON Lines file to append every event to.
+        trace: JSON Lines file to append every event to (but the streaming deltas).
     """
 
     def __init__(
