@@ -100,8 +100,12 @@ def test_a_pipe_labels_text_thinking_when_the_calls_were_announced_first() -> No
     view(CycleStarted(run_id="r", cycle=1, message_count=1))
     view(ToolCallDelta(run_id="r", cycle=1, index=0, call_id=None, name=None, arguments=""))
     view(TextDelta(run_id="r", cycle=1, text="I need the calculator."))
-    view.close()
-    assert out.getvalue() == "cycle 1 thinking: I need the calculator.\n"
+    responded = next(e for e in run_events() if isinstance(e, ModelResponded))
+    view(responded)
+    assert out.getvalue().splitlines() == [
+        "cycle 1 thinking: I need the calculator.",
+        "cycle 1 model: 1 tool call(s)",  # labelled already: nothing to add
+    ]
 
 
 def terminal() -> tuple[io.StringIO, Console]:

@@ -69,6 +69,8 @@ class _Reply:
         self.clock = clock
         self.text: list[str] = []
         self.calls = False
+        self.label = ""
+        """The label printed before the text on a pipe (``model`` or ``thinking``)."""
 
     def __rich__(self) -> Text:
         head = (f"cycle {self.cycle} ", "cyan")
@@ -146,8 +148,8 @@ class LiveView:
             return
         if self._live is None and not reply.text:
             # on a pipe the label comes first: whether it was thinking is said after it
-            label = "thinking" if reply.calls else "model"
-            self.console.print(f"[cyan]cycle {reply.cycle}[/] {label}: ", end="")
+            reply.label = "thinking" if reply.calls else "model"
+            self.console.print(f"[cyan]cycle {reply.cycle}[/] {reply.label}: ", end="")
             self._open_line = True
         reply.text.append(text)
         if self._live is None:
@@ -163,14 +165,14 @@ class LiveView:
 
     def _responded(self, event: ModelResponded) -> None:
         reply, self._reply = self._reply, None
-        printed = self._live is None and reply is not None and bool(reply.text)
+        printed = reply.label if self._live is None and reply is not None else ""
         self.close()
         out, calls, content = self.console, event.tool_calls, event.content
         self._arguments = {call.id: call.arguments for call in calls}
         what = f"{len(calls)} tool call(s)" if calls else "answer, no tool calls"
         meta = event.metadata
         extra = f" [dim](metadata only: {escape(json.dumps(meta))})[/]" if meta else ""
-        if printed and calls:
+        if printed == "model" and calls:
             extra += " [dim]· the text above is its thinking, not an answer[/]"
         out.print(f"[cyan]cycle {event.cycle}[/] model: {what}{extra}")
         if content and calls and not printed:
