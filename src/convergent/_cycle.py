@@ -20,6 +20,7 @@ from convergent._executor import (
     wait_for_stragglers,
 )
 from convergent._redact import known_secrets, redact
+from convergent._streamed import streamed_request
 from convergent._trace import EventSink
 from convergent.clock import Clock, current_clock
 from convergent.events import (
@@ -348,7 +349,13 @@ class Run:
             self.sink.cycle_started(cycle, len(state.messages))
         started = self.clock.monotonic()
         try:
-            response = await agent.model.request(state.messages, agent.tool_specs, agent.settings)
+            response = await (
+                streamed_request(
+                    agent.model, state.messages, agent.tool_specs, agent.settings, self.sink, cycle
+                )
+                if self.sink.streaming
+                else agent.model.request(state.messages, agent.tool_specs, agent.settings)
+            )
         except ModelError as exc:
             # any backend's error text, masked once more: it is stored and printed
             return decide(Facts(model_error=redact(str(exc), known_secrets())))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from convergent._json import unusable_reason
@@ -21,6 +23,7 @@ from convergent.messages import (
     Usage,
     UserMessage,
 )
+from convergent.models._anthropic_stream import MessageAssembly
 from convergent.models._client import LoopClient
 from convergent.models._prices import (
     PriceLike,
@@ -29,7 +32,7 @@ from convergent.models._prices import (
     known_price,
     token_price,
 )
-from convergent.models.base import Model, ModelSettings
+from convergent.models.base import Model, ModelSettings, StreamPart
 
 __all__ = ["AnthropicModel"]
 
@@ -200,21 +203,64 @@ class AnthropicModel(Model):
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         """Send one Messages request and translate the reply."""
-        import anthropic
-
-        try:
+        with self._errors():
             reply = await self._client.get().messages.create(
                 **self.build_request(messages, tools, settings)
             )
+        if not hasattr(reply, "content"):
+            raise ModelError(f"{self.name}: the reply is not a message")
+        return self.parse_message(reply)
+
+    async def request_stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> AsyncGenerator[StreamPart, None]:
+        """Stream one Messages request: its text and tool-input chunks, then the reply.
+
+        The usage comes from the stream itself (``message_start``, then the totals of
+        ``message_delta``). The SDK retries before the stream starts, never after.
+        """
+        request = {**self.build_request(messages, tools, settings), "stream": True}
+        assembly = MessageAssembly()
+        with self._errors():
+            stream = await self._client.get().messages.create(**request)
+            async with stream:
+                async for event in stream:
+                    for part in assembly.add(event, self.name):
+                        yield part
+        reply, errors = assembly.message(self.name)
+        response = self.parse_message(reply)
+        if errors:
+            calls = tuple(
+                dataclasses.replace(call, arguments={}, parse_error=errors[call.id])
+                if call.id in errors
+                else call
+                for call in response.tool_calls
+            )
+            response = dataclasses.replace(response, tool_calls=calls)
+        yield response
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn the SDK's failures into `ModelError`s, with secrets masked."""
+        import anthropic
+
+        try:
+            yield
         except anthropic.APIStatusError as exc:
             message = redact(str(exc.message), self._secrets)[:300]
+            if exc.status_code < 400:  # an error event inside a stream that began well
+                raise ModelError(f"{self.name}: {message}") from None
             raise ModelHTTPError(exc.status_code, message) from None
         except anthropic.APIError as exc:
             raise ModelError(f"{self.name}: {redact(str(exc), self._secrets)[:300]}") from None
         except (ValueError, RecursionError) as exc:  # the SDK decodes the body as it reads it
             raise ModelError(f"{self.name}: the reply is {unusable_reason(exc)}") from None
-        if not hasattr(reply, "content"):
-            raise ModelError(f"{self.name}: the reply is not a message")
+
+    def parse_message(self, reply: Any) -> ModelResponse:
+        """Translate an SDK ``Message`` into a `ModelResponse`."""
         texts: list[str] = []
         calls: list[ToolCall] = []
         for block in reply.content:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from convergent._json import UnusableJson, load_json, unusable_reason
@@ -22,6 +23,7 @@ from convergent.messages import (
     UserMessage,
 )
 from convergent.models._client import LoopClient
+from convergent.models._openai_stream import CompletionAssembly
 from convergent.models._prices import (
     PriceLike,
     TokenPrice,
@@ -29,7 +31,7 @@ from convergent.models._prices import (
     known_price,
     token_price,
 )
-from convergent.models.base import Model, ModelSettings
+from convergent.models.base import Model, ModelSettings, StreamPart
 
 __all__ = ["OpenAIChatModel", "parse_arguments"]
 
@@ -200,21 +202,50 @@ class OpenAIChatModel(Model):
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         """Send one chat completion request and translate the reply."""
-        import openai
-
-        try:
+        with self._errors():
             completion = await self._client.get().chat.completions.create(
                 **self.build_request(messages, tools, settings)
             )
+        if not hasattr(completion, "choices"):
+            raise ModelError(f"{self.name}: the reply is not a chat completion")
+        return self.parse_completion(completion)
+
+    async def request_stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> AsyncGenerator[StreamPart, None]:
+        """Stream one chat completion: its text and tool-call chunks, then the reply.
+
+        The server is asked for its usage in the stream's last chunk
+        (``stream_options.include_usage``), so the reply carries the same usage as an
+        unstreamed one. The SDK retries before the stream starts, never after.
+        """
+        request = {**self.build_request(messages, tools, settings), "stream": True}
+        request.setdefault("stream_options", {"include_usage": True})
+        assembly = CompletionAssembly()
+        with self._errors():
+            stream = await self._client.get().chat.completions.create(**request)
+            async with stream:
+                async for chunk in stream:
+                    for part in assembly.add(chunk, self.name):
+                        yield part
+        yield self.parse_completion(assembly.completion(self.name))
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn the SDK's failures into `ModelError`s, with secrets masked."""
+        import openai
+
+        try:
+            yield
         except openai.APIStatusError as exc:
             raise ModelHTTPError(exc.status_code, _short(self._redact(exc.message))) from None
         except openai.APIError as exc:
             raise ModelError(f"{self.name}: {_short(self._redact(str(exc)))}") from None
         except (ValueError, RecursionError) as exc:  # the SDK decodes the body as it reads it
             raise ModelError(f"{self.name}: the reply is {unusable_reason(exc)}") from None
-        if not hasattr(completion, "choices"):
-            raise ModelError(f"{self.name}: the reply is not a chat completion")
-        return self.parse_completion(completion)
 
     def parse_completion(self, completion: Any) -> ModelResponse:
         """Translate an SDK ``ChatCompletion`` into a `ModelResponse`."""

@@ -79,6 +79,9 @@ class SqliteJournal:
             when it starts.
     """
 
+    receives_deltas = False
+    """Streaming deltas are not journaled: the final response is."""
+
     def __init__(
         self,
         store: StoreAccess,

@@ -57,6 +57,8 @@ COST = "gen_ai.usage.cost"
 """Cost in US dollars: not in the GenAI conventions; the name OpenLIT's spans use."""
 INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
+STREAM = "gen_ai.request.stream"
+TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 ERROR_TYPE = "error.type"
 
 _CONTENT_DETAILS = frozenset({StopReason.HANDED_OFF, StopReason.NEEDS_USER, StopReason.STOPPED})
@@ -139,6 +141,9 @@ class OpenTelemetryObserver:
             is ``true``.
         agent_name: ``gen_ai.agent.name``, and the run span's name after ``invoke_agent``.
     """
+
+    receives_deltas = False
+    """Spans need only each request's end and its time to first delta."""
 
     def __init__(
         self,
@@ -277,6 +282,10 @@ class OpenTelemetryObserver:
             OUTPUT_TOKENS: usage.output_tokens,
             "convergent.tool_calls": len(event.tool_calls),
         }
+        if event.first_delta is not None:
+            # the conventions set the stream flag only on streamed requests
+            attributes[STREAM] = True
+            attributes[TIME_TO_FIRST_CHUNK] = event.first_delta
         if event.finish_reason:
             attributes["gen_ai.response.finish_reasons"] = [event.finish_reason]
         if usage.cost:

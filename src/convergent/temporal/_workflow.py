@@ -350,6 +350,9 @@ class _Recorder:
     message, and what a tool returned is in the run's result.
     """
 
+    receives_deltas = False
+    """A workflow's model requests are activities: they do not stream."""
+
     def __init__(self) -> None:
         self.state: RunState | None = None
         self.events: list[dict[str, Any]] = []

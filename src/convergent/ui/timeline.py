@@ -88,6 +88,9 @@ class CycleView:
     """Tokens of the cycle (input + output), once its checkpoint is stored."""
     seconds: float | None = None
     """Seconds the cycle took, once its checkpoint is stored."""
+    streaming: str = ""
+    """For a reply the running model is still writing: ``model``, or ``thinking`` when
+    tool calls follow its text; empty once the reply is stored."""
 
     @property
     def stalled(self) -> bool:
