@@ -5,7 +5,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from convergent import Agent, Limits, ScriptedModel, StopReason, calculator, tool
+from convergent import (
+    Agent,
+    Limits,
+    ModelResponse,
+    ScriptedModel,
+    StopReason,
+    ToolCall,
+    Usage,
+    calculator,
+    tool,
+)
 from convergent.messages import CallOutcome
 
 
@@ -112,11 +122,14 @@ async def test_children_of_one_response_run_in_parallel_and_their_usage_adds_up(
         await arrived.wait()
         return f"{who} met"
 
-    def child_model(messages: Any, tools: Any) -> dict[str, Any]:
+    def child_model(messages: Any, tools: Any) -> ModelResponse:
         task = messages[0].content
         if messages[-1].role == "tool":
-            return {"content": f"{task}: {messages[-1].content}", "usage": {"input_tokens": 7}}
-        return {"tool_calls": [call("meet", who=task)], "usage": {"input_tokens": 5}}
+            return ModelResponse(
+                content=f"{task}: {messages[-1].content}", usage=Usage(input_tokens=7)
+            )
+        meeting = ToolCall(id=f"meet-{task}", name="meet", arguments={"who": task})
+        return ModelResponse(tool_calls=(meeting,), usage=Usage(input_tokens=5))
 
     child = Agent(ScriptedModel(child_model), [meet])
     helper = child.as_tool("helper", "Meets.")
@@ -141,9 +154,9 @@ async def test_children_of_one_response_run_in_parallel_and_their_usage_adds_up(
 async def test_the_optional_context_reaches_the_child() -> None:
     seen: list[str] = []
 
-    def child_model(messages: Any, tools: Any) -> str:
+    def child_model(messages: Any, tools: Any) -> ModelResponse:
         seen.append(messages[-1].content)
-        return "done"
+        return ModelResponse(content="done")
 
     child = Agent(ScriptedModel(child_model))
     helper = child.as_tool("helper", "Helps.")
