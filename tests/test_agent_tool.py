@@ -73,7 +73,10 @@ async def test_child_token_budget_is_what_the_parent_has_left() -> None:
     child = Agent(
         ScriptedModel(
             [
-                {"tool_calls": [call("calculator", expression="1+1")], "usage": {"input_tokens": 995}},
+                {
+                    "tool_calls": [call("calculator", expression="1+1")],
+                    "usage": {"input_tokens": 995},
+                },
                 "never requested",
             ]
         ),

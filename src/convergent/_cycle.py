@@ -332,9 +332,7 @@ class Run:
             )
         else:
             usage = state.usage
-            limit = self.limits.reached(
-                self.cycles_used(), usage.total_tokens, elapsed, usage.cost
-            )
+            limit = self.limits.reached(self.cycles_used(), usage.total_tokens, elapsed, usage.cost)
         if limit is None and not paused and taken is NO_COMMANDS:
             return CONTINUE
         decision = decide(

@@ -58,8 +58,10 @@ def current_call() -> CallContext | None:
 
 
 def entered(context: CallContext | None) -> Token[CallContext | None]:
-    """Make ``context`` the current call's (the loop does, around each call); reset with
-    the token's ``var.reset``."""
+    """Make ``context`` the current call's; the loop does, around each call.
+
+    Undo it with the token (``token.var.reset(token)``).
+    """
     return _CURRENT.set(context)
 
 
@@ -69,7 +71,6 @@ def narrowed(limits: Limits, remaining: Limits) -> Limits:
     A budget unset in ``limits`` takes the remaining one; the thresholds
     (``max_repeated_calls``, ``stall_nudges``) stay those of ``limits``.
     """
-
     return Limits(
         max_cycles=least(limits.max_cycles, remaining.max_cycles),
         max_total_tokens=least(limits.max_total_tokens, remaining.max_total_tokens),

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from convergent import Agent, ScriptedModel, StopReason, tool
+from convergent import Agent, RunResult, ScriptedModel, StopReason, tool
 from convergent.events import Event, RunStopped
 from convergent.state import RunState
 from convergent.store import RunStore
@@ -49,8 +49,21 @@ def counted_child(invocations: list[str], observers: Any = ()) -> Agent:
         return "3"
 
     return Agent(
-        ScriptedModel([call("count", what="apples"), answer("3 apples")]), [count], observers=observers
+        ScriptedModel([call("count", what="apples"), answer("3 apples")]),
+        [count],
+        observers=observers,
     )
+
+
+async def resume(parent: Agent, store: RunStore, claimed: bool) -> RunResult:
+    """Continue the run ``parent`` with the store, or under a claim taken on it first."""
+    if not claimed:
+        return await parent.resume("parent", store=store)
+    claim = store.claim("parent")
+    try:
+        return await parent.run(state=claim.load("parent"), store=claim)
+    finally:
+        claim.release()
 
 
 async def test_a_child_run_is_stored_linked_to_its_parent_call(tmp_path: Path) -> None:
@@ -77,8 +90,9 @@ async def test_a_child_run_is_stored_linked_to_its_parent_call(tmp_path: Path) -
     assert stored_parent.usage.total_tokens == 40  # the parent's two requests and the child's two
 
 
+@pytest.mark.parametrize("claimed", [False, True], ids=["store", "claim"])
 async def test_a_resumed_parent_reuses_the_result_of_a_child_that_had_finished(
-    tmp_path: Path,
+    tmp_path: Path, claimed: bool
 ) -> None:
     invocations: list[str] = []
     child = counted_child(invocations, observers=[CrashOnceAtStop()])
@@ -91,7 +105,7 @@ async def test_a_resumed_parent_reuses_the_result_of_a_child_that_had_finished(
         assert store.get_run("parent").stop_reason is None
         assert [c.id for c in store.load("parent").pending_calls()] == ["call_1"]
         assert store.children("parent")[0].stop_reason is StopReason.COMPLETED
-        result = await parent.resume("parent", store=store)
+        result = await resume(parent, store, claimed)
         children = store.children("parent")
     assert invocations == ["apples"]  # the child's tool ran once
     assert result.stop_reason is StopReason.COMPLETED
@@ -101,7 +115,10 @@ async def test_a_resumed_parent_reuses_the_result_of_a_child_that_had_finished(
     assert result.usage.total_tokens == 40
 
 
-async def test_a_resumed_parent_continues_a_child_that_had_not_finished(tmp_path: Path) -> None:
+@pytest.mark.parametrize("claimed", [False, True], ids=["store", "claim"])
+async def test_a_resumed_parent_continues_a_child_that_had_not_finished(
+    tmp_path: Path, claimed: bool
+) -> None:
     invocations: list[str] = []
 
     @tool
@@ -128,7 +145,7 @@ async def test_a_resumed_parent_continues_a_child_that_had_not_finished(tmp_path
         with pytest.raises(Crash):
             await parent.run("how much fruit?", run_id="parent", store=store)
         assert store.children("parent")[0].stop_reason is None
-        result = await parent.resume("parent", store=store)
+        result = await resume(parent, store, claimed)
         (stored_child,) = store.children("parent")
     # the interrupted call was not retried (its tool is not idempotent); the child went on
     assert invocations == ["apples", "pears"]

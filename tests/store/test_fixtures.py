@@ -219,9 +219,7 @@ def test_v5_database_links_a_child_run_to_its_parent_call(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("version", [1, 2, 3, 4])
-def test_older_databases_are_upgraded_to_runs_without_parents(
-    version: int, tmp_path: Path
-) -> None:
+def test_older_databases_are_upgraded_to_runs_without_parents(version: int, tmp_path: Path) -> None:
     copy = tmp_path / f"runs.v{version}.db"
     shutil.copy(FIXTURES / copy.name, copy)
     with RunStore(copy) as store:

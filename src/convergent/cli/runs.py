@@ -83,9 +83,7 @@ def runs_command(
     with open_reader(db) as store:
         if json_output:
             _print_json(store.iter_runs(limit))
-        elif not _print_table(
-            store, store.iter_runs(limit, clip=TASK_SHOWN * 4, top_only=True)
-        ):
+        elif not _print_table(store, store.iter_runs(limit, clip=TASK_SHOWN * 4, top_only=True)):
             print(f"no runs in {db}")
 
 
