@@ -21,7 +21,7 @@ def test_repeated_calls_in_one_step_get_distinct_ids() -> None:
     first, second = twice.tool_calls
     assert second.id == f"{first.id}-2"
     assert twice.finish_reason == "tool_calls"
-    assert twice.usage == Usage(requests=1)
+    assert twice.usage == Usage()
 
 
 def test_an_answer_has_no_calls_and_stops() -> None:

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from convergent.store import RunStore
+from convergent.testing import call, step
 
-from .conftest import call, make_run, needs_extra
+from .conftest import make_run, needs_extra
 
 COMMAND = [sys.executable, "-m", "convergent", "ui", "--no-open"]
 
@@ -190,7 +191,7 @@ def test_a_database_that_cannot_be_written_is_shown_read_only(tmp_path: Path) ->
     folder.mkdir()
     db = folder / "runs.db"
     with RunStore(db) as store:
-        make_run(store, "r1", [{"tool_calls": [call("calculator", expression="1+1")]}, "2"])
+        make_run(store, "r1", [step(call("calculator", expression="1+1")), "2"])
     prefix = read_only(folder)
     try:
         listed = subprocess.run(

@@ -8,12 +8,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from convergent.messages import ModelResponse, ToolCall, Usage
+from convergent.messages import NO_USAGE, ModelResponse, ToolCall, Usage
 from convergent.models._prices import PriceLike
 from convergent.models.scripted import ScriptedModel
-
-ONE_REQUEST = Usage(requests=1)
-"""The usage of a response that reports no tokens: one request, nothing else."""
 
 
 def call(name: str, /, call_id: str | None = None, **arguments: Any) -> ToolCall:
@@ -31,7 +28,7 @@ def call(name: str, /, call_id: str | None = None, **arguments: Any) -> ToolCall
     return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
-def step(*calls: ToolCall, content: str = "", usage: Usage = ONE_REQUEST) -> ModelResponse:
+def step(*calls: ToolCall, content: str = "", usage: Usage = NO_USAGE) -> ModelResponse:
     """A response that asks for ``calls`` (run as one batch), so the loop goes on.
 
     Two calls of one batch never share an id: a repeated id gets ``-2``, ``-3``...
@@ -39,7 +36,8 @@ def step(*calls: ToolCall, content: str = "", usage: Usage = ONE_REQUEST) -> Mod
     Args:
         *calls: The tool calls, from `call`.
         content: Text the model writes beside the calls.
-        usage: The tokens and cost the response reports.
+        usage: The tokens, requests and cost the response reports (none by default,
+            like a plain string in a `ScriptedModel`'s script).
     """
     seen: dict[str, int] = {}
     batch: list[ToolCall] = []
@@ -55,12 +53,13 @@ def step(*calls: ToolCall, content: str = "", usage: Usage = ONE_REQUEST) -> Mod
     )
 
 
-def answer(text: str, *, usage: Usage = ONE_REQUEST) -> ModelResponse:
+def answer(text: str, *, usage: Usage = NO_USAGE) -> ModelResponse:
     """A final response: ``text`` and no tool calls, so the run completes.
 
     Args:
         text: The answer.
-        usage: The tokens and cost the response reports.
+        usage: The tokens, requests and cost the response reports (none by default,
+            like a plain string in a `ScriptedModel`'s script).
     """
     return ModelResponse(content=text, usage=usage, finish_reason="stop", model_name="scripted")
 
