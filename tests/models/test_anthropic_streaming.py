@@ -25,15 +25,15 @@ from convergent.testing.chat_server import SSE, ChatServer, anthropic_stream
 from ._replay import EXCHANGES
 
 
-def recorded(name: str) -> dict[str, Any]:
+def exchange(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((EXCHANGES / f"{name}.json").read_text())
     return data
 
 
 def reply(n: int, body: dict[str, Any]) -> bytes | SSE:
-    """The recording the last user text names, streamed when the request asks."""
+    """The exchange the last user text names, streamed when the request asks."""
     name = body["messages"][-1]["content"][-1]["text"]
-    message = recorded(name)
+    message = exchange(name)
     return anthropic_stream(message) if body.get("stream") else json.dumps(message).encode()
 
 
@@ -75,7 +75,7 @@ async def test_the_output_tokens_come_from_message_delta(server: ChatServer) -> 
 async def test_a_listened_run_gets_the_deltas_of_each_reply(server: ChatServer) -> None:
     def script(n: int, body: dict[str, Any]) -> bytes | SSE:
         name = "anthropic_tool_use" if n == 1 else "anthropic_answer"
-        return anthropic_stream(recorded(name))
+        return anthropic_stream(exchange(name))
 
     with ChatServer(script) as stub:
         seen: list[Event] = []
@@ -91,7 +91,7 @@ async def test_a_listened_run_gets_the_deltas_of_each_reply(server: ChatServer) 
 
 
 async def test_an_error_event_mid_stream_stops_the_run_model_error() -> None:
-    events = anthropic_stream(recorded("anthropic_answer")).events[:3]
+    events = anthropic_stream(exchange("anthropic_answer")).events[:3]
     error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     failing = SSE([*events, ("error", json.dumps(error))], done=False)
     with ChatServer(lambda n, body: failing) as stub:
@@ -104,7 +104,7 @@ async def test_an_error_event_mid_stream_stops_the_run_model_error() -> None:
 
 
 async def test_a_stream_without_its_end_stops_the_run_model_error() -> None:
-    cut = SSE(anthropic_stream(recorded("anthropic_answer")).events[:4], done=False)
+    cut = SSE(anthropic_stream(exchange("anthropic_answer")).events[:4], done=False)
     with ChatServer(lambda n, body: cut) as stub:
         result = await Agent(model_at(stub)).run("x", on_event=lambda e: None)
     assert result.stop_reason is StopReason.MODEL_ERROR

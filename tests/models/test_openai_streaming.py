@@ -30,7 +30,7 @@ from ._replay import EXCHANGES
 QUESTION = [UserMessage(content="17*23?")]
 
 
-def recorded(name: str) -> bytes:
+def exchange(name: str) -> bytes:
     return (EXCHANGES / f"{name}.json").read_bytes()
 
 
@@ -41,8 +41,8 @@ def model_at(stub: ChatServer, **options: Any) -> OpenAIChatModel:
 
 @pytest.fixture
 def replays() -> Iterator[ChatServer]:
-    """Answers every request with the recording its last user message names."""
-    with ChatServer(lambda n, body: recorded(body["messages"][-1]["content"])) as stub:
+    """Answers every request with the exchange its last user message names."""
+    with ChatServer(lambda n, body: exchange(body["messages"][-1]["content"])) as stub:
         yield stub
 
 
@@ -82,7 +82,7 @@ async def test_tool_call_arguments_arrive_in_pieces_by_call(replays: ChatServer)
         (1, "call_def", "list_dir"),
     ]
     for index, raw in enumerate(
-        json.loads(recorded("openai_tool_call"))["choices"][0]["message"]["tool_calls"]
+        json.loads(exchange("openai_tool_call"))["choices"][0]["message"]["tool_calls"]
     ):
         pieces = [c.arguments for c in calls if c.index == index]
         assert len(pieces) > 2
@@ -90,7 +90,7 @@ async def test_tool_call_arguments_arrive_in_pieces_by_call(replays: ChatServer)
 
 
 async def test_the_usage_comes_from_the_streams_last_chunk() -> None:
-    body = recorded("openai_answer")
+    body = exchange("openai_answer")
     with ChatServer(lambda n, request: openai_stream(body, include_usage=n == 1)) as stub:
         model = model_at(stub)
         *_, counted = [part async for part in model.request_stream(QUESTION, ())]
@@ -102,7 +102,7 @@ async def test_the_usage_comes_from_the_streams_last_chunk() -> None:
 
 async def test_a_listened_run_streams_and_ends_as_an_unstreamed_one(tmp_path: Path) -> None:
     def script(n: int, body: dict[str, Any]) -> bytes:
-        return recorded("openai_tool_call" if n in (1, 3) else "openai_answer")
+        return exchange("openai_tool_call" if n in (1, 3) else "openai_answer")
 
     with ChatServer(script) as stub:
         agent = Agent(model_at(stub), [calculator, *file_tools(tmp_path)])
@@ -130,7 +130,7 @@ async def test_a_listened_run_streams_and_ends_as_an_unstreamed_one(tmp_path: Pa
 
 
 async def test_an_error_in_the_stream_stops_the_run_model_error() -> None:
-    first = openai_stream(recorded("openai_answer")).events[:2]
+    first = openai_stream(exchange("openai_answer")).events[:2]
     failing = SSE([*first, (None, json.dumps({"error": {"message": "the server is overloaded"}}))])
     with ChatServer(lambda n, body: failing) as stub:
         seen: list[Event] = []
@@ -142,7 +142,7 @@ async def test_an_error_in_the_stream_stops_the_run_model_error() -> None:
 
 
 async def test_a_stream_cut_short_stops_the_run_model_error() -> None:
-    cut = SSE(openai_stream(recorded("openai_answer")).events[:3], done=False)
+    cut = SSE(openai_stream(exchange("openai_answer")).events[:3], done=False)
     with ChatServer(lambda n, body: cut) as stub:
         result = await Agent(model_at(stub, max_retries=2)).run("x", on_event=lambda e: None)
     assert result.stop_reason is StopReason.MODEL_ERROR
@@ -154,7 +154,7 @@ async def test_a_failure_before_the_stream_is_retried() -> None:
     busy = SSE([], done=False, status=503, headers={"retry-after-ms": "1"})
 
     def script(n: int, body: dict[str, Any]) -> bytes | SSE:
-        return busy if n == 1 else recorded("openai_answer")
+        return busy if n == 1 else exchange("openai_answer")
 
     with ChatServer(script) as stub:
         result = await Agent(model_at(stub, max_retries=1)).run("x", on_event=lambda e: None)
