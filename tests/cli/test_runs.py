@@ -1,4 +1,6 @@
-"""``run --run-id``, ``runs``, ``resume``, ``rewind`` and ``steer`` through the console script."""
+"""``run --run-id``, ``runs``, ``resume``, ``rewind`` and ``steer`` through the console
+script's entry point in this process (`cli_runner`), and in a subprocess where standard
+input itself is under test."""
 
 from __future__ import annotations
 
@@ -11,21 +13,21 @@ from typing import Any
 
 import pytest
 
+from cli_runner import Ran, invoke
 from convergent.store import RunStore
 
 RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
 EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 
 
-def cli(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, cwd: Path, stdin: str | None = None) -> Ran:
+    return invoke(*args, cwd=cwd, stdin=stdin)
+
+
+def console_script(*args: str, cwd: Path, stdin: str) -> subprocess.CompletedProcess[str]:
+    """The installed ``convergent`` in a process of its own, for a real standard input."""
     return subprocess.run(
-        [EXE, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        check=False,
-        input=stdin,
+        [EXE, *args], capture_output=True, text=True, timeout=60, cwd=cwd, check=False, input=stdin
     )
 
 
@@ -115,8 +117,9 @@ def test_skills_option_puts_skills_in_the_prompt(tmp_path: Path) -> None:
     assert not (tmp_path / ".convergent").exists()
 
 
+@pytest.mark.slow
 def test_terminal_steering_reads_stdin_when_asked(tmp_path: Path) -> None:
-    proc = cli("run", "x", "--model", script(tmp_path, "s.json", ["answer"]), "--steer",
+    proc = console_script("run", "x", "--model", script(tmp_path, "s.json", ["answer"]), "--steer",
                "--json", cwd=tmp_path, stdin="")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["output"] == "answer"
