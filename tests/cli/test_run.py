@@ -4,18 +4,14 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cli_runner import Ran, invoke
+from cli_runner import EXE, Ran, invoke
 from convergent.store import RunStore
-
-EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> Ran:

@@ -6,29 +6,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cli_runner import Ran, invoke
+from cli_runner import Ran, console_script, invoke
 from convergent.store import RunStore
 
 RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 
 
 def cli(*args: str, cwd: Path, stdin: str | None = None) -> Ran:
     return invoke(*args, cwd=cwd, stdin=stdin)
-
-
-def console_script(*args: str, cwd: Path, stdin: str) -> subprocess.CompletedProcess[str]:
-    """The installed ``convergent`` in a process of its own, for a real standard input."""
-    return subprocess.run(
-        [EXE, *args], capture_output=True, text=True, timeout=60, cwd=cwd, check=False, input=stdin
-    )
 
 
 def script(folder: Path, name: str, responses: list[Any]) -> str:
