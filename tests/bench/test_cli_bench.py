@@ -19,6 +19,7 @@ def run_cli(*args: str) -> Ran:
     return invoke("bench", *args)
 
 
+@pytest.mark.slow
 def test_json_is_one_object_with_rates_per_suite_and_policy() -> None:
     pytest.importorskip("bfcl_eval")
     done = run_cli(
@@ -45,6 +46,7 @@ def test_json_is_one_object_with_rates_per_suite_and_policy() -> None:
     }
 
 
+@pytest.mark.slow
 def test_out_writes_json_markdown_and_charts(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "report"
@@ -57,6 +59,7 @@ def test_out_writes_json_markdown_and_charts(tmp_path: Path) -> None:
     assert (out / "convergence_rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_same_seed_same_numbers() -> None:
     first = run_cli("convergence", "--json", "--tasks-per-scenario", "2", "--seed", "5")
     second = run_cli("convergence", "--json", "--tasks-per-scenario", "2", "--seed", "5")
