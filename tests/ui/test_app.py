@@ -471,6 +471,7 @@ def needs_user_run(store: RunStore, folder: Path, run_id: str) -> Path:
     return script
 
 
+@pytest.mark.slow
 def test_answering_resumes_a_run_started_with_a_relative_script_and_a_workspace(
     store: RunStore, client: TestClient, tmp_path: Path
 ) -> None:
@@ -484,6 +485,7 @@ def test_answering_resumes_a_run_started_with_a_relative_script_and_a_workspace(
     assert run.stop_reason is StopReason.COMPLETED and run.output == "you chose it"
 
 
+@pytest.mark.slow
 def test_a_resume_that_cannot_start_is_reported_as_failed(
     store: RunStore, client: TestClient, tmp_path: Path
 ) -> None:

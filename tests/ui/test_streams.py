@@ -100,6 +100,7 @@ def suspended_streams() -> list[Any]:
     ]
 
 
+@pytest.mark.slow
 def test_a_closed_stream_lets_go_of_everything_it_held(huge: str, console: Listening) -> None:
     served = console_of(console.app)
     headers = {"authorization": f"Bearer {console.token}"}
