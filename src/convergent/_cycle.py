@@ -47,6 +47,7 @@ from convergent.messages import (
 )
 from convergent.models.base import Model, ModelSettings
 from convergent.monitor import CHARS_PER_MESSAGE, FINAL_ANSWER_TOKENS, RunMonitor
+from convergent.output import OutputSpec
 from convergent.result import RunResult
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import NO_COMMANDS, SteeringCommand, SteeringQueue, Taken
@@ -108,6 +109,7 @@ class LoopSpec(Protocol):
     max_consecutive_tool_errors: int | None
     final_answer: bool
     verifier: Verifier | None
+    output: OutputSpec | None
     context_policy: ContextPolicy | None
     gate: ActionGate | None
     follow_up: FollowUpGate | None
@@ -155,6 +157,7 @@ class Run:
         "listening",
         "mark",
         "monitor",
+        "output_value",
         "reserve",
         "sink",
         "state",
@@ -211,6 +214,8 @@ class Run:
         """The steering command that asked for the stop."""
         self.delivering: tuple[SteeringCommand, ...] = ()
         """Steering messages being delivered as the pending `Interrupted`."""
+        self.output_value: object = None
+        """The latest answer's value of the output type, once one validated."""
 
     def failed(self, error: BaseException) -> None:
         """An exception ends the run without a stop: tell observers that want to know.
@@ -379,7 +384,10 @@ class Run:
         return await self._run_tools(calls, cycle)
 
     async def _on_answer(self, content: str) -> Decision:
-        """An answer without tool calls: steering that arrived meanwhile, then the verifier."""
+        """An answer without tool calls: steering that arrived meanwhile, then the checks.
+
+        The output type's check comes first: the verifier judges only a valid answer.
+        """
         taken = self.steering.take() if self.steering is not None else NO_COMMANDS
         if taken is not NO_COMMANDS:
             facts = Facts(
@@ -390,24 +398,31 @@ class Run:
                 roll_over=taken.roll_over,
             )
             return self._settle(taken, decide(facts))
-        verifier = self.agent.verifier
-        if verifier is None:
+        output, verifier = self.agent.output, self.agent.verifier
+        if output is None and verifier is None:
             return decide(_ANSWERED)
+        if output is not None:
+            check = output.check(content)
+            if check.errors is not None:
+                self._verified(False, f"output: {check.errors}")
+                return decide(Facts(answered=True, output_errors=check.errors))
+            self.output_value, self.state.output_data = check.value, check.data
+            if verifier is None:
+                return decide(_ANSWERED)
+        assert verifier is not None
         verdict = verifier(content)
         if inspect.isawaitable(verdict):
             verdict = await verdict
         feedback = "" if verdict.passed else verdict.feedback or "the answer failed verification"
-        state = self.state
-        if self.listening:
-            self.sink.emit(
-                Verified(
-                    run_id=state.run_id,
-                    cycle=state.cycles,
-                    passed=verdict.passed,
-                    feedback=feedback,
-                )
-            )
+        self._verified(verdict.passed, feedback)
         return decide(Facts(answered=True, verdict=verdict.passed, feedback=feedback))
+
+    def _verified(self, passed: bool, feedback: str) -> None:
+        if self.listening:
+            state = self.state
+            self.sink.emit(
+                Verified(run_id=state.run_id, cycle=state.cycles, passed=passed, feedback=feedback)
+            )
 
     async def _run_tools(
         self, calls: Sequence[ToolCall], cycle: int, *, review: bool = True
@@ -587,6 +602,8 @@ class Run:
     async def finish(self, stop: Stop) -> RunResult:
         state = self.state
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
+        if stop.reason is not StopReason.COMPLETED:
+            state.output_data = self.output_value = None
         state.output, state.output_after_stop = await self._output(stop)
         state.elapsed = self.elapsed()
         if self.journal is not None:
@@ -615,6 +632,7 @@ class Run:
             tool_calls=tuple(state.tool_calls),
             usage=state.usage,
             messages=tuple(state.messages),
+            output_data=self.output_value,
             events=self.sink.log(),
         )
 
@@ -639,6 +657,9 @@ class Run:
         agent, state = self.agent, self.state
         prompt = FINAL_ANSWER_PROMPT.format(detail=detail)
         settings = agent.settings
+        if settings is not None and settings.output_schema is not None:
+            # the best answer so far, in words: it is not held to the output type
+            settings = dataclasses.replace(settings, output_schema=None)
         if self.reserve:
             wanted = settings.max_tokens if settings is not None else None
             room = self.monitor.final_answer_tokens(
