@@ -173,6 +173,9 @@ class Agent:
         self.record_events = record_events
         self.parallel_tool_calls = parallel_tool_calls
         self.workspace = str(Path(workspace).resolve()) if workspace is not None else None
+        if recipe is not None and self.output is not None:
+            # a resumed run checks its answer against the same schema
+            recipe = recipe.model_copy(update={"output_schema": self.output.schema})
         self.recipe = recipe
         self.store = store
         self.instrument = instrument

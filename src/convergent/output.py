@@ -173,4 +173,3 @@ def _joined(lines: list[str]) -> str:
     if len(lines) > _MAX_ERRORS:
         shown += f"; and {len(lines) - _MAX_ERRORS} more"
     return shown
-

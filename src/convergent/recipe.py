@@ -62,10 +62,11 @@ __all__ = [
     "resolve_tools",
 ]
 
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 """Version of the recipe's shape; bumped when a field is added or changes meaning.
 
-Version 2 added ``final_answer`` and ``limits.stall_nudges``; version 3 ``price``."""
+Version 2 added ``final_answer`` and ``limits.stall_nudges``; version 3 ``price``;
+version 4 ``output_schema``."""
 
 BUILTIN_TOOLS = (
     "calculator",
@@ -172,6 +173,9 @@ class RunRecipe(BaseModel):
     """Compress the context near the model's window."""
     parallel_tool_calls: bool = True
     """Run a response's calls concurrently."""
+    output_schema: dict[str, Any] | None = None
+    """JSON Schema the final answer must validate against (`convergent.output`); a
+    run is ``completed`` only when it does."""
 
     @field_serializer("mcp_servers")
     def _without_secrets(self, servers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -347,6 +351,7 @@ def agent_arguments(recipe: RunRecipe, context: BuildContext | None = None) -> d
         "context_policy": ContextCompressor() if recipe.compress else None,
         "gate": gate,
         "parallel_tool_calls": recipe.parallel_tool_calls,
+        "output_schema": recipe.output_schema,
         "workspace": workspace,
         "mcp_servers": servers,
         "recipe": recipe.model_copy(update={"model": spec, "workspace": workspace}),

@@ -56,6 +56,7 @@ def _summary_dict(run: RunSummary) -> dict[str, object]:
         "started_at": run.started_at,
         "updated_at": run.updated_at,
         "resumable": run.resumable,
+        "output_data": run.output_data,
     }
 
 

@@ -445,6 +445,7 @@ class AgentWorkflow:
             context_policy=ContextCompressor() if recipe.compress else None,
             gate=gate,
             parallel_tool_calls=recipe.parallel_tool_calls,
+            output_schema=recipe.output_schema,
             observers=[self.recorder],
             # a workflow replays its history: spans made here would repeat on every replay
             instrument=False,
