@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.cli.test_runs import calc, cli, script
 
 SCHEMA = {

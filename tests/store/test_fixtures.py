@@ -12,6 +12,9 @@ its second cycle, so that its row still names that process as its holder.
 after the stop) and ``state.v3.json`` (run state version 3) hold a run whose lookups
 failed twice, then repeated a calculation, was nudged, stopped ``stalled`` and answered
 after the stop, with a message queued; ``write_v4.py`` wrote them.
+``runs.v5.db`` (schema version 5: runs keep their typed output's data) and
+``state.v4.json`` (run state version 4) hold a run of an agent with an output type
+whose third answer validated; ``write_v5.py`` wrote them.
 """
 
 from __future__ import annotations
@@ -196,3 +199,36 @@ def test_stored_outcomes_load_as_the_enum(v4_store: RunStore) -> None:
     assert all(type(r.outcome) is CallOutcome for r in records)
     old = RunState.from_jsonable(json.loads((FIXTURES / "state.v1.json").read_text()))
     assert all(type(r.outcome) is CallOutcome for r in old.tool_calls)
+
+
+def test_v4_state_json_loads_with_its_output_data() -> None:
+    data = json.loads((FIXTURES / "state.v4.json").read_text())
+    assert data["schema_version"] == 4
+    state = RunState.from_jsonable(data)
+    assert state.stop_reason is StopReason.COMPLETED and state.cycles == 4
+    assert state.output == '{"total": 6, "unit": "apples"}'
+    assert state.output_data == {"total": 6, "unit": "apples"}
+
+
+def test_v5_database_loads_the_same_state_and_summary(tmp_path: Path) -> None:
+    copy = tmp_path / "runs.db"
+    shutil.copy(FIXTURES / "runs.v5.db", copy)
+    with RunStore(copy) as store:
+        expected = RunState.from_jsonable(json.loads((FIXTURES / "state.v4.json").read_text()))
+        assert store.load("fixture-v5") == expected
+        summary = store.get_run("fixture-v5")
+        assert summary.status == "completed"
+        assert summary.output_data == {"total": 6, "unit": "apples"}
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+def test_older_databases_are_upgraded_and_load_without_output_data(
+    version: int, tmp_path: Path
+) -> None:
+    copy = tmp_path / f"runs.v{version}.db"
+    shutil.copy(FIXTURES / copy.name, copy)
+    with RunStore(copy) as store:
+        assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)] == [(5,)]
+        run_id = f"fixture-v{version}"
+        assert store.get_run(run_id).output_data is None
+        assert store.load(run_id).output_data is None
