@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from convergent.exceptions import UserError
+from convergent.exceptions import ToolError, UserError
 from convergent.extensions import Verification, Verifier
 from convergent.messages import NO_USAGE, ToolCall, Usage
 from convergent.monitor import RunMonitor
@@ -43,6 +43,7 @@ __all__ = [
     "NotExpressible",
     "Review",
     "StopReport",
+    "failure",
 ]
 
 ANSWER_AFTER_STOP = frozenset(
@@ -78,6 +79,13 @@ _MESSAGE_CHARS = 16
 
 ToolOutcome = Literal["ok", "failed", "invalid"]
 """How a call that was attempted ended: ran, failed, or was rejected as the model's mistake."""
+
+
+def failure(tool: str, error: BaseException) -> tuple[str, bool]:
+    """A tool's exception as the loop words it for the model, and whether it is fatal."""
+    if isinstance(error, ToolError):
+        return f"{tool} failed: {error}", error.fatal
+    return f"{tool} raised {type(error).__name__}: {error}", False
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,8 +39,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
-from convergent.adapters._driver import CycleDriver, StopReport, ToolOutcome
-from convergent.exceptions import ToolError
+from convergent.adapters._driver import CycleDriver, StopReport, ToolOutcome, failure
 from convergent.extensions import Verifier
 from convergent.messages import ToolCall, Usage
 from convergent.stop import Interrupted, Limits, Nudge, Stop
@@ -312,11 +311,9 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
 def _failed(request: ToolCallRequest, exc: Exception) -> ToolMessage:
     book: _RunBook = request.state["convergence_run"]
     call = request.tool_call
-    fatal = isinstance(exc, ToolError) and exc.fatal
+    text, fatal = failure(call["name"], exc)
     book.outcomes[call["id"] or ""] = ("failed", fatal)
-    return ToolMessage(
-        f"error: {exc}", tool_call_id=call["id"] or "", name=call["name"], status="error"
-    )
+    return ToolMessage(text, tool_call_id=call["id"] or "", name=call["name"], status="error")
 
 
 def _status(message: ToolMessage) -> ToolOutcome:
