@@ -9,7 +9,16 @@ from typing import Any
 from convergent import Agent, ScriptedModel, tool
 from convergent.messages import ModelResponse, ToolCall, Usage
 
-from .trajectories import READ_ONLY, TERMINAL, USAGE, Ending, Step, Trajectory, World, needs_citation
+from .trajectories import (
+    READ_ONLY,
+    TERMINAL,
+    USAGE,
+    Ending,
+    Step,
+    Trajectory,
+    World,
+    needs_citation,
+)
 
 
 def _verifier(trajectory: Trajectory) -> Any:
@@ -105,8 +114,8 @@ async def run_langchain(trajectory: Trajectory) -> Ending:
 async def run_openai_agents(trajectory: Trajectory) -> Ending:
     from agents import Agent as SdkAgent
     from agents import function_tool
-    from agents.testing import ModelStep, ScriptedModel as SdkScriptedModel
-    from agents.testing import assistant_message, function_call
+    from agents.testing import ModelStep, assistant_message, function_call
+    from agents.testing import ScriptedModel as SdkScriptedModel
     from agents.usage import Usage as SdkUsage
 
     from convergent.adapters.openai_agents import run

@@ -29,7 +29,9 @@ a final answer after a stop); before that, its own leg of the suite cannot agree
 
 @pytest.mark.parametrize("host", sorted(HOSTS))
 @pytest.mark.parametrize("trajectory", TRAJECTORIES, ids=lambda t: t.name)
-async def test_every_host_ends_the_trajectory_the_same_way(host: str, trajectory: Trajectory) -> None:
+async def test_every_host_ends_the_trajectory_the_same_way(
+    host: str, trajectory: Trajectory
+) -> None:
     if host == "loop" and not LOOP_DECIDES:
         pytest.skip("convergent's loop does not take its stops from decide() yet")
     if (host, trajectory.name) in NOT_EXPRESSIBLE:

@@ -64,7 +64,6 @@ FINAL_ANSWER_PROMPT = (
 """The request for the final answer after a stop."""
 
 
-
 class NotExpressible(UserError):
     """The host framework cannot express what was asked of its adapter.
 
@@ -304,7 +303,9 @@ class CycleDriver:
 
     # -- after the calls ran ------------------------------------------------------------
 
-    def observe(self, call: ToolCall, outcome: ToolOutcome, result: str, *, fatal: bool = False) -> None:
+    def observe(
+        self, call: ToolCall, outcome: ToolOutcome, result: str, *, fatal: bool = False
+    ) -> None:
         """Record one call that ran (or was rejected), in call order."""
         self.monitor.observe(call, outcome, result, fatal=fatal)
         self._pending += len(result) + _MESSAGE_CHARS

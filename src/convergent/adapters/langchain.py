@@ -17,7 +17,7 @@ Install with ``pip install convergent[langchain]``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain.agents.middleware.types import (
@@ -37,7 +37,6 @@ from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
-from typing_extensions import NotRequired
 
 from convergent.adapters._driver import CycleDriver, StopReport, ToolOutcome, failure
 from convergent.extensions import Verifier
@@ -197,7 +196,7 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage:
         """Count the cycle; once stopped, make the request the final one, without tools."""
-        book: _RunBook = request.state["convergence_run"]
+        book: _RunBook = request.state["convergence_run"]  # type: ignore[typeddict-item]
         if book.final:
             return handler(_final_request(request, book.driver))
         response = handler(request)
@@ -210,7 +209,7 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage:
         """Count the cycle; once stopped, make the request the final one, without tools."""
-        book: _RunBook = request.state["convergence_run"]
+        book: _RunBook = request.state["convergence_run"]  # type: ignore[typeddict-item]
         if book.final:
             return await handler(_final_request(request, book.driver))
         response = await handler(request)

@@ -241,7 +241,9 @@ class Convergence:
             if call is None or call_id in self._skipped:
                 continue
             outcome: ToolOutcome = "failed" if call_id in self._failed else "ok"
-            driver.observe(call, outcome, str(result.output), fatal=self._failed.get(call_id, False))
+            driver.observe(
+                call, outcome, str(result.output), fatal=self._failed.get(call_id, False)
+            )
         self._skipped, self._failed = {}, {}
         decision = driver.end_step()
         if isinstance(decision, Nudge):
@@ -255,7 +257,7 @@ class Convergence:
         return ToolsToFinalOutputResult(is_final_output=True, final_output=output)
 
     async def _finish(self, history: Sequence[TResponseInputItem]) -> str:
-        """The run's final output: a hand-off's result, the answer after the stop, or the last text."""
+        """The final output: a hand-off's result, the answer after the stop, or the last text."""
         driver = self.driver
         prompt = driver.final_prompt()
         final = await self._final_answer(history, prompt) if prompt is not None else None
