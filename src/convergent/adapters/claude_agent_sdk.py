@@ -25,9 +25,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Collection, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from claude_agent_sdk import ClaudeAgentOptions, HookContext, HookMatcher, ResultMessage
+from claude_agent_sdk.types import HookCallback
 
 from convergent.adapters._driver import CycleDriver, NotExpressible, StopReport
 from convergent.extensions import Verifier
@@ -104,10 +105,12 @@ class Convergence:
     def hooks(self) -> dict[Any, list[HookMatcher]]:
         """The hooks, by event, for ``ClaudeAgentOptions(hooks=...)``."""
         return {
-            "PreToolUse": [HookMatcher(hooks=[self._pre_tool_use])],
-            "PostToolUse": [HookMatcher(hooks=[self._post_tool_use])],
-            "PostToolUseFailure": [HookMatcher(hooks=[self._post_tool_use_failure])],
-            "Stop": [HookMatcher(hooks=[self._stop])],
+            "PreToolUse": [HookMatcher(hooks=[cast(HookCallback, self._pre_tool_use)])],
+            "PostToolUse": [HookMatcher(hooks=[cast(HookCallback, self._post_tool_use)])],
+            "PostToolUseFailure": [
+                HookMatcher(hooks=[cast(HookCallback, self._post_tool_use_failure)])
+            ],
+            "Stop": [HookMatcher(hooks=[cast(HookCallback, self._stop)])],
         }
 
     def options(self, base: ClaudeAgentOptions | None = None) -> ClaudeAgentOptions:
