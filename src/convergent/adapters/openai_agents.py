@@ -1,0 +1,376 @@
+"""Convergent's stop decisions in the OpenAI Agents SDK.
+
+`Convergence` drives a `CycleDriver` through the SDK's documented seams, in the loop's
+order: `RunHooks` count each model request and review its tool calls before they run;
+a tool input guardrail gives a stalled call the nudge as its result instead of
+running it (``reject_content``); ``RunConfig.tool_error_formatter`` tells a failure
+from a result; the agent's ``tool_use_behavior`` callable judges each finished batch
+(a hand-off, tool errors) and the limits before the next request, and ends the run
+with a final output: the model's best answer, asked for once without tools. The
+``max_turns`` error handler turns the SDK's own turn limit into the same kind of end,
+so no run ends in `MaxTurnsExceeded`. ``call_model_input_filter`` adds the budget
+note and a tool-error nudge to the next request.
+
+What the SDK cannot express: a verifier (the SDK ends its run at the first answer
+without tool calls; an output guardrail can only raise), so `Convergence` refuses one
+with `NotExpressible`.
+
+Install with ``pip install convergent[openai-agents]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agents import (
+    Agent,
+    FunctionTool,
+    RunConfig,
+    RunContextWrapper,
+    RunHooks,
+    Runner,
+    RunResult,
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrail,
+    ToolInputGuardrailData,
+    ToolsToFinalOutputResult,
+)
+from agents.exceptions import AgentsException
+from agents.items import ModelResponse, TResponseInputItem
+from agents.run_config import CallModelData, ModelInputData, ToolErrorFormatterArgs
+from agents.run_error_handlers import RunErrorHandlerInput, RunErrorHandlerResult
+from agents.tool import FunctionToolResult
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
+
+from convergent.adapters._driver import (
+    CycleDriver,
+    NotExpressible,
+    StopReport,
+    ToolOutcome,
+    failure,
+)
+from convergent.messages import ToolCall, Usage
+from convergent.stop import Facts, LimitReached, Limits, Nudge, Stop, decide
+
+__all__ = ["Convergence", "ConvergedRun", "run"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConvergedRun:
+    """An SDK run that ended for one of convergent's reasons."""
+
+    result: RunResult
+    """The SDK's own result."""
+    report: StopReport
+    """How it ended: the typed reason, the cycle, the final answer."""
+
+    @property
+    def final_output(self) -> Any:
+        """The run's final output (the SDK's)."""
+        return self.result.final_output
+
+
+class Convergence:
+    """The stop decisions of one SDK run (make one per run).
+
+    Wire it yourself, or let `run` do it::
+
+        convergence = Convergence(Limits(max_cycles=8))
+        result = await Runner.run(
+            convergence.agent(agent), task, hooks=convergence.hooks,
+            run_config=convergence.run_config(), error_handlers=convergence.error_handlers,
+            max_turns=convergence.max_turns,
+        )
+        convergence.report.reason
+
+    Args:
+        limits: Budgets and thresholds; ``max_cycles`` counts model requests.
+        tools: Tool names with their ``read_only`` flag, when known.
+        terminal_tools: Tools whose successful call hands the run off.
+        max_consecutive_tool_errors: Failing steps in a row that stop the run.
+        on_tool_error: ``stop``: any tool failure ends the run.
+        final_answer: After a stop for a limit, a stall or tool errors, ask the model
+            once more, without tools, for its best answer.
+        verifier: Not expressible in this SDK: passing one raises `NotExpressible`.
+    """
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        tools: Mapping[str, bool | None] | None = None,
+        terminal_tools: Collection[str] = (),
+        max_consecutive_tool_errors: int | None = 3,
+        on_tool_error: Literal["continue", "stop"] = "continue",
+        final_answer: bool = True,
+        verifier: object = None,
+    ) -> None:
+        if verifier is not None:
+            raise NotExpressible(
+                "the OpenAI Agents SDK ends a run at the first answer without tool calls: "
+                "a verifier's feedback cannot reach the model"
+            )
+        self.driver = CycleDriver(
+            limits,
+            tools=tools,
+            terminal_tools=terminal_tools,
+            max_consecutive_tool_errors=max_consecutive_tool_errors,
+            on_tool_error=on_tool_error,
+            final_answer=final_answer,
+        )
+        self.hooks: RunHooks[Any] = _Hooks(self)
+        """Pass as ``Runner.run(..., hooks=...)``."""
+        self.error_handlers: Any = {"max_turns": self._on_max_turns}
+        """Pass as ``Runner.run(..., error_handlers=...)``."""
+        self._guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
+            guardrail_function=self._guard, name="convergence"
+        )
+        self._agent: Agent[Any] | None = None
+        self._input: list[TResponseInputItem] = []
+        self._response: ModelResponse | None = None
+        self._calls: dict[str, ToolCall] = {}
+        self._skipped: dict[str, str] = {}
+        self._failed: dict[str, bool] = {}
+        self._notes: list[str] = []
+        self._base_config: RunConfig | None = None
+        self._last_text = ""
+        self.report: StopReport | None = None
+        """How the run ended, once it has."""
+
+    @property
+    def max_turns(self) -> int:
+        """The SDK's turn limit: one more than ``max_cycles``, so convergent stops first."""
+        cycles = self.driver.limits.max_cycles
+        return 10**9 if cycles is None else cycles + 1
+
+    def agent(self, agent: Agent[Any]) -> Agent[Any]:
+        """A copy of ``agent`` whose tools are guarded and whose batches are judged."""
+        tools = [
+            dataclasses.replace(
+                tool, tool_input_guardrails=[*(tool.tool_input_guardrails or ()), self._guardrail]
+            )
+            if isinstance(tool, FunctionTool)
+            else tool
+            for tool in agent.tools
+        ]
+        self._agent = agent.clone(tools=tools, tool_use_behavior=self._tool_use_behavior)
+        return self._agent
+
+    def run_config(self, config: RunConfig | None = None) -> RunConfig:
+        """``config`` (or a default one) with the tool-error formatter and the input filter."""
+        base = config or RunConfig()
+        self._base_config = base
+        return dataclasses.replace(
+            base,
+            tool_error_formatter=self._format_error,
+            call_model_input_filter=self._filter_input,
+        )
+
+    # -- model requests -----------------------------------------------------------------
+
+    def _requesting(self, input_items: list[TResponseInputItem]) -> None:
+        self._input = list(input_items)
+
+    def _responded(self, response: ModelResponse) -> None:
+        driver = self.driver
+        usage = response.usage
+        driver.requested(
+            Usage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                requests=max(usage.requests, 1),
+            )
+        )
+        self._response = response
+        calls = [item for item in response.output if isinstance(item, ResponseFunctionToolCall)]
+        text = _text_of(response)
+        if text.strip():
+            self._last_text = text
+        if not calls:
+            driver.answered(text)
+            return
+        converted = [_tool_call(item) for item in calls]
+        self._calls = {call.id: call for call in converted}
+        review = driver.review(converted)
+        self._skipped = {converted[position].id: text for position, text in review.skipped.items()}
+
+    async def _filter_input(self, data: CallModelData[Any]) -> ModelInputData:
+        notes, self._notes = self._notes, []
+        note = self.driver.budget_note()
+        if note is not None:
+            notes.append(note)
+        if not notes:
+            return data.model_data
+        extra: list[TResponseInputItem] = [{"role": "user", "content": text} for text in notes]
+        return ModelInputData(
+            input=[*data.model_data.input, *extra], instructions=data.model_data.instructions
+        )
+
+    # -- tools --------------------------------------------------------------------------
+
+    def _guard(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        text = self._skipped.get(data.context.tool_call_id)
+        if text is None:
+            return ToolGuardrailFunctionOutput.allow()
+        return ToolGuardrailFunctionOutput.reject_content(text)
+
+    def _format_error(self, args: ToolErrorFormatterArgs[Any]) -> str | None:
+        if args.kind == "tool_exception":
+            text, self._failed[args.call_id] = failure(args.tool_name, args.error or Exception())
+            return text
+        if args.kind == "tool_not_found":
+            self._failed[args.call_id] = False
+        return None
+
+    async def _tool_use_behavior(
+        self, context: RunContextWrapper[Any], results: list[FunctionToolResult]
+    ) -> ToolsToFinalOutputResult:
+        driver = self.driver
+        outputs: list[TResponseInputItem] = []
+        for result in results:
+            item = result.run_item
+            if item is None:
+                continue
+            outputs.append(item.to_input_item())
+            call_id = str(getattr(item.raw_item, "call_id", None) or _get(item.raw_item, "call_id"))
+            call = self._calls.get(call_id)
+            if call is None or call_id in self._skipped:
+                continue
+            outcome: ToolOutcome = "failed" if call_id in self._failed else "ok"
+            driver.observe(
+                call, outcome, str(result.output), fatal=self._failed.get(call_id, False)
+            )
+        self._skipped, self._failed = {}, {}
+        decision = driver.end_step()
+        if isinstance(decision, Nudge):
+            self._notes.append(decision.note)
+        if driver.stop is None:
+            driver.before_request()
+        if driver.stop is None:
+            return ToolsToFinalOutputResult(is_final_output=False)
+        response = self._response.to_input_items() if self._response is not None else []
+        output = await self._finish([*self._input, *response, *outputs])
+        return ToolsToFinalOutputResult(is_final_output=True, final_output=output)
+
+    async def _finish(self, history: Sequence[TResponseInputItem]) -> str:
+        """The final output: a hand-off's result, the answer after the stop, or the last text."""
+        driver = self.driver
+        prompt = driver.final_prompt()
+        final = await self._final_answer(history, prompt) if prompt is not None else None
+        self.report = driver.report(self._last_text, final)
+        return self.report.output
+
+    async def _final_answer(self, history: Sequence[TResponseInputItem], prompt: str) -> str | None:
+        """One request without tools, made as a one-turn run of the same agent."""
+        agent = self._agent
+        if agent is None:
+            return None
+        plain = agent.clone(tools=[], handoffs=[], tool_use_behavior="run_llm_again", hooks=None)
+        items: list[TResponseInputItem] = [*history, {"role": "user", "content": prompt}]
+        try:
+            result = await Runner.run(plain, items, max_turns=1, run_config=self._base_config)
+        except AgentsException:
+            return None  # no answer is better than a crash: the run keeps its last text
+        for response in result.raw_responses:
+            usage = response.usage
+            self.driver.add_usage(
+                Usage(
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    requests=max(usage.requests, 1),
+                )
+            )
+        return str(result.final_output) if result.final_output is not None else None
+
+    async def _on_max_turns(self, data: RunErrorHandlerInput[Any]) -> RunErrorHandlerResult:
+        driver = self.driver
+        if driver.stop is None:
+            maximum = data.error.args[0] if data.error.args else ""
+            limit = LimitReached(limit="max_cycles", used=driver.cycles, maximum=driver.cycles)
+            decision = decide(Facts(limit=limit))
+            assert isinstance(decision, Stop)
+            driver.stop = Stop(decision.reason, f"the SDK's turn limit: {maximum}")
+        output = await self._finish(data.run_data.history)
+        return RunErrorHandlerResult(final_output=output)
+
+    def _completed(self, result: RunResult) -> StopReport:
+        if self.report is None:
+            self.report = self.driver.report(self._last_text)
+        return self.report
+
+
+class _Hooks(RunHooks[Any]):
+    def __init__(self, convergence: Convergence) -> None:
+        self._convergence = convergence
+
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
+    ) -> None:
+        self._convergence._requesting(input_items)
+
+    async def on_llm_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
+    ) -> None:
+        self._convergence._responded(response)
+
+
+async def run(
+    agent: Agent[Any],
+    input: str | list[TResponseInputItem],
+    *,
+    limits: Limits | None = None,
+    run_config: RunConfig | None = None,
+    context: Any = None,
+    **options: Any,
+) -> ConvergedRun:
+    """Run ``agent`` on ``input`` with `Runner.run` until one of convergent's stops.
+
+    Args:
+        agent: The agent.
+        input: The task, or input items.
+        limits: Budgets and thresholds.
+        run_config: The run's configuration (the adapter adds its own seams to a copy).
+        context: The run context, passed through.
+        **options: `Convergence` options (``tools``, ``terminal_tools``, ...).
+    """
+    convergence = Convergence(limits, **options)
+    result = await Runner.run(
+        convergence.agent(agent),
+        input,
+        context=context,
+        hooks=convergence.hooks,
+        run_config=convergence.run_config(run_config),
+        error_handlers=convergence.error_handlers,
+        max_turns=convergence.max_turns,
+    )
+    return ConvergedRun(result, convergence._completed(result))
+
+
+def _tool_call(item: ResponseFunctionToolCall) -> ToolCall:
+    try:
+        arguments = json.loads(item.arguments) if item.arguments else {}
+    except json.JSONDecodeError as exc:
+        return ToolCall(id=item.call_id, name=item.name, parse_error=str(exc))
+    if not isinstance(arguments, dict):
+        arguments = {"value": arguments}
+    return ToolCall(id=item.call_id, name=item.name, arguments=arguments)
+
+
+def _text_of(response: ModelResponse) -> str:
+    parts: list[str] = []
+    for item in response.output:
+        if isinstance(item, ResponseOutputMessage):
+            parts.extend(getattr(part, "text", "") for part in item.content)
+    return "".join(parts)
+
+
+def _get(item: Any, key: str) -> Any:
+    return item.get(key) if isinstance(item, dict) else None

@@ -1,0 +1,206 @@
+"""Run a `Trajectory` through convergent's loop or a host framework with its own test double."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from convergent import Agent, ScriptedModel, tool
+from convergent.messages import ModelResponse, ToolCall, Usage
+
+from .trajectories import (
+    READ_ONLY,
+    TERMINAL,
+    USAGE,
+    Ending,
+    Step,
+    Trajectory,
+    World,
+    needs_citation,
+)
+
+
+def _verifier(trajectory: Trajectory) -> Any:
+    return needs_citation if trajectory.verifier else None
+
+
+# -- convergent's own loop ----------------------------------------------------------------
+
+
+async def run_loop(trajectory: Trajectory) -> Ending:
+    world = World()
+    tools = [
+        tool(read_only=READ_ONLY[name], terminal=name in TERMINAL)(getattr(world, name))
+        for name in READ_ONLY
+    ]
+    ids = (f"call_{n}" for n in itertools.count())
+
+    def response(step: Step) -> ModelResponse:
+        usage = Usage(input_tokens=USAGE[0], output_tokens=USAGE[1], requests=1)
+        if isinstance(step, str):
+            return ModelResponse(content=step, usage=usage)
+        calls = tuple(ToolCall(id=next(ids), name=n, arguments=dict(a)) for n, a in step)
+        return ModelResponse(tool_calls=calls, usage=usage)
+
+    model = ScriptedModel([response(step) for step in trajectory.steps])
+    agent = Agent(model, tools, limits=trajectory.limits, verifier=_verifier(trajectory))
+    result = await agent.run("the task")
+    return Ending(
+        result.stop_reason,
+        result.cycles,
+        result.output,
+        bool(getattr(result, "output_after_stop", False)),
+    )
+
+
+# -- LangChain create_agent ---------------------------------------------------------------
+
+
+def langchain_model(steps: list[Step]) -> Any:
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+
+    class ToolCallingFake(FakeMessagesListChatModel):
+        """LangChain's list fake, able to take tools as its tool-calling models do."""
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    ids = (f"call_{n}" for n in itertools.count())
+    usage = {"input_tokens": USAGE[0], "output_tokens": USAGE[1], "total_tokens": sum(USAGE)}
+    messages = [
+        AIMessage(step, usage_metadata=usage)  # type: ignore[arg-type]
+        if isinstance(step, str)
+        else AIMessage(
+            "",
+            tool_calls=[{"name": n, "args": dict(a), "id": next(ids)} for n, a in step],
+            usage_metadata=usage,  # type: ignore[arg-type]
+        )
+        for step in steps
+    ]
+    return ToolCallingFake(responses=messages)
+
+
+def langchain_tools(world: World) -> list[Any]:
+    from langchain_core.tools import StructuredTool
+
+    return [StructuredTool.from_function(getattr(world, name)) for name in READ_ONLY]
+
+
+async def run_langchain(trajectory: Trajectory) -> Ending:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from convergent.adapters.langchain import ConvergenceMiddleware
+
+    middleware = ConvergenceMiddleware(
+        trajectory.limits,
+        tools=READ_ONLY,
+        terminal_tools=TERMINAL,
+        verifier=_verifier(trajectory),
+    )
+    agent = create_agent(
+        langchain_model(trajectory.steps), langchain_tools(World()), middleware=[middleware]
+    )
+    result = await agent.ainvoke({"messages": [HumanMessage("the task")]}, {"recursion_limit": 200})
+    report = result["stop_report"]
+    return Ending(report.reason, report.cycles, report.output, report.output_after_stop)
+
+
+# -- OpenAI Agents SDK ----------------------------------------------------------------------
+
+
+async def run_openai_agents(trajectory: Trajectory) -> Ending:
+    from agents import Agent as SdkAgent
+    from agents import function_tool
+    from agents.testing import ModelStep, assistant_message, function_call
+    from agents.testing import ScriptedModel as SdkScriptedModel
+    from agents.usage import Usage as SdkUsage
+
+    from convergent.adapters.openai_agents import run
+
+    ids = (f"call_{n}" for n in itertools.count())
+
+    def step_of(step: Step) -> ModelStep:
+        usage = SdkUsage(requests=1, input_tokens=USAGE[0], output_tokens=USAGE[1])
+        if isinstance(step, str):
+            return ModelStep(output=[assistant_message(step)], usage=usage)
+        calls = [function_call(n, dict(a), call_id=next(ids)) for n, a in step]
+        return ModelStep(output=calls, usage=usage)
+
+    world = World()
+    tools = [function_tool(getattr(world, name)) for name in READ_ONLY]
+    model = SdkScriptedModel([step_of(step) for step in trajectory.steps])
+    agent = SdkAgent(name="agent", model=model, tools=tools)
+    ran = await run(
+        agent,
+        "the task",
+        limits=trajectory.limits,
+        tools=READ_ONLY,
+        terminal_tools=TERMINAL,
+        verifier=_verifier(trajectory),
+    )
+    report = ran.report
+    assert ran.final_output == report.output
+    return Ending(report.reason, report.cycles, report.output, report.output_after_stop)
+
+
+# -- PydanticAI ----------------------------------------------------------------------------
+
+
+def pydantic_ai_function(steps: list[Step]) -> Callable[..., Any]:
+    from pydantic_ai.messages import ModelResponse as PaiResponse
+    from pydantic_ai.messages import TextPart, ToolCallPart
+    from pydantic_ai.usage import RequestUsage
+
+    ids = (f"call_{n}" for n in itertools.count())
+    usage = RequestUsage(input_tokens=USAGE[0], output_tokens=USAGE[1])
+    responses = iter(
+        [
+            PaiResponse(parts=[TextPart(step)], usage=usage)
+            if isinstance(step, str)
+            else PaiResponse(
+                parts=[ToolCallPart(n, dict(a), tool_call_id=next(ids)) for n, a in step],
+                usage=usage,
+            )
+            for step in steps
+        ]
+    )
+
+    def respond(messages: Any, info: Any) -> PaiResponse:
+        return next(responses)
+
+    return respond
+
+
+async def run_pydantic_ai(trajectory: Trajectory) -> Ending:
+    from pydantic_ai import Agent as PaiAgent
+    from pydantic_ai.models.function import FunctionModel
+
+    from convergent.adapters.pydantic_ai import Convergence
+
+    world = World()
+    convergence = Convergence(
+        trajectory.limits,
+        tools=READ_ONLY,
+        terminal_tools=TERMINAL,
+        verifier=_verifier(trajectory),
+    )
+    agent = PaiAgent(
+        FunctionModel(pydantic_ai_function(trajectory.steps)),
+        tools=[getattr(world, name) for name in READ_ONLY],
+        capabilities=[convergence],
+    )
+    result = await agent.run("the task")
+    report = convergence.report_for(result)
+    assert result.output == report.output
+    return Ending(report.reason, report.cycles, report.output, report.output_after_stop)
+
+
+HOSTS: dict[str, Callable[[Trajectory], Awaitable[Ending]]] = {
+    "loop": run_loop,
+    "langchain": run_langchain,
+    "openai_agents": run_openai_agents,
+    "pydantic_ai": run_pydantic_ai,
+}
