@@ -1,8 +1,13 @@
-"""Run a `Trajectory` through convergent's loop or a host framework with its own test double."""
+"""Run a `Trajectory` through convergent's loop or a host framework with its own test double.
+
+Each host records what its test double received (`Seen`), so that an ending says which
+notes reached the model and what output cap the final request carried.
+"""
 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,9 +19,11 @@ from .trajectories import (
     TERMINAL,
     USAGE,
     Ending,
+    Seen,
     Step,
     Trajectory,
     World,
+    ending,
     needs_citation,
 )
 
@@ -44,28 +51,37 @@ async def run_loop(trajectory: Trajectory) -> Ending:
         return ModelResponse(tool_calls=calls, usage=usage)
 
     model = ScriptedModel([response(step) for step in trajectory.steps])
-    agent = Agent(model, tools, limits=trajectory.limits, verifier=_verifier(trajectory))
-    result = await agent.run("the task")
-    return Ending(
-        result.stop_reason,
-        result.cycles,
-        result.output,
-        bool(getattr(result, "output_after_stop", False)),
+    agent = Agent(
+        model,
+        tools,
+        limits=trajectory.limits,
+        verifier=_verifier(trajectory),
+        final_answer=trajectory.final_answer,
     )
+    result = await agent.run("the task")
+    seen = [
+        (repr(request.messages), request.settings.max_tokens if request.settings else None)
+        for request in model.requests
+    ]
+    return ending(result.stop_reason, result.cycles, result.output, result.output_after_stop, seen)
 
 
-# -- LangChain create_agent ---------------------------------------------------------------
+# -- LangChain create_agent and hand-built LangGraph graphs ---------------------------------
 
 
-def langchain_model(steps: list[Step]) -> Any:
+def langchain_model(steps: list[Step], seen: list[Seen] | None = None) -> Any:
+    """LangChain's list fake, able to take tools as its tool-calling models do."""
     from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
     from langchain_core.messages import AIMessage
 
     class ToolCallingFake(FakeMessagesListChatModel):
-        """LangChain's list fake, able to take tools as its tool-calling models do."""
-
         def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self
+            return self.bind(**kwargs) if kwargs else self
+
+        def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            if seen is not None:
+                seen.append((repr(messages), kwargs.get("max_tokens")))
+            return super()._generate(messages, *args, **kwargs)
 
     ids = (f"call_{n}" for n in itertools.count())
     usage = {"input_tokens": USAGE[0], "output_tokens": USAGE[1], "total_tokens": sum(USAGE)}
@@ -99,13 +115,59 @@ async def run_langchain(trajectory: Trajectory) -> Ending:
         tools=READ_ONLY,
         terminal_tools=TERMINAL,
         verifier=_verifier(trajectory),
+        final_answer=trajectory.final_answer,
     )
+    seen: list[Seen] = []
     agent = create_agent(
-        langchain_model(trajectory.steps), langchain_tools(World()), middleware=[middleware]
+        langchain_model(trajectory.steps, seen), langchain_tools(World()), middleware=[middleware]
     )
     result = await agent.ainvoke({"messages": [HumanMessage("the task")]}, {"recursion_limit": 200})
     report = result["stop_report"]
-    return Ending(report.reason, report.cycles, report.output, report.output_after_stop)
+    return ending(report.reason, report.cycles, report.output, report.output_after_stop, seen)
+
+
+def hand_built_graph(model: Any, tools: list[Any], route: Any) -> Any:
+    """The graph of LangGraph's own agent tutorial, with ``route`` as its condition."""
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    from convergent.adapters.langgraph import awrap_tool_call, wrap_tool_call
+
+    bound = model.bind_tools(tools)
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await bound.ainvoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node(
+        "tools", ToolNode(tools, wrap_tool_call=wrap_tool_call, awrap_tool_call=awrap_tool_call)
+    )
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route)
+    builder.add_edge("tools", "agent")
+    return builder.compile()
+
+
+async def run_langgraph(trajectory: Trajectory) -> Ending:
+    from langchain_core.messages import HumanMessage
+
+    from convergent.adapters.langgraph import ToolsCondition
+
+    route = ToolsCondition(
+        trajectory.limits,
+        tools=READ_ONLY,
+        terminal_tools=TERMINAL,
+        verifier=_verifier(trajectory),
+        final_answer=trajectory.final_answer,
+    )
+    seen: list[Seen] = []
+    graph = hand_built_graph(
+        langchain_model(trajectory.steps, seen), langchain_tools(World()), route
+    )
+    state = await graph.ainvoke({"messages": [HumanMessage("the task")]}, {"recursion_limit": 200})
+    report = route.report(state)
+    return ending(report.reason, report.cycles, report.output, report.output_after_stop, seen)
 
 
 # -- OpenAI Agents SDK ----------------------------------------------------------------------
@@ -140,16 +202,21 @@ async def run_openai_agents(trajectory: Trajectory) -> Ending:
         tools=READ_ONLY,
         terminal_tools=TERMINAL,
         verifier=_verifier(trajectory),
+        final_answer=trajectory.final_answer,
     )
     report = ran.report
     assert ran.final_output == report.output
-    return Ending(report.reason, report.cycles, report.output, report.output_after_stop)
+    seen = [
+        (json.dumps(call.input, default=str), call.model_settings.max_tokens)
+        for call in model.calls
+    ]
+    return ending(report.reason, report.cycles, report.output, report.output_after_stop, seen)
 
 
 # -- PydanticAI ----------------------------------------------------------------------------
 
 
-def pydantic_ai_function(steps: list[Step]) -> Callable[..., Any]:
+def pydantic_ai_function(steps: list[Step], seen: list[Seen] | None = None) -> Callable[..., Any]:
     from pydantic_ai.messages import ModelResponse as PaiResponse
     from pydantic_ai.messages import TextPart, ToolCallPart
     from pydantic_ai.usage import RequestUsage
@@ -169,6 +236,8 @@ def pydantic_ai_function(steps: list[Step]) -> Callable[..., Any]:
     )
 
     def respond(messages: Any, info: Any) -> PaiResponse:
+        if seen is not None:
+            seen.append((repr(messages), (info.model_settings or {}).get("max_tokens")))
         return next(responses)
 
     return respond
@@ -186,21 +255,24 @@ async def run_pydantic_ai(trajectory: Trajectory) -> Ending:
         tools=READ_ONLY,
         terminal_tools=TERMINAL,
         verifier=_verifier(trajectory),
+        final_answer=trajectory.final_answer,
     )
+    seen: list[Seen] = []
     agent = PaiAgent(
-        FunctionModel(pydantic_ai_function(trajectory.steps)),
+        FunctionModel(pydantic_ai_function(trajectory.steps, seen)),
         tools=[getattr(world, name) for name in READ_ONLY],
         capabilities=[convergence],
     )
     result = await agent.run("the task")
     report = convergence.report_for(result)
     assert result.output == report.output
-    return Ending(report.reason, report.cycles, report.output, report.output_after_stop)
+    return ending(report.reason, report.cycles, report.output, report.output_after_stop, seen)
 
 
 HOSTS: dict[str, Callable[[Trajectory], Awaitable[Ending]]] = {
     "loop": run_loop,
     "langchain": run_langchain,
+    "langgraph": run_langgraph,
     "openai_agents": run_openai_agents,
     "pydantic_ai": run_pydantic_ai,
 }

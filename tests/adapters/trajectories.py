@@ -1,20 +1,27 @@
 """Scripted trajectories every host runs the same way, and what each must end with.
 
 A trajectory is a list of model responses (a tuple of tool calls, or a text answer),
-each with the usage it reports, run against the same four tools: ``read_file``
-(read-only, same result every time), ``poll`` (read-only, its result changes each
-call), ``write_file`` (changes state) and ``flaky`` (always fails the same way), plus
-``transfer`` (a terminal tool). After a stop that asks for a final answer, the next
-scripted response is that answer.
+each with the usage it reports, run against the same tools: ``read_file`` (read-only,
+same result every time), ``poll`` (read-only, its result changes each call),
+``write_file`` (changes state), ``flaky`` (always fails the same way), ``pay`` (fails
+fatally) and ``transfer`` (a terminal tool). After a stop that asks for a final answer,
+the next scripted response is that answer.
+
+Besides the reason, the cycle, the output and whether it was asked for after the stop,
+an ending records the notes the model was sent (a stall or tool-error nudge, the budget
+note, the verifier's feedback, the final request) and the output cap the final request
+carried, read from what each host's test double received.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from convergent import Limits, StopReason
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification
+from convergent.monitor import FINAL_ANSWER_TOKENS
 
 Call = tuple[str, dict[str, object]]
 Step = tuple[Call, ...] | str
@@ -24,6 +31,7 @@ READ_ONLY: dict[str, bool | None] = {
     "poll": True,
     "write_file": False,
     "flaky": None,
+    "pay": False,
     "transfer": False,
 }
 """The tools' ``read_only`` flags, the same for every host."""
@@ -58,6 +66,10 @@ class World:
         """Call a service that is down."""
         raise ToolError("service unavailable")
 
+    def pay(self, amount: int) -> str:
+        """Charge the customer's card."""
+        raise ToolError("the card was cancelled", fatal=True)
+
     def transfer(self, reason: str) -> str:
         """Hand the conversation to a human."""
         return f"transferred to a human: {reason}"
@@ -82,10 +94,19 @@ class Trajectory:
     after_stop: bool
     limits: Limits = field(default_factory=Limits)
     verifier: bool = False
+    final_answer: bool = True
+    notes: tuple[str, ...] = ()
+    """The kinds of note (see `NOTES`) the model is sent, in the order it first sees them."""
+    final_cap: int | None = None
+    """The output cap of the final request, if one is made with a cap."""
 
 
 def _read(path: str) -> tuple[Call, ...]:
     return (("read_file", {"path": path}),)
+
+
+PLAIN = Limits(stall_nudges=0)
+"""No nudges: a stall or tool-error streak stops at its threshold."""
 
 
 TRAJECTORIES = [
@@ -96,6 +117,7 @@ TRAJECTORIES = [
         cycles=4,
         output="best answer",
         after_stop=True,
+        notes=("stall", "final"),
     ),
     Trajectory(
         "polling",
@@ -134,6 +156,7 @@ TRAJECTORIES = [
         cycles=4,
         output="best answer",
         after_stop=True,
+        notes=("tool_error", "final"),
     ),
     Trajectory(
         "budget",
@@ -143,6 +166,8 @@ TRAJECTORIES = [
         output="best answer",
         after_stop=True,
         limits=Limits(max_total_tokens=10_000),
+        notes=("final",),
+        final_cap=FINAL_ANSWER_TOKENS,
     ),
     Trajectory(
         "max_cycles",
@@ -152,6 +177,7 @@ TRAJECTORIES = [
         output="best answer",
         after_stop=True,
         limits=Limits(max_cycles=3),
+        notes=("final",),
     ),
     Trajectory(
         "completed",
@@ -169,6 +195,7 @@ TRAJECTORIES = [
         output="the answer [source]",
         after_stop=False,
         verifier=True,
+        notes=("verifier",),
     ),
     Trajectory(
         "handed_off",
@@ -178,7 +205,130 @@ TRAJECTORIES = [
         output="transferred to a human: refund over the limit",
         after_stop=False,
     ),
+    Trajectory(
+        "fatal_tool_error",
+        [(("pay", {"amount": 120}),), "best answer"],
+        StopReason.TOOL_ERROR,
+        cycles=1,
+        output="best answer",
+        after_stop=True,
+        notes=("final",),
+    ),
+    Trajectory(
+        "tool_error_nudge",
+        [*[(("flaky", {"item": n}),) for n in range(3)], _read("a.txt"), "a.txt holds it"],
+        StopReason.COMPLETED,
+        cycles=5,
+        output="a.txt holds it",
+        after_stop=False,
+        notes=("tool_error",),
+    ),
+    # without nudges and final answers (what a routing function can express)
+    Trajectory(
+        "polling_plain",
+        [*[(("poll", {"job": "build"}),)] * 5, "the build finished"],
+        StopReason.COMPLETED,
+        cycles=6,
+        output="the build finished",
+        after_stop=False,
+        limits=PLAIN,
+        final_answer=False,
+    ),
+    Trajectory(
+        "verify_after_write_plain",
+        [
+            _read("a.txt"),
+            (("write_file", {"path": "a.txt", "text": "v1"}),),
+            _read("a.txt"),
+            _read("a.txt"),
+            "a.txt now holds v1",
+        ],
+        StopReason.COMPLETED,
+        cycles=5,
+        output="a.txt now holds v1",
+        after_stop=False,
+        limits=PLAIN,
+        final_answer=False,
+    ),
+    Trajectory(
+        "stalled_plain",
+        [*[_read("a.txt")] * 3, "never asked"],
+        StopReason.STALLED,
+        cycles=3,
+        output="",
+        after_stop=False,
+        limits=PLAIN,
+        final_answer=False,
+    ),
+    Trajectory(
+        "max_cycles_plain",
+        [*[_read(f"part{n}.txt") for n in range(3)], "never asked"],
+        StopReason.MAX_CYCLES,
+        cycles=3,
+        output="",
+        after_stop=False,
+        limits=Limits(max_cycles=3, stall_nudges=0),
+        final_answer=False,
+    ),
+    Trajectory(
+        "budget_plain",
+        [*[_read(f"part{n}.txt") for n in range(11)], "never asked"],
+        StopReason.BUDGET_EXHAUSTED,
+        cycles=10,
+        output="",
+        after_stop=False,
+        limits=Limits(max_total_tokens=10_000, stall_nudges=0),
+        final_answer=False,
+        notes=("budget",),
+    ),
+    Trajectory(
+        "tool_errors_plain",
+        [
+            *[(("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1})) for n in range(4)],
+            "never asked",
+        ],
+        StopReason.TOOL_ERROR,
+        cycles=3,
+        output="",
+        after_stop=False,
+        limits=PLAIN,
+        final_answer=False,
+    ),
+    Trajectory(
+        "fatal_plain",
+        [(("pay", {"amount": 120}),), "never asked"],
+        StopReason.TOOL_ERROR,
+        cycles=1,
+        output="",
+        after_stop=False,
+        limits=PLAIN,
+        final_answer=False,
+    ),
+    Trajectory(
+        "handed_off_plain",
+        [(("transfer", {"reason": "refund over the limit"}),), "never asked"],
+        StopReason.HANDED_OFF,
+        cycles=1,
+        output="transferred to a human: refund over the limit",
+        after_stop=False,
+        limits=PLAIN,
+        final_answer=False,
+    ),
 ]
+
+
+NOTES = {
+    "stall": "Not run: you have requested",
+    "tool_error": "Note: tool calls have failed",
+    "budget": "Budget note:",
+    "verifier": "Verification failed:",
+    "final": "The run has stopped (",
+}
+"""Each kind of note convergent sends the model, by how its text begins."""
+
+Seen = tuple[str, int | None]
+"""One request as a host's test double received it: its messages as text, and the
+output cap (``max_tokens``) it carried."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +339,30 @@ class Ending:
     cycles: int
     output: str
     after_stop: bool
+    notes: tuple[str, ...] = ()
+    final_cap: int | None = None
+
+
+def ending(
+    reason: StopReason, cycles: int, output: str, after_stop: bool, requests: Sequence[Seen]
+) -> Ending:
+    """An ending, with the notes and the final cap read from the requests the model got."""
+    notes: list[str] = []
+    final_cap = None
+    for text, cap in requests:
+        found = sorted((text.find(prefix), kind) for kind, prefix in NOTES.items())
+        notes.extend(kind for at, kind in found if at >= 0 and kind not in notes)
+        if NOTES["final"] in text:
+            final_cap = cap
+    return Ending(reason, cycles, output, after_stop, tuple(notes), final_cap)
 
 
 def expected(trajectory: Trajectory) -> Ending:
-    return Ending(trajectory.reason, trajectory.cycles, trajectory.output, trajectory.after_stop)
+    return Ending(
+        trajectory.reason,
+        trajectory.cycles,
+        trajectory.output,
+        trajectory.after_stop,
+        trajectory.notes,
+        trajectory.final_cap,
+    )

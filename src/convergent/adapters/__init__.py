@@ -11,27 +11,24 @@ Each framework has its own module, imported only when used, behind its own extra
 - `convergent.adapters.claude_agent_sdk`: hooks for the Claude Agent SDK
   (``[claude-agent-sdk]``).
 
-Every adapter drives a `CycleDriver`, which asks `convergent.stop.decide` at the same
-points of a cycle as convergent's own loop, and reports how the run ended as a
-`StopReport` with its typed `StopReason`.
+Every adapter drives a `convergent.driver.CycleDriver`, the same sequence of
+`convergent.stop.decide` calls that convergent's own loop runs on, and reports how the
+run ended as a `StopReport` with its typed `StopReason`. What a host cannot express is
+refused with `NotExpressible` when the adapter is built.
 """
 
 from __future__ import annotations
 
-from convergent.adapters._driver import (
-    ANSWER_AFTER_STOP,
-    FINAL_ANSWER_PROMPT,
-    CycleDriver,
-    NotExpressible,
-    Review,
-    StopReport,
-)
+from convergent.driver import CycleDriver, FinalRequest, Review, StopReport
+from convergent.exceptions import UserError
 
-__all__ = [
-    "ANSWER_AFTER_STOP",
-    "FINAL_ANSWER_PROMPT",
-    "CycleDriver",
-    "NotExpressible",
-    "Review",
-    "StopReport",
-]
+__all__ = ["CycleDriver", "FinalRequest", "NotExpressible", "Review", "StopReport"]
+
+
+class NotExpressible(UserError):
+    """The host framework cannot express what was asked of its adapter.
+
+    Raised when the adapter is built, never mid-run: for example a verifier for a host
+    that ends its run at its first answer, or a nudge for a routing function, which
+    cannot add a message.
+    """

@@ -30,7 +30,8 @@ from typing import Any, Literal, cast
 from claude_agent_sdk import ClaudeAgentOptions, HookContext, HookMatcher, ResultMessage
 from claude_agent_sdk.types import HookCallback
 
-from convergent.adapters._driver import CycleDriver, NotExpressible, StopReport
+from convergent.adapters import NotExpressible
+from convergent.driver import CycleDriver, StopReport
 from convergent.extensions import Verifier
 from convergent.messages import ToolCall
 from convergent.stop import (
@@ -201,7 +202,7 @@ class Convergence:
     def finish(self, result: ResultMessage) -> StopReport:
         """How the session ended, from its ``ResultMessage`` and the hooks' decisions."""
         driver = self.driver
-        driver.cycles = result.num_turns
+        driver.tally.cycles = result.num_turns
         if driver.stop is None or driver.stop.reason is StopReason.COMPLETED:
             limit = _limit_of(result, driver)
             if limit is not None:

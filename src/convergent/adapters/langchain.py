@@ -1,70 +1,66 @@
 """Convergent's stop decisions as LangChain v1 ``create_agent`` middleware.
 
-`ConvergenceMiddleware` drives a `CycleDriver` from the agent's own hooks, in the loop's
-order: ``before_model`` records the finished tool batch (a hand-off, a tool-error
-nudge or stop), adds the budget note and checks the limits; ``wrap_model_call`` counts
-the cycle and, once the run has stopped, turns the next request into the one final
-request without tools; ``after_model`` runs the verifier on an answer, or reviews the
-tool calls before they run (a stalled call gets the nudge as its result instead of
-running); ``wrap_tool_call`` turns a tool's exception into an error result for the
-model, as convergent's loop does. A stop ends the run the way LangChain's own limit
-middleware does (``jump_to="end"``), and the agent's result carries a `StopReport`
-under ``"stop_report"``.
+`ConvergenceMiddleware` drives a `CycleDriver` from two of the agent's hooks, in the
+loop's order. ``wrap_model_call`` is the cycle: it judges the tool batch that just ran
+(a hand-off, a tool-error nudge or stop), adds the budget note, checks the limits,
+makes the request, then runs the verifier on an answer (its feedback goes back to the
+model within the same call) or reviews the tool calls before they run (a stalled call
+gets the nudge as its result instead of running). After a stop it makes the one final
+request without tools (capped to what the token and cost budgets leave) and ends the
+run as LangChain's own limit middleware does (``jump_to`` the end); the agent's
+result carries a `StopReport` under ``"stop_report"``. ``wrap_tool_call`` turns a
+tool's exception into an error result for the model, as convergent's loop does.
+
+Every other hook would add a node to the agent's graph, and a node costs more than
+everything the adapter does (see ``benchmarks/bench_adapters.py``), so there are none.
 
 Install with ``pip install convergent[langchain]``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Generator, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain.agents.middleware.types import (
+    ExtendedModelResponse,
     ModelResponse,
     OmitFromInput,
     PrivateStateAttr,
-    hook_config,
 )
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    BaseMessage,
-    HumanMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from convergent.adapters._driver import CycleDriver, StopReport, ToolOutcome, failure
-from convergent.extensions import Verifier
-from convergent.messages import ToolCall, Usage
+from convergent.adapters._langchain_common import (
+    awrap_tool_call,
+    last_text,
+    outcome_of,
+    to_tool_calls,
+    usage_of,
+    usage_of_any,
+    wrap_tool_call,
+)
+from convergent.driver import CycleDriver, StopReport
+from convergent.extensions import Verification, Verifier
+from convergent.messages import ToolCall
 from convergent.stop import Interrupted, Limits, Nudge, Stop
 
-__all__ = [
-    "ConvergenceMiddleware",
-    "ConvergenceState",
-    "last_ai_turn",
-    "to_tool_calls",
-    "usage_of",
-]
+__all__ = ["ConvergenceMiddleware", "ConvergenceState"]
 
 
 class _RunBook:
-    """One run's driver and what it needs to know between the agent's hooks."""
+    """One run's driver and the tool calls it let run, between model calls."""
 
-    __slots__ = ("driver", "final", "outcomes", "skipped")
+    __slots__ = ("batch", "driver")
 
     def __init__(self, driver: CycleDriver) -> None:
         self.driver = driver
-        self.outcomes: dict[str, tuple[ToolOutcome, bool]] = {}
-        """Tool call id -> how it ended (for the calls that raised) and whether fatally."""
-        self.skipped: set[str] = set()
-        """Ids of the calls that did not run (a nudge's note or a stop is their result)."""
-        self.final = False
-        """The next model request is the final one, without tools."""
+        self.batch: list[ToolCall] = []
+        """The calls of the last response that ran (their results come next)."""
 
 
 class ConvergenceState(AgentState[Any]):
@@ -74,6 +70,19 @@ class ConvergenceState(AgentState[Any]):
     """How the run ended, once it has (in the agent's result)."""
     convergence_run: NotRequired[Annotated[_RunBook, UntrackedValue, PrivateStateAttr]]
     """The run's driver (never checkpointed: each invocation starts afresh)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    """The verifier's verdict on an answer is needed (asked for by `_cycle`)."""
+
+    driver: CycleDriver
+    text: str
+
+
+_Cycle = Generator[ModelRequest[Any] | _Check, Any, ExtendedModelResponse[Any]]
+"""One model call's work, written once for both paths: it yields the requests to make
+and the verdicts it needs, and is sent the responses and verdicts back."""
 
 
 class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
@@ -95,7 +104,8 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
         verifier: Checks an answer without tool calls (synchronous with ``invoke``,
             either kind with ``ainvoke``); its feedback goes back to the model.
         final_answer: After a stop for a limit, a stall or tool errors, ask the model
-            once more, without tools, for its best answer.
+            once more, without tools, for its best answer (with ``max_tokens`` set to
+            what a token or cost budget leaves).
     """
 
     state_schema = ConvergenceState
@@ -115,172 +125,64 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
         self.limits = limits or Limits()
         self._driver_options: dict[str, Any] = {
             "tools": tools,
-            "terminal_tools": terminal_tools,
+            "terminal_tools": frozenset(terminal_tools),
             "max_consecutive_tool_errors": max_consecutive_tool_errors,
             "on_tool_error": on_tool_error,
             "verifier": verifier,
             "final_answer": final_answer,
         }
 
-    # -- the run ------------------------------------------------------------------------
-
-    def before_agent(self, state: ConvergenceState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Start the run's driver."""
-        return {"convergence_run": _RunBook(CycleDriver(self.limits, **self._driver_options))}
-
-    async def abefore_agent(
-        self, state: ConvergenceState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Start the run's driver."""
-        return self.before_agent(state, runtime)
-
-    @hook_config(can_jump_to=["end"])
-    def before_model(self, state: ConvergenceState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Judge the tool batch that just ran, then the limits, before the next request."""
-        book = state["convergence_run"]
-        driver = book.driver
-        if driver.stop is not None:
-            return None  # stopped in after_model: the final request comes next
-        messages: list[AnyMessage] = []
-        turn = last_ai_turn(state["messages"])
-        if turn is not None and turn[0].tool_calls:
-            decision = self._record_batch(book, turn)
-            if isinstance(decision, Nudge):
-                messages.append(HumanMessage(decision.note))
-        if isinstance(driver.before_request(), Stop):
-            return self._stopped(book, state, messages)
-        note = driver.budget_note()
-        if note is not None:
-            messages.append(HumanMessage(note))
-        return {"messages": messages} if messages else None
-
-    async def abefore_model(
-        self, state: ConvergenceState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Judge the tool batch that just ran, then the limits, before the next request."""
-        return self.before_model(state, runtime)
-
-    def _record_batch(self, book: _RunBook, turn: tuple[AIMessage, list[ToolMessage]]) -> Any:
-        """Observe the batch's results in call order, then decide what the step means."""
-        ai, results = turn
-        by_id = {message.tool_call_id: message for message in results}
-        driver = book.driver
-        for call in ai.tool_calls:
-            call_id = call["id"] or ""
-            message = by_id.get(call_id)
-            if message is None or call_id in book.skipped:
-                continue
-            outcome, fatal = book.outcomes.pop(call_id, (_status(message), False))
-            driver.observe(_tool_call(call), outcome, message.text, fatal=fatal)
-        book.skipped.clear()
-        return driver.end_step()
-
-    def _stopped(
-        self, book: _RunBook, state: ConvergenceState, messages: list[AnyMessage]
-    ) -> dict[str, Any]:
-        """The run stopped before a request: ask for the final answer, or end now."""
-        driver = book.driver
-        stop = driver.stop
-        assert stop is not None
-        if driver.final_prompt() is not None:
-            book.final = True
-            return {"messages": messages} if messages else {}
-        report = driver.report(_last_text([*state["messages"], *messages]))
-        if stop.output is not None:
-            messages.append(AIMessage(stop.output))
-        return {"messages": messages, "stop_report": report, "jump_to": "end"}
+    # -- the model call -----------------------------------------------------------------
 
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> ModelResponse[Any] | AIMessage:
-        """Count the cycle; once stopped, make the request the final one, without tools."""
-        book: _RunBook = request.state["convergence_run"]  # type: ignore[typeddict-item]
-        if book.final:
-            return handler(_final_request(request, book.driver))
-        response = handler(request)
-        book.driver.requested(_response_usage(response))
-        return response
+    ) -> ExtendedModelResponse[Any]:
+        """One cycle (or several, while the verifier sends the model back to work)."""
+        cycle = self._cycle(request)
+        try:
+            asked = next(cycle)
+            while True:
+                if isinstance(asked, _Check):
+                    asked = cycle.send(asked.driver.verify(asked.text))
+                    continue
+                try:
+                    response = handler(asked)
+                except Exception as exc:  # the cycle decides what a failed request means
+                    asked = cycle.throw(exc)
+                else:
+                    asked = cycle.send(response)
+        except StopIteration as done:
+            result: ExtendedModelResponse[Any] = done.value
+            return result
+        finally:
+            cycle.close()
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> ModelResponse[Any] | AIMessage:
-        """Count the cycle; once stopped, make the request the final one, without tools."""
-        book: _RunBook = request.state["convergence_run"]  # type: ignore[typeddict-item]
-        if book.final:
-            return await handler(_final_request(request, book.driver))
-        response = await handler(request)
-        book.driver.requested(_response_usage(response))
-        return response
-
-    @hook_config(can_jump_to=["end", "model"])
-    def after_model(self, state: ConvergenceState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """An answer: the verifier, then completion. Tool calls: review them before they run."""
-        book = state["convergence_run"]
-        ai = _last_ai(state["messages"])
-        if book.final:
-            return self._final(book, state, ai)
-        if ai is None:
-            return None
-        if not ai.tool_calls:
-            return self._answered(book, book.driver.answered(ai.text), ai.text)
-        return self._review(book, state, ai)
-
-    @hook_config(can_jump_to=["end", "model"])
-    async def aafter_model(
-        self, state: ConvergenceState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """An answer: the verifier, then completion. Tool calls: review them before they run."""
-        book = state["convergence_run"]
-        ai = _last_ai(state["messages"])
-        if book.final:
-            return self._final(book, state, ai)
-        if ai is None:
-            return None
-        if not ai.tool_calls:
-            decision = await book.driver.answered_async(ai.text)
-            return self._answered(book, decision, ai.text)
-        return self._review(book, state, ai)
-
-    def _final(
-        self, book: _RunBook, state: ConvergenceState, ai: AIMessage | None
-    ) -> dict[str, Any]:
-        book.final = False
-        driver = book.driver
-        if ai is not None and ai.usage_metadata:
-            driver.add_usage(usage_of(ai))
-        previous = _last_text(state["messages"][:-1])
-        report = driver.report(previous, ai.text if ai is not None else None)
-        return {"stop_report": report, "jump_to": "end"}
-
-    def _answered(self, book: _RunBook, decision: Any, text: str) -> dict[str, Any] | None:
-        if isinstance(decision, Interrupted):
-            return {"messages": [HumanMessage(decision.message)], "jump_to": "model"}
-        if isinstance(decision, Stop):
-            return {"stop_report": book.driver.report(text)}
-        return None
-
-    def _review(
-        self, book: _RunBook, state: ConvergenceState, ai: AIMessage
-    ) -> dict[str, Any] | None:
-        review = book.driver.review(to_tool_calls(ai))
-        if not review.skipped:
-            return None
-        results: list[AnyMessage] = []
-        for position, text in review.skipped.items():
-            call = ai.tool_calls[position]
-            book.skipped.add(call["id"] or "")
-            results.append(
-                ToolMessage(text, tool_call_id=call["id"] or "", name=call["name"], status="error")
-            )
-        if isinstance(review.decision, Stop):
-            update = self._stopped(book, state, results)
-            update.setdefault("jump_to", "model")
-            return update
-        return {"messages": results}
+    ) -> ExtendedModelResponse[Any]:
+        """One cycle (or several, while the verifier sends the model back to work)."""
+        cycle = self._cycle(request)
+        try:
+            asked = next(cycle)
+            while True:
+                if isinstance(asked, _Check):
+                    asked = cycle.send(await asked.driver.verify_async(asked.text))
+                    continue
+                try:
+                    response = await handler(asked)
+                except Exception as exc:  # the cycle decides what a failed request means
+                    asked = cycle.throw(exc)
+                else:
+                    asked = cycle.send(response)
+        except StopIteration as done:
+            result: ExtendedModelResponse[Any] = done.value
+            return result
+        finally:
+            cycle.close()
 
     # -- tools --------------------------------------------------------------------------
 
@@ -290,10 +192,7 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         """Run the call; a tool's exception becomes an error result for the model."""
-        try:
-            return handler(request)
-        except Exception as exc:  # the model sees the failure, as in convergent's loop
-            return _failed(request, exc)
+        return wrap_tool_call(request, handler)
 
     async def awrap_tool_call(
         self,
@@ -301,83 +200,126 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Run the call; a tool's exception becomes an error result for the model."""
+        return await awrap_tool_call(request, handler)
+
+    # -- the cycle ----------------------------------------------------------------------
+
+    def _cycle(self, request: ModelRequest[Any]) -> _Cycle:
+        """The batch that ran, the limits, the request, and what its response means."""
+        book: _RunBook | None = request.state.get("convergence_run")  # type: ignore[assignment]
+        update: dict[str, Any] = {}
+        if book is None:
+            book = _RunBook(CycleDriver(self.limits, **self._driver_options))
+            update["convergence_run"] = book
+        driver = book.driver
+        added: list[AnyMessage] = []
+        """Messages for the conversation, in order: notes, responses, skipped results."""
+        if book.batch:
+            decision = _record_batch(book, request.messages)
+            if isinstance(decision, Nudge):
+                added.append(HumanMessage(decision.note))
+        while driver.stop is None and not isinstance(driver.before_request(), Stop):
+            note = driver.budget_note()
+            if note is not None:
+                added.append(HumanMessage(note))
+            response: ModelResponse[Any] = yield (
+                request.override(messages=[*request.messages, *added]) if added else request
+            )
+            ai = _ai_of(response.result)
+            driver.requested(usage_of_any(ai))
+            added.extend(response.result)  # type: ignore[arg-type]
+            if ai is None:
+                return _respond(added, update, response)
+            if ai.tool_calls:
+                calls = to_tool_calls(ai)
+                review = driver.review(calls)
+                for position, text in review.skipped.items():
+                    call = calls[position]
+                    added.append(
+                        ToolMessage(text, tool_call_id=call.id, name=call.name, status="error")
+                    )
+                book.batch = [c for n, c in enumerate(calls) if n not in review.skipped]
+                if driver.stop is not None:
+                    break
+                return _respond(added, update, response)
+            verdict: Verification | None = (
+                (yield _Check(driver, ai.text)) if driver.verifier is not None else None
+            )
+            decision = driver.judge_answer(verdict)
+            if isinstance(decision, Interrupted):
+                added.append(HumanMessage(decision.message))
+                continue
+            update["stop_report"] = driver.report(ai.text)
+            return _respond(added, update, response)
+        return (yield from _finish(driver, request, added, update))
+
+
+def _finish(
+    driver: CycleDriver,
+    request: ModelRequest[Any],
+    added: list[AnyMessage],
+    update: dict[str, Any],
+) -> _Cycle:
+    """After a stop: the final request without tools, if one is due, then the end."""
+    stop = driver.stop
+    assert stop is not None
+    settings = request.model_settings
+    final = driver.final_request(wanted_tokens=settings.get("max_tokens"))
+    last = last_text([*request.messages, *added])
+    answer = None
+    if final is not None:
+        if final.max_tokens is not None:
+            settings = {**settings, "max_tokens": final.max_tokens}
+        messages = [*request.messages, *added, HumanMessage(final.prompt)]
         try:
-            return await handler(request)
-        except Exception as exc:  # the model sees the failure, as in convergent's loop
-            return _failed(request, exc)
+            response: ModelResponse[Any] = yield request.override(
+                messages=messages, tools=[], response_format=None, model_settings=settings
+            )
+        except Exception:  # no answer is better than a crash: the run keeps its last text
+            response = ModelResponse(result=[])
+        ai = _ai_of(response.result)
+        if ai is not None:
+            driver.add_usage(usage_of(ai))
+            answer = ai.text
+            added.append(ai)
+    if stop.output is not None:
+        added.append(AIMessage(stop.output))
+    update["stop_report"] = driver.report(last, answer)
+    update["jump_to"] = "end"
+    return _respond(added, update)
 
 
-def _failed(request: ToolCallRequest, exc: Exception) -> ToolMessage:
-    book: _RunBook = request.state["convergence_run"]
-    call = request.tool_call
-    text, fatal = failure(call["name"], exc)
-    book.outcomes[call["id"] or ""] = ("failed", fatal)
-    return ToolMessage(text, tool_call_id=call["id"] or "", name=call["name"], status="error")
+def _record_batch(book: _RunBook, messages: list[AnyMessage]) -> Any:
+    """Observe the results of the calls that ran, in call order; then judge the step."""
+    results: dict[str, ToolMessage] = {}
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        results[message.tool_call_id] = message
+    driver = book.driver
+    for call in book.batch:
+        result = results.get(call.id)
+        if result is not None:
+            outcome, fatal = outcome_of(result)
+            driver.observe(call, outcome, result.text, fatal=fatal)
+    book.batch = []
+    return driver.end_step()
 
 
-def _status(message: ToolMessage) -> ToolOutcome:
-    """A result the tool node itself marked as an error was rejected before it ran."""
-    return "invalid" if message.status == "error" else "ok"
-
-
-def _final_request(request: ModelRequest[Any], driver: CycleDriver) -> ModelRequest[Any]:
-    prompt = driver.final_prompt()
-    assert prompt is not None
-    return request.override(tools=[], messages=[*request.messages, HumanMessage(prompt)])
-
-
-def _response_usage(response: ModelResponse[Any] | AIMessage) -> Usage | None:
-    messages = [response] if isinstance(response, AIMessage) else response.result
-    for message in messages:
-        if isinstance(message, AIMessage):
-            return usage_of(message)
-    return None
-
-
-def usage_of(message: AIMessage) -> Usage:
-    """A LangChain message's ``usage_metadata`` as convergent's `Usage` (one request)."""
-    metadata = message.usage_metadata
-    if not metadata:
-        return Usage(requests=1)
-    return Usage(
-        input_tokens=metadata.get("input_tokens", 0),
-        output_tokens=metadata.get("output_tokens", 0),
-        requests=1,
+def _respond(
+    messages: list[AnyMessage],
+    update: dict[str, Any],
+    response: ModelResponse[Any] | None = None,
+) -> ExtendedModelResponse[Any]:
+    structured = response.structured_response if response is not None else None
+    return ExtendedModelResponse(
+        ModelResponse(result=list(messages), structured_response=structured),
+        Command(update=update) if update else None,
     )
 
 
-def _tool_call(call: Mapping[str, Any]) -> ToolCall:
-    return ToolCall(id=call.get("id") or "", name=call["name"], arguments=dict(call["args"]))
-
-
-def to_tool_calls(message: AIMessage) -> list[ToolCall]:
-    """A LangChain message's tool calls as convergent's `ToolCall`s."""
-    return [_tool_call(call) for call in message.tool_calls]
-
-
-def _last_ai(messages: Sequence[BaseMessage]) -> AIMessage | None:
-    for message in reversed(messages):
+def _ai_of(messages: list[BaseMessage]) -> AIMessage | None:
+    for message in messages:
         if isinstance(message, AIMessage):
             return message
     return None
-
-
-def last_ai_turn(messages: Sequence[BaseMessage]) -> tuple[AIMessage, list[ToolMessage]] | None:
-    """The last model message and the tool results after it, if the conversation ends so."""
-    results: list[ToolMessage] = []
-    for message in reversed(messages):
-        if isinstance(message, ToolMessage):
-            results.append(message)
-        elif isinstance(message, AIMessage):
-            results.reverse()
-            return message, results
-        else:
-            return None
-    return None
-
-
-def _last_text(messages: Sequence[BaseMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, AIMessage) and message.text.strip():
-            return message.text
-    return ""

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from agents import (
     Agent,
     FunctionTool,
+    ModelSettings,
     RunConfig,
     RunContextWrapper,
     RunHooks,
@@ -46,13 +47,8 @@ from agents.run_error_handlers import RunErrorHandlerInput, RunErrorHandlerResul
 from agents.tool import FunctionToolResult
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
-from convergent.adapters._driver import (
-    CycleDriver,
-    NotExpressible,
-    StopReport,
-    ToolOutcome,
-    failure,
-)
+from convergent.adapters import NotExpressible
+from convergent.driver import CycleDriver, FinalRequest, StopReport, ToolOutcome, failure_result
 from convergent.messages import ToolCall, Usage
 from convergent.stop import Facts, LimitReached, Limits, Nudge, Stop, decide
 
@@ -134,7 +130,7 @@ class Convergence:
         self._response: ModelResponse | None = None
         self._calls: dict[str, ToolCall] = {}
         self._skipped: dict[str, str] = {}
-        self._failed: dict[str, bool] = {}
+        self._outcomes: dict[str, tuple[ToolOutcome, bool]] = {}
         self._notes: list[str] = []
         self._base_config: RunConfig | None = None
         self._last_text = ""
@@ -220,10 +216,11 @@ class Convergence:
 
     def _format_error(self, args: ToolErrorFormatterArgs[Any]) -> str | None:
         if args.kind == "tool_exception":
-            text, self._failed[args.call_id] = failure(args.tool_name, args.error or Exception())
+            text, fatal = failure_result(args.tool_name, args.error or Exception())
+            self._outcomes[args.call_id] = ("failed", fatal)
             return text
-        if args.kind == "tool_not_found":
-            self._failed[args.call_id] = False
+        if args.kind == "tool_not_found":  # the model's mistake, as in convergent's loop
+            self._outcomes[args.call_id] = ("invalid", False)
         return None
 
     async def _tool_use_behavior(
@@ -240,11 +237,9 @@ class Convergence:
             call = self._calls.get(call_id)
             if call is None or call_id in self._skipped:
                 continue
-            outcome: ToolOutcome = "failed" if call_id in self._failed else "ok"
-            driver.observe(
-                call, outcome, str(result.output), fatal=self._failed.get(call_id, False)
-            )
-        self._skipped, self._failed = {}, {}
+            outcome, fatal = self._outcomes.get(call_id, _RAN)
+            driver.observe(call, outcome, str(result.output), fatal=fatal)
+        self._skipped, self._outcomes = {}, {}
         decision = driver.end_step()
         if isinstance(decision, Nudge):
             self._notes.append(decision.note)
@@ -258,19 +253,30 @@ class Convergence:
 
     async def _finish(self, history: Sequence[TResponseInputItem]) -> str:
         """The final output: a hand-off's result, the answer after the stop, or the last text."""
-        driver = self.driver
-        prompt = driver.final_prompt()
-        final = await self._final_answer(history, prompt) if prompt is not None else None
+        driver, agent = self.driver, self._agent
+        final = None
+        if agent is not None:
+            request = driver.final_request(wanted_tokens=agent.model_settings.max_tokens)
+            if request is not None:
+                final = await self._final_answer(agent, history, request)
         self.report = driver.report(self._last_text, final)
         return self.report.output
 
-    async def _final_answer(self, history: Sequence[TResponseInputItem], prompt: str) -> str | None:
+    async def _final_answer(
+        self, agent: Agent[Any], history: Sequence[TResponseInputItem], final: FinalRequest
+    ) -> str | None:
         """One request without tools, made as a one-turn run of the same agent."""
-        agent = self._agent
-        if agent is None:
-            return None
-        plain = agent.clone(tools=[], handoffs=[], tool_use_behavior="run_llm_again", hooks=None)
-        items: list[TResponseInputItem] = [*history, {"role": "user", "content": prompt}]
+        settings = agent.model_settings
+        if final.max_tokens is not None:
+            settings = settings.resolve(ModelSettings(max_tokens=final.max_tokens))
+        plain = agent.clone(
+            tools=[],
+            handoffs=[],
+            tool_use_behavior="run_llm_again",
+            hooks=None,
+            model_settings=settings,
+        )
+        items: list[TResponseInputItem] = [*history, {"role": "user", "content": final.prompt}]
         try:
             result = await Runner.run(plain, items, max_turns=1, run_config=self._base_config)
         except AgentsException:
@@ -352,6 +358,9 @@ async def run(
         max_turns=convergence.max_turns,
     )
     return ConvergedRun(result, convergence._completed(result))
+
+
+_RAN: tuple[ToolOutcome, bool] = ("ok", False)
 
 
 def _tool_call(item: ResponseFunctionToolCall) -> ToolCall:

@@ -36,10 +36,11 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, User
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.result import FinalResult
 from pydantic_ai.run import AgentRunResult
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 from pydantic_graph import End
 
-from convergent.adapters._driver import CycleDriver, StopReport, ToolOutcome, failure
+from convergent.driver import CycleDriver, FinalRequest, StopReport, ToolOutcome, failure_result
 from convergent.extensions import Verifier
 from convergent.messages import ToolCall, Usage
 from convergent.stop import Interrupted, Limits, Nudge, Stop
@@ -113,7 +114,7 @@ class _RunConvergence(Convergence):
         self.calls: list[ToolCall] = []
         self.skipped: dict[str, str] = {}
         self.outcomes: dict[str, tuple[ToolOutcome, str, bool]] = {}
-        self.final = False
+        self.final: FinalRequest | None = None
         self.last_text = ""
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
@@ -138,15 +139,11 @@ class _RunConvergence(Convergence):
                 notes.append(decision.note)
         if driver.stop is None:
             driver.before_request()
-        stop = driver.stop
-        if stop is not None:
-            if stop.output is not None:
+        if driver.stop is not None:
+            self.final = driver.final_request(wanted_tokens=_max_tokens(ctx))
+            if self.final is None:
                 return self._end(ctx, driver.report(self.last_text))
-            prompt = driver.final_prompt()
-            if prompt is None:
-                return self._end(ctx, driver.report(self.last_text))
-            self.final = True
-            notes.append(prompt)
+            notes.append(self.final.prompt)
         else:
             note = driver.budget_note()
             if note is not None:
@@ -171,7 +168,7 @@ class _RunConvergence(Convergence):
         response: ModelResponse = node.model_response
         driver = self.driver
         text = response.text or ""
-        if self.final:
+        if self.final is not None:
             driver.add_usage(_usage(response))
             return self._end(ctx, driver.report(self.last_text, text))
         driver.requested(_usage(response))
@@ -208,13 +205,19 @@ class _RunConvergence(Convergence):
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        """The final request after a stop goes without tools."""
-        if not self.final:
+        """The final request after a stop goes without tools, within the budgets."""
+        final = self.final
+        if final is None:
             return request_context
         parameters = dataclasses.replace(
             request_context.model_request_parameters, function_tools=[], output_tools=[]
         )
-        return dataclasses.replace(request_context, model_request_parameters=parameters)
+        settings = request_context.model_settings
+        if final.max_tokens is not None:
+            settings = ModelSettings(**(settings or {}), max_tokens=final.max_tokens)
+        return dataclasses.replace(
+            request_context, model_request_parameters=parameters, model_settings=settings
+        )
 
     async def wrap_tool_execute(
         self,
@@ -235,7 +238,7 @@ class _RunConvergence(Convergence):
             self.outcomes[call.tool_call_id] = ("invalid", str(exc), False)
             raise
         except Exception as exc:  # the model sees the failure, as in convergent's loop
-            text, fatal = failure(call.tool_name, exc)
+            text, fatal = failure_result(call.tool_name, exc)
             self.outcomes[call.tool_call_id] = ("failed", text, fatal)
             return text
         self.outcomes[call.tool_call_id] = ("ok", str(result), False)
@@ -248,6 +251,12 @@ def _tool_call(part: ToolCallPart) -> ToolCall:
     except ValueError as exc:
         return ToolCall(id=part.tool_call_id, name=part.tool_name, parse_error=str(exc))
     return ToolCall(id=part.tool_call_id, name=part.tool_name, arguments=arguments)
+
+
+def _max_tokens(ctx: RunContext[Any]) -> int | None:
+    """The agent's own output cap, if it has one."""
+    settings = ctx.agent.model_settings if ctx.agent is not None else None
+    return settings.get("max_tokens") if isinstance(settings, dict) else None
 
 
 def _usage(response: ModelResponse) -> Usage:
