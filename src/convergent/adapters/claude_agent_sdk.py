@@ -11,11 +11,23 @@
 - ``Stop`` runs the verifier on the last answer: while it fails, the stop is blocked
   and its feedback goes to the model.
 
+Claude Code ends a session when ``PostToolUse`` says so, but not ``PostToolUseFailure``
+(2.1.x): a stop that a failure calls for ends the session at the next hook that can
+end it (the next tool call is denied), one model request later than convergent's loop
+would. Claude Code also hands the hooks a failure as text only; wrap in-process SDK
+tools with `Convergence.tools` and their exceptions reach the model in convergent's
+words, and a fatal `ToolError` ends the session at once, as it ends convergent's loop
+(its result goes to ``PostToolUse``, which can end the session; the model never reads
+it).
+
 What the hooks cannot see is a model request: the CLI makes them. So ``max_cycles``
 becomes the SDK's ``max_turns`` and ``max_cost`` its ``max_budget_usd``; a token or
-wall-time budget cannot be expressed (`NotExpressible`). Claude Code makes no request
-after a hook ends the session, so there is no final answer after a stop: the output is
-the last text. Each hook sees one call, so a step is one call.
+wall-time budget cannot be expressed (`NotExpressible`). Pass each message of the
+session to `record`: it counts the requests and their usage (Claude Code's
+``num_turns`` counts a turn a hook ended as one more). Claude Code makes no request
+after a hook ends the session, so there is no final answer after a stop (nor an output
+cap for one): the output is the last text. Each hook sees one call, so a step is one
+call.
 
 Install with ``pip install convergent[claude-agent-sdk]``.
 """
@@ -27,13 +39,21 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any, Literal, cast
 
-from claude_agent_sdk import ClaudeAgentOptions, HookContext, HookMatcher, ResultMessage
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    HookContext,
+    HookMatcher,
+    ResultMessage,
+    SdkMcpTool,
+    TextBlock,
+)
 from claude_agent_sdk.types import HookCallback
 
 from convergent.adapters import NotExpressible
-from convergent.driver import CycleDriver, StopReport
+from convergent.driver import CycleDriver, StopReport, failure_result
 from convergent.extensions import Verifier
-from convergent.messages import ToolCall
+from convergent.messages import ToolCall, Usage
 from convergent.stop import (
     Decision,
     Facts,
@@ -56,8 +76,8 @@ class Convergence:
         ```python
         convergence = Convergence(Limits(max_cycles=20), verifier=tests_pass)
         async for message in query(prompt=task, options=convergence.options()):
-            if isinstance(message, ResultMessage):
-                report = convergence.finish(message)
+            convergence.record(message)
+        convergence.report.reason
         ```
 
     Args:
@@ -101,6 +121,34 @@ class Convergence:
         """How the session ended, once `finish` has seen its result."""
         self._calls: dict[str, ToolCall] = {}
         self._last_text = ""
+        self._fatal: list[str] = []
+        """Texts of fatal failures of wrapped tools, until ``PostToolUse`` sees them."""
+        self._requests: dict[str, Usage] = {}
+        """The main agent's model responses seen by `record`, by message id."""
+
+    def tools(self, *tools: SdkMcpTool[Any]) -> list[SdkMcpTool[Any]]:
+        """Copies of in-process SDK tools whose exceptions the policy can read.
+
+        A tool's exception becomes an error result in convergent's words (instead of the
+        SDK's bare message), and a `ToolError(fatal=True)` ends the session when its
+        failure reaches ``PostToolUseFailure``. Give the copies to
+        ``create_sdk_mcp_server``.
+        """
+        return [dataclasses.replace(tool, handler=self._guarded(tool)) for tool in tools]
+
+    def _guarded(self, tool: SdkMcpTool[Any]) -> Any:
+        handler = tool.handler
+
+        async def run(arguments: Any) -> dict[str, Any]:
+            try:
+                return await handler(arguments)
+            except Exception as exc:  # the model sees the failure, as in convergent's loop
+                text, fatal = failure_result(tool.name, exc)
+                if fatal:  # PostToolUse, not PostToolUseFailure, can end the session
+                    self._fatal.append(text)
+                return {"content": [{"type": "text", "text": text}], "is_error": not fatal}
+
+        return run
 
     @property
     def hooks(self) -> dict[Any, list[HookMatcher]]:
@@ -141,24 +189,32 @@ class Convergence:
             arguments=dict(data.get("tool_input") or {}),
         )
         self._calls[call.id] = call
+        if self.driver.stop is not None:  # a stop a failure called for: end here
+            return self._deny(f"not executed: {self.driver.stop.detail}", self.driver.stop)
         review = self.driver.review([call])
         if not review.skipped:
             return {}
+        decision = review.decision
+        return self._deny(review.skipped[0], decision if isinstance(decision, Stop) else None)
+
+    def _deny(self, reason: str, stop: Stop | None) -> dict[str, Any]:
         denied = {
             "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",
                 "permissionDecision": "deny",
-                "permissionDecisionReason": review.skipped[0],
+                "permissionDecisionReason": reason,
             }
         }
-        if isinstance(review.decision, Stop):
-            return {**denied, **_end(review.decision)}
-        return denied
+        return {**denied, **_end(stop)} if stop is not None else denied
 
     async def _post_tool_use(
         self, data: Any, tool_use_id: str | None, context: HookContext
     ) -> dict[str, Any]:
-        return self._after_call(data, tool_use_id, "ok", _text(data.get("tool_response")))
+        text = _text(data.get("tool_response"))
+        if text in self._fatal:
+            self._fatal.remove(text)
+            return self._after_call(data, tool_use_id, "failed", text, fatal=True)
+        return self._after_call(data, tool_use_id, "ok", text)
 
     async def _post_tool_use_failure(
         self, data: Any, tool_use_id: str | None, context: HookContext
@@ -168,14 +224,21 @@ class Convergence:
         return self._after_call(data, tool_use_id, "failed", str(data.get("error", "")))
 
     def _after_call(
-        self, data: Any, tool_use_id: str | None, outcome: Literal["ok", "failed"], text: str
+        self,
+        data: Any,
+        tool_use_id: str | None,
+        outcome: Literal["ok", "failed"],
+        text: str,
+        fatal: bool = False,
     ) -> dict[str, Any]:
         call_id = tool_use_id or data.get("tool_use_id", "")
         call = self._calls.pop(call_id, None) or ToolCall(
             id=call_id, name=data["tool_name"], arguments=dict(data.get("tool_input") or {})
         )
         driver = self.driver
-        driver.observe(call, outcome, text)
+        if driver.stop is not None:  # a stop a failure called for: end here
+            return _end(driver.stop)
+        driver.observe(call, outcome, text, fatal=fatal)
         decision = driver.end_step()
         if isinstance(decision, Stop):
             return _end(decision)
@@ -192,6 +255,8 @@ class Convergence:
         text = str(data.get("last_assistant_message") or "")
         if text:
             self._last_text = text
+        if self.driver.stop is not None:  # stopped already: let the session end
+            return {}
         decision: Decision = await self.driver.answered_async(text)
         if isinstance(decision, Interrupted):
             return {"decision": "block", "reason": decision.message}
@@ -199,10 +264,35 @@ class Convergence:
 
     # -- the end ------------------------------------------------------------------------
 
+    def record(self, message: object) -> StopReport | None:
+        """See one message of the session (pass each, in order).
+
+        Counts the main agent's model requests and their usage; at the
+        ``ResultMessage``, `finish`es and returns the report.
+        """
+        if isinstance(message, AssistantMessage) and message.parent_tool_use_id is None:
+            usage = message.usage or {}
+            self._requests[message.message_id or str(len(self._requests))] = Usage(
+                input_tokens=usage.get("input_tokens", 0),
+                output_tokens=usage.get("output_tokens", 0),
+                requests=1,
+            )
+            text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+            if text.strip():
+                self._last_text = text
+        elif isinstance(message, ResultMessage):
+            return self.finish(message)
+        return None
+
     def finish(self, result: ResultMessage) -> StopReport:
         """How the session ended, from its ``ResultMessage`` and the hooks' decisions."""
         driver = self.driver
-        driver.tally.cycles = result.num_turns
+        requests = self._requests
+        tally = driver.tally
+        tally.cycles = len(requests) if requests else result.num_turns
+        tally.usage = sum(requests.values(), Usage())
+        if result.total_cost_usd:
+            tally.usage = dataclasses.replace(tally.usage, cost=result.total_cost_usd)
         if driver.stop is None or driver.stop.reason is StopReason.COMPLETED:
             limit = _limit_of(result, driver)
             if limit is not None:
@@ -210,7 +300,7 @@ class Convergence:
                 assert isinstance(decision, Stop)
                 driver.stop = decision
             elif driver.stop is None:
-                driver.stop = Stop(StopReason.COMPLETED, "the model answered without tool calls")
+                driver.judge_answer(None)
         self.report = driver.report(result.result or self._last_text)
         return self.report
 
@@ -232,6 +322,11 @@ def _end(stop: Stop) -> dict[str, Any]:
 
 
 def _text(response: Any) -> str:
+    """A tool's result as text: an MCP tool's text blocks joined, anything else as JSON."""
     if isinstance(response, str):
         return response
+    if isinstance(response, list) and all(
+        isinstance(block, dict) and block.get("type") == "text" for block in response
+    ):
+        return "".join(str(block.get("text", "")) for block in response)
     return json.dumps(response, sort_keys=True, default=str)
