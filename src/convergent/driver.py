@@ -23,7 +23,7 @@ import inspect
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypedDict, Unpack
 
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification, Verifier
@@ -47,6 +47,7 @@ __all__ = [
     "FINAL_ANSWER_PROMPT",
     "CycleDriver",
     "FinalRequest",
+    "PolicyOptions",
     "Review",
     "RunTally",
     "StopReport",
@@ -101,6 +102,27 @@ def message_chars(message: Message) -> int:
 def verdict_feedback(verdict: Verification) -> str:
     """What the model is told of a failed verdict ("" when it passed)."""
     return "" if verdict.passed else verdict.feedback or "the answer failed verification"
+
+
+class PolicyOptions(TypedDict, total=False):
+    """A run's stop policy besides its `Limits`: what the loop's `Agent` and every adapter take."""
+
+    tools: Mapping[str, bool | None] | None
+    """Tool names with their ``read_only`` flag (True, False, or None when unknown);
+    None (the default): every name is a tool with an unknown flag."""
+    terminal_tools: Collection[str]
+    """Tools whose successful call hands the run off (its result is the output)."""
+    max_consecutive_tool_errors: int | None
+    """Failing steps in a row that stop the run, after a nudge (default 3); None never."""
+    on_tool_error: Literal["continue", "stop"]
+    """``stop``: any failure ends the run; ``continue`` (the default): streaks count."""
+    verifier: Verifier | None
+    """An external check of an answer without tool calls; while it fails, its feedback
+    goes to the model and the run goes on."""
+    final_answer: bool
+    """Ask for one answer without tools after a stop for ``max_cycles``, ``stalled``,
+    ``budget_exhausted`` or ``tool_error`` (the default); room for it is kept in the
+    token and cost budgets."""
 
 
 class Tally(Protocol):
@@ -172,24 +194,13 @@ class CycleDriver:
 
     Args:
         limits: Budgets and thresholds (default `Limits()`).
-        tools: Tool names with their ``read_only`` flag (True, False, or None when
-            unknown); None: every name is a tool with an unknown flag.
-        terminal_tools: Tools whose successful call hands the run off (its result is
-            the output).
-        max_consecutive_tool_errors: Failing steps in a row that stop the run (after a
-            nudge); None never.
-        on_tool_error: ``stop``: any failure ends the run.
-        verifier: An external check of an answer without tool calls; while it fails,
-            its feedback goes to the model and the run goes on.
-        final_answer: Ask for one answer without tools after a stop for ``max_cycles``,
-            ``stalled``, ``budget_exhausted`` or ``tool_error``; room for it is kept
-            in the token and cost budgets.
         tally: Where requests and usage are counted (a run's `RunState`); default a
             fresh `RunTally`.
         monitor_state: The monitor's state to continue (a resumed run's).
         clock: Monotonic seconds, for ``max_seconds``.
         elapsed_before: Seconds the run took before this driver took it over (a
             resumed run's).
+        **options: The rest of the stop policy (`PolicyOptions`).
 
     A host that can measure its conversation may override `pending_chars`, as
     convergent's loop does.
@@ -218,30 +229,26 @@ class CycleDriver:
         self,
         limits: Limits | None = None,
         *,
-        tools: Mapping[str, bool | None] | None = None,
-        terminal_tools: Collection[str] = (),
-        max_consecutive_tool_errors: int | None = 3,
-        on_tool_error: Literal["continue", "stop"] = "continue",
-        verifier: Verifier | None = None,
-        final_answer: bool = True,
         tally: Tally | None = None,
         monitor_state: MonitorState | None = None,
         clock: Callable[[], float] = time.monotonic,
         elapsed_before: float = 0.0,
+        **options: Unpack[PolicyOptions],
     ) -> None:
         self.monitor = RunMonitor(
             limits,
-            tools=tools,
-            max_consecutive_tool_errors=max_consecutive_tool_errors,
-            on_tool_error=on_tool_error,
+            tools=options.get("tools"),
+            max_consecutive_tool_errors=options.get("max_consecutive_tool_errors", 3),
+            on_tool_error=options.get("on_tool_error", "continue"),
             state=monitor_state,
         )
         limits = self.limits = self.monitor.limits
+        terminal_tools = options.get("terminal_tools", ())
         self.terminal_tools = (
             terminal_tools if isinstance(terminal_tools, frozenset) else frozenset(terminal_tools)
         )
-        self.verifier = verifier
-        self.final_answer = final_answer
+        self.verifier = options.get("verifier")
+        final_answer = self.final_answer = options.get("final_answer", True)
         self.tally: Tally = tally if tally is not None else RunTally()
         self._clock = clock
         self._started = clock()

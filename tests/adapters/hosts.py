@@ -70,17 +70,23 @@ async def run_loop(trajectory: Trajectory) -> Ending:
 
 
 def langchain_model(steps: list[Step], seen: list[Seen] | None = None) -> Any:
-    """LangChain's list fake, able to take tools as its tool-calling models do."""
+    """LangChain's list fake, able to take tools as its tool-calling models do, and failing
+    on a request past the end of its script."""
     from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
     from langchain_core.messages import AIMessage
 
     class ToolCallingFake(FakeMessagesListChatModel):
+        served: int = 0
+
         def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
             return self.bind(**kwargs) if kwargs else self
 
         def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
             if seen is not None:
                 seen.append((repr(messages), kwargs.get("max_tokens")))
+            if self.served == len(self.responses):  # the list fake would start over
+                raise RuntimeError(f"request {self.served + 1} is past the end of the script")
+            self.served += 1
             return super()._generate(messages, *args, **kwargs)
 
     ids = (f"call_{n}" for n in itertools.count())

@@ -36,8 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Collection, Mapping
-from typing import Any, Literal, cast
+from typing import Any, Literal, Unpack, cast
 
 from claude_agent_sdk import (
     AssistantMessage,
@@ -51,8 +50,7 @@ from claude_agent_sdk import (
 from claude_agent_sdk.types import HookCallback
 
 from convergent.adapters import NotExpressible
-from convergent.driver import CycleDriver, StopReport, failure_result
-from convergent.extensions import Verifier
+from convergent.driver import CycleDriver, PolicyOptions, StopReport, failure_result
 from convergent.messages import ToolCall, Usage
 from convergent.stop import (
     Decision,
@@ -83,40 +81,30 @@ class Convergence:
     Args:
         limits: Budgets and thresholds (``max_cycles`` and ``max_cost`` only; see the
             module's notes).
-        tools: Tool names with their ``read_only`` flag, when known (Claude Code's
-            ``Read``, ``Grep``, ``Glob`` are read-only; ``Edit``, ``Write``, ``Bash``
-            may change things).
-        terminal_tools: Tools whose successful call hands the session off.
-        max_consecutive_tool_errors: Failing calls in a row that end the session.
-        on_tool_error: ``stop``: any tool failure ends the session.
-        verifier: Checks the answer when the model stops; its feedback keeps it going.
+        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`).
+            Give ``tools`` the ``read_only`` flags you know (Claude Code's ``Read``,
+            ``Grep``, ``Glob`` only read; ``Edit``, ``Write``, ``Bash`` may change
+            things); the ``verifier`` runs when the model stops, and its feedback keeps
+            it going; a ``final_answer`` is not expressible.
+
+    Raises:
+        NotExpressible: For a token or wall-time budget, or a final answer.
     """
 
-    def __init__(
-        self,
-        limits: Limits | None = None,
-        *,
-        tools: Mapping[str, bool | None] | None = None,
-        terminal_tools: Collection[str] = (),
-        max_consecutive_tool_errors: int | None = 3,
-        on_tool_error: Literal["continue", "stop"] = "continue",
-        verifier: Verifier | None = None,
-    ) -> None:
+    def __init__(self, limits: Limits | None = None, **options: Unpack[PolicyOptions]) -> None:
         limits = limits or Limits()
         if limits.max_total_tokens is not None or limits.max_seconds is not None:
             raise NotExpressible(
                 "Claude Agent SDK hooks do not see model requests: a token or wall-time "
                 "budget cannot be checked before one (use max_cycles or max_cost)"
             )
-        self.driver = CycleDriver(
-            limits,
-            tools=tools,
-            terminal_tools=terminal_tools,
-            max_consecutive_tool_errors=max_consecutive_tool_errors,
-            on_tool_error=on_tool_error,
-            verifier=verifier,
-            final_answer=False,
-        )
+        if options.get("final_answer"):
+            raise NotExpressible(
+                "Claude Code makes no request after a hook ends the session: "
+                "there is no final answer after a stop"
+            )
+        options["final_answer"] = False
+        self.driver = CycleDriver(limits, **options)
         self.report: StopReport | None = None
         """How the session ended, once `finish` has seen its result."""
         self._calls: dict[str, ToolCall] = {}

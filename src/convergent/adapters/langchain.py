@@ -19,9 +19,9 @@ Install with ``pip install convergent[langchain]``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, NotRequired, Unpack
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain.agents.middleware.types import (
@@ -44,8 +44,8 @@ from convergent.adapters._langchain_common import (
     usage_of_any,
     wrap_tool_call,
 )
-from convergent.driver import CycleDriver, StopReport
-from convergent.extensions import Verification, Verifier
+from convergent.driver import CycleDriver, PolicyOptions, StopReport
+from convergent.extensions import Verification
 from convergent.messages import ToolCall
 from convergent.stop import Interrupted, Limits, Nudge, Stop
 
@@ -80,9 +80,10 @@ class _Check:
     text: str
 
 
-_Cycle = Generator[ModelRequest[Any] | _Check, Any, ExtendedModelResponse[Any]]
+_Cycle = Generator[ModelRequest[Any] | _Check | ExtendedModelResponse[Any], Any, None]
 """One model call's work, written once for both paths: it yields the requests to make
-and the verdicts it needs, and is sent the responses and verdicts back."""
+and the verdicts it needs (and is sent the responses and verdicts back, or a request's
+exception thrown in), then its result."""
 
 
 class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
@@ -97,40 +98,18 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
 
     Args:
         limits: Budgets and thresholds; ``max_cycles`` counts model requests.
-        tools: Tool names with their ``read_only`` flag, when known (see `CycleDriver`).
-        terminal_tools: Tools whose successful call hands the run off.
-        max_consecutive_tool_errors: Failing steps in a row that stop the run.
-        on_tool_error: ``stop``: any tool failure ends the run.
-        verifier: Checks an answer without tool calls (synchronous with ``invoke``,
-            either kind with ``ainvoke``); its feedback goes back to the model.
-        final_answer: After a stop for a limit, a stall or tool errors, ask the model
-            once more, without tools, for its best answer (with ``max_tokens`` set to
-            what a token or cost budget leaves).
+        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`). A
+            ``verifier`` must be synchronous under ``invoke`` (either kind under
+            ``ainvoke``); the final answer's request gets ``max_tokens`` set to what a
+            token or cost budget leaves.
     """
 
     state_schema = ConvergenceState
 
-    def __init__(
-        self,
-        limits: Limits | None = None,
-        *,
-        tools: Mapping[str, bool | None] | None = None,
-        terminal_tools: Collection[str] = (),
-        max_consecutive_tool_errors: int | None = 3,
-        on_tool_error: Literal["continue", "stop"] = "continue",
-        verifier: Verifier | None = None,
-        final_answer: bool = True,
-    ) -> None:
+    def __init__(self, limits: Limits | None = None, **options: Unpack[PolicyOptions]) -> None:
         super().__init__()
         self.limits = limits or Limits()
-        self._driver_options: dict[str, Any] = {
-            "tools": tools,
-            "terminal_tools": frozenset(terminal_tools),
-            "max_consecutive_tool_errors": max_consecutive_tool_errors,
-            "on_tool_error": on_tool_error,
-            "verifier": verifier,
-            "final_answer": final_answer,
-        }
+        self._options = options
 
     # -- the model call -----------------------------------------------------------------
 
@@ -141,23 +120,18 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
     ) -> ExtendedModelResponse[Any]:
         """One cycle (or several, while the verifier sends the model back to work)."""
         cycle = self._cycle(request)
-        try:
-            asked = next(cycle)
-            while True:
+        asked = next(cycle)
+        while not isinstance(asked, ExtendedModelResponse):
+            try:
                 if isinstance(asked, _Check):
-                    asked = cycle.send(asked.driver.verify(asked.text))
-                    continue
-                try:
-                    response = handler(asked)
-                except Exception as exc:  # the cycle decides what a failed request means
-                    asked = cycle.throw(exc)
+                    answer: Any = asked.driver.verify(asked.text)
                 else:
-                    asked = cycle.send(response)
-        except StopIteration as done:
-            result: ExtendedModelResponse[Any] = done.value
-            return result
-        finally:
-            cycle.close()
+                    answer = handler(asked)
+            except Exception as exc:  # the cycle decides what a failed request means
+                asked = cycle.throw(exc)
+            else:
+                asked = cycle.send(answer)
+        return asked
 
     async def awrap_model_call(
         self,
@@ -166,23 +140,18 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
     ) -> ExtendedModelResponse[Any]:
         """One cycle (or several, while the verifier sends the model back to work)."""
         cycle = self._cycle(request)
-        try:
-            asked = next(cycle)
-            while True:
+        asked = next(cycle)
+        while not isinstance(asked, ExtendedModelResponse):
+            try:
                 if isinstance(asked, _Check):
-                    asked = cycle.send(await asked.driver.verify_async(asked.text))
-                    continue
-                try:
-                    response = await handler(asked)
-                except Exception as exc:  # the cycle decides what a failed request means
-                    asked = cycle.throw(exc)
+                    answer: Any = await asked.driver.verify_async(asked.text)
                 else:
-                    asked = cycle.send(response)
-        except StopIteration as done:
-            result: ExtendedModelResponse[Any] = done.value
-            return result
-        finally:
-            cycle.close()
+                    answer = await handler(asked)
+            except Exception as exc:  # the cycle decides what a failed request means
+                asked = cycle.throw(exc)
+            else:
+                asked = cycle.send(answer)
+        return asked
 
     # -- tools --------------------------------------------------------------------------
 
@@ -209,7 +178,7 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
         book: _RunBook | None = request.state.get("convergence_run")  # type: ignore[assignment]
         update: dict[str, Any] = {}
         if book is None:
-            book = _RunBook(CycleDriver(self.limits, **self._driver_options))
+            book = _RunBook(CycleDriver(self.limits, **self._options))
             update["convergence_run"] = book
         driver = book.driver
         added: list[AnyMessage] = []
@@ -229,7 +198,8 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
             driver.requested(usage_of_any(ai))
             added.extend(response.result)  # type: ignore[arg-type]
             if ai is None:
-                return _respond(added, update, response)
+                yield _respond(added, update, response)
+                return
             if ai.tool_calls:
                 calls = to_tool_calls(ai)
                 review = driver.review(calls)
@@ -241,7 +211,8 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
                 book.batch = [c for n, c in enumerate(calls) if n not in review.skipped]
                 if driver.stop is not None:
                     break
-                return _respond(added, update, response)
+                yield _respond(added, update, response)
+                return
             verdict: Verification | None = (
                 (yield _Check(driver, ai.text)) if driver.verifier is not None else None
             )
@@ -250,8 +221,9 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
                 added.append(HumanMessage(decision.message))
                 continue
             update["stop_report"] = driver.report(ai.text)
-            return _respond(added, update, response)
-        return (yield from _finish(driver, request, added, update))
+            yield _respond(added, update, response)
+            return
+        yield from _finish(driver, request, added, update)
 
 
 def _finish(
@@ -286,7 +258,7 @@ def _finish(
         added.append(AIMessage(stop.output))
     update["stop_report"] = driver.report(last, answer)
     update["jump_to"] = "end"
-    return _respond(added, update)
+    yield _respond(added, update)
 
 
 def _record_batch(book: _RunBook, messages: list[AnyMessage]) -> Any:

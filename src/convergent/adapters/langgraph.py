@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Literal, Unpack
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
@@ -44,7 +44,7 @@ from convergent.adapters._langchain_common import (
     usage_of,
     wrap_tool_call,
 )
-from convergent.driver import CycleDriver, StopReport
+from convergent.driver import CycleDriver, PolicyOptions, StopReport
 from convergent.messages import ToolCall
 from convergent.stop import Limits, Stop
 
@@ -84,13 +84,9 @@ class ToolsCondition:
     Args:
         limits: Budgets and thresholds (default ``Limits(stall_nudges=0)``); nudges and
             ``max_seconds`` cannot be expressed.
-        tools: Tool names with their ``read_only`` flag, when known.
-        terminal_tools: Tools whose successful call hands the run off.
-        max_consecutive_tool_errors: Failing steps in a row that stop the run.
-        on_tool_error: ``stop``: any tool failure ends the run.
         messages_key: Where the state keeps its messages (as for ``tools_condition``).
-        verifier: Not expressible: passing one raises `NotExpressible`.
-        final_answer: Not expressible: True raises `NotExpressible`.
+        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`); a
+            ``verifier`` and a ``final_answer`` cannot be expressed.
 
     Raises:
         NotExpressible: For a verifier, a final answer, nudges or ``max_seconds``.
@@ -100,25 +96,14 @@ class ToolsCondition:
         self,
         limits: Limits | None = None,
         *,
-        tools: Mapping[str, bool | None] | None = None,
-        terminal_tools: Collection[str] = (),
-        max_consecutive_tool_errors: int | None = 3,
-        on_tool_error: Literal["continue", "stop"] = "continue",
         messages_key: str = "messages",
-        verifier: object = None,
-        final_answer: bool = False,
+        **options: Unpack[PolicyOptions],
     ) -> None:
         limits = limits if limits is not None else Limits(stall_nudges=0)
-        _refuse(limits, verifier, final_answer)
+        _refuse(limits, options.get("verifier"), options.get("final_answer", False))
         self.limits = limits
         self.messages_key = messages_key
-        self._options: dict[str, Any] = {
-            "tools": tools,
-            "terminal_tools": frozenset(terminal_tools),
-            "max_consecutive_tool_errors": max_consecutive_tool_errors,
-            "on_tool_error": on_tool_error,
-            "final_answer": False,
-        }
+        self._options: PolicyOptions = {**options, "final_answer": False}
         self._replays: OrderedDict[int, _Replay] = OrderedDict()
         self._lock = threading.Lock()
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Unpack
 
 from agents import (
     Agent,
@@ -48,7 +48,14 @@ from agents.tool import FunctionToolResult
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
 from convergent.adapters import NotExpressible
-from convergent.driver import CycleDriver, FinalRequest, StopReport, ToolOutcome, failure_result
+from convergent.driver import (
+    CycleDriver,
+    FinalRequest,
+    PolicyOptions,
+    StopReport,
+    ToolOutcome,
+    failure_result,
+)
 from convergent.messages import ToolCall, Usage
 from convergent.stop import Facts, LimitReached, Limits, Nudge, Stop, decide
 
@@ -85,39 +92,21 @@ class Convergence:
 
     Args:
         limits: Budgets and thresholds; ``max_cycles`` counts model requests.
-        tools: Tool names with their ``read_only`` flag, when known.
-        terminal_tools: Tools whose successful call hands the run off.
-        max_consecutive_tool_errors: Failing steps in a row that stop the run.
-        on_tool_error: ``stop``: any tool failure ends the run.
-        final_answer: After a stop for a limit, a stall or tool errors, ask the model
-            once more, without tools, for its best answer.
-        verifier: Not expressible in this SDK: passing one raises `NotExpressible`.
+        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`); the
+            final answer's run gets ``max_tokens`` set to what a token or cost budget
+            leaves. A ``verifier`` is not expressible in this SDK.
+
+    Raises:
+        NotExpressible: For a verifier.
     """
 
-    def __init__(
-        self,
-        limits: Limits | None = None,
-        *,
-        tools: Mapping[str, bool | None] | None = None,
-        terminal_tools: Collection[str] = (),
-        max_consecutive_tool_errors: int | None = 3,
-        on_tool_error: Literal["continue", "stop"] = "continue",
-        final_answer: bool = True,
-        verifier: object = None,
-    ) -> None:
-        if verifier is not None:
+    def __init__(self, limits: Limits | None = None, **options: Unpack[PolicyOptions]) -> None:
+        if options.get("verifier") is not None:
             raise NotExpressible(
                 "the OpenAI Agents SDK ends a run at the first answer without tool calls: "
                 "a verifier's feedback cannot reach the model"
             )
-        self.driver = CycleDriver(
-            limits,
-            tools=tools,
-            terminal_tools=terminal_tools,
-            max_consecutive_tool_errors=max_consecutive_tool_errors,
-            on_tool_error=on_tool_error,
-            final_answer=final_answer,
-        )
+        self.driver = CycleDriver(limits, **options)
         self.hooks: RunHooks[Any] = _Hooks(self)
         """Pass as ``Runner.run(..., hooks=...)``."""
         self.error_handlers: Any = {"max_turns": self._on_max_turns}
@@ -335,7 +324,7 @@ async def run(
     limits: Limits | None = None,
     run_config: RunConfig | None = None,
     context: Any = None,
-    **options: Any,
+    **options: Unpack[PolicyOptions],
 ) -> ConvergedRun:
     """Run ``agent`` on ``input`` with `Runner.run` until one of convergent's stops.
 
@@ -345,7 +334,7 @@ async def run(
         limits: Budgets and thresholds.
         run_config: The run's configuration (the adapter adds its own seams to a copy).
         context: The run context, passed through.
-        **options: `Convergence` options (``tools``, ``terminal_tools``, ...).
+        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`).
     """
     convergence = Convergence(limits, **options)
     result = await Runner.run(

@@ -26,8 +26,7 @@ Install with ``pip install convergent[pydantic-ai]``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
-from typing import Any, Literal
+from typing import Any, Unpack
 
 from pydantic_ai import CallToolsNode, ModelRequestNode, RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -40,8 +39,14 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 from pydantic_graph import End
 
-from convergent.driver import CycleDriver, FinalRequest, StopReport, ToolOutcome, failure_result
-from convergent.extensions import Verifier
+from convergent.driver import (
+    CycleDriver,
+    FinalRequest,
+    PolicyOptions,
+    StopReport,
+    ToolOutcome,
+    failure_result,
+)
 from convergent.messages import ToolCall, Usage
 from convergent.stop import Interrupted, Limits, Nudge, Stop
 
@@ -61,36 +66,15 @@ class Convergence(AbstractCapability[Any]):
 
     Args:
         limits: Budgets and thresholds; ``max_cycles`` counts model requests.
-        tools: Tool names with their ``read_only`` flag, when known.
-        terminal_tools: Tools whose successful call hands the run off.
-        max_consecutive_tool_errors: Failing steps in a row that stop the run.
-        on_tool_error: ``stop``: any tool failure ends the run.
-        verifier: Checks an answer without tool calls; its feedback goes back to the
-            model as a new request.
-        final_answer: After a stop for a limit, a stall or tool errors, ask the model
-            once more, without tools, for its best answer.
+        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`): the
+            verifier's feedback goes back to the model as a new request; the final
+            answer's request gets ``max_tokens`` set to what a token or cost budget
+            leaves.
     """
 
-    def __init__(
-        self,
-        limits: Limits | None = None,
-        *,
-        tools: Mapping[str, bool | None] | None = None,
-        terminal_tools: Collection[str] = (),
-        max_consecutive_tool_errors: int | None = 3,
-        on_tool_error: Literal["continue", "stop"] = "continue",
-        verifier: Verifier | None = None,
-        final_answer: bool = True,
-    ) -> None:
+    def __init__(self, limits: Limits | None = None, **options: Unpack[PolicyOptions]) -> None:
         self.limits = limits or Limits()
-        self._options: dict[str, Any] = {
-            "tools": tools,
-            "terminal_tools": terminal_tools,
-            "max_consecutive_tool_errors": max_consecutive_tool_errors,
-            "on_tool_error": on_tool_error,
-            "verifier": verifier,
-            "final_answer": final_answer,
-        }
+        self._options = options
         self.reports: dict[str, StopReport] = {}
         """How each run ended, by run id."""
         self.last_report: StopReport | None = None
