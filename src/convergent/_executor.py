@@ -19,7 +19,8 @@ from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from convergent.exceptions import NeedsUserInput, ToolArgumentsError, ToolError
+from convergent.driver import failure_result
+from convergent.exceptions import NeedsUserInput, ToolArgumentsError
 from convergent.messages import ToolCall
 from convergent.tools import Tool, to_text
 
@@ -139,10 +140,9 @@ def _classify(call: ToolCall, tool: Tool, exc: BaseException) -> Classified:
             return Outcome.NEEDS_USER, exc.question, False
         case TimeoutError():
             return Outcome.FAILED, f"{call.name} timed out after {tool.timeout:g}s", False
-        case ToolError():
-            return Outcome.FAILED, f"{call.name} failed: {exc}", exc.fatal
-        case _:
-            return Outcome.FAILED, f"{call.name} raised {type(exc).__name__}: {exc}", False
+        case _:  # the tool's own failure, worded as every adapter words it too
+            text, fatal = failure_result(call.name, exc)
+            return Outcome.FAILED, text, fatal
 
 
 async def _rest(call: ToolCall, tool: Tool, work: Coroutine[Any, Any, Any]) -> Classified:
