@@ -124,16 +124,30 @@ def test_repeats_count_per_stretch_of_no_progress_not_per_run() -> None:
 # --- the rule for read_only, branch by branch -------------------------------------
 
 
-def test_a_read_only_call_never_resets_other_counts() -> None:
+def test_a_read_only_call_with_an_unchanged_result_never_resets_other_counts() -> None:
     m = monitor()
     steps = [
         (call("read", path="a"), "x"),
         (call("list_files"), "a b"),
         (call("read", path="a"), "x"),
-        (call("list_files"), "a b c"),  # its own result changed: only its count restarts
+        (call("list_files"), "a b"),
         (call("read", path="a"), "x"),
     ]
     assert trajectory(m, steps) == [4]
+
+
+def test_a_repeated_call_whose_result_changed_restarts_every_count() -> None:
+    m = monitor()
+    steps = [
+        (call("read", path="a"), "x"),
+        (call("list_files"), "a b"),
+        (call("read", path="a"), "x"),
+        (call("list_files"), "a b c"),  # the same call answered differently: the world moved
+        (call("read", path="a"), "x"),
+        (call("read", path="a"), "x"),
+        (call("read", path="a"), "x"),
+    ]
+    assert trajectory(m, steps) == [6]
 
 
 def test_a_declared_state_changing_call_always_resets_other_counts() -> None:

@@ -10,7 +10,9 @@ Progress, the rule behind stalls:
 
 - An identical call (same name, same canonical arguments) counts while nothing has
   changed. Its count starts again when its result differs from its last one, or when
-  a call that changed something ran since.
+  a call that changed something ran since. A call whose result differs from its last
+  one (a poll whose status moved) shows that the world changed, so every count starts
+  again, whatever its tool declares.
 - A call *changed something* when its tool is declared state-changing
   (``read_only=False``), or when its tool is unannotated (``read_only=None``) and its
   (call, result) pair is new since the last change: repeating an unannotated call and
@@ -324,10 +326,12 @@ class RunMonitor:
         recent.append(pair)
         if len(recent) > self._recent_size:
             del recent[0]
-        if entry is not None and entry[0] == digest:
-            count, changed = entry[1] + 1, read_only is False
-        else:
+        if entry is None:
             count, changed = 1, read_only is not True
+        elif entry[0] == digest:
+            count, changed = entry[1] + 1, read_only is False
+        else:  # the same call answered differently: the world changed, whatever it is
+            count, changed = 1, True
         if changed and outcome == "ok":  # a failed or rejected call changed nothing
             stretch.clear()
             stretch[key] = (digest, count)
