@@ -32,6 +32,21 @@ def _verifier(trajectory: Trajectory) -> Any:
     return needs_citation if trajectory.verifier else None
 
 
+def _policy(trajectory: Trajectory) -> dict[str, Any]:
+    """The trajectory's limits and stop policy, as every adapter takes them."""
+    return {
+        "limits": trajectory.limits,
+        "tools": READ_ONLY,
+        "terminal_tools": TERMINAL,
+        "verifier": _verifier(trajectory),
+        "final_answer": trajectory.final_answer,
+    }
+
+
+def _ending(report: Any, seen: list[Seen]) -> Ending:
+    return ending(report.reason, report.cycles, report.output, report.output_after_stop, seen)
+
+
 # -- convergent's own loop ----------------------------------------------------------------
 
 
@@ -116,20 +131,13 @@ async def run_langchain(trajectory: Trajectory) -> Ending:
 
     from convergent.adapters.langchain import ConvergenceMiddleware
 
-    middleware = ConvergenceMiddleware(
-        trajectory.limits,
-        tools=READ_ONLY,
-        terminal_tools=TERMINAL,
-        verifier=_verifier(trajectory),
-        final_answer=trajectory.final_answer,
-    )
+    middleware = ConvergenceMiddleware(**_policy(trajectory))
     seen: list[Seen] = []
     agent = create_agent(
         langchain_model(trajectory.steps, seen), langchain_tools(World()), middleware=[middleware]
     )
     result = await agent.ainvoke({"messages": [HumanMessage("the task")]}, {"recursion_limit": 200})
-    report = result["stop_report"]
-    return ending(report.reason, report.cycles, report.output, report.output_after_stop, seen)
+    return _ending(result["stop_report"], seen)
 
 
 def hand_built_graph(model: Any, tools: list[Any], route: Any) -> Any:
@@ -160,20 +168,13 @@ async def run_langgraph(trajectory: Trajectory) -> Ending:
 
     from convergent.adapters.langgraph import ToolsCondition
 
-    route = ToolsCondition(
-        trajectory.limits,
-        tools=READ_ONLY,
-        terminal_tools=TERMINAL,
-        verifier=_verifier(trajectory),
-        final_answer=trajectory.final_answer,
-    )
+    route = ToolsCondition(**_policy(trajectory))
     seen: list[Seen] = []
     graph = hand_built_graph(
         langchain_model(trajectory.steps, seen), langchain_tools(World()), route
     )
     state = await graph.ainvoke({"messages": [HumanMessage("the task")]}, {"recursion_limit": 200})
-    report = route.report(state)
-    return ending(report.reason, report.cycles, report.output, report.output_after_stop, seen)
+    return _ending(route.report(state), seen)
 
 
 # -- OpenAI Agents SDK ----------------------------------------------------------------------
@@ -201,22 +202,13 @@ async def run_openai_agents(trajectory: Trajectory) -> Ending:
     tools = [function_tool(getattr(world, name)) for name in READ_ONLY]
     model = SdkScriptedModel([step_of(step) for step in trajectory.steps])
     agent = SdkAgent(name="agent", model=model, tools=tools)
-    ran = await run(
-        agent,
-        "the task",
-        limits=trajectory.limits,
-        tools=READ_ONLY,
-        terminal_tools=TERMINAL,
-        verifier=_verifier(trajectory),
-        final_answer=trajectory.final_answer,
-    )
-    report = ran.report
-    assert ran.final_output == report.output
+    ran = await run(agent, "the task", **_policy(trajectory))
+    assert ran.final_output == ran.report.output
     seen = [
         (json.dumps(call.input, default=str), call.model_settings.max_tokens)
         for call in model.calls
     ]
-    return ending(report.reason, report.cycles, report.output, report.output_after_stop, seen)
+    return _ending(ran.report, seen)
 
 
 # -- PydanticAI ----------------------------------------------------------------------------
@@ -256,13 +248,7 @@ async def run_pydantic_ai(trajectory: Trajectory) -> Ending:
     from convergent.adapters.pydantic_ai import Convergence
 
     world = World()
-    convergence = Convergence(
-        trajectory.limits,
-        tools=READ_ONLY,
-        terminal_tools=TERMINAL,
-        verifier=_verifier(trajectory),
-        final_answer=trajectory.final_answer,
-    )
+    convergence = Convergence(**_policy(trajectory))
     seen: list[Seen] = []
     agent = PaiAgent(
         FunctionModel(pydantic_ai_function(trajectory.steps, seen)),
@@ -272,7 +258,7 @@ async def run_pydantic_ai(trajectory: Trajectory) -> Ending:
     result = await agent.run("the task")
     report = convergence.report_for(result)
     assert result.output == report.output
-    return ending(report.reason, report.cycles, report.output, report.output_after_stop, seen)
+    return _ending(report, seen)
 
 
 HOSTS: dict[str, Callable[[Trajectory], Awaitable[Ending]]] = {

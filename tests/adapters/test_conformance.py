@@ -15,7 +15,7 @@ from convergent import StopReason
 from convergent.adapters import NotExpressible
 
 from .hosts import HOSTS
-from .trajectories import TRAJECTORIES, Ending, Trajectory, expected
+from .trajectories import HANDED_OFF, NEVER, TRAJECTORIES, Ending, Trajectory, expected
 
 _ROUTER_NUDGES = "a LangGraph routing function adds no message: no nudge, no final answer"
 
@@ -30,7 +30,6 @@ NOT_EXPRESSIBLE: dict[tuple[str, str], str] = {
 """(host, trajectory) pairs the host cannot express, and why."""
 
 _LATE = "a routing function sees a tool's result only when it routes the next response"
-_HANDOFF = "transferred to a human: refund over the limit"
 
 DIFFERS: dict[tuple[str, str], tuple[Ending, str]] = {
     ("langgraph", "budget_plain"): (
@@ -38,8 +37,8 @@ DIFFERS: dict[tuple[str, str], tuple[Ending, str]] = {
         "a routing function cannot tell the model that most of its budget is used",
     ),
     ("langgraph", "tool_errors_plain"): (Ending(StopReason.TOOL_ERROR, 4, "", False), _LATE),
-    ("langgraph", "fatal_plain"): (Ending(StopReason.TOOL_ERROR, 2, "never asked", False), _LATE),
-    ("langgraph", "handed_off_plain"): (Ending(StopReason.HANDED_OFF, 2, _HANDOFF, False), _LATE),
+    ("langgraph", "fatal_plain"): (Ending(StopReason.TOOL_ERROR, 2, NEVER, False), _LATE),
+    ("langgraph", "handed_off_plain"): (Ending(StopReason.HANDED_OFF, 2, HANDED_OFF, False), _LATE),
 }
 """(host, trajectory) pairs that a host can only end another way: that ending, and why."""
 

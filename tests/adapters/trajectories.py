@@ -105,8 +105,10 @@ def _read(path: str) -> tuple[Call, ...]:
     return (("read_file", {"path": path}),)
 
 
-PLAIN = Limits(stall_nudges=0)
-"""No nudges: a stall or tool-error streak stops at its threshold."""
+NEVER = "never asked"
+"""A scripted answer the run must stop before."""
+HANDED_OFF = "transferred to a human: refund over the limit"
+_TRANSFER: tuple[Call, ...] = (("transfer", {"reason": "refund over the limit"}),)
 
 
 TRAJECTORIES = [
@@ -199,10 +201,10 @@ TRAJECTORIES = [
     ),
     Trajectory(
         "handed_off",
-        [(("transfer", {"reason": "refund over the limit"}),), "never asked"],
+        [_TRANSFER, NEVER],
         StopReason.HANDED_OFF,
         cycles=1,
-        output="transferred to a human: refund over the limit",
+        output=HANDED_OFF,
         after_stop=False,
     ),
     Trajectory(
@@ -224,95 +226,79 @@ TRAJECTORIES = [
         notes=("tool_error",),
     ),
     # without nudges and final answers (what a routing function can express)
-    Trajectory(
-        "polling_plain",
-        [*[(("poll", {"job": "build"}),)] * 5, "the build finished"],
-        StopReason.COMPLETED,
-        cycles=6,
-        output="the build finished",
-        after_stop=False,
-        limits=PLAIN,
-        final_answer=False,
-    ),
-    Trajectory(
-        "verify_after_write_plain",
-        [
-            _read("a.txt"),
-            (("write_file", {"path": "a.txt", "text": "v1"}),),
-            _read("a.txt"),
-            _read("a.txt"),
-            "a.txt now holds v1",
-        ],
-        StopReason.COMPLETED,
-        cycles=5,
-        output="a.txt now holds v1",
-        after_stop=False,
-        limits=PLAIN,
-        final_answer=False,
-    ),
-    Trajectory(
-        "stalled_plain",
-        [*[_read("a.txt")] * 3, "never asked"],
-        StopReason.STALLED,
-        cycles=3,
-        output="",
-        after_stop=False,
-        limits=PLAIN,
-        final_answer=False,
-    ),
-    Trajectory(
-        "max_cycles_plain",
-        [*[_read(f"part{n}.txt") for n in range(3)], "never asked"],
-        StopReason.MAX_CYCLES,
-        cycles=3,
-        output="",
-        after_stop=False,
-        limits=Limits(max_cycles=3, stall_nudges=0),
-        final_answer=False,
-    ),
-    Trajectory(
-        "budget_plain",
-        [*[_read(f"part{n}.txt") for n in range(11)], "never asked"],
-        StopReason.BUDGET_EXHAUSTED,
-        cycles=10,
-        output="",
-        after_stop=False,
-        limits=Limits(max_total_tokens=10_000, stall_nudges=0),
-        final_answer=False,
-        notes=("budget",),
-    ),
-    Trajectory(
-        "tool_errors_plain",
-        [
-            *[(("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1})) for n in range(4)],
-            "never asked",
-        ],
-        StopReason.TOOL_ERROR,
-        cycles=3,
-        output="",
-        after_stop=False,
-        limits=PLAIN,
-        final_answer=False,
-    ),
-    Trajectory(
-        "fatal_plain",
-        [(("pay", {"amount": 120}),), "never asked"],
-        StopReason.TOOL_ERROR,
-        cycles=1,
-        output="",
-        after_stop=False,
-        limits=PLAIN,
-        final_answer=False,
-    ),
-    Trajectory(
-        "handed_off_plain",
-        [(("transfer", {"reason": "refund over the limit"}),), "never asked"],
-        StopReason.HANDED_OFF,
-        cycles=1,
-        output="transferred to a human: refund over the limit",
-        after_stop=False,
-        limits=PLAIN,
-        final_answer=False,
+    *(
+        Trajectory(
+            f"{name}_plain",
+            steps,
+            reason,
+            cycles,
+            output,
+            after_stop=False,
+            limits=Limits(**limits, stall_nudges=0),
+            final_answer=False,
+            notes=notes,
+        )
+        for name, steps, reason, cycles, output, limits, notes in [
+            (
+                "polling",
+                [*[(("poll", {"job": "build"}),)] * 5, "the build finished"],
+                StopReason.COMPLETED,
+                6,
+                "the build finished",
+                {},
+                (),
+            ),
+            (
+                "verify_after_write",
+                [
+                    _read("a.txt"),
+                    (("write_file", {"path": "a.txt", "text": "v1"}),),
+                    *[_read("a.txt")] * 2,
+                    "a.txt now holds v1",
+                ],
+                StopReason.COMPLETED,
+                5,
+                "a.txt now holds v1",
+                {},
+                (),
+            ),
+            ("stalled", [*[_read("a.txt")] * 3, NEVER], StopReason.STALLED, 3, "", {}, ()),
+            (
+                "max_cycles",
+                [*[_read(f"part{n}.txt") for n in range(3)], NEVER],
+                StopReason.MAX_CYCLES,
+                3,
+                "",
+                {"max_cycles": 3},
+                (),
+            ),
+            (
+                "budget",
+                [*[_read(f"part{n}.txt") for n in range(11)], NEVER],
+                StopReason.BUDGET_EXHAUSTED,
+                10,
+                "",
+                {"max_total_tokens": 10_000},
+                ("budget",),
+            ),
+            (
+                "tool_errors",
+                [
+                    *[
+                        (("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1}))
+                        for n in range(4)
+                    ],
+                    NEVER,
+                ],
+                StopReason.TOOL_ERROR,
+                3,
+                "",
+                {},
+                (),
+            ),
+            ("fatal", [(("pay", {"amount": 120}),), NEVER], StopReason.TOOL_ERROR, 1, "", {}, ()),
+            ("handed_off", [_TRANSFER, NEVER], StopReason.HANDED_OFF, 1, HANDED_OFF, {}, ()),
+        ]
     ),
 ]
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server, query, tool
+from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, create_sdk_mcp_server, query, tool
 
 from convergent import Limits, StopReason
 from convergent.adapters.claude_agent_sdk import Convergence
@@ -36,9 +36,17 @@ async def converge(
     convergence: Convergence,
     fake: FakeAnthropic,
     prompt: str,
+    server: tuple[str, list[SdkMcpTool[Any]]] | None = None,
     **options: Any,
 ) -> StopReport:
-    """Run one SDK session with the adapter's options; return its report."""
+    """Run one SDK session with the adapter's options; return its report.
+
+    ``server`` names an in-process MCP server and its tools, all of them allowed.
+    """
+    if server is not None:
+        name, tools = server
+        options["mcp_servers"] = {name: create_sdk_mcp_server(name, tools=tools)}
+        options["allowed_tools"] = [f"mcp__{name}__{t.name}" for t in tools]
     with OutboundTrap() as trap:
         token = uuid.uuid4().hex
         environment = claude_code.environment(fake, trap, token)
@@ -123,7 +131,6 @@ async def test_post_tool_use_records_results_for_progress(
 
     calls = [tool_use("mcp__ci__poll", {"job": "build"}) for _ in range(5)]
     convergence = Convergence(tools={"mcp__ci__poll": True})
-    server = create_sdk_mcp_server("ci", tools=[poll])
 
     with FakeAnthropic([*calls, text("the build finished")]) as fake:
         report = await converge(
@@ -132,8 +139,7 @@ async def test_post_tool_use_records_results_for_progress(
             convergence,
             fake,
             "wait for the build",
-            mcp_servers={"ci": server},
-            allowed_tools=["mcp__ci__poll"],
+            server=("ci", [poll]),
         )
 
     results = [tool_results(request) for request in fake.requests[1:]]
@@ -182,7 +188,6 @@ async def test_a_fatal_tool_error_ends_the_session(
         raise ToolError("the card was cancelled", fatal=True)
 
     convergence = Convergence()
-    server = create_sdk_mcp_server("shop", tools=convergence.tools(pay))
     script: Sequence[Reply] = [tool_use("mcp__shop__pay", {"amount": 120}), text("never asked")]
     with FakeAnthropic(script) as fake:
         report = await converge(
@@ -191,8 +196,7 @@ async def test_a_fatal_tool_error_ends_the_session(
             convergence,
             fake,
             "pay the invoice",
-            mcp_servers={"shop": server},
-            allowed_tools=["mcp__shop__pay"],
+            server=("shop", convergence.tools(pay)),
         )
 
     assert len(fake.requests) == 1  # as in convergent's loop: no request after a fatal error
@@ -215,7 +219,6 @@ async def test_a_tool_error_streak_is_nudged_then_ends_the_session_at_the_next_c
         raise ConnectionError("503 service unavailable")
 
     convergence = Convergence()
-    server = create_sdk_mcp_server("web", tools=convergence.tools(fetch))
     calls = [tool_use("mcp__web__fetch", {"url": f"https://x/{n}"}) for n in range(5)]
     with FakeAnthropic([*calls, text("never asked")]) as fake:
         report = await converge(
@@ -224,8 +227,7 @@ async def test_a_tool_error_streak_is_nudged_then_ends_the_session_at_the_next_c
             convergence,
             fake,
             "fetch the pages",
-            mcp_servers={"web": server},
-            allowed_tools=["mcp__web__fetch"],
+            server=("web", convergence.tools(fetch)),
         )
 
     error = "fetch raised ConnectionError: 503 service unavailable"
