@@ -84,7 +84,9 @@ async def run_loop(trajectory: Trajectory) -> Ending:
 # -- LangChain create_agent and hand-built LangGraph graphs ---------------------------------
 
 
-def langchain_model(steps: list[Step], seen: list[Seen] | None = None) -> Any:
+def langchain_model(
+    steps: list[Step], seen: list[Seen] | None = None, max_tokens: int | None = None
+) -> Any:
     """LangChain's list fake, able to take tools as its tool-calling models do, and failing
     on a request past the end of its script."""
     from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
@@ -92,6 +94,8 @@ def langchain_model(steps: list[Step], seen: list[Seen] | None = None) -> Any:
 
     class ToolCallingFake(FakeMessagesListChatModel):
         served: int = 0
+        max_tokens: int | None = None
+        """The model's own output cap, as chat models keep it."""
 
         def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
             return self.bind(**kwargs) if kwargs else self
@@ -116,7 +120,7 @@ def langchain_model(steps: list[Step], seen: list[Seen] | None = None) -> Any:
         )
         for step in steps
     ]
-    return ToolCallingFake(responses=messages)
+    return ToolCallingFake(responses=messages, max_tokens=max_tokens)
 
 
 def langchain_tools(world: World) -> list[Any]:

@@ -12,8 +12,8 @@ from langgraph.types import Command, interrupt
 from convergent import Limits, StopReason
 from convergent.adapters.langchain import ConvergenceMiddleware
 
-from .hosts import langchain_model
-from .trajectories import needs_citation
+from .hosts import langchain_model, langchain_tools
+from .trajectories import TRAJECTORIES, World, needs_citation
 
 
 @tool
@@ -91,3 +91,14 @@ def test_each_invocation_starts_a_run_afresh_on_a_checkpointed_thread() -> None:
     assert [r["stop_report"].cycles for r in (first, second)] == [1, 1]
     assert second["stop_report"].reason is StopReason.COMPLETED
     assert isinstance(second["messages"][-1], AIMessage)
+
+
+def test_the_final_answer_keeps_to_the_models_own_cap_within_a_budget() -> None:
+    budget = next(t for t in TRAJECTORIES if t.name == "budget")  # final cap 512 by default
+    seen: list[tuple[str, int | None]] = []
+    model = langchain_model(budget.steps, seen, max_tokens=100)
+    middleware = ConvergenceMiddleware(budget.limits, tools={"read_file": True})
+    agent = create_agent(model, langchain_tools(World()), middleware=[middleware])
+    result = agent.invoke({"messages": [HumanMessage("read the parts")]})
+    assert result["stop_report"].reason is StopReason.BUDGET_EXHAUSTED
+    assert [cap for _, cap in seen] == [None] * 7 + [100]

@@ -236,7 +236,9 @@ def _finish(
     stop = driver.stop
     assert stop is not None
     settings = request.model_settings
-    final = driver.final_request(wanted_tokens=settings.get("max_tokens"))
+    # the model's own cap, as a chat model keeps it (ChatOpenAI, ChatAnthropic...)
+    wanted = settings.get("max_tokens") or getattr(request.model, "max_tokens", None)
+    final = driver.final_request(wanted_tokens=wanted if isinstance(wanted, int) else None)
     last = last_text([*request.messages, *added])
     answer = None
     if final is not None:
