@@ -13,10 +13,14 @@ from convergent import (
     Limits,
     Message,
     ModelError,
+    ModelResponded,
     ModelResponse,
+    RunState,
     ScriptedModel,
     SteeringQueue,
+    TextDelta,
     ToolCall,
+    ToolCallDelta,
     ToolSpec,
     Verification,
     event_to_dict,
@@ -91,11 +95,25 @@ class Ticks(Clock):
         return float(self.readings)
 
 
+class Collect:
+    """An observer that keeps every event but the streaming deltas (so nothing streams)."""
+
+    receives_deltas = False
+
+    def __init__(self) -> None:
+        self.seen: list[Event] = []
+
+    def on_event(self, event: Event, state: RunState) -> None:
+        self.seen.append(event)
+
+
 async def test_compact_events_equal_the_observed_ones() -> None:
     agent, queue = scenario()
-    seen: list[Event] = []
+    collect = Collect()
+    agent.observers.append(collect)
     with use_clock(Ticks()):
-        observed = await agent.run("t", run_id="r", steering=queue, on_event=seen.append)
+        observed = await agent.run("t", run_id="r", steering=queue)
+    seen = collect.seen
     assert list(observed.events) == seen
 
     agent, queue = scenario()
@@ -116,3 +134,14 @@ async def test_a_run_that_records_nothing_keeps_no_events() -> None:
     agent = Agent(ScriptedModel(["done"]), record_events=False)
     result = await agent.run("t")
     assert list(result.events) == [] and repr(result).startswith("RunResult(")
+
+
+async def test_a_streamed_run_keeps_every_event_but_the_deltas() -> None:
+    agent, queue = scenario()
+    seen: list[Event] = []
+    observed = await agent.run("t", run_id="r", steering=queue, on_event=seen.append)
+    deltas = [e for e in seen if isinstance(e, TextDelta | ToolCallDelta)]
+    assert [e.text for e in deltas if isinstance(e, TextDelta)][:1] == ["three at once"]
+    assert list(observed.events) == [e for e in seen if e not in deltas]
+    responded = [e for e in observed.events if isinstance(e, ModelResponded)]
+    assert responded and all(e.first_delta is not None for e in responded)

@@ -13,9 +13,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
-from convergent._executor import Outcome as CallOutcome
 from convergent._executor import execute_batch, start, wait_for_stragglers
 from convergent._redact import known_secrets, redact
+from convergent._streamed import streamed_request
 from convergent._trace import EventSink
 from convergent.clock import Clock, current_clock
 from convergent.driver import RUN_ALL, CycleDriver, message_chars, verdict_feedback
@@ -28,10 +28,17 @@ from convergent.events import (
     RunStopped,
     Verified,
 )
-from convergent.exceptions import ModelError, ScriptExhaustedError, UserError
+from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedError, UserError
 from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
 from convergent.journal import RunJournal
-from convergent.messages import AssistantMessage, Message, ToolCall, ToolSpec, UserMessage
+from convergent.messages import (
+    AssistantMessage,
+    CallOutcome,
+    Message,
+    ToolCall,
+    ToolSpec,
+    UserMessage,
+)
 from convergent.models.base import Model, ModelSettings
 from convergent.result import RunResult
 from convergent.state import RunState, ToolCallRecord
@@ -67,7 +74,7 @@ class LoopSpec(Protocol):
     parallel_tool_calls: bool
 
 
-class RolledOver(Exception):  # noqa: N818  (a hand-over, not an error)
+class RolledOver(ConvergentError):  # noqa: N818  (a hand-over, not an error)
     """Raised by `Agent.run` when its steering asked to continue the run elsewhere.
 
     The run did not stop: ``state`` holds it so far, to continue in a fresh process
@@ -77,11 +84,6 @@ class RolledOver(Exception):  # noqa: N818  (a hand-over, not an error)
     def __init__(self, state: RunState) -> None:
         super().__init__("the run continues from its state in a fresh process")
         self.state = state
-
-
-_OK = CallOutcome.OK.value
-_NEEDS_USER = CallOutcome.NEEDS_USER.value
-_NOT_EXECUTED = CallOutcome.NOT_EXECUTED.value
 
 
 class _HandlerObserver:
@@ -151,6 +153,7 @@ class Run(CycleDriver):
             monitor_state=state.monitor,
             clock=self.clock.monotonic,
             elapsed_before=state.elapsed,
+            price=agent.model.price,
         )
         self.first_cycle = state.cycles
         self.mark = 0
@@ -262,7 +265,13 @@ class Run(CycleDriver):
             self.sink.cycle_started(cycle, len(state.messages))
         started = self.clock.monotonic()
         try:
-            response = await agent.model.request(state.messages, agent.tool_specs, agent.settings)
+            response = await (
+                streamed_request(
+                    agent.model, state.messages, agent.tool_specs, agent.settings, self.sink, cycle
+                )
+                if self.sink.streaming
+                else agent.model.request(state.messages, agent.tool_specs, agent.settings)
+            )
         except ModelError as exc:
             # any backend's error text, masked once more: it is stored and printed
             return self.model_failed(redact(str(exc), known_secrets()))
@@ -406,11 +415,11 @@ class Run(CycleDriver):
         question: ToolCallRecord | None = None
         for call, record in zip(calls, records, strict=True):
             outcome = record.outcome
-            if outcome == _NEEDS_USER:
+            if outcome == CallOutcome.NEEDS_USER:
                 question = question or record
                 continue
             messages.append(record.to_message())
-            if outcome == _NOT_EXECUTED:
+            if outcome == CallOutcome.NOT_EXECUTED:
                 continue
             history.append(record)
             self.observe(call, outcome, record.result, fatal=record.fatal)
@@ -447,7 +456,7 @@ class Run(CycleDriver):
             self._report(record)
             state.messages.append(record.to_message())
             state.tool_calls.append(record)
-            self.observe(call, outcome.value, text)
+            self.observe(call, outcome, text)
             if self.journal is not None:
                 await self.journal.finished(state, record, -1)
         if not rerun:
@@ -553,8 +562,8 @@ def _record_of(
         id=call.id,
         name=call.name,
         arguments=call.arguments,
-        ok=outcome == _OK,
-        outcome=outcome.value,
+        ok=outcome == CallOutcome.OK,
+        outcome=outcome,
         result=text,
         duration=duration,
         fatal=fatal,

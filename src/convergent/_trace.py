@@ -126,7 +126,12 @@ def _expand(run_id: str, compact: _Compact) -> Iterator[Event]:
 
 
 def _responded(
-    run_id: str, cycle: int, response: ModelResponse, duration: float, when: float
+    run_id: str,
+    cycle: int,
+    response: ModelResponse,
+    duration: float,
+    when: float,
+    first_delta: float | None = None,
 ) -> ModelResponded:
     return ModelResponded(
         run_id=run_id,
@@ -138,6 +143,7 @@ def _responded(
         metadata=response.metadata,
         duration=duration,
         time=when,
+        first_delta=first_delta,
     )
 
 
@@ -158,6 +164,10 @@ def _finished(run_id: str, record: ToolCallRecord, when: float) -> ToolFinished:
 class EventSink:
     """Delivers a run's events to its observers and keeps them for its result.
 
+    The streaming deltas (`TextDelta`, `ToolCallDelta`) go only to the observers that
+    receive them (all but those with ``receives_deltas = False``) and are not kept;
+    when no observer receives them, the loop does not stream at all (`streaming`).
+
     Args:
         state: The run's live state (observers see it with each event).
         observers: Who gets every event as it happens.
@@ -165,13 +175,29 @@ class EventSink:
         clock: Source of the events' times.
     """
 
-    __slots__ = ("_compact", "_pending", "clock", "observers", "state")
+    __slots__ = (
+        "_compact",
+        "_pending",
+        "clock",
+        "delta_observers",
+        "first_delta",
+        "observers",
+        "state",
+        "streaming",
+    )
 
     def __init__(
         self, state: RunState, observers: Sequence[RunObserver], *, record: bool, clock: Clock
     ) -> None:
         self.state = state
         self.observers = tuple(observers)
+        self.delta_observers = tuple(
+            observer for observer in observers if getattr(observer, "receives_deltas", True)
+        )
+        self.streaming = bool(self.delta_observers)
+        """Whether anyone receives the deltas (then model requests are streamed)."""
+        self.first_delta: float | None = None
+        """Seconds to the current request's first delta, once it streamed one."""
         self._compact = _Compact(state.cycles) if record else None
         self._pending: tuple[int, float] | None = None
         self.clock = clock
@@ -217,10 +243,18 @@ class EventSink:
         elif self._compact is not None:
             self._pending = (message_count, self.clock.now())
 
+    def delta(self, event: Event) -> None:
+        """Deliver one streaming delta to the observers that receive them (never kept)."""
+        for observer in self.delta_observers:
+            observer.on_event(event, self.state)
+
     def responded(self, cycle: int, response: ModelResponse, duration: float) -> None:
         """The model replied after ``duration`` seconds."""
         if self.observers:
-            self.emit(_responded(self.state.run_id, cycle, response, duration, self.clock.now()))
+            first, self.first_delta = self.first_delta, None
+            self.emit(
+                _responded(self.state.run_id, cycle, response, duration, self.clock.now(), first)
+            )
         elif self._compact is not None:
             self._flush_cycle(response, duration)
 

@@ -23,11 +23,11 @@ import inspect
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypedDict, Unpack
+from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, Unpack
 
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification, Verifier
-from convergent.messages import NO_USAGE, AssistantMessage, Message, ToolCall, Usage
+from convergent.messages import NO_USAGE, AssistantMessage, CallOutcome, Message, ToolCall, Usage
 from convergent.monitor import CHARS_PER_MESSAGE, FINAL_ANSWER_TOKENS, MonitorState, RunMonitor
 from convergent.stop import (
     CONTINUE,
@@ -42,6 +42,9 @@ from convergent.stop import (
     decide,
 )
 
+if TYPE_CHECKING:
+    from convergent.models._prices import TokenPrice
+
 __all__ = [
     "ANSWER_AFTER_STOP",
     "FINAL_ANSWER_PROMPT",
@@ -52,7 +55,6 @@ __all__ = [
     "RunTally",
     "StopReport",
     "Tally",
-    "ToolOutcome",
     "failure_result",
     "message_chars",
 ]
@@ -73,9 +75,6 @@ FINAL_ANSWER_PROMPT = (
     "missing or uncertain, and why."
 )
 """The request for the final answer after a stop."""
-
-ToolOutcome = Literal["ok", "failed", "invalid"]
-"""How a call that was attempted ended: ran, failed, or was rejected as the model's mistake."""
 
 
 def failure_result(tool: str, error: BaseException) -> tuple[str, bool]:
@@ -200,6 +199,8 @@ class CycleDriver:
         clock: Monotonic seconds, for ``max_seconds``.
         elapsed_before: Seconds the run took before this driver took it over (a
             resumed run's).
+        price: The model's price, which the room kept for the next cycle and the final
+            answer is costed at; None: estimated from the latest request's cost.
         **options: The rest of the stop policy (`PolicyOptions`).
 
     A host that can measure its conversation may override `pending_chars`, as
@@ -233,6 +234,7 @@ class CycleDriver:
         monitor_state: MonitorState | None = None,
         clock: Callable[[], float] = time.monotonic,
         elapsed_before: float = 0.0,
+        price: TokenPrice | None = None,
         **options: Unpack[PolicyOptions],
     ) -> None:
         self.monitor = RunMonitor(
@@ -241,6 +243,7 @@ class CycleDriver:
             max_consecutive_tool_errors=options.get("max_consecutive_tool_errors", 3),
             on_tool_error=options.get("on_tool_error", "continue"),
             state=monitor_state,
+            price=price,
         )
         limits = self.limits = self.monitor.limits
         terminal_tools = options.get("terminal_tools", ())
@@ -441,15 +444,17 @@ class CycleDriver:
         self.pending += sum(len(text) + CHARS_PER_MESSAGE for text in skipped.values())
         return Review(decision, skipped)
 
-    def observe(self, call: ToolCall, outcome: str, result: str, *, fatal: bool = False) -> None:
+    def observe(
+        self, call: ToolCall, outcome: CallOutcome, result: str, *, fatal: bool = False
+    ) -> None:
         """Record one call of the batch that ran (or was rejected), in call order.
 
-        ``outcome`` is ``ok``, ``failed`` or ``invalid``; other outcomes (a call that
-        did not run) are not counted.
+        ``outcome`` is `CallOutcome.OK`, ``FAILED`` or ``INVALID``; other outcomes (a
+        call that did not run) are not counted.
         """
         self.monitor.observe(call, outcome, result, fatal)
         self.pending += len(result) + CHARS_PER_MESSAGE
-        if outcome == "ok" and self._handoff is None and call.name in self.terminal_tools:
+        if outcome == CallOutcome.OK and self._handoff is None and call.name in self.terminal_tools:
             self._handoff = HandOff(tool=call.name, result=result)
 
     def end_step(self, needs_user: str | None = None) -> Decision:

@@ -140,6 +140,7 @@ def prepare_resume(
     limits: LimitsRecipe | None = None,
     model: str | None = None,
     claim: RunClaim | None = None,
+    price: tuple[float, float] | None = None,
 ) -> Continuation:
     """Claim the run and get everything `resume` needs, without running.
 
@@ -152,8 +153,10 @@ def prepare_resume(
         answer: The reply to the question it waits on.
         message: New instructions, queued for its next cycle.
         limits: Budgets instead of the recipe's.
-        model: A model spec instead of the recipe's.
+        model: A model spec instead of the recipe's (without the recipe's price).
         claim: A claim already taken on the run (default: one is taken now).
+        price: The model's price, (input, output) in US dollars per million tokens,
+            instead of the recipe's.
 
     Raises:
         UserError: If the run cannot be resumed, ``run_id`` is not a valid id, or another
@@ -162,7 +165,9 @@ def prepare_resume(
     check_run_id(run_id)
     held = claim if claim is not None else store.claim(run_id)
     try:
-        return _prepare(store, held, answer=answer, message=message, limits=limits, model=model)
+        return _prepare(
+            store, held, answer=answer, message=message, limits=limits, model=model, price=price
+        )
     except BaseException:
         held.release()
         raise
@@ -176,12 +181,16 @@ def _prepare(
     message: str | None,
     limits: LimitsRecipe | None,
     model: str | None,
+    price: tuple[float, float] | None = None,
 ) -> Continuation:
     run_id = claim.run_id
     recipe = recipe_of(store.get_run(run_id))
     changes: dict[str, Any] = {}
     if model is not None:
         changes["model"] = model
+        changes["price"] = None  # the stored price was the stored model's
+    if price is not None:
+        changes["price"] = price
     if limits is not None:
         changes["limits"] = limits
     if changes:
@@ -212,6 +221,7 @@ async def resume(
     model: str | None = None,
     on_event: EventHandler | None = None,
     steering: SteeringQueue | None = None,
+    price: tuple[float, float] | None = None,
 ) -> RunResult:
     """Continue a stored run: rebuild its agent from the stored recipe and run it on.
 
@@ -225,6 +235,8 @@ async def resume(
         model: Continue with this model spec instead of the recipe's.
         on_event: Called with every event, in order.
         steering: Steering queue (default: the commands stored for the run).
+        price: The model's price, (input, output) in US dollars per million tokens,
+            instead of the recipe's (a run keeps the price it was started with).
 
     Raises:
         UserError: If the run cannot be resumed (unknown, completed, waiting for an
@@ -241,6 +253,7 @@ async def resume(
             message=message,
             limits=LimitsRecipe.of(limits) if limits is not None else None,
             model=model,
+            price=price,
         )
         try:
             async with ready.agent:

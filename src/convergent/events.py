@@ -18,10 +18,11 @@ from typing import IO, Any, ClassVar
 from pydantic import TypeAdapter
 
 from convergent.clock import now
-from convergent.messages import ToolCall, Usage
+from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.stop import StopReason
 
 __all__ = [
+    "DELTAS",
     "CycleStarted",
     "Event",
     "EventHandler",
@@ -31,6 +32,8 @@ __all__ = [
     "Redirected",
     "RunStarted",
     "RunStopped",
+    "TextDelta",
+    "ToolCallDelta",
     "ToolFinished",
     "ToolStarted",
     "Verified",
@@ -93,6 +96,45 @@ class ModelResponded(Event):
     """Extra fields of the reply (``confidence``, ``action``...): recorded only."""
     duration: float
     """Seconds the request took."""
+    first_delta: float | None = None
+    """Seconds from the request to its first streamed delta; None when it was not
+    streamed (nothing listened to the deltas)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta(Event):
+    """A piece of the model's text, while the reply streams (not kept, not journaled).
+
+    The pieces of one cycle, joined, give the text of its `ModelResponded`. Text
+    followed by tool calls is the model thinking aloud, not an answer.
+    """
+
+    type: ClassVar[str] = "text_delta"
+    text: str
+    """The new text."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDelta(Event):
+    """A piece of a tool call, while the reply streams (not kept, not journaled).
+
+    The first piece of a call may come before its id and name are known; the pieces of
+    one call, joined, give its arguments' JSON text.
+    """
+
+    type: ClassVar[str] = "tool_call_delta"
+    index: int
+    """Position of the call in the reply (0-based)."""
+    call_id: str | None
+    """The call's id, on the piece that first carries it."""
+    name: str | None
+    """The tool's name, on the piece that first carries it."""
+    arguments: str
+    """A piece of the arguments' JSON text."""
+
+
+DELTAS = (TextDelta, ToolCallDelta)
+"""The streaming events: many per cycle, delivered as they come, never kept."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,7 +161,7 @@ class ToolFinished(Event):
     """Tool name."""
     ok: bool
     """Whether the call succeeded."""
-    outcome: str
+    outcome: CallOutcome
     """``ok``, ``invalid`` (model mistake: unknown tool, bad arguments) or ``failed``."""
     result: str
     """Result text, or the error text."""
@@ -223,14 +265,23 @@ def event_to_dict(event: Event) -> dict[str, Any]:
 
 
 class JsonlTraceWriter:
-    """An event handler that appends each event as one JSON line to a file."""
+    """An event handler that appends each event as one JSON line to a file.
 
-    def __init__(self, path: str | Path) -> None:
+    Args:
+        path: The file (appended to).
+        deltas: Write the streaming deltas too (`TextDelta`, `ToolCallDelta`); by
+            default they are left out, as their text is in each `ModelResponded`.
+    """
+
+    def __init__(self, path: str | Path, *, deltas: bool = False) -> None:
         self.path = Path(path)
+        self.deltas = deltas
         self._file: IO[str] = self.path.open("a", encoding="utf-8")
 
     def __call__(self, event: Event) -> None:
         """Write one event and flush, so a crash loses at most the current line."""
+        if not self.deltas and isinstance(event, DELTAS):
+            return
         self._file.write(json.dumps(event_to_dict(event), ensure_ascii=False) + "\n")
         self._file.flush()
 

@@ -46,6 +46,11 @@ class RunObserver(Protocol):
 
     An observer may also define ``on_run_error(error, state)``: it is called when an
     exception (a caller's mistake, a cancellation) ends a run without a `RunStopped`.
+
+    An observer gets the streaming deltas (`TextDelta`, `ToolCallDelta`) too, and its
+    presence makes the loop stream its model requests, unless it sets the class
+    attribute ``receives_deltas = False`` (journals and tracers, which keep only the
+    final `ModelResponded`, do).
     """
 
     def on_event(self, event: Event, state: RunState) -> None:

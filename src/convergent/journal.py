@@ -17,6 +17,8 @@ before the loop goes on:
 
 Every event also reaches `RunJournal.on_event`; one that rewrites the history
 (compaction) tells the journal to store the conversation afresh with its next write.
+The streaming deltas reach it too unless it sets ``receives_deltas = False`` (the
+SQLite journal does: it stores each final response, never its pieces).
 
 A `Durability` (the SQLite `RunStore`, or any other backend) opens one journal per run.
 Durable-execution engines such as Temporal need no journal: their own history records

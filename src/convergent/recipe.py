@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
@@ -62,10 +62,10 @@ __all__ = [
     "resolve_tools",
 ]
 
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 """Version of the recipe's shape; bumped when a field is added or changes meaning.
 
-Version 2 added ``final_answer`` and ``limits.stall_nudges``."""
+Version 2 added ``final_answer`` and ``limits.stall_nudges``; version 3 ``price``."""
 
 BUILTIN_TOOLS = (
     "calculator",
@@ -77,6 +77,9 @@ BUILTIN_TOOLS = (
     "fail",
 )
 """Tool names a recipe may use without an import path."""
+
+
+_Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class LimitsRecipe(BaseModel):
@@ -132,6 +135,9 @@ class RunRecipe(BaseModel):
     """Base URL of an OpenAI-compatible or Anthropic-compatible server."""
     protocol: Literal["native", "structured"] | None = None
     """Tool-call protocol; None: the model's own default."""
+    price: tuple[_Price, _Price] | None = None
+    """The model's price, (input, output) in US dollars per million tokens; None: the
+    price table's (see `convergent.models.TokenPrice`)."""
     temperature: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     """Sampling temperature."""
     system_prompt: str | None = None
@@ -311,7 +317,9 @@ def agent_arguments(recipe: RunRecipe, context: BuildContext | None = None) -> d
     if not Path(workspace).is_dir():
         raise UserError(f"workspace folder not found: {workspace}")
     servers = parse_mcp_servers(recipe.mcp_servers, origin="recipe") if recipe.mcp_servers else []
-    model = build_model(spec, base_url=recipe.base_url, protocol=recipe.protocol)
+    model = build_model(
+        spec, base_url=recipe.base_url, protocol=recipe.protocol, price=recipe.price
+    )
     tools = resolve_tools(recipe.tools, workspace)
     skills = Skills.discover(*recipe.skills) if recipe.skills else Skills(())
     if len(skills):

@@ -11,7 +11,7 @@ import asyncio
 import http.server
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,10 +31,13 @@ from convergent import (
     ToolSpec,
     Usage,
     UserMessage,
+    calculator,
     tool,
 )
+from convergent.models import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
 from convergent.store import DatabaseSteering, RunStore
 from convergent.ui import WebChannel
+from convergent.ui.live_text import LiveTextWriter
 from convergent.ui.server import Listening, serve_in_thread
 
 from .conftest import IMG_XSS, SCRIPT_XSS, call, echo, make_run, needs_extra
@@ -431,3 +434,76 @@ def test_a_domain_rebound_to_loopback_gets_nothing(playwright: Any, console: Lis
         assert response is not None and response.status == 400
     finally:
         rebinding.close()
+
+
+class HeldStream(Model):
+    """Streams its first reply in pieces, stopping twice until the test lets it go on."""
+
+    def __init__(self, gates: Sequence[threading.Event]) -> None:
+        self.gates = list(gates)
+        self.replies = 0
+
+    @property
+    def name(self) -> str:
+        return "held"
+
+    async def request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        raise AssertionError("a watched run streams")
+
+    async def request_stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> AsyncGenerator[StreamPart, None]:
+        self.replies += 1
+        if self.replies > 1:
+            yield TextChunk("The answer is 391.")
+            yield ModelResponse(content="The answer is 391.")
+            return
+        yield TextChunk("17 * 23 ")
+        yield TextChunk("= 341, I think")
+        await asyncio.to_thread(self.gates[0].wait, 30)
+        yield ToolCallChunk(0, "c1", "calculator", '{"expression": "17 * 23"}')
+        await asyncio.to_thread(self.gates[1].wait, 30)
+        call = ToolCall(id="c1", name="calculator", arguments={"expression": "17 * 23"})
+        yield ModelResponse(content="17 * 23 = 341, I think", tool_calls=(call,))
+
+
+def test_the_timeline_streams_the_reply_as_the_model_writes_it(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    gates = [threading.Event(), threading.Event()]
+
+    def run(own: RunStore) -> Any:
+        writer = LiveTextWriter(own.path)
+        agent = Agent(HeldStream(gates), [calculator], store=own, observers=[writer])
+        return agent.run("What is 17 * 23?", run_id="streaming")
+
+    background = Background(store.path, run)
+    try:
+        page.goto(console.entry)
+        open_run(page, "streaming")
+        reply = page.locator("#cycle-1 .model.streaming")
+        reply.wait_for()
+        page.wait_for_selector("#cycle-1 .model-text >> text=17 * 23 = 341, I think")
+        assert reply.locator(".who").inner_text().startswith("model")
+        loads = page.evaluate("performance.getEntriesByType('navigation').length")
+        shot(page, "streaming")
+        gates[0].set()  # a tool call follows: what the model wrote was thinking
+        page.wait_for_selector("#cycle-1 .model.streaming .who >> text=thinking")
+        gates[1].set()
+        page.wait_for_selector("#summary >> text=Why it stopped: completed")
+    finally:
+        for gate in gates:
+            gate.set()
+    assert background.join().stop_reason is StopReason.COMPLETED
+    assert page.locator(".model.streaming").count() == 0
+    assert "17 * 23 = 341, I think" in page.inner_text("#cycle-1")
+    assert "The answer is 391." in page.inner_text("#summary")
+    assert page.evaluate("performance.getEntriesByType('navigation').length") == loads

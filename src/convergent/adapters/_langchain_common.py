@@ -15,8 +15,8 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from convergent.driver import ToolOutcome, failure_result
-from convergent.messages import NO_USAGE, ToolCall, Usage
+from convergent.driver import failure_result
+from convergent.messages import NO_USAGE, CallOutcome, ToolCall, Usage
 
 __all__ = [
     "awrap_tool_call",
@@ -73,18 +73,18 @@ def _failed(request: ToolCallRequest, exc: Exception) -> ToolMessage:
     )
 
 
-def outcome_of(message: ToolMessage) -> tuple[ToolOutcome, bool]:
+def outcome_of(message: ToolMessage) -> tuple[CallOutcome, bool]:
     """How the call behind a result ended, and whether fatally.
 
     A failure marked by `wrap_tool_call` is the tool's; any other error result is one
     the tool node made itself when it rejected the call (the model's mistake).
     """
     if message.status != "error":
-        return "ok", False
+        return CallOutcome.OK, False
     fatal = message.response_metadata.get(_MARK)
     if fatal is None:
-        return "invalid", False
-    return "failed", bool(fatal)
+        return CallOutcome.INVALID, False
+    return CallOutcome.FAILED, bool(fatal)
 
 
 def usage_of(message: AIMessage) -> Usage:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Literal, Unpack, cast
+from typing import Any, Unpack, cast
 
 from claude_agent_sdk import (
     AssistantMessage,
@@ -51,7 +51,7 @@ from claude_agent_sdk.types import HookCallback
 
 from convergent.adapters import NotExpressible
 from convergent.driver import CycleDriver, PolicyOptions, StopReport, failure_result
-from convergent.messages import ToolCall, Usage
+from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.stop import (
     Decision,
     Facts,
@@ -201,21 +201,21 @@ class Convergence:
         text = _text(data.get("tool_response"))
         if text in self._fatal:
             self._fatal.remove(text)
-            return self._after_call(data, tool_use_id, "failed", text, fatal=True)
-        return self._after_call(data, tool_use_id, "ok", text)
+            return self._after_call(data, tool_use_id, CallOutcome.FAILED, text, fatal=True)
+        return self._after_call(data, tool_use_id, CallOutcome.OK, text)
 
     async def _post_tool_use_failure(
         self, data: Any, tool_use_id: str | None, context: HookContext
     ) -> dict[str, Any]:
         if data.get("is_interrupt"):
             return {}
-        return self._after_call(data, tool_use_id, "failed", str(data.get("error", "")))
+        return self._after_call(data, tool_use_id, CallOutcome.FAILED, str(data.get("error", "")))
 
     def _after_call(
         self,
         data: Any,
         tool_use_id: str | None,
-        outcome: Literal["ok", "failed"],
+        outcome: CallOutcome,
         text: str,
         fatal: bool = False,
     ) -> dict[str, Any]:
@@ -231,7 +231,7 @@ class Convergence:
         if isinstance(decision, Stop):
             return _end(decision)
         if isinstance(decision, Nudge):
-            event = "PostToolUse" if outcome == "ok" else "PostToolUseFailure"
+            event = "PostToolUse" if outcome == CallOutcome.OK else "PostToolUseFailure"
             return {
                 "hookSpecificOutput": {"hookEventName": event, "additionalContext": decision.note}
             }

@@ -53,10 +53,9 @@ from convergent.driver import (
     FinalRequest,
     PolicyOptions,
     StopReport,
-    ToolOutcome,
     failure_result,
 )
-from convergent.messages import ToolCall, Usage
+from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.stop import Facts, LimitReached, Limits, Nudge, Stop, decide
 
 __all__ = ["Convergence", "ConvergedRun", "run"]
@@ -119,7 +118,7 @@ class Convergence:
         self._response: ModelResponse | None = None
         self._calls: dict[str, ToolCall] = {}
         self._skipped: dict[str, str] = {}
-        self._outcomes: dict[str, tuple[ToolOutcome, bool]] = {}
+        self._outcomes: dict[str, tuple[CallOutcome, bool]] = {}
         self._notes: list[str] = []
         self._base_config: RunConfig | None = None
         self._last_text = ""
@@ -206,10 +205,10 @@ class Convergence:
     def _format_error(self, args: ToolErrorFormatterArgs[Any]) -> str | None:
         if args.kind == "tool_exception":
             text, fatal = failure_result(args.tool_name, args.error or Exception())
-            self._outcomes[args.call_id] = ("failed", fatal)
+            self._outcomes[args.call_id] = (CallOutcome.FAILED, fatal)
             return text
         if args.kind == "tool_not_found":  # the model's mistake, as in convergent's loop
-            self._outcomes[args.call_id] = ("invalid", False)
+            self._outcomes[args.call_id] = (CallOutcome.INVALID, False)
         return None
 
     async def _tool_use_behavior(
@@ -349,7 +348,7 @@ async def run(
     return ConvergedRun(result, convergence._completed(result))
 
 
-_RAN: tuple[ToolOutcome, bool] = ("ok", False)
+_RAN: tuple[CallOutcome, bool] = (CallOutcome.OK, False)
 
 
 def _tool_call(item: ResponseFunctionToolCall) -> ToolCall:

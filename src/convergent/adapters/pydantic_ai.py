@@ -44,10 +44,9 @@ from convergent.driver import (
     FinalRequest,
     PolicyOptions,
     StopReport,
-    ToolOutcome,
     failure_result,
 )
-from convergent.messages import ToolCall, Usage
+from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.stop import Interrupted, Limits, Nudge, Stop
 
 __all__ = ["Convergence"]
@@ -97,7 +96,7 @@ class _RunConvergence(Convergence):
         self.driver = driver
         self.calls: list[ToolCall] = []
         self.skipped: dict[str, str] = {}
-        self.outcomes: dict[str, tuple[ToolOutcome, str, bool]] = {}
+        self.outcomes: dict[str, tuple[CallOutcome, str, bool]] = {}
         self.final: FinalRequest | None = None
         self.last_text = ""
 
@@ -143,7 +142,7 @@ class _RunConvergence(Convergence):
         for call in self.calls:
             if call.id in self.skipped:
                 continue
-            outcome, text, fatal = self.outcomes.get(call.id, ("invalid", "", False))
+            outcome, text, fatal = self.outcomes.get(call.id, _REJECTED)
             driver.observe(call, outcome, text, fatal=fatal)
         self.calls, self.skipped, self.outcomes = [], {}, {}
         return driver.end_step()
@@ -219,14 +218,18 @@ class _RunConvergence(Convergence):
         try:
             result = await handler(args)
         except ToolRetryError as exc:
-            self.outcomes[call.tool_call_id] = ("invalid", str(exc), False)
+            self.outcomes[call.tool_call_id] = (CallOutcome.INVALID, str(exc), False)
             raise
         except Exception as exc:  # the model sees the failure, as in convergent's loop
             text, fatal = failure_result(call.tool_name, exc)
-            self.outcomes[call.tool_call_id] = ("failed", text, fatal)
+            self.outcomes[call.tool_call_id] = (CallOutcome.FAILED, text, fatal)
             return text
-        self.outcomes[call.tool_call_id] = ("ok", str(result), False)
+        self.outcomes[call.tool_call_id] = (CallOutcome.OK, str(result), False)
         return result
+
+
+_REJECTED: tuple[CallOutcome, str, bool] = (CallOutcome.INVALID, "", False)
+"""How a call ended that no tool wrapper saw: the host rejected it before it ran."""
 
 
 def _tool_call(part: ToolCallPart) -> ToolCall:

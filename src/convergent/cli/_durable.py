@@ -2,7 +2,8 @@
 
 The session runs the agent the command built: it opens the steering queue (stored
 commands plus lines typed in the terminal), hands the terminal to ``ask_user`` while it
-waits for an answer, writes the trace, shows the live view and prints the result.
+waits for an answer, writes the trace, shows the live view (and, for a stored run, the
+reply as it streams to the web console) and prints the result.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from convergent.state import RunState
 from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
 from convergent.store import DatabaseSteering, RunClaim, RunStore
+from convergent.ui.live_text import LiveTextWriter
 
 __all__ = ["Session", "default_steer", "new_run_id", "open_reader", "open_store"]
 
@@ -91,7 +93,7 @@ class Session:
         run_id: Id of the run.
         steer: Read steering lines from standard input while the run goes on.
         json_output: Print one JSON object instead of the live view.
-        trace: JSON Lines file to append every event to.
+        trace: JSON Lines file to append every event to (but the streaming deltas).
     """
 
     def __init__(
@@ -186,9 +188,15 @@ class Session:
         """Run the agent with the views, the trace and the terminal's steering."""
         writer = self._trace_writer()
         handlers: list[EventHandler] = [self._on_event, *([writer] if writer else [])]
+        view = None
         if not self.json_output:
             console = Console(highlight=False)
-            handlers += [LiveView(console), GateView(console)]
+            view = LiveView(console)
+            handlers += [view, GateView(console)]
+        # the console shows a stored run's reply as it streams (the deltas are not stored)
+        live = LiveTextWriter(self.store.path) if self.store is not None else None
+        if live is not None:
+            handlers.append(live)
 
         def on_event(event: Event) -> None:
             for handler in handlers:
@@ -209,6 +217,10 @@ class Session:
                 _execute(agent, task, state, answers, queue, on_event, durability, self.run_id)
             )
         finally:
+            if view is not None:
+                view.close()
+            if live is not None:
+                live.close()
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None

@@ -14,7 +14,10 @@ ModelOption = Annotated[
     typer.Option(help="scripted:PATH, openai:MODEL, anthropic:MODEL, local, local:PATH.gguf"),
 ]
 BaseUrlOption = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
-TraceOption = Annotated[Path | None, typer.Option(help="Write every event as JSON Lines here.")]
+TraceOption = Annotated[
+    Path | None,
+    typer.Option(help="Write every event as JSON Lines here (not the streaming deltas)."),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object, nothing else.")]
 OtlpOption = Annotated[
     str | None,

@@ -261,6 +261,7 @@ async def _drive(
 ) -> RunResult:
     ended = asyncio.ensure_future(run.result())
     reader = None
+    live = None
     try:
         if not json_output:
             console = Console(highlight=False)
@@ -268,11 +269,14 @@ async def _drive(
             if steer:
                 reader = TerminalSteering(queue, 0).start()
                 Console(stderr=True).print(f"[dim]{escape(HELP)}[/]")
-            view: list[Callable[[Event], None]] = [LiveView(console), GateView(console)]
+            live = LiveView(console)
+            view: list[Callable[[Event], None]] = [live, GateView(console)]
             follower = _Follower(run, view, queue, interactive=steer, header=header)
             await follower.follow(ended)
         return await ended
     finally:
+        if live is not None:
+            live.close()
         if not ended.done():
             ended.cancel()
             await asyncio.gather(ended, return_exceptions=True)

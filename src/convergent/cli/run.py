@@ -19,6 +19,7 @@ from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import TaskQueueOption, TemporalOption, start_run
 from convergent.exceptions import UserError
 from convergent.mcp.config import MCPServer, load_mcp_config, mcp_config, server_from_command
+from convergent.models._prices import parse_price
 from convergent.models.registry import default_model_spec
 from convergent.recipe import BuildContext, GateRecipe, LimitsRecipe, RunRecipe
 from convergent.store import DEFAULT_DB_PATH
@@ -114,7 +115,17 @@ def run_command(
     max_cycles: Annotated[int, typer.Option(help="Maximum model requests.")] = 20,
     max_tokens: Annotated[int | None, typer.Option(help="Token budget (input + output).")] = None,
     max_seconds: Annotated[float | None, typer.Option(help="Wall-time budget in seconds.")] = None,
-    max_cost: Annotated[float | None, typer.Option(help="Cost budget.")] = None,
+    max_cost: Annotated[
+        float | None, typer.Option(help="Cost budget in US dollars (needs a priced model).")
+    ] = None,
+    price: Annotated[
+        str | None,
+        typer.Option(
+            metavar="IN,OUT",
+            help="The model's price: US dollars per million input and output tokens "
+            "(default: the price table's, for OpenAI and Anthropic models).",
+        ),
+    ] = None,
     tool_error: Annotated[
         str,
         typer.Option(
@@ -240,6 +251,7 @@ def run_command(
     recipe = RunRecipe(
         model=spec,
         base_url=base_url,
+        price=parse_price(price) if price is not None else None,
         protocol=cast(Literal["native", "structured"] | None, protocol),
         temperature=temperature,
         system_prompt=system or DEFAULT_SYSTEM_PROMPT,
@@ -281,5 +293,6 @@ def run_command(
             json_output=json_output,
             trace=trace,
         )
-        context = BuildContext(run_id=session.run_id, store=store)
-        session.run(Agent.from_recipe(recipe, context=context), task=text)
+        agent = Agent.from_recipe(recipe, context=BuildContext(run_id=session.run_id, store=store))
+        agent.check_cost_limit()  # before the session announces the run
+        session.run(agent, task=text)

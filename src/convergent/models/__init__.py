@@ -1,7 +1,8 @@
-"""Model backends behind one seam, `Model.request`."""
+"""Model backends behind one seam, `Model.request` (and `Model.request_stream`)."""
 
+from convergent.models._prices import TokenPrice
 from convergent.models.anthropic import AnthropicModel
-from convergent.models.base import Model, ModelSettings
+from convergent.models.base import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
 from convergent.models.local import LocalModel
 from convergent.models.openai import OpenAIChatModel
 from convergent.models.registry import default_model_spec, model_from_string
@@ -15,7 +16,11 @@ __all__ = [
     "ModelSettings",
     "OpenAIChatModel",
     "ScriptedModel",
+    "StreamPart",
     "StructuredToolCalling",
+    "TextChunk",
+    "ToolCallChunk",
+    "TokenPrice",
     "default_model_spec",
     "model_from_string",
     "response_from_dict",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from convergent._json import unusable_reason
@@ -21,8 +23,16 @@ from convergent.messages import (
     Usage,
     UserMessage,
 )
+from convergent.models._anthropic_stream import MessageAssembly
 from convergent.models._client import LoopClient
-from convergent.models.base import Model, ModelSettings
+from convergent.models._prices import (
+    PriceLike,
+    TokenPrice,
+    client_url,
+    known_price,
+    token_price,
+)
+from convergent.models.base import Model, ModelSettings, StreamPart
 
 __all__ = ["AnthropicModel"]
 
@@ -97,6 +107,9 @@ class AnthropicModel(Model):
         max_retries: Retries the SDK makes on connection errors and 429/5xx.
         base_url: Alternative endpoint.
         client: A ready ``anthropic.AsyncAnthropic`` client (tests pass one).
+        price: What its tokens cost (a `TokenPrice`, or ``(input, output)`` in US
+            dollars per million tokens); default: the price table's for a Claude model
+            on Anthropic's API, else unknown.
     """
 
     def __init__(
@@ -108,6 +121,7 @@ class AnthropicModel(Model):
         max_retries: int = 2,
         base_url: str | None = None,
         client: Any = None,
+        price: PriceLike | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
@@ -131,11 +145,21 @@ class AnthropicModel(Model):
                 )
 
         self._client = LoopClient(client, factory)
+        # looked up now, not in a request: loading the price table blocks for a moment
+        price_url = base_url or (
+            client_url(client) if client is not None else os.environ.get("ANTHROPIC_BASE_URL")
+        )
+        self._price = token_price(price) or known_price(model, "anthropic", price_url)
 
     @property
     def name(self) -> str:
         """``anthropic:<model>``."""
         return f"anthropic:{self.model}"
+
+    @property
+    def price(self) -> TokenPrice | None:
+        """The given price, else the price table's (None: unknown)."""
+        return self._price
 
     def build_request(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings | None
@@ -179,21 +203,64 @@ class AnthropicModel(Model):
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         """Send one Messages request and translate the reply."""
-        import anthropic
-
-        try:
+        with self._errors():
             reply = await self._client.get().messages.create(
                 **self.build_request(messages, tools, settings)
             )
+        if not hasattr(reply, "content"):
+            raise ModelError(f"{self.name}: the reply is not a message")
+        return self.parse_message(reply)
+
+    async def request_stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> AsyncGenerator[StreamPart, None]:
+        """Stream one Messages request: its text and tool-input chunks, then the reply.
+
+        The usage comes from the stream itself (``message_start``, then the totals of
+        ``message_delta``). The SDK retries before the stream starts, never after.
+        """
+        request = {**self.build_request(messages, tools, settings), "stream": True}
+        assembly = MessageAssembly()
+        with self._errors():
+            stream = await self._client.get().messages.create(**request)
+            async with stream:
+                async for event in stream:
+                    for part in assembly.add(event, self.name):
+                        yield part
+        reply, errors = assembly.message(self.name)
+        response = self.parse_message(reply)
+        if errors:
+            calls = tuple(
+                dataclasses.replace(call, arguments={}, parse_error=errors[call.id])
+                if call.id in errors
+                else call
+                for call in response.tool_calls
+            )
+            response = dataclasses.replace(response, tool_calls=calls)
+        yield response
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn the SDK's failures into `ModelError`s, with secrets masked."""
+        import anthropic
+
+        try:
+            yield
         except anthropic.APIStatusError as exc:
             message = redact(str(exc.message), self._secrets)[:300]
+            if exc.status_code < 400:  # an error event inside a stream that began well
+                raise ModelError(f"{self.name}: {message}") from None
             raise ModelHTTPError(exc.status_code, message) from None
         except anthropic.APIError as exc:
             raise ModelError(f"{self.name}: {redact(str(exc), self._secrets)[:300]}") from None
         except (ValueError, RecursionError) as exc:  # the SDK decodes the body as it reads it
             raise ModelError(f"{self.name}: the reply is {unusable_reason(exc)}") from None
-        if not hasattr(reply, "content"):
-            raise ModelError(f"{self.name}: the reply is not a message")
+
+    def parse_message(self, reply: Any) -> ModelResponse:
+        """Translate an SDK ``Message`` into a `ModelResponse`."""
         texts: list[str] = []
         calls: list[ToolCall] = []
         for block in reply.content:
@@ -205,11 +272,7 @@ class AnthropicModel(Model):
         return ModelResponse(
             content="".join(texts),
             tool_calls=tuple(calls),
-            usage=Usage(
-                input_tokens=reply.usage.input_tokens,
-                output_tokens=reply.usage.output_tokens,
-                requests=1,
-            ),
+            usage=_priced_usage(reply.usage, self._price),
             finish_reason=reply.stop_reason,
             model_name=reply.model,
         )
@@ -217,3 +280,18 @@ class AnthropicModel(Model):
     async def aclose(self) -> None:
         """Close the HTTP client."""
         await self._client.aclose()
+
+
+def _priced_usage(reported: Any, price: TokenPrice | None) -> Usage:
+    """A message's ``usage`` as a `Usage`, its cost from ``price`` (cache tokens included).
+
+    Anthropic counts the prompt in three parts: ``input_tokens`` (not cached),
+    ``cache_read_input_tokens`` and ``cache_creation_input_tokens``; the input tokens
+    of a `Usage` are all three.
+    """
+    read = getattr(reported, "cache_read_input_tokens", None) or 0
+    written = getattr(reported, "cache_creation_input_tokens", None) or 0
+    prompt = (reported.input_tokens or 0) + read + written
+    output = reported.output_tokens or 0
+    cost = price.cost(prompt, output, read, written) if price is not None else 0.0
+    return Usage(input_tokens=prompt, output_tokens=output, requests=1, cost=cost)

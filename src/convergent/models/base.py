@@ -1,15 +1,66 @@
-"""The one seam between the loop and any language model: `Model.request`."""
+"""The one seam between the loop and any language model: `Model.request`.
+
+`Model.request_stream` is the same request, answered piece by piece: text and
+tool-call argument chunks as the model produces them, then the whole `ModelResponse`,
+identical to what `Model.request` returns. The loop asks for a stream only when
+someone listens to the run's deltas; a backend that cannot stream answers with its
+whole reply as one chunk.
+"""
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from convergent.messages import Message, ModelResponse, ToolSpec
+from convergent.models._prices import TokenPrice
 
-__all__ = ["Model", "ModelSettings"]
+__all__ = [
+    "Model",
+    "ModelSettings",
+    "StreamPart",
+    "TextChunk",
+    "ToolCallChunk",
+    "whole_reply_chunks",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    """A piece of the reply's text, as the model produced it."""
+
+    text: str
+    """The new text (append it to what came before)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallChunk:
+    """A piece of one tool call: its id and name when first known, then argument text."""
+
+    index: int
+    """Position of the call in the reply (0-based); chunks of one call share it."""
+    call_id: str | None = None
+    """The call's id, on the chunk that first carries it."""
+    name: str | None = None
+    """The tool's name, on the chunk that first carries it."""
+    arguments: str = ""
+    """A piece of the arguments' JSON text (append it to the call's earlier pieces)."""
+
+
+StreamPart: TypeAlias = "TextChunk | ToolCallChunk | ModelResponse"
+"""What `Model.request_stream` yields: chunks, then one `ModelResponse`, last."""
+
+
+def whole_reply_chunks(response: ModelResponse) -> Iterator[TextChunk | ToolCallChunk]:
+    """A reply that was not streamed as chunks: its text as one, and one per tool call."""
+    if response.content:
+        yield TextChunk(response.content)
+    for index, call in enumerate(response.tool_calls):
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+        yield ToolCallChunk(index, call.id, call.name, arguments)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,6 +82,9 @@ class ModelSettings:
 class Model(ABC):
     """An LLM backend: turns a conversation and tool specs into one `ModelResponse`.
 
+    `request` is the whole seam; `request_stream` (which calls it by default) streams
+    the same reply, for backends that can.
+
     Subclasses translate to and from their provider's wire format. They raise
     `convergent.exceptions.ModelError` when the backend fails after its own retries;
     the loop turns that into the ``model_error`` stop reason.
@@ -44,6 +98,15 @@ class Model(ABC):
     @property
     def context_window(self) -> int | None:
         """Maximum context in tokens, when known; used for context compression."""
+        return None
+
+    @property
+    def price(self) -> TokenPrice | None:
+        """What the model's tokens cost, when known (None: unknown).
+
+        A backend prices each response's usage with it. A run with a cost limit refuses
+        a model whose price is unknown: its cost would never count.
+        """
         return None
 
     @abstractmethod
@@ -61,6 +124,28 @@ class Model(ABC):
             tools: Tools the model may call in this reply.
             settings: Optional per-request options.
         """
+
+    async def request_stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> AsyncGenerator[StreamPart, None]:
+        """Send one request and yield its reply as it comes: chunks, then the response.
+
+        The last item is the `ModelResponse` that `request` would return for the same
+        reply; every item before it is a `TextChunk` or `ToolCallChunk`. The chunks
+        are a preview: joined, they give the response's text and calls' arguments.
+        A backend that fails raises `convergent.exceptions.ModelError`, also after some
+        chunks (it retries only before the first one).
+
+        This default, for backends that cannot stream, awaits `request` and yields the
+        whole reply as one chunk (and one per tool call).
+        """
+        response = await self.request(messages, tools, settings)
+        for chunk in whole_reply_chunks(response):
+            yield chunk
+        yield response
 
     def position(self) -> int | None:
         """Replies given so far, for a model that replays a script; None for a live model.

@@ -21,7 +21,8 @@ import dataclasses
 import json
 import os
 import weakref
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -37,9 +38,10 @@ from convergent.messages import (
     UserMessage,
 )
 from convergent.models import _llama_server
-from convergent.models.base import Model, ModelSettings
+from convergent.models._prices import FREE, PriceLike, TokenPrice, token_price
+from convergent.models.base import Model, ModelSettings, StreamPart
 from convergent.models.openai import OpenAIChatModel
-from convergent.models.structured import StructuredToolCalling, parse_step
+from convergent.models.structured import Step, StructuredToolCalling
 
 __all__ = ["LocalModel", "ToolProtocol", "chatml_tools_template"]
 
@@ -87,6 +89,7 @@ class LocalModel(Model):
         port: Loopback port for the server; 0 picks a free one.
         startup_timeout: Seconds to wait for the server to become healthy.
         verbose: Show llama.cpp's own log on stderr.
+        price: What its tokens cost (default `FREE`: it runs on this machine).
     """
 
     def __init__(
@@ -102,6 +105,7 @@ class LocalModel(Model):
         port: int = 0,
         startup_timeout: float = 60.0,
         verbose: bool = False,
+        price: PriceLike = FREE,
     ) -> None:
         if protocol not in ("auto", "native", "structured"):
             raise UserError(f"protocol must be auto, native or structured, got {protocol!r}")
@@ -123,6 +127,7 @@ class LocalModel(Model):
         self.port = port
         self.startup_timeout = startup_timeout
         self.verbose = verbose
+        self._price = token_price(price) or FREE
         self._server: _llama_server.LlamaServer | None = None
         self._inner: Model | None = None
         self._client: OpenAIChatModel | None = None
@@ -138,6 +143,11 @@ class LocalModel(Model):
     def context_window(self) -> int | None:
         """The configured context size."""
         return self.context_size
+
+    @property
+    def price(self) -> TokenPrice:
+        """The given price; by default `FREE`."""
+        return self._price
 
     @property
     def base_url(self) -> str | None:
@@ -191,6 +201,7 @@ class LocalModel(Model):
             max_retries=0,
             timeout=600.0,
             context_window=self.context_size,
+            price=self._price,
         )
         self._client = client
         if protocol == "native":
@@ -251,6 +262,22 @@ class LocalModel(Model):
         response = await self._inner.request(messages, tools, self._settings(settings))
         return dataclasses.replace(response, model_name=self.name)
 
+    async def request_stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> AsyncGenerator[StreamPart, None]:
+        """Start the server if needed, then stream one request (llama.cpp streams)."""
+        await self.start()
+        assert self._inner is not None
+        parts = self._inner.request_stream(messages, tools, self._settings(settings))
+        async with aclosing(parts):
+            async for part in parts:
+                if isinstance(part, ModelResponse):
+                    part = dataclasses.replace(part, model_name=self.name)
+                yield part
+
     async def aclose(self) -> None:
         """Close the HTTP client and release the server (the last user stops it)."""
         starting, self._starting = self._starting, None
@@ -283,30 +310,24 @@ class _LocalStructured(StructuredToolCalling):
     def __init__(self, inner: Model, *, examples: bool) -> None:
         super().__init__(inner, name_enum=True)
         self.examples = examples
-        self._count = 0
 
-    async def request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """Ask for one schema-constrained step and turn it into tool calls."""
+    def prepare(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings | None
+    ) -> Step:
+        """One schema-constrained step, or plain chat when there is no tool to call."""
+        base = settings or ModelSettings()
         if not tools:
             # plain chat; calls and results of earlier cycles are shown as text
             if any(m.role == "tool" for m in messages):
                 messages = self.translate(messages, ())
-            return await self.inner.request(messages, (), settings)
-        base = settings or ModelSettings()
+            return Step(list(messages), base, structured=False)
         constrained = dataclasses.replace(
             base, json_schema=step_schema(tools), json_schema_name="agent_step"
         )
         conversation = self.translate(messages, tools)
         if self.examples:
             conversation = _with_examples(conversation, tools)
-        reply = await self.inner.request(conversation, (), constrained)
-        self._count += 1
-        return parse_step(reply, id_prefix=f"call_{self._count}", max_tokens=constrained.max_tokens)
+        return Step(conversation, constrained)
 
 
 def step_schema(tools: Sequence[ToolSpec], *, max_calls: int | None = 1) -> dict[str, Any]:

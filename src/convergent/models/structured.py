@@ -12,10 +12,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+from typing import Any, NamedTuple
 
 from convergent._json import UnusableJson, load_json
+from convergent.exceptions import ModelError
 from convergent.messages import (
     AssistantMessage,
     Message,
@@ -26,9 +28,17 @@ from convergent.messages import (
     ToolSpec,
     UserMessage,
 )
-from convergent.models.base import Model, ModelSettings
+from convergent.models._prices import TokenPrice
+from convergent.models._thought_stream import ThoughtStream
+from convergent.models.base import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
 
-__all__ = ["StructuredToolCalling", "parse_step", "parse_structured_reply", "tool_call_schema"]
+__all__ = [
+    "Step",
+    "StructuredToolCalling",
+    "parse_step",
+    "parse_structured_reply",
+    "tool_call_schema",
+]
 
 _NAME_IN_PARTIAL_JSON = re.compile(r'"name"\s*:\s*"([^"]{1,64})"')
 
@@ -106,6 +116,11 @@ class StructuredToolCalling(Model):
         """The inner model's window."""
         return self.inner.context_window
 
+    @property
+    def price(self) -> TokenPrice | None:
+        """The inner model's price."""
+        return self.inner.price
+
     def translate(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[Message]:
         """Rewrite the conversation for a model that has no tool roles."""
         out: list[Message] = []
@@ -134,13 +149,10 @@ class StructuredToolCalling(Model):
             out.append(UserMessage(content="Tool results:\n" + "\n".join(results)))
         return out
 
-    async def request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """Ask the inner model for a structured reply and extract its tool calls."""
+    def prepare(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings | None
+    ) -> Step:
+        """The request the inner model gets: the rewritten conversation under the schema."""
         base = settings or ModelSettings()
         constrained = ModelSettings(
             temperature=base.temperature,
@@ -152,9 +164,82 @@ class StructuredToolCalling(Model):
         conversation = self.translate(messages, tools)
         if not tools:
             conversation.insert(0, SystemMessage(content=_NO_TOOLS))
-        reply = await self.inner.request(conversation, (), constrained)
+        return Step(conversation, constrained)
+
+    def finish(self, reply: ModelResponse, step: Step) -> ModelResponse:
+        """The inner model's reply to ``step`` as a response with tool calls."""
+        if not step.structured:
+            return reply
         self._replies += 1
-        return parse_step(reply, id_prefix=f"call_{self._replies}", max_tokens=base.max_tokens)
+        return parse_step(
+            reply, id_prefix=f"call_{self._replies}", max_tokens=step.settings.max_tokens
+        )
+
+    async def request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """Ask the inner model for a structured reply and extract its tool calls."""
+        step = self.prepare(messages, tools, settings)
+        reply = await self.inner.request(step.conversation, (), step.settings)
+        return self.finish(reply, step)
+
+    async def request_stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None = None,
+    ) -> AsyncGenerator[StreamPart, None]:
+        """Stream the reply's ``thought`` as its text while the inner model writes it.
+
+        A first (empty) tool-call chunk says as soon as the reply's JSON shows a call;
+        the calls themselves, and any text the thought did not show (a reply that is
+        not the expected JSON), follow once the reply is whole.
+        """
+        step = self.prepare(messages, tools, settings)
+        parts = self.inner.request_stream(step.conversation, (), step.settings)
+        if not step.structured:
+            async with aclosing(parts):
+                async for part in parts:
+                    yield part
+            return
+        thought = ThoughtStream()
+        shown: list[str] = []
+        reply: ModelResponse | None = None
+        async with aclosing(parts):
+            async for part in parts:
+                if isinstance(part, ModelResponse):
+                    reply = part
+                elif isinstance(part, TextChunk):
+                    calls = thought.calls
+                    text = thought.feed(part.text)
+                    if thought.calls and not calls:
+                        yield ToolCallChunk(0)
+                    if text:
+                        shown.append(text)
+                        yield TextChunk(text)
+        if reply is None:
+            raise ModelError(f"{self.name}: the stream ended without a reply")
+        response = self.finish(reply, step)
+        said = "".join(shown)
+        if response.content.startswith(said) and len(response.content) > len(said):
+            yield TextChunk(response.content[len(said) :])
+        for index, call in enumerate(response.tool_calls):
+            yield ToolCallChunk(index, call.id, call.name, json.dumps(call.arguments))
+        yield response
+
+
+class Step(NamedTuple):
+    """What a structured request sends to the inner model."""
+
+    conversation: list[Message]
+    """The conversation, rewritten for a model without tool roles."""
+    settings: ModelSettings
+    """The request's settings, with the reply's JSON schema."""
+    structured: bool = True
+    """Whether the reply is structured JSON (False: plain chat, passed through)."""
 
 
 def parse_step(reply: ModelResponse, *, id_prefix: str, max_tokens: int | None) -> ModelResponse:

@@ -35,7 +35,7 @@ from convergent.events import (
     ToolStarted,
     Verified,
 )
-from convergent.messages import SystemMessage, UserMessage
+from convergent.messages import CallOutcome, SystemMessage, UserMessage
 from convergent.state import RunState
 from convergent.stop import StopReason
 from convergent.telemetry._content import content_from_env, dumps, input_messages, output_messages
@@ -53,14 +53,18 @@ PROVIDER = "gen_ai.provider.name"
 REQUEST_MODEL = "gen_ai.request.model"
 INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+COST = "gen_ai.usage.cost"
+"""Cost in US dollars: not in the GenAI conventions; the name OpenLIT's spans use."""
 INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
+STREAM = "gen_ai.request.stream"
+TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 ERROR_TYPE = "error.type"
 
 _CONTENT_DETAILS = frozenset({StopReason.HANDED_OFF, StopReason.NEEDS_USER, StopReason.STOPPED})
 """Stops whose detail is what a tool, the model or the user said, not the loop's words."""
 _ERROR_STOPS = frozenset({StopReason.TOOL_ERROR, StopReason.MODEL_ERROR})
-_OK_OUTCOMES = frozenset({"ok", "needs_user"})
+_OK_OUTCOMES = frozenset({CallOutcome.OK, CallOutcome.NEEDS_USER})
 
 Attributes = dict[str, Any]
 
@@ -82,7 +86,7 @@ def _provider_and_model(name: str) -> tuple[str, str]:
     return (provider, model) if sep and model else (name, name)
 
 
-def tool_error_type(name: str, outcome: str, result: str) -> str | None:
+def tool_error_type(name: str, outcome: CallOutcome, result: str) -> str | None:
     """``error.type`` of a call that did not succeed (None when it did).
 
     A failure is named by the exception the tool raised, read from the result text the
@@ -91,8 +95,8 @@ def tool_error_type(name: str, outcome: str, result: str) -> str | None:
     """
     if outcome in _OK_OUTCOMES:
         return None
-    if outcome != "failed":
-        return outcome
+    if outcome != CallOutcome.FAILED:
+        return outcome.value
     rest = result.removeprefix(f"{name} ")
     if rest.startswith("timed out after"):
         return "timeout"
@@ -115,6 +119,8 @@ class _OpenRun:
     token: object
     chat: Span | None = None
     chat_token: object = None
+    cost: float = 0.0
+    """The run's cost when this call of `Agent.run` started."""
     tools: dict[str, tuple[Span, object, object]] = field(default_factory=dict)
     """Open tool spans by call id, each with the task and context token of its call."""
 
@@ -135,6 +141,9 @@ class OpenTelemetryObserver:
             is ``true``.
         agent_name: ``gen_ai.agent.name``, and the run span's name after ``invoke_agent``.
     """
+
+    receives_deltas = False
+    """Spans need only each request's end and its time to first delta."""
 
     def __init__(
         self,
@@ -235,6 +244,7 @@ class OpenTelemetryObserver:
             model=model,
             input_tokens=state.usage.input_tokens,
             output_tokens=state.usage.output_tokens,
+            cost=state.usage.cost,
             task=_current_task(),
             token=otel_context.attach(context),
         )
@@ -272,10 +282,14 @@ class OpenTelemetryObserver:
             OUTPUT_TOKENS: usage.output_tokens,
             "convergent.tool_calls": len(event.tool_calls),
         }
+        if event.first_delta is not None:
+            # the conventions set the stream flag only on streamed requests
+            attributes[STREAM] = True
+            attributes[TIME_TO_FIRST_CHUNK] = event.first_delta
         if event.finish_reason:
             attributes["gen_ai.response.finish_reasons"] = [event.finish_reason]
         if usage.cost:
-            attributes["convergent.usage.cost"] = usage.cost
+            attributes[COST] = usage.cost
         if self.record_content:
             finish = event.finish_reason or ("tool_call" if event.tool_calls else "stop")
             attributes[OUTPUT_MESSAGES] = output_messages(event.content, event.tool_calls, finish)
@@ -340,7 +354,7 @@ class OpenTelemetryObserver:
         else:
             span, _, token = opened
             otel_context.detach(cast(Any, token))
-        span.set_attribute("convergent.tool.outcome", event.outcome)
+        span.set_attribute("convergent.tool.outcome", event.outcome.value)
         if self.record_content:
             span.set_attribute("gen_ai.tool.call.result", event.result)
         error_type = tool_error_type(event.name, event.outcome, event.result)
@@ -373,6 +387,8 @@ class OpenTelemetryObserver:
             INPUT_TOKENS: usage.input_tokens - run.input_tokens,
             OUTPUT_TOKENS: usage.output_tokens - run.output_tokens,
         }
+        if usage.cost > run.cost:
+            attributes[COST] = usage.cost - run.cost
         detail = self.record_content or reason not in _CONTENT_DETAILS
         if detail:
             attributes["convergent.stop_detail"] = event.detail

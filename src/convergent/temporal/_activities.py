@@ -22,9 +22,11 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from convergent._executor import Outcome, invoke
+from convergent._executor import invoke
 from convergent.agent import Agent
 from convergent.exceptions import ModelError, ModelHTTPError, UserError
+from convergent.messages import CallOutcome
+from convergent.models._prices import dump_price
 from convergent.models.base import Model
 from convergent.recipe import RunRecipe
 from convergent.temporal._conversation import ConversationLog
@@ -175,6 +177,8 @@ class Activities:
                 for tool in agent.tools.values()
             ],
             scorer_name=scorer.name if scorer is not None else None,
+            model_price=dump_price(agent.model.price),
+            scorer_price=dump_price(scorer.price) if scorer is not None else None,
         )
 
     @activity.defn(name="convergent.model_request")
@@ -216,7 +220,7 @@ class Activities:
         kind, text, fatal = await _heartbeating(invoke(call, tools))
         refused = item_too_large(f"the result of {call.name}", text)
         if refused is not None:
-            return [Outcome.FAILED.value, f"{refused}; it was dropped", True]
+            return [CallOutcome.FAILED.value, f"{refused}; it was dropped", True]
         return [kind.value, text, fatal]
 
     def all(self) -> list[Any]:

@@ -29,14 +29,22 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from convergent._cycle import RolledOver
-    from convergent._executor import ClassifiedOutcome, Outcome
+    from convergent._executor import ClassifiedOutcome
     from convergent.agent import Agent
     from convergent.clock import Clock, use_clock
     from convergent.compaction import ContextCompressor
     from convergent.events import Event, event_to_dict
     from convergent.exceptions import ConvergentError, ModelError
     from convergent.gate import AskUser, ExecutiveGate
-    from convergent.messages import AssistantMessage, Message, ModelResponse, ToolCall, ToolSpec
+    from convergent.messages import (
+        AssistantMessage,
+        CallOutcome,
+        Message,
+        ModelResponse,
+        ToolCall,
+        ToolSpec,
+    )
+    from convergent.models._prices import TokenPrice, load_price
     from convergent.models.base import Model, ModelSettings
     from convergent.recipe import RunRecipe
     from convergent.state import RunState
@@ -153,6 +161,7 @@ class ActivityModel(Model):
         name: The model's name, as the worker reported it.
         context_window: Its context window, as the worker reported it.
         position: Requests already answered (a continued run).
+        price: Its price, as the worker reported it.
     """
 
     def __init__(
@@ -162,9 +171,11 @@ class ActivityModel(Model):
         name: str,
         context_window: int | None,
         position: int = 0,
+        price: TokenPrice | None = None,
     ) -> None:
         self.recipe = recipe
         self.role = role
+        self._price = price
         self._name = name
         self._window = context_window
         self._position = position
@@ -180,6 +191,11 @@ class ActivityModel(Model):
     def context_window(self) -> int | None:
         """The worker's model's context window."""
         return self._window
+
+    @property
+    def price(self) -> TokenPrice | None:
+        """The worker's model's price."""
+        return self._price
 
     def position(self) -> int | None:
         """Requests answered so far (sent with each request for replayed models)."""
@@ -258,9 +274,9 @@ def _remote(blueprint: ToolBlueprint, recipe: dict[str, Any], run_id: str) -> To
             )
         except ActivityError as exc:
             raise _classify(blueprint, exc) from None
-        if kind == Outcome.OK:
+        if kind == CallOutcome.OK:
             return str(text)
-        raise ClassifiedOutcome(Outcome(kind), str(text), fatal=bool(fatal))
+        raise ClassifiedOutcome(CallOutcome(kind), str(text), fatal=bool(fatal))
 
     # the worker validates the arguments against the real schema and classifies the call
     return Tool.from_schema(
@@ -284,22 +300,23 @@ def _classify(blueprint: ToolBlueprint, exc: ActivityError) -> ClassifiedOutcome
     cause = exc.cause
     if isinstance(cause, ApplicationError):
         return ClassifiedOutcome(
-            Outcome.FAILED,
+            CallOutcome.FAILED,
             f"{blueprint.name} failed on the worker: {cause.message}",
             fatal=cause.non_retryable,
         )
     if blueprint.idempotent:
         return ClassifiedOutcome(
-            Outcome.FAILED, f"{blueprint.name} failed on every worker attempt: {exc.cause or exc}"
+            CallOutcome.FAILED,
+            f"{blueprint.name} failed on every worker attempt: {exc.cause or exc}",
         )
     if isinstance(cause, ActivityTimeout):
         return ClassifiedOutcome(
-            Outcome.INTERRUPTED,
+            CallOutcome.INTERRUPTED,
             "interrupted: the worker stopped before this call finished; it was not "
             "retried because the tool is not idempotent",
         )
     return ClassifiedOutcome(
-        Outcome.INTERRUPTED,
+        CallOutcome.INTERRUPTED,
         f"interrupted: {exc.cause or exc}; it was not retried because the tool is not idempotent",
     )
 
@@ -332,6 +349,9 @@ class _Recorder:
     Long texts are kept as previews, except a run's output: the query answers in one
     message, and what a tool returned is in the run's result.
     """
+
+    receives_deltas = False
+    """A workflow's model requests are activities: they do not stream."""
 
     def __init__(self) -> None:
         self.state: RunState | None = None
@@ -386,6 +406,7 @@ class AgentWorkflow:
             blueprint.model_name,
             blueprint.context_window,
             positions.get("model", 0),
+            load_price(blueprint.model_price),
         )
         asker = AskUser(self.channel, timeout=recipe.ask_timeout)
         tools = [
@@ -403,6 +424,9 @@ class AgentWorkflow:
                 blueprint.scorer_name or blueprint.model_name,
                 None,
                 positions.get("scorer", 0),
+                model.price
+                if blueprint.scorer_name is None
+                else load_price(blueprint.scorer_price),
             )
             gate = ExecutiveGate(scorer, asker, threshold=recipe.gate.threshold)
         agent = Agent(

@@ -40,6 +40,7 @@ from convergent.ui import actions
 from convergent.ui.auth import Address, TokenGuard, new_base
 from convergent.ui.download import run_json
 from convergent.ui.explain import STATUSES, explain_stop
+from convergent.ui.live_text import live_version, read_live_text, show_live_text
 from convergent.ui.sse import EventStreamResponse, FragmentStream, digest
 from convergent.ui.timeline import CLIP, load_run_view
 from convergent.ui.views import build_chart, environment
@@ -219,6 +220,8 @@ def _upto(request: Request) -> int | None:
 
 def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> dict[str, str]:
     view = load_run_view(console.store, run_id, upto=upto)
+    if view.summary.running:
+        show_live_text(view, read_live_text(console.store.path, run_id))
     values = {
         "view": view,
         "run": view.summary,
@@ -261,7 +264,13 @@ async def run_stream(request: Request) -> Response:
     except UserError:
         return Response(status_code=404)
     upto = _upto(request)
-    return _stream(console, lambda: _run_fragments(console, run_id, upto))
+    path = console.store.path
+
+    def version() -> Hashable:
+        # the database, and the reply the running model is writing (not in the database)
+        return (console.version(), live_version(path, run_id))
+
+    return _stream(console, lambda: _run_fragments(console, run_id, upto), version=version)
 
 
 async def run_download(request: Request) -> Response:
