@@ -63,4 +63,9 @@ async def test_a_typed_run_on_temporal_that_stays_invalid_stops_at_its_limit(
     assert remote.output_data is None and state.output_data is None
     assert stored.output_schema == SCHEMA
     notes = [m.content for m in state.messages if m.role == "user"][1:]
-    assert notes == [OUTPUT_FEEDBACK.format(errors="(answer): the answer is not JSON")] * 2
+    assert notes == [
+        OUTPUT_FEEDBACK.format(errors="(answer): 42 is not of type 'object'"),
+        OUTPUT_FEEDBACK.format(
+            errors="the answer is not valid JSON (line 1, column 1: Expecting value)"
+        ),
+    ]
