@@ -11,7 +11,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from convergent import RunRecipe
+from convergent import AgentSpec
 from convergent.messages import ToolCall, UserMessage
 from convergent.temporal import PayloadStore
 from convergent.temporal._activities import Activities
@@ -33,7 +33,7 @@ def activities(tmp_path: Path) -> Activities:
 def recipe(tmp_path: Path, responses: list[Any], **changes: Any) -> dict[str, Any]:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(responses))
-    made = RunRecipe(model=f"scripted:{script}", **{"tools": ("calculator",), **changes})
+    made = AgentSpec(model=f"scripted:{script}", **{"tools": ("calculator",), **changes})
     return made.model_dump(mode="json")
 
 
@@ -47,7 +47,7 @@ async def fails_for_good(work: Any, *args: Any) -> ApplicationError:
 async def test_a_recipe_the_worker_cannot_build_fails_every_activity_for_good(
     tmp_path: Path, activities: Activities
 ) -> None:
-    missing = RunRecipe(model="scripted:/nonexistent.json").model_dump(mode="json")
+    missing = AgentSpec(model="scripted:/nonexistent.json").model_dump(mode="json")
     unknown_tool = recipe(tmp_path, ["hi"], tools=("nowhere:tool",))
     failures = [
         await fails_for_good(activities.describe, DescribeRun(missing)),

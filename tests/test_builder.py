@@ -1,4 +1,4 @@
-"""Run recipes: rebuild the same agent in any process, resume across Python and the CLI."""
+"""The builder: the same agent from a spec in any process; resume across Python and the CLI."""
 
 from __future__ import annotations
 
@@ -13,15 +13,17 @@ import pytest
 import convergent
 from convergent import (
     Agent,
+    AgentSpec,
     ExecutiveGate,
-    GateRecipe,
+    GateSpec,
     Limits,
-    LimitsRecipe,
-    RunRecipe,
     StopReason,
     UserError,
+    build_agent,
 )
-from convergent.recipe import RECIPE_VERSION, resolve_tools
+from convergent.builder import BuildContext, ModelRole, Toolbox, resolve_tools
+from convergent.gate import QueueChannel
+from convergent.models import Model
 from convergent.store import RunStore
 
 EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
@@ -41,50 +43,6 @@ def script_file(folder: Path, responses: list[object], name: str = "script.json"
 
 def calc(expression: str) -> dict[str, object]:
     return {"tool_calls": [{"name": "calculator", "arguments": {"expression": expression}}]}
-
-
-def test_a_recipe_round_trips_through_json() -> None:
-    recipe = RunRecipe(
-        model="scripted:x.json",
-        tools=("calculator", "write_file"),
-        gate=GateRecipe(threshold=0.7),
-        limits=LimitsRecipe(max_cycles=7, max_cost=1.5),
-        on_tool_error="stop",
-    )
-    assert RunRecipe.from_json(recipe.model_dump_json()) == recipe
-    assert RunRecipe.from_json(recipe.model_dump(mode="json")) == recipe
-
-
-def test_a_recipe_from_a_newer_version_is_refused() -> None:
-    data = RunRecipe().model_dump(mode="json") | {"version": RECIPE_VERSION + 1, "new": 1}
-    newer = rf"version {RECIPE_VERSION + 1}; this convergent reads up to {RECIPE_VERSION} \(upgrade"
-    with pytest.raises(UserError, match=newer):
-        RunRecipe.from_json(data)
-
-
-def test_a_version_1_recipe_still_loads_with_the_new_fields_at_their_defaults() -> None:
-    data = RunRecipe().model_dump(mode="json")
-    data["version"] = 1
-    del data["final_answer"], data["limits"]["stall_nudges"]
-    recipe = RunRecipe.from_json(data)
-    assert recipe.final_answer is True and recipe.limits.stall_nudges == 1
-    assert RunRecipe(final_answer=False, limits=LimitsRecipe(stall_nudges=0)).limits.build() == (
-        Limits(stall_nudges=0)
-    )
-
-
-@pytest.mark.parametrize(
-    ("data", "message"),
-    [
-        ({"limits": {"max_cycles": -1}}, "invalid recipe: limits.max_cycles"),
-        ({"on_tool_error": "ignore"}, "invalid recipe: on_tool_error"),
-        ({"surprise": True}, "invalid recipe: surprise"),
-        ("{not json", "invalid recipe: not JSON"),
-    ],
-)
-def test_a_malformed_recipe_is_one_user_error(data: object, message: str) -> None:
-    with pytest.raises(UserError, match=message):
-        RunRecipe.from_json(data)
 
 
 def test_tools_by_name_and_by_import_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,30 +69,30 @@ def test_tools_by_name_and_by_import_path(tmp_path: Path, monkeypatch: pytest.Mo
         resolve_tools(["nowhere:thing"], tmp_path)
 
 
-def test_from_recipe_builds_every_part(tmp_path: Path) -> None:
+def test_build_agent_builds_every_part(tmp_path: Path) -> None:
     model = script_file(tmp_path, ["done"])
-    recipe = RunRecipe(
+    spec = AgentSpec(
         model=model,
         workspace=str(tmp_path),
-        gate=GateRecipe(threshold=0.6),
-        limits=LimitsRecipe(max_cycles=4),
+        gate=GateSpec(threshold=0.6),
+        limits=Limits(max_cycles=4),
         on_tool_error="stop",
         max_consecutive_tool_errors=5,
     )
-    agent = Agent.from_recipe(recipe)
+    agent = build_agent(spec)
     assert isinstance(agent.gate, ExecutiveGate) and agent.gate.threshold == 0.6
     assert set(agent.tools) == {"calculator", "read_file", "list_dir", "ask_user"}
     assert agent.limits.max_cycles == 4 and agent.on_tool_error == "stop"
-    assert agent.recipe is not None and agent.recipe.workspace == str(tmp_path)
+    assert agent.spec is not None and agent.spec["workspace"] == str(tmp_path)
     with pytest.raises(UserError, match="workspace folder not found"):
-        Agent.from_recipe(recipe.model_copy(update={"workspace": str(tmp_path / "gone")}))
+        build_agent(spec.model_copy(update={"workspace": str(tmp_path / "gone")}))
 
 
 async def test_a_run_started_in_python_resumes_from_the_cli(tmp_path: Path) -> None:
     model = script_file(tmp_path, [calc("2*3"), "6, so far", calc("4*5"), "6 and 20"])
-    recipe = RunRecipe(model=model, workspace=str(tmp_path), limits=LimitsRecipe(max_cycles=1))
+    spec = AgentSpec(model=model, workspace=str(tmp_path), limits=Limits(max_cycles=1))
     store = RunStore(tmp_path / ".convergent" / "runs.db")
-    first = await Agent.from_recipe(recipe).run("calc", run_id="py1", store=store)
+    first = await build_agent(spec).run("calc", run_id="py1", store=store)
     assert first.stop_reason is StopReason.MAX_CYCLES
     store.close()
     proc = cli("resume", "py1", "--json", cwd=tmp_path)
@@ -182,3 +140,63 @@ def test_a_gate_scorer_script_continues_where_it_stopped(tmp_path: Path) -> None
     resumed = cli("resume", "g", "--json", cwd=tmp_path)
     # the second step gets the scorer's second (low) score, so the gate asks the user
     assert json.loads(resumed.stdout)["stop_reason"] == "needs_user", resumed.stderr
+
+
+def test_factories_replace_where_models_and_tools_come_from() -> None:
+    roles: list[str] = []
+
+    def models(role: ModelRole) -> Model:
+        roles.append(role)
+        return convergent.ScriptedModel([f"{role} reply"])
+
+    @convergent.tool
+    def remote(text: str) -> str:
+        """Run on another machine.
+
+        Args:
+            text: Anything.
+        """
+        return text
+
+    channel = QueueChannel()
+    spec = AgentSpec(
+        model="openai:never-built",
+        tools=("calculator", "ask_user"),
+        workspace="/nowhere/at/all",
+        gate=GateSpec(threshold=0.4),
+        limits=Limits(max_cycles=9),
+    )
+    agent = build_agent(
+        spec,
+        context=BuildContext(ask_channel=channel),
+        model_factory=models,
+        tool_factory=lambda given: Toolbox(tools=[remote], system_prompt=f"{len(given.tools)}"),
+        record_events=False,
+    )
+    assert roles == ["model", "scorer"]
+    assert list(agent.tools) == ["remote", "ask_user"]
+    assert agent.system_prompt == "2" and agent.workspace is None
+    assert isinstance(agent.gate, ExecutiveGate) and agent.gate.scorer is agent.models["scorer"]
+    assert agent.gate.asker.channel is channel and agent.gate.threshold == 0.4
+    assert agent.limits == Limits(max_cycles=9) and agent.record_events is False
+
+
+IMPORTED_WITH_THE_LOOP = """
+import sys
+import convergent.agent
+above = ("convergent.spec", "convergent.builder")
+print(sorted(name for name in above if name in sys.modules))
+"""
+
+
+def test_the_loop_imports_neither_the_spec_nor_the_builder() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORTED_WITH_THE_LOOP],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert not hasattr(Agent, "from_recipe")
