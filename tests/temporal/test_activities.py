@@ -95,3 +95,20 @@ async def test_a_model_request_extends_the_stored_conversation(
     assert second.response["content"] == "two"
     conversation = await fresh.load(second.history)
     assert [m.content for m in conversation] == ["hello", "one", "and?"]
+
+
+async def test_a_gate_without_a_model_of_its_own_scores_with_the_agents_model(
+    tmp_path: Path, activities: Activities
+) -> None:
+    made = recipe(tmp_path, [{"content": "scored"}], gate={"threshold": 0.5})
+    answer = await ActivityEnvironment().run(
+        activities.model_request,
+        ModelCall(
+            recipe=made,
+            role="scorer",
+            position=0,
+            messages=dump_messages([UserMessage(content="score this")]),
+            tools=[],
+        ),
+    )
+    assert answer.response["content"] == "scored"

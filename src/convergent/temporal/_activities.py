@@ -79,10 +79,10 @@ class AgentCache:
         A replayed model (a script) must give the reply the workflow is at, whichever
         worker runs the request, so it is rebuilt and moved to that position each time.
         """
-        model = self.agent(spec).models[role]
+        model = _role(self.agent(spec), role)
         if model.position() is None:
             return model
-        fresh = _build(spec).models[role]
+        fresh = _role(_build(spec), role)
         fresh.seek(position)
         return fresh
 
@@ -92,6 +92,14 @@ class AgentCache:
         for agent in agents:
             with suppress(Exception):
                 await agent.aclose()
+
+
+def _role(agent: Agent, role: str) -> Model:
+    """The model of ``role`` (a gate without a model of its own scores with the agent's).
+
+    An agent lists a role apart only when its model is not the agent's own.
+    """
+    return agent.models.get(role, agent.model)
 
 
 def _build(spec: dict[str, Any]) -> Agent:
