@@ -114,12 +114,7 @@ class LimitReached:
 
 
 @raises_user_errors
-@pydantic_dataclass(
-    frozen=True,
-    slots=True,
-    kw_only=True,
-    config=ConfigDict(extra="forbid"),
-)
+@pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=ConfigDict(extra="forbid"))
 class Limits:
     """Objective budgets for one run, checked before every model request.
 
