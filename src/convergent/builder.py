@@ -263,8 +263,8 @@ def build_agent(
     if model_factory is None:
         spec = spec.model_copy(update={"model": spec.model or default_model_spec()})
         model_factory = registry_models(spec)
-    toolbox = (tool_factory or local_tools)(spec)
     model = model_factory("model")
+    toolbox = (tool_factory or local_tools)(spec)
     tools = list(toolbox.tools)
     asker = AskUser(_ask_channel(spec.ask_via, context), timeout=spec.ask_timeout)
     if ASK_USER in spec.tools or spec.gate is not None:
