@@ -32,6 +32,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 with workflow.unsafe.imports_passed_through():
     from convergent._cycle import RolledOver
     from convergent._executor import ClassifiedOutcome, Outcome
+    from convergent.agent import Agent
     from convergent.builder import BuildContext, ModelRole, Toolbox, build_agent
     from convergent.clock import Clock, use_clock
     from convergent.events import Event, event_to_dict
@@ -380,36 +381,7 @@ class AgentWorkflow:
             )
         except ActivityError as exc:
             raise _run_failure(exc) from None
-        positions = (start.state or {}).get("model_positions", {})
-
-        def on_workers(role: ModelRole) -> Model:
-            if role == "model":
-                name, window = blueprint.model_name, blueprint.context_window
-            else:
-                name, window = blueprint.scorer_name or blueprint.model_name, None
-            return ActivityModel(start.recipe, role, name, window, positions.get(role, 0))
-
-        def worker_tools(spec: AgentSpec) -> Toolbox:
-            # ask_user is the workflow's own: its questions wait for the ``answer`` signal
-            return Toolbox(
-                tools=[
-                    _remote(tool, start.recipe, start.run_id)
-                    for tool in blueprint.tools
-                    if tool.name != ASK_USER
-                ],
-                system_prompt=blueprint.system_prompt,
-            )
-
-        agent = build_agent(
-            spec,
-            context=BuildContext(run_id=start.run_id, ask_channel=self.channel),
-            model_factory=on_workers,
-            tool_factory=worker_tools,
-            observers=[self.recorder],
-            # a workflow replays its history: spans made here would repeat on every replay
-            instrument=False,
-            record_events=False,
-        )
+        agent = self._agent(spec, start, blueprint)
         result = None
         with use_clock(WorkflowClock()):
             try:
@@ -447,6 +419,39 @@ class AgentWorkflow:
         workflow.upsert_memo({"stop_reason": result.stop_reason.value, "cycles": result.cycles})
         # the result is the final state's (the client rebuilds it): the conversation once
         return {"state": final.to_jsonable(), "recipe": start.recipe}
+
+    def _agent(self, spec: AgentSpec, start: RunStart, blueprint: Blueprint) -> Agent:
+        """The spec's agent, built as for a local run, its models and tools on workers."""
+        positions = (start.state or {}).get("model_positions", {})
+
+        def on_workers(role: ModelRole) -> Model:
+            if role == "model":
+                name, window = blueprint.model_name, blueprint.context_window
+            else:
+                name, window = blueprint.scorer_name or blueprint.model_name, None
+            return ActivityModel(start.recipe, role, name, window, positions.get(role, 0))
+
+        def worker_tools(spec: AgentSpec) -> Toolbox:
+            # ask_user is the workflow's own: its questions wait for the ``answer`` signal
+            return Toolbox(
+                tools=[
+                    _remote(tool, start.recipe, start.run_id)
+                    for tool in blueprint.tools
+                    if tool.name != ASK_USER
+                ],
+                system_prompt=blueprint.system_prompt,
+            )
+
+        return build_agent(
+            spec,
+            context=BuildContext(run_id=start.run_id, ask_channel=self.channel),
+            model_factory=on_workers,
+            tool_factory=worker_tools,
+            observers=[self.recorder],
+            # a workflow replays its history: spans made here would repeat on every replay
+            instrument=False,
+            record_events=False,
+        )
 
     def _roll_over(self) -> bool:
         """Whether to hand the run over to a fresh workflow run at this boundary.
