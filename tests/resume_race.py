@@ -73,12 +73,12 @@ SCENARIOS: dict[str, tuple[StopReason, list[Any], dict[str, Any]]] = {
     "max_cycles": (
         StopReason.MAX_CYCLES,
         [_call("calculator", expression="1+1"), _call("record", note="resumed"), "done"],
-        {"limits": Limits(max_cycles=1)},
+        {"limits": Limits(max_cycles=1), "final_answer": False},
     ),
     "tool_error": (
         StopReason.TOOL_ERROR,
         [_call("fail", message="disk full"), _call("record", note="resumed"), "done"],
-        {"on_tool_error": "stop"},
+        {"on_tool_error": "stop", "final_answer": False},
     ),
     "stalled": (
         StopReason.STALLED,
@@ -88,10 +88,11 @@ SCENARIOS: dict[str, tuple[StopReason, list[Any], dict[str, Any]]] = {
             _call("record", note="resumed"),
             "done",
         ],
-        {"limits": Limits(max_repeated_calls=2)},
+        {"limits": Limits(max_repeated_calls=2, stall_nudges=0), "final_answer": False},
     ),
 }
-"""How a run stops, by name: the stop reason, its script, and spec settings."""
+"""How a run stops, by name: the stop reason, its script, and spec settings (no final
+answer and no nudge, so the script's next call is the resumed run's)."""
 
 RESUME_CYCLES = 10
 """Cycles a resumption may add (the ``max_cycles`` run needs more than its spec's)."""

@@ -282,3 +282,41 @@ async def test_a_redirect_starts_a_fresh_stretch() -> None:
     result = await Agent(model, world.tools()).run("task", steering=steering)
     assert result.stop_reason is StopReason.COMPLETED
     assert len(result.tool_calls) == 4
+
+
+def test_a_wait_between_polls_always_runs() -> None:
+    # each poll's new status shows the world moved, so the identical waits are no loop
+    status = iter(["running, 20% done", "running, 40%", "running, 60%", "running, 80%", "done"])
+
+    @tool(read_only=True)
+    def job_status(job: str) -> str:
+        """A job's status.
+
+        Args:
+            job: Job id.
+        """
+        return next(status)
+
+    @tool(read_only=True)
+    def wait(seconds: int) -> str:
+        """Wait.
+
+        Args:
+            seconds: How long.
+        """
+        return f"waited {seconds} s"
+
+    script = [step(call("job_status", job="j1"))]
+    for _ in range(4):
+        script += [step(call("wait", seconds=10)), step(call("job_status", job="j1"))]
+    nudges: list[Nudged] = []
+
+    def keep_nudges(event: object) -> None:
+        if isinstance(event, Nudged):
+            nudges.append(event)
+
+    agent = Agent(ScriptedModel([*script, "j1 is done"]), [job_status, wait])
+    result = agent.run_sync("Poll j1 until done.", on_event=keep_nudges)
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [r.name for r in result.tool_calls].count("wait") == 4
+    assert nudges == []

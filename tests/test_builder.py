@@ -18,6 +18,7 @@ from convergent import (
     GateSpec,
     Limits,
     StopReason,
+    TokenPrice,
     UserError,
     build_agent,
 )
@@ -86,6 +87,53 @@ def test_build_agent_builds_every_part(tmp_path: Path) -> None:
     assert agent.spec is not None and agent.spec["workspace"] == str(tmp_path)
     with pytest.raises(UserError, match="workspace folder not found"):
         build_agent(spec.model_copy(update={"workspace": str(tmp_path / "gone")}))
+
+
+def test_a_spec_with_a_cost_limit_and_a_model_without_a_price_is_refused_when_built(
+    tmp_path: Path,
+) -> None:
+    # on a server of one's own, a model has no price in the table
+    own = {"model": "openai:my-own-model", "base_url": "http://127.0.0.1:9/v1"}
+    spec = AgentSpec(**own, workspace=str(tmp_path), limits=Limits(max_cost=0.5))
+    with pytest.raises(UserError, match=r"^max_cost needs a price for openai:my-own-model"):
+        build_agent(spec)
+    assert build_agent(spec.model_copy(update={"limits": Limits()})).model.price is None
+    priced = build_agent(spec.model_copy(update={"price": (1.0, 4.0)}))
+    assert priced.model.price == TokenPrice(1.0, 4.0)
+    assert priced.spec is not None and priced.spec["price"] == [1.0, 4.0]
+    # a gate's own model needs a price too
+    gated = spec.model_copy(
+        update={"price": (1.0, 4.0), "gate": GateSpec(model="openai:my-scorer")}
+    )
+    with pytest.raises(UserError, match=r"^max_cost needs a price for openai:my-scorer"):
+        build_agent(gated)
+
+
+async def test_a_resume_keeps_the_runs_price_unless_given_another_or_another_model(
+    tmp_path: Path,
+) -> None:
+    used = {"usage": {"input_tokens": 1000, "output_tokens": 100}}
+    steps = [{**calc(f"{n}+1"), **used} for n in range(4)]
+    model = script_file(tmp_path, [*steps, {"content": "done", **used}])
+    other = script_file(tmp_path, [{"content": "done", **used}], name="other.json")
+    spec = AgentSpec(model=model, workspace=str(tmp_path), price=(1.0, 4.0), final_answer=False)
+    db = tmp_path / "runs.db"
+    more = Limits(max_cycles=1)
+    with RunStore(db) as store:
+        for run_id in ("kept", "changed", "switched"):
+            # each run stops after one request; each script starts afresh
+            first = await build_agent(spec, limits=more).run("count", run_id=run_id, store=store)
+            assert first.usage.cost == pytest.approx(1400 / 1e6)
+    # a request of 1,000 input and 100 output tokens: $0.0014 at $1/$4, $0.0028 at $2/$8
+    kept = await convergent.resume("kept", store=db, limits=Limits(max_cycles=2))
+    assert kept.usage.cost == pytest.approx(2 * 1400 / 1e6)
+    changed = await convergent.resume(
+        "changed", store=db, limits=Limits(max_cycles=2), price=(2.0, 8.0)
+    )
+    assert changed.usage.cost == pytest.approx((1400 + 2800) / 1e6)
+    # the stored price was the stored model's: another model has its own (a script's: free)
+    switched = await convergent.resume("switched", store=db, model=other)
+    assert switched.output == "done" and switched.usage.cost == pytest.approx(1400 / 1e6)
 
 
 async def test_a_run_started_in_python_resumes_from_the_cli(tmp_path: Path) -> None:

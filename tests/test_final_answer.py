@@ -22,15 +22,18 @@ from convergent import (
     ScriptedModel,
     SteeringQueue,
     StopReason,
+    TokenPrice,
     ToolCall,
     ToolSpec,
     Usage,
+    UserError,
     UserMessage,
     calculator,
     fail,
     tool,
 )
 from convergent.events import Nudged, RunStopped
+from convergent.models._prices import FREE
 from convergent.store import RunStore
 
 
@@ -186,16 +189,28 @@ async def test_a_script_without_a_final_response_gives_no_final_answer() -> None
 
 class Meter(Model):
     """A provider double: counts 4 characters (and 4 more tokens per message) as a token,
-    a tool's schema as 60 tokens, and honours ``max_tokens``."""
+    a tool's schema as 60 tokens, and honours ``max_tokens``. It reports each response's
+    cost (its price is `FREE` per token unless ``declared``: the cost is its own)."""
 
-    def __init__(self, steps: int, price_in: float = 0.0, price_out: float = 0.0) -> None:
+    def __init__(
+        self,
+        steps: int,
+        price_in: float = 0.0,
+        price_out: float = 0.0,
+        declared: TokenPrice = FREE,
+    ) -> None:
         self.steps = steps
         self.price_in, self.price_out = price_in, price_out
+        self.declared = declared
         self.requests: list[tuple[int, int | None]] = []
 
     @property
     def name(self) -> str:
         return "meter"
+
+    @property
+    def price(self) -> TokenPrice:
+        return self.declared
 
     async def request(
         self,
@@ -254,6 +269,42 @@ def test_the_final_answer_never_takes_the_run_over_its_cost_budget(budget: float
     assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
     assert result.output_after_stop
     assert result.usage.cost <= budget
+
+
+@settings(max_examples=60, deadline=None)
+@given(budget=st.floats(min_value=0.002, max_value=0.2))
+def test_a_known_price_keeps_the_final_answer_within_the_cost_budget(budget: float) -> None:
+    # the same prices, declared: room is kept at them rather than at a blended guess
+    price = TokenPrice(1.0, 4.0)
+    model = Meter(steps=100, price_in=1e-6, price_out=4e-6, declared=price)
+    result = run_meter(model, Limits(max_cycles=None, max_cost=budget))
+    assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
+    assert result.output_after_stop
+    assert result.usage.cost <= budget
+
+
+def test_a_known_price_leaves_more_of_the_budget_to_work_with() -> None:
+    # the blended guess takes every output token as 8 times the average token: it
+    # stops earlier than the model's real prices require
+    limits = Limits(max_cycles=None, max_cost=0.05)
+    guessed = run_meter(Meter(steps=100, price_in=1e-6, price_out=4e-6), limits)
+    known = run_meter(
+        Meter(steps=100, price_in=1e-6, price_out=4e-6, declared=TokenPrice(1.0, 4.0)), limits
+    )
+    assert known.output_after_stop and known.usage.cost <= 0.05
+    assert known.cycles > guessed.cycles
+
+
+def test_a_model_without_a_price_is_refused_under_a_cost_limit() -> None:
+    class Unpriced(Meter):
+        @property
+        def price(self) -> None:
+            return None
+
+    with pytest.raises(UserError, match="max_cost needs a price for meter"):
+        run_meter(Unpriced(steps=1), Limits(max_cost=1.0))
+    # without a cost limit it runs
+    assert run_meter(Unpriced(steps=1), Limits()).stop_reason is StopReason.COMPLETED
 
 
 def test_a_budget_stop_keeps_room_for_the_answer() -> None:

@@ -7,9 +7,10 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import pytest
 from pydantic import TypeAdapter
 
-from convergent import Limits, ToolCall, Usage
+from convergent import Limits, TokenPrice, ToolCall, Usage
 from convergent.monitor import (
     FINAL_ANSWER_TOKENS,
     FINAL_PROMPT_TOKENS,
@@ -124,16 +125,30 @@ def test_repeats_count_per_stretch_of_no_progress_not_per_run() -> None:
 # --- the rule for read_only, branch by branch -------------------------------------
 
 
-def test_a_read_only_call_never_resets_other_counts() -> None:
+def test_a_read_only_call_with_an_unchanged_result_never_resets_other_counts() -> None:
     m = monitor()
     steps = [
         (call("read", path="a"), "x"),
         (call("list_files"), "a b"),
         (call("read", path="a"), "x"),
-        (call("list_files"), "a b c"),  # its own result changed: only its count restarts
+        (call("list_files"), "a b"),
         (call("read", path="a"), "x"),
     ]
     assert trajectory(m, steps) == [4]
+
+
+def test_a_repeated_call_whose_result_changed_restarts_every_count() -> None:
+    m = monitor()
+    steps = [
+        (call("read", path="a"), "x"),
+        (call("list_files"), "a b"),
+        (call("read", path="a"), "x"),
+        (call("list_files"), "a b c"),  # the same call answered differently: the world moved
+        (call("read", path="a"), "x"),
+        (call("read", path="a"), "x"),
+        (call("read", path="a"), "x"),
+    ]
+    assert trajectory(m, steps) == [6]
 
 
 def test_a_declared_state_changing_call_always_resets_other_counts() -> None:
@@ -390,6 +405,50 @@ def test_the_final_answer_is_capped_to_what_remains_or_skipped() -> None:
     expected = int((1.0 - 0.995 - price * 1020) / (price * 8))
     assert expected < 32
     assert m.final_answer_tokens(usage=pricey, last=last, pending_chars=60) == 0
+
+
+def test_a_known_price_keeps_room_at_its_input_and_output_prices() -> None:
+    price = TokenPrice(1.0, 4.0, tiers=((3_000, TokenPrice(2.0, 8.0)),))
+    m = RunMonitor(Limits(max_cost=1.0), tools=TOOLS, price=price)
+    last = Usage(input_tokens=1000, output_tokens=200, cost=price.cost(1000, 200))
+    # the next cycle: 1,300 tokens in (1,200 and 100 for 300 characters), 200 out; then
+    # the final request: 1,800 in (with the prompt), the answer out, both below the tier
+    size, final = 1300, 1300 + 200 + 100 + FINAL_PROMPT_TOKENS
+    kept = price.cost(size, 200) + price.cost(final, FINAL_ANSWER_TOKENS)
+    spent = Usage(input_tokens=5000, cost=1.0 - kept)
+    reached = m.limit(cycles=3, usage=spent, elapsed=0, last=last, pending_chars=300)
+    assert reached is not None and reached.limit == "max_cost"
+    assert reached.reserved == pytest.approx(kept)
+    less = Usage(input_tokens=5000, cost=0.999 - kept)
+    assert m.limit(cycles=3, usage=less, elapsed=0, last=last, pending_chars=300) is None
+    # the blended guess (output 8 times the average token) keeps more
+    guess = RunMonitor(Limits(max_cost=1.0), tools=TOOLS)
+    guessed = guess.limit(cycles=3, usage=less, elapsed=0, last=last, pending_chars=300)
+    assert guessed is not None and guessed.reserved > 1.5 * kept
+    # past the tier's threshold every token of the request pays the tier's price
+    long = Usage(input_tokens=4000, output_tokens=100, cost=price.cost(4000, 100))
+    reached = m.limit(cycles=3, usage=Usage(cost=0.5), elapsed=0, last=long)
+    assert reached is None
+    big = RunMonitor(Limits(max_cost=0.1), tools=TOOLS, price=price)
+    reached = big.limit(cycles=3, usage=Usage(cost=0.08), elapsed=0, last=long)
+    assert reached is not None
+    expected = price.cost(4100, 100) + price.cost(4100 + 100 + FINAL_PROMPT_TOKENS, 512)
+    assert reached.reserved == pytest.approx(expected) == pytest.approx(0.021896)
+    # at the base prices the same room would have fitted
+    assert 0.08 + TokenPrice(1.0, 4.0).cost(4100, 100) + TokenPrice(1.0, 4.0).cost(4400, 512) < 0.1
+
+
+def test_a_known_price_caps_the_final_answer_at_its_output_price() -> None:
+    price = TokenPrice(1.0, 4.0)
+    m = RunMonitor(Limits(max_cost=0.01), tools=TOOLS, price=price)
+    last = Usage(input_tokens=800, output_tokens=200, cost=price.cost(800, 200))
+    # the final request's prompt: 1,000 tokens and 20 for 60 characters, at $1 a million
+    prompt = price.cost(1020, 0)
+    used = Usage(input_tokens=5000, cost=0.01 - prompt - 100 * 4.0 / 1e6)
+    room = m.final_answer_tokens(usage=used, last=last, pending_chars=60)
+    assert room in (99, 100)  # 100 output tokens at $4 a million, less any rounding
+    assert m.final_answer_tokens(usage=Usage(cost=0.01 - prompt), last=last, pending_chars=60) == 0
+    assert m.final_answer_tokens(usage=Usage(cost=0.0099999), last=last, pending_chars=60) == 0
 
 
 def test_the_state_survives_json() -> None:

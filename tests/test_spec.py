@@ -69,6 +69,8 @@ def test_a_version_1_recipe_still_loads_with_the_new_fields_at_their_defaults() 
         ({"tools": ["calculator", "rm_rf"]}, "invalid agent spec: tools: unknown tool 'rm_rf'"),
         ({"tools": ["shop:"]}, r"tools: tool 'shop:': an import path is package.module:attr"),
         ({"gate": {"threshold": 1.5}}, r"invalid agent spec: gate.threshold must be <= 1, got 1.5"),
+        ({"price": [-1, 4]}, r"invalid agent spec: price.0 must be >= 0, got -1"),
+        ({"price": [1]}, r"invalid agent spec: price.1 is required"),
     ],
 )
 def test_a_malformed_spec_is_one_user_error(data: object, message: str) -> None:
@@ -115,23 +117,37 @@ def calc(expression: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "calculator", "arguments": {"expression": expression}}]}
 
 
+USAGE = {"input_tokens": 1000, "output_tokens": 100}
+"""What each of the model's responses reports using."""
+
+
 def scripts(folder: Path) -> None:
     """A model that calculates twice, and a scorer that approves every step."""
-    steps = [calc("2*3"), calc("4*5"), "6 and 20"]
+    steps = [{**calc("2*3"), "usage": USAGE}, {**calc("4*5"), "usage": USAGE}]
+    steps.append({"content": "6 and 20", "usage": USAGE})
     (folder / "script.json").write_text(json.dumps(steps))
     approve = {"content": json.dumps({"clarity": 0.9, "certainty": 0.9, "reason": "-"})}
     (folder / "scorer.json").write_text(json.dumps([approve] * 4))
 
 
-@pytest.mark.parametrize("name", ["recipe.v1.json", "recipe.v2.json"])
+@pytest.mark.parametrize(
+    ("name", "price", "cost"),
+    [
+        ("recipe.v1.json", None, 0.0),
+        ("recipe.v2.json", None, 0.0),
+        # three requests of 1,000 input tokens at $1 and 100 output tokens at $4 per million
+        ("recipe.v3.json", (1.0, 4.0), 3 * 1400 / 1e6),
+    ],
+)
 async def test_a_run_stored_with_an_older_recipe_loads_and_resumes(
-    name: str, tmp_path: Path
+    name: str, price: tuple[float, float] | None, cost: float, tmp_path: Path
 ) -> None:
     scripts(tmp_path)
     stored = json.loads(frozen(name, tmp_path))
     spec = AgentSpec.from_json(stored)
     assert spec.gate == GateSpec(threshold=0.5, model=f"scripted:{tmp_path / 'scorer.json'}")
     assert spec.limits.max_cycles == 10 and spec.workspace == str(tmp_path)
+    assert spec.price == price
     db = tmp_path / "runs.db"
     with RunStore(db) as store:
         # the first part runs one cycle, and stores the recipe exactly as it was written
@@ -142,6 +158,7 @@ async def test_a_run_stored_with_an_older_recipe_loads_and_resumes(
     result = await convergent.resume("old", store=db)
     assert result.stop_reason is StopReason.COMPLETED and result.output == "6 and 20"
     assert [c.arguments["expression"] for c in result.tool_calls] == ["2*3", "4*5"]
+    assert result.usage.cost == pytest.approx(cost)
 
 
 async def test_a_run_stored_with_convergent_0_1_settings_loads_and_resumes(

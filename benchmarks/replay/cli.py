@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.replay.patterns import summary
 from benchmarks.replay.readers import READERS, CorpusError, read_corpus
 from benchmarks.replay.report import corpus_header, details, figures, table
 from benchmarks.replay.trajectory import Trajectory
@@ -25,8 +26,17 @@ from benchmarks.replay.trajectory import Trajectory
 POLICIES: dict[str, dict[str, Any]] = {
     "default": {},
     "stop at the first error": {"on_tool_error": "stop"},
+    "repeats 2": {"limits": {"max_repeated_calls": 2}},
+    "repeats 4": {"limits": {"max_repeated_calls": 4}},
+    "no nudge": {"limits": {"stall_nudges": 0}},
+    "error steps 1": {"max_consecutive_tool_errors": 1},
+    "error steps 2": {"max_consecutive_tool_errors": 2},
 }
-"""Agent options per policy; ``default`` is the library's defaults, whatever they are."""
+"""Agent options per policy; ``default`` is the library's defaults, whatever they are.
+A ``limits`` entry holds `Limits` fields (``stall_nudges`` needs a convergent that has
+nudges)."""
+DEFAULT_POLICIES = ("default", "stop at the first error")
+"""The policies replayed when none is named."""
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +71,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--policy",
         action="append",
         choices=sorted(POLICIES),
-        help="policies to replay (default: all)",
+        help=f"policies to replay (default: {', '.join(DEFAULT_POLICIES)})",
     )
     parser.add_argument(
         "--loop-threshold",
@@ -70,6 +80,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="unchanged repeats that make a real loop (default 3)",
     )
     parser.add_argument("--details", action="store_true", help="list every stop")
+    parser.add_argument(
+        "--patterns", action="store_true", help="count each corpus's call patterns too"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -126,7 +139,7 @@ def run_source(src: str, argv: Sequence[str]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    policies = args.policy or list(POLICIES)
+    policies = args.policy or list(DEFAULT_POLICIES)
     try:
         found = corpora(args.corpus)
         if args.worker:
@@ -184,6 +197,8 @@ def print_report(
             continue
         print()
         print(corpus_header(name, trajectories, threshold))
+        if args.patterns:
+            print("\n".join(summary(trajectories)))
         print("\n".join(table(rows)))
         if args.details:
             for row in rows:
@@ -202,6 +217,11 @@ def _row_json(row: Any) -> dict[str, Any]:
         "failed_stopped": [stop.describe() for stop in row.failed_stopped],
         "real_loops_in_failed_runs": [trajectory.id for trajectory in row.loops],
         "real_loops_caught": [trajectory.id for trajectory in row.loops_caught],
+        "real_loops_nudged": [trajectory.id for trajectory in row.fates(False, "nudged")],
+        "real_loops_missed": [trajectory.id for trajectory in row.fates(False, "missed")],
+        "successful_real_loops": {
+            trajectory.id: fate for trajectory, fate, _ in row.loop_fates if trajectory.success
+        },
         "notes": row.notes,
         "answers_after_stop": row.answers_after_stop,
     }

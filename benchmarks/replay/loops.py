@@ -27,28 +27,32 @@ class Repeat:
     """How often the call was made with the same result and nothing changed."""
     reply: int
     """The reply (0-based, within the turn) where the repetition reached ``times``."""
+    key: str = ""
+    """The repeated call (`RecordedCall.key`)."""
+    start: int = -1
+    """The reply (0-based) of the repetition's first call."""
 
 
 def longest_repeat(turn: Turn, *, replies: int | None = None, read_only: Iterable[str]) -> Repeat:
     """The call repeated unchanged most often in a turn (or its first ``replies`` replies)."""
     reads = frozenset(read_only)
     writes = 0
-    seen: dict[str, tuple[int, str | None, bool, int]] = {}
+    seen: dict[str, tuple[int, str | None, bool, int, int]] = {}
     best = Repeat(name="", times=0, reply=-1)
     for index, reply in enumerate(turn[:replies]):
         for call in reply.calls:
             key = call.key
             before = seen.get(key)
-            times = 1
+            times, start = 1, index
             if before is not None:
-                count, result, failed, writes_after = before
+                count, result, failed, writes_after, first = before
                 if writes_after == writes and (result, failed) == (call.result, call.failed):
-                    times = count + 1
+                    times, start = count + 1, first
             if _may_change(call, reads):
                 writes += 1
-            seen[key] = (times, call.result, call.failed, writes)
+            seen[key] = (times, call.result, call.failed, writes, start)
             if times > best.times:
-                best = Repeat(name=call.name, times=times, reply=index)
+                best = Repeat(name=call.name, times=times, reply=index, key=key, start=start)
     return best
 
 

@@ -46,6 +46,9 @@ class TurnReplay:
     """Times the loop answered a call with a note instead of running it and went on."""
     extra_requests: int
     """Model requests past the end of the recording (a final answer after a stop)."""
+    replaced: tuple[tuple[int, str], ...] = ()
+    """The recorded calls the loop answered with a note instead of running them and
+    went on: each as its reply (0-based) and its `RecordedCall.key`."""
 
     @property
     def cut(self) -> bool:
@@ -69,7 +72,11 @@ class RunReplay:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunReplay:
         """Read back `to_dict`'s form."""
-        return cls(id=data["id"], turns=tuple(TurnReplay(**turn) for turn in data["turns"]))
+        turns = tuple(
+            TurnReplay(**{**turn, "replaced": tuple(map(tuple, turn.get("replaced", ())))})
+            for turn in data["turns"]
+        )
+        return cls(id=data["id"], turns=turns)
 
 
 class _Recording:
@@ -81,6 +88,7 @@ class _Recording:
         self.notes = 0
         self.extra_requests = 0
         self.pending: defaultdict[str, deque[RecordedCall]] = defaultdict(deque)
+        self.replaced: list[tuple[int, str]] = []
         self.offers_tools = any(reply.calls for reply in turn)
 
     def respond(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
@@ -90,6 +98,7 @@ class _Recording:
             return ModelResponse(content="(the best answer the recording has)")
         if any(self.pending.values()):
             self.notes += 1  # the loop went on without running every call of the last reply
+            self.replaced += [(self.played - 1, key) for key, left in self.pending.items() if left]
         self.pending.clear()
         if self.played >= len(self.turn):
             self.extra_requests += 1
@@ -140,15 +149,20 @@ def _tools(recording: _Recording, trajectory: Trajectory, turn: Turn) -> list[To
 
 
 async def replay_turn(trajectory: Trajectory, turn: Turn, options: Mapping[str, Any]) -> TurnReplay:
-    """Replay one turn under the agent options given (the policy under test)."""
+    """Replay one turn under the agent options given (the policy under test).
+
+    ``options`` are `Agent` options; a ``limits`` entry holds `Limits` fields.
+    """
     recording = _Recording(turn)
+    agent_options = dict(options)
+    limits = Limits(max_cycles=None, **agent_options.pop("limits", {}))
     agent = Agent(
         ScriptedModel(recording.respond, record_requests=False),
         _tools(recording, trajectory, turn),
-        limits=Limits(max_cycles=None),
+        limits=limits,
         record_events=False,
         instrument=False,
-        **options,
+        **agent_options,
     )
     result = await agent.run("replay")
     return TurnReplay(
@@ -158,6 +172,7 @@ async def replay_turn(trajectory: Trajectory, turn: Turn, options: Mapping[str, 
         recorded=len(turn),
         notes=recording.notes,
         extra_requests=recording.extra_requests,
+        replaced=tuple(recording.replaced),
     )
 
 

@@ -2,9 +2,14 @@
 
 For each corpus: successful runs the policy cut short (by reason, each one named with
 whether the recording shows a real loop there or the stop was the policy's fault), failed
-runs it stopped, and whether the real loops of failed runs were caught. Every stop is
-placed against the recording: the turn, the reply, and how many recorded replies the
-stop left unplayed.
+runs it stopped, and what became of each real loop. Every stop is placed against the
+recording: the turn, the reply, and how many recorded replies the stop left unplayed.
+
+A real loop is *stopped* when the replay ended its turn (for any reason, a hand-off
+included) before the loop's last repeat ran; *nudged* when it was not stopped but the
+loop answered one of the loop's repeated calls with a note instead of running it (the
+replay then plays what the recorded model did next, which never saw the note: a model
+that changed course afterwards is not stopped); *missed* otherwise.
 """
 
 from __future__ import annotations
@@ -57,6 +62,10 @@ class Stop:
         )
 
 
+LoopFate = str
+"""What became of a run's real loop: ``stopped``, ``nudged`` or ``missed``."""
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyFigures:
     """One policy on one corpus."""
@@ -71,11 +80,9 @@ class PolicyFigures:
     """Successful runs cut short, with where and why."""
     failed_stopped: tuple[Stop, ...]
     """Failed runs stopped, with where and why."""
-    loops: tuple[Trajectory, ...]
-    """Failed runs whose recording has a real loop."""
-    loops_caught: tuple[Trajectory, ...]
-    """Those of them the loop ended (any stop) before the recording's loop reached the
-    threshold: the repeats past it never ran."""
+    loop_fates: tuple[tuple[Trajectory, LoopFate, Repeat], ...]
+    """Every run whose recording has a real loop, with what became of it and the loop
+    (the first looping turn's, or the one stopped or nudged)."""
     notes: int
     """Times the loop answered a call with a note and the run went on."""
     answers_after_stop: int
@@ -85,6 +92,24 @@ class PolicyFigures:
     def policy_faults(self) -> tuple[Stop, ...]:
         """Successful runs cut short where the recording shows no real loop."""
         return tuple(stop for stop in self.successful_cut if not stop.real_loop)
+
+    def fates(self, success: bool, fate: LoopFate | None = None) -> tuple[Trajectory, ...]:
+        """Runs with a real loop, successful or failed, optionally with one fate."""
+        return tuple(
+            trajectory
+            for trajectory, found, _ in self.loop_fates
+            if trajectory.success == success and fate in (None, found)
+        )
+
+    @property
+    def loops(self) -> tuple[Trajectory, ...]:
+        """Failed runs whose recording has a real loop."""
+        return self.fates(False)
+
+    @property
+    def loops_caught(self) -> tuple[Trajectory, ...]:
+        """Failed runs whose real loop was stopped: its last repeat never ran."""
+        return self.fates(False, "stopped")
 
 
 def figures(
@@ -96,8 +121,7 @@ def figures(
     """Count one policy's stops on one corpus."""
     successful_cut: list[Stop] = []
     failed_stopped: list[Stop] = []
-    loops: list[Trajectory] = []
-    caught: list[Trajectory] = []
+    fates: list[tuple[Trajectory, LoopFate, Repeat]] = []
     notes = answers = 0
     for trajectory in trajectories:
         outcomes = replays[trajectory.id].turns
@@ -111,16 +135,9 @@ def figures(
             )
             stop = Stop(trajectory, first, outcome, repeat, repeat.times >= threshold)
             (successful_cut if trajectory.success else failed_stopped).append(stop)
-        if not trajectory.success:
-            repeats = [
-                longest_repeat(turn, read_only=trajectory.read_only) for turn in trajectory.turns
-            ]
-            looping = [index for index, repeat in enumerate(repeats) if repeat.times >= threshold]
-            if looping:
-                loops.append(trajectory)
-                # caught: the replay ended the turn before it played the loop's last repeat
-                if any(outcomes[index].played <= repeats[index].reply + 1 for index in looping):
-                    caught.append(trajectory)
+        fate = loop_fate(trajectory, outcomes, threshold)
+        if fate is not None:
+            fates.append((trajectory, *fate))
     successful = sum(1 for trajectory in trajectories if trajectory.success)
     return PolicyFigures(
         label=label,
@@ -128,11 +145,33 @@ def figures(
         failed=len(trajectories) - successful,
         successful_cut=tuple(successful_cut),
         failed_stopped=tuple(failed_stopped),
-        loops=tuple(loops),
-        loops_caught=tuple(caught),
+        loop_fates=tuple(fates),
         notes=notes,
         answers_after_stop=answers,
     )
+
+
+def loop_fate(
+    trajectory: Trajectory, outcomes: Sequence[TurnReplay], threshold: int
+) -> tuple[LoopFate, Repeat] | None:
+    """What became of the run's real loops: the best fate over its looping turns, or None."""
+    found: tuple[LoopFate, Repeat] | None = None
+    for turn, outcome in zip(trajectory.turns, outcomes, strict=True):
+        repeat = longest_repeat(turn, read_only=trajectory.read_only)
+        if repeat.times < threshold:
+            continue
+        # the reply with the last repeat never played, or played and the loop stopped there
+        if outcome.played <= repeat.reply or (outcome.cut and outcome.played == repeat.reply + 1):
+            return "stopped", repeat
+        nudged = any(
+            key == repeat.key and repeat.start <= reply <= repeat.reply
+            for reply, key in outcome.replaced
+        )
+        if nudged and (found is None or found[0] == "missed"):
+            found = "nudged", repeat
+        elif found is None:
+            found = "missed", repeat
+    return found
 
 
 def corpus_header(name: str, trajectories: Sequence[Trajectory], threshold: int) -> str:
@@ -161,15 +200,19 @@ def table(rows: Iterable[PolicyFigures]) -> list[str]:
     """The per-policy table of one corpus."""
     lines = [
         f"{'policy':<34}{'successful cut':>16}{'(policy fault)':>16}"
-        f"{'failed stopped':>16}{'loops caught':>14}{'notes':>7}"
+        f"{'failed stopped':>16}{'failed runs real loops: stopped, nudged, missed':>49}"
+        f"{'notes':>7}"
     ]
     for row in rows:
         reasons = Counter(stop.outcome.stop_reason for stop in row.successful_cut)
+        loops = (
+            f"{len(row.loops_caught)}, {len(row.fates(False, 'nudged'))}, "
+            f"{len(row.fates(False, 'missed'))} of {len(row.loops)}"
+        )
         lines.append(
             f"{row.label:<34}{len(row.successful_cut):>7} of {row.successful:<6}"
             f"{len(row.policy_faults):>16}{len(row.failed_stopped):>7} of {row.failed:<6}"
-            f"{len(row.loops_caught):>8} of {len(row.loops):<3}{row.notes:>7}"
-            + (f"   cut by: {_counts(reasons)}" if reasons else "")
+            f"{loops:>49}{row.notes:>7}" + (f"   cut by: {_counts(reasons)}" if reasons else "")
         )
     return lines
 
@@ -179,8 +222,20 @@ def details(row: PolicyFigures) -> list[str]:
     lines = [f"-- {row.label}"]
     lines += [f"   successful, cut: {stop.describe()}" for stop in row.successful_cut]
     lines += [f"   failed, stopped: {stop.describe()}" for stop in row.failed_stopped]
-    missed = [trajectory for trajectory in row.loops if trajectory not in row.loops_caught]
-    lines += [f"   failed, real loop not stopped: {trajectory.id}" for trajectory in missed]
+    for trajectory, fate, repeat in row.loop_fates:
+        if fate == "stopped" and not trajectory.success:
+            continue  # listed with the stops above
+        if fate == "stopped":
+            continue  # a successful run cut by its real loop, listed above
+        side = "successful" if trajectory.success else "failed"
+        what = {
+            "nudged": "nudged at the loop, not stopped (the recording changed course after it)",
+            "missed": "not stopped, not nudged",
+        }[fate]
+        lines.append(
+            f"   {side}, real loop {what}: {trajectory.id} ({repeat.name} x{repeat.times} "
+            f"unchanged, replies {repeat.start + 1}-{repeat.reply + 1})"
+        )
     return lines
 
 

@@ -95,6 +95,7 @@ if TYPE_CHECKING:
         OpenAIChatModel,
         ScriptedModel,
         StructuredToolCalling,
+        TokenPrice,
         model_from_string,
     )
     from convergent.result import RunResult
@@ -193,6 +194,7 @@ __all__ = [
     "SystemClock",
     "SystemMessage",
     "TerminalChannel",
+    "TokenPrice",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",

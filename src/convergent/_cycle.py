@@ -197,6 +197,7 @@ class Run:
             max_consecutive_tool_errors=agent.max_consecutive_tool_errors,
             on_tool_error=agent.on_tool_error,
             state=state.monitor,
+            price=agent.model.price,
         )
         self.clock_start = self.clock.monotonic()
         self.elapsed_before = state.elapsed

@@ -37,6 +37,7 @@ from convergent.messages import (
     SystemMessage,
     UserMessage,
 )
+from convergent.models._prices import unpriced_model
 from convergent.models.base import Model, ModelSettings
 from convergent.result import RunResult
 from convergent.state import RunState
@@ -206,6 +207,18 @@ class Agent:
                 found[role] = candidate
         return found
 
+    def check_cost_limit(self) -> None:
+        """Refuse a cost limit that cannot hold: one of the models has no known price.
+
+        `run` calls it first, and `convergent.builder.build_agent` as soon as the agent is
+        built, so that a run from an agent spec is refused before it is announced.
+
+        Raises:
+            UserError: If ``limits.max_cost`` is set and a model's price is unknown.
+        """
+        if self.limits.max_cost is not None and (unpriced := unpriced_model(self.models)):
+            raise UserError(unpriced)
+
     async def aclose(self) -> None:
         """Release what the agent holds: its MCP servers, its models' connections."""
         while self._entered > 0:
@@ -304,14 +317,15 @@ class Agent:
                 agent's ``store``).
 
         Raises:
-            UserError: On misuse (no task, exhausted `ScriptedModel`, ...), or an MCP
-                server that cannot be started.
+            UserError: On misuse (no task, exhausted `ScriptedModel`, a cost limit with
+                a model whose price is unknown...), or an MCP server that cannot be started.
             StorageError: If the store cannot be written.
             RolledOver: When ``steering`` asked to continue the run in a fresh process
                 (a Temporal workflow's continue-as-new): the run did not stop.
         """
         if task is None and state is None:
             raise UserError("run() needs a task or a state to resume")
+        self.check_cost_limit()
         await self._start_servers()
         try:
             run, outcome = await self._start(

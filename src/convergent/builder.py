@@ -217,7 +217,9 @@ def registry_models(spec: AgentSpec) -> ModelFactory:
 
     @functools.cache
     def own() -> Model:
-        return build_model(spec.model, base_url=spec.base_url, protocol=spec.protocol)
+        return build_model(
+            spec.model, base_url=spec.base_url, protocol=spec.protocol, price=spec.price
+        )
 
     def model(role: ModelRole) -> Model:
         if role == "model":
@@ -257,7 +259,8 @@ def build_agent(
 
     Raises:
         UserError: If a part cannot be built here (unknown model, tool or ask channel,
-            a missing folder).
+            a missing folder), or a cost limit is set and a model's price is unknown
+            (`Agent.check_cost_limit`).
     """
     context = context or BuildContext()
     if model_factory is None:
@@ -292,4 +295,6 @@ def build_agent(
         "mcp_servers": toolbox.mcp_servers,
         "spec": spec.to_json(),
     }
-    return Agent(**(arguments | overrides))
+    agent = Agent(**(arguments | overrides))
+    agent.check_cost_limit()
+    return agent

@@ -144,6 +144,7 @@ def prepare_resume(
     limits: Limits | None = None,
     model: str | None = None,
     claim: RunClaim | None = None,
+    price: tuple[float, float] | None = None,
 ) -> Continuation:
     """Claim the run and get everything `resume` needs, without running.
 
@@ -156,8 +157,10 @@ def prepare_resume(
         answer: The reply to the question it waits on.
         message: New instructions, queued for its next cycle.
         limits: Budgets instead of the spec's.
-        model: A model spec instead of the spec's.
+        model: A model spec instead of the spec's (without the spec's price).
         claim: A claim already taken on the run (default: one is taken now).
+        price: The model's price, (input, output) in US dollars per million tokens,
+            instead of the spec's.
 
     Raises:
         UserError: If the run cannot be resumed, ``run_id`` is not a valid id, or another
@@ -166,7 +169,9 @@ def prepare_resume(
     check_run_id(run_id)
     held = claim if claim is not None else store.claim(run_id)
     try:
-        return _prepare(store, held, answer=answer, message=message, limits=limits, model=model)
+        return _prepare(
+            store, held, answer=answer, message=message, limits=limits, model=model, price=price
+        )
     except BaseException:
         held.release()
         raise
@@ -180,12 +185,16 @@ def _prepare(
     message: str | None,
     limits: Limits | None,
     model: str | None,
+    price: tuple[float, float] | None,
 ) -> Continuation:
     run_id = claim.run_id
     spec = spec_of(store.get_run(run_id))
     changes: dict[str, Any] = {}
     if model is not None:
         changes["model"] = model
+        changes["price"] = None  # the stored price was the stored model's
+    if price is not None:
+        changes["price"] = price
     if limits is not None:
         changes["limits"] = limits
     if changes:
@@ -216,6 +225,7 @@ async def resume(
     model: str | None = None,
     on_event: EventHandler | None = None,
     steering: SteeringQueue | None = None,
+    price: tuple[float, float] | None = None,
 ) -> RunResult:
     """Continue a stored run: rebuild its agent from the stored spec and run it on.
 
@@ -229,6 +239,8 @@ async def resume(
         model: Continue with this model spec instead of the spec's.
         on_event: Called with every event, in order.
         steering: Steering queue (default: the commands stored for the run).
+        price: The model's price, (input, output) in US dollars per million tokens,
+            instead of the spec's (a run keeps the price it was started with).
 
     Raises:
         UserError: If the run cannot be resumed (unknown, completed, waiting for an
@@ -245,6 +257,7 @@ async def resume(
             message=message,
             limits=limits,
             model=model,
+            price=price,
         )
         try:
             async with ready.agent:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 __all__ = [
+    "CURRENCY",
     "NO_USAGE",
     "AssistantMessage",
     "Message",
@@ -25,6 +26,10 @@ __all__ = [
 ]
 
 
+CURRENCY = "USD"
+"""The currency of every cost and price: the price table's, and that of ``--price``."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Token and cost accounting, as reported by the provider."""
@@ -36,7 +41,7 @@ class Usage:
     requests: int = 0
     """Number of model requests these figures cover."""
     cost: float = 0.0
-    """Cost of these requests, when the backend knows its prices; otherwise 0."""
+    """Cost of these requests in `CURRENCY`, when the model has a price; otherwise 0."""
 
     @property
     def total_tokens(self) -> int:

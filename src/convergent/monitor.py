@@ -10,7 +10,9 @@ Progress, the rule behind stalls:
 
 - An identical call (same name, same canonical arguments) counts while nothing has
   changed. Its count starts again when its result differs from its last one, or when
-  a call that changed something ran since.
+  a call that changed something ran since. A call whose result differs from its last
+  one (a poll whose status moved) shows that the world changed, so every count starts
+  again, whatever its tool declares.
 - A call *changed something* when its tool is declared state-changing
   (``read_only=False``), or when its tool is unannotated (``read_only=None``) and its
   (call, result) pair is new since the last change: repeating an unannotated call and
@@ -43,7 +45,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import inf
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from zlib import crc32
 
 from convergent.messages import ToolCall, Usage
@@ -56,6 +58,9 @@ from convergent.stop import (
     ToolFailure,
     canonical_call_key,
 )
+
+if TYPE_CHECKING:
+    from convergent.models._prices import TokenPrice
 
 __all__ = [
     "CHARS_PER_MESSAGE",
@@ -75,7 +80,8 @@ BUDGET_NOTE_AT = 0.8
 """The share of a budget after which the model is told what remains."""
 OUTPUT_PRICE_FACTOR = 8
 """Assumed upper bound of the price of an output token over an input token, for
-keeping a final answer within ``max_cost`` when only the blended price is known."""
+keeping a final answer within ``max_cost`` when only the blended price is known (a
+model without a `TokenPrice` of its own that reports each response's cost)."""
 CHARS_PER_TOKEN = 3
 """Characters counted as one token when estimating text no provider has counted yet
 (on the high side for English text, so estimates err towards more tokens)."""
@@ -152,6 +158,9 @@ class RunMonitor:
             tool-error policy; None never.
         on_tool_error: ``stop``: any failure ends the run; ``continue``: streaks count.
         state: The state to continue (a resumed run's), updated in place.
+        price: The model's price: the cost kept for the next cycle and the final answer
+            prices input and output tokens at it. None (or free): the last request's
+            blended price, with output assumed `OUTPUT_PRICE_FACTOR` times dearer.
     """
 
     __slots__ = (
@@ -166,6 +175,7 @@ class RunMonitor:
         "note_from",
         "max_errors",
         "policy",
+        "price",
         "state",
     )
 
@@ -177,8 +187,10 @@ class RunMonitor:
         max_consecutive_tool_errors: int | None = 3,
         on_tool_error: Literal["continue", "stop"] = "continue",
         state: MonitorState | None = None,
+        price: TokenPrice | None = None,
     ) -> None:
         self.limits = limits or Limits()
+        self.price = price if price is not None and not price.free else None
         self._tools = tools
         self.max_errors = max_consecutive_tool_errors
         self.policy = on_tool_error
@@ -324,10 +336,12 @@ class RunMonitor:
         recent.append(pair)
         if len(recent) > self._recent_size:
             del recent[0]
-        if entry is not None and entry[0] == digest:
-            count, changed = entry[1] + 1, read_only is False
-        else:
+        if entry is None:
             count, changed = 1, read_only is not True
+        elif entry[0] == digest:
+            count, changed = entry[1] + 1, read_only is False
+        else:  # the same call answered differently: the world changed, whatever it is
+            count, changed = 1, True
         if changed and outcome == "ok":  # a failed or rejected call changed nothing
             stretch.clear()
             stretch[key] = (digest, count)
@@ -441,7 +455,12 @@ class RunMonitor:
             final = cycle + _tokens(pending_chars) + FINAL_PROMPT_TOKENS
             answer = self._answer_allowance()
             reserved_tokens = cycle + final + answer
-            reserved_cost = _price(last) * (cycle + final + OUTPUT_PRICE_FACTOR * answer)
+            if self.price is not None:
+                reserved_cost = self.price.cost(size, last.output_tokens) + self.price.cost(
+                    final, answer
+                )
+            else:
+                reserved_cost = _price(last) * (cycle + final + OUTPUT_PRICE_FACTOR * answer)
         return limits.reached(
             cycles, usage.total_tokens, elapsed, usage.cost, reserved_tokens, reserved_cost
         )
@@ -467,7 +486,16 @@ class RunMonitor:
         size = _request_size(last, pending_chars)
         if limits.max_total_tokens is not None:
             room = min(room, limits.max_total_tokens - usage.total_tokens - size)
-        if limits.max_cost is not None and last.cost > 0:
+        if limits.max_cost is not None and self.price is not None:
+            prompt = self.price.cost(size, 0)
+            left = limits.max_cost - usage.cost - prompt
+            if left < 0:
+                return 0
+            # a million output tokens, at the tier this request's input falls in
+            output = self.price.cost(size, 1_000_000) - prompt
+            if output:
+                room = min(room, int(left * 1_000_000 / output))
+        elif limits.max_cost is not None and last.cost > 0:
             price = _price(last)
             if not price:
                 return 0  # a cost without token counts: the answer's cost cannot be bounded

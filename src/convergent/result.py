@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convergent.events import Event
-from convergent.messages import Message, Usage
+from convergent.messages import CURRENCY, Message, Usage
 from convergent.state import ToolCallRecord
 from convergent.stop import StopReason
 
@@ -78,5 +78,6 @@ class RunResult:
                 "total_tokens": self.usage.total_tokens,
                 "requests": self.usage.requests,
                 "cost": self.usage.cost,
+                "currency": CURRENCY,
             },
         }

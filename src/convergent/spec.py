@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -50,11 +50,12 @@ __all__ = [
     "tool_name_problem",
 ]
 
-SPEC_VERSION = 2
+SPEC_VERSION = 3
 """Version of the spec's shape; bumped when a field is added or changes meaning.
 
 Version 1 (convergent's run recipes) had no ``final_answer`` and no
-``limits.stall_nudges``; version 2 added them (they take their defaults when absent)."""
+``limits.stall_nudges``; version 2 added them, version 3 ``price`` (each takes its
+default when absent)."""
 
 BUILTIN_TOOLS = (
     "calculator",
@@ -102,6 +103,10 @@ def tool_name_problem(name: str) -> str | None:
     return None
 
 
+_Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+"""US dollars per million tokens."""
+
+
 class GateSpec(BaseModel):
     """The executive gate (`convergent.gate.ExecutiveGate`)."""
 
@@ -119,7 +124,8 @@ class AgentSpec(BaseModel):
     Validating a spec is validating the agent it describes: a bad budget, policy or tool
     name is refused here, with pydantic's `ValidationError` (`from_json` turns it into
     a one-line `UserError`). What depends on the machine it is built on (a model's key,
-    a folder, an importable module) is checked when it is built.
+    a folder, an importable module, a model's price under a cost limit) is checked when
+    it is built.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -133,6 +139,9 @@ class AgentSpec(BaseModel):
     """Base URL of an OpenAI-compatible or Anthropic-compatible server."""
     protocol: Literal["native", "structured"] | None = None
     """Tool-call protocol; None: the model's own default."""
+    price: tuple[_Price, _Price] | None = None
+    """The model's price, (input, output) in US dollars per million tokens; None: the
+    price table's (see `convergent.models.TokenPrice`)."""
     temperature: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     """Sampling temperature; None: the model's default."""
     system_prompt: str | None = None

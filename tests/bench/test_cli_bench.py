@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from convergent.bench.convergence import POLICIES, SCENARIOS
+
 EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 RATE_KEYS = {"false_positive_rate", "false_negative_rate", "accuracy", "tasks"}
 
@@ -31,12 +33,12 @@ def test_json_is_one_object_with_rates_per_suite_and_policy() -> None:
     assert done.stdout.strip().count("\n") == 0
     assert set(report["suites"]) == {"convergence", "bfcl"}
     convergence = report["suites"]["convergence"]["policies"]
-    assert set(convergence) == {"objective", "objective_verified", "subjective"}
+    assert set(convergence) == {"objective", "objective_verified", "counting", "subjective"}
     for suite in report["suites"].values():
         for stats in suite["policies"].values():
             assert RATE_KEYS <= set(stats)
             assert 0.0 <= stats["accuracy"] <= 1.0
-    assert convergence["objective"]["tasks"] == 26
+    assert convergence["objective"]["tasks"] == 2 * len(SCENARIOS)
     bfcl = report["suites"]["bfcl"]
     assert bfcl["pass_counts"]["base"]["batched"] == {
         "entries": 1,
@@ -117,7 +119,9 @@ def test_without_a_terminal_progress_is_lines_and_the_table_is_whole() -> None:
     )
     assert done.returncode == 0, done.stderr
     progress = done.stderr.splitlines()
-    assert progress[0] == "convergence: 0/39" and progress[-1] == "convergence: 39/39"
+    runs = len(SCENARIOS) * len(POLICIES)  # one task per scenario, under every policy
+    assert progress[0] == f"convergence: 0/{runs}"
+    assert progress[-1] == f"convergence: {runs}/{runs}"
     assert "…" not in done.stdout
     rows = [line for line in done.stdout.splitlines() if "objective_verified" in line]
     assert len(rows) == 1 and rows[0].rstrip().endswith("│")

@@ -1,4 +1,4 @@
-"""The convergence suite: ground truth, both policies, and what the numbers must show."""
+"""The convergence suite: ground truth, the policies, and what the numbers must show."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+from convergent.bench._baselines import RunEnd
 from convergent.bench._world import World, dependent_plan, independent_plan
 from convergent.bench.convergence import (
     SCENARIOS,
@@ -19,7 +20,7 @@ from convergent.bench.convergence import (
 from convergent.bench.report import SuiteResult
 from convergent.stop import StopReason
 
-STRUCTURAL = [s.name for s in SCENARIOS if s.structural]
+STRUCTURAL = [s.name for s in SCENARIOS if s.kind in ("behaviour", "adversarial")]
 ADVERSARIAL = [s.name for s in SCENARIOS if s.kind == "adversarial"]
 
 
@@ -47,7 +48,7 @@ def test_generation_is_seeded() -> None:
 def test_ground_truth_is_consistent_with_the_scripts() -> None:
     for task in build_tasks(seed=0):
         calls = sum(len(item.get("tool_calls", [])) for item in task.script)
-        if task.expected_stop is StopReason.COMPLETED:
+        if task.expected_stop in (StopReason.COMPLETED, StopReason.BUDGET_EXHAUSTED):
             assert task.done_cycle == len(task.script), task.id
             assert "tool_calls" not in task.script[-1], task.id
         else:
@@ -94,7 +95,9 @@ def test_subjective_rule_is_seed_000s(metadata: dict[str, object], expected: str
     assert subjective_converged(metadata) == expected
 
 
-def test_objective_is_exact_on_every_structural_scenario(suite: SuiteResult) -> None:
+def test_objective_is_exact_on_every_behaviour_and_adversarial_scenario(
+    suite: SuiteResult,
+) -> None:
     for name in STRUCTURAL:
         stats = suite.breakdown[name]["objective"]
         assert stats.tasks == 10
@@ -121,12 +124,15 @@ def test_subjective_is_measurably_worse_on_every_adversarial_scenario(
 
 def test_overall_rates_beside_each_other(suite: SuiteResult) -> None:
     structural = suite.details["structural"]
+    # the one structural scenario the library misses: a payment whose receipt is new each time
+    missed = suite.breakdown["repeated_payment_new_ids"]["objective"].false_negatives
     assert structural["objective"]["false_positive_rate"] == 0.0
-    assert structural["objective"]["false_negative_rate"] == 0.0
-    assert structural["subjective"]["false_positive_rate"] > 0.1
+    assert structural["objective"]["false_negatives"] == missed == 10
+    assert structural["counting"]["false_positives"] == 60  # six progress scenarios, 10 each
+    # hallucinated confidence and a finish with a call pending, 10 each
+    assert structural["subjective"]["false_positives"] == 20
     assert structural["subjective"]["false_negative_rate"] > 0.1
     assert suite.policies["subjective"].mean_extra_cycles > 1.0
-    assert suite.policies["objective"].mean_extra_cycles == 0.0
 
 
 def test_premature_answer_is_caught_only_by_verification(suite: SuiteResult) -> None:
@@ -167,13 +173,14 @@ def _task(done_cycle: int, needed: tuple[str, ...]) -> Task:
 def test_judge_flags_premature_and_unnecessary_cycles() -> None:
     world = World()
     world.attempts.append("weather:oslo")
-    early = judge(_task(3, ("weather:oslo", "weather:lima")), "objective", "completed", 2, world)
+    both = ("weather:oslo", "weather:lima")
+    early = judge(_task(3, both), "objective", RunEnd("completed", 2), world)
     assert early.false_positive and not early.correct
-    late = judge(_task(2, ("weather:oslo",)), "subjective", "max_cycles", 20, world)
+    late = judge(_task(2, ("weather:oslo",)), "subjective", RunEnd("max_cycles", 20), world)
     assert late.false_negative and late.extra_cycles == 18
-    exact = judge(_task(2, ("weather:oslo",)), "objective", "completed", 2, world)
+    exact = judge(_task(2, ("weather:oslo",)), "objective", RunEnd("completed", 2), world)
     assert exact.correct and not exact.false_positive and not exact.false_negative
-    wrong_reason = judge(_task(2, ("weather:oslo",)), "objective", "stalled", 2, world)
+    wrong_reason = judge(_task(2, ("weather:oslo",)), "objective", RunEnd("stalled", 2), world)
     assert not wrong_reason.correct
 
 

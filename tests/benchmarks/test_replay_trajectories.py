@@ -9,7 +9,8 @@ import pytest
 from benchmarks.replay.cli import main
 from benchmarks.replay.readers import read_corpus
 from benchmarks.replay.replayer import _Recording, replay, replay_turn
-from benchmarks.replay.trajectory import RecordedCall, RecordedReply
+from benchmarks.replay.report import figures
+from benchmarks.replay.trajectory import RecordedCall, RecordedReply, Trajectory
 
 from convergent.messages import ToolSpec
 
@@ -167,3 +168,72 @@ def test_bad_input_is_one_line_and_exit_2(
     code, out, err = run_cli(capsys, *argv)
     assert (code, out) == (2, "")
     assert err.count("\n") == 1 and message in err
+
+
+READS = frozenset({"get"})
+
+
+def recorded(*replies: tuple[str, str], success: bool = False, **extra: object) -> Trajectory:
+    """One turn of one-call replies ``(name, result)`` (``get`` reads, ``send`` hands off)."""
+    turn = tuple(
+        RecordedReply("", (RecordedCall(name, {"id": 1}, result, False),))
+        for name, result in replies
+    )
+    return Trajectory(
+        id="run",
+        corpus="c",
+        model="m",
+        success=success,
+        turns=(turn + (RecordedReply("answer", ()),),),
+        read_only=READS,
+        terminal=frozenset({"send"}),
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def test_a_call_answered_with_a_note_is_remembered_with_its_reply() -> None:
+    skipped = RecordedCall("get", {"id": 1}, "A", False)
+    recording = _Recording((RecordedReply("", (skipped,)), RecordedReply("done", ())))
+    spec = ToolSpec(name="get", description="get", parameters={"type": "object"})
+    recording.respond([], [spec])
+    recording.respond([], [spec])
+    assert recording.replaced == [(0, skipped.key)]
+
+
+async def fate(trajectory: Trajectory, options: dict[str, object]) -> tuple[str, int]:
+    replayed = {trajectory.id: await replay(trajectory, options)}
+    row = figures("p", [trajectory], replayed, threshold=3)
+    ((_, found, repeat),) = row.loop_fates
+    return found, repeat.times
+
+
+async def test_a_loop_the_recording_leaves_after_the_note_is_nudged_not_stopped() -> None:
+    loop = recorded(("get", "A"), ("get", "A"), ("get", "A"), ("other", "B"))
+    assert await fate(loop, {}) == ("nudged", 3)
+    assert await fate(loop, {"limits": {"stall_nudges": 0}}) == ("stopped", 3)
+
+
+async def test_a_loop_that_goes_on_after_the_note_is_stopped() -> None:
+    assert await fate(recorded(*[("get", "A")] * 4), {}) == ("stopped", 4)
+
+
+async def test_a_loop_a_hand_off_ends_first_counts_as_stopped() -> None:
+    assert await fate(recorded(*[("send", "sent")] * 4), {}) == ("stopped", 4)
+
+
+async def test_a_loop_no_rule_sees_is_missed() -> None:
+    # a threshold of 5 lets four unchanged reads through without a note
+    loop = recorded(*[("get", "A")] * 4)
+    assert await fate(loop, {"limits": {"max_repeated_calls": 5}}) == ("missed", 4)
+
+
+def test_the_patterns_of_a_corpus_are_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, f"--corpus=tau-bench:{TAU}", "--patterns", "--policy=default")
+    assert code == 0
+    header = out.splitlines().index(next(line for line in out.splitlines() if "parallel" in line))
+    successful, failed = out.splitlines()[header + 1 : header + 3]
+    # successful: run #0 fails twice in a row; run #3 reads a reservation again after each
+    # write, with a new result each time (a repeat with new results and a verify after write)
+    assert successful.split()[:5] == ["successful", "(3)", "0", "1", "1"]
+    assert successful.split()[-3:] == ["2,", "2", "1"]
+    assert failed.split()[-1] == "4"

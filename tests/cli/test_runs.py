@@ -195,7 +195,7 @@ def test_runs_lists_any_number_of_runs_a_page_at_a_time(tmp_path: Path) -> None:
     some = json.loads(cli("runs", "--db", str(db), "--limit", "501", "--json", cwd=tmp_path).stdout)
     assert len(some) == 501 and some[-1]["run_id"] == "r0702"
     table = cli("runs", "--db", str(db), "--limit", "1000", cwd=tmp_path).stdout.splitlines()
-    assert table[0].split() == ["id", "status", "cycles", "age", "task"]
+    assert table[0].split() == ["id", "status", "cycles", "cost", "age", "task"]
     assert len(table) == 1001 and table[1].split()[:3] == ["r1202", "completed", "1"]
     assert table[-1].split()[0] == "r0203" and "\x1b" not in "".join(table)
     assert len({line.index("completed") for line in table[1:]}) == 1  # columns line up

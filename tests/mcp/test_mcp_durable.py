@@ -62,7 +62,11 @@ async def test_a_stored_run_records_servers_and_resumes_with_them_restarted(tmp_
     assert descendants() - before == set()
 
 
-def test_a_spec_with_a_bad_server_entry_is_refused() -> None:
-    spec = AgentSpec(model="scripted:/nowhere.json", mcp_servers={"a": {"args": []}})
+def test_a_spec_with_a_bad_server_entry_is_refused(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["done"]))
+    spec = AgentSpec(
+        model=f"scripted:{script}", workspace=str(tmp_path), mcp_servers={"a": {"args": []}}
+    )
     with pytest.raises(UserError, match=r"^agent spec: mcpServers.a needs a command"):
         build_agent(spec)

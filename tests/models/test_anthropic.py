@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import anthropic
 import pytest
+from genai_prices import Usage as TableUsage
+from genai_prices import calc_price
 
-from convergent import Agent, AnthropicModel, StopReason, UserError, calculator
+from convergent import Agent, AnthropicModel, Limits, StopReason, UserError, calculator
 
 from ._replay import Replay
 
@@ -81,3 +83,34 @@ async def test_a_request_without_tools_and_no_tool_history_sends_no_tools() -> N
     result = await Agent(model_for(replay)).run("hello")
     assert result.stop_reason is StopReason.COMPLETED
     assert "tools" not in replay.requests[0] and "tool_choice" not in replay.requests[0]
+
+
+async def test_cache_reads_and_writes_are_priced_at_the_tables_cache_prices() -> None:
+    replay = Replay("anthropic_cached_answer")
+    client = anthropic.AsyncAnthropic(
+        api_key="test",
+        base_url="https://api.anthropic.com",
+        http_client=replay.client2(),
+        max_retries=0,
+    )
+    result = await Agent(AnthropicModel("claude-sonnet-5-5", client=client)).run("again?")
+    # the input tokens are all three parts of the prompt
+    assert result.usage.input_tokens == 21 + 188 + 2048 and result.usage.output_tokens == 6
+    # claude-sonnet-5-5: $2 input, $2.50 cache write, $0.10 cache read, $10 output
+    expected = (21 * 2.0 + 188 * 2.5 + 2048 * 0.10 + 6 * 10.0) / 1e6
+    assert result.usage.cost == pytest.approx(expected)
+    table = calc_price(
+        TableUsage(
+            input_tokens=2257, cache_write_tokens=188, cache_read_tokens=2048, output_tokens=6
+        ),
+        "claude-sonnet-5-5",
+        provider_id="anthropic",
+    )
+    assert result.usage.cost == pytest.approx(float(table.total_price))
+
+
+async def test_a_claude_model_elsewhere_needs_a_price_for_a_cost_limit() -> None:
+    model = model_for(Replay("anthropic_answer"))  # on http://provider.test
+    assert model.price is None
+    with pytest.raises(UserError, match="max_cost needs a price for anthropic:claude-sonnet"):
+        await Agent(model, limits=Limits(max_cost=1.0)).run("x")

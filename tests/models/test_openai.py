@@ -3,9 +3,12 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
+from genai_prices import Usage as TableUsage
+from genai_prices import calc_price
 
 from convergent import (
     Agent,
+    Limits,
     ModelHTTPError,
     ModelSettings,
     OpenAIChatModel,
@@ -32,7 +35,7 @@ def model_for(replay: Replay, **kwargs: object) -> OpenAIChatModel:
 
 async def test_a_recorded_tool_call_exchange_drives_the_loop(tmp_path: object) -> None:
     replay = Replay("openai_tool_call", "openai_answer")
-    model = model_for(replay, prices=(0.15, 0.60))
+    model = model_for(replay, price=(0.15, 0.60))
     result = await Agent(model, [calculator, *file_tools(".")]).run("17*23?")
 
     assert result.stop_reason is StopReason.COMPLETED
@@ -119,3 +122,46 @@ def test_local_server_needs_no_key() -> None:
 
 def test_model_http_error_keeps_status() -> None:
     assert ModelHTTPError(429, "slow down").status_code == 429
+
+
+def on_openais_api(replay: Replay, name: str = "gpt-4o-mini") -> OpenAIChatModel:
+    """A model whose client points at OpenAI's own API (answered by the replay, offline)."""
+    client = openai.AsyncOpenAI(
+        api_key="test",
+        base_url="https://api.openai.com/v1",
+        http_client=replay.client(),
+        max_retries=0,
+    )
+    return OpenAIChatModel(name, client=client)
+
+
+async def test_cached_prompt_tokens_are_priced_at_the_tables_cache_price() -> None:
+    replay = Replay("openai_cached_answer")
+    result = await Agent(on_openais_api(replay)).run("again?")
+    assert result.usage.input_tokens == 2006 and result.usage.output_tokens == 5
+    # gpt-4o-mini: 86 uncached tokens at $0.15, 1,920 cached at $0.075, 5 out at $0.60
+    assert result.usage.cost == pytest.approx((86 * 0.15 + 1920 * 0.075 + 5 * 0.60) / 1e6)
+    table = calc_price(
+        TableUsage(input_tokens=2006, cache_read_tokens=1920, output_tokens=5),
+        "gpt-4o-mini",
+        provider_id="openai",
+    )
+    assert result.usage.cost == pytest.approx(float(table.total_price))
+
+
+async def test_a_known_model_is_priced_without_being_told() -> None:
+    replay = Replay("openai_tool_call", "openai_answer")
+    result = await Agent(on_openais_api(replay), [calculator, *file_tools(".")]).run("17*23?")
+    assert result.usage.cost == pytest.approx((352 * 0.15 + 50 * 0.60) / 1e6)
+
+
+async def test_an_unpriced_model_is_refused_under_a_cost_limit() -> None:
+    unknown = on_openais_api(Replay("openai_answer"), "no-such-model")
+    elsewhere = model_for(Replay("openai_answer"))  # gpt-4o-mini on a server of its own
+    for model in (unknown, elsewhere):
+        assert model.price is None
+        with pytest.raises(UserError, match=rf"max_cost needs a price for {model.name}"):
+            await Agent(model, limits=Limits(max_cost=1.0)).run("x")
+    given = model_for(Replay("openai_answer"), price=(0.15, 0.60))
+    result = await Agent(given, limits=Limits(max_cost=1.0)).run("x")
+    assert result.usage.cost == pytest.approx((210 * 0.15 + 9 * 0.60) / 1e6)

@@ -503,3 +503,24 @@ async def test_a_fatal_tool_error_stops_with_the_tool_span_failed(
     (span,) = spans.named("execute_tool")
     assert attributes(span)["error.type"] == "ToolError"
     assert spans.root().status.status_code is StatusCode.ERROR
+
+
+async def test_each_request_and_the_run_carry_their_cost(
+    observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
+) -> None:
+    model = ScriptedModel(
+        [calls(("calculator", {"expression": "1+1"}), tokens=(1000, 100)), answer("2", (1200, 10))],
+        price=(1.0, 4.0),
+    )
+    result = await Agent(model, [calculator], observers=[observer]).run("x")
+    spans = tree(exporter)
+    first, second = (attributes(span) for span in spans.named("chat"))
+    assert first["gen_ai.usage.cost"] == pytest.approx((1000 + 400) / 1e6)
+    assert second["gen_ai.usage.cost"] == pytest.approx((1200 + 40) / 1e6)
+    run = attributes(spans.root())
+    assert run["gen_ai.usage.cost"] == pytest.approx(result.usage.cost) == pytest.approx(2640 / 1e6)
+    assert "convergent.usage.cost" not in first
+    # a run that cost nothing carries no cost
+    exporter.clear()
+    await Agent(ScriptedModel([answer("2", (1200, 10))]), observers=[observer]).run("x")
+    assert all("gen_ai.usage.cost" not in attributes(span) for span in tree(exporter).spans)

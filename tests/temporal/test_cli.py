@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from convergent.bench.convergence import SCENARIOS
 from convergent.temporal import DevServer, free_port
 
 from .conftest import WorkerProcess, call, script
@@ -119,7 +120,7 @@ def test_bench_fans_the_convergence_suite_out_over_the_workers(
     assert remote.returncode == 0, remote.stderr
     policies = json.loads(remote.stdout)["suites"]["convergence"]["policies"]
     assert policies == json.loads(local.stdout)["suites"]["convergence"]["policies"]
-    assert policies["objective"]["tasks"] == 26
+    assert policies["objective"]["tasks"] == 2 * len(SCENARIOS)
     refused = cli("bench", "bfcl", "--temporal", address, cwd=tmp_path)
     assert refused.returncode == 2 and "convergence suite only" in refused.stderr
 

@@ -12,7 +12,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 
 from chat_stub import ChatStub, completion
-from convergent import GateSpec, StopReason, build_agent
+from convergent import GateSpec, Limits, StopReason, build_agent
 from convergent.temporal import TemporalRun, TemporalRunner, make_worker
 
 from .conftest import WorkerProcess, call, recipe, replayer
@@ -63,6 +63,27 @@ async def test_a_run_on_temporal_ends_as_the_same_run_in_process(
     kinds = [event["type"] for event in progress["events"]]
     assert kinds[0] == "run_started" and kinds[-1] == "run_stopped"
     assert kinds.count("tool_finished") == 3
+
+
+async def test_a_priced_run_on_temporal_stops_on_its_cost_as_in_process(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    # the worker builds the model and tells the workflow its price: the cost limit holds;
+    # $0.02 at $0.0038 a request keeps room for three cycles and the final answer
+    tokens = {"usage": {"input_tokens": 3000, "output_tokens": 200}}
+    steps = [{**call("calculator", expression=f"{n}+1"), **tokens} for n in range(3)]
+    made = recipe(
+        tmp_path,
+        [*steps, {"content": "best so far", **tokens}],
+        price=(1.0, 4.0),
+        limits=Limits(max_cycles=30, max_cost=0.02),
+    )
+    local = await build_agent(made).run("count", run_id="priced")
+    remote = await (await runner.start(made, "count", run_id="priced-temporal")).result()
+    assert remote.stop_reason is StopReason.BUDGET_EXHAUSTED
+    assert comparable(remote) == comparable(local)
+    assert remote.usage.cost == pytest.approx(remote.usage.requests * 3800 / 1e6)
+    assert remote.usage.cost <= 0.02 and remote.output_after_stop and remote.cycles == 3
 
 
 async def test_a_model_that_fails_ends_model_error_after_its_retries(

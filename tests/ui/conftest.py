@@ -36,9 +36,10 @@ def make_run(
     script: Sequence[Any],
     tools: Sequence[Tool] = (calculator, echo),
     task: str = "a task",
+    price: tuple[float, float] | None = None,
     **agent: Any,
 ) -> None:
-    model = ScriptedModel(list(script))
+    model = ScriptedModel(list(script), price=price)
     run = Agent(model, list(tools), store=store, **agent).run(task, run_id=run_id)
     # in a thread of its own: the browser tests' Playwright owns this thread's event loop
     worker = threading.Thread(target=asyncio.run, args=(run,))

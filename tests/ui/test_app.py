@@ -150,6 +150,21 @@ def test_runs_page_lists_filters_and_paginates(store: RunStore, client: TestClie
     assert "bulk-00" in second and "bulk-59" not in second
 
 
+def test_the_cost_of_a_priced_run_shows_in_dollars(store: RunStore, client: TestClient) -> None:
+    tokens = {"usage": {"input_tokens": 1200, "output_tokens": 300}}
+    make_run(store, "priced", [{**call_script("1+1"), **tokens}, {"content": "2", **tokens}],
+             price=(1.0, 4.0))  # fmt: skip
+    make_run(store, "free", [call_script("1+1"), "2"])
+    # two requests of 1,200 input tokens at $1 and 300 output tokens at $4 per million
+    runs = client.get(f"{BASE}/runs").text
+    row = runs[runs.index('href="/c-test/runs/priced"') :]
+    assert '<td class="num">$0.0048</td>' in row[: row.index("</tr>")]
+    row = runs[runs.index('href="/c-test/runs/free"') :]
+    assert '<td class="num">-</td>' in row[: row.index("</tr>")]
+    page = client.get(f"{BASE}/runs/priced").text
+    assert "<dt>Cost</dt><dd>$0.0048</dd>" in page
+
+
 def limits(cycles: int) -> object:
     from convergent import Limits
 

@@ -3,7 +3,8 @@
 Three suites, each a module:
 
 - `convergence`: scripted tasks with ground truth, run under the library's objective
-  loop and under seed 000's subjective rule (a baseline that exists only here).
+  loop and two baselines that exist only here: seed 000's subjective rule, and the
+  stop rules before progress-aware stopping (``counting``).
 - `bfcl`: the Berkeley Function Calling Leaderboard's multi-turn ground truth replayed
   through the loop on BFCL's executable backends (needs ``bfcl-eval``).
 - `live`: convergence tasks run on a real model, with verified completion.

@@ -1,9 +1,13 @@
 """A small deterministic world for the convergence and live suites.
 
 Eight tools (weather, orders, exchange rates, a calculator, files, test runs, docs)
-answer from fixed tables. Every call leaves an *effect key* such as ``weather:oslo``,
-so a task's ground truth is the effects it needs, and an external check can look at
-the world instead of trusting what the model says. Tools normalise their arguments
+answer from fixed tables; six more (editing code, listing and deleting files, a job's
+status, waiting, payments) change the world, so that a task can make progress (tests
+that pass after an edit, a job that finishes) or repeat itself (a payment sent again).
+Each tool declares whether it only reads (``read_only``), as a careful user would.
+Every call leaves an *effect key* such as ``weather:oslo``, so a task's ground truth is
+the effects it needs, and an external check can look at the world instead of trusting
+what the model says. Tools normalise their arguments
 (case, ``"Paris, France"``) so that a real model's phrasing maps to the same effect.
 Domain plans turn a random draw into a task: a prompt, the tool calls that do it
 (grouped into the batches a model would send), the effects they leave and the answer.
@@ -15,12 +19,16 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from convergent.builtin_tools import evaluate_arithmetic
 from convergent.exceptions import ToolError
 from convergent.tools import Tool, tool
 
 __all__ = [
+    "BUGGY_SUITES",
+    "JOBS",
+    "PAYEES",
     "QUESTIONS",
     "TOOL_NAMES",
     "Call",
@@ -84,6 +92,26 @@ DOCS = {
     "warranty": ("Hardware carries a 2-year warranty.", "2-year"),
     "support": ("Support is open 9:00-17:00 CET on weekdays.", "9:00-17:00"),
 }
+BUGGY_SUITES = {
+    "checkout": (18, 4),
+    "parser": (25, 3),
+    "ledger": (11, 2),
+    "importer": (9, 3),
+    "sync": (14, 2),
+    "reports": (21, 4),
+}
+"""Test suites with failing tests: (tests, failing); each edit of ``src/<suite>.py`` fixes one."""
+JOBS = {
+    "build-101": 3,
+    "build-102": 4,
+    "export-201": 5,
+    "export-202": 6,
+    "index-301": 4,
+    "index-302": 5,
+}
+"""Background jobs and the status request at which each is done."""
+PAYEES = ("ACME Supplies", "Northwind", "Globex", "Initech", "Umbrella Travel")
+"""Who a payment can go to."""
 QUESTIONS: tuple[tuple[str, str], ...] = (
     ("What is the capital of France?", "Paris"),
     ("How many days are in a leap year?", "366"),
@@ -110,6 +138,7 @@ TOOL_NAMES = (
     "run_tests",
     "search_docs",
 )
+"""The tools of the original scenarios (the live suite offers these)."""
 
 
 def format_number(value: float) -> str:
@@ -129,11 +158,20 @@ class World:
     Args:
         failures: Effect keys that fail when called, with how many times they fail
             (``-1``: always). A failing call raises `ToolError` (a tool failure).
+        receipt_ids: Whether each payment's confirmation carries a new transaction id
+            (otherwise the same payment is confirmed with the same text every time).
     """
 
-    def __init__(self, failures: dict[str, int] | None = None) -> None:
+    def __init__(self, failures: dict[str, int] | None = None, receipt_ids: bool = False) -> None:
         self.failures = dict(failures or {})
+        self.receipt_ids = receipt_ids
         self.files = dict(FILES)
+        self.fixes: Counter[str] = Counter()
+        """Edits made to each buggy suite's source."""
+        self.polls: Counter[str] = Counter()
+        """Status requests made for each job."""
+        self.payments = 0
+        """Payments sent."""
         self.attempts: list[str] = []
         """Effect keys of every call that reached a tool, failed or not."""
         self.effects: list[str] = []
@@ -173,11 +211,17 @@ class World:
             "write_file": self._write_tool,
             "run_tests": self._tests_tool,
             "search_docs": self._docs_tool,
+            "edit_file": self._edit_tool,
+            "list_files": self._list_tool,
+            "delete_file": self._delete_tool,
+            "job_status": self._job_tool,
+            "wait": self._wait_tool,
+            "pay": self._pay_tool,
         }
         return [factories[name]() for name in names]
 
     def _weather_tool(self) -> Tool:
-        @tool(name="get_weather")
+        @tool(name="get_weather", read_only=True)
         def get_weather(city: str) -> str:
             """Current temperature in a city.
 
@@ -193,7 +237,7 @@ class World:
         return get_weather
 
     def _order_tool(self) -> Tool:
-        @tool(name="lookup_order")
+        @tool(name="lookup_order", read_only=True)
         def lookup_order(order_id: str) -> str:
             """Status and total of an order.
 
@@ -211,7 +255,7 @@ class World:
         return lookup_order
 
     def _rate_tool(self) -> Tool:
-        @tool(name="exchange_rate")
+        @tool(name="exchange_rate", read_only=True)
         def exchange_rate(base: str, target: str) -> str:
             """Exchange rate from one currency to another.
 
@@ -229,7 +273,7 @@ class World:
         return exchange_rate
 
     def _calculator_tool(self) -> Tool:
-        @tool(name="calculator")
+        @tool(name="calculator", read_only=True)
         def calculator(expression: str) -> str:
             """Evaluate an arithmetic expression such as "(17 * 23) + 4".
 
@@ -244,7 +288,7 @@ class World:
         return calculator
 
     def _read_tool(self) -> Tool:
-        @tool(name="read_file")
+        @tool(name="read_file", read_only=True)
         def read_file(path: str) -> str:
             """Read a text file.
 
@@ -261,7 +305,7 @@ class World:
         return read_file
 
     def _write_tool(self) -> Tool:
-        @tool(name="write_file")
+        @tool(name="write_file", read_only=False)
         def write_file(path: str, content: str) -> str:
             """Write a text file, replacing it if it exists.
 
@@ -278,7 +322,7 @@ class World:
         return write_file
 
     def _tests_tool(self) -> Tool:
-        @tool(name="run_tests")
+        @tool(name="run_tests", read_only=True)
         def run_tests(suite: str) -> str:
             """Run one test suite and report how many tests passed and failed.
 
@@ -288,15 +332,20 @@ class World:
             name = _key(suite)
             effect = f"tests:{name}"
             self._enter(effect)
-            if name not in TEST_SUITES:
+            if name in BUGGY_SUITES:
+                tests, failing = BUGGY_SUITES[name]
+                failed = max(0, failing - self.fixes[name])
+                passed = tests - failed
+            elif name in TEST_SUITES:
+                passed, failed = TEST_SUITES[name]
+            else:
                 raise ToolError(f"no test suite {suite!r}")
-            passed, failed = TEST_SUITES[name]
             return self._done(effect, f"{name}: {passed} passed, {failed} failed")
 
         return run_tests
 
     def _docs_tool(self) -> Tool:
-        @tool(name="search_docs")
+        @tool(name="search_docs", read_only=True)
         def search_docs(query: str) -> str:
             """Search the company handbook.
 
@@ -311,6 +360,102 @@ class World:
 
         return search_docs
 
+    def _edit_tool(self) -> Tool:
+        @tool(name="edit_file", read_only=False)
+        def edit_file(path: str, change: str) -> str:
+            """Apply a change to a source file.
+
+            Args:
+                path: File path, e.g. "src/parser.py".
+                change: What to change, in a few words.
+            """
+            suite = _key(path).removeprefix("src/").removesuffix(".py")
+            effect = f"edit:{suite}"
+            self._enter(effect)
+            if suite not in BUGGY_SUITES:
+                raise ToolError(f"no such file: {path}")
+            self.fixes[suite] += 1
+            return self._done(effect, f"edited src/{suite}.py: {change}")
+
+        return edit_file
+
+    def _list_tool(self) -> Tool:
+        @tool(name="list_files", read_only=True)
+        def list_files() -> str:
+            """List the files of the workspace."""
+            self._enter("list")
+            return self._done("list", "files: " + ", ".join(sorted(self.files)))
+
+        return list_files
+
+    def _delete_tool(self) -> Tool:
+        @tool(name="delete_file", read_only=False)
+        def delete_file(path: str) -> str:
+            """Delete a file of the workspace.
+
+            Args:
+                path: File name, e.g. "notes.txt".
+            """
+            name = _key(path)
+            effect = f"delete:{name}"
+            self._enter(effect)
+            if self.files.pop(name, None) is None:
+                raise ToolError(f"no such file: {path}")
+            return self._done(effect, f"deleted {name}")
+
+        return delete_file
+
+    def _job_tool(self) -> Tool:
+        @tool(name="job_status", read_only=True)
+        def job_status(job: str) -> str:
+            """The status of a background job.
+
+            Args:
+                job: Job id, e.g. "build-101".
+            """
+            name = _key(job)
+            effect = f"job:{name}"
+            self._enter(effect)
+            if name not in JOBS:
+                raise ToolError(f"no job {job!r}")
+            self.polls[name] += 1
+            polls, done_at = self.polls[name], JOBS[name]
+            if polls >= done_at:
+                return self._done(effect, f"{name}: done, results in reports/{name}.csv")
+            return self._done(effect, f"{name}: running, {100 * polls // done_at}% done")
+
+        return job_status
+
+    def _wait_tool(self) -> Tool:
+        @tool(name="wait", read_only=True)
+        def wait(seconds: int) -> str:
+            """Wait before the next step (nothing else happens).
+
+            Args:
+                seconds: How long to wait.
+            """
+            self._enter("wait")
+            return self._done("wait", f"waited {seconds} s")
+
+        return wait
+
+    def _pay_tool(self) -> Tool:
+        @tool(name="pay", read_only=False)
+        def pay(to: str, amount: float) -> str:
+            """Send a payment.
+
+            Args:
+                to: Payee.
+                amount: Amount in EUR.
+            """
+            effect = f"pay:{_key(to)}:{format_number(amount)}"
+            self._enter(effect)
+            self.payments += 1
+            receipt = f" P-{1000 + self.payments}" if self.receipt_ids else ""
+            return self._done(effect, f"payment{receipt} of {amount:.2f} EUR to {to} sent")
+
+        return pay
+
 
 @dataclass(frozen=True, slots=True)
 class Call:
@@ -318,7 +463,7 @@ class Call:
 
     name: str
     """Tool name."""
-    arguments: dict[str, str]
+    arguments: dict[str, Any]
     """Arguments the scripted model sends."""
     effect: str
     """Effect key the call leaves in the world."""

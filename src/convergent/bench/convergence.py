@@ -5,18 +5,25 @@ must be made) and the cycle at which it is done. A scripted model plays what rea
 models do, including the self-reports (``confidence``, ``action``) they attach, and
 every task runs under each policy:
 
-- ``objective``: the library's loop (`convergent.Agent`): continue while the response
-  has tool calls, stop when it has none (or on a tool error, a stall or a limit).
+- ``objective``: the library's loop (`convergent.Agent`) with its defaults: continue
+  while the response has tool calls, stop when it has none (or on a tool error, a
+  stall or a limit), a note to the model before a stall or tool-error stop, an answer
+  after such a stop.
 - ``objective_verified``: the same loop with a verifier, an external check of the
   world that must pass before ``completed`` counts.
+- ``counting``: the library's stop rules before stops became progress-aware, which
+  exists only here as a baseline: the same call 3 times anywhere in the run stalls
+  it at once, tool failures count per call, no answer after a stop
+  (`convergent.bench._baselines`).
 - ``subjective``: seed 000's naive rule, which exists only here as a baseline: stop
   when ``action == "finish"`` or ``confidence >= 0.7``, checked on each response
   before its tool calls run (as the seed's ``_check_convergence`` did).
 
-A run is a *false positive* when it stopped before the needed calls were made (or
-before the done cycle), a *false negative* when it made model requests after the task
-was done or hit the cycle limit, and *correct* when it stopped exactly at the done
-cycle (for the library's policies: also for the expected `StopReason`).
+A run is *correct* when it stopped where the task says it should, for the expected
+`StopReason`; otherwise it made a *false stop* (a false positive: it stopped before
+the work was done, or stopped a model that was making progress) or *missed a stop* (a
+false negative: it went on after the task was done, let a stuck model run to the cycle
+limit, or went over its budget). `judge` states the rule for each kind of scenario.
 
 Scenario kinds:
 
@@ -27,8 +34,9 @@ Scenario kinds:
   finished answer, ``finish`` spelled otherwise, no finish signal at all).
 - ``premature``: the model answers before doing the work. Its tool-call structure
   says "done" while the task is not, so no stopping rule that reads the response can
-  catch it; only the external check does. Behaviour and adversarial scenarios are the
-  *structural* ones.
+  catch it; only the external check does. The other kinds are *structural*.
+- ``progress``, ``stuck``, ``budget``: the stop rules' own cases (repeats that are
+  progress, loops, a budget that runs out; `convergent.bench._stop_scenarios`).
 
 When a policy asks the model again after the script ended, the model repeats its last
 response: a model asked again after answering restates its answer.
@@ -38,33 +46,41 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from convergent.agent import Agent
+from convergent.bench._baselines import (
+    CONFIDENCE_THRESHOLD,
+    RunEnd,
+    run_counting,
+    run_subjective,
+    subjective_converged,
+)
+from convergent.bench._stop_scenarios import STOP_BUILDERS, STOP_SCENARIOS
+from convergent.bench._tasks import (
+    Meta,
+    Scenario,
+    Script,
+    Task,
+    honest_final,
+    honest_mid,
+    make_task,
+    scripted_model,
+)
 from convergent.bench._world import (
     QUESTIONS,
     TOOL_NAMES,
-    Call,
     Plan,
     World,
     dependent_plan,
     independent_plan,
 )
 from convergent.bench.report import EMPTY_STATS, PolicyStats, SuiteResult
-from convergent.exceptions import ToolError
+from convergent.events import Event, Nudged
 from convergent.extensions import Verification
-from convergent.messages import (
-    Message,
-    ModelResponse,
-    ToolResultMessage,
-    ToolSpec,
-    UserMessage,
-)
-from convergent.models.scripted import ScriptedModel, response_from_dict
 from convergent.stop import Limits, StopReason
-from convergent.tools import Tool, ToolArgumentsError
 
 __all__ = [
     "CONFIDENCE_THRESHOLD",
@@ -80,32 +96,11 @@ __all__ = [
     "subjective_converged",
 ]
 
-CONFIDENCE_THRESHOLD = 0.7
-"""Seed 000's threshold: the subjective baseline stops at or above this confidence."""
 DEFAULT_MAX_CYCLES = 20
 """Cycle limit of every policy in this suite."""
-Kind = Literal["behaviour", "adversarial", "premature"]
-Policy = Literal["objective", "objective_verified", "subjective"]
-POLICIES: tuple[Policy, ...] = ("objective", "objective_verified", "subjective")
+Policy = Literal["objective", "objective_verified", "counting", "subjective"]
+POLICIES: tuple[Policy, ...] = ("objective", "objective_verified", "counting", "subjective")
 """The stopping policies compared."""
-Meta = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    """A family of tasks that shares one model behaviour."""
-
-    name: str
-    """Short name used in reports."""
-    kind: Kind
-    """``behaviour``, ``adversarial`` or ``premature``."""
-    description: str
-    """What the scripted model does."""
-
-    @property
-    def structural(self) -> bool:
-        """Whether the response's tool calls reflect the work left (objective stopping works)."""
-        return self.kind != "premature"
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -122,39 +117,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("finish_synonym", "adversarial", "finish spelled 'done', 'complete', ..."),
     Scenario("no_finish_signal", "adversarial", "no action and no confidence at all"),
     Scenario("premature_answer", "premature", "answers before making the needed calls"),
+    *STOP_SCENARIOS,
 )
 """Every scenario of the suite, in report order."""
 
 _BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
 _SYNONYMS = ("done", "complete", "completed", "final_answer", "stop", "end")
-
-
-@dataclass(frozen=True, slots=True)
-class Task:
-    """One benchmark task with its ground truth."""
-
-    id: str
-    """Stable id, e.g. ``sequential-03``."""
-    scenario: str
-    """Name of its `Scenario`."""
-    prompt: str
-    """The task as the user wrote it."""
-    tools: tuple[str, ...]
-    """Names of the world's tools the agent gets."""
-    script: tuple[Meta, ...]
-    """The scripted model's responses, in order (``content``, ``tool_calls``, self-reports)."""
-    needed: tuple[str, ...]
-    """Effects the task needs (ground truth of the calls that must be made)."""
-    done_cycle: int
-    """The cycle at which the task is done and the run should stop."""
-    expected_stop: StopReason
-    """The stop reason the library's loop should end with."""
-    answer: str
-    """Token a correct final answer contains (checked by the verifier)."""
-    on_tool_error: Literal["stop", "continue"] = "stop"
-    """The tool-error policy the task declares."""
-    failures: Mapping[str, int] = field(default_factory=dict)
-    """Effects whose calls fail, with how many times (``-1``: always)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,54 +140,21 @@ class TaskOutcome:
     cycles: int
     """Model requests made."""
     false_positive: bool
-    """Stopped before the needed calls were made or before the done cycle."""
+    """A false stop: the run stopped before the task was done (see `judge`)."""
     false_negative: bool
-    """Went on after the done cycle, or hit the cycle limit."""
+    """A missed stop: the run went on after it should have stopped (see `judge`)."""
     correct: bool
-    """Stopped exactly at the done cycle (for the expected reason, where one applies)."""
+    """Stopped where the task says, for the expected reason (see `judge`)."""
     extra_cycles: int
     """Model requests after the done cycle."""
-
-
-def _honest_mid(rng: random.Random) -> Meta:
-    return {"action": "tool_use", "confidence": round(rng.uniform(0.2, 0.6), 2)}
-
-
-def _honest_final(rng: random.Random) -> Meta:
-    return {"action": "finish", "confidence": round(rng.uniform(0.75, 0.98), 2)}
-
-
-class _Script:
-    """Builds a scripted conversation, numbering tool-call ids by cycle."""
-
-    def __init__(self) -> None:
-        self.items: list[Meta] = []
-
-    def calls(self, batch: Sequence[Call], meta: Meta, content: str = "") -> None:
-        cycle = len(self.items) + 1
-        self.items.append(
-            {
-                "content": content or "Calling " + ", ".join(call.name for call in batch) + ".",
-                "tool_calls": [
-                    {"id": f"c{cycle}_{i}", "name": call.name, "arguments": dict(call.arguments)}
-                    for i, call in enumerate(batch)
-                ],
-                **meta,
-            }
-        )
-
-    def bad_call(self, name: str, arguments: dict[str, Any], meta: Meta) -> None:
-        cycle = len(self.items) + 1
-        self.items.append(
-            {
-                "content": f"Calling {name}.",
-                "tool_calls": [{"id": f"c{cycle}_0", "name": name, "arguments": arguments}],
-                **meta,
-            }
-        )
-
-    def answer(self, text: str, meta: Meta) -> None:
-        self.items.append({"content": text, **meta})
+    answer_after_stop: bool = False
+    """The run stopped for a reason other than completion and still returned an answer."""
+    nudges: int = 0
+    """Notes the model got in place of a stall or tool-error stop."""
+    payments: int = 0
+    """Payments the run sent (a stuck model sends the same one again)."""
+    tokens: int = 0
+    """Tokens used (a final answer after a stop included)."""
 
 
 def _plan(rng: random.Random, low: int, high: int) -> Plan:
@@ -229,28 +164,11 @@ def _plan(rng: random.Random, low: int, high: int) -> Plan:
 def _standard(
     name: str, plan: Plan, rng: random.Random, mids: list[Meta], final: Meta
 ) -> tuple[tuple[Meta, ...], int]:
-    script = _Script()
+    script = Script()
     for batch, meta in zip(plan.batches, mids, strict=True):
         script.calls(batch, meta)
     script.answer(plan.answer_text, final)
     return tuple(script.items), len(script.items)
-
-
-def _make_task(
-    scenario: str, index: int, plan: Plan, script: Sequence[Meta], done: int, **extra: Any
-) -> Task:
-    return Task(
-        id=f"{scenario}-{index:02d}",
-        scenario=scenario,
-        prompt=plan.prompt,
-        tools=extra.pop("tools", TOOL_NAMES),
-        script=tuple(script),
-        needed=extra.pop("needed", plan.needed),
-        done_cycle=done,
-        expected_stop=extra.pop("expected_stop", StopReason.COMPLETED),
-        answer=plan.answer,
-        **extra,
-    )
 
 
 def _build_structural_simple(name: str, index: int, rng: random.Random) -> Task:
@@ -262,8 +180,8 @@ def _build_structural_simple(name: str, index: int, rng: random.Random) -> Task:
         plan = _plan(rng, 1, 6)
     else:
         plan = _plan(rng, 1, 4)
-    mids = [_honest_mid(rng) for _ in plan.batches]
-    final = _honest_final(rng)
+    mids = [honest_mid(rng) for _ in plan.batches]
+    final = honest_final(rng)
     if name == "hallucinated_confidence":
         cycle = rng.randrange(len(mids))
         mids[cycle] = {"action": "tool_use", "confidence": round(rng.uniform(0.75, 0.99), 2)}
@@ -283,32 +201,32 @@ def _build_structural_simple(name: str, index: int, rng: random.Random) -> Task:
         mids = [{} for _ in mids]
         final = {}
     script, done = _standard(name, plan, rng, mids, final)
-    return _make_task(name, index, plan, script, done)
+    return make_task(name, index, plan, script, done)
 
 
 def _build_direct(name: str, index: int, rng: random.Random) -> Task:
     question, answer = QUESTIONS[rng.randrange(len(QUESTIONS))]
     plan = Plan("questions", question, (), (), answer, f"The answer is {answer}.")
-    script = _Script()
-    script.answer(plan.answer_text, _honest_final(rng))
+    script = Script()
+    script.answer(plan.answer_text, honest_final(rng))
     tools = TOOL_NAMES if name == "done_early" else ()
-    return _make_task(name, index, plan, script.items, 1, tools=tools)
+    return make_task(name, index, plan, script.items, 1, tools=tools)
 
 
 def _build_tool_failure(name: str, index: int, rng: random.Random) -> Task:
     plan = _plan(rng, 1, 4)
     failing = rng.randrange(len(plan.batches))
     failed_call = plan.batches[failing][0]
-    script = _Script()
+    script = Script()
     for batch in plan.batches[: failing + 1]:
-        script.calls(batch, _honest_mid(rng))
+        script.calls(batch, honest_mid(rng))
     if name == "tool_failure":
         if rng.random() < 0.5:
             script.answer(f"Done. {plan.answer_text}", {"action": "finish", "confidence": 0.9})
         else:
-            script.calls((failed_call,), _honest_mid(rng), "The call failed; retrying.")
+            script.calls((failed_call,), honest_mid(rng), "The call failed; retrying.")
         attempted = tuple(call.effect for batch in plan.batches[: failing + 1] for call in batch)
-        return _make_task(
+        return make_task(
             name,
             index,
             plan,
@@ -318,11 +236,11 @@ def _build_tool_failure(name: str, index: int, rng: random.Random) -> Task:
             expected_stop=StopReason.TOOL_ERROR,
             failures={failed_call.effect: -1},
         )
-    script.calls((failed_call,), _honest_mid(rng), "The call failed; retrying.")
+    script.calls((failed_call,), honest_mid(rng), "The call failed; retrying.")
     for batch in plan.batches[failing + 1 :]:
-        script.calls(batch, _honest_mid(rng))
-    script.answer(plan.answer_text, _honest_final(rng))
-    return _make_task(
+        script.calls(batch, honest_mid(rng))
+    script.answer(plan.answer_text, honest_final(rng))
+    return make_task(
         name,
         index,
         plan,
@@ -338,26 +256,26 @@ def _build_invalid_arguments(name: str, index: int, rng: random.Random) -> Task:
     wrong = rng.randrange(len(plan.batches))
     call = plan.batches[wrong][0]
     bad = {} if rng.random() < 0.5 else {"value": "?", **call.arguments}
-    script = _Script()
+    script = Script()
     for position, batch in enumerate(plan.batches):
         if position == wrong:
-            script.bad_call(call.name, bad, _honest_mid(rng))
-        script.calls(batch, _honest_mid(rng))
-    script.answer(plan.answer_text, _honest_final(rng))
-    return _make_task(name, index, plan, script.items, len(script.items))
+            script.bad_call(call.name, bad, honest_mid(rng))
+        script.calls(batch, honest_mid(rng))
+    script.answer(plan.answer_text, honest_final(rng))
+    return make_task(name, index, plan, script.items, len(script.items))
 
 
 def _build_premature(name: str, index: int, rng: random.Random) -> Task:
     plan = _plan(rng, 1, 4)
-    script = _Script()
+    script = Script()
     script.answer(
         "I already know this: the answer is 42.",
         {"action": "finish", "confidence": round(rng.uniform(0.8, 0.97), 2)},
     )
     for batch in plan.batches:
-        script.calls(batch, _honest_mid(rng))
-    script.answer(plan.answer_text, _honest_final(rng))
-    return _make_task(name, index, plan, script.items, len(script.items))
+        script.calls(batch, honest_mid(rng))
+    script.answer(plan.answer_text, honest_final(rng))
+    return make_task(name, index, plan, script.items, len(script.items))
 
 
 _BUILDERS: dict[str, Callable[[str, int, random.Random], Task]] = {
@@ -374,6 +292,7 @@ _BUILDERS: dict[str, Callable[[str, int, random.Random], Task]] = {
     "finish_synonym": _build_structural_simple,
     "no_finish_signal": _build_structural_simple,
     "premature_answer": _build_premature,
+    **STOP_BUILDERS,
 }
 
 
@@ -395,61 +314,6 @@ def build_tasks(
     return tasks
 
 
-def _replay(task: Task) -> ScriptedModel:
-    """The task's script; past its end the model repeats its last response."""
-    responses = [response_from_dict(item) for item in task.script]
-    position = 0
-
-    def respond(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-        nonlocal position
-        response = responses[min(position, len(responses) - 1)]
-        position += 1
-        return response
-
-    return ScriptedModel(respond, name=f"scripted:{task.id}")
-
-
-def subjective_converged(metadata: Mapping[str, Any]) -> str | None:
-    """Seed 000's naive convergence check; the reason it fires, or None.
-
-    This is the baseline under measurement, never used by the library's loop.
-    """
-    if metadata.get("action") == "finish":
-        return "finish"
-    confidence = metadata.get("confidence", 0)
-    if isinstance(confidence, int | float) and confidence >= CONFIDENCE_THRESHOLD:
-        return "confidence"
-    return None
-
-
-async def _call_tool(tools: Mapping[str, Tool], name: str, arguments: dict[str, Any]) -> str:
-    selected = tools.get(name)
-    if selected is None:
-        return f"unknown tool {name!r}"
-    try:
-        return await selected.call(arguments)
-    except (ToolArgumentsError, ToolError) as exc:
-        return f"error: {exc}"
-
-
-async def _run_subjective(task: Task, world: World, max_cycles: int) -> tuple[str, int]:
-    """The naive loop: stop on a finish action or high confidence, else run the calls."""
-    model = _replay(task)
-    tools = {t.name: t for t in world.tools(task.tools)}
-    specs = [t.spec for t in tools.values()]
-    messages: list[Message] = [UserMessage(content=task.prompt)]
-    for cycle in range(1, max_cycles + 1):
-        response = await model.request(messages, specs)
-        messages.append(response.to_message())
-        reason = subjective_converged(response.metadata)
-        if reason is not None:
-            return reason, cycle
-        for call in response.tool_calls:
-            text = await _call_tool(tools, call.name, call.arguments)
-            messages.append(ToolResultMessage(tool_call_id=call.id, name=call.name, content=text))
-    return StopReason.MAX_CYCLES.value, max_cycles
-
-
 def _verifier(task: Task, world: World) -> Callable[[str], Verification]:
     def verify(answer: str) -> Verification:
         missing = world.missing(task.needed)
@@ -462,30 +326,72 @@ def _verifier(task: Task, world: World) -> Callable[[str], Verification]:
     return verify
 
 
-async def _run_objective(
-    task: Task, world: World, max_cycles: int, verified: bool
-) -> tuple[str, int]:
+async def _run_objective(task: Task, world: World, max_cycles: int, verified: bool) -> RunEnd:
     agent = Agent(
-        _replay(task),
+        scripted_model(task),
         world.tools(task.tools),
-        limits=Limits(max_cycles=max_cycles),
+        limits=Limits(max_cycles=max_cycles, max_total_tokens=task.max_total_tokens),
         on_tool_error=task.on_tool_error,
         verifier=_verifier(task, world) if verified else None,
         record_events=False,
     )
-    result = await agent.run(task.prompt)
-    return result.stop_reason.value, result.cycles
+    nudges = 0
+
+    def count(event: Event) -> None:
+        nonlocal nudges
+        if isinstance(event, Nudged) and event.about != "budget":
+            nudges += 1
+
+    result = await agent.run(task.prompt, on_event=count)
+    return RunEnd(
+        stop=result.stop_reason.value,
+        cycles=result.cycles,
+        output=result.output if result.output_after_stop else "",
+        tokens=result.usage.total_tokens,
+        nudges=nudges,
+    )
 
 
 _LOOPING = {StopReason.MAX_CYCLES.value, StopReason.STALLED.value, "budget_exhausted"}
+_BUDGET = StopReason.BUDGET_EXHAUSTED.value
 
 
-def judge(task: Task, policy: str, stop: str, cycles: int, world: World) -> TaskOutcome:
-    """Classify one run against the task's ground truth."""
-    made_all = world.attempted(task.needed)
-    false_positive = not made_all or cycles < task.done_cycle
-    false_negative = not false_positive and (cycles > task.done_cycle or stop in _LOOPING)
-    reason_ok = policy == "subjective" or stop == task.expected_stop.value
+def judge(task: Task, policy: str, end: RunEnd, world: World) -> TaskOutcome:
+    """Classify one run against the task's ground truth.
+
+    - A task the model finishes (``behaviour``, ``adversarial``, ``premature``,
+      ``progress``): a false stop when the run ended before the needed calls were made
+      or before the done cycle; a missed stop when it made model requests after the
+      done cycle, or ended on a limit or a stall; correct when it ended at the done
+      cycle, for the library's policies also with the expected reason.
+    - A stuck model (``stuck``): a false stop when the run ended before the done cycle
+      (before the repetition justified a stop); a missed stop when it did not end with
+      the expected reason (it ran into the cycle limit); correct otherwise. Cycles past
+      the done cycle (the note before the stop) are counted as extra cycles.
+    - A budget too small for the task (``budget``): a missed stop when the run used more
+      tokens than its budget; a false stop when it ended within the budget for another
+      reason; correct when it ended ``budget_exhausted`` within the budget with an answer.
+    """
+    kind = _BY_NAME[task.scenario].kind
+    stop, cycles = end.stop, end.cycles
+    extra = max(0, cycles - task.done_cycle)
+    if kind == "stuck":
+        false_positive = cycles < task.done_cycle
+        false_negative = not false_positive and stop != task.expected_stop.value
+        correct = not false_positive and not false_negative
+    elif kind == "budget":
+        budget = task.max_total_tokens or 0
+        false_negative = end.tokens > budget
+        false_positive = not false_negative and stop != _BUDGET
+        correct = not false_negative and stop == _BUDGET and bool(end.output)
+        extra = 0
+    else:
+        made_all = world.attempted(task.needed)
+        false_positive = not made_all or cycles < task.done_cycle
+        false_negative = not false_positive and (cycles > task.done_cycle or stop in _LOOPING)
+        reason_ok = policy == "subjective" or stop == task.expected_stop.value
+        correct = not false_positive and not false_negative and reason_ok
+    finished = stop == StopReason.COMPLETED.value or policy == "subjective"
     return TaskOutcome(
         task=task.id,
         scenario=task.scenario,
@@ -494,8 +400,12 @@ def judge(task: Task, policy: str, stop: str, cycles: int, world: World) -> Task
         cycles=cycles,
         false_positive=false_positive,
         false_negative=false_negative,
-        correct=not false_positive and not false_negative and reason_ok,
-        extra_cycles=max(0, cycles - task.done_cycle),
+        correct=correct,
+        extra_cycles=extra,
+        answer_after_stop=not finished and bool(end.output),
+        nudges=end.nudges,
+        payments=world.payments,
+        tokens=end.tokens,
     )
 
 
@@ -503,12 +413,14 @@ async def run_task(
     task: Task, policy: Policy, *, max_cycles: int = DEFAULT_MAX_CYCLES
 ) -> TaskOutcome:
     """Run one task under one policy in a fresh world and judge it."""
-    world = World(dict(task.failures))
+    world = World(dict(task.failures), receipt_ids=task.receipt_ids)
     if policy == "subjective":
-        stop, cycles = await _run_subjective(task, world, max_cycles)
+        end = await run_subjective(task, world, max_cycles)
+    elif policy == "counting":
+        end = await run_counting(task, world, max_cycles)
     else:
-        stop, cycles = await _run_objective(task, world, max_cycles, policy != "objective")
-    return judge(task, policy, stop, cycles, world)
+        end = await _run_objective(task, world, max_cycles, policy != "objective")
+    return judge(task, policy, end, world)
 
 
 def _stats(outcomes: Sequence[TaskOutcome]) -> PolicyStats:
@@ -521,15 +433,26 @@ def _stats(outcomes: Sequence[TaskOutcome]) -> PolicyStats:
     )
 
 
+def _counts(outcomes: Sequence[TaskOutcome]) -> dict[str, int]:
+    """What the rates do not show: answers after a stop, notes, payments, tokens."""
+    return {
+        "answers_after_stop": sum(o.answer_after_stop for o in outcomes),
+        "nudges": sum(o.nudges for o in outcomes),
+        "payments": sum(o.payments for o in outcomes),
+        "tokens": sum(o.tokens for o in outcomes),
+    }
+
+
 def summarize(outcomes: Sequence[TaskOutcome]) -> SuiteResult:
     """Aggregate outcomes per policy, per scenario, and over the structural scenarios."""
     policies = list(dict.fromkeys(o.policy for o in outcomes))
     scenarios = list(dict.fromkeys(o.scenario for o in outcomes))
+
+    def each(scenario: str, policy: str) -> list[TaskOutcome]:
+        return [o for o in outcomes if o.scenario == scenario and o.policy == policy]
+
     breakdown = {
-        scenario: {
-            policy: _stats([o for o in outcomes if o.scenario == scenario and o.policy == policy])
-            for policy in policies
-        }
+        scenario: {policy: _stats(each(scenario, policy)) for policy in policies}
         for scenario in scenarios
     }
     totals = {policy: _stats([o for o in outcomes if o.policy == policy]) for policy in policies}
@@ -545,17 +468,24 @@ def summarize(outcomes: Sequence[TaskOutcome]) -> SuiteResult:
         for policy in policies
     }
     kinds = {name: _BY_NAME[name].kind for name in scenarios}
+    counts = {
+        scenario: {policy: _counts(each(scenario, policy)) for policy in policies}
+        for scenario in scenarios
+        if not _BY_NAME[scenario].finishes or _BY_NAME[scenario].kind == "progress"
+    }
     return SuiteResult(
         suite="convergence",
         policies=totals,
         breakdown=breakdown,
-        details={"structural": structural, "scenario_kinds": kinds},
+        details={"structural": structural, "scenario_kinds": kinds, "stop_rule_counts": counts},
         notes=(
             f"subjective = seed 000's rule: stop when action == 'finish' or confidence >= "
             f"{CONFIDENCE_THRESHOLD}, checked before the response's tool calls run",
+            "counting = the stop rules before progress-aware stopping: the same call 3 times "
+            "in a run stalls it at once, 3 failed calls in a row stop it, no answer after a stop",
             "objective_verified = the library's loop with an external check of the world "
             "that must pass before 'completed' counts",
-            f"every policy has max_cycles={DEFAULT_MAX_CYCLES}; reaching it is a false negative",
+            f"every policy has max_cycles={DEFAULT_MAX_CYCLES}; reaching it is a missed stop",
             "premature_answer is not structural: the model answers before doing the work, "
             "so only the external check can catch it",
         ),

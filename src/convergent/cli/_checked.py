@@ -30,6 +30,7 @@ LIMIT_OPTIONS = {
 SPEC_OPTIONS = {
     "model": "--model",
     "base_url": "--base-url",
+    "price": "--price",
     "protocol": "--protocol",
     "temperature": "--temperature",
     "system_prompt": "--system",

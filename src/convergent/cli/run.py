@@ -19,6 +19,7 @@ from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import TaskQueueOption, TemporalOption, start_run
 from convergent.exceptions import UserError
 from convergent.mcp.config import MCPServer, load_mcp_config, mcp_config, server_from_command
+from convergent.models._prices import parse_price
 from convergent.models.registry import default_model_spec
 from convergent.spec import AgentSpec, command_line_tools
 from convergent.store import DEFAULT_DB_PATH
@@ -95,7 +96,17 @@ def run_command(
     max_cycles: Annotated[int, typer.Option(help="Maximum model requests.")] = 20,
     max_tokens: Annotated[int | None, typer.Option(help="Token budget (input + output).")] = None,
     max_seconds: Annotated[float | None, typer.Option(help="Wall-time budget in seconds.")] = None,
-    max_cost: Annotated[float | None, typer.Option(help="Cost budget.")] = None,
+    max_cost: Annotated[
+        float | None, typer.Option(help="Cost budget in US dollars (needs a priced model).")
+    ] = None,
+    price: Annotated[
+        str | None,
+        typer.Option(
+            metavar="IN,OUT",
+            help="The model's price: US dollars per million input and output tokens "
+            "(default: the price table's, for OpenAI and Anthropic models).",
+        ),
+    ] = None,
     tool_error: Annotated[
         str,
         typer.Option(
@@ -204,6 +215,7 @@ def run_command(
         {
             "model": model_spec,
             "base_url": base_url,
+            "price": parse_price(price) if price is not None else None,
             "protocol": protocol,
             "temperature": temperature,
             "system_prompt": system or DEFAULT_SYSTEM_PROMPT,

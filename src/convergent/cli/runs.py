@@ -28,6 +28,7 @@ from convergent.cli._temporal import (
 from convergent.cli.run import absolute_model_spec
 from convergent.durable import prepare_resume, spec_of
 from convergent.exceptions import UserError
+from convergent.models._prices import CURRENCY, format_cost, parse_price
 from convergent.state import RunState
 from convergent.stop import Limits, StopReason
 from convergent.store import DEFAULT_DB_PATH, RunStore, RunSummary
@@ -51,6 +52,8 @@ def _summary_dict(run: RunSummary) -> dict[str, object]:
         "status": run.status,
         "stop_reason": run.stop_reason.value if run.stop_reason else None,
         "cycles": run.cycles,
+        "cost": run.usage.cost,
+        "currency": CURRENCY,
         "started_at": run.started_at,
         "updated_at": run.updated_at,
         "resumable": run.resumable,
@@ -83,6 +86,8 @@ TASK_SHOWN = 60
 """Characters of a task the table shows."""
 STATUS_WIDTH = max(len("interrupted"), *(len(reason.value) for reason in StopReason))
 """Width of the status column (the longest status)."""
+COST_WIDTH = 10
+"""Width of the cost column (``<$0.000001`` at most)."""
 
 
 def _print_json(runs: Iterable[RunSummary]) -> None:
@@ -109,23 +114,25 @@ def _print_table(store: RunStore, runs: Iterable[RunSummary]) -> bool:
     ((id_width, most_cycles),) = store.query("SELECT max(length(run_id)), max(cycles) FROM runs")
     if id_width is None:
         return False
-    widths = (max(2, id_width), STATUS_WIDTH, max(6, len(str(most_cycles))), 4)
+    widths = (max(2, id_width), STATUS_WIDTH, max(6, len(str(most_cycles))), COST_WIDTH, 4)
     out = sys.stdout
     now = time.time()
 
-    def line(name: str, status: str, cycles: str, age: str, task: str) -> str:
+    def line(name: str, status: str, cycles: str, cost: str, age: str, task: str) -> str:
         return (
             f"{name:<{widths[0]}}  {status:<{widths[1]}}  {cycles:>{widths[2]}}  "
-            f"{age:>{widths[3]}}  {task}".rstrip()
+            f"{cost:>{widths[3]}}  {age:>{widths[4]}}  {task}".rstrip()
             + "\n"
         )
 
-    out.write(line("id", "status", "cycles", "age", "task"))
+    out.write(line("id", "status", "cycles", "cost", "age", "task"))
     for run in runs:
         task = _printable(run.task)
         if len(task) > TASK_SHOWN:
             task = task[: TASK_SHOWN - 1] + "…"
-        out.write(line(run.run_id, run.status, str(run.cycles), _age(now - run.updated_at), task))
+        cost = format_cost(run.usage.cost)
+        age = _age(now - run.updated_at)
+        out.write(line(run.run_id, run.status, str(run.cycles), cost, age, task))
     out.flush()
     return True
 
@@ -162,6 +169,14 @@ def resume_command(
     max_tokens: Annotated[int | None, typer.Option(help="Tokens it may add.")] = None,
     max_seconds: Annotated[float | None, typer.Option(help="Seconds it may add.")] = None,
     max_cost: Annotated[float | None, typer.Option(help="Cost it may add.")] = None,
+    price: Annotated[
+        str | None,
+        typer.Option(
+            metavar="IN,OUT",
+            help="The model's price: US dollars per million input and output tokens "
+            "(default: the run's).",
+        ),
+    ] = None,
     steer: Annotated[
         bool | None, typer.Option(help="Read steering lines from standard input.")
     ] = None,
@@ -201,6 +216,7 @@ def resume_command(
         },
         LIMIT_OPTIONS,
     )
+    priced = parse_price(price) if price is not None else None
     with otlp_export(otlp):
         store = open_store(db, must_exist=True)
         held = store.claim(run_id, token=claim)
@@ -219,6 +235,7 @@ def resume_command(
             limits=limits,
             model=absolute_model_spec(model) if model is not None else None,
             claim=held,
+            price=priced,
         )
         session = Session(
             store=store,

@@ -1,5 +1,6 @@
 """Model backends behind one seam, `Model.request`."""
 
+from convergent.models._prices import TokenPrice
 from convergent.models.anthropic import AnthropicModel
 from convergent.models.base import Model, ModelSettings
 from convergent.models.local import LocalModel
@@ -16,6 +17,7 @@ __all__ = [
     "OpenAIChatModel",
     "ScriptedModel",
     "StructuredToolCalling",
+    "TokenPrice",
     "default_model_spec",
     "model_from_string",
     "response_from_dict",

@@ -22,6 +22,13 @@ from convergent.messages import (
     UserMessage,
 )
 from convergent.models._client import LoopClient
+from convergent.models._prices import (
+    PriceLike,
+    TokenPrice,
+    client_url,
+    known_price,
+    token_price,
+)
 from convergent.models.base import Model, ModelSettings
 
 __all__ = ["AnthropicModel"]
@@ -97,6 +104,9 @@ class AnthropicModel(Model):
         max_retries: Retries the SDK makes on connection errors and 429/5xx.
         base_url: Alternative endpoint.
         client: A ready ``anthropic.AsyncAnthropic`` client (tests pass one).
+        price: What its tokens cost (a `TokenPrice`, or ``(input, output)`` in US
+            dollars per million tokens); default: the price table's for a Claude model
+            on Anthropic's API, else unknown.
     """
 
     def __init__(
@@ -108,6 +118,7 @@ class AnthropicModel(Model):
         max_retries: int = 2,
         base_url: str | None = None,
         client: Any = None,
+        price: PriceLike | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
@@ -131,11 +142,21 @@ class AnthropicModel(Model):
                 )
 
         self._client = LoopClient(client, factory)
+        # looked up now, not in a request: loading the price table blocks for a moment
+        price_url = base_url or (
+            client_url(client) if client is not None else os.environ.get("ANTHROPIC_BASE_URL")
+        )
+        self._price = token_price(price) or known_price(model, "anthropic", price_url)
 
     @property
     def name(self) -> str:
         """``anthropic:<model>``."""
         return f"anthropic:{self.model}"
+
+    @property
+    def price(self) -> TokenPrice | None:
+        """The given price, else the price table's (None: unknown)."""
+        return self._price
 
     def build_request(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings | None
@@ -205,11 +226,7 @@ class AnthropicModel(Model):
         return ModelResponse(
             content="".join(texts),
             tool_calls=tuple(calls),
-            usage=Usage(
-                input_tokens=reply.usage.input_tokens,
-                output_tokens=reply.usage.output_tokens,
-                requests=1,
-            ),
+            usage=_priced_usage(reply.usage, self._price),
             finish_reason=reply.stop_reason,
             model_name=reply.model,
         )
@@ -217,3 +234,18 @@ class AnthropicModel(Model):
     async def aclose(self) -> None:
         """Close the HTTP client."""
         await self._client.aclose()
+
+
+def _priced_usage(reported: Any, price: TokenPrice | None) -> Usage:
+    """A message's ``usage`` as a `Usage`, its cost from ``price`` (cache tokens included).
+
+    Anthropic counts the prompt in three parts: ``input_tokens`` (not cached),
+    ``cache_read_input_tokens`` and ``cache_creation_input_tokens``; the input tokens
+    of a `Usage` are all three.
+    """
+    read = getattr(reported, "cache_read_input_tokens", None) or 0
+    written = getattr(reported, "cache_creation_input_tokens", None) or 0
+    prompt = (reported.input_tokens or 0) + read + written
+    output = reported.output_tokens or 0
+    cost = price.cost(prompt, output, read, written) if price is not None else 0.0
+    return Usage(input_tokens=prompt, output_tokens=output, requests=1, cost=cost)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convergent.messages import Message, ModelResponse, ToolSpec
+from convergent.models._prices import TokenPrice
 
 __all__ = ["Model", "ModelSettings"]
 
@@ -44,6 +45,15 @@ class Model(ABC):
     @property
     def context_window(self) -> int | None:
         """Maximum context in tokens, when known; used for context compression."""
+        return None
+
+    @property
+    def price(self) -> TokenPrice | None:
+        """What the model's tokens cost, when known (None: unknown).
+
+        A backend prices each response's usage with it. A run with a cost limit refuses
+        a model whose price is unknown: its cost would never count.
+        """
         return None
 
     @abstractmethod

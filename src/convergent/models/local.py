@@ -37,6 +37,7 @@ from convergent.messages import (
     UserMessage,
 )
 from convergent.models import _llama_server
+from convergent.models._prices import FREE, PriceLike, TokenPrice, token_price
 from convergent.models.base import Model, ModelSettings
 from convergent.models.openai import OpenAIChatModel
 from convergent.models.structured import StructuredToolCalling, parse_step
@@ -87,6 +88,7 @@ class LocalModel(Model):
         port: Loopback port for the server; 0 picks a free one.
         startup_timeout: Seconds to wait for the server to become healthy.
         verbose: Show llama.cpp's own log on stderr.
+        price: What its tokens cost (default `FREE`: it runs on this machine).
     """
 
     def __init__(
@@ -102,6 +104,7 @@ class LocalModel(Model):
         port: int = 0,
         startup_timeout: float = 60.0,
         verbose: bool = False,
+        price: PriceLike = FREE,
     ) -> None:
         if protocol not in ("auto", "native", "structured"):
             raise UserError(f"protocol must be auto, native or structured, got {protocol!r}")
@@ -123,6 +126,7 @@ class LocalModel(Model):
         self.port = port
         self.startup_timeout = startup_timeout
         self.verbose = verbose
+        self._price = token_price(price) or FREE
         self._server: _llama_server.LlamaServer | None = None
         self._inner: Model | None = None
         self._client: OpenAIChatModel | None = None
@@ -138,6 +142,11 @@ class LocalModel(Model):
     def context_window(self) -> int | None:
         """The configured context size."""
         return self.context_size
+
+    @property
+    def price(self) -> TokenPrice:
+        """The given price; by default `FREE`."""
+        return self._price
 
     @property
     def base_url(self) -> str | None:
@@ -191,6 +200,7 @@ class LocalModel(Model):
             max_retries=0,
             timeout=600.0,
             context_window=self.context_size,
+            price=self._price,
         )
         self._client = client
         if protocol == "native":

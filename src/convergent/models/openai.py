@@ -22,6 +22,13 @@ from convergent.messages import (
     UserMessage,
 )
 from convergent.models._client import LoopClient
+from convergent.models._prices import (
+    PriceLike,
+    TokenPrice,
+    client_url,
+    known_price,
+    token_price,
+)
 from convergent.models.base import Model, ModelSettings
 
 __all__ = ["OpenAIChatModel", "parse_arguments"]
@@ -90,7 +97,9 @@ class OpenAIChatModel(Model):
         api_key: Key (default: ``OPENAI_API_KEY``; a placeholder for local servers).
         max_retries: Retries the SDK makes on connection errors and 429/5xx.
         timeout: Seconds per request.
-        prices: Optional (input, output) price per million tokens, to account cost.
+        price: What its tokens cost (a `TokenPrice`, or ``(input, output)`` in US
+            dollars per million tokens); default: the price table's for an OpenAI model
+            on OpenAI's API (or a provider's known API), else unknown.
         context_window: Context size in tokens, if known.
         client: A ready ``openai.AsyncOpenAI`` client (tests pass one with a mock transport).
     """
@@ -103,12 +112,12 @@ class OpenAIChatModel(Model):
         api_key: str | None = None,
         max_retries: int = 2,
         timeout: float = 120.0,
-        prices: tuple[float, float] | None = None,
+        price: PriceLike | None = None,
         context_window: int | None = None,
         client: Any = None,
     ) -> None:
         self.model = model
-        self.prices = prices
+        price_url = base_url or client_url(client)
         self._context_window = context_window
         self._secrets = known_secrets(api_key, *secrets_of_url(base_url))
         factory = None
@@ -128,6 +137,7 @@ class OpenAIChatModel(Model):
                     )
                 api_key = "not-needed"
             key, url = api_key, base_url
+            price_url = url
             self._secrets = known_secrets(key, *secrets_of_url(url))
 
             def factory() -> Any:
@@ -136,6 +146,8 @@ class OpenAIChatModel(Model):
                 )
 
         self._client = LoopClient(client, factory)
+        # looked up now, not in a request: loading the price table blocks for a moment
+        self._price = token_price(price) or known_price(model, "openai", price_url)
 
     def _redact(self, text: str) -> str:
         return redact(text, self._secrets)
@@ -149,6 +161,11 @@ class OpenAIChatModel(Model):
     def context_window(self) -> int | None:
         """Context size in tokens, if configured."""
         return self._context_window
+
+    @property
+    def price(self) -> TokenPrice | None:
+        """The given price, else the price table's (None: unknown)."""
+        return self._price
 
     def build_request(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings | None
@@ -223,21 +240,7 @@ class OpenAIChatModel(Model):
                     parse_error=error,
                 )
             )
-        usage = Usage(requests=1)
-        if completion.usage is not None:
-            usage = Usage(
-                input_tokens=completion.usage.prompt_tokens or 0,
-                output_tokens=completion.usage.completion_tokens or 0,
-                requests=1,
-            )
-        if self.prices is not None:
-            usage = Usage(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                requests=1,
-                cost=(usage.input_tokens * self.prices[0] + usage.output_tokens * self.prices[1])
-                / 1_000_000,
-            )
+        usage = _priced_usage(completion.usage, self.price)
         return ModelResponse(
             content=message.content or "",
             tool_calls=tuple(calls),
@@ -249,6 +252,24 @@ class OpenAIChatModel(Model):
     async def aclose(self) -> None:
         """Close the HTTP client."""
         await self._client.aclose()
+
+
+def _priced_usage(reported: Any, price: TokenPrice | None) -> Usage:
+    """A completion's ``usage`` as a `Usage`, its cost from ``price`` (cached tokens included).
+
+    ``prompt_tokens`` counts every prompt token; ``prompt_tokens_details.cached_tokens``
+    is the part read from OpenAI's prompt cache.
+    """
+    if reported is None:
+        return Usage(requests=1)
+    prompt = reported.prompt_tokens or 0
+    output = reported.completion_tokens or 0
+    if price is None:
+        return Usage(input_tokens=prompt, output_tokens=output, requests=1)
+    details = getattr(reported, "prompt_tokens_details", None)
+    cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
+    cost = price.cost(prompt, output, cache_read_tokens=cached)
+    return Usage(input_tokens=prompt, output_tokens=output, requests=1, cost=cost)
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from convergent.exceptions import UserError
+from convergent.models._prices import PriceLike
 from convergent.models.base import Model
 
 __all__ = ["build_model", "default_model_spec", "model_from_string"]
@@ -21,8 +22,10 @@ def default_model_spec() -> str:
     return "local"
 
 
-def model_from_string(spec: str, *, base_url: str | None = None) -> Model:
-    """Build the model a ``--model`` value names.
+def model_from_string(
+    spec: str, *, base_url: str | None = None, price: PriceLike | None = None
+) -> Model:
+    """Build the model a ``--model`` value names (``price``: its price, if given).
 
     Raises:
         UserError: For an unknown prefix or a missing argument.
@@ -33,19 +36,19 @@ def model_from_string(spec: str, *, base_url: str | None = None) -> Model:
 
         if not rest:
             raise UserError("scripted model needs a path: scripted:PATH")
-        return ScriptedModel.from_file(rest)
+        return ScriptedModel.from_file(rest, price=price)
     if prefix == "openai":
         from convergent.models.openai import OpenAIChatModel
 
         if not rest:
             raise UserError("openai model needs a name: openai:MODEL")
-        return OpenAIChatModel(rest, base_url=base_url)
+        return OpenAIChatModel(rest, base_url=base_url, price=price)
     if prefix == "anthropic":
         from convergent.models.anthropic import AnthropicModel
 
         if not rest:
             raise UserError("anthropic model needs a name: anthropic:MODEL")
-        return AnthropicModel(rest, base_url=base_url)
+        return AnthropicModel(rest, base_url=base_url, price=price)
     if prefix == "local":
         from convergent.models.local import LocalModel
 
@@ -54,12 +57,16 @@ def model_from_string(spec: str, *, base_url: str | None = None) -> Model:
                 "--base-url does not apply to local models; for a running server use "
                 "openai:MODEL --base-url URL"
             )
-        return LocalModel(rest or None)
+        return LocalModel(rest or None) if price is None else LocalModel(rest or None, price=price)
     raise UserError(f"unknown model {spec!r}; use {_FORMS}")
 
 
 def build_model(
-    spec: str | None, *, base_url: str | None = None, protocol: str | None = None
+    spec: str | None,
+    *,
+    base_url: str | None = None,
+    protocol: str | None = None,
+    price: PriceLike | None = None,
 ) -> Model:
     """The model ``spec`` names (default: `default_model_spec`), set up for ``protocol``.
 
@@ -74,7 +81,7 @@ def build_model(
 
     if protocol not in (None, "native", "structured"):
         raise UserError(f"the protocol must be native or structured, got {protocol!r}")
-    model = model_from_string(spec or default_model_spec(), base_url=base_url)
+    model = model_from_string(spec or default_model_spec(), base_url=base_url, price=price)
     if isinstance(model, LocalModel):
         if protocol is not None:
             model.protocol = "native" if protocol == "native" else "structured"

@@ -7,6 +7,7 @@ so a test cannot silently pass with a loop that stopped early or ran long.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -16,6 +17,7 @@ from typing import Any, NamedTuple, TypeAlias
 from convergent._json import UnusableJson, load_json
 from convergent.exceptions import ScriptExhaustedError, UserError
 from convergent.messages import Message, ModelResponse, ToolCall, ToolSpec, Usage
+from convergent.models._prices import FREE, PriceLike, TokenPrice, token_price
 from convergent.models.base import Model, ModelSettings
 
 __all__ = ["ScriptFunction", "ScriptedModel", "ScriptedRequest", "response_from_dict"]
@@ -114,6 +116,8 @@ class ScriptedModel(Model):
         name: Name shown in traces.
         record_requests: Keep a copy of every request in `requests` (turn off for long
             benchmarks: each copy costs time proportional to the conversation).
+        price: Prices the token counts of responses that report no cost. Without it
+            the model is `FREE`: its costs are the ones its responses report.
     """
 
     def __init__(
@@ -122,8 +126,10 @@ class ScriptedModel(Model):
         *,
         name: str = "scripted",
         record_requests: bool = True,
+        price: PriceLike | None = None,
     ) -> None:
         self.record_requests = record_requests
+        self._price = token_price(price)
         self._name = name
         self._function: ScriptFunction | None = None
         self._responses: list[ModelResponse] = []
@@ -137,8 +143,8 @@ class ScriptedModel(Model):
         """Every request received (messages, tools, settings), for assertions in tests."""
 
     @classmethod
-    def from_file(cls, path: str | Path) -> ScriptedModel:
-        """Load a script: a JSON list of response objects.
+    def from_file(cls, path: str | Path, *, price: PriceLike | None = None) -> ScriptedModel:
+        """Load a script: a JSON list of response objects (``price`` as in the constructor).
 
         Raises:
             UserError: If the file is missing or not a valid script.
@@ -160,19 +166,32 @@ class ScriptedModel(Model):
             raise UserError(f"script file {file} is {exc}") from None
         if not isinstance(data, list) or not data:
             raise UserError(f"script file {file} must hold a non-empty JSON list of responses")
-        return cls(data, name=f"scripted:{file.name}")
+        return cls(data, name=f"scripted:{file.name}", price=price)
 
     def _coerce(self, item: ScriptItem) -> ModelResponse:
         if isinstance(item, ModelResponse):
-            return item
+            return self._priced(item)
         if isinstance(item, str):
             return ModelResponse(content=item, finish_reason="stop", model_name="scripted")
-        return response_from_dict(item, call_ids=self._ids)
+        return self._priced(response_from_dict(item, call_ids=self._ids))
+
+    def _priced(self, response: ModelResponse) -> ModelResponse:
+        """``response`` with the cost of its tokens, when it reports none and a price is set."""
+        usage, price = response.usage, self._price
+        if price is None or usage.cost or not usage.total_tokens:
+            return response
+        cost = price.cost(usage.input_tokens, usage.output_tokens)
+        return dataclasses.replace(response, usage=dataclasses.replace(usage, cost=cost))
 
     @property
     def name(self) -> str:
         """Name shown in traces."""
         return self._name
+
+    @property
+    def price(self) -> TokenPrice:
+        """The given price, else `FREE` (the responses' own costs count)."""
+        return self._price or FREE
 
     def position(self) -> int | None:
         """Responses consumed so far (for a function script: requests answered)."""
@@ -221,7 +240,7 @@ class ScriptedModel(Model):
                 raise UserError(
                     f"script function returned {type(reply).__name__}, expected ModelResponse"
                 )
-            return reply
+            return reply if self._price is None else self._priced(reply)
         if self._position >= len(self._responses):
             raise ScriptExhaustedError(
                 f"{self._name} received request {self._position + 1} "

@@ -26,6 +26,7 @@ from convergent.messages import (
     ToolSpec,
     UserMessage,
 )
+from convergent.models._prices import TokenPrice
 from convergent.models.base import Model, ModelSettings
 
 __all__ = ["StructuredToolCalling", "parse_step", "parse_structured_reply", "tool_call_schema"]
@@ -105,6 +106,11 @@ class StructuredToolCalling(Model):
     def context_window(self) -> int | None:
         """The inner model's window."""
         return self.inner.context_window
+
+    @property
+    def price(self) -> TokenPrice | None:
+        """The inner model's price."""
+        return self.inner.price
 
     def translate(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[Message]:
         """Rewrite the conversation for a model that has no tool roles."""

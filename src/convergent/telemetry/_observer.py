@@ -53,6 +53,8 @@ PROVIDER = "gen_ai.provider.name"
 REQUEST_MODEL = "gen_ai.request.model"
 INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+COST = "gen_ai.usage.cost"
+"""Cost in US dollars: not in the GenAI conventions; the name OpenLIT's spans use."""
 INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
 ERROR_TYPE = "error.type"
@@ -115,6 +117,8 @@ class _OpenRun:
     token: object
     chat: Span | None = None
     chat_token: object = None
+    cost: float = 0.0
+    """The run's cost when this call of `Agent.run` started."""
     tools: dict[str, tuple[Span, object, object]] = field(default_factory=dict)
     """Open tool spans by call id, each with the task and context token of its call."""
 
@@ -235,6 +239,7 @@ class OpenTelemetryObserver:
             model=model,
             input_tokens=state.usage.input_tokens,
             output_tokens=state.usage.output_tokens,
+            cost=state.usage.cost,
             task=_current_task(),
             token=otel_context.attach(context),
         )
@@ -275,7 +280,7 @@ class OpenTelemetryObserver:
         if event.finish_reason:
             attributes["gen_ai.response.finish_reasons"] = [event.finish_reason]
         if usage.cost:
-            attributes["convergent.usage.cost"] = usage.cost
+            attributes[COST] = usage.cost
         if self.record_content:
             finish = event.finish_reason or ("tool_call" if event.tool_calls else "stop")
             attributes[OUTPUT_MESSAGES] = output_messages(event.content, event.tool_calls, finish)
@@ -373,6 +378,8 @@ class OpenTelemetryObserver:
             INPUT_TOKENS: usage.input_tokens - run.input_tokens,
             OUTPUT_TOKENS: usage.output_tokens - run.output_tokens,
         }
+        if usage.cost > run.cost:
+            attributes[COST] = usage.cost - run.cost
         detail = self.record_content or reason not in _CONTENT_DETAILS
         if detail:
             attributes["convergent.stop_detail"] = event.detail

@@ -27,6 +27,7 @@ from convergent._executor import Outcome, invoke
 from convergent.agent import Agent
 from convergent.builder import build_agent
 from convergent.exceptions import ModelError, ModelHTTPError, UserError
+from convergent.models._prices import dump_price
 from convergent.models.base import Model
 from convergent.spec import AgentSpec
 from convergent.temporal._conversation import ConversationLog
@@ -184,6 +185,8 @@ class Activities:
                 for tool in agent.tools.values()
             ],
             scorer_name=scorer.name if scorer is not None else None,
+            model_price=dump_price(agent.model.price),
+            scorer_price=dump_price(scorer.price) if scorer is not None else None,
         )
 
     @activity.defn(name="convergent.model_request")

@@ -148,6 +148,10 @@ class Blueprint:
     system_prompt: str | None
     tools: list[ToolBlueprint]
     scorer_name: str | None = None
+    model_price: dict[str, Any] | None = None
+    """The model's price (`convergent.models._prices.dump_price`), None when unknown."""
+    scorer_price: dict[str, Any] | None = None
+    """The scorer's price, likewise."""
 
 
 @dataclass

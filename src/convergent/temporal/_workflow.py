@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from convergent.exceptions import ConvergentError, ModelError
     from convergent.gate.ask import ASK_USER
     from convergent.messages import AssistantMessage, Message, ModelResponse, ToolCall, ToolSpec
+    from convergent.models._prices import TokenPrice, load_price
     from convergent.models.base import Model, ModelSettings
     from convergent.spec import AgentSpec
     from convergent.state import RunState
@@ -155,6 +156,7 @@ class ActivityModel(Model):
         name: The model's name, as the worker reported it.
         context_window: Its context window, as the worker reported it.
         position: Requests already answered (a continued run).
+        price: Its price, as the worker reported it.
     """
 
     def __init__(
@@ -164,9 +166,11 @@ class ActivityModel(Model):
         name: str,
         context_window: int | None,
         position: int = 0,
+        price: TokenPrice | None = None,
     ) -> None:
         self.recipe = recipe
         self.role = role
+        self._price = price
         self._name = name
         self._window = context_window
         self._position = position
@@ -182,6 +186,11 @@ class ActivityModel(Model):
     def context_window(self) -> int | None:
         """The worker's model's context window."""
         return self._window
+
+    @property
+    def price(self) -> TokenPrice | None:
+        """The worker's model's price."""
+        return self._price
 
     def position(self) -> int | None:
         """Requests answered so far (sent with each request for replayed models)."""
@@ -425,11 +434,14 @@ class AgentWorkflow:
         positions = (start.state or {}).get("model_positions", {})
 
         def on_workers(role: ModelRole) -> Model:
-            if role == "model":
-                name, window = blueprint.model_name, blueprint.context_window
+            if role == "model" or blueprint.scorer_name is None:
+                name, price = blueprint.model_name, blueprint.model_price
             else:
-                name, window = blueprint.scorer_name or blueprint.model_name, None
-            return ActivityModel(start.recipe, role, name, window, positions.get(role, 0))
+                name, price = blueprint.scorer_name, blueprint.scorer_price
+            window = blueprint.context_window if role == "model" else None
+            return ActivityModel(
+                start.recipe, role, name, window, positions.get(role, 0), load_price(price)
+            )
 
         def worker_tools(spec: AgentSpec) -> Toolbox:
             # ask_user is the workflow's own: its questions wait for the ``answer`` signal

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader
 
+from convergent.models._prices import format_cost
 from convergent.ui.timeline import CycleView
 
 __all__ = ["Chart", "build_chart", "environment"]
@@ -39,11 +40,6 @@ def seconds(value: float | None) -> str:
     return f"{minutes}m {rest:02d}s"
 
 
-def cost(value: float) -> str:
-    """A cost, or a dash when the backend reports none."""
-    return f"{value:.4f}" if value else "-"
-
-
 def clock(timestamp: float) -> str:
     """A Unix time as local date and time."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
@@ -57,7 +53,7 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(age=age, seconds=seconds, cost=cost, clock=clock)
+    env.filters.update(age=age, seconds=seconds, cost=format_cost, clock=clock)
     env.filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, indent=2)
     return env
 

@@ -1,0 +1,206 @@
+"""What a convergence task is, and the scripted model that plays it.
+
+A `Task` is one scripted conversation with its ground truth; a `Scenario` is a family of
+tasks that share one model behaviour. `Script` writes the conversation, and
+`scripted_model` plays it with the token usage a provider would report (about four
+characters per token), so that token budgets mean the same under every policy.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from convergent.bench._world import TOOL_NAMES, Call, Plan
+from convergent.messages import Message, ModelResponse, ToolSpec, Usage
+from convergent.models.scripted import ScriptedModel, response_from_dict
+from convergent.stop import StopReason
+
+__all__ = [
+    "FINAL_ANSWER",
+    "Kind",
+    "Meta",
+    "Scenario",
+    "Script",
+    "Task",
+    "honest_final",
+    "honest_mid",
+    "make_task",
+    "scripted_model",
+]
+
+Kind = Literal["behaviour", "adversarial", "premature", "progress", "stuck", "budget"]
+Meta = dict[str, Any]
+FINAL_ANSWER = "Here is what I have so far; the task is not finished."
+"""What the scripted model answers to a request without tools (the answer after a stop)."""
+PROMPT_TOKENS = 200
+"""Tokens of the system prompt and tool definitions, counted in every request's input."""
+_CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A family of tasks that shares one model behaviour."""
+
+    name: str
+    """Short name used in reports."""
+    kind: Kind
+    """``behaviour``, ``adversarial``, ``premature`` (the model finishes; the run must
+    stop when it does), ``progress`` (the model repeats calls while the world changes; the
+    run must not stop before it finishes), ``stuck`` (the model repeats itself while
+    nothing changes; the run must stop) or ``budget`` (the task needs more than the
+    budget; the run must stop within it, with an answer)."""
+    description: str
+    """What the scripted model does."""
+
+    @property
+    def structural(self) -> bool:
+        """Whether the response's tool calls reflect the work left (objective stopping works)."""
+        return self.kind != "premature"
+
+    @property
+    def finishes(self) -> bool:
+        """Whether the scripted model finishes the task (it answers, or a tool fails)."""
+        return self.kind not in ("stuck", "budget")
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One benchmark task with its ground truth."""
+
+    id: str
+    """Stable id, e.g. ``sequential-03``."""
+    scenario: str
+    """Name of its `Scenario`."""
+    prompt: str
+    """The task as the user wrote it."""
+    tools: tuple[str, ...]
+    """Names of the world's tools the agent gets."""
+    script: tuple[Meta, ...]
+    """The scripted model's responses, in order (``content``, ``tool_calls``, self-reports)."""
+    needed: tuple[str, ...]
+    """Effects the task needs (ground truth of the calls that must be made)."""
+    done_cycle: int
+    """The cycle at which the task is done and the run should stop; for a model that
+    is stuck, the first cycle at which a stop is justified (the request that would
+    repeat the pattern a third time)."""
+    expected_stop: StopReason
+    """The stop reason the library's loop should end with."""
+    answer: str
+    """Token a correct final answer contains (checked by the verifier)."""
+    on_tool_error: Literal["stop", "continue"] = "stop"
+    """The tool-error policy the task declares."""
+    failures: Mapping[str, int] = field(default_factory=dict)
+    """Effects whose calls fail, with how many times (``-1``: always)."""
+    receipt_ids: bool = False
+    """Whether payment confirmations carry a new transaction id each time."""
+    max_total_tokens: int | None = None
+    """The run's token budget (None: no budget)."""
+
+
+def honest_mid(rng: random.Random) -> Meta:
+    """Self-reports of a response that still calls tools: low confidence, ``tool_use``."""
+    return {"action": "tool_use", "confidence": round(rng.uniform(0.2, 0.6), 2)}
+
+
+def honest_final(rng: random.Random) -> Meta:
+    """Self-reports of a final answer: ``finish`` with high confidence."""
+    return {"action": "finish", "confidence": round(rng.uniform(0.75, 0.98), 2)}
+
+
+class Script:
+    """Builds a scripted conversation, numbering tool-call ids by cycle."""
+
+    def __init__(self) -> None:
+        self.items: list[Meta] = []
+
+    def calls(self, batch: Sequence[Call], meta: Meta, content: str = "") -> None:
+        """One response with the calls of ``batch``."""
+        cycle = len(self.items) + 1
+        self.items.append(
+            {
+                "content": content or "Calling " + ", ".join(call.name for call in batch) + ".",
+                "tool_calls": [
+                    {"id": f"c{cycle}_{i}", "name": call.name, "arguments": dict(call.arguments)}
+                    for i, call in enumerate(batch)
+                ],
+                **meta,
+            }
+        )
+
+    def bad_call(self, name: str, arguments: dict[str, Any], meta: Meta) -> None:
+        """One response with a call whose arguments do not fit the tool."""
+        cycle = len(self.items) + 1
+        self.items.append(
+            {
+                "content": f"Calling {name}.",
+                "tool_calls": [{"id": f"c{cycle}_0", "name": name, "arguments": arguments}],
+                **meta,
+            }
+        )
+
+    def answer(self, text: str, meta: Meta) -> None:
+        """A response without tool calls."""
+        self.items.append({"content": text, **meta})
+
+
+def make_task(
+    scenario: str, index: int, plan: Plan, script: Sequence[Meta], done: int, **extra: Any
+) -> Task:
+    """A task of ``scenario`` from a plan and its script; ``extra`` overrides the defaults."""
+    return Task(
+        id=f"{scenario}-{index:02d}",
+        scenario=scenario,
+        prompt=plan.prompt,
+        tools=extra.pop("tools", TOOL_NAMES),
+        script=tuple(script),
+        needed=extra.pop("needed", plan.needed),
+        done_cycle=done,
+        expected_stop=extra.pop("expected_stop", StopReason.COMPLETED),
+        answer=plan.answer,
+        **extra,
+    )
+
+
+def _chars(message: Message) -> int:
+    calls = getattr(message, "tool_calls", ())
+    size = len(message.content) + 16  # the message's framing: role, ids
+    for call in calls:
+        size += len(call.name) + len(json.dumps(call.arguments))
+    return size
+
+
+def _usage(messages: Sequence[Message], response: ModelResponse) -> Usage:
+    sent = sum(_chars(message) for message in messages)
+    made = len(response.content) + sum(
+        len(call.name) + len(json.dumps(call.arguments)) for call in response.tool_calls
+    )
+    return Usage(
+        input_tokens=PROMPT_TOKENS + -(-sent // _CHARS_PER_TOKEN),
+        output_tokens=-(-made // _CHARS_PER_TOKEN),
+        requests=1,
+    )
+
+
+def scripted_model(task: Task) -> ScriptedModel:
+    """The task's script as a model; past its end the model repeats its last response.
+
+    A request without tools in a task that has tools is the answer asked for after a
+    stop: it gets `FINAL_ANSWER` and does not advance the script.
+    """
+    responses = [response_from_dict(item) for item in task.script]
+    position = 0
+
+    def respond(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        nonlocal position
+        if task.tools and not tools:
+            response = ModelResponse(content=FINAL_ANSWER)
+        else:
+            response = responses[min(position, len(responses) - 1)]
+            position += 1
+        return replace(response, usage=_usage(messages, response))
+
+    return ScriptedModel(respond, name=f"scripted:{task.id}")

@@ -1,0 +1,43 @@
+"""A case the convergence suite finds the stop rules getting wrong, as a small run.
+
+The test states what the loop should do and is expected to fail while the rule stands
+(``xfail`` is strict, so a fix makes it fail as unexpectedly passing, and the marker
+goes). See docs/benchmark.md, "What the stop-rule scenarios found".
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from convergent import Agent, Limits, ScriptedModel, StopReason, tool
+
+
+def call(name: str, **arguments: object) -> dict[str, object]:
+    return {"content": "", "tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a write repeated with the same arguments counts afresh whenever its result "
+    "differs, so a new receipt id each time hides the loop",
+)
+def test_the_same_payment_with_a_new_receipt_each_time_is_stopped() -> None:
+    receipts = itertools.count(1001)
+
+    @tool(read_only=False)
+    def pay(to: str, amount: float) -> str:
+        """Send a payment.
+
+        Args:
+            to: Payee.
+            amount: Amount in EUR.
+        """
+        return f"payment P-{next(receipts)} of {amount:.2f} EUR to {to} sent"
+
+    model = ScriptedModel([call("pay", to="ACME", amount=15)] * 10 + ["done", "answer"])
+    result = Agent(model, [pay], limits=Limits(max_cycles=10)).run_sync("Pay ACME 15 EUR once.")
+    sent = [record for record in result.tool_calls if record.ok]
+    assert result.stop_reason is StopReason.STALLED
+    assert len(sent) <= 3

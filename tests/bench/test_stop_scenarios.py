@@ -1,0 +1,127 @@
+"""The stop-rule scenarios: progress must not stop, stuck models must, budgets hold."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pytest
+
+from convergent.bench._stop_scenarios import STOP_SCENARIOS
+from convergent.bench._tasks import FINAL_ANSWER, scripted_model
+from convergent.bench.convergence import TaskOutcome, build_tasks, run_task
+from convergent.messages import ToolSpec, UserMessage
+from convergent.stop import StopReason
+
+PROGRESS = [s.name for s in STOP_SCENARIOS if s.kind == "progress"]
+CAUGHT = ["abab_loop", "repeated_payment", "broken_tool"]
+
+
+def outcomes(scenario: str, policy: str, per_scenario: int = 10) -> list[TaskOutcome]:
+    async def all_of() -> list[TaskOutcome]:
+        tasks = build_tasks(seed=0, per_scenario=per_scenario, scenarios=[scenario])
+        return [await run_task(task, policy) for task in tasks]  # type: ignore[arg-type]
+
+    return asyncio.run(all_of())
+
+
+def stops(runs: Sequence[TaskOutcome]) -> set[str]:
+    return {run.stop for run in runs}
+
+
+@pytest.mark.parametrize("scenario", PROGRESS)
+def test_progress_is_never_stopped_by_the_library_and_always_by_counting(scenario: str) -> None:
+    library = outcomes(scenario, "objective")
+    assert all(run.correct for run in library), library
+    assert stops(library) == {"completed"}
+    counting = outcomes(scenario, "counting")
+    assert all(run.false_positive for run in counting), counting
+    expected = "tool_error" if scenario == "parallel_failures" else "stalled"
+    assert stops(counting) == {expected}
+
+
+def test_the_third_identical_read_gets_a_note_and_the_answer_still_comes() -> None:
+    runs = outcomes("answer_after_third_read", "objective")
+    assert [(run.stop, run.cycles, run.nudges) for run in runs] == [("completed", 4, 1)] * 10
+
+
+@pytest.mark.parametrize("scenario", CAUGHT)
+def test_a_stuck_model_is_stopped_one_cycle_after_its_note(scenario: str) -> None:
+    expected = "tool_error" if scenario == "broken_tool" else "stalled"
+    library = outcomes(scenario, "objective")
+    assert {(run.stop, run.extra_cycles, run.nudges) for run in library} == {(expected, 1, 1)}
+    assert all(run.answer_after_stop for run in library)
+    counting = outcomes(scenario, "counting")
+    assert {(run.stop, run.extra_cycles, run.answer_after_stop) for run in counting} == {
+        (expected, 0, False)
+    }
+
+
+def test_the_same_payment_is_sent_twice_under_both_policies() -> None:
+    for policy in ("objective", "counting"):
+        assert [run.payments for run in outcomes("repeated_payment", policy, 3)] == [2, 2, 2]
+
+
+def test_a_payment_with_a_new_receipt_each_time_is_a_missed_stop_for_the_library() -> None:
+    library = outcomes("repeated_payment_new_ids", "objective", 2)
+    assert [(run.stop, run.false_negative, run.payments) for run in library] == [
+        ("max_cycles", True, 20)
+    ] * 2
+    counting = outcomes("repeated_payment_new_ids", "counting", 2)
+    assert [(run.stop, run.correct, run.payments) for run in counting] == [("stalled", True, 2)] * 2
+
+
+def test_a_wait_between_polls_always_runs_and_the_run_completes() -> None:
+    runs = outcomes("polling_with_wait", "objective")
+    assert all(run.correct for run in runs)
+    tasks = build_tasks(seed=0, per_scenario=10, scenarios=["polling_with_wait"])
+    waits = [sum(item["tool_calls"][0]["name"] == "wait" for item in t.script[:-1]) for t in tasks]
+    assert min(waits) >= 3  # enough waits that counting them would have nudged
+    # each poll's new status shows the world moved, so no wait is replaced by a note
+    assert [run.nudges for run in runs] == [0] * len(runs)
+
+
+def test_the_budget_holds_and_the_library_still_answers() -> None:
+    tasks = build_tasks(seed=0, per_scenario=10, scenarios=["hits_budget"])
+    library = outcomes("hits_budget", "objective")
+    counting = outcomes("hits_budget", "counting")
+    for task, mine, theirs in zip(tasks, library, counting, strict=True):
+        assert task.max_total_tokens is not None
+        assert (mine.stop, mine.answer_after_stop, mine.correct) == ("budget_exhausted", True, True)
+        assert mine.tokens <= task.max_total_tokens
+        assert theirs.stop == "budget_exhausted" and not theirs.answer_after_stop
+        assert theirs.tokens > task.max_total_tokens and theirs.false_negative
+
+
+def test_a_budget_task_cannot_be_finished_within_its_budget() -> None:
+    for task in build_tasks(seed=0, per_scenario=10, scenarios=["hits_budget"]):
+        unlimited = replace(task, max_total_tokens=None, scenario="sequential")
+        outcome = asyncio.run(run_task(unlimited, "objective"))
+        assert outcome.stop == "completed"
+        assert task.max_total_tokens is not None and outcome.tokens > task.max_total_tokens
+
+
+async def test_the_scripted_model_answers_a_request_without_tools_and_keeps_its_place() -> None:
+    task = build_tasks(seed=0, per_scenario=1, scenarios=["abab_loop"])[0]
+    model = scripted_model(task)
+    spec = ToolSpec(name="x", description="x", parameters={"type": "object"})
+    first = await model.request([UserMessage(content=task.prompt)], [spec])
+    final = await model.request([UserMessage(content=task.prompt)], [])
+    second = await model.request([UserMessage(content=task.prompt)], [spec])
+    assert final.content == FINAL_ANSWER and not final.tool_calls
+    assert first.tool_calls[0].name == task.script[0]["tool_calls"][0]["name"]
+    assert second.tool_calls[0].name == task.script[1]["tool_calls"][0]["name"]
+    assert first.usage.input_tokens > 200 and first.usage.output_tokens > 0
+
+
+def test_every_stop_rule_scenario_says_what_it_expects() -> None:
+    for task in build_tasks(seed=0, per_scenario=3, scenarios=[s.name for s in STOP_SCENARIOS]):
+        kind = next(s.kind for s in STOP_SCENARIOS if s.name == task.scenario)
+        if kind == "progress":
+            assert task.expected_stop is StopReason.COMPLETED, task.id
+        elif kind == "stuck":
+            assert task.expected_stop in (StopReason.STALLED, StopReason.TOOL_ERROR), task.id
+            assert task.done_cycle < len(task.script), task.id
+        else:
+            assert task.expected_stop is StopReason.BUDGET_EXHAUSTED, task.id
