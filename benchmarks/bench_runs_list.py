@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     report: dict[str, Any] = {
         "runs": args.runs,
         "fill_seconds": round(time.perf_counter() - began, 2),
-        "load_average": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]],
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "table": {str(n): listing(db, n, as_json=False) for n in args.limits},
         "json": {str(n): listing(db, n, as_json=True) for n in args.limits},
     }

@@ -228,6 +228,7 @@ def huge_run(db: Path, megabytes: int) -> None:
 
 def rss_mb(pid: int) -> tuple[float, float]:
     """Resident memory now and at its peak (VmRSS, VmHWM) of a process, in MB."""
+    # /proc, not psutil: psutil reports the resident memory now, not its peak
     status = Path(f"/proc/{pid}/status").read_text()
     now = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
     peak = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))  # type: ignore[union-attr]

@@ -32,6 +32,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 import convergent
 from convergent import AgentSpec, Limits, build_agent, tool
 from convergent.exceptions import UserError
@@ -172,10 +174,9 @@ def assert_resumed_once(db: Path, run_id: str, answer: str | None, claimants: in
 def process_gone(pid: int) -> bool:
     """Whether process ``pid`` has ended (a zombie has)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return True
-    return stat.rpartition(")")[2].split()[0] == "Z"
 
 
 def start_together(folder: Path, claims: Sequence[Sequence[str]]) -> list[subprocess.Popen[str]]:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from convergent import Agent, ScriptedModel, StopReason, ToolCall, _executor, tool
-from convergent._executor import Outcome, invoke
+from convergent._executor import invoke
+from convergent.messages import CallOutcome
 
 
 @pytest.fixture
@@ -67,18 +68,18 @@ TOOLS = {t.name: t for t in (quick, waits, hangs)}
 
 
 async def test_a_tool_that_never_waits_arms_no_timer(armed: list[float | None]) -> None:
-    assert await invoke(the("quick", n=4), TOOLS) == (Outcome.OK, "8", False)
+    assert await invoke(the("quick", n=4), TOOLS) == (CallOutcome.OK, "8", False)
     assert armed == []
 
 
 async def test_a_tool_that_waits_gets_its_timeout(armed: list[float | None]) -> None:
-    assert await invoke(the("waits", n=4), TOOLS) == (Outcome.OK, "5", False)
+    assert await invoke(the("waits", n=4), TOOLS) == (CallOutcome.OK, "5", False)
     assert armed == [5.0]
 
 
 async def test_a_tool_that_hangs_after_waiting_times_out(armed: list[float | None]) -> None:
     kind, text, _ = await invoke(the("hangs"), TOOLS)
-    assert (kind, text) == (Outcome.FAILED, "hangs timed out after 0.05s")
+    assert (kind, text) == (CallOutcome.FAILED, "hangs timed out after 0.05s")
 
 
 async def test_cancelling_the_run_reaches_a_waiting_tool() -> None:

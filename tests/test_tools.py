@@ -40,6 +40,81 @@ def test_schema_comes_from_signature_and_docstring() -> None:
     assert search.parameters["additionalProperties"] is False
 
 
+def test_args_with_types_give_their_descriptions() -> None:
+    @tool
+    def move(x: int, y: int = 0) -> str:
+        """Move the cursor.
+
+        Args:
+            x (int): Columns to the right.
+            y (int, optional): Rows down.
+        """
+        return f"{x},{y}"
+
+    props = move.parameters["properties"]
+    assert (props["x"]["description"], props["y"]["description"]) == (
+        "Columns to the right.",
+        "Rows down.",
+    )
+
+
+def test_multi_line_descriptions_become_one_line() -> None:
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a page
+        over HTTP.
+
+        Follows redirects,
+        at most five.
+
+        Args:
+            url: The address,
+                with its scheme
+                (``https://``).
+        """
+        return url
+
+    assert fetch.description == "Fetch a page over HTTP. Follows redirects, at most five."
+    assert fetch.parameters["properties"]["url"]["description"] == (
+        "The address, with its scheme (``https://``)."
+    )
+
+
+def test_a_docstring_without_args_gives_only_the_description() -> None:
+    @tool
+    def ping(host: str) -> str:
+        """Check that a host answers."""
+        return host
+
+    assert ping.description == "Check that a host answers."
+    assert ping.parameters["properties"]["host"] == {"type": "string"}
+
+
+def test_returns_and_raises_are_not_part_of_the_description() -> None:
+    @tool
+    def divide(a: float, b: float) -> float:
+        """Divide a by b.
+
+        Args:
+            a: The dividend.
+            b: The divisor.
+
+        Returns:
+            The quotient.
+
+        Raises:
+            ZeroDivisionError: If b is zero.
+        """
+        return a / b
+
+    assert divide.description == "Divide a by b."
+    props = divide.parameters["properties"]
+    assert (props["a"]["description"], props["b"]["description"]) == (
+        "The dividend.",
+        "The divisor.",
+    )
+
+
 def test_options_and_names() -> None:
     @tool(name="lookup", timeout=2.5, idempotent=True, description="Find a thing.")
     def find(key: str) -> str:

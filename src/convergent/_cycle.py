@@ -14,7 +14,6 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
-from convergent._executor import Outcome as CallOutcome
 from convergent._executor import (
     execute_batch,
     start,
@@ -32,12 +31,13 @@ from convergent.events import (
     RunStopped,
     Verified,
 )
-from convergent.exceptions import ModelError, ScriptExhaustedError, UserError
+from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedError, UserError
 from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
 from convergent.journal import RunJournal
 from convergent.messages import (
     NO_USAGE,
     AssistantMessage,
+    CallOutcome,
     Message,
     ToolCall,
     ToolSpec,
@@ -115,7 +115,7 @@ class LoopSpec(Protocol):
     parallel_tool_calls: bool
 
 
-class RolledOver(Exception):  # noqa: N818  (a hand-over, not an error)
+class RolledOver(ConvergentError):  # noqa: N818  (a hand-over, not an error)
     """Raised by `Agent.run` when its steering asked to continue the run elsewhere.
 
     The run did not stop: ``state`` holds it so far, to continue in a fresh process
@@ -125,12 +125,6 @@ class RolledOver(Exception):  # noqa: N818  (a hand-over, not an error)
     def __init__(self, state: RunState) -> None:
         super().__init__("the run continues from its state in a fresh process")
         self.state = state
-
-
-_OK = CallOutcome.OK.value
-_FAILED = CallOutcome.FAILED.value
-_NEEDS_USER = CallOutcome.NEEDS_USER.value
-_NOT_EXECUTED = CallOutcome.NOT_EXECUTED.value
 
 
 class _HandlerObserver:
@@ -513,15 +507,19 @@ class Run:
         handoff: ToolCallRecord | None = None
         for call, record in zip(calls, records, strict=True):
             outcome = record.outcome
-            if outcome == _NEEDS_USER:
+            if outcome == CallOutcome.NEEDS_USER:
                 question = question or record
                 continue
             messages.append(record.to_message())
-            if outcome == _NOT_EXECUTED:
+            if outcome == CallOutcome.NOT_EXECUTED:
                 continue
             history.append(record)
             monitor.observe(call, outcome, record.result, record.fatal)
-            if outcome == _OK and handoff is None and record.name in agent.terminal_tools:
+            if (
+                outcome == CallOutcome.OK
+                and handoff is None
+                and record.name in agent.terminal_tools
+            ):
                 handoff = record
         failure = monitor.end_step()
         if handoff is None and failure is None and question is None:
@@ -565,7 +563,7 @@ class Run:
             self._report(record)
             state.messages.append(record.to_message())
             state.tool_calls.append(record)
-            self.monitor.observe(call, outcome.value, text)
+            self.monitor.observe(call, outcome, text)
             if self.journal is not None:
                 await self.journal.finished(state, record, -1)
         if not rerun:
@@ -691,8 +689,8 @@ def _record_of(
         id=call.id,
         name=call.name,
         arguments=call.arguments,
-        ok=outcome == _OK,
-        outcome=outcome.value,
+        ok=outcome == CallOutcome.OK,
+        outcome=outcome,
         result=text,
         duration=duration,
         fatal=fatal,

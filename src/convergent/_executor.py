@@ -16,17 +16,15 @@ import contextvars
 import functools
 import types
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
-from enum import StrEnum
 from typing import Any, TypeVar
 
-from convergent.exceptions import NeedsUserInput, ToolArgumentsError, ToolError
-from convergent.messages import ToolCall
+from convergent.exceptions import ConvergentError, NeedsUserInput, ToolArgumentsError, ToolError
+from convergent.messages import CallOutcome, ToolCall
 from convergent.tools import Tool, to_text
 
 __all__ = [
     "Classified",
     "ClassifiedOutcome",
-    "Outcome",
     "execute_batch",
     "invoke",
     "start",
@@ -36,31 +34,14 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Outcome(StrEnum):
-    """How one tool call ended."""
-
-    OK = "ok"
-    """The tool returned a result."""
-    INVALID = "invalid"
-    """The model's mistake: unknown tool, unparsable or invalid arguments. Fed back."""
-    FAILED = "failed"
-    """The tool raised or timed out: a tool failure, subject to the tool-error policy."""
-    NEEDS_USER = "needs_user"
-    """The tool must ask the user and no channel can answer now."""
-    INTERRUPTED = "interrupted"
-    """The run died while the call was in flight and the tool is not safe to re-run."""
-    NOT_EXECUTED = "not_executed"
-    """The call would have repeated itself too often: the run stalled before running it."""
-
-
-class ClassifiedOutcome(Exception):  # noqa: N818  (a carrier, not an error)
+class ClassifiedOutcome(ConvergentError):  # noqa: N818  (a carrier, not an error)
     """Raised by a tool whose call was already run and classified elsewhere (a worker).
 
     `invoke` passes it through unchanged, so a call run remotely ends exactly as it
     would have locally.
     """
 
-    def __init__(self, kind: Outcome, text: str, *, fatal: bool = False) -> None:
+    def __init__(self, kind: CallOutcome, text: str, *, fatal: bool = False) -> None:
         super().__init__(text)
         self.kind = kind
         self.text = text
@@ -124,7 +105,7 @@ async def _call_sync(tool: Tool, values: dict[str, Any]) -> Any:
         raise
 
 
-Classified = tuple[Outcome, str, bool]
+Classified = tuple[CallOutcome, str, bool]
 """How a call ended: ``(outcome, text, fatal)``."""
 
 
@@ -134,20 +115,20 @@ def _classify(call: ToolCall, tool: Tool, exc: BaseException) -> Classified:
         case ClassifiedOutcome():
             return exc.kind, exc.text, exc.fatal
         case ToolArgumentsError():
-            return Outcome.INVALID, str(exc), False
+            return CallOutcome.INVALID, str(exc), False
         case NeedsUserInput():
-            return Outcome.NEEDS_USER, exc.question, False
+            return CallOutcome.NEEDS_USER, exc.question, False
         case TimeoutError():
-            return Outcome.FAILED, f"{call.name} timed out after {tool.timeout:g}s", False
+            return CallOutcome.FAILED, f"{call.name} timed out after {tool.timeout:g}s", False
         case ToolError():
-            return Outcome.FAILED, f"{call.name} failed: {exc}", exc.fatal
+            return CallOutcome.FAILED, f"{call.name} failed: {exc}", exc.fatal
         case _:
-            return Outcome.FAILED, f"{call.name} raised {type(exc).__name__}: {exc}", False
+            return CallOutcome.FAILED, f"{call.name} raised {type(exc).__name__}: {exc}", False
 
 
 async def _rest(call: ToolCall, tool: Tool, work: Coroutine[Any, Any, Any]) -> Classified:
     try:
-        return Outcome.OK, to_text(await work), False
+        return CallOutcome.OK, to_text(await work), False
     except Exception as exc:  # a tool's own bug is its failure, reported to policy, not a crash
         return _classify(call, tool, exc)
 
@@ -162,11 +143,15 @@ def start(
     """
     if call.parse_error is not None:
         text = f"arguments for {call.name} are not valid JSON: {call.parse_error}"
-        return Outcome.INVALID, text, False
+        return CallOutcome.INVALID, text, False
     selected = tools.get(call.name)
     if selected is None:
         available = ", ".join(sorted(tools)) or "none"
-        return Outcome.INVALID, f"unknown tool {call.name!r}; available tools: {available}", False
+        return (
+            CallOutcome.INVALID,
+            f"unknown tool {call.name!r}; available tools: {available}",
+            False,
+        )
     try:
         values = selected.validate(call.arguments)
         if not selected.is_async:
@@ -175,7 +160,7 @@ def start(
         try:
             pending = coro.send(None)
         except StopIteration as done:
-            return Outcome.OK, to_text(done.value), False
+            return CallOutcome.OK, to_text(done.value), False
         return _rest(call, selected, _finish_async(selected, coro, pending))
     except Exception as exc:  # a tool's own bug is its failure, reported to policy, not a crash
         return _classify(call, selected, exc)

@@ -8,11 +8,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from convergent.exceptions import ConvergentError
+
 __all__ = ["UnusableJson", "load_json", "unusable_reason"]
 
 
-class UnusableJson(ValueError):
-    """Text that is not JSON, or JSON nested deeper than the parser can follow."""
+class UnusableJson(ConvergentError, ValueError):
+    """Text that is not JSON, or JSON nested deeper than the parser can follow.
+
+    Not a `UserError`: the text may come from a provider or a model as well as from a
+    person, so each caller turns it into its own layer's error. It stays a `ValueError`
+    for the callers that read a model's reply and catch that.
+    """
 
 
 def unusable_reason(exc: BaseException) -> str:

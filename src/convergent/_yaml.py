@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from convergent.exceptions import UserError
+
 __all__ = ["MAX_DEPTH", "UnusableYaml", "load_yaml"]
 
 MAX_DEPTH = 100
@@ -26,8 +28,8 @@ _CLOSING = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class UnusableYaml(ValueError):
-    """Text that is not YAML, nests too deeply, or repeats a key."""
+class UnusableYaml(UserError):
+    """Text that is not YAML, nests too deeply, or repeats a key (a file given by the user)."""
 
 
 class _StrictLoader(_PARSER):  # type: ignore[misc]

@@ -18,7 +18,7 @@ from typing import IO, Any, ClassVar
 from pydantic import TypeAdapter
 
 from convergent.clock import now
-from convergent.messages import ToolCall, Usage
+from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.stop import StopReason
 
 __all__ = [
@@ -119,7 +119,7 @@ class ToolFinished(Event):
     """Tool name."""
     ok: bool
     """Whether the call succeeded."""
-    outcome: str
+    outcome: CallOutcome
     """``ok``, ``invalid`` (model mistake: unknown tool, bad arguments) or ``failed``."""
     result: str
     """Result text, or the error text."""

@@ -4,15 +4,31 @@
 ConvergentError
 ├── UserError                 a caller's mistake: bad configuration, bad input, misuse
 │   ├── ScriptExhaustedError  a ScriptedModel was asked for more responses than it holds
-│   └── ToolDefinitionError   a function cannot be turned into a tool
+│   ├── ToolDefinitionError   a function cannot be turned into a tool
+│   ├── StateFileError        a coordinator state file that cannot be used (coordinator)
+│   ├── HookInputError        the hook's stdin is not what Claude Code sends (coordinator)
+│   └── UnusableYaml          a YAML file that is not YAML, too deep, or repeats a key
 ├── ModelError                the model backend failed (after its own retries)
 │   └── ModelHTTPError        ... with an HTTP status from the provider
 ├── ModelBehaviorError        the model produced something that cannot be used or fed back
 ├── ToolArgumentsError        a call's arguments do not fit the tool (the model's mistake)
 ├── ToolError                 raised by a tool to report a failure in its own words
 ├── NeedsUserInput            raised by a tool that must ask the user but has no channel
-└── StorageError              the run store cannot be read or written
+│   └── AskTimedOut           ... or asked and got no reply in time (gate)
+├── StorageError              the run store cannot be read or written
+├── UnusableJson              text from a file, a provider or a model that is not JSON
+├── RolledOver                Agent.run hands its state over to continue in a new process
+└── ClassifiedOutcome         a tool call already run and classified elsewhere (a worker)
 ```
+
+Classes defined elsewhere: ``StateFileError`` and ``HookInputError`` in
+`convergent.coordinator`, ``AskTimedOut`` in `convergent.gate`; ``UnusableJson``,
+``UnusableYaml``, ``RolledOver`` and ``ClassifiedOutcome`` in the machinery (``_json``,
+``_yaml``, ``_cycle``, ``_executor``), where each is caught and turned into a result or
+an error of its layer: only ``RolledOver`` leaves `Agent.run`, for a Temporal workflow's
+continue-as-new. Private helpers of single modules derive from the class they stand
+for, or from the base. ``ToolArgumentsError`` and ``UnusableJson`` are also
+``ValueError``s.
 
 Tool failures and model mistakes inside a run do not escape `Agent.run`: they become
 tool results or a typed `StopReason`. What escapes is a caller's mistake.

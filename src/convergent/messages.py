@@ -7,6 +7,7 @@ and serialised to JSON (see `RunState.to_jsonable`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -15,6 +16,7 @@ __all__ = [
     "CURRENCY",
     "NO_USAGE",
     "AssistantMessage",
+    "CallOutcome",
     "Message",
     "ModelResponse",
     "SystemMessage",
@@ -73,6 +75,23 @@ class ToolCall:
     """Parsed JSON arguments."""
     parse_error: str | None = None
     """Set when the provider's argument text was not valid JSON; the call is then invalid."""
+
+
+class CallOutcome(StrEnum):
+    """How one tool call ended; stored and shown as its value (``ok``, ``failed``...)."""
+
+    OK = "ok"
+    """The tool returned a result."""
+    INVALID = "invalid"
+    """The model's mistake: unknown tool, unparsable or invalid arguments. Fed back."""
+    FAILED = "failed"
+    """The tool raised or timed out: a tool failure, subject to the tool-error policy."""
+    NEEDS_USER = "needs_user"
+    """The tool must ask the user and no channel can answer now."""
+    INTERRUPTED = "interrupted"
+    """The run died while the call was in flight and the tool is not safe to re-run."""
+    NOT_EXECUTED = "not_executed"
+    """The call would have repeated itself too often: the run stalled before running it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -48,7 +48,7 @@ from math import inf
 from typing import TYPE_CHECKING, Literal
 from zlib import crc32
 
-from convergent.messages import ToolCall, Usage
+from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.stop import (
     LimitReached,
     Limits,
@@ -95,7 +95,7 @@ _RECENT_SIZE = 30
 """Calls remembered in order (short cycles are found for ``max_repeated_calls`` up to 11)."""
 _ERRORS_KEPT = 32
 """Failed calls and error texts remembered per streak."""
-_OBSERVED = frozenset({"ok", "failed", "invalid"})
+_OBSERVED = frozenset({CallOutcome.OK, CallOutcome.FAILED, CallOutcome.INVALID})
 _UNKNOWN_TOOL = "\x02"
 
 
@@ -312,7 +312,9 @@ class RunMonitor:
             return period
         return 0
 
-    def observe(self, call: ToolCall, outcome: str, result: str, fatal: bool = False) -> None:
+    def observe(
+        self, call: ToolCall, outcome: CallOutcome, result: str, fatal: bool = False
+    ) -> None:
         """Record one call that ran (``ok`` or ``failed``) or was rejected (``invalid``).
 
         Call it for each call of a batch in call order, then `end_step`. Calls that did
@@ -342,16 +344,16 @@ class RunMonitor:
             count, changed = entry[1] + 1, read_only is False
         else:  # the same call answered differently: the world changed, whatever it is
             count, changed = 1, True
-        if changed and outcome == "ok":  # a failed or rejected call changed nothing
+        if changed and outcome == CallOutcome.OK:  # a failed or rejected call changed nothing
             stretch.clear()
             stretch[key] = (digest, count)
         else:
             stretch[key] = (digest, count)
             if len(stretch) > _STRETCH_SIZE:
                 del stretch[next(iter(stretch))]
-        if outcome == "ok":
+        if outcome == CallOutcome.OK:
             self._ok = True
-        elif outcome == "failed":
+        elif outcome == CallOutcome.FAILED:
             self._failures.append(_Failure(key, digest, result, fatal))
 
     def changed(self) -> None:

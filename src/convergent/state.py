@@ -11,6 +11,7 @@ from convergent.exceptions import UserError
 from convergent.messages import (
     NO_USAGE,
     AssistantMessage,
+    CallOutcome,
     Message,
     ToolCall,
     ToolResultMessage,
@@ -39,9 +40,10 @@ class ToolCallRecord:
     """Arguments as the model sent them."""
     ok: bool
     """Whether the call succeeded."""
-    outcome: str
-    """``ok``, ``invalid`` (the model's mistake), ``failed`` (the tool's), ``needs_user``
-    or ``interrupted`` (its process died mid-call and the tool is not safe to re-run)."""
+    outcome: CallOutcome
+    """How it ended: ``ok``, ``invalid`` (the model's mistake), ``failed`` (the tool's),
+    ``needs_user`` or ``interrupted`` (its process died mid-call and the tool is not safe
+    to re-run)."""
     result: str
     """Result text, or error text."""
     duration: float

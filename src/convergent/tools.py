@@ -26,39 +26,34 @@ __all__ = ["SchemaArguments", "Tool", "ToolArgumentsError", "to_text", "tool"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
-_SECTION_HEADER = re.compile(r"^\s*[A-Z][A-Za-z ]*:\s*$")
-_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
+
+def _one_line(text: str) -> str:
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a Google-style docstring into (description, {param: description})."""
+    """Split a Google-style docstring into (description, {param: description}).
+
+    The description is the docstring's text, notes included, on one line; its other
+    sections (``Returns:``, ``Raises:``, ``Examples:``...) are for the reader of the code,
+    not for the model.
+    """
     if not doc:
         return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
-    description: list[str] = []
+    # imported here: it costs some 40 ms, paid only by a process that builds a tool
+    from griffe import Docstring, DocstringSectionKind
+
+    text: list[str] = []
     params: dict[str, str] = {}
-    current: str | None = None
-    in_args = False
-    for line in lines:
-        if _ARGS_HEADER.match(line):
-            in_args, current = True, None
-            continue
-        if in_args:
-            if _SECTION_HEADER.match(line) and not line.startswith((" ", "\t")):
-                in_args, current = False, None
-                continue
-            match = _ARG_LINE.match(line)
-            indent = len(line) - len(line.lstrip())
-            if match and indent <= 4:
-                current = match.group(1).lstrip("*")
-                params[current] = match.group(3).strip()
-            elif current and line.strip():
-                params[current] = f"{params[current]} {line.strip()}".strip()
-            continue
-        if not _SECTION_HEADER.match(line) or line.startswith((" ", "\t")):
-            description.append(line)
-    return " ".join(part.strip() for part in description if part.strip()), params
+    for section in Docstring(doc).parse("google", warnings=False):
+        if section.kind is DocstringSectionKind.text:
+            text.append(section.value)
+        elif section.kind is DocstringSectionKind.admonition:
+            text.append(section.value.description)
+        elif section.kind is DocstringSectionKind.parameters:
+            for param in section.value:
+                params[param.name.lstrip("*")] = _one_line(param.description)
+    return _one_line("\n".join(text)), params
 
 
 def _arguments_model(func: Callable[..., Any], name: str, docs: dict[str, str]) -> type[BaseModel]:

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from .fake_anthropic import FakeAnthropic, OutboundTrap
 
 __all__ = [
@@ -249,29 +251,28 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _ours(entry: Path, needle: bytes, root: Path) -> bool:
+def _ours(process: psutil.Process, token: str, root: Path) -> bool:
     """Whether a process carries the run's marker or works inside the run's folder."""
-    if needle in (entry / "environ").read_bytes().split(b"\0"):
+    if process.environ().get(_MARKER) == token:
         return True
-    return Path(os.readlink(entry / "cwd")).is_relative_to(root)
+    return Path(process.cwd()).is_relative_to(root)
 
 
 def _running(token: str, root: Path) -> dict[int, str]:
     """Live processes of one run (marker in the environment, or cwd under ``root``)."""
-    needle = f"{_MARKER}={token}".encode()
     found: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or entry.name == str(os.getpid()):
+    for process in psutil.process_iter():
+        if process.pid == os.getpid():
             continue
         try:
-            if not _ours(entry, needle, root):
-                continue
-            stat = (entry / "stat").read_text()
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # it ended meanwhile, or is not ours to read
+            with process.oneshot():
+                if not _ours(process, token, root):
+                    continue
+                if process.status() == psutil.STATUS_ZOMBIE:  # already dead
+                    continue
+                found[process.pid] = " ".join(process.cmdline())
+        except psutil.Error:  # it ended meanwhile, or is not ours to read
             continue
-        if stat.rsplit(")", 1)[-1].split()[0] != "Z":  # a zombie is already dead
-            found[int(entry.name)] = command.strip()
     return found
 
 

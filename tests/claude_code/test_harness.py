@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from .claude_cli import PINNED_VERSION, ClaudeCode, LeftoverProcesses, UnexpectedTraffic
@@ -136,7 +136,6 @@ def test_a_process_left_behind_fails_the_run_and_is_killed(claude_code: ClaudeCo
 
 def _alive(pid: int) -> bool:
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except OSError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    return state != "Z"

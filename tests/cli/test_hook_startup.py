@@ -7,7 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-FORBIDDEN = ("typer", "rich", "httpx", "openai", "convergent.agent", "convergent.models")
+FORBIDDEN = (
+    "typer",
+    "rich",
+    "httpx",
+    "openai",
+    "griffe",  # read only to build tools from docstrings
+    "convergent.agent",
+    "convergent.models",
+    "convergent.tools",
+)
 
 PROBE = """
 import json, sys

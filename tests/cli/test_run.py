@@ -47,7 +47,16 @@ def test_json_output_has_the_contract_fields(tmp_path: Path) -> None:
     assert data["stop_reason"] == "completed"
     assert data["output"] == "391"
     assert data["cycles"] == 2
-    assert data["tool_calls"][0] | {} == data["tool_calls"][0]
+    assert data["tool_calls"] == [  # the call, whole: nothing more, nothing less
+        {
+            "name": "calculator",
+            "arguments": {"expression": "17*23"},
+            "ok": True,
+            "outcome": "ok",
+            "result": "391",
+            "cycle": 1,
+        }
+    ]
     assert {k: data["tool_calls"][0][k] for k in ("name", "arguments", "ok")} == {
         "name": "calculator",
         "arguments": {"expression": "17*23"},

@@ -90,7 +90,8 @@ async def test_a_failing_agent_run_is_recorded_as_a_failed_attempt(tmp_path: Pat
     agent = Agent(ScriptedModel(lambda m, t: script))
     result = await coordinate_agent(agent, "x", store)
 
-    assert result.stop_reason in (StopReason.MAX_CYCLES, StopReason.STALLED)
+    # two iterations, below the stall count (3): the iteration limit ends the work
+    assert result.stop_reason is StopReason.MAX_CYCLES
     assert result.state.attempts
     assert result.state.attempts[0].error is not None
     assert result.state.attempts[0].error.startswith("stalled")

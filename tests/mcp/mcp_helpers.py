@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -12,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from convergent.mcp import MCPServer
 
@@ -54,33 +55,20 @@ def time_server(**options: Any) -> MCPServer:
 
 
 def descendants(pid: int | None = None) -> set[int]:
-    """Every live process below ``pid`` (this process by default), read from /proc."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z":  # a zombie has exited
-            parents[int(entry)] = int(fields[1])
-    root = os.getpid() if pid is None else pid
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
+    """Every live process below ``pid`` (this process by default)."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return set()
+    return {child.pid for child in children if alive(child.pid)}
 
 
 def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has exited)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def free_port() -> int:

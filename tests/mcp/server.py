@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -91,10 +92,9 @@ def gone(pid: int, within: float) -> bool:
     """Whether process ``pid`` ends within ``within`` seconds (checked every 50 ms)."""
     for _ in range(int(within / 0.05)):
         try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except OSError:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
             return True
         time.sleep(0.05)
     return False

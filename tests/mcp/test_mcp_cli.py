@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from mcp_helpers import SERVER, alive, call, descendants, listed, raw_args
 
@@ -139,10 +140,10 @@ def _server_pid(cli_pid: int, deadline: float) -> int:
     while time.monotonic() < deadline:
         for pid in descendants(cli_pid):
             try:
-                command = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
+                command = psutil.Process(pid).cmdline()
+            except psutil.Error:
                 continue
-            if str(SERVER).encode() in command:
+            if str(SERVER) in " ".join(command):
                 return pid
         time.sleep(0.05)
     raise AssertionError("the MCP server did not start")

@@ -12,15 +12,16 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 import convergent
 from convergent import UserError, build_agent
 from convergent.stop import StopReason
-from convergent.store import RunStore
+from convergent.store import RunStore, _claims
 from resume_race import (
     environment,
     executions,
@@ -54,8 +55,28 @@ def stored_rows(store: RunStore, run_id: str) -> list[object]:
     ] + [store.query("SELECT stop_reason, cycles, output FROM runs WHERE run_id = ?", [run_id])]
 
 
-def start_time(pid: int) -> int:
+def ticks_since_boot(pid: int) -> int:
+    """A process's start as rows store it on Linux: clock ticks since boot (``/proc``)."""
     return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
+
+
+def hundredths_since_epoch(pid: int) -> int:
+    """A process's start as rows store it elsewhere: psutil's, in hundredths of a second."""
+    return round(psutil.Process(pid).create_time() * 100)
+
+
+@pytest.fixture(params=["ticks since boot", "wall clock"])
+def start_time(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[int], int]:
+    """How this system's rows name a holder's start (the wall clock: as off Linux)."""
+    if request.param == "wall clock":
+        monkeypatch.setattr(_claims, "_TICKS_SINCE_BOOT", False)
+        monkeypatch.setattr(_claims, "_OWN_START", {})
+        return hundredths_since_epoch
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("needs /proc")
+    return ticks_since_boot
 
 
 def test_a_second_claim_is_refused_until_the_first_is_released(
@@ -151,9 +172,8 @@ def name_holder(store: RunStore, run_id: str, pid: int, started: int) -> None:
         )
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_a_holder_whose_process_id_was_reused_or_that_was_killed_is_gone(
-    race: tuple[Path, str],
+    race: tuple[Path, str], start_time: Callable[[int], int]
 ) -> None:
     db, run_id = race
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])

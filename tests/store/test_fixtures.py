@@ -24,6 +24,7 @@ import pytest
 
 from convergent import AssistantMessage, RunState, ToolResultMessage, UserMessage
 from convergent.compaction import SUMMARY_HEADER
+from convergent.messages import CallOutcome
 from convergent.monitor import MonitorState
 from convergent.stop import StopReason
 from convergent.store import DB_SCHEMA_VERSION, DatabaseSteering, RunStore
@@ -186,3 +187,12 @@ def test_older_databases_load_without_an_answer_after_the_stop(
         run_id = f"fixture-v{version}"
         assert not store.get_run(run_id).output_after_stop
         assert store.load(run_id).monitor == MonitorState()
+
+
+def test_stored_outcomes_load_as_the_enum(v4_store: RunStore) -> None:
+    """Outcomes stored as their values (``failed``, ``ok``) come back as `CallOutcome`."""
+    records = v4_store.load("fixture-v4").tool_calls
+    assert [r.outcome for r in records] == [CallOutcome.FAILED] * 2 + [CallOutcome.OK] * 2
+    assert all(type(r.outcome) is CallOutcome for r in records)
+    old = RunState.from_jsonable(json.loads((FIXTURES / "state.v1.json").read_text()))
+    assert all(type(r.outcome) is CallOutcome for r in old.tool_calls)

@@ -16,6 +16,7 @@ from convergent import (
     UserError,
     calculator,
 )
+from convergent.messages import CallOutcome
 from convergent.monitor import MonitorState
 from convergent.state import STATE_SCHEMA_VERSION
 from convergent.stop import StopReason
@@ -142,3 +143,16 @@ async def test_results_committed_before_a_crash_are_recovered(store: RunStore) -
     assert [m.role for m in state.messages] == ["system", "user", "assistant", "tool", "tool"]
     assert state.pending_calls() == []
     assert [m.content for m in state.messages[3:]] == ["2", "4"]
+
+
+async def test_outcomes_are_the_enum_in_memory_and_their_values_in_the_database(
+    store: RunStore,
+) -> None:
+    unknown = {"tool_calls": [{"name": "nope", "arguments": {}}]}
+    result = await agent_for(store, [calc("2+2"), unknown, "done"]).run("t", run_id="r1")
+    expected = [CallOutcome.OK, CallOutcome.INVALID]
+    assert [r.outcome for r in result.tool_calls] == expected
+    assert [type(r.outcome) for r in store.load("r1").tool_calls] == [CallOutcome] * 2
+    stored = store.query("SELECT outcome FROM finished_calls ORDER BY cycle")
+    assert stored == [("ok",), ("invalid",)]
+    assert [type(outcome) for (outcome,) in stored] == [str, str]

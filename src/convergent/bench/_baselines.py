@@ -19,12 +19,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from convergent.bench._tasks import Task, scripted_model
 from convergent.bench._world import World
 from convergent.exceptions import ToolError
-from convergent.messages import Message, ModelResponse, ToolResultMessage, UserMessage
+from convergent.messages import (
+    CallOutcome,
+    Message,
+    ModelResponse,
+    ToolResultMessage,
+    UserMessage,
+)
 from convergent.stop import StopReason, canonical_call_key
 from convergent.tools import Tool, ToolArgumentsError
 
@@ -44,8 +50,6 @@ MAX_REPEATED_CALLS = 3
 """``counting``: identical requests per run that stall it."""
 MAX_CONSECUTIVE_TOOL_ERRORS = 3
 """``counting``: failed calls in a row that stop the run."""
-
-Outcome = Literal["ok", "failed", "invalid"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +83,16 @@ def subjective_converged(metadata: Mapping[str, Any]) -> str | None:
 
 async def _call_tool(
     tools: Mapping[str, Tool], name: str, arguments: dict[str, Any]
-) -> tuple[Outcome, str]:
+) -> tuple[CallOutcome, str]:
     selected = tools.get(name)
     if selected is None:
-        return "invalid", f"unknown tool {name!r}"
+        return CallOutcome.INVALID, f"unknown tool {name!r}"
     try:
-        return "ok", await selected.call(arguments)
+        return CallOutcome.OK, await selected.call(arguments)
     except ToolArgumentsError as exc:
-        return "invalid", f"error: {exc}"
+        return CallOutcome.INVALID, f"error: {exc}"
     except ToolError as exc:
-        return "failed", f"error: {exc}"
+        return CallOutcome.FAILED, f"error: {exc}"
 
 
 class _Loop:
@@ -120,9 +124,9 @@ class _Loop:
         self.messages.append(response.to_message())
         return response
 
-    async def run_calls(self, response: ModelResponse) -> list[Outcome]:
+    async def run_calls(self, response: ModelResponse) -> list[CallOutcome]:
         """Run the response's calls in order, append their results, return their outcomes."""
-        outcomes: list[Outcome] = []
+        outcomes: list[CallOutcome] = []
         for call in response.tool_calls:
             outcome, text = await _call_tool(self.tools, call.name, call.arguments)
             self.messages.append(
@@ -165,9 +169,9 @@ async def run_counting(task: Task, world: World, max_cycles: int) -> RunEnd:
             return loop.end(StopReason.STALLED.value)
         failed = False
         for outcome in await loop.run_calls(response):
-            if outcome == "ok":
+            if outcome == CallOutcome.OK:
                 streak = 0
-            elif outcome == "failed":
+            elif outcome == CallOutcome.FAILED:
                 streak, failed = streak + 1, True
         if failed and (task.on_tool_error == "stop" or streak >= MAX_CONSECUTIVE_TOOL_ERRORS):
             return loop.end(StopReason.TOOL_ERROR.value)

@@ -50,7 +50,7 @@ from pydantic.fields import FieldInfo
 from convergent.agent import Agent
 from convergent.bench.report import PolicyStats, SuiteResult
 from convergent.exceptions import ScriptExhaustedError, ToolError, UserError
-from convergent.messages import Message, SystemMessage, UserMessage
+from convergent.messages import CallOutcome, Message, SystemMessage, UserMessage
 from convergent.models.scripted import ScriptedModel
 from convergent.result import RunResult
 from convergent.state import RunState
@@ -697,7 +697,7 @@ async def _probe_bad_call(
         problems.append(f"the probe call {name} did not fail on this backend: {first!r}")
     if result is not None:
         outcomes = [record.outcome for record in result.tool_calls if record.name == name]
-        if outcomes[:1] != ["failed"]:
+        if outcomes[:1] != [CallOutcome.FAILED]:
             problems.append(f"the rejected call was recorded as {outcomes[:1]}, not failed")
     detail = f"turn {turn}: {class_name}.{name} rejected, on_tool_error={policy}"
     return ProbeResult(entry.id, entry.category, kind, tuple(problems), detail)
@@ -720,7 +720,7 @@ async def _probe_invalid_call(entry: BfclEntry, turn: int) -> ProbeResult:
         StopReason.COMPLETED,
         len(calls) + 2,
     )
-    if result is not None and not any(r.outcome == "invalid" for r in result.tool_calls):
+    if result is not None and not any(r.outcome == CallOutcome.INVALID for r in result.tool_calls):
         problems.append("the unknown function was not reported as invalid")
     detail = f"turn {turn}: unknown function, fed back; the turn completes"
     return ProbeResult(entry.id, entry.category, "invalid_call", tuple(problems), detail)

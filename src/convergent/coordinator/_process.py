@@ -20,6 +20,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 __all__ = ["Finished", "run_bounded"]
 
 GRACE_SECONDS = 0.5
@@ -40,28 +42,22 @@ class Finished:
     """Whether the deadline passed before it exited."""
 
 
-def _marked(token: str) -> list[int]:
-    """Processes whose environment carries this run's marker (Linux ``/proc``)."""
-    found: list[int] = []
-    needle = f"{_MARKER}={token}".encode()
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            found.append(int(entry.name))
+def _marked(token: str) -> list[psutil.Process]:
+    """Processes whose environment carries this run's marker."""
+    found: list[psutil.Process] = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):  # gone meanwhile, or another user's
+            if process.environ().get(_MARKER) == token:
+                found.append(process)
     return found
 
 
 def _kill_all(process: subprocess.Popen[bytes], token: str) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    for pid in _marked(token):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    for marked in _marked(token):
+        with contextlib.suppress(psutil.Error):
+            marked.kill()
 
 
 def run_bounded(

@@ -64,6 +64,7 @@ from convergent.coordinator.state import (
     WorkflowStatus,
 )
 from convergent.coordinator.store import DEFAULT_STATE_FILE, StateStore
+from convergent.exceptions import UserError
 from convergent.stop import StopReason
 
 __all__ = [
@@ -123,7 +124,7 @@ class HookEvent(StrEnum):
     POST_TOOL_USE = "PostToolUse"
 
 
-class HookInputError(ValueError):
+class HookInputError(UserError):
     """Stdin is empty, not JSON, or not a JSON object."""
 
 

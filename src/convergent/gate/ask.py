@@ -34,7 +34,7 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from convergent.clock import current_clock
-from convergent.exceptions import NeedsUserInput, UserError
+from convergent.exceptions import ConvergentError, NeedsUserInput, UserError
 from convergent.gate.events import AskStatus
 from convergent.tools import Tool, ToolArgumentsError, tool
 
@@ -437,8 +437,8 @@ class TerminalChannel:
         return line
 
 
-class _DialogUnavailable(Exception):
-    pass
+class _DialogUnavailable(ConvergentError):
+    """No dialog can be shown here (no tkinter, no display): the question needs a user."""
 
 
 def _settle(future: asyncio.Future[str], value: str | BaseException) -> None:

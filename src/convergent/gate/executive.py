@@ -31,6 +31,7 @@ from convergent.gate.ask import AskUser
 from convergent.gate.events import GateDecided, GateTrigger, UserAnswered
 from convergent.messages import (
     AssistantMessage,
+    CallOutcome,
     Message,
     ModelResponse,
     SystemMessage,
@@ -365,7 +366,11 @@ class ExecutiveGate:
                 continue
             question = self.detect_ambiguity(record) if record.ok else None
             trigger: GateTrigger = "ambiguity"
-            if question is None and record.outcome == "invalid" and record.name not in asked_about:
+            if (
+                question is None
+                and record.outcome == CallOutcome.INVALID
+                and record.name not in asked_about
+            ):
                 streak = _invalid_streak(state.tool_calls, record.name, self.ask_name)
                 if streak >= self.max_invalid:
                     asked_about.add(record.name)
@@ -442,7 +447,7 @@ class ExecutiveGate:
     def _report_answer(
         self, record: ToolCallRecord, state: RunState, emit: Callable[[Event], None]
     ) -> None:
-        if record.outcome == "invalid":
+        if record.outcome == CallOutcome.INVALID:
             return
         question = str(record.arguments.get("question", ""))
         exchange = self.asker.find_exchange(question)
@@ -470,7 +475,7 @@ def _invalid_streak(records: Sequence[ToolCallRecord], name: str, ask_name: str)
             break
         if record.name != name:
             continue
-        if record.outcome != "invalid":
+        if record.outcome != CallOutcome.INVALID:
             break
         streak += 1
     return streak

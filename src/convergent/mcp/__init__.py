@@ -6,7 +6,7 @@ Claude Code. Their tools are called through the same loop, timeouts, stall detec
 and checkpoints as any tool; each records its server as its ``source`` (``mcp:NAME``).
 
 Configuring servers needs only convergent; running them needs the ``mcp`` extra
-(``pip install 'mcp>=2.3.0,<3' 'google-re2>=1.1.20251105,<2' 'psutil>=7.2.2,<8'``).
+(``pip install 'mcp>=2.3.0,<3' 'google-re2>=1.1.20251105,<2'``).
 """
 
 from convergent.mcp.config import (

@@ -33,7 +33,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
-from convergent.exceptions import ToolArgumentsError
+from convergent.exceptions import ConvergentError, ToolArgumentsError
 
 __all__ = ["CHECK_BUDGET", "ArgumentCheck"]
 
@@ -48,7 +48,7 @@ _DEADLINE: ContextVar[float] = ContextVar("convergent_mcp_check_deadline", defau
 _MAX_SHOWN = 200
 
 
-class _OutOfTime(Exception):
+class _OutOfTime(ConvergentError):
     """The check used up its budget."""
 
 

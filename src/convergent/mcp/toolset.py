@@ -29,7 +29,6 @@ __all__ = ["MCPToolset"]
 _NEEDED = {  # module: the package of the mcp extra that provides it
     "mcp": "mcp>=2.3.0,<3",
     "re2": "google-re2>=1.1.20251105,<2",
-    "psutil": "psutil>=7.2.2,<8",
 }
 
 

@@ -17,8 +17,11 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from convergent.exceptions import UserError
 from convergent.stop import StopReason
@@ -50,7 +53,7 @@ class Holder:
     pid: int | None
     """Id of the holding process."""
     start: int | None
-    """Start time of that process (clock ticks since boot), where known."""
+    """Start time of that process (see `_start_of`), where known."""
     token: str | None
     """Token of its claim (None in rows written before claims had tokens)."""
 
@@ -70,12 +73,25 @@ def drop(token: str) -> None:
     _HELD.discard(token)
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """State letter and start time of a process, from ``/proc`` (None where unreadable)."""
+_TICKS_SINCE_BOOT = sys.platform.startswith("linux")
+"""Whether start times are read as clock ticks since boot (see `_start_of`)."""
+
+
+def _start_of(process: psutil.Process) -> int | None:
+    """When ``process`` started, in a unit that stays the same while it runs.
+
+    On Linux: clock ticks since boot, from ``/proc/PID/stat``. psutil gives the start
+    only as a wall-clock time, worked out from the boot time, which moves when the
+    system clock is set: a live holder would then look like another process. The
+    ticks are also what every stored row holds. Elsewhere the system keeps the
+    wall-clock start fixed: psutil's, in hundredths of a second.
+    """
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        return fields[0], int(fields[19])
-    except (OSError, IndexError, ValueError):
+        if _TICKS_SINCE_BOOT:
+            stat = Path(f"/proc/{process.pid}/stat").read_text()
+            return int(stat.rpartition(")")[2].split()[19])
+        return round(process.create_time() * 100)
+    except (OSError, IndexError, ValueError, psutil.Error):
         return None
 
 
@@ -83,8 +99,7 @@ def own_start() -> int | None:
     """This process's start time, where the system tells it."""
     pid = os.getpid()
     if pid not in _OWN_START:
-        stat = _stat(pid)
-        _OWN_START[pid] = stat[1] if stat is not None else None
+        _OWN_START[pid] = _start_of(psutil.Process(pid))
     return _OWN_START[pid]
 
 
@@ -105,17 +120,17 @@ def holder_alive(pid: int | None, start: int | None, token: str | None) -> bool:
             return False  # an earlier process that had this id
         return token is None or token in _HELD
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            # a killed child that its parent has not reaped yet still has its id
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return False
+            started = _start_of(process)
+    except psutil.NoSuchProcess:  # a zombie, on systems that say so, too
         return False
-    except PermissionError:
-        pass  # another user's process: it exists
-    stat = _stat(pid)
-    if stat is None:
+    except psutil.AccessDenied:  # another user's process: it exists
         return True
-    state, started = stat
-    # a killed child that its parent has not reaped yet still answers kill(0)
-    return state != "Z" and (start is None or started == start)
+    return start is None or started is None or started == start
 
 
 def running_error(run_id: str, pid: int | None) -> UserError:

@@ -11,13 +11,11 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from convergent.clock import now
-from convergent.messages import Message, Usage
+from convergent.messages import CallOutcome, Message, Usage
 from convergent.monitor import MonitorState
 from convergent.state import ToolCallRecord
 
 __all__ = [
-    "NEEDS_USER",
-    "NOT_EXECUTED",
     "dump_arguments",
     "dump_message",
     "insert_messages",
@@ -29,11 +27,6 @@ __all__ = [
     "record_json",
     "usage_json",
 ]
-
-NEEDS_USER = "needs_user"
-"""Outcome of a call that asked the user (kept in ``finished_calls``, not yet a result)."""
-NOT_EXECUTED = "not_executed"
-"""Outcome of a call the run stalled on (kept to count it, never an executed call)."""
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 _MONITOR_FIELDS = tuple(f.name for f in fields(MonitorState))
@@ -98,7 +91,7 @@ def insert_messages(
 def insert_records(
     conn: sqlite3.Connection, run_id: str, records: Sequence[ToolCallRecord], now: float
 ) -> None:
-    """Store executed tool-call records, in order."""
+    """Store executed tool-call records, in order (each outcome as its value, ``ok``...)."""
     conn.executemany(
         "INSERT OR REPLACE INTO finished_calls (run_id, cycle, position, call_id, name, "
         "arguments, outcome, result, duration, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -128,7 +121,7 @@ def record_json(row: Sequence[Any]) -> dict[str, Any]:
         "id": call_id,
         "name": name,
         "arguments": json.loads(arguments),
-        "ok": outcome == "ok",
+        "ok": outcome == CallOutcome.OK,
         "outcome": outcome,
         "result": result,
         "duration": duration,

@@ -24,7 +24,7 @@ from typing import Any
 from convergent.clock import Clock, current_clock
 from convergent.events import CycleStarted, Event, event_to_dict
 from convergent.exceptions import UserError
-from convergent.messages import AssistantMessage, ToolCall, Usage
+from convergent.messages import AssistantMessage, CallOutcome, ToolCall, Usage
 from convergent.models.base import Model
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import SteeringCommand
@@ -46,6 +46,8 @@ from convergent.tools import Tool
 __all__ = ["SqliteJournal"]
 
 _NOT_STORED = frozenset({"run_started", "cycle_started", "model_responded", "tool_started"})
+_UNRECORDED = (CallOutcome.NEEDS_USER, CallOutcome.NOT_EXECUTED)
+"""Outcomes kept in ``finished_calls`` that are not among the run's executed calls."""
 """Events whose content the other tables already hold."""
 _NOT_STORED |= {"tool_finished", "run_stopped"}
 
@@ -302,15 +304,13 @@ class SqliteJournal:
             if first == dump_message(messages[0]) and last == dump_message(messages[count - 1]):
                 self._epoch, self._written = epoch, count
         (stored,) = conn.execute(
-            "SELECT COUNT(*) FROM finished_calls WHERE run_id = ? "
-            "AND outcome NOT IN ('needs_user', 'not_executed')",
-            (self.run_id,),
+            "SELECT COUNT(*) FROM finished_calls WHERE run_id = ? AND outcome NOT IN (?, ?)",
+            (self.run_id, *_UNRECORDED),
         ).fetchone()
         if stored != len(state.tool_calls):
             conn.execute(
-                "DELETE FROM finished_calls WHERE run_id = ? "
-                "AND outcome NOT IN ('needs_user', 'not_executed')",
-                (self.run_id,),
+                "DELETE FROM finished_calls WHERE run_id = ? AND outcome NOT IN (?, ?)",
+                (self.run_id, *_UNRECORDED),
             )
             insert_records(conn, self.run_id, state.tool_calls, self._clock.now())
         conn.execute(

@@ -31,18 +31,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from convergent._run_id import check_run_id
 from convergent.clock import now
 from convergent.exceptions import UserError
-from convergent.messages import ToolResultMessage, Usage
+from convergent.messages import CallOutcome, ToolResultMessage, Usage
 from convergent.models.base import Model
 from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason
 from convergent.store import _claims, rollback
 from convergent.store._codec import (
-    NEEDS_USER,
-    NOT_EXECUTED,
     insert_messages,
     mark_consumed,
     next_epoch,
@@ -76,14 +76,14 @@ _RUN_TABLES = (
 def live_pids(pids: Iterable[int | None]) -> set[int]:
     """The process ids among ``pids`` that exist on this machine.
 
-    On Linux the running processes are listed once (``/proc``), so thousands of runs
-    whose process died cost one directory listing, not thousands of system calls; each
-    holder found there is then checked in full (`_claims.holder_alive`).
+    The running processes are listed once (on Linux, one listing of ``/proc``), so
+    thousands of runs whose process died cost one listing, not thousands of system
+    calls; each holder found there is then checked in full (`_claims.holder_alive`).
     """
     wanted = {pid for pid in pids if pid is not None and pid > 0}
     try:
-        running = {int(name) for name in os.listdir("/proc") if name.isdigit()}
-    except OSError:
+        running = set(psutil.pids())
+    except (OSError, psutil.Error):
         return wanted
     running.add(os.getpid())
     return wanted & running
@@ -558,7 +558,7 @@ class RunStore:
             "SELECT cycle, call_id, name, arguments, outcome, result, duration "
             "FROM finished_calls WHERE run_id = ? AND outcome NOT IN (?, ?)"
         )
-        params: list[Any] = [run_id, NEEDS_USER, NOT_EXECUTED]
+        params: list[Any] = [run_id, CallOutcome.NEEDS_USER, CallOutcome.NOT_EXECUTED]
         if max_cycle is not None:
             sql += " AND cycle <= ?"
             params.append(max_cycle)
@@ -572,7 +572,7 @@ class RunStore:
         rows = self._conn.execute(
             "SELECT call_id, name, outcome, result FROM finished_calls "
             "WHERE run_id = ? AND cycle = ? AND outcome != ? ORDER BY position",
-            (state.run_id, state.cycles, NEEDS_USER),
+            (state.run_id, state.cycles, CallOutcome.NEEDS_USER),
         ).fetchall()
         finished = {call_id: (name, outcome, result) for call_id, name, outcome, result in rows}
         for call in pending:
@@ -580,7 +580,10 @@ class RunStore:
                 name, outcome, result = finished[call.id]
                 state.messages.append(
                     ToolResultMessage(
-                        tool_call_id=call.id, name=name, content=result, is_error=outcome != "ok"
+                        tool_call_id=call.id,
+                        name=name,
+                        content=result,
+                        is_error=outcome != CallOutcome.OK,
                     )
                 )
 
@@ -591,7 +594,7 @@ class RunStore:
         rows = self.query(
             "SELECT call_id, result FROM finished_calls WHERE run_id = ? AND cycle = ? "
             "AND outcome = ? ORDER BY position",
-            [run_id, state.cycles, NEEDS_USER],
+            [run_id, state.cycles, CallOutcome.NEEDS_USER],
         )
         return [PendingQuestion(call_id, text) for call_id, text in rows if call_id in pending]
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from convergent._json import UnusableJson, load_json
 from convergent.exceptions import UserError
+from convergent.messages import CallOutcome
 from convergent.state import ToolCallRecord
 from convergent.synthesis.archetypes import validate_archetype_name
 
@@ -177,9 +178,9 @@ class ResearchTally:
         for record in records:
             if record.name != tool_name:
                 continue
-            if record.outcome == "failed":
+            if record.outcome == CallOutcome.FAILED:
                 failed += 1
-            elif record.outcome != "ok":
+            elif record.outcome != CallOutcome.OK:
                 invalid += 1
             elif record.result.strip().lower() in _EMPTY_RESULTS:
                 empty += 1

@@ -126,7 +126,7 @@ class PerspectiveResult:
         return self.insight is not None
 
 
-class _ExtractionError(Exception):
+class _ExtractionError(ModelBehaviorError):
     """The model did not produce a usable insight record."""
 
     def __init__(self, message: str, usage: Usage) -> None:

@@ -35,7 +35,7 @@ from convergent.events import (
     ToolStarted,
     Verified,
 )
-from convergent.messages import SystemMessage, UserMessage
+from convergent.messages import CallOutcome, SystemMessage, UserMessage
 from convergent.state import RunState
 from convergent.stop import StopReason
 from convergent.telemetry._content import content_from_env, dumps, input_messages, output_messages
@@ -62,7 +62,7 @@ ERROR_TYPE = "error.type"
 _CONTENT_DETAILS = frozenset({StopReason.HANDED_OFF, StopReason.NEEDS_USER, StopReason.STOPPED})
 """Stops whose detail is what a tool, the model or the user said, not the loop's words."""
 _ERROR_STOPS = frozenset({StopReason.TOOL_ERROR, StopReason.MODEL_ERROR})
-_OK_OUTCOMES = frozenset({"ok", "needs_user"})
+_OK_OUTCOMES = frozenset({CallOutcome.OK, CallOutcome.NEEDS_USER})
 
 Attributes = dict[str, Any]
 
@@ -84,7 +84,7 @@ def _provider_and_model(name: str) -> tuple[str, str]:
     return (provider, model) if sep and model else (name, name)
 
 
-def tool_error_type(name: str, outcome: str, result: str) -> str | None:
+def tool_error_type(name: str, outcome: CallOutcome, result: str) -> str | None:
     """``error.type`` of a call that did not succeed (None when it did).
 
     A failure is named by the exception the tool raised, read from the result text the
@@ -93,8 +93,8 @@ def tool_error_type(name: str, outcome: str, result: str) -> str | None:
     """
     if outcome in _OK_OUTCOMES:
         return None
-    if outcome != "failed":
-        return outcome
+    if outcome != CallOutcome.FAILED:
+        return outcome.value
     rest = result.removeprefix(f"{name} ")
     if rest.startswith("timed out after"):
         return "timeout"
@@ -345,7 +345,7 @@ class OpenTelemetryObserver:
         else:
             span, _, token = opened
             otel_context.detach(cast(Any, token))
-        span.set_attribute("convergent.tool.outcome", event.outcome)
+        span.set_attribute("convergent.tool.outcome", event.outcome.value)
         if self.record_content:
             span.set_attribute("gen_ai.tool.call.result", event.result)
         error_type = tool_error_type(event.name, event.outcome, event.result)

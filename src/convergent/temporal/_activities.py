@@ -23,10 +23,11 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from convergent._executor import Outcome, invoke
+from convergent._executor import invoke
 from convergent.agent import Agent
 from convergent.builder import build_agent
 from convergent.exceptions import ModelError, ModelHTTPError, UserError
+from convergent.messages import CallOutcome
 from convergent.models._prices import dump_price
 from convergent.models.base import Model
 from convergent.spec import AgentSpec
@@ -228,7 +229,7 @@ class Activities:
         kind, text, fatal = await _heartbeating(invoke(call, tools))
         refused = item_too_large(f"the result of {call.name}", text)
         if refused is not None:
-            return [Outcome.FAILED.value, f"{refused}; it was dropped", True]
+            return [CallOutcome.FAILED.value, f"{refused}; it was dropped", True]
         return [kind.value, text, fatal]
 
     def all(self) -> list[Any]:

@@ -31,14 +31,21 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from convergent._cycle import RolledOver
-    from convergent._executor import ClassifiedOutcome, Outcome
+    from convergent._executor import ClassifiedOutcome
     from convergent.agent import Agent
     from convergent.builder import BuildContext, ModelRole, Toolbox, build_agent
     from convergent.clock import Clock, use_clock
     from convergent.events import Event, event_to_dict
     from convergent.exceptions import ConvergentError, ModelError
     from convergent.gate.ask import ASK_USER
-    from convergent.messages import AssistantMessage, Message, ModelResponse, ToolCall, ToolSpec
+    from convergent.messages import (
+        AssistantMessage,
+        CallOutcome,
+        Message,
+        ModelResponse,
+        ToolCall,
+        ToolSpec,
+    )
     from convergent.models._prices import TokenPrice, load_price
     from convergent.models.base import Model, ModelSettings
     from convergent.spec import AgentSpec
@@ -269,9 +276,9 @@ def _remote(blueprint: ToolBlueprint, recipe: dict[str, Any], run_id: str) -> To
             )
         except ActivityError as exc:
             raise _classify(blueprint, exc) from None
-        if kind == Outcome.OK:
+        if kind == CallOutcome.OK:
             return str(text)
-        raise ClassifiedOutcome(Outcome(kind), str(text), fatal=bool(fatal))
+        raise ClassifiedOutcome(CallOutcome(kind), str(text), fatal=bool(fatal))
 
     # the worker validates the arguments against the real schema and classifies the call
     return Tool.from_schema(
@@ -295,22 +302,23 @@ def _classify(blueprint: ToolBlueprint, exc: ActivityError) -> ClassifiedOutcome
     cause = exc.cause
     if isinstance(cause, ApplicationError):
         return ClassifiedOutcome(
-            Outcome.FAILED,
+            CallOutcome.FAILED,
             f"{blueprint.name} failed on the worker: {cause.message}",
             fatal=cause.non_retryable,
         )
     if blueprint.idempotent:
         return ClassifiedOutcome(
-            Outcome.FAILED, f"{blueprint.name} failed on every worker attempt: {exc.cause or exc}"
+            CallOutcome.FAILED,
+            f"{blueprint.name} failed on every worker attempt: {exc.cause or exc}",
         )
     if isinstance(cause, ActivityTimeout):
         return ClassifiedOutcome(
-            Outcome.INTERRUPTED,
+            CallOutcome.INTERRUPTED,
             "interrupted: the worker stopped before this call finished; it was not "
             "retried because the tool is not idempotent",
         )
     return ClassifiedOutcome(
-        Outcome.INTERRUPTED,
+        CallOutcome.INTERRUPTED,
         f"interrupted: {exc.cause or exc}; it was not retried because the tool is not idempotent",
     )
 

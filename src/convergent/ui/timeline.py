@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
-from convergent.messages import Usage
+from convergent.messages import CallOutcome, Usage
 from convergent.store import PendingQuestion, RunStore, RunSummary
 from convergent.store._codec import parse_usage
 from convergent.ui.questions import OpenQuestion, open_questions
@@ -30,6 +30,7 @@ CYCLES_SHOWN = 100
 """A run page shows this many cycles (the latest, or those up to the one asked for)."""
 CLIP = 2000
 """Characters of one long value a page shows (the rest is in the run's JSON download)."""
+_ERRORS = frozenset({CallOutcome.FAILED, CallOutcome.INVALID, CallOutcome.INTERRUPTED})
 
 
 @dataclass(slots=True)
@@ -42,9 +43,9 @@ class CallView:
     """Tool name."""
     arguments: str
     """Arguments, pretty-printed JSON (the raw start of the JSON text when cut)."""
-    outcome: str
-    """``ok``, ``invalid``, ``failed``, ``needs_user``, ``not_executed``, ``interrupted``;
-    ``running`` while it runs, ``unfinished`` when its process ended before it did."""
+    outcome: CallOutcome | Literal["running", "unfinished"]
+    """How it ended; ``running`` while it runs, ``unfinished`` when its process ended
+    before it did."""
     result: str = ""
     """Result or error text (at most `CLIP` characters)."""
     duration: float | None = None
@@ -91,12 +92,12 @@ class CycleView:
     @property
     def stalled(self) -> bool:
         """Whether a call of this cycle was refused as a repetition (the run stalled)."""
-        return any(call.outcome == "not_executed" for call in self.calls)
+        return any(call.outcome == CallOutcome.NOT_EXECUTED for call in self.calls)
 
     @property
     def errors(self) -> int:
         """Calls of this cycle that failed or were the model's mistake."""
-        return sum(call.outcome in ("failed", "invalid", "interrupted") for call in self.calls)
+        return sum(call.outcome in _ERRORS for call in self.calls)
 
 
 @dataclass(slots=True)
@@ -213,7 +214,7 @@ def _add_calls(
                 call_id,
                 name,
                 shown,
-                outcome,
+                CallOutcome(outcome),
                 result,
                 duration,
                 arguments_cut=cut,
@@ -276,7 +277,7 @@ class _Said:
     text_cut: int
     """Characters not shown."""
     calls: list[CallView]
-    """The calls it requested, without outcome."""
+    """The calls it requested (``unfinished`` until a stored row says how they ended)."""
 
 
 def _assistant_messages(
@@ -305,7 +306,7 @@ def _assistant_messages(
     )
     for seq, call_id, name, arguments, length in calls:
         shown, cut = _arguments(arguments, length)
-        said[seq].calls.append(CallView(call_id, name, shown, "", arguments_cut=cut))
+        said[seq].calls.append(CallView(call_id, name, shown, "unfinished", arguments_cut=cut))
     return list(said.values())
 
 
