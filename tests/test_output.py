@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from convergent import Agent, Limits, ScriptedModel, UserError, Verification, calculator
+from convergent import (
+    Agent,
+    AgentSpec,
+    Limits,
+    ScriptedModel,
+    UserError,
+    Verification,
+    build_agent,
+    calculator,
+)
 from convergent.events import Verified
 from convergent.output import OutputSpec
 from convergent.stop import OUTPUT_FEEDBACK, StopReason
@@ -160,3 +169,21 @@ async def test_a_durable_run_stores_the_data_and_resumes_with_its_type(tmp_path:
         assert resumed.output_data == City(name="Lima", population=10_000_000)
         assert store.get_run("r").output_data == {"name": "Lima", "population": 10_000_000}
         assert store.load("r").output_data == {"name": "Lima", "population": 10_000_000}
+
+
+def test_the_agents_spec_carries_the_schema_of_its_output_type() -> None:
+    agent = Agent(ScriptedModel([]), output_type=City, spec=AgentSpec().to_json())
+    assert agent.spec is not None
+    assert agent.spec["output_schema"] == City.model_json_schema()
+    assert AgentSpec.from_json(agent.spec).output_schema == City.model_json_schema()
+
+
+async def test_build_agent_checks_answers_against_the_specs_schema(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text('["two", "{\\"total\\": 2}"]')
+    agent = build_agent(
+        AgentSpec(model=f"scripted:{script}", workspace=str(tmp_path), output_schema=SCHEMA)
+    )
+    result = await agent.run("1+1?")
+    assert result.stop_reason is StopReason.COMPLETED and result.cycles == 2
+    assert result.output_data == {"total": 2}

@@ -9,6 +9,7 @@ the decision goes back to `Agent.run`, which handles it with ``match``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
@@ -412,7 +413,10 @@ class Run(CycleDriver):
             ended = start(call, tools)
             kind, text, fatal = ended if isinstance(ended, tuple) else await ended
         finally:
-            token.var.reset(token)
+            # a coroutine closed from another context (a Temporal workflow evicted from
+            # its worker's cache) cannot reset; that context is gone with it
+            with contextlib.suppress(ValueError):
+                token.var.reset(token)
         record = _record_of(call, kind, text, cycle, clock.monotonic() - started, fatal)
         self._report(record)
         if journal is not None:

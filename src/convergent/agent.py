@@ -42,7 +42,6 @@ from convergent.messages import (
 from convergent.models._prices import unpriced_model
 from convergent.models.base import Model, ModelSettings
 from convergent.output import OutputSpec
-from convergent.recipe import BuildContext, RunRecipe, agent_arguments
 from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
@@ -101,8 +100,10 @@ class Agent:
             False runs them one at a time in call order, for tools that share state.
         workspace: Folder the file tools work in; a durable run snapshots the files a
             ``modifies_files`` tool changes there, so that it can be rewound.
-        recipe: How to rebuild this agent in another process (set by `from_recipe`);
-            stored with durable runs so that `convergent.resume` can continue them.
+        spec: How to rebuild this agent in another process: the JSON form of the
+            `convergent.spec.AgentSpec` it was built from (set by
+            `convergent.builder.build_agent`); durable runs store it, so that
+            `convergent.resume` can continue them.
         store: Persist every run of this agent here (e.g. a `convergent.store.RunStore`),
             unless `run` is given another; None runs in memory only.
         instrument: Trace runs with OpenTelemetry (`convergent.telemetry`). None (the
@@ -137,7 +138,7 @@ class Agent:
         record_events: bool = True,
         parallel_tool_calls: bool = True,
         workspace: str | Path | None = None,
-        recipe: RunRecipe | None = None,
+        spec: Mapping[str, Any] | None = None,
         store: Durability | None = None,
         instrument: bool | None = None,
         mcp_servers: Sequence[MCPServer] = (),
@@ -174,10 +175,10 @@ class Agent:
         self.record_events = record_events
         self.parallel_tool_calls = parallel_tool_calls
         self.workspace = str(Path(workspace).resolve()) if workspace is not None else None
-        if recipe is not None and self.output is not None:
+        if spec is not None and self.output is not None:
             # a resumed run checks its answer against the same schema
-            recipe = recipe.model_copy(update={"output_schema": self.output.schema})
-        self.recipe = recipe
+            spec = {**spec, "output_schema": self.output.schema}
+        self.spec = spec
         self.store = store
         self.instrument = instrument
 
@@ -217,24 +218,6 @@ class Agent:
             if not self._toolset.running:
                 self._install_tools(())
 
-    @classmethod
-    def from_recipe(
-        cls, recipe: RunRecipe, *, context: BuildContext | None = None, **overrides: Any
-    ) -> Agent:
-        """Build the agent a `RunRecipe` describes (see `convergent.recipe`).
-
-        Args:
-            recipe: The recipe.
-            context: Where the agent will run (for ask channels that need the run's id
-                and store, such as the web console's).
-            **overrides: `Agent` arguments that replace what the recipe builds
-                (``observers=``, ``verifier=``...).
-
-        Raises:
-            UserError: If the recipe cannot be built here (unknown tool, model, version).
-        """
-        return cls(**{**agent_arguments(recipe, context), **overrides})
-
     def as_tool(self, name: str, description: str, *, timeout: float | None = None) -> Tool:
         """This agent as a tool another agent can call: each call is a child run.
 
@@ -270,8 +253,8 @@ class Agent:
     def check_cost_limit(self) -> None:
         """Refuse a cost limit that cannot hold: one of the models has no known price.
 
-        `run` calls it first; a caller that announces a run before it starts calls it
-        sooner.
+        `run` calls it first, and `convergent.builder.build_agent` as soon as the agent is
+        built, so that a run from an agent spec is refused before it is announced.
 
         Raises:
             UserError: If ``limits.max_cost`` is set and a model's price is unknown.
@@ -448,7 +431,7 @@ class Agent:
                 state.run_id,
                 tools=tuple(self.tools.values()),
                 workspace=self.workspace,
-                recipe=self.recipe.model_dump(mode="json") if self.recipe else None,
+                recipe=self.spec,
                 models=self.models,
             )
             if steering is None:

@@ -22,7 +22,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from convergent.exceptions import UserError
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from convergent._validation import raises_user_errors
 
 __all__ = [
     "CONTINUE",
@@ -112,41 +115,31 @@ class LimitReached:
     reaches ``maximum``."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@raises_user_errors
+@pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=ConfigDict(extra="forbid"))
 class Limits:
     """Objective budgets for one run, checked before every model request.
 
-    ``None`` means unlimited. Negative values are rejected when the object is built
-    (`UserError`).
+    ``None`` means unlimited. This class is the one place budgets are validated: a
+    negative or non-finite value is refused when the object is built (`UserError`), or,
+    inside an `AgentSpec`, when the spec is.
     """
 
-    max_cycles: int | None = 50
+    max_cycles: int | None = Field(default=50, ge=0)
     """Maximum number of model requests (cycles) in the run."""
-    max_total_tokens: int | None = None
+    max_total_tokens: int | None = Field(default=None, ge=0)
     """Maximum input plus output tokens reported by the provider."""
-    max_seconds: float | None = None
+    max_seconds: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Maximum wall-clock seconds since the run started."""
-    max_cost: float | None = None
+    max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Maximum cost in the currency of the model's price table."""
-    max_repeated_calls: int = 3
+    max_repeated_calls: int = Field(default=3, ge=1)
     """A call repeated this often with the same result while nothing changed (or a
     short cycle of calls repeated this often) stalls the run."""
-    stall_nudges: int = 1
+    stall_nudges: int = Field(default=1, ge=0)
     """Notes the model gets when a stall or a streak of tool errors reaches its
     threshold, before the run stops on it (per stretch without progress); 0 stops at
     once."""
-
-    def __post_init__(self) -> None:
-        for name in ("max_cycles", "max_total_tokens", "max_seconds", "max_cost"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise UserError(f"{name} must be >= 0, got {value}")
-            if isinstance(value, float) and value != value:
-                raise UserError(f"{name} must be a number, got nan")
-        if self.max_repeated_calls < 1:
-            raise UserError(f"max_repeated_calls must be >= 1, got {self.max_repeated_calls}")
-        if self.stall_nudges < 0:
-            raise UserError(f"stall_nudges must be >= 0, got {self.stall_nudges}")
 
     def reached(
         self,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from convergent import Agent, LimitsRecipe, StopReason
+from convergent import Limits, StopReason, build_agent
 from convergent.stop import OUTPUT_FEEDBACK
 from convergent.temporal import TemporalRunner
 
@@ -33,7 +33,7 @@ async def test_a_typed_run_on_temporal_validates_and_ends_as_in_process(
 ) -> None:
     responses = [call("calculator", expression="6*7"), "42", '{"total": "42"}', '{"total": 42}']
     made = recipe(tmp_path, responses, output_schema=SCHEMA)
-    local = await Agent.from_recipe(made).run("calc", run_id="typed")
+    local = await build_agent(made).run("calc", run_id="typed")
     run = await runner.start(made, "calc", run_id="typed-temporal")
     remote = await run.result()
     assert remote.stop_reason is StopReason.COMPLETED and remote.cycles == 4
@@ -54,7 +54,7 @@ async def test_a_typed_run_on_temporal_that_stays_invalid_stops_at_its_limit(
         tmp_path,
         ["42", "forty-two", "my best answer: 42"],
         output_schema=SCHEMA,
-        limits=LimitsRecipe(max_cycles=2),
+        limits=Limits(max_cycles=2),
     )
     run = await runner.start(made, "calc", run_id="typed-limit")
     remote, state, stored = await run.outcome()

@@ -71,7 +71,7 @@ class SqliteJournal:
         run_id: The run.
         tools: The agent's tools (file-modifying ones get snapshots; MCP tools their server).
         workspace: Folder to snapshot files in; None disables snapshots.
-        recipe: Stored with the run (a `RunRecipe` as JSON), so another process can
+        recipe: Stored with the run (an `AgentSpec` as JSON), so another process can
             rebuild its agent.
         models: The run's models by role; replayed ones have their position stored.
         claim: Token of a claim taken on the stored run for this journal (see

@@ -3,7 +3,7 @@
 One database file (WAL mode) holds any number of runs:
 
 - ``runs``: one row per run with the live summary (cycles, usage, status, stop reason),
-  its recipe, and where its conversation is (``epoch``, ``message_count``);
+  its agent spec (column ``recipe``), and where its conversation is (``epoch``, ``message_count``);
 - ``messages``: the conversation, append-only; compaction or a rewind writes it again
   under a new ``epoch`` and older epochs stay, so older checkpoints remain readable;
 - ``checkpoints``: one row per finished cycle, the points a rewind can return to;
@@ -120,9 +120,9 @@ class RunSummary:
     elapsed: float = 0.0
     """Seconds spent running so far."""
     recipe: dict[str, Any] | None = None
-    """How to rebuild its agent (`convergent.recipe.RunRecipe`, as JSON), if stored."""
+    """How to rebuild its agent (a `convergent.spec.AgentSpec`, as JSON), if stored."""
     config: dict[str, Any] = field(default_factory=dict)
-    """Settings stored by convergent 0.1's command line (read as a recipe when resuming)."""
+    """Settings stored by convergent 0.1's command line (read as a spec when resuming)."""
     pid: int | None = None
     """Id of the process that runs it, or last ran it."""
     output_after_stop: bool = False
