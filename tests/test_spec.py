@@ -185,3 +185,11 @@ async def test_a_run_stored_with_convergent_0_1_settings_loads_and_resumes(
     assert spec.gate == GateSpec(threshold=0.5, model=f"scripted:{tmp_path / 'scorer.json'}")
     result = await convergent.resume("old", store=db)
     assert result.stop_reason is StopReason.COMPLETED and result.output == "6 and 20"
+
+
+def test_an_output_schema_travels_in_the_spec_and_a_bad_one_is_refused() -> None:
+    schema = {"type": "object", "required": ["total"]}
+    stored = AgentSpec(output_schema=schema).to_json()
+    assert AgentSpec.from_json(stored).output_schema == schema
+    with pytest.raises(UserError, match="output_schema: .*invalid output schema"):
+        AgentSpec.from_json({"output_schema": {"type": 12}})

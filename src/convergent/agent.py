@@ -9,6 +9,7 @@ action is recorded, never obeyed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ from convergent.messages import (
 )
 from convergent.models._prices import unpriced_model
 from convergent.models.base import Model, ModelSettings
+from convergent.output import OutputSpec
 from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
@@ -81,6 +83,14 @@ class Agent:
         settings: Per-request model settings.
         verifier: Optional external check on the final answer; while it fails, its
             feedback goes back to the model and the run continues.
+        output_type: The type the final answer must have (any type pydantic's
+            ``TypeAdapter`` accepts): the run is ``completed`` only when the answer is
+            JSON that validates, and `RunResult.output_data` holds the value. While it
+            does not validate, the errors go back to the model and the run continues
+            (see `convergent.output`). Backends with native structured output are
+            asked for it.
+        output_schema: The same as a JSON Schema (the answer's data is then plain
+            JSON); give one of ``output_type`` and ``output_schema``.
         observers: Receive every event with the live state (live views, telemetry).
         context_policy: Optional context compression, run before every model request.
         gate: Optional executive function that reviews proposed tool calls; the tools
@@ -120,6 +130,8 @@ class Agent:
         final_answer: bool = True,
         settings: ModelSettings | None = None,
         verifier: Verifier | None = None,
+        output_type: Any = None,
+        output_schema: Mapping[str, Any] | None = None,
         observers: Sequence[RunObserver] = (),
         context_policy: ContextPolicy | None = None,
         gate: ActionGate | None = None,
@@ -150,6 +162,11 @@ class Agent:
         self.on_tool_error: ToolErrorPolicy = on_tool_error
         self.max_consecutive_tool_errors = max_consecutive_tool_errors
         self.final_answer = final_answer
+        self.output = _output_spec(output_type, output_schema)
+        if self.output is not None:
+            settings = dataclasses.replace(
+                settings or ModelSettings(), output_schema=self.output.schema
+            )
         self.settings = settings
         self.verifier = verifier
         self.observers = list(observers)
@@ -158,6 +175,9 @@ class Agent:
         self.record_events = record_events
         self.parallel_tool_calls = parallel_tool_calls
         self.workspace = str(Path(workspace).resolve()) if workspace is not None else None
+        if spec is not None and self.output is not None:
+            # a resumed run checks its answer against the same schema
+            spec = {**spec, "output_schema": self.output.schema}
         self.spec = spec
         self.store = store
         self.instrument = instrument
@@ -304,8 +324,10 @@ class Agent:
         4. Request the model (a backend failure ends the run with ``model_error``).
         5. No tool calls: a stop or message that arrived meanwhile comes first (the
            run stops, or the message is delivered and the run goes on); else the
-           verifier runs if any; if it passes (or there is none) the run ends
-           ``completed``, otherwise its feedback goes back to the model.
+           answer is validated against the output type, if any, then the verifier
+           runs, if any; if both pass (or there are none) the run ends ``completed``,
+           otherwise the validation errors or the verifier's feedback go back to the
+           model.
         6. Let the gate review the proposed calls (it may replace them with ``ask_user``).
         7. Review the calls for repeats without progress: the ``max_repeated_calls``-th
            identical call with the same results while nothing changed (or a short
@@ -457,6 +479,16 @@ class Agent:
         if message is not None:
             store.send_steering(run_id, "message", message)
         return await self.run(state=state, answers=answers, on_event=on_event, store=store)
+
+
+def _output_spec(output_type: Any, output_schema: Mapping[str, Any] | None) -> OutputSpec | None:
+    if output_type is not None and output_schema is not None:
+        raise UserError("give output_type or output_schema, not both")
+    if output_type is not None:
+        return OutputSpec.of_type(output_type)
+    if output_schema is not None:
+        return OutputSpec.of_schema(output_schema)
+    return None
 
 
 @dataclass

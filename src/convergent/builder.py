@@ -291,6 +291,7 @@ def build_agent(
         "context_policy": ContextCompressor() if spec.compress else None,
         "gate": gate,
         "parallel_tool_calls": spec.parallel_tool_calls,
+        "output_schema": spec.output_schema,
         "workspace": toolbox.workspace,
         "mcp_servers": toolbox.mcp_servers,
         "spec": spec.to_json(),

@@ -38,6 +38,7 @@ from convergent._validation import problem
 from convergent.exceptions import UserError
 from convergent.gate.executive import DEFAULT_THRESHOLD
 from convergent.mcp.config import stored_mcp_config
+from convergent.output import OutputSpec
 from convergent.stop import Limits
 
 __all__ = [
@@ -50,12 +51,12 @@ __all__ = [
     "tool_name_problem",
 ]
 
-SPEC_VERSION = 3
+SPEC_VERSION = 4
 """Version of the spec's shape; bumped when a field is added or changes meaning.
 
 Version 1 (convergent's run recipes) had no ``final_answer`` and no
-``limits.stall_nudges``; version 2 added them, version 3 ``price`` (each takes its
-default when absent)."""
+``limits.stall_nudges``; version 2 added them, version 3 ``price``, version 4
+``output_schema`` (each takes its default when absent)."""
 
 BUILTIN_TOOLS = (
     "calculator",
@@ -178,6 +179,9 @@ class AgentSpec(BaseModel):
     """Compress the context near the model's window."""
     parallel_tool_calls: bool = True
     """Run a response's calls concurrently."""
+    output_schema: dict[str, Any] | None = None
+    """JSON Schema the final answer must validate against (`convergent.output`): a run
+    is ``completed`` only when it does."""
 
     @field_validator("tools")
     @classmethod
@@ -187,6 +191,16 @@ class AgentSpec(BaseModel):
             if wrong is not None:
                 raise ValueError(wrong)
         return names
+
+    @field_validator("output_schema")
+    @classmethod
+    def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None:
+            try:
+                OutputSpec.of_schema(schema)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
+        return schema
 
     @field_serializer("mcp_servers")
     def _without_secrets(self, servers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

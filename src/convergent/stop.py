@@ -30,6 +30,7 @@ from convergent._validation import raises_user_errors
 __all__ = [
     "CONTINUE",
     "NO_FACTS",
+    "OUTPUT_FEEDBACK",
     "STOP_PRIORITY",
     "Continue",
     "Decision",
@@ -56,7 +57,8 @@ class StopReason(StrEnum):
     STOPPED = "stopped"
     """A stop was requested from outside: API, CLI, steering queue or signal."""
     COMPLETED = "completed"
-    """The model answered without tool calls (and any declared verifier passed)."""
+    """The model answered without tool calls (and any declared verifier passed, and the
+    answer validated against any declared output type)."""
     HANDED_OFF = "handed_off"
     """A terminal tool (a hand-off such as a transfer to a human) ran successfully."""
     TOOL_ERROR = "tool_error"
@@ -268,6 +270,9 @@ class Facts:
     """The verifier's verdict on that answer; None: no verifier, or it was not asked."""
     feedback: str = ""
     """What the verifier found wrong, for the model."""
+    output_errors: str | None = None
+    """Why that answer does not validate against the run's declared output type;
+    None: it does, or no output type is declared."""
     handed_off: HandOff | None = None
     """A terminal tool ran successfully."""
     tool_failure: ToolFailure | None = None
@@ -280,6 +285,12 @@ class Facts:
 
 NO_FACTS = Facts()
 """Nothing is known: `decide` returns `CONTINUE`."""
+
+OUTPUT_FEEDBACK = (
+    "Your final answer does not match the required output schema: {errors}. Reply with "
+    "only a JSON value valid under the schema (or call tools if you need more information)."
+)
+"""What the model is told when its answer does not validate against the output type."""
 
 
 # --- decisions --------------------------------------------------------------------
@@ -351,7 +362,8 @@ def decide(facts: Facts) -> Decision:
     In order: a stop request; a roll-over, then waiting messages (neither is a stop,
     and both come before any other stop: messages change what the run is for); the
     other stops, first in `STOP_PRIORITY` first (a stall or tool-error streak with a
-    nudge available does not stop); the verifier's feedback; a pause; a nudge;
+    nudge available does not stop); an answer that does not validate against the
+    output type, then the verifier's feedback; a pause; a nudge;
     otherwise `CONTINUE`.
     """
     if facts is NO_FACTS:
@@ -365,6 +377,8 @@ def decide(facts: Facts) -> Decision:
         return Interrupted(facts.redirect)
     if stop is not None:
         return stop
+    if facts.answered and facts.output_errors is not None:
+        return Interrupted(OUTPUT_FEEDBACK.format(errors=facts.output_errors))
     if facts.answered and facts.verdict is False:
         feedback = facts.feedback or "the answer failed verification"
         return Interrupted(f"Verification failed: {feedback}. Continue working on the task.")
@@ -393,7 +407,7 @@ def _stopped(facts: Facts) -> Stop | None:
 
 
 def _completed(facts: Facts) -> Stop | None:
-    if not facts.answered or facts.verdict is False:
+    if not facts.answered or facts.verdict is False or facts.output_errors is not None:
         return None
     if facts.verdict is None:
         return Stop(StopReason.COMPLETED, "the model answered without tool calls")

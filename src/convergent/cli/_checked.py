@@ -42,6 +42,7 @@ SPEC_OPTIONS = {
     "ask_timeout": "--ask-timeout",
     "on_tool_error": "--tool-error",
     "max_consecutive_tool_errors": "--max-tool-errors",
+    "output_schema": "--output-schema",
     **{f"limits.{field}": option for field, option in LIMIT_OPTIONS.items()},
 }
 """The options of `AgentSpec`'s fields, by dotted path."""

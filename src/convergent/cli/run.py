@@ -21,6 +21,7 @@ from convergent.exceptions import UserError
 from convergent.mcp.config import MCPServer, load_mcp_config, mcp_config, server_from_command
 from convergent.models._prices import parse_price
 from convergent.models.registry import default_model_spec
+from convergent.output import load_output_schema
 from convergent.spec import AgentSpec, command_line_tools
 from convergent.store import DEFAULT_DB_PATH
 
@@ -192,6 +193,15 @@ def run_command(
             "(the format of Claude Desktop and Claude Code).",
         ),
     ] = None,
+    output_schema: Annotated[
+        Path | None,
+        typer.Option(
+            "--output-schema",
+            metavar="FILE",
+            help="A JSON Schema file: the run completes only when its answer is JSON "
+            "valid under it (the errors go back to the model until it is).",
+        ),
+    ] = None,
     temporal: TemporalOption = None,
     task_queue: TaskQueueOption = "convergent",
     otlp: OtlpOption = None,
@@ -235,6 +245,9 @@ def run_command(
             "on_tool_error": tool_error,
             "max_consecutive_tool_errors": max_tool_errors or None,
             "final_answer": final_answer,
+            "output_schema": (
+                load_output_schema(output_schema) if output_schema is not None else None
+            ),
         },
         SPEC_OPTIONS,
     )

@@ -257,6 +257,7 @@ def result_of(state: RunState) -> RunResult:
         run_id=state.run_id,
         output=state.output,
         output_after_stop=state.output_after_stop,
+        output_data=state.output_data,
         stop_reason=state.stop_reason,
         stop_detail=state.stop_detail,
         cycles=state.cycles,
