@@ -51,11 +51,19 @@ PASSTHROUGH: Sequence[str] = (
     "jiter",
     "distro",
     "docstring_parser",
+    "griffe",
     "typer",
     "click",
     "shellingham",
     "opentelemetry",
     "mcp",
+    # an output schema is checked in the workflow
+    "jsonschema",
+    "jsonschema_specifications",
+    "referencing",
+    "rpds",
+    "attrs",
+    "attr",
 )
 """Modules the sandbox shares with the worker instead of re-importing per workflow."""
 
