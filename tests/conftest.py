@@ -1,8 +1,11 @@
-"""Shared fixtures: no test may reach a real model provider.
+"""Shared fixtures: no test may reach a real model provider; heavy tests are slow.
 
 Provider keys are removed from the environment and sockets may only connect to the
 loopback interface, so a test that would reach a hosted model fails instead of spending
 money or depending on the network (local stub servers and the embedded model still work).
+
+A test that needs the Temporal dev server, the embedded model, a browser, Xvfb or
+Claude Code is also marked ``slow``, so ``pytest -m "not slow"`` leaves them out.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 import pytest
 
+_HEAVY_MARKERS = ("temporal", "local_model", "browser", "xvfb", "claude_code")
 _PROVIDER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 _real_connect = socket.socket.connect
 
@@ -34,3 +38,11 @@ def _no_real_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in _PROVIDER_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs a heavy component ``slow`` (before ``-m`` selects)."""
+    for item in items:
+        if any(item.get_closest_marker(name) for name in _HEAVY_MARKERS):
+            item.add_marker(pytest.mark.slow)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -39,13 +40,10 @@ from convergent.events import (
     ToolCallDelta,
     Verified,
 )
+from convergent.testing import answer, call, step
 
 
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
-
-
-def calc(expression: str) -> dict[str, Any]:
+def calc(expression: str) -> ToolCall:
     return call("calculator", expression=expression)
 
 
@@ -55,9 +53,9 @@ def calc(expression: str) -> dict[str, Any]:
 async def test_task_needing_three_tool_calls_runs_three_tool_cycles_then_completes() -> None:
     model = ScriptedModel(
         [
-            {"tool_calls": [calc("1+1")]},
-            {"tool_calls": [calc("2+2")]},
-            {"tool_calls": [calc("3+3")]},
+            step(calc("1+1")),
+            step(calc("2+2")),
+            step(calc("3+3")),
             "done: 2, 4, 6",
         ]
     )
@@ -70,7 +68,7 @@ async def test_task_needing_three_tool_calls_runs_three_tool_cycles_then_complet
 
 
 async def test_task_done_after_two_cycles_stops_at_two() -> None:
-    model = ScriptedModel([{"tool_calls": [calc("6*7")]}, "42", "never requested"])
+    model = ScriptedModel([step(calc("6*7")), "42", "never requested"])
     result = await Agent(model, [calculator]).run("what is 6*7")
     assert result.stop_reason is StopReason.COMPLETED
     assert result.cycles == 2
@@ -78,7 +76,7 @@ async def test_task_done_after_two_cycles_stops_at_two() -> None:
 
 
 async def test_failing_tool_stops_at_once_under_the_stop_policy() -> None:
-    model = ScriptedModel([{"tool_calls": [call("fail", message="disk on fire")]}, "unreachable"])
+    model = ScriptedModel([step(call("fail", message="disk on fire")), "unreachable"])
     result = await Agent(model, [fail], on_tool_error="stop").run("try")
     assert result.stop_reason is StopReason.TOOL_ERROR
     assert "disk on fire" in result.stop_detail
@@ -101,12 +99,10 @@ async def test_no_tools_available_stops_after_one_model_call() -> None:
 async def test_finish_action_with_high_confidence_and_a_tool_call_continues() -> None:
     model = ScriptedModel(
         [
-            {
-                "content": "I'm done",
-                "confidence": 0.99,
-                "action": "finish",
-                "tool_calls": [calc("2+3")],
-            },
+            dataclasses.replace(
+                step(calc("2+3"), content="I'm done"),
+                metadata={"confidence": 0.99, "action": "finish"},
+            ),
             "5",
         ]
     )
@@ -146,9 +142,7 @@ async def test_batched_calls_overlap_and_results_return_in_call_order() -> None:
         await asyncio.wait_for(gate.wait(), timeout=10)
         return label
 
-    model = ScriptedModel(
-        [{"tool_calls": [call("slow", label=x) for x in ("a", "b", "c")]}, "all done"]
-    )
+    model = ScriptedModel([step(*(call("slow", label=x) for x in ("a", "b", "c"))), "all done"])
     result = await Agent(model, [slow]).run("go")
     assert result.stop_reason is StopReason.COMPLETED
     kinds = [(type(e).__name__) for e in result.events if isinstance(e, ToolStarted | ToolFinished)]
@@ -174,7 +168,7 @@ async def test_sync_tools_of_one_batch_run_in_threads_concurrently() -> None:
         barrier.wait()
         return who
 
-    model = ScriptedModel([{"tool_calls": [call("meet", who="x"), call("meet", who="y")]}, "ok"])
+    model = ScriptedModel([step(call("meet", who="x"), call("meet", who="y")), "ok"])
     result = await Agent(model, [meet]).run("go")
     assert [r.result for r in result.tool_calls] == ["x", "y"]
     assert all(r.ok for r in result.tool_calls)
@@ -184,7 +178,7 @@ async def test_sync_tools_of_one_batch_run_in_threads_concurrently() -> None:
 
 
 async def test_continue_policy_feeds_the_error_back() -> None:
-    model = ScriptedModel([{"tool_calls": [call("fail", message="nope")]}, "recovered"])
+    model = ScriptedModel([step(call("fail", message="nope")), "recovered"])
     result = await Agent(model, [fail], on_tool_error="continue").run("try")
     assert result.stop_reason is StopReason.COMPLETED
     sent = model.requests[1][0]
@@ -195,8 +189,8 @@ async def test_continue_policy_feeds_the_error_back() -> None:
 async def test_unknown_tool_and_invalid_arguments_go_back_to_the_model() -> None:
     model = ScriptedModel(
         [
-            {"tool_calls": [call("teleport", where="moon")]},
-            {"tool_calls": [call("calculator", expr="1+1")]},
+            step(call("teleport", where="moon")),
+            step(call("calculator", expr="1+1")),
             "giving up",
         ]
     )
@@ -224,7 +218,7 @@ async def test_tool_timeout_is_a_tool_failure() -> None:
         await asyncio.Event().wait()
         return "unreachable"
 
-    model = ScriptedModel([{"tool_calls": [call("hang")]}])
+    model = ScriptedModel([step(call("hang"))])
     result = await Agent(model, [hang], on_tool_error="stop").run("x")
     assert result.stop_reason is StopReason.TOOL_ERROR
     assert "timed out" in result.stop_detail
@@ -234,7 +228,7 @@ async def test_tool_timeout_is_a_tool_failure() -> None:
 
 
 async def test_the_same_call_is_nudged_at_the_third_request_and_stalls_at_the_fourth() -> None:
-    model = ScriptedModel([{"tool_calls": [calc("1+1")]}] * 4 + ["2, as far as I can tell"])
+    model = ScriptedModel([step(calc("1+1"))] * 4 + ["2, as far as I can tell"])
     result = await Agent(model, [calculator]).run("loop")
     assert result.stop_reason is StopReason.STALLED
     assert result.cycles == 4
@@ -251,7 +245,7 @@ async def test_the_same_call_is_nudged_at_the_third_request_and_stalls_at_the_fo
 
 
 async def test_no_nudges_stall_at_the_third_request() -> None:
-    model = ScriptedModel([{"tool_calls": [calc("1+1")]}] * 3)
+    model = ScriptedModel([step(calc("1+1"))] * 3)
     limits = Limits(stall_nudges=0)
     result = await Agent(model, [calculator], limits=limits, final_answer=False).run("loop")
     assert result.stop_reason is StopReason.STALLED
@@ -272,8 +266,8 @@ async def test_argument_order_does_not_hide_a_repeat() -> None:
         return a + b
 
     script = [
-        {"tool_calls": [{"name": "pair", "arguments": {"a": 1, "b": 2}}]},
-        {"tool_calls": [{"name": "pair", "arguments": {"b": 2, "a": 1}}]},
+        step(call("pair", a=1, b=2)),
+        step(call("pair", b=2, a=1)),
     ]
     limits = Limits(max_repeated_calls=2, stall_nudges=0)
     result = await Agent(ScriptedModel(script), [pair], limits=limits, final_answer=False).run("x")
@@ -281,7 +275,7 @@ async def test_argument_order_does_not_hide_a_repeat() -> None:
 
 
 async def test_max_cycles() -> None:
-    model = ScriptedModel([{"tool_calls": [calc(f"{i}+1")]} for i in range(4)] + ["1..4 + 1"])
+    model = ScriptedModel([step(calc(f"{i}+1")) for i in range(4)] + ["1..4 + 1"])
     result = await Agent(model, [calculator], limits=Limits(max_cycles=4)).run("x")
     assert result.stop_reason is StopReason.MAX_CYCLES
     assert result.cycles == 4
@@ -316,7 +310,7 @@ async def test_wall_time_budget() -> None:
         await asyncio.sleep(0.02)
         return "z"
 
-    model = ScriptedModel([{"tool_calls": [call("nap")]}] * 2 + ["late"])
+    model = ScriptedModel([step(call("nap"))] * 2 + ["late"])
     limits = Limits(max_seconds=0.01, max_repeated_calls=100)
     result = await Agent(model, [nap], limits=limits).run("x")
     assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
@@ -355,7 +349,7 @@ async def test_backend_failure_stops_with_model_error() -> None:
 
 
 async def test_exhausted_script_fails_loudly() -> None:
-    model = ScriptedModel([{"tool_calls": [calc("1")]}])
+    model = ScriptedModel([step(calc("1"))])
     with pytest.raises(ScriptExhaustedError, match="holds only 1"):
         await Agent(model, [calculator]).run("x")
 
@@ -371,7 +365,7 @@ def test_duplicate_tool_names_and_non_tools_are_user_errors() -> None:
 
 
 async def test_verifier_failure_sends_feedback_and_continues() -> None:
-    model = ScriptedModel(["41", {"tool_calls": [calc("6*7")]}, "42"])
+    model = ScriptedModel(["41", step(calc("6*7")), "42"])
     result = await Agent(
         model,
         [calculator],
@@ -403,14 +397,12 @@ async def test_stop_request_ends_the_run_stopped() -> None:
 
 async def test_redirect_is_delivered_as_a_user_message_not_a_stop() -> None:
     steering = SteeringQueue()
-    replies = iter([{"tool_calls": [calc("1+1")]}, {"content": "redirected answer"}])
+    replies = iter([step(calc("1+1")), answer("redirected answer")])
 
     def script(messages: Any, tools: Any) -> ModelResponse:
-        from convergent.models.scripted import response_from_dict
-
         if len(messages) == 1:
             steering.send("actually, compute 3+3")
-        return response_from_dict(next(replies))
+        return next(replies)
 
     model = ScriptedModel(script)
     result = await Agent(model, [calculator]).run("1+1", steering=steering)
@@ -423,7 +415,7 @@ async def test_redirect_is_delivered_as_a_user_message_not_a_stop() -> None:
 
 async def test_event_stream_order_and_single_stop() -> None:
     seen: list[Event] = []
-    model = ScriptedModel([{"tool_calls": [calc("1+1")]}, "2"])
+    model = ScriptedModel([step(calc("1+1")), "2"])
     result = await Agent(model, [calculator]).run("x", on_event=seen.append)
     # the streaming deltas reach the listener as they come, and are not kept
     assert list(result.events) == [e for e in seen if not isinstance(e, TextDelta | ToolCallDelta)]
@@ -445,7 +437,7 @@ async def test_event_stream_order_and_single_stop() -> None:
 
 
 async def test_stream_yields_events_and_result() -> None:
-    agent = Agent(ScriptedModel([{"tool_calls": [calc("2*2")]}, "4"]), [calculator])
+    agent = Agent(ScriptedModel([step(calc("2*2")), "4"]), [calculator])
     run = agent.stream("2*2")
     events = [event async for event in run]
     assert isinstance(events[-1], RunStopped)
@@ -473,7 +465,7 @@ async def test_resume_reruns_idempotent_pending_calls_and_interrupts_the_rest() 
         executed.append(f"charge {amount}")
         return "charged"
 
-    first = ScriptedModel([{"tool_calls": [calc("1+1"), call("charge", amount=5)]}])
+    first = ScriptedModel([step(calc("1+1"), call("charge", amount=5))])
     agent = Agent(first, [calculator, charge])
     state = agent.new_state("pay")
     # simulate a crash right after the model asked for the calls
@@ -496,7 +488,7 @@ async def test_gate_that_drops_every_call_is_rejected() -> None:
         async def review(self, response: Any, state: Any, emit: Any) -> tuple[ToolCall, ...]:
             return ()
 
-    agent = Agent(ScriptedModel([{"tool_calls": [calc("1")]}]), [calculator], gate=DropAll())
+    agent = Agent(ScriptedModel([step(calc("1"))]), [calculator], gate=DropAll())
     with pytest.raises(UserError, match="never drop"):
         await agent.run("x")
 
@@ -504,8 +496,8 @@ async def test_gate_that_drops_every_call_is_rejected() -> None:
 async def test_sequential_batches_run_in_call_order() -> None:
     log: list[str] = []
 
-    @tool
-    async def step(label: str) -> str:
+    @tool(name="step")
+    async def record_step(label: str) -> str:
         """Record a step.
 
         Args:
@@ -516,8 +508,8 @@ async def test_sequential_batches_run_in_call_order() -> None:
         log.append(f"end {label}")
         return label
 
-    batch = {"tool_calls": [call("step", label="cd"), call("step", label="mkdir")]}
-    agent = Agent(ScriptedModel([batch, "done"]), [step], parallel_tool_calls=False)
+    batch = step(call("step", label="cd"), call("step", label="mkdir"))
+    agent = Agent(ScriptedModel([batch, "done"]), [record_step], parallel_tool_calls=False)
     result = await agent.run("x")
     assert result.stop_reason is StopReason.COMPLETED
     assert log == ["start cd", "end cd", "start mkdir", "end mkdir"]

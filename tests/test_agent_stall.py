@@ -7,6 +7,7 @@ from typing import Any
 from convergent import (
     Agent,
     Limits,
+    ModelResponse,
     ScriptedModel,
     StopReason,
     ToolError,
@@ -17,14 +18,7 @@ from convergent import (
 from convergent.events import Nudged
 from convergent.models.anthropic import _to_anthropic
 from convergent.models.openai import _message_to_openai
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
-
-
-def step(*calls: dict[str, Any]) -> dict[str, Any]:
-    return {"tool_calls": list(calls)}
+from convergent.testing import call, step
 
 
 class Workspace:
@@ -138,7 +132,7 @@ async def test_polling_a_job_until_it_finishes_completes() -> None:
 
 
 async def test_checking_a_write_completes() -> None:
-    script = []
+    script: list[ModelResponse | str] = []
     for path in ("tmp1", "tmp2", "tmp3"):
         script += [step(call("list_files")), step(call("delete_file", path=path))]
     script += [step(call("list_files")), "cleaned up"]

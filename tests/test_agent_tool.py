@@ -17,19 +17,16 @@ from convergent import (
     tool,
 )
 from convergent.messages import CallOutcome
+from convergent.testing import call, step
 
 
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
+def ask(task: str, usage: int = 0) -> ModelResponse:
+    return step(call("helper", task=task), usage=Usage(input_tokens=usage, requests=1))
 
 
-def ask(task: str, usage: int = 0) -> dict[str, Any]:
-    return {"tool_calls": [call("helper", task=task)], "usage": {"input_tokens": usage}}
-
-
-def calculating(n: int) -> list[dict[str, Any]]:
+def calculating(n: int) -> list[ModelResponse]:
     """Responses that call the calculator ``n`` times with different expressions."""
-    return [{"tool_calls": [call("calculator", expression=f"{i}+1")]} for i in range(n)]
+    return [step(call("calculator", expression=f"{i}+1")) for i in range(n)]
 
 
 async def test_child_gets_the_remaining_cycles_and_they_count_against_the_parent() -> None:
@@ -73,10 +70,10 @@ async def test_child_token_budget_is_what_the_parent_has_left() -> None:
     child = Agent(
         ScriptedModel(
             [
-                {
-                    "tool_calls": [call("calculator", expression="1+1")],
-                    "usage": {"input_tokens": 995},
-                },
+                step(
+                    call("calculator", expression="1+1"),
+                    usage=Usage(input_tokens=995, requests=1),
+                ),
                 "never requested",
             ]
         ),
@@ -97,7 +94,7 @@ async def test_child_token_budget_is_what_the_parent_has_left() -> None:
 
 
 async def test_a_failed_child_is_a_tool_failure_the_parent_recovers_from() -> None:
-    looping = [{"tool_calls": [call("calculator", expression="1+1")]} for _ in range(4)]
+    looping = [step(call("calculator", expression="1+1")) for _ in range(4)]
     child = Agent(ScriptedModel([*looping, "2, probably"]), [calculator])
     parent = Agent(
         ScriptedModel([ask("add"), "the helper got stuck; 1+1 is 2"]),
@@ -139,7 +136,7 @@ async def test_children_of_one_response_run_in_parallel_and_their_usage_adds_up(
     parent = Agent(
         ScriptedModel(
             [
-                {"tool_calls": [call("helper", task="a"), call("helper", task="b")]},
+                step(call("helper", task="a"), call("helper", task="b")),
                 "both met",
             ]
         ),

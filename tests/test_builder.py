@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import convergent
+from cli_runner import Ran, invoke
 from convergent import (
     Agent,
     AgentSpec,
@@ -27,13 +27,9 @@ from convergent.gate import QueueChannel
 from convergent.models import Model
 from convergent.store import RunStore
 
-EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [EXE, *args], capture_output=True, text=True, timeout=60, cwd=cwd, check=False
-    )
+def cli(*args: str, cwd: Path) -> Ran:
+    return invoke(*args, cwd=cwd)
 
 
 def script_file(folder: Path, responses: list[object], name: str = "script.json") -> str:

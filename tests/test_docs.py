@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,7 +42,17 @@ def test_the_pages_have_python_blocks() -> None:
     assert sum(reason is None for _, _, reason in BLOCKS) >= 8
 
 
-@pytest.mark.parametrize(("where", "code", "reason"), BLOCKS, ids=[b[0] for b in BLOCKS])
+def _params() -> list[Any]:
+    """One case per block; a block that starts MCP servers (processes of their own) is slow."""
+    return [
+        pytest.param(
+            *block, id=block[0], marks=[pytest.mark.slow] if "MCPServer" in block[1] else []
+        )
+        for block in BLOCKS
+    ]
+
+
+@pytest.mark.parametrize(("where", "code", "reason"), _params())
 def test_block_runs_as_written(where: str, code: str, reason: str | None, tmp_path: Path) -> None:
     compile(code, where, "exec")  # every block is valid Python, top-level await included
     if reason is not None:

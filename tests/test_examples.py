@@ -25,6 +25,7 @@ def test_parallel_tools(capsys: pytest.CaptureFixture[str]) -> None:
     assert "['ToolStarted', 'ToolStarted', 'ToolStarted', 'ToolFinished'" in out
 
 
+@pytest.mark.slow
 def test_scripted_run_file(tmp_path: Path) -> None:
     proc = subprocess.run(
         [

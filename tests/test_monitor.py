@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -19,8 +18,7 @@ from convergent.monitor import (
     describe_call,
 )
 from convergent.stop import Nudge, Stall, StopReason, ToolFailure
-
-_ids = itertools.count()
+from convergent.testing import call
 
 READ, WRITE, UNKNOWN = True, False, None
 TOOLS: dict[str, bool | None] = {
@@ -34,10 +32,6 @@ TOOLS: dict[str, bool | None] = {
     "write": WRITE,
     "lookup": None,
 }
-
-
-def call(name: str, **arguments: Any) -> ToolCall:
-    return ToolCall(id=f"c{next(_ids)}", name=name, arguments=arguments)
 
 
 def monitor(tools: Mapping[str, bool | None] | None = None, **limits: Any) -> RunMonitor:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from convergent import (
@@ -19,17 +17,7 @@ from convergent import (
     tool,
 )
 from convergent.stop import STOP_PRIORITY
-
-
-def call(name: str, call_id: str | None = None, **arguments: Any) -> dict[str, Any]:
-    made: dict[str, Any] = {"name": name, "arguments": arguments}
-    if call_id:
-        made["id"] = call_id
-    return made
-
-
-def step(*calls: dict[str, Any]) -> dict[str, Any]:
-    return {"tool_calls": list(calls)}
+from convergent.testing import call, step
 
 
 @tool

@@ -177,6 +177,7 @@ def test_withheld_function_in_ground_truth_is_a_dataset_issue() -> None:
     assert bfcl.dataset_issues(entry) == ["turn 0: tail is not offered until later or excluded"]
 
 
+@pytest.mark.slow
 def test_all_800_entries_replay() -> None:
     summary, replays, probes = asyncio.run(run_bfcl_async())
     counts = summary.details["pass_counts"]

@@ -1,28 +1,25 @@
-"""`convergent bench` as a user runs it: the console script in a subprocess."""
+"""`convergent bench` as a user runs it: the console script's entry point in this process."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from cli_runner import Ran, invoke
 from convergent.bench.convergence import POLICIES, SCENARIOS
 
-EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 RATE_KEYS = {"false_positive_rate", "false_negative_rate", "accuracy", "tasks"}
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [EXE, "bench", *args], capture_output=True, text=True, timeout=120, check=False
-    )
+def run_cli(*args: str) -> Ran:
+    return invoke("bench", *args)
 
 
+@pytest.mark.slow
 def test_json_is_one_object_with_rates_per_suite_and_policy() -> None:
     pytest.importorskip("bfcl_eval")
     done = run_cli(
@@ -49,6 +46,7 @@ def test_json_is_one_object_with_rates_per_suite_and_policy() -> None:
     }
 
 
+@pytest.mark.slow
 def test_out_writes_json_markdown_and_charts(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "report"
@@ -61,6 +59,7 @@ def test_out_writes_json_markdown_and_charts(tmp_path: Path) -> None:
     assert (out / "convergence_rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_same_seed_same_numbers() -> None:
     first = run_cli("convergence", "--json", "--tasks-per-scenario", "2", "--seed", "5")
     second = run_cli("convergence", "--json", "--tasks-per-scenario", "2", "--seed", "5")
@@ -109,14 +108,7 @@ def test_out_without_matplotlib_is_refused_before_the_suites_run(tmp_path: Path)
 
 
 def test_without_a_terminal_progress_is_lines_and_the_table_is_whole() -> None:
-    done = subprocess.run(
-        [EXE, "bench", "convergence", "--tasks-per-scenario", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "COLUMNS": "40"},
-    )
+    done = invoke("bench", "convergence", "--tasks-per-scenario", "1", env={"COLUMNS": "40"})
     assert done.returncode == 0, done.stderr
     progress = done.stderr.splitlines()
     runs = len(SCENARIOS) * len(POLICIES)  # one task per scenario, under every policy

@@ -95,6 +95,7 @@ def test_subjective_rule_is_seed_000s(metadata: dict[str, object], expected: str
     assert subjective_converged(metadata) == expected
 
 
+@pytest.mark.slow
 def test_objective_is_exact_on_every_behaviour_and_adversarial_scenario(
     suite: SuiteResult,
 ) -> None:
@@ -106,6 +107,7 @@ def test_objective_is_exact_on_every_behaviour_and_adversarial_scenario(
         assert (verified.false_positives, verified.false_negatives) == (0, 0), name
 
 
+@pytest.mark.slow
 def test_subjective_is_measurably_worse_on_every_adversarial_scenario(
     suite: SuiteResult,
 ) -> None:
@@ -122,6 +124,7 @@ def test_subjective_is_measurably_worse_on_every_adversarial_scenario(
     assert looping["finish_synonym"] == 1.0
 
 
+@pytest.mark.slow
 def test_overall_rates_beside_each_other(suite: SuiteResult) -> None:
     structural = suite.details["structural"]
     # the one structural scenario the library misses: a payment whose receipt is new each time
@@ -135,6 +138,7 @@ def test_overall_rates_beside_each_other(suite: SuiteResult) -> None:
     assert suite.policies["subjective"].mean_extra_cycles > 1.0
 
 
+@pytest.mark.slow
 def test_premature_answer_is_caught_only_by_verification(suite: SuiteResult) -> None:
     stats = suite.breakdown["premature_answer"]
     assert stats["objective"].false_positive_rate == 1.0

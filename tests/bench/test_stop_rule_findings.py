@@ -12,10 +12,7 @@ import itertools
 import pytest
 
 from convergent import Agent, Limits, ScriptedModel, StopReason, tool
-
-
-def call(name: str, **arguments: object) -> dict[str, object]:
-    return {"content": "", "tool_calls": [{"name": name, "arguments": arguments}]}
+from convergent.testing import call, step
 
 
 @pytest.mark.xfail(
@@ -36,7 +33,7 @@ def test_the_same_payment_with_a_new_receipt_each_time_is_stopped() -> None:
         """
         return f"payment P-{next(receipts)} of {amount:.2f} EUR to {to} sent"
 
-    model = ScriptedModel([call("pay", to="ACME", amount=15)] * 10 + ["done", "answer"])
+    model = ScriptedModel([step(call("pay", to="ACME", amount=15))] * 10 + ["done", "answer"])
     result = Agent(model, [pay], limits=Limits(max_cycles=10)).run_sync("Pay ACME 15 EUR once.")
     sent = [record for record in result.tool_calls if record.ok]
     assert result.stop_reason is StopReason.STALLED

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from chat_stub import ChatStub
@@ -181,6 +182,7 @@ def completion(content: str, call: bool) -> bytes:
     return json.dumps({**body, "choices": [choice], "usage": usage}).encode()
 
 
+@pytest.mark.slow
 def test_convergent_run_streams_the_text_to_a_pipe(tmp_path: Path) -> None:
     def reply(n: int, body: dict[str, Any]) -> bytes:
         if n == 1:

@@ -1,25 +1,21 @@
-"""`convergent run` as a user runs it: the installed console script in a subprocess."""
+"""`convergent run` as a user runs it: the console script's entry point, in this process
+(`cli_runner`), and in a subprocess where standard input itself is under test."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_runner import EXE, Ran, invoke
 from convergent.store import RunStore
 
-EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 
-
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [EXE, *args], capture_output=True, text=True, timeout=60, cwd=cwd, check=False
-    )
+def run_cli(*args: str, cwd: Path | None = None) -> Ran:
+    return invoke(*args, cwd=cwd)
 
 
 def script(tmp_path: Path, responses: list[Any]) -> str:
@@ -268,6 +264,7 @@ def run_with_stdin(tmp_path: Path, data: bytes, *args: str) -> subprocess.Comple
     )
 
 
+@pytest.mark.slow
 def test_a_task_from_standard_input_may_be_long(tmp_path: Path) -> None:
     task = "summarise this: " + "lorem ipsum " * 20_000
     assert len(task.encode()) > 128 * 1024
@@ -284,6 +281,7 @@ def test_a_task_from_standard_input_may_be_long(tmp_path: Path) -> None:
         (b"caf\xe9 au lait", "error: the task on standard input is not UTF-8 (byte 3)"),
     ],
 )
+@pytest.mark.slow
 def test_a_bad_task_on_standard_input_is_one_line(
     tmp_path: Path, data: bytes, message: str
 ) -> None:

@@ -1,32 +1,24 @@
-"""``run --run-id``, ``runs``, ``resume``, ``rewind`` and ``steer`` through the console script."""
+"""``run --run-id``, ``runs``, ``resume``, ``rewind`` and ``steer`` through the console
+script's entry point in this process (`cli_runner`), and in a subprocess where standard
+input itself is under test."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_runner import Ran, console_script, invoke
 from convergent.store import RunStore
 
 RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 
 
-def cli(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [EXE, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        check=False,
-        input=stdin,
-    )
+def cli(*args: str, cwd: Path, stdin: str | None = None) -> Ran:
+    return invoke(*args, cwd=cwd, stdin=stdin)
 
 
 def script(folder: Path, name: str, responses: list[Any]) -> str:
@@ -115,8 +107,9 @@ def test_skills_option_puts_skills_in_the_prompt(tmp_path: Path) -> None:
     assert not (tmp_path / ".convergent").exists()
 
 
+@pytest.mark.slow
 def test_terminal_steering_reads_stdin_when_asked(tmp_path: Path) -> None:
-    proc = cli("run", "x", "--model", script(tmp_path, "s.json", ["answer"]), "--steer",
+    proc = console_script("run", "x", "--model", script(tmp_path, "s.json", ["answer"]), "--steer",
                "--json", cwd=tmp_path, stdin="")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["output"] == "answer"

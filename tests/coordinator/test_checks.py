@@ -211,6 +211,7 @@ def test_a_detached_child_holding_the_pipe_neither_hangs_the_check_nor_survives(
     assert leftover("sleep 41.3") == []
 
 
+@pytest.mark.slow
 def test_a_timed_out_command_and_its_detached_children_are_all_killed(tmp_path: Path) -> None:
     code = (
         "check = CommandCheck(name='hang', command='setsid sleep 42.7 & sleep 43.1', "

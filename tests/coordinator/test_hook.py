@@ -285,6 +285,7 @@ def test_unusable_stdin_allows_the_stop(
     assert state_path.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_stdin_left_open_is_answered_after_the_read_deadline(
     convergent_exe: str, store: StateStore, tmp_path: Path
 ) -> None:
@@ -362,6 +363,7 @@ def test_unknown_options_are_ignored_not_fatal(
     assert "ignoring unexpected arguments ['--frobnicate']" in stderr
 
 
+@pytest.mark.slow
 def test_concurrent_invocations_lose_no_update(
     convergent_exe: str, store: StateStore, tmp_path: Path
 ) -> None:

@@ -4,7 +4,6 @@ import json
 from typing import Any
 
 from convergent import ModelResponse, ScriptedModel, Usage, tool
-from convergent.messages import ToolCall
 from convergent.tools import Tool
 
 
@@ -22,14 +21,6 @@ def scorer_model(*replies: dict[str, Any] | str | float) -> ScriptedModel:
         [ModelResponse(content=content(reply), usage=usage) for reply in replies],
         name="recording-scorer",
     )
-
-
-def call(name: str, call_id: str = "c1", **arguments: Any) -> ToolCall:
-    return ToolCall(id=call_id, name=name, arguments=arguments)
-
-
-def proposal(thought: str, *calls: ToolCall) -> ModelResponse:
-    return ModelResponse(content=thought, tool_calls=calls, finish_reason="tool_calls")
 
 
 class Clicks:

@@ -1,28 +1,20 @@
-"""``convergent run --gate --ask-via``: the installed console script in a subprocess."""
+"""``convergent run --gate --ask-via``: the console script's entry point in this process,
+and in a subprocess where it reads a real standard input."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_runner import Ran, console_script, invoke
 from convergent.cli._gate import expand_gate_flag
 
-EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
 
-
-def run_cli(
-    *args: str, stdin: str = "", env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [EXE, *args], input=stdin, capture_output=True, text=True, timeout=60, check=False, env=env
-    )
+def run_cli(*args: str, stdin: str = "", env: dict[str, str | None] | None = None) -> Ran:
+    return invoke(*args, stdin=stdin, env=env)
 
 
 def script(path: Path, responses: list[Any]) -> str:
@@ -42,6 +34,7 @@ def verdict(score: float, question: str = "") -> dict[str, Any]:
     return {"content": json.dumps(reply)}
 
 
+@pytest.mark.slow
 def test_gate_asks_over_stdin_and_the_answer_steers_the_run(tmp_path: Path) -> None:
     model = script(
         tmp_path / "model.json",
@@ -55,7 +48,7 @@ def test_gate_asks_over_stdin_and_the_answer_steers_the_run(tmp_path: Path) -> N
         tmp_path / "scorer.json",
         [verdict(0.3, "Which numbers should I multiply?"), verdict(0.95)],
     )
-    proc = run_cli(
+    proc = console_script(
         "run",
         "multiply the numbers",
         "--model",
@@ -126,7 +119,7 @@ def test_bad_gate_options_are_one_line_errors(
 
 
 def test_dialog_without_a_display_is_refused_up_front(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env: dict[str, str | None] = {"DISPLAY": None, "WAYLAND_DISPLAY": None}
     model = script(tmp_path / "model.json", ["hi"])
     proc = run_cli("run", "task", "--model", model, "--ask-via", "dialog", env=env)
     assert proc.returncode == 2

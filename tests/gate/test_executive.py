@@ -29,8 +29,9 @@ from convergent.gate import (
     parse_score,
 )
 from convergent.messages import AssistantMessage, Message, ToolCall, ToolSpec
+from convergent.testing import call, step
 
-from .conftest import Clicks, call, proposal, scorer_model
+from .conftest import Clicks, scorer_model
 
 THOUGHT = "The user said 'submit the form'; there is a Submit button."
 
@@ -57,7 +58,7 @@ def tool_results(messages: Sequence[Message], name: str) -> list[ToolResultMessa
 
 async def test_score_at_or_above_threshold_executes_the_action() -> None:
     clicks = Clicks()
-    model = ScriptedModel([proposal(THOUGHT, call("click", label="Submit")), "Submitted."])
+    model = ScriptedModel([step(call("click", label="Submit"), content=THOUGHT), "Submitted."])
     scorer = scorer_model(0.95)
     agent, _ = gated(model, scorer, QueueChannel(), clicks)
 
@@ -74,7 +75,7 @@ async def test_score_at_or_above_threshold_executes_the_action() -> None:
 
 async def test_score_exactly_at_threshold_executes() -> None:
     clicks = Clicks()
-    model = ScriptedModel([proposal(THOUGHT, call("click", label="Submit")), "done"])
+    model = ScriptedModel([step(call("click", label="Submit"), content=THOUGHT), "done"])
     agent, _ = gated(model, scorer_model(0.85), QueueChannel(), clicks)
     result = await agent.run("submit the form")
     assert clicks.clicked == ["Submit"]
@@ -85,8 +86,8 @@ async def test_below_threshold_discards_the_action_and_asks_the_user() -> None:
     clicks = Clicks()
     model = ScriptedModel(
         [
-            proposal("Maybe the team is the sales people?", call("click", label="Cancel")),
-            proposal("The user chose Submit.", call("click", "c2", label="Submit")),
+            step(call("click", label="Cancel"), content="Maybe the team is the sales people?"),
+            step(call("click", "c2", label="Submit"), content="The user chose Submit."),
             "Done.",
         ]
     )
@@ -126,7 +127,7 @@ async def test_below_threshold_discards_the_action_and_asks_the_user() -> None:
 
 async def test_the_reply_reaches_the_model_as_the_observation() -> None:
     clicks = Clicks()
-    model = ScriptedModel([proposal("unsure", call("click", label="Cancel")), "ok"])
+    model = ScriptedModel([step(call("click", label="Cancel"), content="unsure"), "ok"])
     agent, _ = gated(model, scorer_model(0.2), QueueChannel(answers=["press Submit"]), clicks)
 
     await agent.run("handle the form")
@@ -142,7 +143,9 @@ async def test_the_reply_reaches_the_model_as_the_observation() -> None:
 
 async def test_question_falls_back_to_the_uncertain_thought() -> None:
     clicks = Clicks()
-    model = ScriptedModel([proposal("I guess the red one.", call("click", label="Cancel")), "ok"])
+    model = ScriptedModel(
+        [step(call("click", label="Cancel"), content="I guess the red one."), "ok"]
+    )
     channel = QueueChannel(answers=["the green one"])
     agent, _ = gated(model, scorer_model(0.1), channel, clicks)
     await agent.run("press the button")
@@ -153,7 +156,7 @@ async def test_question_falls_back_to_the_uncertain_thought() -> None:
 
 async def test_the_scorer_request_is_focused_and_structured() -> None:
     clicks = Clicks()
-    model = ScriptedModel([proposal(THOUGHT, call("click", label="Submit")), "done"])
+    model = ScriptedModel([step(call("click", label="Submit"), content=THOUGHT), "done"])
     scorer = scorer_model(0.9)
     agent, _ = gated(model, scorer, QueueChannel(), clicks)
 
@@ -182,7 +185,7 @@ async def test_an_unusable_scorer_reply_follows_the_policy(
     reply: str, policy: str, ran: bool
 ) -> None:
     clicks = Clicks()
-    model = ScriptedModel([proposal(THOUGHT, call("click", label="Submit")), "done"])
+    model = ScriptedModel([step(call("click", label="Submit"), content=THOUGHT), "done"])
     channel = QueueChannel(answers=["yes"])
     agent, _ = gated(model, scorer_model(reply), channel, clicks, on_scorer_error=policy)
     result = await agent.run("submit")
@@ -196,8 +199,8 @@ async def test_the_models_own_question_and_exempt_tools_are_not_scored() -> None
     clicks = Clicks()
     model = ScriptedModel(
         [
-            proposal("Which form?", call("ask_user", question="Which form?")),
-            proposal("look", call("click", "c2", label="Submit")),
+            step(call("ask_user", question="Which form?"), content="Which form?"),
+            step(call("click", "c2", label="Submit"), content="look"),
             "done",
         ]
     )
@@ -218,10 +221,10 @@ async def test_an_uncertain_batch_keeps_the_models_own_question() -> None:
     clicks = Clicks()
     model = ScriptedModel(
         [
-            proposal(
-                "asking and clicking",
+            step(
                 call("ask_user", "q1", question="Which button?"),
                 call("click", "c1", label="Cancel"),
+                content="asking and clicking",
             ),
             "done",
         ]
@@ -237,8 +240,8 @@ async def test_a_declared_ambiguity_asks_without_a_score() -> None:
     clicks = Clicks({"Submit": 3})
     model = ScriptedModel(
         [
-            proposal(THOUGHT, call("click", label="Submit")),
-            proposal("Second one then.", call("click", "c2", label="Cancel")),
+            step(call("click", label="Submit"), content=THOUGHT),
+            step(call("click", "c2", label="Cancel"), content="Second one then."),
             "done",
         ]
     )
@@ -272,9 +275,9 @@ async def test_arguments_rejected_twice_ask_without_a_score() -> None:
     clicks = Clicks()
     model = ScriptedModel(
         [
-            proposal("try", call("click", "c1", lable="Submit")),
-            proposal("again", call("click", "c2", text="Submit")),
-            proposal("the user said", call("click", "c3", label="Submit")),
+            step(call("click", "c1", lable="Submit"), content="try"),
+            step(call("click", "c2", text="Submit"), content="again"),
+            step(call("click", "c3", label="Submit"), content="the user said"),
             "done",
         ]
     )
@@ -294,7 +297,7 @@ async def test_arguments_rejected_twice_ask_without_a_score() -> None:
 
 async def test_a_timed_out_question_is_a_recorded_resumable_stop() -> None:
     clicks = Clicks()
-    model = ScriptedModel([proposal("unsure", call("click", label="Cancel"))])
+    model = ScriptedModel([step(call("click", label="Cancel"), content="unsure")])
     verdict = {"clarity": 0.2, "certainty": 0.2, "question": "Cancel or Submit?", "reason": "?"}
     agent, asker = gated(model, scorer_model(verdict), QueueChannel(), clicks, timeout=0.01)
 
@@ -312,8 +315,8 @@ async def test_non_interactive_needs_user_then_resume_with_the_answer() -> None:
     clicks = Clicks()
     model = ScriptedModel(
         [
-            proposal("unsure", call("click", label="Cancel")),
-            proposal("user said Submit", call("click", "c2", label="Submit")),
+            step(call("click", label="Cancel"), content="unsure"),
+            step(call("click", "c2", label="Submit"), content="user said Submit"),
             "Submitted.",
         ]
     )
@@ -352,7 +355,7 @@ class _DroppingGate:
 
 
 async def test_a_gate_that_drops_every_call_is_refused_not_completed() -> None:
-    model = ScriptedModel([proposal("x", call("click", label="Submit"))])
+    model = ScriptedModel([step(call("click", label="Submit"), content="x")])
     agent = Agent(model, [Clicks().tool()], gate=_DroppingGate())
     with pytest.raises(UserError, match="never drop"):
         await agent.run("t")
@@ -363,7 +366,7 @@ async def test_the_gate_never_turns_pending_calls_into_completed(scores: list[ob
     clicks = Clicks()
 
     def always_calls(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-        return proposal("keep going", call("click", f"c{len(messages)}", label="Submit"))
+        return step(call("click", f"c{len(messages)}", label="Submit"), content="keep going")
 
     model = ScriptedModel(always_calls)
     asker = AskUser(QueueChannel(answers=[f"answer {n}" for n in range(10)]), timeout=5)
@@ -382,7 +385,7 @@ async def test_the_gate_never_turns_pending_calls_into_completed(scores: list[ob
 
 async def test_gate_events_serialise_for_the_trace() -> None:
     clicks = Clicks()
-    model = ScriptedModel([proposal("unsure", call("click", label="Cancel")), "ok"])
+    model = ScriptedModel([step(call("click", label="Cancel"), content="unsure"), "ok"])
     agent, _ = gated(model, scorer_model(0.5), QueueChannel(answers=["Submit"]), clicks)
     result = await agent.run("t")
     dumped = [event_to_dict(e) for e in result.events if isinstance(e, GateDecided | UserAnswered)]
@@ -434,8 +437,8 @@ def test_invalid_options_are_user_errors() -> None:
 async def test_a_run_resumed_without_an_answer_asks_again_through_the_new_channel() -> None:
     clicks = Clicks()
     script = [
-        proposal("unsure", call("click", label="Cancel")),
-        proposal("user said Submit", call("click", "c2", label="Submit")),
+        step(call("click", label="Cancel"), content="unsure"),
+        step(call("click", "c2", label="Submit"), content="user said Submit"),
         "Submitted.",
     ]
     verdict = {"clarity": 0.3, "certainty": 0.3, "question": "Cancel or Submit?", "reason": "?"}

@@ -35,6 +35,7 @@ def _no_server_outlives_its_test() -> object:
     assert descendants() - before == set()
 
 
+@pytest.mark.slow
 async def test_the_time_server_answers_through_the_loop() -> None:
     model = ScriptedModel(
         [
@@ -61,6 +62,7 @@ async def test_the_time_server_answers_through_the_loop() -> None:
     assert agent.tool_names == ("calculator",)  # the servers' tools leave with them
 
 
+@pytest.mark.slow
 async def test_the_listed_schema_and_description_reach_the_model() -> None:
     seen: list[tuple[str, ...]] = []
 
@@ -79,6 +81,7 @@ async def test_the_listed_schema_and_description_reach_the_model() -> None:
     assert seen == [("get_current_time", "convert_time")]
 
 
+@pytest.mark.slow
 async def test_an_is_error_result_is_a_tool_error_under_the_policy() -> None:
     refuse = {"tool_calls": [call("refuse", reason="no")]}
     agent = Agent(ScriptedModel([refuse, "recovered"]), mcp_servers=[stdio_testing()])
@@ -95,6 +98,7 @@ async def test_an_is_error_result_is_a_tool_error_under_the_policy() -> None:
     assert stopped.stop_detail == f"refuse failed: {REFUSED}: no"
 
 
+@pytest.mark.slow
 async def test_arguments_that_break_the_schema_are_the_models_mistake() -> None:
     model = ScriptedModel([{"tool_calls": [call("echo", text=5), call("echo")]}, "done"])
     result = await Agent(model, mcp_servers=[stdio_testing()]).run("x")
@@ -103,6 +107,7 @@ async def test_arguments_that_break_the_schema_are_the_models_mistake() -> None:
     assert missing.outcome == "invalid" and "'text' is a required property" in missing.result
 
 
+@pytest.mark.slow
 async def test_a_slow_tool_times_out_and_the_server_goes_on() -> None:
     model = ScriptedModel(
         [
@@ -119,6 +124,7 @@ async def test_a_slow_tool_times_out_and_the_server_goes_on() -> None:
     assert result.stop_reason is StopReason.COMPLETED
 
 
+@pytest.mark.slow
 async def test_a_server_crashing_mid_call_is_a_tool_failure_naming_it() -> None:
     model = ScriptedModel(
         [
@@ -145,6 +151,7 @@ async def test_a_server_crashing_mid_call_is_a_tool_failure_naming_it() -> None:
     assert not alive(int(pid.result))
 
 
+@pytest.mark.slow
 async def test_a_server_that_cannot_start_is_one_line_naming_it() -> None:
     missing = MCPServer.stdio("ghost", "/no/such/command")
     with pytest.raises(UserError) as caught:
@@ -175,6 +182,7 @@ async def test_a_server_that_never_answers_fails_its_startup_timeout() -> None:
         await Agent(ScriptedModel(["unused"]), mcp_servers=[mute]).run("x")
 
 
+@pytest.mark.slow
 async def test_tools_with_one_name_on_two_servers_need_a_prefix() -> None:
     clash = [stdio_testing("one"), stdio_testing("two")]
     with pytest.raises(UserError, match="mcp:one and mcp:two both offer a tool named 'echo'; give"):
@@ -187,6 +195,7 @@ async def test_tools_with_one_name_on_two_servers_need_a_prefix() -> None:
     assert [c.result for c in result.tool_calls] == ["1", "2"]
 
 
+@pytest.mark.slow
 async def test_a_server_tool_named_like_a_local_tool_is_refused() -> None:
     from convergent import tool
 
@@ -199,6 +208,7 @@ async def test_a_server_tool_named_like_a_local_tool_is_refused() -> None:
         await Agent(ScriptedModel(["unused"]), [echo], mcp_servers=[stdio_testing()]).run("x")
 
 
+@pytest.mark.slow
 async def test_tools_that_change_between_list_calls_are_listed_at_each_run() -> None:
     model = ScriptedModel(
         [
@@ -221,6 +231,7 @@ async def test_tools_that_change_between_list_calls_are_listed_at_each_run() -> 
     assert (listed.outcome, listed.result) == ("ok", "I am sprout")
 
 
+@pytest.mark.slow
 async def test_a_cancelled_run_stops_its_servers() -> None:
     model = ScriptedModel([{"tool_calls": [call("slow", seconds=60)]}])
     agent = Agent(model, mcp_servers=[stdio_testing(timeout=None)])
@@ -236,6 +247,7 @@ async def test_a_cancelled_run_stops_its_servers() -> None:
     # the autouse fixture checks that no server process is left
 
 
+@pytest.mark.slow
 async def test_a_run_cancelled_while_its_servers_start_leaves_none() -> None:
     mute = MCPServer(
         name="mute", command=sys.executable, args=("-c", "import time; time.sleep(60)")
@@ -252,6 +264,7 @@ async def test_a_run_cancelled_while_its_servers_start_leaves_none() -> None:
         await asyncio.wait_for(run, 20)
 
 
+@pytest.mark.slow
 async def test_overlapping_runs_share_one_set_of_servers() -> None:
     def answer(messages: list[object], tools: object) -> ModelResponse:
         if len(messages) == 1:
@@ -263,6 +276,7 @@ async def test_overlapping_runs_share_one_set_of_servers() -> None:
     assert one.tool_calls[0].result == two.tool_calls[0].result
 
 
+@pytest.mark.slow
 async def test_the_git_server_on_a_temporary_repository(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -294,6 +308,7 @@ async def test_the_git_server_on_a_temporary_repository(tmp_path: Path) -> None:
     assert "Add notes" in log.stdout
 
 
+@pytest.mark.slow
 async def test_a_streamable_http_server() -> None:
     with http_server() as url:
         server = MCPServer.http("remote", url, headers={"X-Test": "1"})
@@ -324,6 +339,7 @@ async def test_an_unreachable_http_server_cannot_start() -> None:
         await Agent(ScriptedModel(["x"]), mcp_servers=[MCPServer.http("remote", url)]).run("x")
 
 
+@pytest.mark.slow
 async def test_a_server_sees_only_a_minimal_environment_and_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

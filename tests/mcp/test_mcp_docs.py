@@ -29,6 +29,7 @@ def test_the_page_has_runnable_examples() -> None:
 
 
 @pytest.mark.parametrize("code", blocks(), ids=lambda code: re.sub(r"\W+", "-", code[:40]))
+@pytest.mark.slow
 def test_each_python_example_runs(code: str) -> None:
     pytest.importorskip("mcp")
     before = descendants()

@@ -22,6 +22,7 @@ def sources(db: Path) -> list[tuple[str, str | None]]:
         return [(str(name), source) for name, source in rows]
 
 
+@pytest.mark.slow
 async def test_a_stored_run_records_servers_and_resumes_with_them_restarted(tmp_path: Path) -> None:
     before = descendants()
     script = tmp_path / "script.json"

@@ -113,6 +113,7 @@ async def test_answers_over_the_size_limit_are_a_clear_tool_error(tmp_path: Path
 # --- the processes a server starts -------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_processes_a_tool_started_end_with_the_run() -> None:
     pids: list[int] = []
     try:
@@ -126,6 +127,7 @@ async def test_processes_a_tool_started_end_with_the_run() -> None:
         end_all(pids)
 
 
+@pytest.mark.slow
 async def test_processes_of_a_crashed_server_end_when_it_crashes() -> None:
     started: list[int] = []
 

@@ -1,4 +1,8 @@
-"""Replays recorded provider HTTP exchanges through httpx's MockTransport."""
+"""Replays the provider HTTP exchanges of `exchanges/` through httpx's MockTransport.
+
+The exchanges are written by hand from each provider's documented wire format (see
+`exchanges/README.md`); none was recorded from a live service.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ EXCHANGES = Path(__file__).parent / "exchanges"
 
 
 class Replay:
-    """Answers each request with the next recorded response and keeps the requests."""
+    """Answers each request with the next exchange's response and keeps the requests."""
 
     def __init__(self, *names: str, status: int = 200) -> None:
         self.bodies = [json.loads((EXCHANGES / f"{name}.json").read_text()) for name in names]
@@ -26,7 +30,7 @@ class Replay:
         self.paths.append(request.url.path)
         module = httpx2 if type(request).__module__.startswith("httpx2") else httpx
         if not self.bodies:
-            return module.Response(500, json={"error": {"message": "no more recorded exchanges"}})
+            return module.Response(500, json={"error": {"message": "no more exchanges"}})
         return module.Response(self.status, json=self.bodies.pop(0))
 
     def client(self) -> httpx.AsyncClient:

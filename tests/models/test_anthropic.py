@@ -17,7 +17,7 @@ def model_for(replay: Replay) -> AnthropicModel:
     return AnthropicModel("claude-sonnet-5-5", client=client)
 
 
-async def test_a_recorded_tool_use_exchange_drives_the_loop() -> None:
+async def test_a_tool_use_exchange_drives_the_loop() -> None:
     replay = Replay("anthropic_tool_use", "anthropic_answer")
     result = await Agent(model_for(replay), [calculator], system_prompt="Be exact.").run("17*23?")
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from chat_stub import SSE, ChatStub, anthropic_stream
 from convergent import (
     Agent,
     AnthropicModel,
@@ -21,34 +20,35 @@ from convergent import (
     calculator,
 )
 from convergent.models import TextChunk, ToolCallChunk
+from convergent.testing.chat_server import SSE, ChatServer, anthropic_stream
 
 from ._replay import EXCHANGES
 
 
-def recorded(name: str) -> dict[str, Any]:
+def exchange(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((EXCHANGES / f"{name}.json").read_text())
     return data
 
 
 def reply(n: int, body: dict[str, Any]) -> bytes | SSE:
-    """The recording the last user text names, streamed when the request asks."""
+    """The exchange the last user text names, streamed when the request asks."""
     name = body["messages"][-1]["content"][-1]["text"]
-    message = recorded(name)
+    message = exchange(name)
     return anthropic_stream(message) if body.get("stream") else json.dumps(message).encode()
 
 
 @pytest.fixture
-def server() -> Iterator[ChatStub]:
-    with ChatStub(reply) as stub:
+def server() -> Iterator[ChatServer]:
+    with ChatServer(reply) as stub:
         yield stub
 
 
-def model_at(stub: ChatStub) -> AnthropicModel:
+def model_at(stub: ChatServer) -> AnthropicModel:
     return AnthropicModel("claude-sonnet-5-5", api_key="test", base_url=stub.url, max_retries=0)
 
 
 @pytest.mark.parametrize("name", ["anthropic_answer", "anthropic_tool_use"])
-async def test_a_streamed_message_is_the_message_unstreamed(server: ChatStub, name: str) -> None:
+async def test_a_streamed_message_is_the_message_unstreamed(server: ChatServer, name: str) -> None:
     model = model_at(server)
     ask = [UserMessage(content=name)]
     whole = await model.request(ask, [calculator.spec])
@@ -65,19 +65,19 @@ async def test_a_streamed_message_is_the_message_unstreamed(server: ChatStub, na
         assert json.loads("".join(chunk.arguments for chunk in mine)) == call.arguments
 
 
-async def test_the_output_tokens_come_from_message_delta(server: ChatStub) -> None:
+async def test_the_output_tokens_come_from_message_delta(server: ChatServer) -> None:
     ask = [UserMessage(content="anthropic_tool_use")]
     *_, last = [part async for part in model_at(server).request_stream(ask, [calculator.spec])]
     # message_start says 1 output token; the closing message_delta says 57
     assert (last.usage.input_tokens, last.usage.output_tokens) == (390, 57)
 
 
-async def test_a_listened_run_gets_the_deltas_of_each_reply(server: ChatStub) -> None:
+async def test_a_listened_run_gets_the_deltas_of_each_reply(server: ChatServer) -> None:
     def script(n: int, body: dict[str, Any]) -> bytes | SSE:
         name = "anthropic_tool_use" if n == 1 else "anthropic_answer"
-        return anthropic_stream(recorded(name))
+        return anthropic_stream(exchange(name))
 
-    with ChatStub(script) as stub:
+    with ChatServer(script) as stub:
         seen: list[Event] = []
         result = await Agent(model_at(stub), [calculator]).run("17*23?", on_event=seen.append)
     assert result.stop_reason is StopReason.COMPLETED and result.output == "The result is 391."
@@ -91,10 +91,10 @@ async def test_a_listened_run_gets_the_deltas_of_each_reply(server: ChatStub) ->
 
 
 async def test_an_error_event_mid_stream_stops_the_run_model_error() -> None:
-    events = anthropic_stream(recorded("anthropic_answer")).events[:3]
+    events = anthropic_stream(exchange("anthropic_answer")).events[:3]
     error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     failing = SSE([*events, ("error", json.dumps(error))], done=False)
-    with ChatStub(lambda n, body: failing) as stub:
+    with ChatServer(lambda n, body: failing) as stub:
         seen: list[Event] = []
         result = await Agent(model_at(stub)).run("x", on_event=seen.append)
     assert result.stop_reason is StopReason.MODEL_ERROR
@@ -104,8 +104,8 @@ async def test_an_error_event_mid_stream_stops_the_run_model_error() -> None:
 
 
 async def test_a_stream_without_its_end_stops_the_run_model_error() -> None:
-    cut = SSE(anthropic_stream(recorded("anthropic_answer")).events[:4], done=False)
-    with ChatStub(lambda n, body: cut) as stub:
+    cut = SSE(anthropic_stream(exchange("anthropic_answer")).events[:4], done=False)
+    with ChatServer(lambda n, body: cut) as stub:
         result = await Agent(model_at(stub)).run("x", on_event=lambda e: None)
     assert result.stop_reason is StopReason.MODEL_ERROR
     assert "ended before the reply was finished" in result.stop_detail

@@ -6,15 +6,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from chat_stub import ChatStub, completion
 from convergent import Agent, AnthropicModel, OpenAIChatModel, StopReason, tool
 from convergent.models.openai import parse_arguments
+from convergent.testing.chat_server import ChatServer, completion
 
 DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
 DEEP_OBJECT = '{"a":' * 100_000 + "1" + "}" * 100_000
 
 
-class Replies(ChatStub):
+class Replies(ChatServer):
     """Answers each request with the next queued body."""
 
     def __init__(self) -> None:

@@ -33,7 +33,7 @@ def model_for(replay: Replay, **kwargs: object) -> OpenAIChatModel:
     return OpenAIChatModel("gpt-4o-mini", client=client, **kwargs)  # type: ignore[arg-type]
 
 
-async def test_a_recorded_tool_call_exchange_drives_the_loop(tmp_path: object) -> None:
+async def test_a_tool_call_exchange_drives_the_loop(tmp_path: object) -> None:
     replay = Replay("openai_tool_call", "openai_answer")
     model = model_for(replay, price=(0.15, 0.60))
     result = await Agent(model, [calculator, *file_tools(".")]).run("17*23?")

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from chat_stub import SSE, ChatStub, openai_stream
 from convergent import (
     Agent,
     Event,
@@ -24,25 +23,26 @@ from convergent import (
     file_tools,
 )
 from convergent.models import StreamPart, TextChunk, ToolCallChunk
+from convergent.testing.chat_server import SSE, ChatServer, openai_stream
 
 from ._replay import EXCHANGES
 
 QUESTION = [UserMessage(content="17*23?")]
 
 
-def recorded(name: str) -> bytes:
+def exchange(name: str) -> bytes:
     return (EXCHANGES / f"{name}.json").read_bytes()
 
 
-def model_at(stub: ChatStub, **options: Any) -> OpenAIChatModel:
+def model_at(stub: ChatServer, **options: Any) -> OpenAIChatModel:
     options.setdefault("max_retries", 0)
     return OpenAIChatModel("gpt-4o-mini", base_url=f"{stub.url}/v1", **options)
 
 
 @pytest.fixture
-def replays() -> Iterator[ChatStub]:
-    """Answers every request with the recording its last user message names."""
-    with ChatStub(lambda n, body: recorded(body["messages"][-1]["content"])) as stub:
+def replays() -> Iterator[ChatServer]:
+    """Answers every request with the exchange its last user message names."""
+    with ChatServer(lambda n, body: exchange(body["messages"][-1]["content"])) as stub:
         yield stub
 
 
@@ -52,7 +52,7 @@ async def streamed(model: OpenAIChatModel, name: str) -> list[StreamPart]:
 
 
 @pytest.mark.parametrize("name", ["openai_answer", "openai_tool_call", "openai_truncated_call"])
-async def test_a_streamed_reply_is_the_reply_unstreamed(replays: ChatStub, name: str) -> None:
+async def test_a_streamed_reply_is_the_reply_unstreamed(replays: ChatServer, name: str) -> None:
     model = model_at(replays, price=(0.15, 0.60))
     whole = await model.request([UserMessage(content=name)], [calculator.spec])
     parts = await streamed(model, name)
@@ -68,13 +68,13 @@ async def test_a_streamed_reply_is_the_reply_unstreamed(replays: ChatStub, name:
     assert "stream" not in replays.requests[0]
 
 
-async def test_text_arrives_in_pieces(replays: ChatStub) -> None:
+async def test_text_arrives_in_pieces(replays: ChatServer) -> None:
     parts = await streamed(model_at(replays), "openai_answer")
     text = [part.text for part in parts if isinstance(part, TextChunk)]
     assert text == ["17 *", " 23 ", "= 39", "1."]
 
 
-async def test_tool_call_arguments_arrive_in_pieces_by_call(replays: ChatStub) -> None:
+async def test_tool_call_arguments_arrive_in_pieces_by_call(replays: ChatServer) -> None:
     parts = await streamed(model_at(replays), "openai_tool_call")
     calls = [part for part in parts if isinstance(part, ToolCallChunk)]
     assert [(c.index, c.call_id, c.name) for c in calls if c.call_id] == [
@@ -82,7 +82,7 @@ async def test_tool_call_arguments_arrive_in_pieces_by_call(replays: ChatStub) -
         (1, "call_def", "list_dir"),
     ]
     for index, raw in enumerate(
-        json.loads(recorded("openai_tool_call"))["choices"][0]["message"]["tool_calls"]
+        json.loads(exchange("openai_tool_call"))["choices"][0]["message"]["tool_calls"]
     ):
         pieces = [c.arguments for c in calls if c.index == index]
         assert len(pieces) > 2
@@ -90,8 +90,8 @@ async def test_tool_call_arguments_arrive_in_pieces_by_call(replays: ChatStub) -
 
 
 async def test_the_usage_comes_from_the_streams_last_chunk() -> None:
-    body = recorded("openai_answer")
-    with ChatStub(lambda n, request: openai_stream(body, include_usage=n == 1)) as stub:
+    body = exchange("openai_answer")
+    with ChatServer(lambda n, request: openai_stream(body, include_usage=n == 1)) as stub:
         model = model_at(stub)
         *_, counted = [part async for part in model.request_stream(QUESTION, ())]
         *_, uncounted = [part async for part in model.request_stream(QUESTION, ())]
@@ -102,9 +102,9 @@ async def test_the_usage_comes_from_the_streams_last_chunk() -> None:
 
 async def test_a_listened_run_streams_and_ends_as_an_unstreamed_one(tmp_path: Path) -> None:
     def script(n: int, body: dict[str, Any]) -> bytes:
-        return recorded("openai_tool_call" if n in (1, 3) else "openai_answer")
+        return exchange("openai_tool_call" if n in (1, 3) else "openai_answer")
 
-    with ChatStub(script) as stub:
+    with ChatServer(script) as stub:
         agent = Agent(model_at(stub), [calculator, *file_tools(tmp_path)])
         quiet = await agent.run("17*23?")
         seen: list[Event] = []
@@ -130,9 +130,9 @@ async def test_a_listened_run_streams_and_ends_as_an_unstreamed_one(tmp_path: Pa
 
 
 async def test_an_error_in_the_stream_stops_the_run_model_error() -> None:
-    first = openai_stream(recorded("openai_answer")).events[:2]
+    first = openai_stream(exchange("openai_answer")).events[:2]
     failing = SSE([*first, (None, json.dumps({"error": {"message": "the server is overloaded"}}))])
-    with ChatStub(lambda n, body: failing) as stub:
+    with ChatServer(lambda n, body: failing) as stub:
         seen: list[Event] = []
         result = await Agent(model_at(stub, max_retries=2)).run("x", on_event=seen.append)
     assert result.stop_reason is StopReason.MODEL_ERROR
@@ -142,8 +142,8 @@ async def test_an_error_in_the_stream_stops_the_run_model_error() -> None:
 
 
 async def test_a_stream_cut_short_stops_the_run_model_error() -> None:
-    cut = SSE(openai_stream(recorded("openai_answer")).events[:3], done=False)
-    with ChatStub(lambda n, body: cut) as stub:
+    cut = SSE(openai_stream(exchange("openai_answer")).events[:3], done=False)
+    with ChatServer(lambda n, body: cut) as stub:
         result = await Agent(model_at(stub, max_retries=2)).run("x", on_event=lambda e: None)
     assert result.stop_reason is StopReason.MODEL_ERROR
     assert "ended before the reply was finished" in result.stop_detail
@@ -154,9 +154,9 @@ async def test_a_failure_before_the_stream_is_retried() -> None:
     busy = SSE([], done=False, status=503, headers={"retry-after-ms": "1"})
 
     def script(n: int, body: dict[str, Any]) -> bytes | SSE:
-        return busy if n == 1 else recorded("openai_answer")
+        return busy if n == 1 else exchange("openai_answer")
 
-    with ChatStub(script) as stub:
+    with ChatServer(script) as stub:
         result = await Agent(model_at(stub, max_retries=1)).run("x", on_event=lambda e: None)
     assert result.stop_reason is StopReason.COMPLETED and result.output == "17 * 23 = 391."
     assert len(stub.requests) == 2

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from chat_stub import ChatStub, completion
 from convergent import (
     Agent,
     Event,
@@ -23,6 +22,7 @@ from convergent import (
 )
 from convergent.models import StreamPart, TextChunk, ToolCallChunk
 from convergent.models._thought_stream import ThoughtStream
+from convergent.testing.chat_server import ChatServer, completion
 
 THOUGHT = 'I need 17 * 23: "about 341"\n\u00e9\U0001f600\\ done'
 CALL = {"name": "calculator", "arguments": {"expression": "17 * 23"}}
@@ -69,7 +69,7 @@ async def parts_of(model: StructuredToolCalling) -> list[StreamPart]:
 
 async def test_a_streamed_thought_arrives_in_pieces_and_matches_the_reply() -> None:
     reply = json.dumps({"thought": THOUGHT, "tool_calls": [CALL]})
-    with ChatStub(lambda n, body: completion(reply)) as stub:
+    with ChatServer(lambda n, body: completion(reply)) as stub:
         inner = OpenAIChatModel("stub", base_url=f"{stub.url}/v1", max_retries=0)
         model = StructuredToolCalling(inner)
         whole = await model.request([UserMessage(content="17*23?")], [calculator.spec])
@@ -87,7 +87,7 @@ async def test_a_streamed_thought_arrives_in_pieces_and_matches_the_reply() -> N
 
 async def test_calls_written_first_are_announced_before_the_thought() -> None:
     reply = json.dumps({"tool_calls": [CALL], "thought": "I need the calculator."})
-    with ChatStub(lambda n, body: completion(reply)) as stub:
+    with ChatServer(lambda n, body: completion(reply)) as stub:
         inner = OpenAIChatModel("stub", base_url=f"{stub.url}/v1", max_retries=0)
         chunks = (await parts_of(StructuredToolCalling(inner)))[:-1]
     first_text = next(i for i, c in enumerate(chunks) if isinstance(c, TextChunk))

@@ -212,6 +212,7 @@ def test_a_claim_is_taken_over_only_with_its_token(race: tuple[Path, str]) -> No
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
+@pytest.mark.slow
 def test_a_claim_left_by_a_killed_process_does_not_block_the_run(race: tuple[Path, str]) -> None:
     db, run_id = race
     folder = db.parent

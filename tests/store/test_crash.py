@@ -90,6 +90,7 @@ def check_invariants(db: Path, workdir: Path, cycles: int, seen: dict[str, str])
         ("before:s3", INTERRUPTED, 0, 1),
     ],
 )
+@pytest.mark.slow
 def test_deterministic_kill_points(
     tmp_path: Path,
     kill: str,
@@ -113,6 +114,7 @@ def test_deterministic_kill_points(
         assert lines(tmp_path / "probe.log").count("p3") == probe_runs
 
 
+@pytest.mark.slow
 def test_sigkill_at_many_points(tmp_path: Path) -> None:
     db, cycles = tmp_path / "runs.db", 30
     rng = random.Random(20261122)

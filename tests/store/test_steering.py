@@ -50,6 +50,7 @@ def steer(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_second_process_redirects_and_stops_a_running_run(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     child = subprocess.Popen(

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from cli_runner import Ran, invoke
 from convergent.cli import main
 
 from .conftest import SEED_RECORDS, SEED_THEMES, themes_json
@@ -24,6 +25,10 @@ def _run(exe: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _synthesize(*args: str, cwd: Path) -> Ran:
+    return invoke("synthesize", *args, cwd=cwd, env={"NO_COLOR": "1"})
+
+
 @pytest.fixture
 def insights_file(tmp_path: Path) -> Path:
     path = tmp_path / "insights.json"
@@ -31,6 +36,7 @@ def insights_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_insights_mode_offline_end_to_end(
     convergent_exe: str, insights_file: Path, tmp_path: Path
 ) -> None:
@@ -56,12 +62,9 @@ def test_insights_mode_offline_end_to_end(
     assert second.stdout == first.stdout
 
 
-def test_insights_mode_json_and_yaml_file(
-    convergent_exe: str, insights_file: Path, tmp_path: Path
-) -> None:
+def test_insights_mode_json_and_yaml_file(insights_file: Path, tmp_path: Path) -> None:
     target = tmp_path / "report.yaml"
-    result = _run(
-        convergent_exe,
+    result = _synthesize(
         "--insights",
         str(insights_file),
         "--json",
@@ -77,13 +80,10 @@ def test_insights_mode_json_and_yaml_file(
     assert not (tmp_path / "workflow-state.yaml").exists()
 
 
-def test_insights_mode_with_a_scripted_grouping_model(
-    convergent_exe: str, insights_file: Path, tmp_path: Path
-) -> None:
+def test_insights_mode_with_a_scripted_grouping_model(insights_file: Path, tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"content": themes_json(SEED_THEMES)}]), encoding="utf-8")
-    result = _run(
-        convergent_exe,
+    result = _synthesize(
         "--insights",
         str(insights_file),
         "--model",
@@ -97,7 +97,7 @@ def test_insights_mode_with_a_scripted_grouping_model(
     assert data["convergent_insights"][0]["theme"] == "Growth opportunity"
 
 
-def test_perspectives_end_to_end_with_a_scripted_model(convergent_exe: str, tmp_path: Path) -> None:
+def test_perspectives_end_to_end_with_a_scripted_model(tmp_path: Path) -> None:
     # every reply is the same insight JSON: a fine answer and extraction for each
     # perspective, but not a grouping, so grouping falls back after one retry
     reply = {
@@ -107,8 +107,7 @@ def test_perspectives_end_to_end_with_a_scripted_model(convergent_exe: str, tmp_
     }
     script = tmp_path / "script.json"
     script.write_text(json.dumps([reply] * 6), encoding="utf-8")
-    result = _run(
-        convergent_exe,
+    result = _synthesize(
         "Open a second shop?",
         "--model",
         f"scripted:{script}",
@@ -181,7 +180,7 @@ def test_missing_file_through_the_console_script(convergent_exe: str, tmp_path: 
     assert result.stderr == "error: insights file not found: nope.json\n"
 
 
-def test_prompt_is_required_without_insights(convergent_exe: str, tmp_path: Path) -> None:
-    result = _run(convergent_exe, cwd=tmp_path)
+def test_prompt_is_required_without_insights(tmp_path: Path) -> None:
+    result = _synthesize(cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == "error: PROMPT is required unless --insights FILE is given"

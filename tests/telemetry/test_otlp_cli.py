@@ -20,6 +20,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from cli_runner import invoke
+
 
 class Receiver:
     """An OTLP/HTTP trace receiver: decodes every export request it is sent."""
@@ -95,6 +97,7 @@ def convergent(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_run_exports_its_span_tree_to_an_otlp_http_receiver(
     tmp_path: Path, receiver: Receiver
 ) -> None:
@@ -163,6 +166,7 @@ def test_run_exports_its_span_tree_to_an_otlp_http_receiver(
     assert not any("6*7" in str(values(s.attributes)) for s, _ in received)
 
 
+@pytest.mark.slow
 def test_a_resumed_run_exports_a_second_run_span_of_the_same_conversation(
     tmp_path: Path, receiver: Receiver
 ) -> None:
@@ -236,7 +240,7 @@ def test_otlp_without_the_extra_exits_2_naming_it(tmp_path: Path) -> None:
 )
 def test_bad_otlp_options_exit_2(tmp_path: Path, extra: list[str], message: str) -> None:
     (tmp_path / "s.json").write_text('["hi"]')
-    done = convergent(
+    done = invoke(
         "run", "hi", "--model", "scripted:s.json", "--no-checkpoint", *extra, cwd=tmp_path
     )
     assert done.returncode == 2, done.stderr

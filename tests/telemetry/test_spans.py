@@ -22,7 +22,6 @@ from convergent import (
     ScriptExhaustedError,
     SteeringQueue,
     StopReason,
-    ToolCall,
     ToolError,
     Usage,
     Verification,
@@ -31,6 +30,7 @@ from convergent import (
     tool,
 )
 from convergent.telemetry import CAPTURE_CONTENT_ENV, OpenTelemetryObserver
+from convergent.testing import answer, call, step
 
 from .conftest import tree
 
@@ -74,20 +74,8 @@ async def hangs() -> str:
     return "late"
 
 
-def calls(*pairs: tuple[str, dict[str, Any]], tokens: tuple[int, int] = (0, 0)) -> ModelResponse:
-    return ModelResponse(
-        tool_calls=tuple(
-            ToolCall(id=f"{name}-{n}", name=name, arguments=arguments)
-            for n, (name, arguments) in enumerate(pairs)
-        ),
-        usage=Usage(input_tokens=tokens[0], output_tokens=tokens[1], requests=1),
-        finish_reason="tool_calls",
-    )
-
-
-def answer(text: str, tokens: tuple[int, int] = (0, 0)) -> ModelResponse:
-    usage = Usage(input_tokens=tokens[0], output_tokens=tokens[1], requests=1)
-    return ModelResponse(content=text, usage=usage, finish_reason="stop")
+def tokens(input_tokens: int, output_tokens: int) -> Usage:
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1)
 
 
 def attributes(span: ReadableSpan) -> dict[str, Any]:
@@ -104,8 +92,12 @@ async def test_a_parallel_batch_gives_overlapping_tool_spans_under_one_run_span(
 ) -> None:
     model = ScriptedModel(
         [
-            calls(("fetch", {"url": "a"}), ("read_disk", {"path": "b"}), tokens=(100, 20)),
-            answer("both read", tokens=(150, 5)),
+            step(
+                call("fetch", "fetch-0", url="a"),
+                call("read_disk", "read_disk-1", path="b"),
+                usage=tokens(100, 20),
+            ),
+            answer("both read", usage=tokens(150, 5)),
         ],
         name="openai:gpt-test",
     )
@@ -174,7 +166,7 @@ async def test_a_parallel_batch_gives_overlapping_tool_spans_under_one_run_span(
 async def test_sequential_batch_gives_tool_spans_one_after_another(
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
-    model = ScriptedModel([calls(("fetch", {"url": "a"}), ("fetch", {"url": "b"})), "ok"])
+    model = ScriptedModel([step(call("fetch", url="a"), call("fetch", url="b")), "ok"])
     agent = Agent(model, [fetch], observers=[observer], parallel_tool_calls=False)
     await agent.run("read")
     first, second = tree(exporter).named("execute_tool")
@@ -186,12 +178,12 @@ async def test_failed_tool_calls_are_error_spans_named_by_their_exception(
 ) -> None:
     model = ScriptedModel(
         [
-            calls(
-                ("fail", {"message": "disk full"}),
-                ("broken", {"x": 1}),
-                ("hangs", {}),
-                ("calculator", {"expression": "2+"}),
-                ("calculator", {"expression": "2+2"}),
+            step(
+                call("fail", "fail-0", message="disk full"),
+                call("broken", "broken-1", x=1),
+                call("hangs", "hangs-2"),
+                call("calculator", "calculator-3", expression="2+"),
+                call("calculator", "calculator-4", expression="2+2"),
             ),
             "gave up on some",
         ]
@@ -223,7 +215,7 @@ async def test_failed_tool_calls_are_error_spans_named_by_their_exception(
 async def test_a_tool_error_stop_marks_the_run_span_as_an_error(
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
-    model = ScriptedModel([calls(("fail", {"message": "no"}))])
+    model = ScriptedModel([step(call("fail", message="no"))])
     agent = Agent(model, [fail], observers=[observer], on_tool_error="stop")
     result = await agent.run("fail")
     assert result.stop_reason is StopReason.TOOL_ERROR
@@ -237,7 +229,7 @@ async def test_a_tool_error_stop_marks_the_run_span_as_an_error(
 async def test_a_stall_stops_the_run_with_a_stall_event_and_no_span_for_the_unrun_call(
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
-    same = calls(("calculator", {"expression": "1+1"}))
+    same = step(call("calculator", expression="1+1"))
     # a nudge at the third identical request, the stop at the fourth, then the answer
     model = ScriptedModel([same, same, same, same, "2"])
     agent = Agent(model, [calculator], observers=[observer], limits=Limits(max_repeated_calls=3))
@@ -278,7 +270,7 @@ async def test_a_model_error_is_an_error_chat_span_and_an_error_run(
 async def test_an_exception_ends_the_open_spans_and_restores_the_context(
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter, provider: TracerProvider
 ) -> None:
-    model = ScriptedModel([calls(("calculator", {"expression": "1"}))])
+    model = ScriptedModel([step(call("calculator", expression="1"))])
     agent = Agent(model, [calculator], observers=[observer])
     outer = provider.get_tracer("app")
     with outer.start_as_current_span("request handler") as handler:
@@ -322,7 +314,7 @@ async def test_spans_made_inside_a_tool_are_children_of_its_span(
         with tracer.start_as_current_span("cache lookup"):
             return "hit"
 
-    model = ScriptedModel([calls(("query", {"sql": "x"}), ("lookup", {"key": "k"})), "done"])
+    model = ScriptedModel([step(call("query", sql="x"), call("lookup", key="k")), "done"])
     await Agent(model, [query, lookup], observers=[observer]).run("query")
     spans = tree(exporter)
     for inner, tool_name in (("db query", "query"), ("cache lookup", "lookup")):
@@ -476,7 +468,7 @@ async def test_one_observer_traces_concurrent_runs_apart(
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
     def agent() -> Agent:
-        model = ScriptedModel([calls(("fetch", {"url": "x"})), "done"])
+        model = ScriptedModel([step(call("fetch", url="x")), "done"])
         return Agent(model, [fetch], observers=[observer])
 
     await asyncio.gather(*(agent().run("go", run_id=f"r{n}") for n in range(3)))
@@ -498,7 +490,7 @@ async def test_a_fatal_tool_error_stops_with_the_tool_span_failed(
         """Fail for good."""
         raise ToolError("unrecoverable", fatal=True)
 
-    await Agent(ScriptedModel([calls(("explode", {}))]), [explode], observers=[observer]).run("x")
+    await Agent(ScriptedModel([step(call("explode"))]), [explode], observers=[observer]).run("x")
     spans = tree(exporter)
     (span,) = spans.named("execute_tool")
     assert attributes(span)["error.type"] == "ToolError"
@@ -509,7 +501,10 @@ async def test_each_request_and_the_run_carry_their_cost(
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
     model = ScriptedModel(
-        [calls(("calculator", {"expression": "1+1"}), tokens=(1000, 100)), answer("2", (1200, 10))],
+        [
+            step(call("calculator", expression="1+1"), usage=tokens(1000, 100)),
+            answer("2", usage=tokens(1200, 10)),
+        ],
         price=(1.0, 4.0),
     )
     result = await Agent(model, [calculator], observers=[observer]).run("x")
@@ -522,5 +517,5 @@ async def test_each_request_and_the_run_carry_their_cost(
     assert "convergent.usage.cost" not in first
     # a run that cost nothing carries no cost
     exporter.clear()
-    await Agent(ScriptedModel([answer("2", (1200, 10))]), observers=[observer]).run("x")
+    await Agent(ScriptedModel([answer("2", usage=tokens(1200, 10))]), observers=[observer]).run("x")
     assert all("gen_ai.usage.cost" not in attributes(span) for span in tree(exporter).spans)

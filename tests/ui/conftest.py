@@ -26,10 +26,6 @@ def echo(text: str) -> str:
     return text
 
 
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
-
-
 def make_run(
     store: RunStore,
     run_id: str,

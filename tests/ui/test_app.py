@@ -17,13 +17,22 @@ pytest.importorskip("starlette", reason="the console needs the extra ui")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from convergent import Agent, ScriptedModel, StopReason, Verification, calculator
+from convergent import (
+    Agent,
+    ModelResponse,
+    ScriptedModel,
+    StopReason,
+    Usage,
+    Verification,
+    calculator,
+)
 from convergent.gate import AskUser, ExecutiveGate, QueueChannel
 from convergent.store import RunStore
+from convergent.testing import answer, call, step
 from convergent.ui.app import console_of, create_app
 from convergent.ui.questions import open_questions, post_question
 
-from .conftest import BASE, IMG_XSS, ORIGIN, SCRIPT_XSS, TOKEN, call, make_run, post
+from .conftest import BASE, IMG_XSS, ORIGIN, SCRIPT_XSS, TOKEN, make_run, post
 
 
 def test_every_request_needs_the_token(store: RunStore) -> None:
@@ -98,8 +107,8 @@ def test_changes_need_a_post_from_the_same_origin(store: RunStore, client: TestC
     assert [text for _, _, text in store.stored_steering("r1", 0)] == ["hi"]
 
 
-def call_script(expression: str) -> dict[str, object]:
-    return {"tool_calls": [call("calculator", expression=expression)]}
+def call_script(expression: str) -> ModelResponse:
+    return step(call("calculator", expression=expression))
 
 
 def test_security_headers_forbid_inline_script_and_framing(client: TestClient) -> None:
@@ -116,8 +125,8 @@ def test_model_output_and_tool_results_are_shown_as_text(
         store,
         "xss",
         [
-            {"content": f"thinking {SCRIPT_XSS}", "tool_calls": [call("echo", text=IMG_XSS)]},
-            {"content": "", "tool_calls": [call("echo", text=SCRIPT_XSS)]},
+            step(call("echo", text=IMG_XSS), content=f"thinking {SCRIPT_XSS}"),
+            step(call("echo", text=SCRIPT_XSS)),
             f"final {IMG_XSS} {SCRIPT_XSS}",
         ],
         task=f"task {SCRIPT_XSS}",
@@ -151,9 +160,9 @@ def test_runs_page_lists_filters_and_paginates(store: RunStore, client: TestClie
 
 
 def test_the_cost_of_a_priced_run_shows_in_dollars(store: RunStore, client: TestClient) -> None:
-    tokens = {"usage": {"input_tokens": 1200, "output_tokens": 300}}
-    make_run(store, "priced", [{**call_script("1+1"), **tokens}, {"content": "2", **tokens}],
-             price=(1.0, 4.0))  # fmt: skip
+    tokens = Usage(input_tokens=1200, output_tokens=300, requests=1)
+    script = [step(call("calculator", expression="1+1"), usage=tokens), answer("2", usage=tokens)]
+    make_run(store, "priced", script, price=(1.0, 4.0))
     make_run(store, "free", [call_script("1+1"), "2"])
     # two requests of 1,200 input tokens at $1 and 300 output tokens at $4 per million
     runs = client.get(f"{BASE}/runs").text
@@ -187,7 +196,7 @@ def test_run_page_shows_the_timeline_and_explains_the_stop(
     make_run(
         store,
         "stall",
-        [{"content": "again", "tool_calls": [call("calculator", expression="1+1")]}] * 4,
+        [step(call("calculator", expression="1+1"), content="again")] * 4,
         limits=limits(10),
     )
     page = client.get(f"{BASE}/runs/stall").text
@@ -205,7 +214,7 @@ def test_run_page_links_child_runs_and_their_parent(store: RunStore, client: Tes
     make_run(
         store,
         "boss",
-        [{"tool_calls": [{"id": "c1", **call("helper", task="six times seven")}]}, "42 it is"],
+        [step(call("helper", "c1", task="six times seven")), "42 it is"],
         tools=[child.as_tool("helper", "Does arithmetic.")],
     )
     page = client.get(f"{BASE}/runs/boss").text
@@ -353,8 +362,7 @@ def test_runs_page_is_quick_with_many_runs(store: RunStore, client: TestClient) 
 
 def test_a_long_run_is_shown_in_windows_of_cycles(store: RunStore, client: TestClient) -> None:
     script = [
-        {"content": f"step {n}", "tool_calls": [call("calculator", expression=f"{n}+1")]}
-        for n in range(1, 150)
+        step(call("calculator", expression=f"{n}+1"), content=f"step {n}") for n in range(1, 150)
     ]
     make_run(store, "long", [*script, "done"], limits=limits(200))
     latest = client.get(f"{BASE}/runs/long").text
@@ -381,8 +389,8 @@ def test_gate_decisions_verdicts_and_answers_appear_in_their_cycles(
         store,
         "gated",
         [
-            {"content": "maybe monthly?", "tool_calls": [call("calculator", expression="1+1")]},
-            {"content": "yearly", "tool_calls": [call("calculator", expression="12*3")]},
+            step(call("calculator", expression="1+1"), content="maybe monthly?"),
+            step(call("calculator", expression="12*3"), content="yearly"),
             "36?",
             "36",
         ],
@@ -414,7 +422,7 @@ def test_a_call_cut_off_by_a_dead_process_is_shown_unfinished(
         await asyncio.Event().wait()
         return "never"
 
-    model = ScriptedModel([{"content": "trying", "tool_calls": [call("hang")]}])
+    model = ScriptedModel([step(call("hang"), content="trying")])
 
     async def cut_off() -> None:
         run = Agent(model, [hang], store=store).run("hang", run_id="cut")
@@ -463,6 +471,7 @@ def needs_user_run(store: RunStore, folder: Path, run_id: str) -> Path:
     return script
 
 
+@pytest.mark.slow
 def test_answering_resumes_a_run_started_with_a_relative_script_and_a_workspace(
     store: RunStore, client: TestClient, tmp_path: Path
 ) -> None:
@@ -476,6 +485,7 @@ def test_answering_resumes_a_run_started_with_a_relative_script_and_a_workspace(
     assert run.stop_reason is StopReason.COMPLETED and run.output == "you chose it"
 
 
+@pytest.mark.slow
 def test_a_resume_that_cannot_start_is_reported_as_failed(
     store: RunStore, client: TestClient, tmp_path: Path
 ) -> None:
@@ -495,7 +505,7 @@ def test_a_read_only_database_is_shown_with_every_action_disabled(tmp_path: Path
         make_run(
             writable,
             "asks",
-            [{"tool_calls": [call("ask_user", question="which?")]}],
+            [step(call("ask_user", question="which?"))],
             tools=[AskUser(QueueChannel(answers=[]), timeout=0.01).tool],
         )
     with RunStore(path, readonly=True) as store:

@@ -36,11 +36,12 @@ from convergent import (
 )
 from convergent.models import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
 from convergent.store import DatabaseSteering, RunStore
+from convergent.testing import call, step
 from convergent.ui import WebChannel
 from convergent.ui.live_text import LiveTextWriter
 from convergent.ui.server import Listening, serve_in_thread
 
-from .conftest import IMG_XSS, SCRIPT_XSS, call, echo, make_run, needs_extra
+from .conftest import IMG_XSS, SCRIPT_XSS, echo, make_run, needs_extra
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parents[2] / "test-artifacts"
@@ -160,11 +161,11 @@ def stepping_model(steps: int | None, *, done: str = "all steps done") -> Script
 
 
 def test_runs_list_filters_and_opens_a_run(store: RunStore, console: Listening, page: Any) -> None:
-    make_run(store, "first-run", [{"tool_calls": [call("calculator", expression="6*7")]}, "42"])
+    make_run(store, "first-run", [step(call("calculator", expression="6*7")), "42"])
     make_run(
         store,
         "capped-run",
-        [{"tool_calls": [call("calculator", expression="1+1")]}] * 2,
+        [step(call("calculator", expression="1+1"))] * 2,
         limits=Limits(max_cycles=1),
     )
     page.goto(console.entry)
@@ -260,8 +261,8 @@ def test_hostile_model_and_tool_text_renders_as_text(
         store,
         "hostile",
         [
-            {"content": SCRIPT_XSS, "tool_calls": [call("echo", text=IMG_XSS)]},
-            {"content": IMG_XSS, "tool_calls": [call("echo", text=SCRIPT_XSS)]},
+            step(call("echo", text=IMG_XSS), content=SCRIPT_XSS),
+            step(call("echo", text=SCRIPT_XSS), content=IMG_XSS),
             f"{SCRIPT_XSS}{IMG_XSS}",
         ],
         tools=[echo],
@@ -283,7 +284,7 @@ def test_keyboard_only_steering_and_rewind(store: RunStore, console: Listening, 
     make_run(
         store,
         "keys",
-        [{"tool_calls": [call("calculator", expression=f"{n}+1")]} for n in range(3)] + ["4"],
+        [step(call("calculator", expression=f"{n}+1")) for n in range(3)] + ["4"],
     )
     page.goto(console.entry)
 

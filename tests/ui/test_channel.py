@@ -73,6 +73,7 @@ def test_registering_the_channel_does_not_import_the_server() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_convergent_run_ask_via_web_expires_into_needs_user(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(

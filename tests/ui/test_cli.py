@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from convergent.store import RunStore
+from convergent.testing import call, step
 
-from .conftest import call, make_run, needs_extra
+from .conftest import make_run, needs_extra
 
 COMMAND = [sys.executable, "-m", "convergent", "ui", "--no-open"]
 
 
+@pytest.mark.slow
 def test_the_console_starts_prints_its_token_and_refuses_requests_without_it(
     tmp_path: Path,
 ) -> None:
@@ -57,6 +59,7 @@ def test_the_console_starts_prints_its_token_and_refuses_requests_without_it(
         server.communicate(timeout=30)
 
 
+@pytest.mark.slow
 def test_a_taken_port_is_a_one_line_error(tmp_path: Path) -> None:
     needs_extra()
     db = tmp_path / "runs.db"
@@ -77,6 +80,7 @@ def test_a_taken_port_is_a_one_line_error(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_missing_extra_or_database_is_a_one_line_error(tmp_path: Path) -> None:
     hide = (
         "import sys; sys.modules['starlette'] = None; "
@@ -107,6 +111,7 @@ def stop(server: subprocess.Popen[str]) -> tuple[str, str]:
     return out, err
 
 
+@pytest.mark.slow
 def test_listening_beyond_loopback_needs_allow_remote(tmp_path: Path) -> None:
     needs_extra()
     db = tmp_path / "runs.db"
@@ -124,6 +129,7 @@ def test_listening_beyond_loopback_needs_allow_remote(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_allow_remote_keeps_the_token_off_the_screen_and_out_of_addresses(tmp_path: Path) -> None:
     needs_extra()
     db = tmp_path / "runs.db"
@@ -155,6 +161,7 @@ def test_allow_remote_keeps_the_token_off_the_screen_and_out_of_addresses(tmp_pa
 
 
 @pytest.mark.parametrize("host", ["127.1", "LOCALHOST", "localhost", "127.0.0.2", "::1"])
+@pytest.mark.slow
 def test_every_spelling_of_loopback_is_loopback(tmp_path: Path, host: str) -> None:
     needs_extra()
     db = tmp_path / "runs.db"
@@ -184,13 +191,14 @@ def read_only(folder: Path) -> list[str]:
     return [unshare, "-m", "--propagation", "private", "sh", "-c", remount, str(folder)]
 
 
+@pytest.mark.slow
 def test_a_database_that_cannot_be_written_is_shown_read_only(tmp_path: Path) -> None:
     needs_extra()
     folder = tmp_path / "ro"
     folder.mkdir()
     db = folder / "runs.db"
     with RunStore(db) as store:
-        make_run(store, "r1", [{"tool_calls": [call("calculator", expression="1+1")]}, "2"])
+        make_run(store, "r1", [step(call("calculator", expression="1+1")), "2"])
     prefix = read_only(folder)
     try:
         listed = subprocess.run(

@@ -18,6 +18,7 @@ from convergent import (
     Usage,
 )
 from convergent.store import RunStore
+from convergent.testing import call, step
 from convergent.ui.live_text import (
     LiveText,
     LiveTextWriter,
@@ -26,7 +27,7 @@ from convergent.ui.live_text import (
     read_live_text,
 )
 
-from .conftest import BASE, call, make_run, needs_extra
+from .conftest import BASE, make_run, needs_extra
 from .test_app import mark_running
 
 needs_extra()
@@ -95,7 +96,7 @@ def test_closing_the_writer_removes_what_a_failed_run_left(store: RunStore) -> N
 
 
 def test_the_run_page_shows_the_reply_while_it_streams(store: RunStore, client: TestClient) -> None:
-    make_run(store, "live", [{"tool_calls": [call("calculator", expression="1+1")]}, "2"])
+    make_run(store, "live", [step(call("calculator", expression="1+1")), "2"])
     mark_running(store, "live")
     writer = LiveTextWriter(store.path)
     writer(CycleStarted(run_id="live", cycle=3, message_count=5))

@@ -115,6 +115,7 @@ def test_one_of_many_answers_posted_at_once_resumes_the_run(tmp_path: Path) -> N
     assert_resumed_once(db, run_id, f"answer {resumed[0]}", POSTS)
 
 
+@pytest.mark.slow
 def test_the_console_holds_the_claim_until_its_process_takes_it_over(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

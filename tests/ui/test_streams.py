@@ -21,12 +21,13 @@ import pytest
 
 from convergent import tool
 from convergent.store import RunStore
+from convergent.testing import call, step
 from convergent.ui import sse
 from convergent.ui.app import console_of
 from convergent.ui.server import Listening, serve_in_thread
 from convergent.ui.timeline import CLIP
 
-from .conftest import BASE, call, make_run, needs_extra
+from .conftest import BASE, make_run, needs_extra
 
 needs_extra()
 
@@ -47,7 +48,7 @@ def huge(store: RunStore) -> str:
     make_run(
         store,
         "huge",
-        [{"content": "m" * SIZE, "tool_calls": [call("dump", text="a" * SIZE)]}, "o" * SIZE],
+        [step(call("dump", text="a" * SIZE), content="m" * SIZE), "o" * SIZE],
         tools=[dump],
         task="t" * SIZE,
     )
@@ -99,6 +100,7 @@ def suspended_streams() -> list[Any]:
     ]
 
 
+@pytest.mark.slow
 def test_a_closed_stream_lets_go_of_everything_it_held(huge: str, console: Listening) -> None:
     served = console_of(console.app)
     headers = {"authorization": f"Bearer {console.token}"}

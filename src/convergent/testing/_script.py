@@ -1,0 +1,90 @@
+"""Build a model's responses for a test: tool calls, batches of them, final answers."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from convergent.messages import NO_USAGE, ModelResponse, ToolCall, Usage
+from convergent.models._prices import PriceLike
+from convergent.models.scripted import ScriptedModel
+
+
+def call(name: str, /, call_id: str | None = None, **arguments: Any) -> ToolCall:
+    """A call of tool ``name`` with ``arguments``.
+
+    Args:
+        name: The tool to call.
+        call_id: The call's id. By default it is derived from the name and the
+            arguments, so the same call has the same id in every run of a test.
+        **arguments: The tool's arguments, as the model would send them.
+    """
+    if call_id is None:
+        text = json.dumps([name, arguments], sort_keys=True, default=str)
+        call_id = f"call_{name}_{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+    return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+def step(*calls: ToolCall, content: str = "", usage: Usage = NO_USAGE) -> ModelResponse:
+    """A response that asks for ``calls`` (run as one batch), so the loop goes on.
+
+    Two calls of one batch never share an id: a repeated id gets ``-2``, ``-3``...
+
+    Args:
+        *calls: The tool calls, from `call`.
+        content: Text the model writes beside the calls.
+        usage: The tokens, requests and cost the response reports (none by default,
+            like a plain string in a `ScriptedModel`'s script).
+    """
+    seen: dict[str, int] = {}
+    batch: list[ToolCall] = []
+    for made in calls:
+        seen[made.id] = count = seen.get(made.id, 0) + 1
+        batch.append(made if count == 1 else dataclasses.replace(made, id=f"{made.id}-{count}"))
+    return ModelResponse(
+        content=content,
+        tool_calls=tuple(batch),
+        usage=usage,
+        finish_reason="tool_calls",
+        model_name="scripted",
+    )
+
+
+def answer(text: str, *, usage: Usage = NO_USAGE) -> ModelResponse:
+    """A final response: ``text`` and no tool calls, so the run completes.
+
+    Args:
+        text: The answer.
+        usage: The tokens, requests and cost the response reports (none by default,
+            like a plain string in a `ScriptedModel`'s script).
+    """
+    return ModelResponse(content=text, usage=usage, finish_reason="stop", model_name="scripted")
+
+
+def scripted(
+    *responses: ModelResponse | ToolCall | Sequence[ToolCall] | str,
+    name: str = "scripted",
+    price: PriceLike | None = None,
+) -> ScriptedModel:
+    """A `ScriptedModel` that replays ``responses`` in order, one per request.
+
+    Args:
+        *responses: Each a response (`step`, `answer`), a single `ToolCall` or a list of
+            them (a `step` of those calls), or a string (an `answer`).
+        name: The model's name in traces.
+        price: Prices the responses' tokens, as in `ScriptedModel`.
+    """
+    script: list[ModelResponse] = []
+    for item in responses:
+        if isinstance(item, ModelResponse):
+            script.append(item)
+        elif isinstance(item, ToolCall):
+            script.append(step(item))
+        elif isinstance(item, str):
+            script.append(answer(item))
+        else:
+            script.append(step(*item))
+    return ScriptedModel(script, name=name, price=price)

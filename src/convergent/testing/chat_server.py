@@ -1,0 +1,240 @@
+"""A chat server on loopback for tests: real HTTP, scripted replies, streamed or whole.
+
+It speaks OpenAI's chat completions, and streams them as server-sent events when a
+request asks for ``stream``: a scripted completion is cut into chunks the way OpenAI
+sends them (`openai_stream`). `anthropic_stream` does the same for an Anthropic
+message, and a reply may be any `SSE` (an error event, a stream cut short...).
+
+Example:
+    >>> from convergent.models import OpenAIChatModel
+    >>> with ChatServer(lambda n, body: completion("hello")) as server:
+    ...     model = OpenAIChatModel("any", base_url=server.url + "/v1", api_key="none")
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+
+@dataclass
+class SSE:
+    """A streamed answer: server-sent events, sent and flushed one at a time."""
+
+    events: list[tuple[str | None, str]]
+    """``(event name or None, data)`` in order."""
+    done: bool = True
+    """End with OpenAI's ``data: [DONE]``."""
+    hold: threading.Event | None = None
+    """Wait for this before sending the event at ``hold_at``."""
+    hold_at: int = 0
+    """Which event waits for ``hold``."""
+    status: int = 200
+    """The HTTP status sent before the events."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """More response headers."""
+
+
+Reply = Callable[[int, dict[str, Any]], "bytes | SSE | None"]
+"""``(request number from 1, request body) -> response``: a JSON body, a stream, or
+None (never answers)."""
+
+
+def _pieces(text: str, size: int) -> Iterator[str]:
+    for start in range(0, len(text), size):
+        yield text[start : start + size]
+
+
+def openai_stream(
+    completion_body: bytes, *, include_usage: bool = True, piece: int = 4, done: bool = True
+) -> SSE:
+    """A chat completion as OpenAI streams it.
+
+    Its text and each call's arguments come in ``piece``-character chunks, then the
+    finish reason, then the usage if ``include_usage``.
+
+    Args:
+        completion_body: The whole completion, as `completion` writes it.
+        include_usage: End with a chunk that holds the usage.
+        piece: Characters per chunk.
+        done: End with ``data: [DONE]``.
+    """
+    body = json.loads(completion_body)
+    head = {k: body[k] for k in ("id", "created", "model")}
+    head["object"] = "chat.completion.chunk"
+    choice = body["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[str | None, str]:
+        choices = [{"index": 0, "delta": delta, "finish_reason": finish}]
+        return None, json.dumps({**head, "choices": choices, "usage": None})
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": text}) for text in _pieces(message.get("content") or "", piece)]
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        function = call["function"]
+        start = {"index": index, "id": call["id"], "type": "function"}
+        start["function"] = {"name": function["name"], "arguments": ""}
+        events.append(chunk({"tool_calls": [start]}))
+        events += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": text}}]})
+            for text in _pieces(function["arguments"], piece)
+        ]
+    events.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        events.append((None, json.dumps({**head, "choices": [], "usage": body["usage"]})))
+    return SSE(events, done=done)
+
+
+def _event(name: str, **data: Any) -> tuple[str, str]:
+    return name, json.dumps({"type": name, **data})
+
+
+def anthropic_stream(message: dict[str, Any], *, piece: int = 4) -> SSE:
+    """An Anthropic message as the Messages API streams it.
+
+    ``message_start`` with the input tokens, each block started, filled in
+    ``piece``-character deltas and stopped, then ``message_delta`` with the stop reason
+    and the output tokens.
+
+    Args:
+        message: The whole message, as the Messages API returns it.
+        piece: Characters per delta.
+    """
+    start = {**message, "content": [], "stop_reason": None}
+    start["usage"] = {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1}
+    events: list[tuple[str | None, str]] = [_event("message_start", message=start)]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            opened: dict[str, Any] = {"type": "text", "text": ""}
+            kind, key, text = "text_delta", "text", block["text"]
+        else:
+            opened = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            kind, key, text = "input_json_delta", "partial_json", json.dumps(block["input"])
+        events.append(_event("content_block_start", index=index, content_block=opened))
+        events += [
+            _event("content_block_delta", index=index, delta={"type": kind, key: part})
+            for part in _pieces(text, piece)
+        ]
+        events.append(_event("content_block_stop", index=index))
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    usage = {"output_tokens": message["usage"]["output_tokens"]}
+    events.append(_event("message_delta", delta=delta, usage=usage))
+    events.append(_event("message_stop"))
+    return SSE(events, done=False)
+
+
+def completion(
+    content: str | None = None, *, arguments: str | None = None, tool: str = "echo"
+) -> bytes:
+    """An OpenAI chat completion body: text, or one call of ``tool`` with raw ``arguments``.
+
+    Args:
+        content: The reply's text.
+        arguments: The call's arguments as the model wrote them (JSON, or not).
+        tool: The name of the tool called.
+    """
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if arguments is not None:
+        message["tool_calls"] = [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": tool, "arguments": arguments},
+            }
+        ]
+    choice = {
+        "index": 0,
+        "message": message,
+        "finish_reason": "tool_calls" if arguments is not None else "stop",
+    }
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    body = {"id": "c1", "object": "chat.completion", "created": 0, "model": "stub"}
+    return json.dumps({**body, "choices": [choice], "usage": usage}).encode()
+
+
+class ChatServer:
+    """Answers each POST with ``reply(n, body)``; ``with`` starts and stops it.
+
+    A JSON reply to a request that asks for ``stream`` is sent as `openai_stream`.
+
+    Args:
+        reply: Makes the answer to each request from its number and its JSON body.
+    """
+
+    def __init__(self, reply: Reply) -> None:
+        self.requests: list[dict[str, Any]] = []
+        """The JSON body of every request, in order of arrival."""
+        self.arrived = threading.Event()
+        """Set when the first request arrives."""
+        self.release = threading.Event()
+        """Set it to let requests whose reply is None end (also set on exit)."""
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802  (http.server's naming)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.requests.append(body)
+                stub.arrived.set()
+                answer = reply(len(stub.requests), body)
+                if answer is None:
+                    stub.release.wait(60)
+                    return
+                if isinstance(answer, bytes) and body.get("stream"):
+                    usage = (body.get("stream_options") or {}).get("include_usage", False)
+                    answer = openai_stream(answer, include_usage=usage)
+                if isinstance(answer, SSE):
+                    self._stream(answer)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def _stream(self, answer: SSE) -> None:
+                self.send_response(answer.status)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                for header, value in answer.headers.items():
+                    self.send_header(header, value)
+                self.end_headers()
+                events = list(answer.events)
+                if answer.done:
+                    events.append((None, "[DONE]"))
+                for position, (name, data) in enumerate(events):
+                    if answer.hold is not None and position == answer.hold_at:
+                        answer.hold.wait(60)
+                    head = f"event: {name}\n" if name else ""
+                    self.wfile.write(f"{head}data: {data}\n\n".encode())
+                    self.wfile.flush()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        """The HTTP server, on a free port of the loopback interface."""
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        """Where the server listens, without a path (OpenAI clients want ``url + "/v1"``)."""
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    def __enter__(self) -> ChatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,103 @@
+"""The loopback chat server answers over real HTTP, whole or streamed."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+from convergent.testing.chat_server import SSE, ChatServer, anthropic_stream, completion
+
+
+def post(url: str, body: dict[str, Any], timeout: float = 30) -> tuple[str, bytes]:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.headers["Content-Type"], response.read()
+
+
+def events(raw: bytes) -> list[str]:
+    return [line[6:] for line in raw.decode().splitlines() if line.startswith("data: ")]
+
+
+def test_a_completion_is_sent_whole_and_each_request_is_kept() -> None:
+    with ChatServer(lambda n, body: completion(f"reply {n}")) as server:
+        kind, first = post(f"{server.url}/v1/chat/completions", {"messages": ["a"]})
+        _, second = post(f"{server.url}/v1/chat/completions", {"messages": ["b"]})
+    assert kind == "application/json"
+    assert json.loads(first)["choices"][0]["message"]["content"] == "reply 1"
+    assert json.loads(second)["choices"][0]["message"]["content"] == "reply 2"
+    assert server.requests == [{"messages": ["a"]}, {"messages": ["b"]}]
+
+
+def test_a_completion_is_streamed_in_chunks_when_the_request_asks() -> None:
+    body = completion(arguments='{"text": "hello"}', tool="echo")
+    with ChatServer(lambda n, request: body) as server:
+        kind, raw = post(server.url, {"stream": True, "stream_options": {"include_usage": True}})
+    assert kind == "text/event-stream"
+    data = events(raw)
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(item) for item in data[:-1]]
+    pieces = [
+        call["function"]["arguments"]
+        for chunk in chunks
+        for choice in chunk["choices"]
+        for call in choice["delta"].get("tool_calls", ())
+    ]
+    assert "".join(pieces) == '{"text": "hello"}'
+    assert chunks[-1]["usage"] == json.loads(body)["usage"]
+
+
+def test_an_anthropic_message_streams_as_named_events() -> None:
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude",
+        "content": [{"type": "text", "text": "hi there"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 5, "output_tokens": 2},
+    }
+    with ChatServer(lambda n, body: anthropic_stream(message)) as server:
+        _, raw = post(server.url, {})
+    names = [line[7:] for line in raw.decode().splitlines() if line.startswith("event: ")]
+    assert names[0] == "message_start" and names[-2:] == ["message_delta", "message_stop"]
+    deltas = [json.loads(item).get("delta", {}).get("text", "") for item in events(raw)]
+    assert "".join(deltas) == "hi there"
+
+
+def test_a_request_without_a_reply_waits_until_released() -> None:
+    failed: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            post(server.url, {}, timeout=60)
+        except Exception as exc:  # the server closes the connection without answering
+            failed.append(exc)
+
+    with ChatServer(lambda n, body: None) as server:
+        asking = threading.Thread(target=ask)
+        asking.start()
+        assert server.arrived.wait(30)
+        assert asking.is_alive()
+        server.release.set()
+        asking.join(30)
+    assert not asking.is_alive()
+    assert len(failed) == 1
+
+
+def test_a_stream_can_carry_an_error_status_and_headers() -> None:
+    error = SSE([("error", '{"type": "overloaded"}')], done=False, status=529)
+    error.headers["Retry-After"] = "0"
+    with ChatServer(lambda n, body: error) as server:
+        try:
+            post(server.url, {})
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 529
+            assert exc.headers["Retry-After"] == "0"
+            assert events(exc.read()) == ['{"type": "overloaded"}']
+        else:
+            raise AssertionError("a 529 stream must fail the request")

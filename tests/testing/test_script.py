@@ -1,0 +1,50 @@
+"""`convergent.testing`'s script helpers drive the real loop."""
+
+from __future__ import annotations
+
+import convergent
+from convergent import Agent, StopReason, ToolResultMessage, Usage, calculator
+from convergent.testing import answer, call, scripted, step
+
+
+def test_a_call_has_the_same_id_wherever_it_is_made() -> None:
+    made = call("calculator", expression="2+2")
+    assert made.id == call("calculator", expression="2+2").id
+    assert made.id != call("calculator", expression="2+3").id
+    assert made.id != call("echo", expression="2+2").id
+    assert call("calculator", call_id="c9", expression="1").id == "c9"
+    assert (made.name, made.arguments) == ("calculator", {"expression": "2+2"})
+
+
+def test_repeated_calls_in_one_step_get_distinct_ids() -> None:
+    twice = step(call("calculator", expression="1+1"), call("calculator", expression="1+1"))
+    first, second = twice.tool_calls
+    assert second.id == f"{first.id}-2"
+    assert twice.finish_reason == "tool_calls"
+    assert twice.usage == Usage()
+
+
+def test_an_answer_has_no_calls_and_stops() -> None:
+    final = answer("done", usage=Usage(input_tokens=3, output_tokens=1, requests=1))
+    assert (final.content, final.tool_calls, final.finish_reason) == ("done", (), "stop")
+    assert final.usage.total_tokens == 4
+
+
+def test_a_scripted_model_replays_steps_calls_lists_and_strings_in_order() -> None:
+    model = scripted(
+        step(call("calculator", expression="2+2"), content="adding"),
+        call("calculator", expression="3*3"),
+        [call("calculator", expression="1+1"), call("calculator", expression="5-1")],
+        "4, 9, 2 and 4",
+        name="maths",
+    )
+    result = Agent(model, tools=[calculator]).run_sync("sums")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.output == "4, 9, 2 and 4"
+    assert model.name == "maths"
+    results = [m.content for m in model.requests[-1].messages if isinstance(m, ToolResultMessage)]
+    assert results == ["4", "9", "2", "4"]
+
+
+def test_the_helpers_are_not_part_of_the_core_api() -> None:
+    assert not {"call", "answer", "step", "scripted"} & set(convergent.__all__)
