@@ -91,6 +91,31 @@ def test_run_runs_steer_and_resume_on_temporal(tmp_path: Path, queue: tuple[str,
     assert json.loads(resumed.stdout)["output"] == "blue it is"
 
 
+@pytest.mark.slow
+def test_a_tool_given_with_tool_runs_on_the_worker(
+    tmp_path: Path, temporal_server: DevServer
+) -> None:
+    (tmp_path / "mytools.py").write_text(
+        "def shout(text: str) -> str:\n"
+        '    """Upper-case the text."""\n'
+        '    return text.upper() + "!"\n'
+    )
+    name = f"tool-{uuid.uuid4().hex[:8]}"
+    worker = WorkerProcess(
+        temporal_server.address, name, tmp_path / ".convergent" / "runs.db", cwd=tmp_path
+    )
+    try:
+        model = script(tmp_path, [call("shout", text="hey"), "HEY!"])
+        proc = cli("run", "shout", "--model", model, "--tool", "mytools:shout", "--json",
+                   "--temporal", temporal_server.address, "--task-queue", name,
+                   cwd=tmp_path)  # fmt: skip
+    finally:
+        worker.stop()
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [(c["name"], c["result"]) for c in data["tool_calls"]] == [("shout", "HEY!")]
+
+
 def test_the_live_view_follows_a_temporal_run(tmp_path: Path, queue: tuple[str, str]) -> None:
     address, name = queue
     model = script(tmp_path, [call("calculator", expression="2+2"), "4"])

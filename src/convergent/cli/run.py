@@ -21,7 +21,7 @@ from convergent.exceptions import UserError
 from convergent.mcp.config import MCPServer, load_mcp_config, mcp_config, server_from_command
 from convergent.models._prices import parse_price
 from convergent.models.registry import default_model_spec
-from convergent.recipe import BuildContext, GateRecipe, LimitsRecipe, RunRecipe
+from convergent.recipe import BuildContext, GateRecipe, LimitsRecipe, RunRecipe, resolve_tools
 from convergent.store import DEFAULT_DB_PATH
 
 __all__ = ["check_number", "mcp_servers", "read_task", "run_command"]
@@ -85,6 +85,22 @@ def mcp_servers(commands: list[str] | None, config: Path | None) -> list[MCPServ
     # the run's recipe keeps the folder, so that a resume from elsewhere starts them alike
     here = str(Path.cwd())
     return [replace(s, cwd=s.cwd or here) if s.transport == "stdio" else s for s in servers]
+
+
+def own_tools(paths: list[str], workspace: Path) -> list[str]:
+    """The ``--tool`` import paths, each checked to import to tools now.
+
+    A Temporal run is built on a worker: a path that does not import fails here, once,
+    rather than there.
+
+    Raises:
+        UserError: For a path that is not ``package.module:attribute`` or does not import.
+    """
+    for path in paths:
+        if ":" not in path:
+            raise UserError(f"--tool must be package.module:attribute, got {path!r}")
+        resolve_tools([path], workspace)
+    return paths
 
 
 def absolute_model_spec(spec: str) -> str:
@@ -193,6 +209,15 @@ def run_command(
         list[Path] | None,
         typer.Option("--skills", help="A skill folder, or a folder of them (repeatable)."),
     ] = None,
+    tool: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tool",
+            metavar="MODULE:ATTR",
+            help="Offer your own tool: a Tool, a list of tools or a typed function, "
+            "importable from the current folder or the Python path (repeatable).",
+        ),
+    ] = None,
     mcp: Annotated[
         list[str] | None,
         typer.Option(
@@ -248,6 +273,7 @@ def run_command(
         tools.append("fail")
     if allow_writes:
         tools += ["write_file", "edit_file"]
+    tools += own_tools(tool or [], workspace)
     recipe = RunRecipe(
         model=spec,
         base_url=base_url,
