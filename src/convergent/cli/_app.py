@@ -24,7 +24,17 @@ def _root() -> None:
 
 def _register() -> None:
     """Import the command modules; each adds its commands to `app`."""
-    for module in ("run", "coordinator", "hook", "synthesize", "runs", "bench", "worker", "ui"):
+    for module in (
+        "run",
+        "coordinator",
+        "hook",
+        "synthesize",
+        "runs",
+        "bench",
+        "worker",
+        "ui",
+        "mcp_tools",
+    ):
         importlib.import_module(f"convergent.cli.{module}")
 
 

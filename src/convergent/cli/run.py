@@ -14,7 +14,14 @@ from convergent.agent import Agent
 from convergent.cli._app import app
 from convergent.cli._durable import Session, default_steer, new_run_id, open_store
 from convergent.cli._gate import ASK_VIA, parse_threshold
-from convergent.cli._options import BaseUrlOption, JsonOption, ModelOption, OtlpOption, TraceOption
+from convergent.cli._options import (
+    BaseUrlOption,
+    JsonOption,
+    McpConfigOption,
+    ModelOption,
+    OtlpOption,
+    TraceOption,
+)
 from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import TaskQueueOption, TemporalOption, start_run
 from convergent.exceptions import UserError
@@ -209,6 +216,14 @@ def run_command(
         list[Path] | None,
         typer.Option("--skills", help="A skill folder, or a folder of them (repeatable)."),
     ] = None,
+    builtin_tools: Annotated[
+        bool,
+        typer.Option(
+            "--builtin-tools/--no-builtin-tools",
+            help="Offer the built-in tools (calculator, read_file, list_dir, ask_user); "
+            "without them only --tool, --allow-writes and MCP tools are offered.",
+        ),
+    ] = True,
     tool: Annotated[
         list[str] | None,
         typer.Option(
@@ -224,18 +239,10 @@ def run_command(
             "--mcp",
             metavar="COMMAND",
             help="Offer the tools of an MCP server started with this command line, "
-            "e.g. 'uvx mcp-server-time' (repeatable).",
+            "e.g. 'mcp-server-time' (repeatable).",
         ),
     ] = None,
-    mcp_config_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--mcp-config",
-            metavar="FILE",
-            help="Offer the tools of the MCP servers in this mcpServers JSON file "
-            "(the format of Claude Desktop and Claude Code).",
-        ),
-    ] = None,
+    mcp_config_file: McpConfigOption = None,
     temporal: TemporalOption = None,
     task_queue: TaskQueueOption = "convergent",
     otlp: OtlpOption = None,
@@ -266,8 +273,8 @@ def run_command(
     if servers and temporal is not None:
         raise UserError("--mcp and --mcp-config cannot be used with --temporal yet")
     spec = absolute_model_spec(model or default_model_spec())
-    tools = [*DEFAULT_TOOLS]
-    if spec.startswith("scripted:"):
+    tools = [*DEFAULT_TOOLS] if builtin_tools else []
+    if spec.startswith("scripted:") and builtin_tools:
         # `fail` demonstrates tool_error with scripted runs; a real model would only be
         # distracted by a tool that always fails
         tools.append("fail")
