@@ -348,11 +348,8 @@ def test_a_server_that_never_initializes_is_one_line(tmp_path: Path) -> None:
     model = script(tmp_path, ["unused"])
     proc = run_cli("run", "x", "--model", model, "--mcp-config", str(config), cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.endswith(
-        " saved in .convergent/runs.db\n"
-        "error: MCP server 'mute' failed to start: no answer within 0.5s\n"
-    )
-    assert proc.stderr.count("\n") == 2
+    # the run never started: nothing says it was saved
+    assert proc.stderr == "error: MCP server 'mute' failed to start: no answer within 0.5s\n"
 
 
 CLASH = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER.with_name('clash_server.py')))}"

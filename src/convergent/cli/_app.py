@@ -6,6 +6,8 @@ import importlib
 
 import typer
 
+from convergent.cli._help import hide_flag_types
+
 __all__ = ["app"]
 
 app = typer.Typer(
@@ -38,4 +40,5 @@ def _register() -> None:
         importlib.import_module(f"convergent.cli.{module}")
 
 
+hide_flag_types()
 _register()
