@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -172,10 +173,12 @@ class _Follower:
         queue: SteeringQueue,
         *,
         interactive: bool,
+        address: str,
         header: str | None = None,
         poll: float = 0.2,
     ) -> None:
         self.header = header
+        self.address = address
         self.run = run
         self.view = view
         self.queue = queue
@@ -231,10 +234,16 @@ class _Follower:
             self.question = asked
             return
         self.question = asked
+        from convergent.temporal._worker import DEFAULT_TASK_QUEUE  # noqa: PLC0415
+
+        queue = self.run.runner.task_queue
+        target = f"--temporal {self.address}" + (
+            f" --task-queue {shlex.quote(queue)}" if queue != DEFAULT_TASK_QUEUE else ""
+        )
         hint = (
             "type the answer and press Enter"
             if self.interactive
-            else f"answer with: convergent resume {self.run.run_id} --temporal ... --answer TEXT"
+            else f"answer with: convergent resume {self.run.run_id} {target} --answer TEXT"
         )
         self.notes.print(
             f"  [magenta]the run asks[/] {escape(asked)} [dim]({escape(hint)})[/]", soft_wrap=True
@@ -257,7 +266,7 @@ class _Follower:
 
 
 async def _drive(
-    run: TemporalRun, *, json_output: bool, steer: bool, header: str | None = None
+    run: TemporalRun, address: str, *, json_output: bool, steer: bool, header: str | None = None
 ) -> RunResult:
     ended = asyncio.ensure_future(run.result())
     reader = None
@@ -271,7 +280,9 @@ async def _drive(
                 Console(stderr=True).print(f"[dim]{escape(HELP)}[/]")
             live = LiveView(console)
             view: list[Callable[[Event], None]] = [live, GateView(console)]
-            follower = _Follower(run, view, queue, interactive=steer, header=header)
+            follower = _Follower(
+                run, view, queue, interactive=steer, address=address, header=header
+            )
             await follower.follow(ended)
         return await ended
     finally:
@@ -308,7 +319,7 @@ def start_run(
         runner = await connect_runner(address, task_queue, db, need_workers=True)
         run = await runner.start(recipe, task, run_id=run_id)
         header = f"run {run_id} · on Temporal at {address}"
-        return await _drive(run, json_output=json_output, steer=steer, header=header)
+        return await _drive(run, address, json_output=json_output, steer=steer, header=header)
 
     _report(_sync(work), json_output)
 
@@ -340,7 +351,7 @@ def resume_run(
             run = await runner.continue_run(run_id, answer=answer)
         if message is not None:
             await run.steer("message", message)
-        return await _drive(run, json_output=json_output, steer=steer)
+        return await _drive(run, address, json_output=json_output, steer=steer)
 
     _report(_sync(work), json_output)
 
