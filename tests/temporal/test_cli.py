@@ -116,6 +116,41 @@ def test_a_tool_given_with_tool_runs_on_the_worker(
     assert [(c["name"], c["result"]) for c in data["tool_calls"]] == [("shout", "HEY!")]
 
 
+def test_runs_lists_the_task_and_the_cycles_of_a_live_run(
+    tmp_path: Path, queue: tuple[str, str]
+) -> None:
+    address, name = queue
+    target = ["--temporal", address, "--task-queue", name]
+    model = script(tmp_path, [call("ask_user", question="Which colour?"), "blue"])
+    waiting = subprocess.Popen(
+        [EXE, "run", "paint  the\nfence", "--model", model, "--run-id", "live1",
+         "--ask-timeout", "120", "--json", *target],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until the run waits on its question, one cycle in
+            listed = json.loads(cli("runs", "--json", *target, cwd=tmp_path).stdout)
+            (live,) = [run for run in listed if run["run_id"] == "live1"] or [None]
+            if live is not None and live["cycles"] == 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert live is not None
+        assert (live["status"], live["cycles"], live["task"]) == ("running", 1, "paint  the\nfence")
+        table = cli("runs", *target, cwd=tmp_path).stdout
+        (row,) = [line for line in table.splitlines() if line.startswith("live1")]
+        assert row.split()[1:3] == ["running", "1"] and row.endswith("paint the fence")
+        answered = cli("resume", "live1", "--answer", "blue", "--json", *target, cwd=tmp_path)
+        assert answered.returncode == 0, answered.stderr
+    finally:
+        out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, err
+    listed = json.loads(cli("runs", "--json", *target, cwd=tmp_path).stdout)
+    (done,) = [run for run in listed if run["run_id"] == "live1"]
+    assert (done["status"], done["cycles"], done["task"]) == ("completed", 2, "paint  the\nfence")
+
+
 def test_the_live_view_follows_a_temporal_run(tmp_path: Path, queue: tuple[str, str]) -> None:
     address, name = queue
     model = script(tmp_path, [call("calculator", expression="2+2"), "4"])

@@ -378,6 +378,7 @@ def list_runs(address: str, task_queue: str, db: Path, limit: int, json_output: 
                 "status": run.status if run.stop_reason is None else run.stop_reason,
                 "cycles": run.cycles,
                 "started_at": run.started_at,
+                "task": run.task,
             }
             for run in await runner.list_runs(limit)
         ]
@@ -390,10 +391,11 @@ def list_runs(address: str, task_queue: str, db: Path, limit: int, json_output: 
         print(f"no runs on {address}")
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("id", "status", "cycles", "started"):
-        table.add_column(column)
+    for column in ("id", "status", "cycles", "started", "task"):
+        table.add_column(column, no_wrap=column != "task", overflow="ellipsis")
     for run in runs:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run["started_at"]))
         cycles = "" if run["cycles"] is None else str(run["cycles"])
-        table.add_row(escape(run["run_id"]), run["status"], cycles, started)
+        task = " ".join((run["task"] or "").split())
+        table.add_row(escape(run["run_id"]), run["status"], cycles, started, escape(task))
     Console(highlight=False).print(table)
