@@ -151,6 +151,28 @@ def test_runs_lists_the_task_and_the_cycles_of_a_live_run(
     assert (done["status"], done["cycles"], done["task"]) == ("completed", 2, "paint  the\nfence")
 
 
+def test_detach_prints_the_id_and_returns_while_the_run_goes_on(
+    tmp_path: Path, queue: tuple[str, str]
+) -> None:
+    address, name = queue
+    target = ["--temporal", address, "--task-queue", name]
+    model = script(tmp_path, [call("ask_user", question="Which colour?"), "blue"])
+    started = cli("run", "paint", "--model", model, "--run-id", "d1", "--ask-timeout", "120",
+                  "--detach", *target, cwd=tmp_path)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert started.stdout == "d1\n"
+    # the command returned while the run waits on its question: answering it goes on
+    answered = cli("resume", "d1", "--answer", "blue", "--json", *target, cwd=tmp_path)
+    assert answered.returncode == 0, answered.stderr
+    assert json.loads(answered.stdout)["output"] == "blue"
+    as_json = cli("run", "x", "--model", script(tmp_path, ["done"], name="b.json"),
+                  "--run-id", "d2", "--detach", "--json", *target, cwd=tmp_path)  # fmt: skip
+    assert json.loads(as_json.stdout) == {"run_id": "d2", "status": "running"}
+    local = cli("run", "x", "--detach", cwd=tmp_path)
+    assert local.returncode == 2
+    assert local.stderr == "error: --detach needs --temporal: a local run ends with its command\n"
+
+
 def test_the_live_view_follows_a_temporal_run(tmp_path: Path, queue: tuple[str, str]) -> None:
     address, name = queue
     model = script(tmp_path, [call("calculator", expression="2+2"), "4"])

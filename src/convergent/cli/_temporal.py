@@ -312,16 +312,32 @@ def start_run(
     *,
     json_output: bool,
     steer: bool,
+    detach: bool = False,
 ) -> None:
-    """``run --temporal``: submit the run, follow it live, print and exit like a local run."""
+    """``run --temporal``: submit the run, follow it live, print and exit like a local run.
 
-    async def work() -> RunResult:
+    With ``detach``, print the run's id once the cluster has it, and return.
+    """
+
+    async def work() -> RunResult | None:
         runner = await connect_runner(address, task_queue, db, need_workers=True)
         run = await runner.start(recipe, task, run_id=run_id)
+        if detach:
+            return None
         header = f"run {run_id} · on Temporal at {address}"
         return await _drive(run, address, json_output=json_output, steer=steer, header=header)
 
-    _report(_sync(work), json_output)
+    result = _sync(work)
+    if result is not None:
+        _report(result, json_output)
+    elif json_output:
+        print(json.dumps({"run_id": run_id, "status": "running"}))
+    else:
+        print(run_id)  # alone on standard output, for `id=$(convergent run ... --detach)`
+        Console(stderr=True, highlight=False).print(
+            f"[dim]started on Temporal at {escape(address)}; see it with: convergent runs "
+            f"--temporal {escape(address)}[/]"
+        )
 
 
 def resume_run(

@@ -245,6 +245,10 @@ def run_command(
     mcp_config_file: McpConfigOption = None,
     temporal: TemporalOption = None,
     task_queue: TaskQueueOption = "convergent",
+    detach: Annotated[
+        bool,
+        typer.Option("--detach", help="With --temporal: start the run, print its id and return."),
+    ] = False,
     otlp: OtlpOption = None,
 ) -> None:
     """Run an agent until its response has no tool calls, or another objective stop."""
@@ -269,6 +273,8 @@ def run_command(
         raise UserError("--gate-model needs --gate")
     if otlp is not None and temporal is not None:
         raise UserError("--otlp traces runs in this process; a --temporal run runs on a worker")
+    if detach and temporal is None:
+        raise UserError("--detach needs --temporal: a local run ends with its command")
     servers = mcp_servers(mcp, mcp_config_file)
     if servers and temporal is not None:
         raise UserError("--mcp and --mcp-config cannot be used with --temporal yet")
@@ -315,6 +321,7 @@ def run_command(
             new_run_id(None, run_id),
             json_output=json_output,
             steer=default_steer(steer, json_output),
+            detach=detach,
         )
         return
     with otlp_export(otlp):
