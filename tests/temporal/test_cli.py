@@ -116,55 +116,35 @@ def test_a_tool_given_with_tool_runs_on_the_worker(
     assert [(c["name"], c["result"]) for c in data["tool_calls"]] == [("shout", "HEY!")]
 
 
-def test_runs_lists_the_task_and_the_cycles_of_a_live_run(
+def test_a_detached_run_is_listed_with_its_task_and_live_cycles(
     tmp_path: Path, queue: tuple[str, str]
 ) -> None:
     address, name = queue
     target = ["--temporal", address, "--task-queue", name]
     model = script(tmp_path, [call("ask_user", question="Which colour?"), "blue"])
-    waiting = subprocess.Popen(
-        [EXE, "run", "paint  the\nfence", "--model", model, "--run-id", "live1",
-         "--ask-timeout", "120", "--json", *target],
-        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:  # until the run waits on its question, one cycle in
-            listed = json.loads(cli("runs", "--json", *target, cwd=tmp_path).stdout)
-            (live,) = [run for run in listed if run["run_id"] == "live1"] or [None]
-            if live is not None and live["cycles"] == 1 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert live is not None
-        assert (live["status"], live["cycles"], live["task"]) == ("running", 1, "paint  the\nfence")
-        table = cli("runs", *target, cwd=tmp_path).stdout
-        (row,) = [line for line in table.splitlines() if line.startswith("live1")]
-        assert row.split()[1:3] == ["running", "1"] and row.endswith("paint the fence")
-        answered = cli("resume", "live1", "--answer", "blue", "--json", *target, cwd=tmp_path)
-        assert answered.returncode == 0, answered.stderr
-    finally:
-        out, err = waiting.communicate(timeout=120)
-    assert waiting.returncode == 0, err
-    listed = json.loads(cli("runs", "--json", *target, cwd=tmp_path).stdout)
-    (done,) = [run for run in listed if run["run_id"] == "live1"]
-    assert (done["status"], done["cycles"], done["task"]) == ("completed", 2, "paint  the\nfence")
-
-
-def test_detach_prints_the_id_and_returns_while_the_run_goes_on(
-    tmp_path: Path, queue: tuple[str, str]
-) -> None:
-    address, name = queue
-    target = ["--temporal", address, "--task-queue", name]
-    model = script(tmp_path, [call("ask_user", question="Which colour?"), "blue"])
-    started = cli("run", "paint", "--model", model, "--run-id", "d1", "--ask-timeout", "120",
-                  "--detach", *target, cwd=tmp_path)  # fmt: skip
+    started = cli("run", "paint  the\nfence", "--model", model, "--run-id", "d1",
+                  "--ask-timeout", "120", "--detach", *target, cwd=tmp_path)  # fmt: skip
     assert started.returncode == 0, started.stderr
     assert started.stdout == "d1\n"
-    # the command returned while the run waits on its question: answering it goes on
+    deadline = time.monotonic() + 60
+    while True:  # until the run waits on its question, one cycle in
+        listed = json.loads(cli("runs", "--json", *target, cwd=tmp_path).stdout)
+        (live,) = [run for run in listed if run["run_id"] == "d1"] or [None]
+        if live is not None and live["cycles"] == 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert live is not None
+    assert (live["status"], live["cycles"], live["task"]) == ("running", 1, "paint  the\nfence")
+    table = cli("runs", *target, cwd=tmp_path).stdout
+    (row,) = [line for line in table.splitlines() if line.startswith("d1")]
+    assert row.split()[1:3] == ["running", "1"] and row.endswith("paint the fence")
+    # the detached command returned while the run waits on its question: answering goes on
     answered = cli("resume", "d1", "--answer", "blue", "--json", *target, cwd=tmp_path)
     assert answered.returncode == 0, answered.stderr
     assert json.loads(answered.stdout)["output"] == "blue"
+    listed = json.loads(cli("runs", "--json", *target, cwd=tmp_path).stdout)
+    (done,) = [run for run in listed if run["run_id"] == "d1"]
+    assert (done["status"], done["cycles"], done["task"]) == ("completed", 2, "paint  the\nfence")
     as_json = cli("run", "x", "--model", script(tmp_path, ["done"], name="b.json"),
                   "--run-id", "d2", "--detach", "--json", *target, cwd=tmp_path)  # fmt: skip
     assert json.loads(as_json.stdout) == {"run_id": "d2", "status": "running"}
