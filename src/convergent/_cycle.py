@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from convergent._executor import (
     execute_batch,
@@ -34,7 +34,7 @@ from convergent.events import (
 )
 from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedError, UserError
 from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
-from convergent.journal import RunJournal
+from convergent.journal import Durability, RunJournal
 from convergent.messages import (
     NO_USAGE,
     AssistantMessage,
@@ -48,6 +48,7 @@ from convergent.messages import (
 from convergent.models.base import Model, ModelSettings
 from convergent.monitor import CHARS_PER_MESSAGE, FINAL_ANSWER_TOKENS, RunMonitor
 from convergent.result import RunResult
+from convergent.run_context import CallContext, entered
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import NO_COMMANDS, SteeringCommand, SteeringQueue, Taken
 from convergent.stop import (
@@ -74,6 +75,7 @@ __all__ = [
 ]
 
 ToolErrorPolicy = Literal["stop", "continue"]
+_N = TypeVar("_N", int, float)
 
 ANSWER_AFTER_STOP = frozenset(
     {
@@ -159,6 +161,7 @@ class Run:
         "sink",
         "state",
         "steering",
+        "store",
         "timed",
     )
 
@@ -170,11 +173,14 @@ class Run:
         on_event: EventHandler | None,
         journal: RunJournal | None,
         telemetry: RunObserver | None = None,
+        store: Durability | None = None,
     ) -> None:
         self.agent = agent
         self.state = state
         self.steering = steering
         self.journal = journal
+        self.store = store
+        """Where the run is stored, for tools that store runs of their own (child runs)."""
         observers: list[RunObserver] = list(agent.observers)
         if telemetry is not None:
             observers.insert(0, telemetry)
@@ -224,6 +230,28 @@ class Run:
 
     def elapsed(self) -> float:
         return self.elapsed_before + self.clock.monotonic() - self.clock_start
+
+    def cycles_used(self) -> int:
+        """Cycles counted against ``max_cycles``: the run's own and its child runs'."""
+        state = self.state
+        return state.cycles + state.monitor.child_cycles
+
+    def remaining(self) -> Limits:
+        """What is left of each budget now (a child run called as a tool gets at most this)."""
+        limits, usage = self.limits, self.state.usage
+        return dataclasses.replace(
+            limits,
+            max_cycles=_left(limits.max_cycles, self.cycles_used()),
+            max_total_tokens=_left(limits.max_total_tokens, usage.total_tokens),
+            max_seconds=_left(limits.max_seconds, self.elapsed()),
+            max_cost=_left(limits.max_cost, usage.cost),
+        )
+
+    def add_usage(self, usage: Usage, cycles: int) -> None:
+        """Count a child run's usage and cycles as this run's, for its budgets."""
+        state = self.state
+        state.usage = state.usage + usage
+        state.monitor.child_cycles += cycles
 
     async def start(self, resumed: bool) -> None:
         """Journal the start and announce it."""
@@ -296,7 +324,7 @@ class Run:
         if self.reserve and state.cycles:
             # room for the final answer, once a request showed what one costs
             limit = self.monitor.limit(
-                cycles=state.cycles,
+                cycles=self.cycles_used(),
                 usage=state.usage,
                 elapsed=elapsed,
                 last=self.last,
@@ -304,7 +332,7 @@ class Run:
             )
         else:
             usage = state.usage
-            limit = self.limits.reached(state.cycles, usage.total_tokens, elapsed, usage.cost)
+            limit = self.limits.reached(self.cycles_used(), usage.total_tokens, elapsed, usage.cost)
         if limit is None and not paused and taken is NO_COMMANDS:
             return CONTINUE
         decision = decide(
@@ -328,11 +356,11 @@ class Run:
         monitor = self.monitor
         note = (
             monitor.budget_note(
-                cycles=state.cycles,
+                cycles=self.cycles_used(),
                 usage=state.usage,
                 elapsed=self.elapsed() if self.timed else 0.0,
             )
-            if state.cycles >= monitor.note_from
+            if self.cycles_used() >= monitor.note_from
             else None
         )
         if note is not None:
@@ -484,8 +512,16 @@ class Run:
             if journal is not None:
                 await journal.before_call(state, cycle, call, tool)
         started = self.clock.monotonic()
-        ended = start(call, self.agent.tools)
-        kind, text, fatal = ended if isinstance(ended, tuple) else await ended
+        token = entered(
+            CallContext(
+                run_id=state.run_id, call_id=call.id, cycle=cycle, store=self.store, budget=self
+            )
+        )
+        try:
+            ended = start(call, self.agent.tools)
+            kind, text, fatal = ended if isinstance(ended, tuple) else await ended
+        finally:
+            token.var.reset(token)
         record = _record_of(call, kind, text, cycle, self.clock.monotonic() - started, fatal)
         self._report(record)
         if journal is not None:
@@ -663,6 +699,10 @@ class Run:
 
 
 _ANSWERED = Facts(answered=True)
+
+
+def _left(budget: _N | None, used: _N) -> _N | None:
+    return None if budget is None else max(budget - used, 0)
 
 
 def _joined(messages: Sequence[SteeringCommand]) -> str | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, assert_never
 
+from convergent._agent_tool import agent_tool
 from convergent._cycle import Run, ToolErrorPolicy
 from convergent._instrument import run_tracer
 from convergent.clock import current_clock
@@ -217,6 +218,28 @@ class Agent:
         """
         return cls(**{**agent_arguments(recipe, context), **overrides})
 
+    def as_tool(self, name: str, description: str, *, timeout: float | None = None) -> Tool:
+        """This agent as a tool another agent can call: each call is a child run.
+
+        The tool's arguments are a ``task`` and an optional ``context``. The child runs
+        within what is left of the calling run's budgets (cycles, tokens, cost,
+        seconds: each at most this agent's own ``limits``), and its usage and cycles
+        count as the caller's. A child that ends ``completed`` gives its answer as the
+        result; any other stop is a failed call whose text names the stop reason and
+        holds the child's final answer. A stored caller stores the child as its own run,
+        linked to the caller's run and call (see ``docs/agents-as-tools.md``).
+
+        Args:
+            name: The tool's name.
+            description: What the agent does, for the calling model.
+            timeout: Seconds a call may take; None (the default): the child's own
+                ``max_seconds`` and the caller's remaining time bound it.
+
+        Raises:
+            ToolDefinitionError: If ``name`` is not a valid tool name.
+        """
+        return agent_tool(self, name, description, timeout=timeout)
+
     @property
     def models(self) -> dict[str, Model]:
         """The models a run of this agent requests, by role (``model``, ``scorer``...)."""
@@ -412,7 +435,7 @@ class Agent:
             if steering is None:
                 steering = journal.steering
         telemetry = run_tracer(self.instrument, self.observers)
-        run = Run(self, state, steering, on_event, journal, telemetry)
+        run = Run(self, state, steering, on_event, journal, telemetry, store)
         if fresh_errors:
             # resuming after tool_error is a fresh chance: count failures from here
             run.monitor.reset_errors()

@@ -86,6 +86,7 @@ class Durability(Protocol):
         workspace: str | None = None,
         recipe: Mapping[str, Any] | None = None,
         models: Mapping[str, Model] | None = None,
+        parent: tuple[str, str] | None = None,
     ) -> RunJournal:
         """The journal of run ``run_id`` (which may be new or stored).
 
@@ -97,4 +98,6 @@ class Durability(Protocol):
                 stored with the run.
             models: The run's models by role, whose replay position is kept with the run
                 (a `ScriptedModel` continues where it stopped when the run resumes).
+            parent: ``(run id, call id)`` of the tool call that started this run as a
+                child run (an agent called as a tool), to store the link with it.
         """

@@ -121,6 +121,9 @@ class MonitorState:
     """Tool-error nudges given in this streak."""
     budget_noted: bool = False
     """The model was told that most of a budget is used (once per run)."""
+    child_cycles: int = 0
+    """Cycles run by child agents this run called as tools; they count against
+    ``max_cycles`` beside the run's own."""
 
 
 @dataclass(slots=True)

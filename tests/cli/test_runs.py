@@ -233,3 +233,31 @@ def test_a_run_started_with_a_relative_script_and_a_workspace_resumes_from_anywh
                   cwd=tmp_path / "ws")  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["output"] == "you chose it"
+
+
+def test_runs_shows_child_runs_indented_under_their_parent(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    shutil.copy(Path(__file__).parents[1] / "store" / "fixtures" / "runs.v5.db", db)
+    with RunStore(db) as store, store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO runs (run_id, task, model, status, stop_reason, cycles, usage, elapsed, "
+            "started_at, updated_at, epoch, message_count, state_version, parent_run_id, "
+            "parent_call_id) VALUES ('grandchild', 'deeper', 'scripted', 'stopped', "
+            "'completed', 1, '{}', 0, 1, 1, 1, 0, 3, 'fixture-v5.1.ask-1', 'c9')"
+        )
+    table = cli("runs", "--db", str(db), cwd=tmp_path).stdout.splitlines()
+    assert [line.split()[0] for line in table] == [
+        "id",
+        "fixture-v5",
+        "fixture-v5.1.ask-1",
+        "grandchild",
+    ]
+    assert table[2].startswith("  fixture-v5.1.ask-1 ") and table[3].startswith("    grandchild ")
+    assert len({line.index("completed") for line in table[1:]}) == 1  # columns line up
+    listed = json.loads(cli("runs", "--db", str(db), "--json", cwd=tmp_path).stdout)
+    parents = {run["run_id"]: (run["parent_run_id"], run["parent_call_id"]) for run in listed}
+    assert parents == {
+        "fixture-v5": (None, None),
+        "fixture-v5.1.ask-1": ("fixture-v5", "ask-1"),
+        "grandchild": ("fixture-v5.1.ask-1", "c9"),
+    }

@@ -12,6 +12,8 @@ its second cycle, so that its row still names that process as its holder.
 after the stop) and ``state.v3.json`` (run state version 3) hold a run whose lookups
 failed twice, then repeated a calculation, was nudged, stopped ``stalled`` and answered
 after the stop, with a message queued; ``write_v4.py`` wrote them.
+``runs.v5.db`` (schema version 5: runs name the run and call that started them) holds a
+run that called an agent as a tool and its linked child run; ``write_v5.py`` wrote it.
 """
 
 from __future__ import annotations
@@ -196,3 +198,33 @@ def test_stored_outcomes_load_as_the_enum(v4_store: RunStore) -> None:
     assert all(type(r.outcome) is CallOutcome for r in records)
     old = RunState.from_jsonable(json.loads((FIXTURES / "state.v1.json").read_text()))
     assert all(type(r.outcome) is CallOutcome for r in old.tool_calls)
+
+
+def test_v5_database_links_a_child_run_to_its_parent_call(tmp_path: Path) -> None:
+    """``runs.v5.db`` (schema version 5): a run that called an agent as a tool."""
+    copy = tmp_path / "runs.db"
+    shutil.copy(FIXTURES / "runs.v5.db", copy)
+    with RunStore(copy, readonly=True) as store:
+        (child,) = store.children("fixture-v5")
+        parent = store.get_run("fixture-v5")
+        top = [run.run_id for run in store.iter_runs(top_only=True)]
+    assert (child.run_id, child.parent_run_id, child.parent_call_id) == (
+        "fixture-v5.1.ask-1",
+        "fixture-v5",
+        "ask-1",
+    )
+    assert child.task == "6*7?" and child.output == "42"
+    assert parent.parent_run_id is None and parent.output == "The mathematician says 42."
+    assert top == ["fixture-v5"]
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+def test_older_databases_are_upgraded_to_runs_without_parents(version: int, tmp_path: Path) -> None:
+    copy = tmp_path / f"runs.v{version}.db"
+    shutil.copy(FIXTURES / copy.name, copy)
+    with RunStore(copy) as store:
+        assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)]
+        runs = store.list_runs()
+        assert runs and all(run.parent_run_id is None for run in runs)
+        assert [run.run_id for run in store.iter_runs(top_only=True)] == [r.run_id for r in runs]
+        assert store.children(f"fixture-v{version}") == []

@@ -17,7 +17,7 @@ pytest.importorskip("starlette", reason="the console needs the extra ui")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from convergent import ScriptedModel, StopReason, Verification, calculator
+from convergent import Agent, ScriptedModel, StopReason, Verification, calculator
 from convergent.gate import AskUser, ExecutiveGate, QueueChannel
 from convergent.store import RunStore
 from convergent.ui.app import console_of, create_app
@@ -198,6 +198,23 @@ def test_run_page_shows_the_timeline_and_explains_the_stop(
     assert "&#34;expression&#34;: &#34;1+1&#34;" in page
     assert "<svg" in page and 'class="bar"' in page
     assert client.get(f"{BASE}/runs/nope").status_code == 404
+
+
+def test_run_page_links_child_runs_and_their_parent(store: RunStore, client: TestClient) -> None:
+    child = Agent(ScriptedModel(["42"]))
+    make_run(
+        store,
+        "boss",
+        [{"tool_calls": [{"id": "c1", **call("helper", task="six times seven")}]}, "42 it is"],
+        tools=[child.as_tool("helper", "Does arithmetic.")],
+    )
+    page = client.get(f"{BASE}/runs/boss").text
+    assert "Child runs" in page
+    assert f'<a href="{BASE}/runs/boss.1.c1">boss.1.c1</a>' in page
+    assert "six times seven" in page
+    child_page = client.get(f"{BASE}/runs/boss.1.c1").text
+    assert f'<a href="{BASE}/runs/boss">boss</a> (call c1)' in child_page
+    assert "Child runs" not in child_page
 
 
 def test_steering_a_stopped_run_queues_the_message(store: RunStore, client: TestClient) -> None:

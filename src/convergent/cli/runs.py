@@ -56,6 +56,8 @@ def _summary_dict(run: RunSummary) -> dict[str, object]:
         "started_at": run.started_at,
         "updated_at": run.updated_at,
         "resumable": run.resumable,
+        "parent_run_id": run.parent_run_id,
+        "parent_call_id": run.parent_call_id,
     }
 
 
@@ -67,7 +69,11 @@ def runs_command(
     temporal: TemporalOption = None,
     task_queue: TaskQueueOption = "convergent",
 ) -> None:
-    """List stored runs (or the runs on a Temporal cluster), most recent first."""
+    """List stored runs (or the runs on a Temporal cluster), most recent first.
+
+    A run's child runs (agents it called as tools) are indented under it in the table;
+    ``--json`` lists every run with its ``parent_run_id``.
+    """
     if limit < 1:
         raise UserError(f"--limit must be >= 1, got {limit}")
     if temporal is not None:
@@ -77,12 +83,14 @@ def runs_command(
     with open_reader(db) as store:
         if json_output:
             _print_json(store.iter_runs(limit))
-        elif not _print_table(store, store.iter_runs(limit, clip=TASK_SHOWN * 4)):
+        elif not _print_table(store, store.iter_runs(limit, clip=TASK_SHOWN * 4, top_only=True)):
             print(f"no runs in {db}")
 
 
 TASK_SHOWN = 60
 """Characters of a task the table shows."""
+CHILD_INDENT = "  "
+"""What a child run's id is indented by, per level, under its parent."""
 STATUS_WIDTH = max(len("interrupted"), *(len(reason.value) for reason in StopReason))
 """Width of the status column (the longest status)."""
 COST_WIDTH = 10
@@ -113,6 +121,12 @@ def _print_table(store: RunStore, runs: Iterable[RunSummary]) -> bool:
     ((id_width, most_cycles),) = store.query("SELECT max(length(run_id)), max(cycles) FROM runs")
     if id_width is None:
         return False
+    ((depth,),) = store.query(
+        "WITH RECURSIVE tree(run_id, depth) AS (SELECT run_id, 0 FROM runs "
+        "WHERE parent_run_id IS NULL UNION ALL SELECT runs.run_id, depth + 1 FROM runs "
+        "JOIN tree ON runs.parent_run_id = tree.run_id) SELECT max(depth) FROM tree"
+    )
+    id_width += len(CHILD_INDENT) * (depth or 0)
     widths = (max(2, id_width), STATUS_WIDTH, max(6, len(str(most_cycles))), COST_WIDTH, 4)
     out = sys.stdout
     now = time.time()
@@ -124,14 +138,19 @@ def _print_table(store: RunStore, runs: Iterable[RunSummary]) -> bool:
             + "\n"
         )
 
-    out.write(line("id", "status", "cycles", "cost", "age", "task"))
-    for run in runs:
+    def write(run: RunSummary, indent: str) -> None:
         task = _printable(run.task)
         if len(task) > TASK_SHOWN:
             task = task[: TASK_SHOWN - 1] + "…"
         cost = format_cost(run.usage.cost)
         age = _age(now - run.updated_at)
-        out.write(line(run.run_id, run.status, str(run.cycles), cost, age, task))
+        out.write(line(indent + run.run_id, run.status, str(run.cycles), cost, age, task))
+        for child in store.children(run.run_id, clip=TASK_SHOWN * 4):
+            write(child, indent + CHILD_INDENT)
+
+    out.write(line("id", "status", "cycles", "cost", "age", "task"))
+    for run in runs:
+        write(run, "")
     out.flush()
     return True
 
@@ -147,7 +166,7 @@ def _more(
     """The run's limits with the budget a resumption adds (counted from the run's start)."""
     return limits.model_copy(
         update={
-            "max_cycles": state.cycles + cycles,
+            "max_cycles": state.cycles + state.monitor.child_cycles + cycles,
             "max_total_tokens": None if tokens is None else state.usage.total_tokens + tokens,
             "max_seconds": None if seconds is None else state.elapsed + seconds,
             "max_cost": None if cost is None else state.usage.cost + cost,

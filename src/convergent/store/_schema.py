@@ -1,6 +1,9 @@
 """The run database's tables, its version, and opening it safely.
 
-Version 4 (this one) adds each run's ``monitor`` (the counters behind its stop facts,
+Version 5 (this one) links a child run (an agent called as a tool) to the run and
+call that started it (``parent_run_id``, ``parent_call_id``), indexed by parent.
+
+Version 4 adds each run's ``monitor`` (the counters behind its stop facts,
 as JSON, which replace the repeat counts and the streak) and ``output_after_stop``
 (the output is the answer to the last request made after the stop).
 
@@ -30,7 +33,7 @@ from convergent.store._wal import SAFETY_NET_PAGES
 
 __all__ = ["DB_SCHEMA_VERSION", "connect", "storage_error"]
 
-DB_SCHEMA_VERSION = 4
+DB_SCHEMA_VERSION = 5
 """Version of the table layout, kept in ``PRAGMA user_version``."""
 
 _TABLES = """
@@ -176,6 +179,12 @@ ALTER TABLE runs ADD COLUMN monitor TEXT;
 ALTER TABLE runs ADD COLUMN output_after_stop INTEGER NOT NULL DEFAULT 0;
 """
 
+_V5 = """
+ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
+ALTER TABLE runs ADD COLUMN parent_call_id TEXT;
+CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_run_id);
+"""
+
 
 def storage_error(path: Path, exc: sqlite3.Error, doing: str) -> StorageError:
     """A one-line `StorageError` for a SQLite failure, naming the file and the cause."""
@@ -267,6 +276,7 @@ def _upgrade(conn: sqlite3.Connection, version: int) -> None:
             + (_V2 if version < 2 else "")
             + (_V3 if version < 3 else "")
             + (_V4 if version < 4 else "")
+            + (_V5 if version < 5 else "")
         )
         for statement in statements.split(";"):
             if statement.strip():

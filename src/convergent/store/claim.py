@@ -67,23 +67,27 @@ class RunClaim:
         workspace: str | None = None,
         recipe: Mapping[str, Any] | None = None,
         models: Mapping[str, Model] | None = None,
+        parent: tuple[str, str] | None = None,
     ) -> SqliteJournal:
         """The journal that continues the claimed run, taking the claim over as it starts.
 
+        A child run of the claimed run (``parent`` names it) is journaled in the store
+        under its own claim.
+
         Raises:
-            UserError: For another run than the claimed one.
+            UserError: For another run than the claimed one or its child.
         """
+        options: dict[str, Any] = {
+            "tools": tools,
+            "workspace": workspace,
+            "recipe": recipe,
+            "models": models,
+        }
+        if parent is not None and parent[0] == self.run_id:
+            return self.store.journal(run_id, parent=parent, **options)
         if run_id != self.run_id:
             raise UserError(f"the claim is on run {self.run_id!r}, not {run_id!r}")
-        self._journal = SqliteJournal(
-            self.store,
-            run_id,
-            tools=tools,
-            workspace=workspace,
-            recipe=recipe,
-            models=models,
-            claim=self.token,
-        )
+        self._journal = SqliteJournal(self.store, run_id, claim=self.token, **options)
         return self._journal
 
     def release(self) -> None:

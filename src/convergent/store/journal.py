@@ -77,6 +77,7 @@ class SqliteJournal:
         claim: Token of a claim taken on the stored run for this journal (see
             `convergent.store.claim.RunClaim`); without one, resuming claims the run
             when it starts.
+        parent: ``(run id, call id)`` of the tool call whose child run this is.
     """
 
     receives_deltas = False
@@ -92,6 +93,7 @@ class SqliteJournal:
         recipe: Mapping[str, Any] | None = None,
         models: Mapping[str, Model] | None = None,
         claim: str | None = None,
+        parent: tuple[str, str] | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -112,6 +114,7 @@ class SqliteJournal:
         self._started = 0.0
         self._elapsed_before = 0.0
         self._claim = claim
+        self._parent = parent
         self._token = _claims.new_token()
         self.claimed = False
         """Whether the run is held under this journal's own claim (once started)."""
@@ -274,7 +277,8 @@ class SqliteJournal:
         conn.execute(
             "INSERT INTO runs (run_id, task, model, status, cycles, usage, elapsed, started_at, "
             "updated_at, pid, pid_start, claim, workspace, recipe, epoch, message_count, "
-            "state_version) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?)",
+            "state_version, parent_run_id, parent_call_id) "
+            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?)",
             (
                 self.run_id,
                 state.task,
@@ -290,6 +294,7 @@ class SqliteJournal:
                 str(self._workspace) if self._workspace is not None else None,
                 json.dumps(self._recipe) if self._recipe is not None else None,
                 state.schema_version,
+                *(self._parent or (None, None)),
             ),
         )
         if state.tool_calls:

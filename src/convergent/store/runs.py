@@ -127,6 +127,10 @@ class RunSummary:
     """Id of the process that runs it, or last ran it."""
     output_after_stop: bool = False
     """``output`` is the answer the model gave after the stop, in a request with no tools."""
+    parent_run_id: str | None = None
+    """The run that started this one by calling an agent as a tool; None for a top run."""
+    parent_call_id: str | None = None
+    """The id of that tool call in the parent run."""
 
     @property
     def status(self) -> str:
@@ -263,15 +267,31 @@ class RunStore:
         workspace: str | None = None,
         recipe: Mapping[str, Any] | None = None,
         models: Mapping[str, Model] | None = None,
+        parent: tuple[str, str] | None = None,
     ) -> SqliteJournal:
         """The journal that writes run ``run_id`` here (see `convergent.journal`).
+
+        Args:
+            run_id: The run.
+            tools: The agent's tools (to know which modify files).
+            workspace: Folder file-modifying tools work in (snapshots for rewind).
+            recipe: How to rebuild the agent in another process, stored with the run.
+            models: The run's models by role, whose replay position is kept with the run.
+            parent: ``(run id, call id)`` of the tool call that started this run as a
+                child run, stored with it when it is first written.
 
         Raises:
             UserError: If ``run_id`` breaks the rule of `convergent._run_id`.
         """
         check_run_id(run_id)
         return SqliteJournal(
-            self, run_id, tools=tools, workspace=workspace, recipe=recipe, models=models
+            self,
+            run_id,
+            tools=tools,
+            workspace=workspace,
+            recipe=recipe,
+            models=models,
+            parent=parent,
         )
 
     # -- runs -------------------------------------------------------------------------
@@ -300,7 +320,7 @@ class RunStore:
     _SUMMARY_COLUMNS = (
         "run_id, task, model, status, stop_reason, stop_detail, output, cycles, started_at, "
         "updated_at, pid, workspace, config, usage, elapsed, recipe, pid_start, claim, "
-        "output_after_stop"
+        "output_after_stop, parent_run_id, parent_call_id"
     )
 
     @staticmethod
@@ -325,6 +345,8 @@ class RunStore:
             pid_start,
             claim,
             after_stop,
+            parent_run_id,
+            parent_call_id,
         ) = row
         return RunSummary(
             run_id=run_id,
@@ -344,7 +366,20 @@ class RunStore:
             config=json.loads(config),
             pid=pid,
             output_after_stop=bool(after_stop),
+            parent_run_id=parent_run_id,
+            parent_call_id=parent_call_id,
         )
+
+    def children(self, run_id: str, *, clip: int | None = None) -> list[RunSummary]:
+        """The child runs a run started through agents called as tools, oldest first."""
+        return [
+            self._summary(row)
+            for row in self.query(
+                f"SELECT {self._columns(clip)} FROM runs WHERE parent_run_id = ? "
+                "ORDER BY started_at, rowid",
+                [run_id],
+            )
+        ]
 
     def list_runs(
         self,
@@ -382,15 +417,19 @@ class RunStore:
         status: str | None = None,
         clip: int | None = None,
         page: int = 500,
+        top_only: bool = False,
     ) -> Iterator[RunSummary]:
         """Stored runs, most recently updated first, read ``page`` rows at a time.
 
         Each page continues after the last row of the one before (not by an offset), so
         listing every run of a large database takes time and memory in proportion to a
-        page, not to the database. Arguments as in `list_runs`.
+        page, not to the database. Arguments as in `list_runs`; ``top_only`` leaves out
+        child runs (see `children`).
         """
         where, params = self._status_filter(status)
         where = f"{where} AND" if where else "WHERE"
+        if top_only:
+            where = f"{where} parent_run_id IS NULL AND"
         after: tuple[float, int] | None = None
         left = limit
         while left is None or left > 0:

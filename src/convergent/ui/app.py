@@ -218,6 +218,10 @@ def _upto(request: Request) -> int | None:
     return int(raw) if raw.isdigit() else None
 
 
+CHILD_TASK_SHOWN = 200
+"""Characters of a child run's task the run page shows."""
+
+
 def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> dict[str, str]:
     view = load_run_view(console.store, run_id, upto=upto)
     if view.summary.running:
@@ -227,6 +231,7 @@ def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> di
         "run": view.summary,
         "why": explain_stop(view.summary),
         "chart": build_chart(view.cycles),
+        "children": console.store.children(run_id, clip=CHILD_TASK_SHOWN),
     }
     return {
         "summary": console.render("_run_summary.html", **values),

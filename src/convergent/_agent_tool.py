@@ -1,0 +1,150 @@
+"""An agent called as a tool: its run is a child of the calling run (machinery of `Agent.as_tool`).
+
+The child runs the call's task within what is left of its caller's budgets, and its
+usage and cycles count as the caller's. When the caller is stored, the child is stored
+in the same place as a run of its own, linked to the caller's run and call, under an
+id made from them: a caller resumed after a crash finds the child its interrupted call
+started, and reuses its result when it had finished (or continues it when it had not)
+instead of running it again.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from convergent._run_id import MAX_RUN_ID
+from convergent.exceptions import ToolError, UserError
+from convergent.journal import Durability, RunJournal
+from convergent.messages import Usage
+from convergent.models.base import Model
+from convergent.result import RunResult
+from convergent.run_context import CallContext, current_call, narrowed
+from convergent.state import RunState
+from convergent.stop import StopReason
+from convergent.tools import Tool, tool
+
+if TYPE_CHECKING:
+    from convergent.agent import Agent
+
+__all__ = ["agent_tool", "child_run_id"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def child_run_id(parent: CallContext) -> str:
+    """The id of the child run a call starts: the parent's id, the cycle and the call id.
+
+    The same call always names the same child, so a resumed parent finds it; an id too
+    long for the run-id rule ends in a digest instead.
+    """
+    made = f"{parent.run_id}.{parent.cycle}.{_UNSAFE.sub('-', parent.call_id)}"
+    if len(made) <= MAX_RUN_ID:
+        return made
+    digest = hashlib.sha256(made.encode()).hexdigest()[:24]
+    return f"{made[: MAX_RUN_ID - len(digest) - 1]}.{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class _ChildStore:
+    """The parent's store, opening the child's journal with its link to the parent."""
+
+    store: Durability
+    parent: tuple[str, str]
+
+    def load(self, run_id: str) -> RunState:
+        return self.store.load(run_id)
+
+    def send_steering(self, run_id: str, kind: str, text: str = "") -> None:
+        self.store.send_steering(run_id, kind, text)
+
+    def journal(
+        self,
+        run_id: str,
+        *,
+        tools: Sequence[Tool] = (),
+        workspace: str | None = None,
+        recipe: Mapping[str, Any] | None = None,
+        models: Mapping[str, Model] | None = None,
+        parent: tuple[str, str] | None = None,
+    ) -> RunJournal:
+        return self.store.journal(
+            run_id,
+            tools=tools,
+            workspace=workspace,
+            recipe=recipe,
+            models=models,
+            parent=self.parent,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _ChildEnd:
+    """How a child run ended, whether it ran now or was found stored."""
+
+    stop_reason: StopReason
+    stop_detail: str
+    output: str
+    usage: Usage
+    cycles: int
+
+
+def agent_tool(agent: Agent, name: str, description: str, *, timeout: float | None) -> Tool:
+    """A tool that runs ``agent`` on the call's task as a child run (see `Agent.as_tool`)."""
+
+    async def run_agent(task: str, context: str = "") -> str:
+        """Run the agent on a task.
+
+        Args:
+            task: What the agent should do, in full: it sees nothing else of this
+                conversation.
+            context: Facts the agent needs for the task, if any.
+        """
+        prompt = f"{task}\n\nContext:\n{context}" if context else task
+        caller = current_call()
+        ended = await _run_child(agent, prompt, caller)
+        if caller is not None:
+            caller.budget.add_usage(ended.usage, ended.cycles)
+        if ended.stop_reason is StopReason.COMPLETED:
+            return ended.output
+        detail = f" ({ended.stop_detail})" if ended.stop_detail else ""
+        raise ToolError(
+            f"the agent stopped {ended.stop_reason.value}{detail}; "
+            f"its final answer: {ended.output or '(none)'}"
+        )
+
+    return tool(name=name, description=description, timeout=timeout, idempotent=True)(run_agent)
+
+
+async def _run_child(agent: Agent, prompt: str, caller: CallContext | None) -> _ChildEnd:
+    """Run (or find, or continue) the child run of the calling run's call."""
+    if caller is None:
+        return _end_of(await agent.run(prompt))
+    child = copy.copy(agent)
+    child.limits = narrowed(agent.limits, caller.budget.remaining())
+    if caller.store is None:
+        return _end_of(await child.run(prompt))
+    run_id = child_run_id(caller)
+    store = _ChildStore(caller.store, (caller.run_id, caller.call_id))
+    try:
+        stored: RunState | None = caller.store.load(run_id)
+    except UserError:
+        stored = None
+    if stored is None:
+        return _end_of(await child.run(prompt, run_id=run_id, store=store))
+    if stored.stop_reason is not None:
+        # the caller stopped before it recorded this call's result: reuse the child's
+        return _ChildEnd(
+            stored.stop_reason, stored.stop_detail, stored.output, stored.usage, stored.cycles
+        )
+    return _end_of(await child.run(state=stored, store=store))
+
+
+def _end_of(result: RunResult) -> _ChildEnd:
+    return _ChildEnd(
+        result.stop_reason, result.stop_detail, result.output, result.usage, result.cycles
+    )

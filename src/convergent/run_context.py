@@ -1,0 +1,88 @@
+"""What a tool call knows about the run that made it: `CallContext` and `current_call`.
+
+The loop sets the context around each tool call, so a tool that runs work of its own
+(an agent called as a tool, see `convergent.Agent.as_tool`) can see its caller's run
+id, store and remaining budget, and report the usage of that work back to the run,
+where the run's own budgets count it. A tool called outside a run sees None.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from convergent.messages import Usage
+from convergent.stop import Limits
+
+if TYPE_CHECKING:
+    from convergent.journal import Durability
+
+__all__ = ["CallContext", "RunBudget", "current_call", "entered", "narrowed"]
+
+N = TypeVar("N", int, float)
+
+
+class RunBudget(Protocol):
+    """The budget side of a run in progress, as a tool call sees it."""
+
+    def remaining(self) -> Limits:
+        """What is left of the run's cycle, token, cost and time budgets now."""
+
+    def add_usage(self, usage: Usage, cycles: int) -> None:
+        """Count work done on the run's behalf (a child run's usage and cycles)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """The run a tool call belongs to."""
+
+    run_id: str
+    """Id of the calling run."""
+    call_id: str
+    """Id of the call being run."""
+    cycle: int
+    """Cycle of the calling run in which the model requested the call."""
+    store: Durability | None
+    """Where the calling run is stored (None: in memory only)."""
+    budget: RunBudget
+    """The calling run's budget: what remains, and where to report usage."""
+
+
+_CURRENT: ContextVar[CallContext | None] = ContextVar("convergent_call", default=None)
+
+
+def current_call() -> CallContext | None:
+    """The context of the tool call running now; None outside a run's tool call."""
+    return _CURRENT.get()
+
+
+def entered(context: CallContext | None) -> Token[CallContext | None]:
+    """Make ``context`` the current call's; the loop does, around each call.
+
+    Undo it with the token (``token.var.reset(token)``).
+    """
+    return _CURRENT.set(context)
+
+
+def narrowed(limits: Limits, remaining: Limits) -> Limits:
+    """``limits`` with each budget cut to at most what ``remaining`` allows.
+
+    A budget unset in ``limits`` takes the remaining one; the thresholds
+    (``max_repeated_calls``, ``stall_nudges``) stay those of ``limits``.
+    """
+    return Limits(
+        max_cycles=least(limits.max_cycles, remaining.max_cycles),
+        max_total_tokens=least(limits.max_total_tokens, remaining.max_total_tokens),
+        max_seconds=least(limits.max_seconds, remaining.max_seconds),
+        max_cost=least(limits.max_cost, remaining.max_cost),
+        max_repeated_calls=limits.max_repeated_calls,
+        stall_nudges=limits.stall_nudges,
+    )
+
+
+def least(own: N | None, left: N | None) -> N | None:
+    """The smaller of two budgets, None meaning unlimited."""
+    if own is None:
+        return left
+    return own if left is None else min(own, left)

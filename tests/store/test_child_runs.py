@@ -1,0 +1,153 @@
+"""Child runs of agents called as tools, in the run store: linked, and not run twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convergent import Agent, RunResult, ScriptedModel, StopReason, tool
+from convergent.events import Event, RunStopped
+from convergent.state import RunState
+from convergent.store import RunStore
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}], "usage": {"input_tokens": 10}}
+
+
+def answer(text: str) -> dict[str, Any]:
+    return {"content": text, "usage": {"input_tokens": 10}}
+
+
+class Crash(BaseException):
+    """The process dies (raised past every handler of the loop)."""
+
+
+class CrashOnceAtStop:
+    """Kills the process right after the child run stored its stop, the first time."""
+
+    def __init__(self) -> None:
+        self.armed = True
+
+    def on_event(self, event: Event, state: RunState) -> None:
+        if isinstance(event, RunStopped) and self.armed:
+            self.armed = False
+            raise Crash
+
+
+def counted_child(invocations: list[str], observers: Any = ()) -> Agent:
+    @tool
+    def count(what: str) -> str:
+        """Count something.
+
+        Args:
+            what: What to count.
+        """
+        invocations.append(what)
+        return "3"
+
+    return Agent(
+        ScriptedModel([call("count", what="apples"), answer("3 apples")]),
+        [count],
+        observers=observers,
+    )
+
+
+async def resume(parent: Agent, store: RunStore, claimed: bool) -> RunResult:
+    """Continue the run ``parent`` with the store, or under a claim taken on it first."""
+    if not claimed:
+        return await parent.resume("parent", store=store)
+    claim = store.claim("parent")
+    try:
+        return await parent.run(state=claim.load("parent"), store=claim)
+    finally:
+        claim.release()
+
+
+async def test_a_child_run_is_stored_linked_to_its_parent_call(tmp_path: Path) -> None:
+    invocations: list[str] = []
+    parent = Agent(
+        ScriptedModel([call("counter", task="count apples"), answer("there are 3 apples")]),
+        [counted_child(invocations).as_tool("counter", "Counts things.")],
+    )
+    with RunStore(tmp_path / "runs.db") as store:
+        result = await parent.run("how many apples?", run_id="parent", store=store)
+        (child,) = store.children("parent")
+        top = [run.run_id for run in store.iter_runs(top_only=True)]
+        stored_parent = store.get_run("parent")
+    assert result.stop_reason is StopReason.COMPLETED
+    (record,) = result.tool_calls
+    assert (child.run_id, child.parent_run_id, child.parent_call_id) == (
+        f"parent.1.{record.id}",
+        "parent",
+        record.id,
+    )
+    assert child.stop_reason is StopReason.COMPLETED and child.output == "3 apples"
+    assert child.task == "count apples"
+    assert top == ["parent"] and stored_parent.parent_run_id is None
+    assert stored_parent.usage.total_tokens == 40  # the parent's two requests and the child's two
+
+
+@pytest.mark.parametrize("claimed", [False, True], ids=["store", "claim"])
+async def test_a_resumed_parent_reuses_the_result_of_a_child_that_had_finished(
+    tmp_path: Path, claimed: bool
+) -> None:
+    invocations: list[str] = []
+    child = counted_child(invocations, observers=[CrashOnceAtStop()])
+    model = ScriptedModel([call("counter", task="count apples"), answer("there are 3 apples")])
+    parent = Agent(model, [child.as_tool("counter", "Counts things.")])
+    with RunStore(tmp_path / "runs.db") as store:
+        with pytest.raises(Crash):
+            await parent.run("how many apples?", run_id="parent", store=store)
+        # the child had stored its stop; the parent had not recorded the call's result
+        assert store.get_run("parent").stop_reason is None
+        assert [c.id for c in store.load("parent").pending_calls()] == ["call_1"]
+        assert store.children("parent")[0].stop_reason is StopReason.COMPLETED
+        result = await resume(parent, store, claimed)
+        children = store.children("parent")
+    assert invocations == ["apples"]  # the child's tool ran once
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [(r.ok, r.result) for r in result.tool_calls] == [(True, "3 apples")]
+    assert result.output == "there are 3 apples"
+    assert len(children) == 1
+    assert result.usage.total_tokens == 40
+
+
+@pytest.mark.parametrize("claimed", [False, True], ids=["store", "claim"])
+async def test_a_resumed_parent_continues_a_child_that_had_not_finished(
+    tmp_path: Path, claimed: bool
+) -> None:
+    invocations: list[str] = []
+
+    @tool
+    def count(what: str) -> str:
+        """Count something.
+
+        Args:
+            what: What to count.
+        """
+        invocations.append(what)
+        if len(invocations) == 1:
+            raise Crash
+        return "3"
+
+    child_model = ScriptedModel(
+        [call("count", what="apples"), call("count", what="pears"), "3 apples, 3 pears"]
+    )
+    child = Agent(child_model, [count])
+    parent = Agent(
+        ScriptedModel([call("counter", task="count fruit"), "3 and 3"]),
+        [child.as_tool("counter", "Counts things.")],
+    )
+    with RunStore(tmp_path / "runs.db") as store:
+        with pytest.raises(Crash):
+            await parent.run("how much fruit?", run_id="parent", store=store)
+        assert store.children("parent")[0].stop_reason is None
+        result = await resume(parent, store, claimed)
+        (stored_child,) = store.children("parent")
+    # the interrupted call was not retried (its tool is not idempotent); the child went on
+    assert invocations == ["apples", "pears"]
+    assert stored_child.stop_reason is StopReason.COMPLETED
+    assert [(r.ok, r.result) for r in result.tool_calls] == [(True, "3 apples, 3 pears")]
