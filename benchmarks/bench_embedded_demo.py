@@ -179,7 +179,8 @@ async def run_all(plan: Sequence[tuple[str, int]], temperature: float) -> list[R
 
 def _progress(run: RunOutcome) -> str:
     answer = run.answer.replace("\n", " ")[:80]
-    return f"  {run.task[:24]:<24} seed {run.seed:>3}  {run.outcome:<14} {run.seconds:5.1f} s  {answer!r}"
+    where = f"{run.task[:24]:<24} seed {run.seed:>3}"
+    return f"  {where}  {run.outcome:<14} {run.seconds:5.1f} s  {answer!r}"
 
 
 def plan_runs(runs: int, other_runs: int) -> list[tuple[str, int]]:

@@ -1,28 +1,25 @@
 """One run of the loop in progress: its cycle, tool calls and outcomes (machinery).
 
 `Agent.run` holds the loop itself; `Run` holds what one run keeps while it goes (the
-state, the event sink, the monitor, the journal) and does each step of a cycle. At
-each decision point it gathers the `Facts` and asks `convergent.stop.decide`, the one
-place a stop is chosen; the decision goes back to `Agent.run`, which handles it with
-``match``.
+state, the event sink, the journal) and does each step of a cycle. It is the run's
+`convergent.driver.CycleDriver`, which takes every stop decision (through
+`convergent.stop.decide`) at the same points as the adapters for other frameworks do;
+the decision goes back to `Agent.run`, which handles it with ``match``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import inspect
 from collections.abc import Mapping, Sequence
-from typing import Literal, Protocol, TypeVar
+from typing import Literal, Protocol
 
-from convergent._executor import (
-    execute_batch,
-    start,
-    wait_for_stragglers,
-)
+from convergent._executor import execute_batch, start, wait_for_stragglers
 from convergent._redact import known_secrets, redact
 from convergent._streamed import streamed_request
 from convergent._trace import EventSink
 from convergent.clock import Clock, current_clock
+from convergent.driver import RUN_ALL, CycleDriver, message_chars, verdict_feedback
 from convergent.events import (
     Event,
     EventHandler,
@@ -36,63 +33,24 @@ from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedEr
 from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
 from convergent.journal import Durability, RunJournal
 from convergent.messages import (
-    NO_USAGE,
     AssistantMessage,
     CallOutcome,
     Message,
     ToolCall,
     ToolSpec,
-    Usage,
     UserMessage,
 )
 from convergent.models.base import Model, ModelSettings
-from convergent.monitor import CHARS_PER_MESSAGE, FINAL_ANSWER_TOKENS, RunMonitor
 from convergent.result import RunResult
 from convergent.run_context import CallContext, entered
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import NO_COMMANDS, SteeringCommand, SteeringQueue, Taken
-from convergent.stop import (
-    CONTINUE,
-    Decision,
-    Facts,
-    HandOff,
-    Interrupted,
-    Limits,
-    Nudge,
-    Stop,
-    StopReason,
-    decide,
-)
+from convergent.stop import CONTINUE, Decision, Facts, Interrupted, Limits, Nudge, Stop, StopReason
 from convergent.tools import Tool
 
-__all__ = [
-    "ANSWER_AFTER_STOP",
-    "FINAL_ANSWER_PROMPT",
-    "LoopSpec",
-    "RolledOver",
-    "Run",
-    "ToolErrorPolicy",
-]
+__all__ = ["LoopSpec", "RolledOver", "Run", "ToolErrorPolicy"]
 
 ToolErrorPolicy = Literal["stop", "continue"]
-_N = TypeVar("_N", int, float)
-
-ANSWER_AFTER_STOP = frozenset(
-    {
-        StopReason.MAX_CYCLES,
-        StopReason.STALLED,
-        StopReason.BUDGET_EXHAUSTED,
-        StopReason.TOOL_ERROR,
-    }
-)
-"""Stops after which the run asks the model for its best answer, with no tools."""
-
-FINAL_ANSWER_PROMPT = (
-    "The run has stopped ({detail}), and you cannot call tools any more. Reply with your "
-    "best answer to the task from what you have found so far, and say briefly what is "
-    "missing or uncertain, and why."
-)
-"""The request for the final answer after a stop."""
 
 
 class LoopSpec(Protocol):
@@ -140,29 +98,27 @@ class _HandlerObserver:
         self._handler(event)
 
 
-class Run:
-    """The mutable bookkeeping of one `Agent.run` call, and each step of its cycles."""
+class Run(CycleDriver):
+    """The mutable bookkeeping of one `Agent.run` call, and each step of its cycles.
+
+    It is the run's `CycleDriver`: the stop decisions come from there, in the order
+    every adapter takes them too; what is added here is the I/O (steering, events, the
+    journal, the model and the tools).
+    """
 
     __slots__ = (
         "agent",
         "clock",
-        "clock_start",
         "consumed",
         "delivering",
-        "elapsed_before",
         "first_cycle",
         "journal",
-        "last",
-        "limits",
         "listening",
         "mark",
-        "monitor",
-        "reserve",
         "sink",
         "state",
         "steering",
         "store",
-        "timed",
     )
 
     def __init__(
@@ -191,28 +147,24 @@ class Run:
         self.clock: Clock = current_clock()
         self.sink = EventSink(state, observers, record=agent.record_events, clock=self.clock)
         self.listening = self.sink.active
-        limits = self.limits = agent.limits
-        self.monitor = RunMonitor(
-            limits,
+        super().__init__(
+            agent.limits,
             tools=agent.read_only_tools,
+            terminal_tools=agent.terminal_tools,
             max_consecutive_tool_errors=agent.max_consecutive_tool_errors,
             on_tool_error=agent.on_tool_error,
-            state=state.monitor,
+            verifier=agent.verifier,
+            final_answer=agent.final_answer,
+            tally=state,
+            monitor_state=state.monitor,
+            clock=self.clock.monotonic,
+            elapsed_before=state.elapsed,
             price=agent.model.price,
         )
-        self.clock_start = self.clock.monotonic()
-        self.elapsed_before = state.elapsed
-        self.timed = limits.max_seconds is not None
         self.first_cycle = state.cycles
-        # room is kept for the final answer only where a token or cost budget could run out
-        self.reserve = agent.final_answer and (
-            limits.max_total_tokens is not None or limits.max_cost is not None
-        )
-        self.last: Usage = NO_USAGE
-        """Usage of this process's latest model request (none yet: the estimates count
-        the whole conversation)."""
         self.mark = 0
-        """Messages in the conversation when that request was answered."""
+        """Messages in the conversation when this process's latest request was answered
+        (none yet: the estimates count the whole conversation)."""
         self.consumed: tuple[SteeringCommand, ...] = ()
         """The steering command that asked for the stop."""
         self.delivering: tuple[SteeringCommand, ...] = ()
@@ -227,31 +179,6 @@ class Run:
             hook = getattr(observer, "on_run_error", None)
             if hook is not None:
                 hook(error, self.state)
-
-    def elapsed(self) -> float:
-        return self.elapsed_before + self.clock.monotonic() - self.clock_start
-
-    def cycles_used(self) -> int:
-        """Cycles counted against ``max_cycles``: the run's own and its child runs'."""
-        state = self.state
-        return state.cycles + state.monitor.child_cycles
-
-    def remaining(self) -> Limits:
-        """What is left of each budget now (a child run called as a tool gets at most this)."""
-        limits, usage = self.limits, self.state.usage
-        return dataclasses.replace(
-            limits,
-            max_cycles=_left(limits.max_cycles, self.cycles_used()),
-            max_total_tokens=_left(limits.max_total_tokens, usage.total_tokens),
-            max_seconds=_left(limits.max_seconds, self.elapsed()),
-            max_cost=_left(limits.max_cost, usage.cost),
-        )
-
-    def add_usage(self, usage: Usage, cycles: int) -> None:
-        """Count a child run's usage and cycles as this run's, for its budgets."""
-        state = self.state
-        state.usage = state.usage + usage
-        state.monitor.child_cycles += cycles
 
     async def start(self, resumed: bool) -> None:
         """Journal the start and announce it."""
@@ -296,7 +223,6 @@ class Run:
         self._nudged(nudge)
 
     def _nudged(self, nudge: Nudge) -> None:
-        self.monitor.nudged(nudge)
         if self.listening:
             state = self.state
             self.sink.emit(
@@ -317,52 +243,21 @@ class Run:
 
     def boundary(self) -> Decision:
         """Steering and limits, decided before every model request."""
-        steering, state = self.steering, self.state
-        taken = steering.take() if steering is not None else NO_COMMANDS
-        paused = steering is not None and steering.paused
-        elapsed = self.elapsed() if self.timed else 0.0
-        if self.reserve and state.cycles:
-            # room for the final answer, once a request showed what one costs
-            limit = self.monitor.limit(
-                cycles=self.cycles_used(),
-                usage=state.usage,
-                elapsed=elapsed,
-                last=self.last,
-                pending_chars=self._pending_chars(),
-            )
-        else:
-            usage = state.usage
-            limit = self.limits.reached(self.cycles_used(), usage.total_tokens, elapsed, usage.cost)
-        if limit is None and not paused and taken is NO_COMMANDS:
-            return CONTINUE
-        decision = decide(
-            Facts(
-                stop_requested=taken.stop is not None,
-                stop_text=taken.stop.text if taken.stop is not None else "",
-                redirect=_joined(taken.messages),
-                paused=paused,
-                roll_over=taken.roll_over,
-                limit=limit,
-            )
-        )
-        return self._settle(taken, decision)
+        steering = self.steering
+        if steering is None:
+            return self.before_request()
+        taken, paused = steering.take(), steering.paused
+        if taken is NO_COMMANDS and not paused:
+            return self.before_request()
+        return self._settle(taken, self.before_request(_outside(taken, paused)))
 
-    def _pending_chars(self) -> int:
+    def pending_chars(self) -> int:
         """Characters added to the conversation since the last model request."""
-        return sum(_chars(message) for message in self.state.messages[self.mark :])
+        return sum(message_chars(message) for message in self.state.messages[self.mark :])
 
     async def cycle(self) -> Decision:
         agent, state = self.agent, self.state
-        monitor = self.monitor
-        note = (
-            monitor.budget_note(
-                cycles=self.cycles_used(),
-                usage=state.usage,
-                elapsed=self.elapsed() if self.timed else 0.0,
-            )
-            if self.cycles_used() >= monitor.note_from
-            else None
-        )
+        note = self.budget_note()
         if note is not None:
             state.messages.append(UserMessage(content=note))
             if self.listening:
@@ -371,8 +266,7 @@ class Run:
                 )
         if agent.context_policy is not None:
             await agent.context_policy.maybe_compact(state, agent.model, self.sink.emit)
-        state.cycles += 1
-        cycle = state.cycles
+        cycle = self.start_request()
         if self.listening:
             self.sink.cycle_started(cycle, len(state.messages))
         started = self.clock.monotonic()
@@ -386,11 +280,8 @@ class Run:
             )
         except ModelError as exc:
             # any backend's error text, masked once more: it is stored and printed
-            return decide(Facts(model_error=redact(str(exc), known_secrets())))
-        usage = response.usage
-        if usage.requests or usage.total_tokens or usage.cost:
-            state.usage = state.usage + usage
-        self.last = usage
+            return self.model_failed(redact(str(exc), known_secrets()))
+        self.responded(response.usage)
         state.messages.append(response.to_message())
         self.mark = len(state.messages)
         if self.listening:
@@ -410,50 +301,36 @@ class Run:
         """An answer without tool calls: steering that arrived meanwhile, then the verifier."""
         taken = self.steering.take() if self.steering is not None else NO_COMMANDS
         if taken is not NO_COMMANDS:
-            facts = Facts(
-                answered=True,
-                stop_requested=taken.stop is not None,
-                stop_text=taken.stop.text if taken.stop is not None else "",
-                redirect=_joined(taken.messages),
-                roll_over=taken.roll_over,
-            )
-            return self._settle(taken, decide(facts))
-        verifier = self.agent.verifier
-        if verifier is None:
-            return decide(_ANSWERED)
-        verdict = verifier(content)
-        if inspect.isawaitable(verdict):
-            verdict = await verdict
-        feedback = "" if verdict.passed else verdict.feedback or "the answer failed verification"
-        state = self.state
+            return self._settle(taken, self.judge_answer(None, _outside(taken)))
+        if self.verifier is None:
+            return self.judge_answer(None)
+        verdict = await self.verify_async(content)
+        assert verdict is not None
         if self.listening:
+            state = self.state
             self.sink.emit(
                 Verified(
                     run_id=state.run_id,
                     cycle=state.cycles,
                     passed=verdict.passed,
-                    feedback=feedback,
+                    feedback=verdict_feedback(verdict),
                 )
             )
-        return decide(Facts(answered=True, verdict=verdict.passed, feedback=feedback))
+        return self.judge_answer(verdict)
 
     async def _run_tools(
-        self, calls: Sequence[ToolCall], cycle: int, *, review: bool = True
+        self, calls: Sequence[ToolCall], cycle: int, *, reviewed: bool = False
     ) -> Decision:
         """Review the calls for repeats, run them, and decide what their outcomes mean."""
-        notes: dict[int, str] | None = None
-        stall = self.monitor.review(calls) if review else None
-        if stall is not None:
-            decision = decide(Facts(stall=stall))
-            if isinstance(decision, Stop):
-                text = f"not executed: {decision.detail}"
-                skipped = await self._not_run(calls, dict.fromkeys(range(len(calls)), text))
+        review = RUN_ALL if reviewed else self.review(calls)
+        notes = review.skipped
+        if notes:  # a stall: no call runs (a stop), or the repeated ones get the nudge
+            if isinstance(review.decision, Stop):
+                skipped = await self._not_run(calls, notes)
                 self.state.messages.extend(record.to_message() for record in skipped.values())
-                return decision
-            if isinstance(decision, Nudge):
-                # the repeated calls get the note as their result; the others run
-                self._nudged(decision)
-                notes = dict.fromkeys(stall.positions, decision.note)
+                return review.decision
+            assert isinstance(review.decision, Nudge)
+            self._nudged(review.decision)
         if self.journal is not None:
             await self.journal.requested(self.state, cycle, calls)
         if notes:
@@ -506,23 +383,28 @@ class Run:
         cycle = state.cycles
         if self.listening:
             self.sink.tool_started(call, cycle)
-        tool = self.agent.tools.get(call.name)
+        tools = self.agent.tools
+        tool = tools.get(call.name)
         if tool is not None and tool.modifies_files:
             await wait_for_stragglers()
             if journal is not None:
                 await journal.before_call(state, cycle, call, tool)
-        started = self.clock.monotonic()
+        clock = self.clock
+        started = clock.monotonic()
         token = entered(
             CallContext(
                 run_id=state.run_id, call_id=call.id, cycle=cycle, store=self.store, budget=self
             )
         )
         try:
-            ended = start(call, self.agent.tools)
+            ended = start(call, tools)
             kind, text, fatal = ended if isinstance(ended, tuple) else await ended
         finally:
-            token.var.reset(token)
-        record = _record_of(call, kind, text, cycle, self.clock.monotonic() - started, fatal)
+            # a coroutine closed from another context (a Temporal workflow evicted from
+            # its worker's cache) cannot reset; that context is gone with it
+            with contextlib.suppress(ValueError):
+                token.var.reset(token)
+        record = _record_of(call, kind, text, cycle, clock.monotonic() - started, fatal)
         self._report(record)
         if journal is not None:
             await journal.finished(state, record, position)
@@ -544,10 +426,9 @@ class Run:
 
     def _record(self, calls: Sequence[ToolCall], records: Sequence[ToolCallRecord]) -> Decision:
         """Append results in call order, count them, and decide what the batch means."""
-        agent, state, monitor = self.agent, self.state, self.monitor
+        state = self.state
         messages, history = state.messages, state.tool_calls
         question: ToolCallRecord | None = None
-        handoff: ToolCallRecord | None = None
         for call, record in zip(calls, records, strict=True):
             outcome = record.outcome
             if outcome == CallOutcome.NEEDS_USER:
@@ -557,26 +438,11 @@ class Run:
             if outcome == CallOutcome.NOT_EXECUTED:
                 continue
             history.append(record)
-            monitor.observe(call, outcome, record.result, record.fatal)
-            if (
-                outcome == CallOutcome.OK
-                and handoff is None
-                and record.name in agent.terminal_tools
-            ):
-                handoff = record
-        failure = monitor.end_step()
-        if handoff is None and failure is None and question is None:
-            return CONTINUE
-        decision = decide(
-            Facts(
-                handed_off=HandOff(tool=handoff.name, result=handoff.result) if handoff else None,
-                tool_failure=failure,
-                needs_user=question.result if question is not None else None,
-            )
-        )
-        if question is not None and not (
-            isinstance(decision, Stop) and decision.reason is StopReason.NEEDS_USER
-        ):
+            self.observe(call, outcome, record.result, fatal=record.fatal)
+        if question is None:
+            return self.end_step()
+        decision = self.end_step(question.result)
+        if not (isinstance(decision, Stop) and decision.reason is StopReason.NEEDS_USER):
             # the run ends for another reason: the question gets its (unanswered) result
             messages.append(question.to_message())
         return decision
@@ -606,14 +472,14 @@ class Run:
             self._report(record)
             state.messages.append(record.to_message())
             state.tool_calls.append(record)
-            self.monitor.observe(call, outcome, text)
+            self.observe(call, outcome, text)
             if self.journal is not None:
                 await self.journal.finished(state, record, -1)
         if not rerun:
             self.monitor.end_step()
             return CONTINUE
         # these calls were reviewed for repeats when the model first requested them
-        return await self._run_tools(rerun, state.cycles, review=False)
+        return await self._run_tools(rerun, state.cycles, reviewed=True)
 
     def rolled_over(self) -> RolledOver:
         """The run continues elsewhere: its state so far, to continue from."""
@@ -657,70 +523,46 @@ class Run:
     async def _output(self, stop: Stop) -> tuple[str, bool]:
         """The run's output, and whether it is an answer made after the stop."""
         state = self.state
-        if stop.output is not None:
-            return stop.output, False
-        if stop.reason in ANSWER_AFTER_STOP and self.agent.final_answer:
+        answer = None
+        if self.calls_for_answer(stop):
             if state.output_after_stop and state.cycles == self.first_cycle:
                 return state.output, True  # resumed and stopped again: nothing new to answer
-            answer = await self._final_answer(stop.detail)
-            if answer:
-                return answer, True
-        return _last_text(state.messages), False
+            answer = await self._final_answer(stop)
+        return self.output(_last_text(state.messages), answer, stop)
 
-    async def _final_answer(self, detail: str) -> str | None:
+    async def _final_answer(self, stop: Stop) -> str | None:
         """One request with no tools for the best answer so far; None if it fails or cannot fit.
 
         It is not a cycle; its usage counts, within the token and cost budgets.
         """
         agent, state = self.agent, self.state
-        prompt = FINAL_ANSWER_PROMPT.format(detail=detail)
         settings = agent.settings
-        if self.reserve:
-            wanted = settings.max_tokens if settings is not None else None
-            room = self.monitor.final_answer_tokens(
-                usage=state.usage,
-                last=self.last,
-                pending_chars=self._pending_chars() + CHARS_PER_MESSAGE + len(prompt),
-                wanted=wanted or FINAL_ANSWER_TOKENS,
-            )
-            if not room:
-                return None
-            settings = dataclasses.replace(settings or ModelSettings(), max_tokens=room)
-        messages = [*state.messages, UserMessage(content=prompt)]
+        wanted = settings.max_tokens if settings is not None else None
+        final = self.final_request(stop, wanted_tokens=wanted)
+        if final is None:
+            return None
+        if final.max_tokens is not None:
+            settings = dataclasses.replace(settings or ModelSettings(), max_tokens=final.max_tokens)
+        messages = [*state.messages, UserMessage(content=final.prompt)]
         try:
             response = await agent.model.request(messages, (), settings)
         except (ModelError, ScriptExhaustedError):
             # no answer is better than a crash: the run keeps its last text
             return None
-        usage = response.usage
-        if usage.requests or usage.total_tokens or usage.cost:
-            state.usage = state.usage + usage
-        return response.content.strip() and response.content
+        self.add_usage(response.usage)
+        return response.content
 
 
-_ANSWERED = Facts(answered=True)
-
-
-def _left(budget: _N | None, used: _N) -> _N | None:
-    return None if budget is None else max(budget - used, 0)
-
-
-def _joined(messages: Sequence[SteeringCommand]) -> str | None:
-    return "\n\n".join(command.text for command in messages) if messages else None
-
-
-def _chars(message: Message) -> int:
-    """Characters of a message as a model sees it: its text, call arguments and framing."""
-    if isinstance(message, AssistantMessage) and message.tool_calls:
-        return (
-            CHARS_PER_MESSAGE
-            + len(message.content)
-            + sum(
-                CHARS_PER_MESSAGE + len(call.name) + len(str(call.arguments))
-                for call in message.tool_calls
-            )
-        )
-    return CHARS_PER_MESSAGE + len(message.content)
+def _outside(taken: Taken, paused: bool = False) -> Facts:
+    """The steering commands taken (and a pause) as the facts `decide` reads."""
+    stop, messages = taken.stop, taken.messages
+    return Facts(
+        stop_requested=stop is not None,
+        stop_text=stop.text if stop is not None else "",
+        redirect="\n\n".join(command.text for command in messages) if messages else None,
+        paused=paused,
+        roll_over=taken.roll_over,
+    )
 
 
 def _record_of(

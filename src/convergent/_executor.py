@@ -18,7 +18,8 @@ import types
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from convergent.exceptions import ConvergentError, NeedsUserInput, ToolArgumentsError, ToolError
+from convergent.driver import failure_result
+from convergent.exceptions import ConvergentError, NeedsUserInput, ToolArgumentsError
 from convergent.messages import CallOutcome, ToolCall
 from convergent.tools import Tool, to_text
 
@@ -120,10 +121,9 @@ def _classify(call: ToolCall, tool: Tool, exc: BaseException) -> Classified:
             return CallOutcome.NEEDS_USER, exc.question, False
         case TimeoutError():
             return CallOutcome.FAILED, f"{call.name} timed out after {tool.timeout:g}s", False
-        case ToolError():
-            return CallOutcome.FAILED, f"{call.name} failed: {exc}", exc.fatal
-        case _:
-            return CallOutcome.FAILED, f"{call.name} raised {type(exc).__name__}: {exc}", False
+        case _:  # the tool's own failure, worded as every adapter words it too
+            text, fatal = failure_result(call.name, exc)
+            return CallOutcome.FAILED, text, fatal
 
 
 async def _rest(call: ToolCall, tool: Tool, work: Coroutine[Any, Any, Any]) -> Classified:

@@ -7,7 +7,8 @@ ConvergentError
 │   ├── ToolDefinitionError   a function cannot be turned into a tool
 │   ├── StateFileError        a coordinator state file that cannot be used (coordinator)
 │   ├── HookInputError        the hook's stdin is not what Claude Code sends (coordinator)
-│   └── UnusableYaml          a YAML file that is not YAML, too deep, or repeats a key
+│   ├── UnusableYaml          a YAML file that is not YAML, too deep, or repeats a key
+│   └── NotExpressible        an adapter asked for what its host framework cannot do
 ├── ModelError                the model backend failed (after its own retries)
 │   └── ModelHTTPError        ... with an HTTP status from the provider
 ├── ModelBehaviorError        the model produced something that cannot be used or fed back
@@ -22,9 +23,10 @@ ConvergentError
 ```
 
 Classes defined elsewhere: ``StateFileError`` and ``HookInputError`` in
-`convergent.coordinator`, ``AskTimedOut`` in `convergent.gate`; ``UnusableJson``,
-``UnusableYaml``, ``RolledOver`` and ``ClassifiedOutcome`` in the machinery (``_json``,
-``_yaml``, ``_cycle``, ``_executor``), where each is caught and turned into a result or
+`convergent.coordinator`, ``AskTimedOut`` in `convergent.gate`, ``NotExpressible`` in
+`convergent.adapters`; ``UnusableJson``, ``UnusableYaml``, ``RolledOver`` and
+``ClassifiedOutcome`` in the machinery (``_json``, ``_yaml``, ``_cycle``,
+``_executor``), where each is caught and turned into a result or
 an error of its layer: only ``RolledOver`` leaves `Agent.run`, for a Temporal workflow's
 continue-as-new. Private helpers of single modules derive from the class they stand
 for, or from the base. ``ToolArgumentsError`` and ``UnusableJson`` are also

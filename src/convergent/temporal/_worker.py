@@ -51,6 +51,7 @@ PASSTHROUGH: Sequence[str] = (
     "jiter",
     "distro",
     "docstring_parser",
+    "griffe",
     "typer",
     "click",
     "shellingham",

@@ -1,0 +1,34 @@
+"""Convergent's stop decisions inside other agent frameworks.
+
+Each framework has its own module, imported only when used, behind its own extra:
+
+- `convergent.adapters.langchain`: middleware for LangChain's ``create_agent``
+  (``pip install convergent[langchain]``);
+- `convergent.adapters.langgraph`: a drop-in ``tools_condition`` for hand-built
+  LangGraph graphs (same extra);
+- `convergent.adapters.openai_agents`: the OpenAI Agents SDK (``[openai-agents]``);
+- `convergent.adapters.pydantic_ai`: a PydanticAI capability (``[pydantic-ai]``);
+- `convergent.adapters.claude_agent_sdk`: hooks for the Claude Agent SDK
+  (``[claude-agent-sdk]``).
+
+Every adapter drives a `convergent.driver.CycleDriver`, the same sequence of
+`convergent.stop.decide` calls that convergent's own loop runs on, and reports how the
+run ended as a `StopReport` with its typed `StopReason`. What a host cannot express is
+refused with `NotExpressible` when the adapter is built.
+"""
+
+from __future__ import annotations
+
+from convergent.driver import CycleDriver, FinalRequest, Review, StopReport
+from convergent.exceptions import UserError
+
+__all__ = ["CycleDriver", "FinalRequest", "NotExpressible", "Review", "StopReport"]
+
+
+class NotExpressible(UserError):
+    """The host framework cannot express what was asked of its adapter.
+
+    Raised when the adapter is built, never mid-run: for example a verifier for a host
+    that ends its run at its first answer, or a nudge for a routing function, which
+    cannot add a message.
+    """

@@ -1,0 +1,299 @@
+"""Convergent's stop decisions as LangChain v1 ``create_agent`` middleware.
+
+`ConvergenceMiddleware` drives a `CycleDriver` from two of the agent's hooks, in the
+loop's order. ``wrap_model_call`` is the cycle: it judges the tool batch that just ran
+(a hand-off, a tool-error nudge or stop), adds the budget note, checks the limits,
+makes the request, then runs the verifier on an answer (its feedback goes back to the
+model within the same call) or reviews the tool calls before they run (a stalled call
+gets the nudge as its result instead of running). After a stop it makes the one final
+request without tools (capped to what the token and cost budgets leave) and ends the
+run as LangChain's own limit middleware does (``jump_to`` the end); the agent's
+result carries a `StopReport` under ``"stop_report"``. ``wrap_tool_call`` turns a
+tool's exception into an error result for the model, as convergent's loop does.
+
+Every other hook would add a node to the agent's graph, and a node costs more than
+everything the adapter does (see ``benchmarks/bench_adapters.py``), so there are none.
+
+Install with ``pip install convergent[langchain]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from typing import Annotated, Any, NotRequired, Unpack
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+from langchain.agents.middleware.types import (
+    ExtendedModelResponse,
+    ModelResponse,
+    OmitFromInput,
+    PrivateStateAttr,
+)
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.channels.untracked_value import UntrackedValue
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command
+
+from convergent.adapters._langchain_common import (
+    awrap_tool_call,
+    last_text,
+    outcome_of,
+    to_tool_calls,
+    usage_of,
+    usage_of_any,
+    wrap_tool_call,
+)
+from convergent.driver import CycleDriver, PolicyOptions, StopReport
+from convergent.extensions import Verification
+from convergent.messages import ToolCall
+from convergent.stop import Interrupted, Limits, Nudge, Stop
+
+__all__ = ["ConvergenceMiddleware", "ConvergenceState"]
+
+
+class _RunBook:
+    """One run's driver and the tool calls it let run, between model calls."""
+
+    __slots__ = ("batch", "driver")
+
+    def __init__(self, driver: CycleDriver) -> None:
+        self.driver = driver
+        self.batch: list[ToolCall] = []
+        """The calls of the last response that ran (their results come next)."""
+
+
+class ConvergenceState(AgentState[Any]):
+    """The agent state `ConvergenceMiddleware` adds."""
+
+    stop_report: NotRequired[Annotated[StopReport, OmitFromInput]]
+    """How the run ended, once it has (in the agent's result)."""
+    convergence_run: NotRequired[Annotated[_RunBook, UntrackedValue, PrivateStateAttr]]
+    """The run's driver (never checkpointed: each invocation starts afresh)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    """The verifier's verdict on an answer is needed (asked for by `_cycle`)."""
+
+    driver: CycleDriver
+    text: str
+
+
+_Cycle = Generator[ModelRequest[Any] | _Check | ExtendedModelResponse[Any], Any, None]
+"""One model call's work, written once for both paths: it yields the requests to make
+and the verdicts it needs (and is sent the responses and verdicts back, or a request's
+exception thrown in), then its result."""
+
+
+class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
+    """Stops a ``create_agent`` run for convergent's objective reasons.
+
+    Example:
+        ```python
+        agent = create_agent(model, tools, middleware=[ConvergenceMiddleware(Limits(max_cycles=8))])
+        result = agent.invoke({"messages": [HumanMessage("...")]})
+        result["stop_report"].reason  # StopReason.COMPLETED, STALLED, ...
+        ```
+
+    Args:
+        limits: Budgets and thresholds; ``max_cycles`` counts model requests.
+        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`). A
+            ``verifier`` must be synchronous under ``invoke`` (either kind under
+            ``ainvoke``); the final answer's request gets ``max_tokens`` set to what a
+            token or cost budget leaves.
+    """
+
+    state_schema = ConvergenceState
+
+    def __init__(self, limits: Limits | None = None, **options: Unpack[PolicyOptions]) -> None:
+        super().__init__()
+        self.limits = limits or Limits()
+        self._options = options
+
+    # -- the model call -----------------------------------------------------------------
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ExtendedModelResponse[Any]:
+        """One cycle (or several, while the verifier sends the model back to work)."""
+        cycle = self._cycle(request)
+        asked = next(cycle)
+        while not isinstance(asked, ExtendedModelResponse):
+            try:
+                if isinstance(asked, _Check):
+                    answer: Any = asked.driver.verify(asked.text)
+                else:
+                    answer = handler(asked)
+            except Exception as exc:  # the cycle decides what a failed request means
+                asked = cycle.throw(exc)
+            else:
+                asked = cycle.send(answer)
+        return asked
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ExtendedModelResponse[Any]:
+        """One cycle (or several, while the verifier sends the model back to work)."""
+        cycle = self._cycle(request)
+        asked = next(cycle)
+        while not isinstance(asked, ExtendedModelResponse):
+            try:
+                if isinstance(asked, _Check):
+                    answer: Any = await asked.driver.verify_async(asked.text)
+                else:
+                    answer = await handler(asked)
+            except Exception as exc:  # the cycle decides what a failed request means
+                asked = cycle.throw(exc)
+            else:
+                asked = cycle.send(answer)
+        return asked
+
+    # -- tools --------------------------------------------------------------------------
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Run the call; a tool's exception becomes an error result for the model."""
+        return wrap_tool_call(request, handler)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Run the call; a tool's exception becomes an error result for the model."""
+        return await awrap_tool_call(request, handler)
+
+    # -- the cycle ----------------------------------------------------------------------
+
+    def _cycle(self, request: ModelRequest[Any]) -> _Cycle:
+        """The batch that ran, the limits, the request, and what its response means."""
+        book: _RunBook | None = request.state.get("convergence_run")  # type: ignore[assignment]
+        update: dict[str, Any] = {}
+        if book is None:
+            book = _RunBook(CycleDriver(self.limits, **self._options))
+            update["convergence_run"] = book
+        driver = book.driver
+        added: list[AnyMessage] = []
+        """Messages for the conversation, in order: notes, responses, skipped results."""
+        if book.batch:
+            decision = _record_batch(book, request.messages)
+            if isinstance(decision, Nudge):
+                added.append(HumanMessage(decision.note))
+        while driver.stop is None and not isinstance(driver.before_request(), Stop):
+            note = driver.budget_note()
+            if note is not None:
+                added.append(HumanMessage(note))
+            response: ModelResponse[Any] = yield (
+                request.override(messages=[*request.messages, *added]) if added else request
+            )
+            ai = _ai_of(response.result)
+            driver.requested(usage_of_any(ai))
+            added.extend(response.result)  # type: ignore[arg-type]
+            if ai is None:
+                yield _respond(added, update, response)
+                return
+            if ai.tool_calls:
+                calls = to_tool_calls(ai)
+                review = driver.review(calls)
+                for position, text in review.skipped.items():
+                    call = calls[position]
+                    added.append(
+                        ToolMessage(text, tool_call_id=call.id, name=call.name, status="error")
+                    )
+                book.batch = [c for n, c in enumerate(calls) if n not in review.skipped]
+                if driver.stop is not None:
+                    break
+                yield _respond(added, update, response)
+                return
+            verdict: Verification | None = (
+                (yield _Check(driver, ai.text)) if driver.verifier is not None else None
+            )
+            decision = driver.judge_answer(verdict)
+            if isinstance(decision, Interrupted):
+                added.append(HumanMessage(decision.message))
+                continue
+            update["stop_report"] = driver.report(ai.text)
+            yield _respond(added, update, response)
+            return
+        yield from _finish(driver, request, added, update)
+
+
+def _finish(
+    driver: CycleDriver,
+    request: ModelRequest[Any],
+    added: list[AnyMessage],
+    update: dict[str, Any],
+) -> _Cycle:
+    """After a stop: the final request without tools, if one is due, then the end."""
+    stop = driver.stop
+    assert stop is not None
+    settings = request.model_settings
+    # the model's own cap, as a chat model keeps it (ChatOpenAI, ChatAnthropic...)
+    wanted = settings.get("max_tokens") or getattr(request.model, "max_tokens", None)
+    final = driver.final_request(wanted_tokens=wanted if isinstance(wanted, int) else None)
+    last = last_text([*request.messages, *added])
+    answer = None
+    if final is not None:
+        if final.max_tokens is not None:
+            settings = {**settings, "max_tokens": final.max_tokens}
+        messages = [*request.messages, *added, HumanMessage(final.prompt)]
+        try:
+            response: ModelResponse[Any] = yield request.override(
+                messages=messages, tools=[], response_format=None, model_settings=settings
+            )
+        except Exception:  # no answer is better than a crash: the run keeps its last text
+            response = ModelResponse(result=[])
+        ai = _ai_of(response.result)
+        if ai is not None:
+            driver.add_usage(usage_of(ai))
+            answer = ai.text
+            added.append(ai)
+    if stop.output is not None:
+        added.append(AIMessage(stop.output))
+    update["stop_report"] = driver.report(last, answer)
+    update["jump_to"] = "end"
+    yield _respond(added, update)
+
+
+def _record_batch(book: _RunBook, messages: list[AnyMessage]) -> Any:
+    """Observe the results of the calls that ran, in call order; then judge the step."""
+    results: dict[str, ToolMessage] = {}
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        results[message.tool_call_id] = message
+    driver = book.driver
+    for call in book.batch:
+        result = results.get(call.id)
+        if result is not None:
+            outcome, fatal = outcome_of(result)
+            driver.observe(call, outcome, result.text, fatal=fatal)
+    book.batch = []
+    return driver.end_step()
+
+
+def _respond(
+    messages: list[AnyMessage],
+    update: dict[str, Any],
+    response: ModelResponse[Any] | None = None,
+) -> ExtendedModelResponse[Any]:
+    structured = response.structured_response if response is not None else None
+    return ExtendedModelResponse(
+        ModelResponse(result=list(messages), structured_response=structured),
+        Command(update=update) if update else None,
+    )
+
+
+def _ai_of(messages: list[BaseMessage]) -> AIMessage | None:
+    for message in messages:
+        if isinstance(message, AIMessage):
+            return message
+    return None

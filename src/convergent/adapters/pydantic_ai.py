@@ -1,0 +1,251 @@
+"""Convergent's stop decisions as a PydanticAI capability.
+
+PydanticAI offers several seams: a wrapper toolset, `UsageLimits`, output validators,
+``Agent.iter``, and capabilities, which its maintainers document as *the* composable
+home for cross-cutting agent behaviour (hooks around nodes, model requests and tool
+execution, per-run instances). A stop policy touches all of those at once, in one
+order, so `Convergence` is one capability rather than four pieces the user must wire
+in step:
+
+- ``wrap_node_run`` sees each model request before it is made (the finished tool batch
+  is judged, notes are added, the limits are checked) and each response before its
+  tools run (the calls are reviewed for a stall; an answer goes to the verifier). A stop
+  ends the run by returning ``End`` with the final output, asked for once without
+  tools; the verifier's feedback redirects the run to a new request.
+- ``wrap_tool_execute`` gives a stalled call the nudge as its result instead of
+  running it, and turns a tool's exception into an error result for the model.
+- ``before_model_request`` removes the tools from the final request.
+
+`UsageLimits` raise `UsageLimitExceeded` and lose the answer; an output validator's
+retries are capped by the output retry budget and end in an error; ``Agent.iter`` puts
+the loop in the caller's hands. Each would reach only part of the policy.
+
+Install with ``pip install convergent[pydantic-ai]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Unpack
+
+from pydantic_ai import CallToolsNode, ModelRequestNode, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ToolRetryError
+from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.result import FinalResult
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import ToolDefinition
+from pydantic_graph import End
+
+from convergent.driver import (
+    CycleDriver,
+    FinalRequest,
+    PolicyOptions,
+    StopReport,
+    failure_result,
+)
+from convergent.messages import CallOutcome, ToolCall, Usage
+from convergent.stop import Interrupted, Limits, Nudge, Stop
+
+__all__ = ["Convergence"]
+
+
+class Convergence(AbstractCapability[Any]):
+    """Stops a PydanticAI agent's runs for convergent's objective reasons.
+
+    Example:
+        ```python
+        convergence = Convergence(Limits(max_cycles=8))
+        agent = Agent(model, tools=[...], capabilities=[convergence])
+        result = await agent.run("...")
+        convergence.report_for(result).reason
+        ```
+
+    Args:
+        limits: Budgets and thresholds; ``max_cycles`` counts model requests.
+        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`): the
+            verifier's feedback goes back to the model as a new request; the final
+            answer's request gets ``max_tokens`` set to what a token or cost budget
+            leaves.
+    """
+
+    def __init__(self, limits: Limits | None = None, **options: Unpack[PolicyOptions]) -> None:
+        self.limits = limits or Limits()
+        self._options = options
+        self.reports: dict[str, StopReport] = {}
+        """How each run ended, by run id."""
+        self.last_report: StopReport | None = None
+        """How the latest run ended."""
+
+    def report_for(self, result: AgentRunResult[Any]) -> StopReport:
+        """How the run behind ``result`` ended."""
+        return self.reports[result.run_id]
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
+        """A fresh instance with its own driver: runs never share counters."""
+        return _RunConvergence(self, CycleDriver(self.limits, **self._options))
+
+
+class _RunConvergence(Convergence):
+    """The capability's instance for one run."""
+
+    def __init__(self, parent: Convergence, driver: CycleDriver) -> None:
+        self.parent = parent
+        self.driver = driver
+        self.calls: list[ToolCall] = []
+        self.skipped: dict[str, str] = {}
+        self.outcomes: dict[str, tuple[CallOutcome, str, bool]] = {}
+        self.final: FinalRequest | None = None
+        self.last_text = ""
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
+        return self
+
+    async def wrap_node_run(self, ctx: RunContext[Any], *, node: Any, handler: Any) -> Any:
+        """Decide at each request and each response, before the host goes on."""
+        if isinstance(node, ModelRequestNode):
+            return await self._before_request(ctx, node, handler)
+        if isinstance(node, CallToolsNode):
+            decided = await self._after_response(ctx, node)
+            if decided is not None:
+                return decided
+        return await handler(node)
+
+    async def _before_request(self, ctx: RunContext[Any], node: Any, handler: Any) -> Any:
+        driver = self.driver
+        notes: list[str] = []
+        if self.calls and driver.stop is None:
+            decision = self._record_batch()
+            if isinstance(decision, Nudge):
+                notes.append(decision.note)
+        if driver.stop is None:
+            driver.before_request()
+        if driver.stop is not None:
+            self.final = driver.final_request(wanted_tokens=_max_tokens(ctx))
+            if self.final is None:
+                return self._end(ctx, driver.report(self.last_text))
+            notes.append(self.final.prompt)
+        else:
+            note = driver.budget_note()
+            if note is not None:
+                notes.append(note)
+        if notes:
+            request: ModelRequest = node.request
+            parts = [*request.parts, *(UserPromptPart(text) for text in notes)]
+            node = dataclasses.replace(node, request=dataclasses.replace(request, parts=parts))
+        return await handler(node)
+
+    def _record_batch(self) -> Any:
+        driver = self.driver
+        for call in self.calls:
+            if call.id in self.skipped:
+                continue
+            outcome, text, fatal = self.outcomes.get(call.id, _REJECTED)
+            driver.observe(call, outcome, text, fatal=fatal)
+        self.calls, self.skipped, self.outcomes = [], {}, {}
+        return driver.end_step()
+
+    async def _after_response(self, ctx: RunContext[Any], node: Any) -> Any:
+        response: ModelResponse = node.model_response
+        driver = self.driver
+        text = response.text or ""
+        if self.final is not None:
+            driver.add_usage(_usage(response))
+            return self._end(ctx, driver.report(self.last_text, text))
+        driver.requested(_usage(response))
+        if text.strip():
+            self.last_text = text
+        calls = [part for part in response.tool_calls if isinstance(part, ToolCallPart)]
+        if not calls:
+            decision = await driver.answered_async(text)
+            if isinstance(decision, Interrupted):
+                return ModelRequestNode(ModelRequest(parts=[UserPromptPart(decision.message)]))
+            if isinstance(decision, Stop):
+                self._remember(driver.report(text))
+            return None
+        self.calls = [_tool_call(part) for part in calls]
+        review = driver.review(self.calls)
+        self.skipped = {self.calls[position].id: note for position, note in review.skipped.items()}
+        return None
+
+    def _end(self, ctx: RunContext[Any], report: StopReport) -> End[FinalResult[Any]]:
+        self._remember(report)
+        return End(FinalResult(report.output))
+
+    def _remember(self, report: StopReport) -> None:
+        parent = self.parent
+        parent.last_report = report
+        run_id = getattr(self, "_run_id", None)
+        if run_id is not None:
+            parent.reports[run_id] = report
+
+    async def before_run(self, ctx: RunContext[Any]) -> None:
+        """Remember the run's id, to file its report under."""
+        self._run_id = ctx.run_id
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """The final request after a stop goes without tools, within the budgets."""
+        final = self.final
+        if final is None:
+            return request_context
+        parameters = dataclasses.replace(
+            request_context.model_request_parameters, function_tools=[], output_tools=[]
+        )
+        settings = request_context.model_settings
+        if final.max_tokens is not None:
+            settings = ModelSettings(**(settings or {}), max_tokens=final.max_tokens)
+        return dataclasses.replace(
+            request_context, model_request_parameters=parameters, model_settings=settings
+        )
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: Any,
+        handler: Any,
+    ) -> Any:
+        """Skip a call the review held back; record how the others end."""
+        note = self.skipped.get(call.tool_call_id)
+        if note is not None:
+            return note
+        try:
+            result = await handler(args)
+        except ToolRetryError as exc:
+            self.outcomes[call.tool_call_id] = (CallOutcome.INVALID, str(exc), False)
+            raise
+        except Exception as exc:  # the model sees the failure, as in convergent's loop
+            text, fatal = failure_result(call.tool_name, exc)
+            self.outcomes[call.tool_call_id] = (CallOutcome.FAILED, text, fatal)
+            return text
+        self.outcomes[call.tool_call_id] = (CallOutcome.OK, str(result), False)
+        return result
+
+
+_REJECTED: tuple[CallOutcome, str, bool] = (CallOutcome.INVALID, "", False)
+"""How a call ended that no tool wrapper saw: the host rejected it before it ran."""
+
+
+def _tool_call(part: ToolCallPart) -> ToolCall:
+    try:
+        arguments = part.args_as_dict()
+    except ValueError as exc:
+        return ToolCall(id=part.tool_call_id, name=part.tool_name, parse_error=str(exc))
+    return ToolCall(id=part.tool_call_id, name=part.tool_name, arguments=arguments)
+
+
+def _max_tokens(ctx: RunContext[Any]) -> int | None:
+    """The agent's own output cap, if it has one."""
+    settings = ctx.agent.model_settings if ctx.agent is not None else None
+    return settings.get("max_tokens") if isinstance(settings, dict) else None
+
+
+def _usage(response: ModelResponse) -> Usage:
+    usage = response.usage
+    return Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, requests=1)

@@ -1,0 +1,274 @@
+"""Run a `Trajectory` through convergent's loop or a host framework with its own test double.
+
+Each host records what its test double received (`Seen`), so that an ending says which
+notes reached the model and what output cap the final request carried.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from convergent import Agent, ScriptedModel, tool
+from convergent.messages import ModelResponse, ToolCall, Usage
+
+from .trajectories import (
+    READ_ONLY,
+    TERMINAL,
+    USAGE,
+    Ending,
+    Seen,
+    Step,
+    Trajectory,
+    World,
+    ending,
+    needs_citation,
+)
+
+
+def _verifier(trajectory: Trajectory) -> Any:
+    return needs_citation if trajectory.verifier else None
+
+
+def _policy(trajectory: Trajectory) -> dict[str, Any]:
+    """The trajectory's limits and stop policy, as every adapter takes them."""
+    return {
+        "limits": trajectory.limits,
+        "tools": READ_ONLY,
+        "terminal_tools": TERMINAL,
+        "verifier": _verifier(trajectory),
+        "final_answer": trajectory.final_answer,
+    }
+
+
+def _ending(report: Any, seen: list[Seen]) -> Ending:
+    return ending(report.reason, report.cycles, report.output, report.output_after_stop, seen)
+
+
+# -- convergent's own loop ----------------------------------------------------------------
+
+
+async def run_loop(trajectory: Trajectory) -> Ending:
+    world = World()
+    tools = [
+        tool(read_only=READ_ONLY[name], terminal=name in TERMINAL)(getattr(world, name))
+        for name in READ_ONLY
+    ]
+    ids = (f"call_{n}" for n in itertools.count())
+
+    def response(step: Step) -> ModelResponse:
+        usage = Usage(input_tokens=USAGE[0], output_tokens=USAGE[1], requests=1)
+        if isinstance(step, str):
+            return ModelResponse(content=step, usage=usage)
+        calls = tuple(ToolCall(id=next(ids), name=n, arguments=dict(a)) for n, a in step)
+        return ModelResponse(tool_calls=calls, usage=usage)
+
+    model = ScriptedModel([response(step) for step in trajectory.steps])
+    agent = Agent(
+        model,
+        tools,
+        limits=trajectory.limits,
+        verifier=_verifier(trajectory),
+        final_answer=trajectory.final_answer,
+    )
+    result = await agent.run("the task")
+    seen = [
+        (repr(request.messages), request.settings.max_tokens if request.settings else None)
+        for request in model.requests
+    ]
+    return ending(result.stop_reason, result.cycles, result.output, result.output_after_stop, seen)
+
+
+# -- LangChain create_agent and hand-built LangGraph graphs ---------------------------------
+
+
+def langchain_model(
+    steps: list[Step], seen: list[Seen] | None = None, max_tokens: int | None = None
+) -> Any:
+    """LangChain's list fake, able to take tools as its tool-calling models do, and failing
+    on a request past the end of its script."""
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+
+    class ToolCallingFake(FakeMessagesListChatModel):
+        served: int = 0
+        max_tokens: int | None = None
+        """The model's own output cap, as chat models keep it."""
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self.bind(**kwargs) if kwargs else self
+
+        def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            if seen is not None:
+                seen.append((repr(messages), kwargs.get("max_tokens")))
+            if self.served == len(self.responses):  # the list fake would start over
+                raise RuntimeError(f"request {self.served + 1} is past the end of the script")
+            self.served += 1
+            return super()._generate(messages, *args, **kwargs)
+
+    ids = (f"call_{n}" for n in itertools.count())
+    usage = {"input_tokens": USAGE[0], "output_tokens": USAGE[1], "total_tokens": sum(USAGE)}
+    messages = [
+        AIMessage(step, usage_metadata=usage)  # type: ignore[arg-type]
+        if isinstance(step, str)
+        else AIMessage(
+            "",
+            tool_calls=[{"name": n, "args": dict(a), "id": next(ids)} for n, a in step],
+            usage_metadata=usage,  # type: ignore[arg-type]
+        )
+        for step in steps
+    ]
+    return ToolCallingFake(responses=messages, max_tokens=max_tokens)
+
+
+def langchain_tools(world: World) -> list[Any]:
+    from langchain_core.tools import StructuredTool
+
+    return [StructuredTool.from_function(getattr(world, name)) for name in READ_ONLY]
+
+
+async def run_langchain(trajectory: Trajectory) -> Ending:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from convergent.adapters.langchain import ConvergenceMiddleware
+
+    middleware = ConvergenceMiddleware(**_policy(trajectory))
+    seen: list[Seen] = []
+    agent = create_agent(
+        langchain_model(trajectory.steps, seen), langchain_tools(World()), middleware=[middleware]
+    )
+    result = await agent.ainvoke({"messages": [HumanMessage("the task")]}, {"recursion_limit": 200})
+    return _ending(result["stop_report"], seen)
+
+
+def hand_built_graph(model: Any, tools: list[Any], route: Any) -> Any:
+    """The graph of LangGraph's own agent tutorial, with ``route`` as its condition."""
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    from convergent.adapters.langgraph import awrap_tool_call, wrap_tool_call
+
+    bound = model.bind_tools(tools)
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await bound.ainvoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node(
+        "tools", ToolNode(tools, wrap_tool_call=wrap_tool_call, awrap_tool_call=awrap_tool_call)
+    )
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route)
+    builder.add_edge("tools", "agent")
+    return builder.compile()
+
+
+async def run_langgraph(trajectory: Trajectory) -> Ending:
+    from langchain_core.messages import HumanMessage
+
+    from convergent.adapters.langgraph import ToolsCondition
+
+    route = ToolsCondition(**_policy(trajectory))
+    seen: list[Seen] = []
+    graph = hand_built_graph(
+        langchain_model(trajectory.steps, seen), langchain_tools(World()), route
+    )
+    state = await graph.ainvoke({"messages": [HumanMessage("the task")]}, {"recursion_limit": 200})
+    return _ending(route.report(state), seen)
+
+
+# -- OpenAI Agents SDK ----------------------------------------------------------------------
+
+
+async def run_openai_agents(trajectory: Trajectory) -> Ending:
+    from agents import Agent as SdkAgent
+    from agents import function_tool
+    from agents.testing import ModelStep, assistant_message, function_call
+    from agents.testing import ScriptedModel as SdkScriptedModel
+    from agents.usage import Usage as SdkUsage
+
+    from convergent.adapters.openai_agents import run
+
+    ids = (f"call_{n}" for n in itertools.count())
+
+    def step_of(step: Step) -> ModelStep:
+        usage = SdkUsage(requests=1, input_tokens=USAGE[0], output_tokens=USAGE[1])
+        if isinstance(step, str):
+            return ModelStep(output=[assistant_message(step)], usage=usage)
+        calls = [function_call(n, dict(a), call_id=next(ids)) for n, a in step]
+        return ModelStep(output=calls, usage=usage)
+
+    world = World()
+    tools = [function_tool(getattr(world, name)) for name in READ_ONLY]
+    model = SdkScriptedModel([step_of(step) for step in trajectory.steps])
+    agent = SdkAgent(name="agent", model=model, tools=tools)
+    ran = await run(agent, "the task", **_policy(trajectory))
+    assert ran.final_output == ran.report.output
+    seen = [
+        (json.dumps(call.input, default=str), call.model_settings.max_tokens)
+        for call in model.calls
+    ]
+    return _ending(ran.report, seen)
+
+
+# -- PydanticAI ----------------------------------------------------------------------------
+
+
+def pydantic_ai_function(steps: list[Step], seen: list[Seen] | None = None) -> Callable[..., Any]:
+    from pydantic_ai.messages import ModelResponse as PaiResponse
+    from pydantic_ai.messages import TextPart, ToolCallPart
+    from pydantic_ai.usage import RequestUsage
+
+    ids = (f"call_{n}" for n in itertools.count())
+    usage = RequestUsage(input_tokens=USAGE[0], output_tokens=USAGE[1])
+    responses = iter(
+        [
+            PaiResponse(parts=[TextPart(step)], usage=usage)
+            if isinstance(step, str)
+            else PaiResponse(
+                parts=[ToolCallPart(n, dict(a), tool_call_id=next(ids)) for n, a in step],
+                usage=usage,
+            )
+            for step in steps
+        ]
+    )
+
+    def respond(messages: Any, info: Any) -> PaiResponse:
+        if seen is not None:
+            seen.append((repr(messages), (info.model_settings or {}).get("max_tokens")))
+        return next(responses)
+
+    return respond
+
+
+async def run_pydantic_ai(trajectory: Trajectory) -> Ending:
+    from pydantic_ai import Agent as PaiAgent
+    from pydantic_ai.models.function import FunctionModel
+
+    from convergent.adapters.pydantic_ai import Convergence
+
+    world = World()
+    convergence = Convergence(**_policy(trajectory))
+    seen: list[Seen] = []
+    agent = PaiAgent(
+        FunctionModel(pydantic_ai_function(trajectory.steps, seen)),
+        tools=[getattr(world, name) for name in READ_ONLY],
+        capabilities=[convergence],
+    )
+    result = await agent.run("the task")
+    report = convergence.report_for(result)
+    assert result.output == report.output
+    return _ending(report, seen)
+
+
+HOSTS: dict[str, Callable[[Trajectory], Awaitable[Ending]]] = {
+    "loop": run_loop,
+    "langchain": run_langchain,
+    "langgraph": run_langgraph,
+    "openai_agents": run_openai_agents,
+    "pydantic_ai": run_pydantic_ai,
+}

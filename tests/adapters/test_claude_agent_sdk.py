@@ -1,0 +1,192 @@
+"""The Claude Agent SDK hooks, called with the inputs Claude Code sends them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    HookContext,
+    ResultMessage,
+    TextBlock,
+    tool,
+)
+
+from convergent import Limits, StopReason
+from convergent.adapters import NotExpressible
+from convergent.adapters.claude_agent_sdk import Convergence
+from convergent.exceptions import ToolError
+
+from .trajectories import needs_citation
+
+CONTEXT: HookContext = {"signal": None}
+
+
+async def call_hook(convergence: Convergence, event: str, data: dict[str, Any]) -> dict[str, Any]:
+    matcher = convergence.options().hooks[event][0]  # type: ignore[index]
+    data = {"hook_event_name": event, "session_id": "s", "cwd": "/tmp", **data}
+    return await matcher.hooks[0](data, data.get("tool_use_id"), CONTEXT)  # type: ignore[arg-type]
+
+
+async def read(convergence: Convergence, n: int) -> dict[str, Any]:
+    call = {"tool_name": "Read", "tool_input": {"file_path": "a.txt"}, "tool_use_id": f"t{n}"}
+    answer = await call_hook(convergence, "PreToolUse", call)
+    if not answer:
+        await call_hook(convergence, "PostToolUse", {**call, "tool_response": "same text"})
+    return answer
+
+
+def result(subtype: str = "success", turns: int = 5, text: str = "done") -> ResultMessage:
+    return ResultMessage(
+        subtype=subtype,
+        duration_ms=1,
+        duration_api_ms=1,
+        is_error=subtype != "success",
+        num_turns=turns,
+        session_id="s",
+        result=text,
+    )
+
+
+async def test_a_repeated_call_is_denied_with_the_nudge_then_ends_the_session() -> None:
+    convergence = Convergence(tools={"Read": True})
+    assert await read(convergence, 1) == {}
+    assert await read(convergence, 2) == {}
+    nudged = await read(convergence, 3)
+    decision = nudged["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny"
+    assert decision["permissionDecisionReason"].startswith("Not run: you have requested Read(")
+    assert "continue_" not in nudged
+    stopped = await read(convergence, 4)
+    assert stopped["continue_"] is False
+    assert stopped["stopReason"].startswith("stalled: Read(")
+    report = convergence.finish(result(turns=4, text="what I found"))
+    assert (report.reason, report.cycles, report.output) == (StopReason.STALLED, 4, "what I found")
+
+
+async def test_changing_results_are_progress() -> None:
+    convergence = Convergence(tools={"Bash": None})
+    for n in range(6):
+        call = {
+            "tool_name": "Bash",
+            "tool_input": {"command": "make status"},
+            "tool_use_id": f"t{n}",
+        }
+        assert await call_hook(convergence, "PreToolUse", call) == {}
+        await call_hook(convergence, "PostToolUse", {**call, "tool_response": f"{n * 20}%"})
+    assert convergence.finish(result()).reason is StopReason.COMPLETED
+
+
+async def test_failing_calls_get_a_nudge_then_end_the_session() -> None:
+    convergence = Convergence()
+    answers = []
+    for n in range(4):
+        call = {
+            "tool_name": "WebFetch",
+            "tool_input": {"url": f"https://x/{n}"},
+            "tool_use_id": f"t{n}",
+        }
+        await call_hook(convergence, "PreToolUse", call)
+        answers.append(
+            await call_hook(convergence, "PostToolUseFailure", {**call, "error": "503 unavailable"})
+        )
+    assert answers[:2] == [{}, {}]
+    assert answers[2]["hookSpecificOutput"]["additionalContext"].startswith("Note: tool calls")
+    assert answers[3]["continue_"] is False
+    # Claude Code goes on after PostToolUseFailure: the next call is denied and ends it
+    call = {"tool_name": "WebFetch", "tool_input": {"url": "https://x/4"}, "tool_use_id": "t4"}
+    denied = await call_hook(convergence, "PreToolUse", call)
+    assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert denied["hookSpecificOutput"]["permissionDecisionReason"].startswith(
+        "not executed: tool calls failed in 4 steps in a row"
+    )
+    assert denied["continue_"] is False
+    assert convergence.finish(result(turns=5)).reason is StopReason.TOOL_ERROR
+
+
+async def test_a_stopped_session_is_not_kept_going_by_the_verifier() -> None:
+    convergence = Convergence(verifier=needs_citation, on_tool_error="stop")
+    call = {"tool_name": "Bash", "tool_input": {"command": "make"}, "tool_use_id": "t1"}
+    await call_hook(convergence, "PreToolUse", call)
+    await call_hook(convergence, "PostToolUseFailure", {**call, "error": "make: no rule"})
+    stop = {"stop_hook_active": False, "last_assistant_message": "a draft"}
+    assert await call_hook(convergence, "Stop", stop) == {}  # no feedback, no block
+    report = convergence.finish(result(turns=2, text="a draft"))
+    assert (report.reason, report.output) == (StopReason.TOOL_ERROR, "a draft")
+
+
+async def test_a_wrapped_tools_fatal_error_ends_the_session_from_post_tool_use() -> None:
+    @tool("pay", "Charge the card", {"amount": int})
+    async def pay(arguments: dict[str, Any]) -> dict[str, Any]:
+        raise ToolError("the card was cancelled", fatal=True)
+
+    @tool("quote", "Price a basket", {"basket": str})
+    async def quote(arguments: dict[str, Any]) -> dict[str, Any]:
+        raise ValueError("unknown item")
+
+    convergence = Convergence()
+    wrapped_pay, wrapped_quote = convergence.tools(pay, quote)
+    assert await wrapped_quote.handler({"basket": "x"}) == {
+        "content": [{"type": "text", "text": "quote raised ValueError: unknown item"}],
+        "is_error": True,
+    }
+    answer = await wrapped_pay.handler({"amount": 5})
+    assert answer["is_error"] is False  # so that PostToolUse, which can end a session, gets it
+    call = {"tool_name": "mcp__shop__pay", "tool_input": {"amount": 5}, "tool_use_id": "t1"}
+    await call_hook(convergence, "PreToolUse", call)
+    ended = await call_hook(
+        convergence, "PostToolUse", {**call, "tool_response": answer["content"]}
+    )
+    assert ended == {
+        "continue_": False,
+        "stopReason": "tool_error: pay failed: the card was cancelled",
+    }
+
+
+async def test_recorded_messages_count_the_requests() -> None:
+    convergence = Convergence()
+    for n in range(3):
+        message = AssistantMessage(
+            content=[TextBlock(f"step {n}")],
+            model="m",
+            message_id=f"msg{n}",
+            usage={"input_tokens": 10, "output_tokens": 2},
+        )
+        assert convergence.record(message) is None
+        assert convergence.record(message) is None  # a response seen twice is one request
+    report = convergence.record(result(turns=4, text=""))
+    assert report is not None and report.reason is StopReason.COMPLETED
+    assert (report.cycles, report.output) == (3, "step 2")  # not Claude Code's num_turns
+    assert (report.usage.requests, report.usage.input_tokens) == (3, 30)
+
+
+async def test_the_stop_hook_blocks_until_the_verifier_passes() -> None:
+    convergence = Convergence(verifier=needs_citation)
+    blocked = await call_hook(
+        convergence, "Stop", {"stop_hook_active": False, "last_assistant_message": "a draft"}
+    )
+    assert blocked == {
+        "decision": "block",
+        "reason": "Verification failed: cite the source as [source]. Continue working on the task.",
+    }
+    passed = await call_hook(
+        convergence, "Stop", {"stop_hook_active": True, "last_assistant_message": "it [source]"}
+    )
+    assert passed == {}
+    report = convergence.finish(result(turns=2, text="it [source]"))
+    assert (report.reason, report.output) == (StopReason.COMPLETED, "it [source]")
+
+
+def test_limits_become_the_sdks_own_options() -> None:
+    convergence = Convergence(Limits(max_cycles=7, max_cost=0.5))
+    options = convergence.options(ClaudeAgentOptions(max_turns=99))
+    assert (options.max_turns, options.max_budget_usd) == (7, 0.5)
+    report = convergence.finish(result("error_max_turns", turns=7, text=""))
+    assert (report.reason, report.detail) == (StopReason.MAX_CYCLES, "reached max_cycles=7")
+
+
+def test_a_token_budget_is_not_expressible() -> None:
+    with pytest.raises(NotExpressible, match="token or wall-time budget"):
+        Convergence(Limits(max_total_tokens=1000))

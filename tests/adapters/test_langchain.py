@@ -1,0 +1,104 @@
+"""`ConvergenceMiddleware` where the conformance trajectories do not reach: LangGraph's own
+control flow, a checkpointer, a final request that fails, the synchronous path."""
+
+from __future__ import annotations
+
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command, interrupt
+
+from convergent import Limits, StopReason
+from convergent.adapters.langchain import ConvergenceMiddleware
+
+from .hosts import langchain_model, langchain_tools
+from .trajectories import TRAJECTORIES, World, needs_citation
+
+
+@tool
+def approve(amount: int) -> str:
+    """Ask a human to approve a refund."""
+    answer = interrupt(f"approve a refund of {amount}?")
+    return f"the human said {answer}"
+
+
+def test_an_interrupt_in_a_tool_passes_through_and_the_run_resumes() -> None:
+    model = langchain_model(
+        [(("approve", {"amount": 120}),), "refunded: the human said yes"],
+    )
+    agent = create_agent(
+        model, [approve], middleware=[ConvergenceMiddleware()], checkpointer=InMemorySaver()
+    )
+    thread = {"configurable": {"thread_id": "t1"}}
+    paused = agent.invoke({"messages": [HumanMessage("refund 120")]}, thread)
+    assert [i.value for i in paused["__interrupt__"]] == ["approve a refund of 120?"]
+    assert not [m for m in paused["messages"] if isinstance(m, ToolMessage)]  # not an error
+    done = agent.invoke(Command(resume="yes"), thread)
+    report = done["stop_report"]
+    assert (report.reason, report.output) == (StopReason.COMPLETED, "refunded: the human said yes")
+    assert done["messages"][-2].content == "the human said yes"
+
+
+def test_a_failed_final_request_keeps_the_last_text() -> None:
+    steps = [(("read_file", {"path": f"part{n}.txt"}),) for n in range(2)]
+    model = langchain_model([*steps])  # nothing left for the final request: it raises
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return f"contents of {path}"
+
+    middleware = ConvergenceMiddleware(Limits(max_cycles=2), tools={"read_file": True})
+    result = create_agent(model, [read_file], middleware=[middleware]).invoke(
+        {"messages": [HumanMessage("read both parts")]}
+    )
+    report = result["stop_report"]
+    assert (report.reason, report.cycles) == (StopReason.MAX_CYCLES, 2)
+    assert (report.output, report.output_after_stop) == ("", False)
+    assert isinstance(result["messages"][-1], ToolMessage)  # no answer was made up
+
+
+def test_the_verifier_sends_the_model_back_within_one_model_call() -> None:
+    model = langchain_model(["a draft", "the answer [source]"])
+    agent = create_agent(model, [], middleware=[ConvergenceMiddleware(verifier=needs_citation)])
+    result = agent.invoke({"messages": [HumanMessage("answer it")]})
+    texts = [(type(m).__name__, m.text) for m in result["messages"]]
+    assert texts == [
+        ("HumanMessage", "answer it"),
+        ("AIMessage", "a draft"),
+        (
+            "HumanMessage",
+            "Verification failed: cite the source as [source]. Continue working on the task.",
+        ),
+        ("AIMessage", "the answer [source]"),
+    ]
+    report = result["stop_report"]
+    assert (report.reason, report.cycles) == (StopReason.COMPLETED, 2)
+
+
+def test_each_invocation_starts_a_run_afresh_on_a_checkpointed_thread() -> None:
+    model = langchain_model(["first answer", "second answer"])
+    agent = create_agent(
+        model,
+        [],
+        middleware=[ConvergenceMiddleware(Limits(max_cycles=1))],
+        checkpointer=InMemorySaver(),
+    )
+    thread = {"configurable": {"thread_id": "t2"}}
+    first = agent.invoke({"messages": [HumanMessage("one")]}, thread)
+    second = agent.invoke({"messages": [HumanMessage("two")]}, thread)
+    assert [r["stop_report"].cycles for r in (first, second)] == [1, 1]
+    assert second["stop_report"].reason is StopReason.COMPLETED
+    assert isinstance(second["messages"][-1], AIMessage)
+
+
+def test_the_final_answer_keeps_to_the_models_own_cap_within_a_budget() -> None:
+    budget = next(t for t in TRAJECTORIES if t.name == "budget")  # final cap 512 by default
+    seen: list[tuple[str, int | None]] = []
+    model = langchain_model(budget.steps, seen, max_tokens=100)
+    middleware = ConvergenceMiddleware(budget.limits, tools={"read_file": True})
+    agent = create_agent(model, langchain_tools(World()), middleware=[middleware])
+    result = agent.invoke({"messages": [HumanMessage("read the parts")]})
+    assert result["stop_report"].reason is StopReason.BUDGET_EXHAUSTED
+    assert [cap for _, cap in seen] == [None] * 7 + [100]

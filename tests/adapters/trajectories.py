@@ -1,0 +1,354 @@
+"""Scripted trajectories every host runs the same way, and what each must end with.
+
+A trajectory is a list of model responses (a tuple of tool calls, or a text answer),
+each with the usage it reports, run against the same tools: ``read_file`` (read-only,
+same result every time), ``poll`` (read-only, its result changes each call),
+``write_file`` (changes state), ``flaky`` (always fails the same way), ``pay`` (fails
+fatally) and ``transfer`` (a terminal tool). After a stop that asks for a final answer,
+the next scripted response is that answer.
+
+Besides the reason, the cycle, the output and whether it was asked for after the stop,
+an ending records the notes the model was sent (a stall or tool-error nudge, the budget
+note, the verifier's feedback, the final request) and the output cap the final request
+carried, read from what each host's test double received.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from convergent import Limits, StopReason
+from convergent.exceptions import ToolError
+from convergent.extensions import Verification
+from convergent.monitor import FINAL_ANSWER_TOKENS
+
+Call = tuple[str, dict[str, object]]
+Step = tuple[Call, ...] | str
+
+READ_ONLY: dict[str, bool | None] = {
+    "read_file": True,
+    "poll": True,
+    "write_file": False,
+    "flaky": None,
+    "pay": False,
+    "transfer": False,
+}
+"""The tools' ``read_only`` flags, the same for every host."""
+
+TERMINAL = ("transfer",)
+USAGE = (1000, 100)
+"""Input and output tokens every scripted response reports."""
+
+
+class World:
+    """The tools' state for one run."""
+
+    def __init__(self) -> None:
+        self.polls = 0
+        self.files: dict[str, str] = {}
+
+    def read_file(self, path: str) -> str:
+        """Read a file."""
+        return self.files.get(path, f"contents of {path}")
+
+    def poll(self, job: str) -> str:
+        """Report a job's progress."""
+        self.polls += 1
+        return f"{job}: {min(25 * self.polls, 100)}% done"
+
+    def write_file(self, path: str, text: str) -> str:
+        """Write a file."""
+        self.files[path] = text
+        return f"wrote {len(text)} characters to {path}"
+
+    def flaky(self, item: int) -> str:
+        """Call a service that is down."""
+        raise ToolError("service unavailable")
+
+    def pay(self, amount: int) -> str:
+        """Charge the customer's card."""
+        raise ToolError("the card was cancelled", fatal=True)
+
+    def transfer(self, reason: str) -> str:
+        """Hand the conversation to a human."""
+        return f"transferred to a human: {reason}"
+
+
+def needs_citation(answer: str) -> Verification:
+    """A verifier: an answer must cite its source."""
+    if "[source]" in answer:
+        return Verification(passed=True)
+    return Verification(passed=False, feedback="cite the source as [source]")
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One scripted run and the end every host must reach."""
+
+    name: str
+    steps: list[Step]
+    reason: StopReason
+    cycles: int
+    output: str
+    after_stop: bool
+    limits: Limits = field(default_factory=Limits)
+    verifier: bool = False
+    final_answer: bool = True
+    notes: tuple[str, ...] = ()
+    """The kinds of note (see `NOTES`) the model is sent, in the order it first sees them."""
+    final_cap: int | None = None
+    """The output cap of the final request, if one is made with a cap."""
+
+
+def _read(path: str) -> tuple[Call, ...]:
+    return (("read_file", {"path": path}),)
+
+
+NEVER = "never asked"
+"""A scripted answer the run must stop before."""
+HANDED_OFF = "transferred to a human: refund over the limit"
+_TRANSFER: tuple[Call, ...] = (("transfer", {"reason": "refund over the limit"}),)
+
+
+TRAJECTORIES = [
+    Trajectory(
+        "repeated_reads",
+        [*[_read("a.txt")] * 4, "best answer"],
+        StopReason.STALLED,
+        cycles=4,
+        output="best answer",
+        after_stop=True,
+        notes=("stall", "final"),
+    ),
+    Trajectory(
+        "polling",
+        [*[(("poll", {"job": "build"}),)] * 5, "the build finished"],
+        StopReason.COMPLETED,
+        cycles=6,
+        output="the build finished",
+        after_stop=False,
+    ),
+    Trajectory(
+        "verify_after_write",
+        [
+            *[
+                step
+                for n in range(3)
+                for step in (
+                    _read("a.txt"),
+                    (("write_file", {"path": "a.txt", "text": f"v{n}"}),),
+                )
+            ],
+            _read("a.txt"),
+            "a.txt now holds v2",
+        ],
+        StopReason.COMPLETED,
+        cycles=8,
+        output="a.txt now holds v2",
+        after_stop=False,
+    ),
+    Trajectory(
+        "parallel_failures",
+        [
+            *[(("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1})) for n in range(4)],
+            "best answer",
+        ],
+        StopReason.TOOL_ERROR,
+        cycles=4,
+        output="best answer",
+        after_stop=True,
+        notes=("tool_error", "final"),
+    ),
+    Trajectory(
+        "budget",
+        [*[_read(f"part{n}.txt") for n in range(7)], "best answer"],
+        StopReason.BUDGET_EXHAUSTED,
+        cycles=7,
+        output="best answer",
+        after_stop=True,
+        limits=Limits(max_total_tokens=10_000),
+        notes=("final",),
+        final_cap=FINAL_ANSWER_TOKENS,
+    ),
+    Trajectory(
+        "max_cycles",
+        [*[_read(f"part{n}.txt") for n in range(3)], "best answer"],
+        StopReason.MAX_CYCLES,
+        cycles=3,
+        output="best answer",
+        after_stop=True,
+        limits=Limits(max_cycles=3),
+        notes=("final",),
+    ),
+    Trajectory(
+        "completed",
+        [_read("a.txt"), "a.txt holds the contents"],
+        StopReason.COMPLETED,
+        cycles=2,
+        output="a.txt holds the contents",
+        after_stop=False,
+    ),
+    Trajectory(
+        "verified",
+        ["a draft", "the answer [source]"],
+        StopReason.COMPLETED,
+        cycles=2,
+        output="the answer [source]",
+        after_stop=False,
+        verifier=True,
+        notes=("verifier",),
+    ),
+    Trajectory(
+        "handed_off",
+        [_TRANSFER, NEVER],
+        StopReason.HANDED_OFF,
+        cycles=1,
+        output=HANDED_OFF,
+        after_stop=False,
+    ),
+    Trajectory(
+        "fatal_tool_error",
+        [(("pay", {"amount": 120}),), "best answer"],
+        StopReason.TOOL_ERROR,
+        cycles=1,
+        output="best answer",
+        after_stop=True,
+        notes=("final",),
+    ),
+    Trajectory(
+        "tool_error_nudge",
+        [*[(("flaky", {"item": n}),) for n in range(3)], _read("a.txt"), "a.txt holds it"],
+        StopReason.COMPLETED,
+        cycles=5,
+        output="a.txt holds it",
+        after_stop=False,
+        notes=("tool_error",),
+    ),
+    # without nudges and final answers (what a routing function can express)
+    *(
+        Trajectory(
+            f"{name}_plain",
+            steps,
+            reason,
+            cycles,
+            output,
+            after_stop=False,
+            limits=Limits(**limits, stall_nudges=0),
+            final_answer=False,
+            notes=notes,
+        )
+        for name, steps, reason, cycles, output, limits, notes in [
+            (
+                "polling",
+                [*[(("poll", {"job": "build"}),)] * 5, "the build finished"],
+                StopReason.COMPLETED,
+                6,
+                "the build finished",
+                {},
+                (),
+            ),
+            (
+                "verify_after_write",
+                [
+                    _read("a.txt"),
+                    (("write_file", {"path": "a.txt", "text": "v1"}),),
+                    *[_read("a.txt")] * 2,
+                    "a.txt now holds v1",
+                ],
+                StopReason.COMPLETED,
+                5,
+                "a.txt now holds v1",
+                {},
+                (),
+            ),
+            ("stalled", [*[_read("a.txt")] * 3, NEVER], StopReason.STALLED, 3, "", {}, ()),
+            (
+                "max_cycles",
+                [*[_read(f"part{n}.txt") for n in range(3)], NEVER],
+                StopReason.MAX_CYCLES,
+                3,
+                "",
+                {"max_cycles": 3},
+                (),
+            ),
+            (
+                "budget",
+                [*[_read(f"part{n}.txt") for n in range(11)], NEVER],
+                StopReason.BUDGET_EXHAUSTED,
+                10,
+                "",
+                {"max_total_tokens": 10_000},
+                ("budget",),
+            ),
+            (
+                "tool_errors",
+                [
+                    *[
+                        (("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1}))
+                        for n in range(4)
+                    ],
+                    NEVER,
+                ],
+                StopReason.TOOL_ERROR,
+                3,
+                "",
+                {},
+                (),
+            ),
+            ("fatal", [(("pay", {"amount": 120}),), NEVER], StopReason.TOOL_ERROR, 1, "", {}, ()),
+            ("handed_off", [_TRANSFER, NEVER], StopReason.HANDED_OFF, 1, HANDED_OFF, {}, ()),
+        ]
+    ),
+]
+
+
+NOTES = {
+    "stall": "Not run: you have requested",
+    "tool_error": "Note: tool calls have failed",
+    "budget": "Budget note:",
+    "verifier": "Verification failed:",
+    "final": "The run has stopped (",
+}
+"""Each kind of note convergent sends the model, by how its text begins."""
+
+Seen = tuple[str, int | None]
+"""One request as a host's test double received it: its messages as text, and the
+output cap (``max_tokens``) it carried."""
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a host's run ended."""
+
+    reason: StopReason
+    cycles: int
+    output: str
+    after_stop: bool
+    notes: tuple[str, ...] = ()
+    final_cap: int | None = None
+
+
+def ending(
+    reason: StopReason, cycles: int, output: str, after_stop: bool, requests: Sequence[Seen]
+) -> Ending:
+    """An ending, with the notes and the final cap read from the requests the model got."""
+    notes: list[str] = []
+    final_cap = None
+    for text, cap in requests:
+        found = sorted((text.find(prefix), kind) for kind, prefix in NOTES.items())
+        notes.extend(kind for at, kind in found if at >= 0 and kind not in notes)
+        if NOTES["final"] in text:
+            final_cap = cap
+    return Ending(reason, cycles, output, after_stop, tuple(notes), final_cap)
+
+
+def expected(trajectory: Trajectory) -> Ending:
+    return Ending(
+        trajectory.reason,
+        trajectory.cycles,
+        trajectory.output,
+        trajectory.after_stop,
+        trajectory.notes,
+        trajectory.final_cap,
+    )
