@@ -124,34 +124,28 @@ def classify(task: str, stop_reason: str, results: Sequence[str], answer: str) -
     return "agrees" if value in stated else "omits"
 
 
-def cli_agent_arguments(workspace: str) -> dict[str, Any]:
-    """The arguments `convergent run` gives `Agent` for the embedded model, in ``workspace``."""
+def cli_agent(workspace: str, **overrides: Any) -> Any:
+    """The agent `convergent run` builds for the embedded model, in ``workspace``."""
+    from convergent.builder import build_agent
     from convergent.cli._app import app  # noqa: F401  (loads the command modules in order)
-    from convergent.cli.run import DEFAULT_SYSTEM_PROMPT, DEFAULT_TOOLS
-    from convergent.recipe import RunRecipe, agent_arguments
+    from convergent.cli.run import DEFAULT_SYSTEM_PROMPT
+    from convergent.spec import AgentSpec
 
-    recipe = RunRecipe(
-        model="local",
-        system_prompt=DEFAULT_SYSTEM_PROMPT,
-        tools=tuple(DEFAULT_TOOLS),
-        workspace=workspace,
-        ask_via="none",
-    )
-    return agent_arguments(recipe)
+    spec = AgentSpec(model="local", system_prompt=DEFAULT_SYSTEM_PROMPT, workspace=workspace)
+    return build_agent(spec, **overrides)
 
 
 async def run_all(plan: Sequence[tuple[str, int]], temperature: float) -> list[RunOutcome]:
     """Run each ``(task, seed)`` of ``plan`` with one agent on one embedded-model server."""
-    from convergent import Agent, ModelSettings
+    from convergent import ModelSettings
 
     outcomes: list[RunOutcome] = []
     with tempfile.TemporaryDirectory() as workspace:
-        arguments = cli_agent_arguments(workspace)
-        model = arguments["model"]
+        model = cli_agent(workspace).model
         try:
             for task, seed in plan:
                 settings = ModelSettings(temperature=temperature, extra={"seed": seed})
-                agent = Agent(**{**arguments, "settings": settings})
+                agent = cli_agent(workspace, model=model, settings=settings)
                 started = time.perf_counter()
                 result = await agent.run(task)
                 seconds = time.perf_counter() - started

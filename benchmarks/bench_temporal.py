@@ -33,7 +33,7 @@ from pathlib import Path
 
 from temporalio.client import WorkflowHistory
 
-from convergent import Agent, LimitsRecipe, RunRecipe, StopReason
+from convergent import AgentSpec, Limits, StopReason, build_agent
 from convergent.events import CycleStarted, Event
 from convergent.temporal import DevServer, PayloadStore, TemporalRunner
 
@@ -74,14 +74,14 @@ def page(n: int, kb: int) -> str:
 CYCLES = 2
 
 
-def make_recipe(folder: Path) -> RunRecipe:
+def make_spec(folder: Path) -> AgentSpec:
     script = folder / "script.json"
     script.write_text(json.dumps([{"tool_calls": [{"name": "nap", "arguments": {}}]}, "done"]))
-    return RunRecipe(
+    return AgentSpec(
         model=f"scripted:{script}",
         tools=("benchfx:nap",),
         workspace=str(folder),
-        limits=LimitsRecipe(max_cycles=5),
+        limits=Limits(max_cycles=5),
         compress=False,
     )
 
@@ -124,19 +124,19 @@ def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
             worker.stdout.close()
 
 
-async def in_process(recipe: RunRecipe, runs: int) -> float:
+async def in_process(spec: AgentSpec, runs: int) -> float:
     # one agent per run: each replays its own copy of the script
-    agents = [Agent.from_recipe(recipe, record_events=False) for _ in range(runs)]
+    agents = [build_agent(spec, record_events=False) for _ in range(runs)]
     started = time.perf_counter()
     results = await asyncio.gather(*(agent.run("go") for agent in agents))
     assert all(r.stop_reason is StopReason.COMPLETED for r in results)
     return time.perf_counter() - started
 
 
-async def on_temporal(runner: TemporalRunner, recipe: RunRecipe, runs: int, tag: str) -> float:
+async def on_temporal(runner: TemporalRunner, spec: AgentSpec, runs: int, tag: str) -> float:
     started = time.perf_counter()
     handles = await asyncio.gather(
-        *(runner.start(recipe, "go", run_id=f"{tag}-{n}") for n in range(runs))
+        *(runner.start(spec, "go", run_id=f"{tag}-{n}") for n in range(runs))
     )
     results = await asyncio.gather(*(handle.result() for handle in handles))
     assert all(r.stop_reason is StopReason.COMPLETED for r in results)
@@ -153,7 +153,7 @@ async def one_at_a_time(run: object, count: int) -> float:
 
 
 async def latency(
-    runner: TemporalRunner, server: DevServer, recipe: RunRecipe, folder: Path, count: int, tag: str
+    runner: TemporalRunner, server: DevServer, spec: AgentSpec, folder: Path, count: int, tag: str
 ) -> float:
     """Median seconds of one run at a time on Temporal, with one worker process."""
     runner.task_queue = f"latency-{tag}"
@@ -161,7 +161,7 @@ async def latency(
     try:
 
         async def remote(n: int) -> None:
-            await (await runner.start(recipe, "go", run_id=f"lat-{tag}-{n}")).result()
+            await (await runner.start(spec, "go", run_id=f"lat-{tag}-{n}")).result()
 
         await remote(-1)
         return await one_at_a_time(remote, count)
@@ -177,24 +177,24 @@ async def throughput_and_latency(
     worker_counts: list[int],
     latency_runs: int,
 ) -> None:
-    recipe = make_recipe(folder)
-    agents = [Agent.from_recipe(recipe, record_events=False) for _ in range(latency_runs)]
+    spec = make_spec(folder)
+    agents = [build_agent(spec, record_events=False) for _ in range(latency_runs)]
     local_one = await one_at_a_time(lambda n: agents[n].run("go"), latency_runs)
-    local = await in_process(recipe, runs)
+    local = await in_process(spec, runs)
     print(f"{'in process (one event loop)':<32}{runs / local:>10.1f} runs/s  {local:>7.1f} s")
-    fresh = await latency(runner, server, recipe, folder, latency_runs, "fresh")
+    fresh = await latency(runner, server, spec, folder, latency_runs, "fresh")
     for count in worker_counts:
         queue = f"bench-{count}"
         runner.task_queue = queue
         workers = start_workers(server.address, queue, count, folder)
         try:
-            await on_temporal(runner, recipe, min(20, runs), f"warm{count}")
-            seconds = await on_temporal(runner, recipe, runs, f"w{count}")
+            await on_temporal(runner, spec, min(20, runs), f"warm{count}")
+            seconds = await on_temporal(runner, spec, runs, f"w{count}")
         finally:
             stop_workers(workers)
         label = f"Temporal, {count} worker process{'es' if count > 1 else ''}"
         print(f"{label:<32}{runs / seconds:>10.1f} runs/s  {seconds:>7.1f} s")
-    busy = await latency(runner, server, recipe, folder, latency_runs, "after")
+    busy = await latency(runner, server, spec, folder, latency_runs, "after")
     print(f"one run at a time, median of {latency_runs}: in process {local_one * 1e3:.1f} ms")
     for label, seconds in (("fresh server", fresh), ("after the runs above", busy)):
         added = (seconds - local_one) / CYCLES * 1e3
@@ -228,11 +228,11 @@ async def long_run(
         {"tool_calls": [{"name": "page", "arguments": {"n": n, "kb": kb}}]} for n in range(cycles)
     ]
     script.write_text(json.dumps([*calls, "read"]))
-    recipe = RunRecipe(
+    spec = AgentSpec(
         model=f"scripted:{script}",
         tools=("benchfx:page",),
         workspace=str(folder),
-        limits=LimitsRecipe(max_cycles=cycles + 5),
+        limits=Limits(max_cycles=cycles + 5),
         compress=False,
     )
     starts: list[float] = []
@@ -241,15 +241,13 @@ async def long_run(
         if isinstance(event, CycleStarted):
             starts.append(time.perf_counter())
 
-    local = await Agent.from_recipe(recipe, record_events=False).run(
-        "read every page", on_event=on_event
-    )
+    local = await build_agent(spec, record_events=False).run("read every page", on_event=on_event)
     assert local.stop_reason is StopReason.COMPLETED, local.stop_detail
     runner.task_queue = "long"
     workers = start_workers(server.address, runner.task_queue, 1, folder)
     try:
         started = time.perf_counter()
-        run = await runner.start(recipe, "read every page", run_id="long")
+        run = await runner.start(spec, "read every page", run_id="long")
         result = await run.result()
         wall = time.perf_counter() - started
     finally:

@@ -6,7 +6,7 @@ The race tests of the store, the command line and the console share this module:
   ``ran`` in the folder named by ``RACE_DIR``, then holds until the file ``release``
   exists, so the process that won the claim is still running its resumed run while the
   others try to claim it;
-- `stopped_run` stores a run (built from a recipe, so any process can resume it) that
+- `stopped_run` stores a run (built from a spec, so any process can resume it) that
   stopped ``needs_user``, ``max_cycles``, ``tool_error`` or ``stalled``, whose next
   cycle calls `record`;
 - `release_when_settled` lets the holder go once every other claimant has given up.
@@ -35,16 +35,15 @@ from typing import Any
 import psutil
 
 import convergent
-from convergent import Agent, Limits, RunRecipe, tool
+from convergent import AgentSpec, Limits, build_agent, tool
 from convergent.exceptions import UserError
 from convergent.mcp import MCPServer, mcp_config
-from convergent.recipe import LimitsRecipe
 from convergent.stop import StopReason
 from convergent.store import RunStore
 
 HERE = Path(__file__).resolve()
 RECORD = "resume_race:record"
-"""The import path of `record` in a recipe (this folder is on the claimants' path)."""
+"""The import path of `record` in a spec (this folder is on the claimants' path)."""
 WAIT = 120.0
 """Seconds any wait in a race may take before it gives up (never reached when it works)."""
 
@@ -76,7 +75,7 @@ SCENARIOS: dict[str, tuple[StopReason, list[Any], dict[str, Any]]] = {
     "max_cycles": (
         StopReason.MAX_CYCLES,
         [_call("calculator", expression="1+1"), _call("record", note="resumed"), "done"],
-        {"limits": LimitsRecipe(max_cycles=1), "final_answer": False},
+        {"limits": Limits(max_cycles=1), "final_answer": False},
     ),
     "tool_error": (
         StopReason.TOOL_ERROR,
@@ -91,14 +90,14 @@ SCENARIOS: dict[str, tuple[StopReason, list[Any], dict[str, Any]]] = {
             _call("record", note="resumed"),
             "done",
         ],
-        {"limits": LimitsRecipe(max_repeated_calls=2, stall_nudges=0), "final_answer": False},
+        {"limits": Limits(max_repeated_calls=2, stall_nudges=0), "final_answer": False},
     ),
 }
-"""How a run stops, by name: the stop reason, its script, and recipe settings (no final
+"""How a run stops, by name: the stop reason, its script, and spec settings (no final
 answer and no nudge, so the script's next call is the resumed run's)."""
 
 RESUME_CYCLES = 10
-"""Cycles a resumption may add (the ``max_cycles`` run needs more than its recipe's)."""
+"""Cycles a resumption may add (the ``max_cycles`` run needs more than its spec's)."""
 
 
 def stopped_run(db: Path, folder: Path, scenario: str, *, servers: bool = False) -> str:
@@ -113,14 +112,14 @@ def stopped_run(db: Path, folder: Path, scenario: str, *, servers: bool = False)
     run_id = "race"
     path = folder / "script.json"
     path.write_text(json.dumps(script))
-    recipe = RunRecipe(
+    spec = AgentSpec(
         model=f"scripted:{path}",
         tools=("ask_user", "calculator", "fail", RECORD),
         workspace=str(folder),
         **settings,
     )
     with RunStore(db) as store:
-        result = asyncio.run(Agent.from_recipe(recipe).run("race", run_id=run_id, store=store))
+        result = asyncio.run(build_agent(spec).run("race", run_id=run_id, store=store))
     assert result.stop_reason is reason
     return run_id
 

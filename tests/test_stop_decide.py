@@ -60,6 +60,7 @@ facts = st.builds(
     answered=st.booleans(),
     verdict=st.none() | st.booleans(),
     feedback=texts,
+    output_errors=st.none() | texts,
     handed_off=st.none() | st.builds(HandOff, tool=st.just("transfer"), result=texts),
     tool_failure=st.none() | failures,
     stall=st.none() | stalls,
@@ -72,7 +73,7 @@ def holds(reason: StopReason, f: Facts) -> bool:
     failure, stall, limit = f.tool_failure, f.stall, f.limit
     return {
         StopReason.STOPPED: f.stop_requested,
-        StopReason.COMPLETED: f.answered and f.verdict is not False,
+        StopReason.COMPLETED: f.answered and f.verdict is not False and f.output_errors is None,
         StopReason.HANDED_OFF: f.handed_off is not None,
         StopReason.TOOL_ERROR: failure is not None
         and (failure.fatal or failure.policy or (failure.at_limit and not failure.nudge)),
@@ -155,7 +156,7 @@ def test_continue_only_when_nothing_holds(f: Facts) -> None:
         holding(f)
         or f.roll_over
         or f.redirect is not None
-        or (f.answered and f.verdict is False)
+        or (f.answered and (f.verdict is False or f.output_errors is not None))
         or f.paused
         or nudgeable(f)
     )
@@ -201,6 +202,10 @@ def test_decide_follows_stop_priority_as_it_stands(monkeypatch: pytest.MonkeyPat
         (
             Facts(answered=True, verdict=False, feedback="expected 42"),
             Interrupted("Verification failed: expected 42. Continue working on the task."),
+        ),
+        (
+            Facts(answered=True, output_errors="total: Field required", verdict=False),
+            Interrupted(stop.OUTPUT_FEEDBACK.format(errors="total: Field required")),
         ),
         (
             Facts(handed_off=HandOff(tool="transfer", result="sent to Ann")),

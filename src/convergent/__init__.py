@@ -10,6 +10,7 @@ from convergent._lazy import attach as _attach
 
 if TYPE_CHECKING:
     from convergent.agent import Agent, RunStream
+    from convergent.builder import build_agent
     from convergent.builtin_tools import calculator, default_tools, fail, file_tools
     from convergent.clock import Clock, SystemClock, use_clock
     from convergent.compaction import ContextCompacted, ContextCompressor
@@ -99,9 +100,9 @@ if TYPE_CHECKING:
         TokenPrice,
         model_from_string,
     )
-    from convergent.recipe import GateRecipe, LimitsRecipe, RunRecipe
     from convergent.result import RunResult
     from convergent.skills import Skill, Skills
+    from convergent.spec import AgentSpec, GateSpec
     from convergent.state import RunState, ToolCallRecord
     from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
     from convergent.stop import Limits, StopReason
@@ -126,6 +127,7 @@ from convergent._version import __version__
 __all__ = [
     "ActionGate",
     "Agent",
+    "AgentSpec",
     "AnthropicModel",
     "Archetype",
     "AskChannel",
@@ -149,11 +151,10 @@ __all__ = [
     "ExecutiveGate",
     "FollowUpGate",
     "GateDecided",
-    "GateRecipe",
+    "GateSpec",
     "Insight",
     "JsonlTraceWriter",
     "Limits",
-    "LimitsRecipe",
     "LocalModel",
     "Message",
     "Model",
@@ -172,7 +173,6 @@ __all__ = [
     "RewindResult",
     "RunJournal",
     "RunObserver",
-    "RunRecipe",
     "RunResult",
     "RunStarted",
     "RunState",
@@ -220,6 +220,7 @@ __all__ = [
     "__version__",
     "ambiguous",
     "ask_user_tool",
+    "build_agent",
     "calculator",
     "coordinate_agent",
     "default_tools",

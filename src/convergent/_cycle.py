@@ -41,6 +41,7 @@ from convergent.messages import (
     UserMessage,
 )
 from convergent.models.base import Model, ModelSettings
+from convergent.output import OutputSpec
 from convergent.result import RunResult
 from convergent.run_context import CallContext, entered
 from convergent.state import RunState, ToolCallRecord
@@ -68,6 +69,7 @@ class LoopSpec(Protocol):
     max_consecutive_tool_errors: int | None
     final_answer: bool
     verifier: Verifier | None
+    output: OutputSpec | None
     context_policy: ContextPolicy | None
     gate: ActionGate | None
     follow_up: FollowUpGate | None
@@ -115,6 +117,7 @@ class Run(CycleDriver):
         "journal",
         "listening",
         "mark",
+        "output_value",
         "sink",
         "state",
         "steering",
@@ -154,6 +157,7 @@ class Run(CycleDriver):
             max_consecutive_tool_errors=agent.max_consecutive_tool_errors,
             on_tool_error=agent.on_tool_error,
             verifier=agent.verifier,
+            output=agent.output,
             final_answer=agent.final_answer,
             tally=state,
             monitor_state=state.monitor,
@@ -169,6 +173,8 @@ class Run(CycleDriver):
         """The steering command that asked for the stop."""
         self.delivering: tuple[SteeringCommand, ...] = ()
         """Steering messages being delivered as the pending `Interrupted`."""
+        self.output_value: object = None
+        """The latest answer's value of the output type, once one validated."""
 
     def failed(self, error: BaseException) -> None:
         """An exception ends the run without a stop: tell observers that want to know.
@@ -298,25 +304,32 @@ class Run(CycleDriver):
         return await self._run_tools(calls, cycle)
 
     async def _on_answer(self, content: str) -> Decision:
-        """An answer without tool calls: steering that arrived meanwhile, then the verifier."""
+        """An answer without tool calls: steering that arrived meanwhile, then the checks.
+
+        The output type's check comes first: the verifier judges only a valid answer.
+        """
         taken = self.steering.take() if self.steering is not None else NO_COMMANDS
         if taken is not NO_COMMANDS:
             return self._settle(taken, self.judge_answer(None, _outside(taken)))
+        check = self.check_output(content)
+        if check is not None:
+            if check.errors is not None:
+                self._verified(False, f"output: {check.errors}")
+                return self.judge_answer(None, output_errors=check.errors)
+            self.output_value, self.state.output_data = check.value, check.data
         if self.verifier is None:
             return self.judge_answer(None)
         verdict = await self.verify_async(content)
         assert verdict is not None
+        self._verified(verdict.passed, verdict_feedback(verdict))
+        return self.judge_answer(verdict)
+
+    def _verified(self, passed: bool, feedback: str) -> None:
         if self.listening:
             state = self.state
             self.sink.emit(
-                Verified(
-                    run_id=state.run_id,
-                    cycle=state.cycles,
-                    passed=verdict.passed,
-                    feedback=verdict_feedback(verdict),
-                )
+                Verified(run_id=state.run_id, cycle=state.cycles, passed=passed, feedback=feedback)
             )
-        return self.judge_answer(verdict)
 
     async def _run_tools(
         self, calls: Sequence[ToolCall], cycle: int, *, reviewed: bool = False
@@ -489,6 +502,8 @@ class Run(CycleDriver):
     async def finish(self, stop: Stop) -> RunResult:
         state = self.state
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
+        if stop.reason is not StopReason.COMPLETED:
+            state.output_data = self.output_value = None
         state.output, state.output_after_stop = await self._output(stop)
         state.elapsed = self.elapsed()
         if self.journal is not None:
@@ -517,6 +532,7 @@ class Run(CycleDriver):
             tool_calls=tuple(state.tool_calls),
             usage=state.usage,
             messages=tuple(state.messages),
+            output_data=self.output_value,
             events=self.sink.log(),
         )
 
@@ -541,6 +557,9 @@ class Run(CycleDriver):
         final = self.final_request(stop, wanted_tokens=wanted)
         if final is None:
             return None
+        if settings is not None and settings.output_schema is not None:
+            # the best answer so far, in words: it is not held to the output type
+            settings = dataclasses.replace(settings, output_schema=None)
         if final.max_tokens is not None:
             settings = dataclasses.replace(settings or ModelSettings(), max_tokens=final.max_tokens)
         messages = [*state.messages, UserMessage(content=final.prompt)]

@@ -9,6 +9,7 @@ action is recorded, never obeyed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ from convergent.messages import (
 )
 from convergent.models._prices import unpriced_model
 from convergent.models.base import Model, ModelSettings
-from convergent.recipe import BuildContext, RunRecipe, agent_arguments
+from convergent.output import OutputSpec
 from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
@@ -82,6 +83,14 @@ class Agent:
         settings: Per-request model settings.
         verifier: Optional external check on the final answer; while it fails, its
             feedback goes back to the model and the run continues.
+        output_type: The type the final answer must have (any type pydantic's
+            ``TypeAdapter`` accepts): the run is ``completed`` only when the answer is
+            JSON that validates, and `RunResult.output_data` holds the value. While it
+            does not validate, the errors go back to the model and the run continues
+            (see `convergent.output`). Backends with native structured output are
+            asked for it.
+        output_schema: The same as a JSON Schema (the answer's data is then plain
+            JSON); give one of ``output_type`` and ``output_schema``.
         observers: Receive every event with the live state (live views, telemetry).
         context_policy: Optional context compression, run before every model request.
         gate: Optional executive function that reviews proposed tool calls; the tools
@@ -91,8 +100,10 @@ class Agent:
             False runs them one at a time in call order, for tools that share state.
         workspace: Folder the file tools work in; a durable run snapshots the files a
             ``modifies_files`` tool changes there, so that it can be rewound.
-        recipe: How to rebuild this agent in another process (set by `from_recipe`);
-            stored with durable runs so that `convergent.resume` can continue them.
+        spec: How to rebuild this agent in another process: the JSON form of the
+            `convergent.spec.AgentSpec` it was built from (set by
+            `convergent.builder.build_agent`); durable runs store it, so that
+            `convergent.resume` can continue them.
         store: Persist every run of this agent here (e.g. a `convergent.store.RunStore`),
             unless `run` is given another; None runs in memory only.
         instrument: Trace runs with OpenTelemetry (`convergent.telemetry`). None (the
@@ -120,13 +131,15 @@ class Agent:
         final_answer: bool = True,
         settings: ModelSettings | None = None,
         verifier: Verifier | None = None,
+        output_type: Any = None,
+        output_schema: Mapping[str, Any] | None = None,
         observers: Sequence[RunObserver] = (),
         context_policy: ContextPolicy | None = None,
         gate: ActionGate | None = None,
         record_events: bool = True,
         parallel_tool_calls: bool = True,
         workspace: str | Path | None = None,
-        recipe: RunRecipe | None = None,
+        spec: Mapping[str, Any] | None = None,
         store: Durability | None = None,
         instrument: bool | None = None,
         mcp_servers: Sequence[MCPServer] = (),
@@ -152,6 +165,11 @@ class Agent:
         self.on_tool_error: ToolErrorPolicy = on_tool_error
         self.max_consecutive_tool_errors = max_consecutive_tool_errors
         self.final_answer = final_answer
+        self.output = _output_spec(output_type, output_schema)
+        if self.output is not None:
+            settings = dataclasses.replace(
+                settings or ModelSettings(), output_schema=self.output.schema
+            )
         self.settings = settings
         self.verifier = verifier
         self.observers = list(observers)
@@ -160,7 +178,10 @@ class Agent:
         self.record_events = record_events
         self.parallel_tool_calls = parallel_tool_calls
         self.workspace = str(Path(workspace).resolve()) if workspace is not None else None
-        self.recipe = recipe
+        if spec is not None and self.output is not None:
+            # a resumed run checks its answer against the same schema
+            spec = {**spec, "output_schema": self.output.schema}
+        self.spec = spec
         self.store = store
         self.instrument = instrument
 
@@ -200,24 +221,6 @@ class Agent:
             if not self._toolset.running:
                 self._install_tools(())
 
-    @classmethod
-    def from_recipe(
-        cls, recipe: RunRecipe, *, context: BuildContext | None = None, **overrides: Any
-    ) -> Agent:
-        """Build the agent a `RunRecipe` describes (see `convergent.recipe`).
-
-        Args:
-            recipe: The recipe.
-            context: Where the agent will run (for ask channels that need the run's id
-                and store, such as the web console's).
-            **overrides: `Agent` arguments that replace what the recipe builds
-                (``observers=``, ``verifier=``...).
-
-        Raises:
-            UserError: If the recipe cannot be built here (unknown tool, model, version).
-        """
-        return cls(**{**agent_arguments(recipe, context), **overrides})
-
     def as_tool(self, name: str, description: str, *, timeout: float | None = None) -> Tool:
         """This agent as a tool another agent can call: each call is a child run.
 
@@ -253,8 +256,8 @@ class Agent:
     def check_cost_limit(self) -> None:
         """Refuse a cost limit that cannot hold: one of the models has no known price.
 
-        `run` calls it first; a caller that announces a run before it starts calls it
-        sooner.
+        `run` calls it first, and `convergent.builder.build_agent` as soon as the agent is
+        built, so that a run from an agent spec is refused before it is announced.
 
         Raises:
             UserError: If ``limits.max_cost`` is set and a model's price is unknown.
@@ -324,8 +327,10 @@ class Agent:
         4. Request the model (a backend failure ends the run with ``model_error``).
         5. No tool calls: a stop or message that arrived meanwhile comes first (the
            run stops, or the message is delivered and the run goes on); else the
-           verifier runs if any; if it passes (or there is none) the run ends
-           ``completed``, otherwise its feedback goes back to the model.
+           answer is validated against the output type, if any, then the verifier
+           runs, if any; if both pass (or there are none) the run ends ``completed``,
+           otherwise the validation errors or the verifier's feedback go back to the
+           model.
         6. Let the gate review the proposed calls (it may replace them with ``ask_user``).
         7. Review the calls for repeats without progress: the ``max_repeated_calls``-th
            identical call with the same results while nothing changed (or a short
@@ -429,7 +434,7 @@ class Agent:
                 state.run_id,
                 tools=tuple(self.tools.values()),
                 workspace=self.workspace,
-                recipe=self.recipe.model_dump(mode="json") if self.recipe else None,
+                recipe=self.spec,
                 models=self.models,
             )
             if steering is None:
@@ -477,6 +482,16 @@ class Agent:
         if message is not None:
             store.send_steering(run_id, "message", message)
         return await self.run(state=state, answers=answers, on_event=on_event, store=store)
+
+
+def _output_spec(output_type: Any, output_schema: Mapping[str, Any] | None) -> OutputSpec | None:
+    if output_type is not None and output_schema is not None:
+        raise UserError("give output_type or output_schema, not both")
+    if output_type is not None:
+        return OutputSpec.of_type(output_type)
+    if output_schema is not None:
+        return OutputSpec.of_schema(output_schema)
+    return None
 
 
 @dataclass

@@ -29,6 +29,7 @@ from convergent.exceptions import ToolError
 from convergent.extensions import Verification, Verifier
 from convergent.messages import NO_USAGE, AssistantMessage, CallOutcome, Message, ToolCall, Usage
 from convergent.monitor import CHARS_PER_MESSAGE, FINAL_ANSWER_TOKENS, MonitorState, RunMonitor
+from convergent.output import OutputCheck, OutputSpec
 from convergent.stop import (
     CONTINUE,
     Decision,
@@ -118,6 +119,10 @@ class PolicyOptions(TypedDict, total=False):
     verifier: Verifier | None
     """An external check of an answer without tool calls; while it fails, its feedback
     goes to the model and the run goes on."""
+    output: OutputSpec | None
+    """The type an answer without tool calls must have (`convergent.output`); while it
+    does not validate, the errors go to the model and the run goes on. It is checked
+    before the verifier, which judges only a valid answer."""
     final_answer: bool
     """Ask for one answer without tools after a stop for ``max_cycles``, ``stalled``,
     ``budget_exhausted`` or ``tool_error`` (the default); room for it is kept in the
@@ -224,6 +229,7 @@ class CycleDriver:
         "tally",
         "terminal_tools",
         "verifier",
+        "output_spec",
     )
 
     def __init__(
@@ -251,6 +257,7 @@ class CycleDriver:
             terminal_tools if isinstance(terminal_tools, frozenset) else frozenset(terminal_tools)
         )
         self.verifier = options.get("verifier")
+        self.output_spec = options.get("output")
         final_answer = self.final_answer = options.get("final_answer", True)
         self.tally: Tally = tally if tally is not None else RunTally()
         self._clock = clock
@@ -413,31 +420,58 @@ class CycleDriver:
         verdict = self.verifier(text)
         return await verdict if inspect.isawaitable(verdict) else verdict
 
-    def judge_answer(self, verdict: Verification | None, outside: Facts | None = None) -> Decision:
-        """An answer without tool calls: `Stop` (completed) or the verifier's feedback.
+    def check_output(self, text: str) -> OutputCheck | None:
+        """An answer's check against the output type (None: no output type)."""
+        return self.output_spec.check(text) if self.output_spec is not None else None
+
+    def judge_answer(
+        self,
+        verdict: Verification | None,
+        outside: Facts | None = None,
+        *,
+        output_errors: str | None = None,
+    ) -> Decision:
+        """An answer without tool calls: `Stop` (completed), or the feedback for the model.
 
         Args:
-            verdict: The verifier's verdict on it; None: no verifier.
+            verdict: The verifier's verdict on it; None: no verifier (or not asked).
             outside: Outside events that arrived while the model answered; they come
                 first, and the verifier is then not asked.
+            output_errors: Why the answer does not validate against the output type
+                (`check_output`); None: it does, or there is none.
         """
         if outside is not None:
             return self._decided(decide(dataclasses.replace(outside, answered=True)))
-        if verdict is None:
+        if verdict is None and output_errors is None:
             return self._decided(decide(_ANSWERED))
-        facts = Facts(answered=True, verdict=verdict.passed, feedback=verdict_feedback(verdict))
+        facts = Facts(
+            answered=True,
+            verdict=verdict.passed if verdict is not None else None,
+            feedback=verdict_feedback(verdict) if verdict is not None else "",
+            output_errors=output_errors,
+        )
         decision = decide(facts)
         if isinstance(decision, Interrupted):
             self.pending += len(decision.message) + CHARS_PER_MESSAGE
         return self._decided(decision)
 
     def answered(self, text: str) -> Decision:
-        """`judge_answer` with the synchronous verifier's verdict on ``text``."""
+        """`judge_answer` on ``text``: its output check, then the synchronous verifier."""
+        errors = self._output_errors(text)
+        if errors is not None:
+            return self.judge_answer(None, output_errors=errors)
         return self.judge_answer(self.verify(text))
 
     async def answered_async(self, text: str) -> Decision:
-        """`judge_answer` with the verifier's verdict on ``text``, awaited when async."""
+        """`judge_answer` on ``text``: its output check, then the verifier, awaited if async."""
+        errors = self._output_errors(text)
+        if errors is not None:
+            return self.judge_answer(None, output_errors=errors)
         return self.judge_answer(await self.verify_async(text))
+
+    def _output_errors(self, text: str) -> str | None:
+        check = self.check_output(text)
+        return check.errors if check is not None else None
 
     # -- after a response with tool calls -----------------------------------------------
 

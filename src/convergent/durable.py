@@ -1,9 +1,10 @@
-"""`resume`: continue a stored run from any process, rebuilding its agent from its recipe.
+"""`resume`: continue a stored run from any process, rebuilding its agent from its spec.
 
-A run started from Python (``Agent.from_recipe(recipe).run(task, store=store)``) or
-from the command line (``convergent run``) stores its `RunRecipe`; ``resume(run_id)``
-reads it back, builds the same agent and continues where the run stopped, from Python
-or from ``convergent resume`` alike.
+A run started from Python (``build_agent(spec).run(task, store=store)``) or from the
+command line (``convergent run``) stores its `AgentSpec`; ``resume(run_id)`` reads it
+back, builds the same agent and continues where the run stopped, from Python or from
+``convergent resume`` alike. Runs stored by earlier versions (a run recipe, or the
+settings of convergent 0.1's command line) are read as specs.
 
 A resumption first claims the run (`RunStore.claim`), before anything else happens: of
 any number of processes or tasks resuming one run at once, one continues it and the
@@ -19,10 +20,11 @@ from typing import Any
 
 from convergent._run_id import check_run_id
 from convergent.agent import Agent
+from convergent.builder import BuildContext, build_agent
 from convergent.events import EventHandler
 from convergent.exceptions import UserError
-from convergent.recipe import BuildContext, GateRecipe, LimitsRecipe, RunRecipe
 from convergent.result import RunResult
+from convergent.spec import AgentSpec, command_line_tools
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
 from convergent.stop import Limits
@@ -32,55 +34,57 @@ __all__ = [
     "Continuation",
     "pending_answers",
     "prepare_resume",
-    "recipe_of",
     "resumable_run",
     "resume",
+    "spec_of",
     "steerable_run",
 ]
 
 
-def recipe_of(run: RunSummary) -> RunRecipe:
-    """The recipe stored with a run (runs from convergent 0.1 stored CLI settings instead).
+def spec_of(run: RunSummary) -> AgentSpec:
+    """The spec stored with a run (runs from convergent 0.1 stored CLI settings instead).
 
     Raises:
-        UserError: If the run has no recipe, or one from a newer convergent.
+        UserError: If the run has no spec, or one from a newer convergent.
     """
     if run.recipe is not None:
-        return RunRecipe.from_json(run.recipe)
+        return AgentSpec.from_json(run.recipe)
     if run.config:
         return _from_settings(run.config)
     raise UserError(
-        f"run {run.run_id!r} has no recipe; resume it from Python with the agent that "
+        f"run {run.run_id!r} has no agent spec; resume it from Python with the agent that "
         "started it: agent.resume(run_id, store=store)"
     )
 
 
-def _from_settings(config: Mapping[str, Any]) -> RunRecipe:
-    """A recipe from the settings convergent 0.1's ``run`` stored."""
+def _from_settings(config: Mapping[str, Any]) -> AgentSpec:
+    """A spec from the settings convergent 0.1's ``run`` stored.
+
+    Raises:
+        UserError: If they do not describe a valid agent.
+    """
     model = config.get("model")
-    tools = ["calculator", "read_file", "list_dir", "ask_user"]
-    if isinstance(model, str) and model.startswith("scripted:"):
-        tools.append("fail")
-    if config.get("allow_writes"):
-        tools += ["write_file", "edit_file"]
     gate = config.get("gate")
-    return RunRecipe(
-        model=model,
-        base_url=config.get("base_url"),
-        protocol=config.get("protocol"),
-        temperature=config.get("temperature"),
-        system_prompt=config.get("system") or None,
-        tools=tuple(tools),
-        workspace=config.get("workspace"),
-        skills=tuple(config.get("skills") or ()),
-        gate=(
-            GateRecipe(threshold=float(gate), model=config.get("gate_model"))
-            if gate is not None
-            else None
-        ),
-        ask_via=config.get("ask_via") or "none",
-        ask_timeout=config.get("ask_timeout") or 300.0,
-        on_tool_error="stop" if config.get("tool_error") == "stop" else "continue",
+    return AgentSpec.from_json(
+        {
+            "model": model,
+            "base_url": config.get("base_url"),
+            "protocol": config.get("protocol"),
+            "temperature": config.get("temperature"),
+            "system_prompt": config.get("system") or None,
+            "tools": command_line_tools(
+                model if isinstance(model, str) else "",
+                allow_writes=bool(config.get("allow_writes")),
+            ),
+            "workspace": config.get("workspace"),
+            "skills": config.get("skills") or (),
+            "gate": (
+                {"threshold": gate, "model": config.get("gate_model")} if gate is not None else None
+            ),
+            "ask_via": config.get("ask_via") or "none",
+            "ask_timeout": config.get("ask_timeout") or 300.0,
+            "on_tool_error": "stop" if config.get("tool_error") == "stop" else "continue",
+        }
     )
 
 
@@ -141,7 +145,7 @@ class Continuation:
     """A stored run, ready to go on: its rebuilt agent, its state and the answers given."""
 
     agent: Agent
-    """The agent its recipe describes (replayed models positioned where they stopped)."""
+    """The agent its spec describes (replayed models positioned where they stopped)."""
     state: RunState
     """The state to continue."""
     answers: dict[str, str]
@@ -156,7 +160,7 @@ def prepare_resume(
     *,
     answer: str | None = None,
     message: str | None = None,
-    limits: LimitsRecipe | None = None,
+    limits: Limits | None = None,
     model: str | None = None,
     claim: RunClaim | None = None,
     price: tuple[float, float] | None = None,
@@ -171,11 +175,11 @@ def prepare_resume(
         run_id: The run.
         answer: The reply to the question it waits on.
         message: New instructions, queued for its next cycle.
-        limits: Budgets instead of the recipe's.
-        model: A model spec instead of the recipe's (without the recipe's price).
+        limits: Budgets instead of the spec's.
+        model: A model spec instead of the spec's (without the spec's price).
         claim: A claim already taken on the run (default: one is taken now).
         price: The model's price, (input, output) in US dollars per million tokens,
-            instead of the recipe's.
+            instead of the spec's.
 
     Raises:
         UserError: If the run cannot be resumed, ``run_id`` is not a valid id, or another
@@ -198,12 +202,12 @@ def _prepare(
     *,
     answer: str | None,
     message: str | None,
-    limits: LimitsRecipe | None,
+    limits: Limits | None,
     model: str | None,
-    price: tuple[float, float] | None = None,
+    price: tuple[float, float] | None,
 ) -> Continuation:
     run_id = claim.run_id
-    recipe = recipe_of(store.get_run(run_id))
+    spec = spec_of(store.get_run(run_id))
     changes: dict[str, Any] = {}
     if model is not None:
         changes["model"] = model
@@ -213,12 +217,12 @@ def _prepare(
     if limits is not None:
         changes["limits"] = limits
     if changes:
-        recipe = recipe.model_copy(update=changes)
+        spec = spec.model_copy(update=changes)
     answers = pending_answers(store, run_id, answer)
     state = store.load(run_id)
-    agent = Agent.from_recipe(recipe, context=BuildContext(run_id=run_id, store=store))
+    agent = build_agent(spec, context=BuildContext(run_id=run_id, store=store))
     if model is None:
-        # the recipe rebuilt the same scripts: continue each where it stopped
+        # the spec rebuilt the same scripts: continue each where it stopped
         for role, replayed in agent.models.items():
             position = state.model_positions.get(role)
             if position is not None:
@@ -242,7 +246,7 @@ async def resume(
     steering: SteeringQueue | None = None,
     price: tuple[float, float] | None = None,
 ) -> RunResult:
-    """Continue a stored run: rebuild its agent from the stored recipe and run it on.
+    """Continue a stored run: rebuild its agent from the stored spec and run it on.
 
     Args:
         run_id: The run.
@@ -250,16 +254,16 @@ async def resume(
         answer: The reply to the question the run stopped ``needs_user`` on.
         message: New instructions, delivered before its next cycle.
         limits: Budgets for the continued run (absolute: cycles, tokens, seconds and
-            cost count from the run's start); default: the recipe's.
-        model: Continue with this model spec instead of the recipe's.
+            cost count from the run's start); default: the spec's.
+        model: Continue with this model spec instead of the spec's.
         on_event: Called with every event, in order.
         steering: Steering queue (default: the commands stored for the run).
         price: The model's price, (input, output) in US dollars per million tokens,
-            instead of the recipe's (a run keeps the price it was started with).
+            instead of the spec's (a run keeps the price it was started with).
 
     Raises:
         UserError: If the run cannot be resumed (unknown, completed, waiting for an
-            answer that was not given, recipe from a newer convergent, an invalid run
+            answer that was not given, spec from a newer convergent, an invalid run
             id), or another process or task is running it (``run ID is running (pid N)``).
     """
     check_run_id(run_id)
@@ -270,7 +274,7 @@ async def resume(
             run_id,
             answer=answer,
             message=message,
-            limits=LimitsRecipe.of(limits) if limits is not None else None,
+            limits=limits,
             model=model,
             price=price,
         )

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from convergent.events import Event
 from convergent.messages import CURRENCY, Message, Usage
 from convergent.state import ToolCallRecord
@@ -38,6 +40,10 @@ class RunResult:
     """The final conversation."""
     output_after_stop: bool = False
     """``output`` is the best answer the model gave after the stop, not a completion."""
+    output_data: Any = None
+    """The output as a value of the agent's ``output_type`` (the JSON data, for an
+    ``output_schema``), once the run is ``completed``; None otherwise, and for agents
+    without a declared output type."""
     events: Sequence[Event] = ()
     """Every event of the run, in order (built when first read when nothing observed
     the run)."""
@@ -52,6 +58,13 @@ class RunResult:
             f"messages={len(self.messages)})"
         )
 
+    @property
+    def output_json(self) -> Any:
+        """`output_data` as plain JSON data (None when there is none)."""
+        if self.output_data is None:
+            return None
+        return _JSON.dump_python(self.output_data, mode="json")
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape printed by ``convergent run --json``."""
         return {
@@ -60,6 +73,7 @@ class RunResult:
             "stop_detail": self.stop_detail,
             "output": self.output,
             "output_after_stop": self.output_after_stop,
+            "output_data": self.output_json,
             "cycles": self.cycles,
             "tool_calls": [
                 {
@@ -81,3 +95,6 @@ class RunResult:
                 "currency": CURRENCY,
             },
         }
+
+
+_JSON: TypeAdapter[Any] = TypeAdapter(Any)

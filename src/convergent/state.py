@@ -22,7 +22,7 @@ from convergent.stop import StopReason
 
 __all__ = ["STATE_SCHEMA_VERSION", "RunState", "ToolCallRecord"]
 
-STATE_SCHEMA_VERSION = 3
+STATE_SCHEMA_VERSION = 4
 """Bumped whenever the serialised shape of `RunState` changes."""
 
 
@@ -92,6 +92,9 @@ class RunState:
     """Final text output, once stopped."""
     output_after_stop: bool = False
     """The output is the answer the model gave after the stop, in a request with no tools."""
+    output_data: Any = None
+    """The output as JSON data, validated against the run's output type (a ``completed``
+    run of an agent with ``output_type`` or ``output_schema``); else None."""
     schema_version: int = STATE_SCHEMA_VERSION
     """Version of this serialised shape."""
 
@@ -118,7 +121,8 @@ class RunState:
 
         Version 1 lacked each record's ``fatal`` (it starts False). Versions 1 and 2 kept
         per-run repeat counts and a streak of failed calls instead of the ``monitor``:
-        such a state continues with fresh counters.
+        such a state continues with fresh counters. Versions before 4 lacked
+        ``output_data`` (None).
 
         Raises:
             UserError: If the state was written by a newer version, or is malformed.

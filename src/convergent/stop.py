@@ -22,11 +22,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from convergent.exceptions import UserError
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from convergent._validation import raises_user_errors
 
 __all__ = [
     "CONTINUE",
     "NO_FACTS",
+    "OUTPUT_FEEDBACK",
     "STOP_PRIORITY",
     "Continue",
     "Decision",
@@ -53,7 +57,8 @@ class StopReason(StrEnum):
     STOPPED = "stopped"
     """A stop was requested from outside: API, CLI, steering queue or signal."""
     COMPLETED = "completed"
-    """The model answered without tool calls (and any declared verifier passed)."""
+    """The model answered without tool calls (and any declared verifier passed, and the
+    answer validated against any declared output type)."""
     HANDED_OFF = "handed_off"
     """A terminal tool (a hand-off such as a transfer to a human) ran successfully."""
     TOOL_ERROR = "tool_error"
@@ -110,41 +115,31 @@ class LimitReached:
     reaches ``maximum``."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@raises_user_errors
+@pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=ConfigDict(extra="forbid"))
 class Limits:
     """Objective budgets for one run, checked before every model request.
 
-    ``None`` means unlimited. Negative values are rejected when the object is built
-    (`UserError`).
+    ``None`` means unlimited. This class is the one place budgets are validated: a
+    negative or non-finite value is refused when the object is built (`UserError`), or,
+    inside an `AgentSpec`, when the spec is.
     """
 
-    max_cycles: int | None = 50
+    max_cycles: int | None = Field(default=50, ge=0)
     """Maximum number of model requests (cycles) in the run."""
-    max_total_tokens: int | None = None
+    max_total_tokens: int | None = Field(default=None, ge=0)
     """Maximum input plus output tokens reported by the provider."""
-    max_seconds: float | None = None
+    max_seconds: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Maximum wall-clock seconds since the run started."""
-    max_cost: float | None = None
+    max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Maximum cost in the currency of the model's price table."""
-    max_repeated_calls: int = 3
+    max_repeated_calls: int = Field(default=3, ge=1)
     """A call repeated this often with the same result while nothing changed (or a
     short cycle of calls repeated this often) stalls the run."""
-    stall_nudges: int = 1
+    stall_nudges: int = Field(default=1, ge=0)
     """Notes the model gets when a stall or a streak of tool errors reaches its
     threshold, before the run stops on it (per stretch without progress); 0 stops at
     once."""
-
-    def __post_init__(self) -> None:
-        for name in ("max_cycles", "max_total_tokens", "max_seconds", "max_cost"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise UserError(f"{name} must be >= 0, got {value}")
-            if isinstance(value, float) and value != value:
-                raise UserError(f"{name} must be a number, got nan")
-        if self.max_repeated_calls < 1:
-            raise UserError(f"max_repeated_calls must be >= 1, got {self.max_repeated_calls}")
-        if self.stall_nudges < 0:
-            raise UserError(f"stall_nudges must be >= 0, got {self.stall_nudges}")
 
     def reached(
         self,
@@ -275,6 +270,9 @@ class Facts:
     """The verifier's verdict on that answer; None: no verifier, or it was not asked."""
     feedback: str = ""
     """What the verifier found wrong, for the model."""
+    output_errors: str | None = None
+    """Why that answer does not validate against the run's declared output type;
+    None: it does, or no output type is declared."""
     handed_off: HandOff | None = None
     """A terminal tool ran successfully."""
     tool_failure: ToolFailure | None = None
@@ -287,6 +285,12 @@ class Facts:
 
 NO_FACTS = Facts()
 """Nothing is known: `decide` returns `CONTINUE`."""
+
+OUTPUT_FEEDBACK = (
+    "Your final answer does not match the required output schema: {errors}. Reply with "
+    "only a JSON value valid under the schema (or call tools if you need more information)."
+)
+"""What the model is told when its answer does not validate against the output type."""
 
 
 # --- decisions --------------------------------------------------------------------
@@ -358,7 +362,8 @@ def decide(facts: Facts) -> Decision:
     In order: a stop request; a roll-over, then waiting messages (neither is a stop,
     and both come before any other stop: messages change what the run is for); the
     other stops, first in `STOP_PRIORITY` first (a stall or tool-error streak with a
-    nudge available does not stop); the verifier's feedback; a pause; a nudge;
+    nudge available does not stop); an answer that does not validate against the
+    output type, then the verifier's feedback; a pause; a nudge;
     otherwise `CONTINUE`.
     """
     if facts is NO_FACTS:
@@ -372,6 +377,8 @@ def decide(facts: Facts) -> Decision:
         return Interrupted(facts.redirect)
     if stop is not None:
         return stop
+    if facts.answered and facts.output_errors is not None:
+        return Interrupted(OUTPUT_FEEDBACK.format(errors=facts.output_errors))
     if facts.answered and facts.verdict is False:
         feedback = facts.feedback or "the answer failed verification"
         return Interrupted(f"Verification failed: {feedback}. Continue working on the task.")
@@ -400,7 +407,7 @@ def _stopped(facts: Facts) -> Stop | None:
 
 
 def _completed(facts: Facts) -> Stop | None:
-    if not facts.answered or facts.verdict is False:
+    if not facts.answered or facts.verdict is False or facts.output_errors is not None:
         return None
     if facts.verdict is None:
         return Stop(StopReason.COMPLETED, "the model answered without tool calls")

@@ -1,4 +1,4 @@
-"""``convergent run --tool MODULE:ATTR``: your own tools, kept in the recipe for resume."""
+"""``convergent run --tool MODULE:ATTR``: your own tools, kept in the agent spec for resume."""
 
 from __future__ import annotations
 

@@ -212,6 +212,8 @@ def test_read_file_is_confined_to_the_workspace(tmp_path: Path) -> None:
         (["--workspace", "script.json"], "--workspace must be a folder, not a file"),
         (["--max-seconds", "nan"], "--max-seconds must be a number, got nan"),
         (["--max-cost", "nan"], "--max-cost must be a number, got nan"),
+        (["--max-seconds", "inf"], "--max-seconds must be a finite number, got inf"),
+        (["--protocol", "xml"], "--protocol must be 'native' or 'structured', got 'xml'"),
         (["--temperature", "-0.5"], "--temperature must be >= 0, got -0.5"),
         (["--max-tool-errors", "-1"], "--max-tool-errors must be >= 0"),
         (["--ask-via", "carrier-pigeon"], "--ask-via must be one of"),

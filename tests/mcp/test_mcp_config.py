@@ -17,7 +17,7 @@ from convergent.mcp import (
     server_from_command,
 )
 from convergent.mcp.config import expand_env
-from convergent.recipe import RunRecipe
+from convergent.spec import AgentSpec
 
 
 def test_the_claude_desktop_format_is_read(tmp_path: Path) -> None:
@@ -169,13 +169,13 @@ def test_disabled_servers_are_not_read(tmp_path: Path) -> None:
         load_mcp_config(path)
 
 
-def test_a_stored_recipe_keeps_env_references_not_values() -> None:
+def test_a_stored_spec_keeps_env_references_not_values() -> None:
     server = MCPServer.stdio(
         "s", "cmd", env={"API_TOKEN": "s3cr3t", "URL": "${BASE:-http://x}", "odd-name": "v"}
     )
-    recipe = RunRecipe(model="scripted:/x.json", mcp_servers=mcp_config([server]))
-    assert recipe.mcp_servers["s"]["env"]["API_TOKEN"] == "s3cr3t"  # the run itself has it
-    stored = json.dumps(recipe.model_dump(mode="json"))
+    spec = AgentSpec(model="scripted:/x.json", mcp_servers=mcp_config([server]))
+    assert spec.mcp_servers["s"]["env"]["API_TOKEN"] == "s3cr3t"  # the run itself has it
+    stored = json.dumps(spec.model_dump(mode="json"))
     assert "s3cr3t" not in stored
     env = json.loads(stored)["mcp_servers"]["s"]["env"]
     assert env == {

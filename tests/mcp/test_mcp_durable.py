@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from mcp_helpers import call, descendants, stdio_testing, time_server
 
-from convergent import Agent, Limits, StopReason, UserError, resume
+from convergent import AgentSpec, Limits, StopReason, UserError, build_agent, resume
 from convergent.mcp import mcp_config
-from convergent.recipe import LimitsRecipe, RunRecipe
 from convergent.store import RunStore
 
 pytest.importorskip("mcp")
@@ -36,16 +35,16 @@ async def test_a_stored_run_records_servers_and_resumes_with_them_restarted(tmp_
             ]
         )
     )
-    recipe = RunRecipe(
+    spec = AgentSpec(
         model=f"scripted:{script}",
         tools=("calculator",),
         workspace=str(tmp_path),
         mcp_servers=mcp_config([stdio_testing(), time_server()]),
-        limits=LimitsRecipe(max_cycles=1),
+        limits=Limits(max_cycles=1),
     )
     db = tmp_path / "runs.db"
     with RunStore(db) as store:
-        agent = Agent.from_recipe(recipe)
+        agent = build_agent(spec)
         first = await agent.run("x", run_id="durable", store=store)
         assert first.stop_reason is StopReason.MAX_CYCLES
         assert descendants() - before == set()
@@ -63,7 +62,11 @@ async def test_a_stored_run_records_servers_and_resumes_with_them_restarted(tmp_
     assert descendants() - before == set()
 
 
-def test_a_recipe_with_a_bad_server_entry_is_refused() -> None:
-    recipe = RunRecipe(model="scripted:/nowhere.json", mcp_servers={"a": {"args": []}})
-    with pytest.raises(UserError, match=r"^recipe: mcpServers.a needs a command"):
-        Agent.from_recipe(recipe)
+def test_a_spec_with_a_bad_server_entry_is_refused(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["done"]))
+    spec = AgentSpec(
+        model=f"scripted:{script}", workspace=str(tmp_path), mcp_servers={"a": {"args": []}}
+    )
+    with pytest.raises(UserError, match=r"^agent spec: mcpServers.a needs a command"):
+        build_agent(spec)

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 import convergent
-from convergent import Agent, UserError
+from convergent import UserError, build_agent
 from convergent.stop import StopReason
 from convergent.store import RunStore, _claims
 from resume_race import (
@@ -115,8 +115,8 @@ async def test_the_journal_claims_a_run_resumed_without_a_claim(race: tuple[Path
     db, run_id = race
     with RunStore(db) as store:
         before = stored_rows(store, run_id)
-        recipe = convergent.RunRecipe.model_validate(store.get_run(run_id).recipe)
-        agent = Agent.from_recipe(recipe)
+        spec = convergent.AgentSpec.model_validate(store.get_run(run_id).recipe)
+        agent = build_agent(spec)
         questions = store.pending_questions(run_id)
         held = store.claim(run_id)
         with pytest.raises(UserError, match=rf"^run {run_id!r} is running \(pid {os.getpid()}\)$"):

@@ -14,6 +14,9 @@ failed twice, then repeated a calculation, was nudged, stopped ``stalled`` and a
 after the stop, with a message queued; ``write_v4.py`` wrote them.
 ``runs.v5.db`` (schema version 5: runs name the run and call that started them) holds a
 run that called an agent as a tool and its linked child run; ``write_v5.py`` wrote it.
+``runs.v6.db`` (schema version 6: runs keep their typed output's data) and
+``state.v4.json`` (run state version 4) hold a run of an agent with an output type
+whose third answer validated; ``write_v6.py`` wrote them.
 """
 
 from __future__ import annotations
@@ -204,7 +207,7 @@ def test_v5_database_links_a_child_run_to_its_parent_call(tmp_path: Path) -> Non
     """``runs.v5.db`` (schema version 5): a run that called an agent as a tool."""
     copy = tmp_path / "runs.db"
     shutil.copy(FIXTURES / "runs.v5.db", copy)
-    with RunStore(copy, readonly=True) as store:
+    with RunStore(copy) as store:  # upgraded: schema 6 came later
         (child,) = store.children("fixture-v5")
         parent = store.get_run("fixture-v5")
         top = [run.run_id for run in store.iter_runs(top_only=True)]
@@ -228,3 +231,36 @@ def test_older_databases_are_upgraded_to_runs_without_parents(version: int, tmp_
         assert runs and all(run.parent_run_id is None for run in runs)
         assert [run.run_id for run in store.iter_runs(top_only=True)] == [r.run_id for r in runs]
         assert store.children(f"fixture-v{version}") == []
+
+
+def test_v4_state_json_loads_with_its_output_data() -> None:
+    data = json.loads((FIXTURES / "state.v4.json").read_text())
+    assert data["schema_version"] == 4
+    state = RunState.from_jsonable(data)
+    assert state.stop_reason is StopReason.COMPLETED and state.cycles == 4
+    assert state.output == '{"total": 6, "unit": "apples"}'
+    assert state.output_data == {"total": 6, "unit": "apples"}
+
+
+def test_v6_database_loads_the_same_state_and_summary(tmp_path: Path) -> None:
+    copy = tmp_path / "runs.db"
+    shutil.copy(FIXTURES / "runs.v6.db", copy)
+    with RunStore(copy) as store:
+        expected = RunState.from_jsonable(json.loads((FIXTURES / "state.v4.json").read_text()))
+        assert store.load("fixture-v6") == expected
+        summary = store.get_run("fixture-v6")
+        assert summary.status == "completed"
+        assert summary.output_data == {"total": 6, "unit": "apples"}
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+def test_older_databases_are_upgraded_and_load_without_output_data(
+    version: int, tmp_path: Path
+) -> None:
+    copy = tmp_path / f"runs.v{version}.db"
+    shutil.copy(FIXTURES / copy.name, copy)
+    with RunStore(copy) as store:
+        assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)] == [(6,)]
+        run_id = f"fixture-v{version}"
+        assert store.get_run(run_id).output_data is None
+        assert store.load(run_id).output_data is None

@@ -13,6 +13,7 @@ from opentelemetry.trace import StatusCode
 import convergent
 from convergent import (
     Agent,
+    AgentSpec,
     Limits,
     ModelResponse,
     NeedsUserInput,
@@ -20,9 +21,9 @@ from convergent import (
     StopReason,
     ToolCall,
     Usage,
+    build_agent,
     tool,
 )
-from convergent.recipe import LimitsRecipe, RunRecipe
 from convergent.store import RunStore
 from convergent.telemetry import OpenTelemetryObserver
 
@@ -105,11 +106,9 @@ async def test_convergent_resume_is_traced_through_the_global_provider(
             ]
         )
     )
-    recipe = RunRecipe(
-        model=f"scripted:{script}", tools=("calculator",), limits=LimitsRecipe(max_cycles=1)
-    )
+    spec = AgentSpec(model=f"scripted:{script}", tools=("calculator",), limits=Limits(max_cycles=1))
     with RunStore(tmp_path / "runs.db") as store:
-        cut = await Agent.from_recipe(recipe).run("6 times 7", run_id="long", store=store)
+        cut = await build_agent(spec).run("6 times 7", run_id="long", store=store)
         assert cut.stop_reason is StopReason.MAX_CYCLES
         done = await convergent.resume("long", store=store, limits=Limits(max_cycles=5))
         assert done.stop_reason is StopReason.COMPLETED and done.output == "42"

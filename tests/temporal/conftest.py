@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from temporalio.worker import Replayer
 
-from convergent import LimitsRecipe, RunRecipe
+from convergent import AgentSpec, Limits
 from convergent.temporal import AgentWorkflow, DevServer, PayloadStore, TemporalRunner, make_worker
 from convergent.temporal._worker import workflow_runner
 
@@ -127,12 +127,12 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
-def recipe(folder: Path, responses: list[Any], **changes: Any) -> RunRecipe:
-    base = RunRecipe(
+def recipe(folder: Path, responses: list[Any], **changes: Any) -> AgentSpec:
+    base = AgentSpec(
         model=script(folder, responses),
         workspace=str(folder),
         tools=("calculator", "fx:step", "fx:look", "fx:bulk", "ask_user"),
-        limits=LimitsRecipe(max_cycles=30, max_repeated_calls=5),
+        limits=Limits(max_cycles=30, max_repeated_calls=5),
     )
     return base.model_copy(update=changes)
 

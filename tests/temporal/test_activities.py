@@ -11,7 +11,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from convergent import RunRecipe
+from convergent import AgentSpec
 from convergent.messages import ToolCall, UserMessage
 from convergent.temporal import PayloadStore
 from convergent.temporal._activities import Activities
@@ -33,7 +33,7 @@ def activities(tmp_path: Path) -> Activities:
 def recipe(tmp_path: Path, responses: list[Any], **changes: Any) -> dict[str, Any]:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(responses))
-    made = RunRecipe(model=f"scripted:{script}", **{"tools": ("calculator",), **changes})
+    made = AgentSpec(model=f"scripted:{script}", **{"tools": ("calculator",), **changes})
     return made.model_dump(mode="json")
 
 
@@ -47,7 +47,7 @@ async def fails_for_good(work: Any, *args: Any) -> ApplicationError:
 async def test_a_recipe_the_worker_cannot_build_fails_every_activity_for_good(
     tmp_path: Path, activities: Activities
 ) -> None:
-    missing = RunRecipe(model="scripted:/nonexistent.json").model_dump(mode="json")
+    missing = AgentSpec(model="scripted:/nonexistent.json").model_dump(mode="json")
     unknown_tool = recipe(tmp_path, ["hi"], tools=("nowhere:tool",))
     failures = [
         await fails_for_good(activities.describe, DescribeRun(missing)),
@@ -95,3 +95,20 @@ async def test_a_model_request_extends_the_stored_conversation(
     assert second.response["content"] == "two"
     conversation = await fresh.load(second.history)
     assert [m.content for m in conversation] == ["hello", "one", "and?"]
+
+
+async def test_a_gate_without_a_model_of_its_own_scores_with_the_agents_model(
+    tmp_path: Path, activities: Activities
+) -> None:
+    made = recipe(tmp_path, [{"content": "scored"}], gate={"threshold": 0.5})
+    answer = await ActivityEnvironment().run(
+        activities.model_request,
+        ModelCall(
+            recipe=made,
+            role="scorer",
+            position=0,
+            messages=dump_messages([UserMessage(content="score this")]),
+            tools=[],
+        ),
+    )
+    assert answer.response["content"] == "scored"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from convergent import Agent, LimitsRecipe, StopReason
+from convergent import Limits, StopReason, build_agent
 from convergent.temporal import TemporalRunner
 
 from .conftest import call, recipe
@@ -29,7 +29,7 @@ def lookup(customer: str) -> str:
 '''
 
 
-DEFAULTS = LimitsRecipe()
+DEFAULTS = Limits()
 """The default limits (the shared recipe allows more repeats)."""
 
 
@@ -61,7 +61,7 @@ TRAJECTORIES: dict[str, tuple[list[Any], dict[str, Any], StopReason]] = {
     ),
     "max_cycles with an answer after it": (
         [call("calculator", expression=f"{n}+1") for n in range(2)] + ["1, 2"],
-        {"limits": LimitsRecipe(max_cycles=2)},
+        {"limits": Limits(max_cycles=2)},
         StopReason.MAX_CYCLES,
     ),
     "distinct reads": (
@@ -79,7 +79,7 @@ async def test_a_trajectory_ends_with_the_same_reason_and_cycle_on_both_backends
     (tmp_path / "broken.py").write_text(BROKEN)
     responses, changes, expected = TRAJECTORIES[name]
     made = recipe(tmp_path, responses, **changes)
-    local = await Agent.from_recipe(made).run("task", run_id="same")
+    local = await build_agent(made).run("task", run_id="same")
     run = await runner.start(made, "task", run_id="same-" + name.replace(" ", "-").replace(",", ""))
     remote = await run.result()
     assert local.stop_reason is expected, local.stop_detail

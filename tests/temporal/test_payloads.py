@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHistory
 
-from convergent import LimitsRecipe, StopReason
+from convergent import Limits, StopReason
 from convergent.exceptions import UserError
 from convergent.temporal import ITEM_LIMIT, DevServer, PayloadStore, TemporalRunner
 
@@ -65,7 +65,7 @@ async def test_history_size_grows_by_the_same_bytes_per_cycle_at_any_length(
 ) -> None:
     sizes = {}
     for cycles in (4, 8, 16):
-        made = recipe(tmp_path, collect(cycles, 40), limits=LimitsRecipe(max_cycles=40))
+        made = recipe(tmp_path, collect(cycles, 40), limits=Limits(max_cycles=40))
         run = await runner.start(made, "collect the items", run_id=f"length-{cycles}")
         assert (await asyncio.wait_for(run.result(), 120)).cycles == cycles + 1
         history = await run.handle.fetch_history()
@@ -82,7 +82,7 @@ async def test_a_run_whose_conversation_passes_the_payload_limit_completes(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
     # 40 results of 300 KB: a 12 MB conversation, six times Temporal's limit on one payload
-    made = recipe(tmp_path, collect(40, 300), limits=LimitsRecipe(max_cycles=50))
+    made = recipe(tmp_path, collect(40, 300), limits=Limits(max_cycles=50))
     run = await runner.start(made, "collect the items", run_id="twelve-mb")
     await run.steer("message", "take your time")
     result = await asyncio.wait_for(run.result(), 240)

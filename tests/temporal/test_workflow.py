@@ -12,7 +12,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 
 from chat_stub import ChatStub, completion
-from convergent import Agent, GateRecipe, LimitsRecipe, StopReason
+from convergent import GateSpec, Limits, StopReason, build_agent
 from convergent.temporal import TemporalRun, TemporalRunner, make_worker
 
 from .conftest import WorkerProcess, call, recipe, replayer
@@ -54,7 +54,7 @@ async def test_a_run_on_temporal_ends_as_the_same_run_in_process(
         "42, and item 1 looks fine",
     ]
     made = recipe(tmp_path, responses)
-    local = await Agent.from_recipe(made).run("calc", run_id="same")
+    local = await build_agent(made).run("calc", run_id="same")
     run = await runner.start(made, "calc", run_id="same-temporal")
     remote = await run.result()
     assert remote.stop_reason is StopReason.COMPLETED
@@ -76,9 +76,9 @@ async def test_a_priced_run_on_temporal_stops_on_its_cost_as_in_process(
         tmp_path,
         [*steps, {"content": "best so far", **tokens}],
         price=(1.0, 4.0),
-        limits=LimitsRecipe(max_cycles=30, max_cost=0.02),
+        limits=Limits(max_cycles=30, max_cost=0.02),
     )
-    local = await Agent.from_recipe(made).run("count", run_id="priced")
+    local = await build_agent(made).run("count", run_id="priced")
     remote = await (await runner.start(made, "count", run_id="priced-temporal")).result()
     assert remote.stop_reason is StopReason.BUDGET_EXHAUSTED
     assert comparable(remote) == comparable(local)
@@ -183,7 +183,7 @@ async def test_recorded_histories_replay_deterministically(
         call("step", n=3),
         "done",
     ]
-    made = recipe(tmp_path, responses, gate=GateRecipe(threshold=0.5, model=f"scripted:{scorer}"))
+    made = recipe(tmp_path, responses, gate=GateSpec(threshold=0.5, model=f"scripted:{scorer}"))
     run = await runner.start(made, "t", run_id="replay")
     assert (await run.result()).stop_reason is StopReason.COMPLETED
     history = await run.handle.fetch_history()
@@ -273,7 +273,7 @@ async def test_a_long_run_continues_in_fresh_workflow_runs(
 ) -> None:
     responses = [call("calculator", expression=f"{n}+1") for n in range(8)] + ["done"]
     made = recipe(tmp_path, responses)
-    local = await Agent.from_recipe(made).run("count", run_id="long-local")
+    local = await build_agent(made).run("count", run_id="long-local")
     run = await runner.start(made, "count", run_id="long", cycles_per_run=3)
     result = await run.result()
     assert comparable(result) == comparable(local)

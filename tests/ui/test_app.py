@@ -291,15 +291,15 @@ def test_answering_a_needs_user_run_resumes_it(store: RunStore, client: TestClie
     )
     import asyncio
 
-    from convergent import Agent, RunRecipe
+    from convergent import AgentSpec, build_agent
 
-    recipe = RunRecipe(
+    spec = AgentSpec(
         model=f"scripted:{script}",
         tools=("ask_user",),
         ask_via="none",
         workspace=str(script.parent),
     )
-    result = asyncio.run(Agent.from_recipe(recipe).run("ask", run_id="needs", store=store))
+    result = asyncio.run(build_agent(spec).run("ask", run_id="needs", store=store))
     assert result.stop_reason is StopReason.NEEDS_USER
     page = client.get(f"{BASE}/runs/needs").text
     assert "Answer and resume" in page and "which?" in page

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from convergent import Agent, AskUser, ModelResponse, ScriptedModel, StopReason, ToolCall
-from convergent.recipe import ASK_CHANNELS, BuildContext, RunRecipe
+from convergent.builder import ASK_CHANNELS, BuildContext
+from convergent.spec import AgentSpec
 from convergent.store import RunStore
 from convergent.ui import WebChannel
 from convergent.ui.questions import answer_question, open_questions
@@ -57,14 +58,14 @@ def test_web_is_a_registered_ask_channel_that_needs_a_store(tmp_path: Path) -> N
 
     with pytest.raises(UserError, match="ask_via web needs a stored run"):
         ASK_CHANNELS["web"](BuildContext())
-    recipe = RunRecipe(model="scripted:x.json", ask_via="web")
-    assert recipe.ask_via == "web"
+    spec = AgentSpec(model="scripted:x.json", ask_via="web")
+    assert spec.ask_via == "web"
 
 
 def test_registering_the_channel_does_not_import_the_server() -> None:
     code = (
         "import sys, convergent.ui, convergent.cli; "
-        "from convergent.recipe import ASK_CHANNELS; assert 'web' in ASK_CHANNELS; "
+        "from convergent.builder import ASK_CHANNELS; assert 'web' in ASK_CHANNELS; "
         "print(sorted(m for m in ('starlette', 'uvicorn', 'jinja2') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

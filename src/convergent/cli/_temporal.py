@@ -27,8 +27,8 @@ from convergent.cli._live import LiveView
 from convergent.cli._terminal import HELP, TerminalSteering
 from convergent.events import Event, event_from_dict
 from convergent.exceptions import UserError
-from convergent.recipe import RunRecipe
 from convergent.result import RunResult
+from convergent.spec import AgentSpec
 from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
 from convergent.store import DEFAULT_DB_PATH
@@ -306,7 +306,7 @@ def start_run(
     address: str,
     task_queue: str,
     db: Path,
-    recipe: RunRecipe,
+    spec: AgentSpec,
     task: str,
     run_id: str,
     *,
@@ -321,7 +321,7 @@ def start_run(
 
     async def work() -> RunResult | None:
         runner = await connect_runner(address, task_queue, db, need_workers=True)
-        run = await runner.start(recipe, task, run_id=run_id)
+        run = await runner.start(spec, task, run_id=run_id)
         if detach:
             return None
         header = f"run {run_id} · on Temporal at {address}"

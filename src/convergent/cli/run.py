@@ -1,17 +1,17 @@
-"""``convergent run TASK``: options -> `RunRecipe` -> one agent run to an objective stop."""
+"""``convergent run TASK``: options -> `AgentSpec` -> one agent run to an objective stop."""
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Literal, cast
+from typing import Annotated
 
 import typer
 
-from convergent.agent import Agent
+from convergent.builder import BuildContext, build_agent, resolve_tools
 from convergent.cli._app import app
+from convergent.cli._checked import SPEC_OPTIONS, checked
 from convergent.cli._durable import Session, default_steer, new_run_id, open_store
 from convergent.cli._gate import ASK_VIA, parse_threshold
 from convergent.cli._options import (
@@ -28,34 +28,16 @@ from convergent.exceptions import UserError
 from convergent.mcp.config import MCPServer, load_mcp_config, mcp_config, server_from_command
 from convergent.models._prices import parse_price
 from convergent.models.registry import default_model_spec
-from convergent.recipe import BuildContext, GateRecipe, LimitsRecipe, RunRecipe, resolve_tools
+from convergent.output import load_output_schema
+from convergent.spec import AgentSpec, command_line_tools
 from convergent.store import DEFAULT_DB_PATH
 
-__all__ = ["check_number", "mcp_servers", "read_task", "run_command"]
+__all__ = ["mcp_servers", "read_task", "run_command"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful assistant that solves tasks with tools. Call a tool whenever it "
     "helps; when you have the answer, reply with the answer in plain text and no tool call."
 )
-
-DEFAULT_TOOLS = ("calculator", "read_file", "list_dir", "ask_user")
-"""The built-in tools ``run`` offers (plus ``fail`` to scripted models)."""
-
-
-def check_number(option: str, value: float | None, *, positive: bool = False) -> None:
-    """Refuse a negative (or, with ``positive``, zero) or NaN option value, naming it.
-
-    Raises:
-        UserError: For a bad value.
-    """
-    if value is None:
-        return
-    if isinstance(value, float) and math.isnan(value):
-        raise UserError(f"{option} must be a number, got nan")
-    if value < 0 or (positive and value == 0):
-        bound = "> 0" if positive else ">= 0"
-        unit = " seconds" if "seconds" in option or "timeout" in option else ""
-        raise UserError(f"{option} must be {bound}{unit}, got {value:g}")
 
 
 def read_task(task: str) -> str:
@@ -89,7 +71,7 @@ def mcp_servers(commands: list[str] | None, config: Path | None) -> list[MCPServ
     servers = load_mcp_config(config) if config is not None else []
     for line in commands or ():
         servers.append(server_from_command(line, taken=[s.name for s in servers]))
-    # the run's recipe keeps the folder, so that a resume from elsewhere starts them alike
+    # the run's spec keeps the folder, so that a resume from elsewhere starts them alike
     here = str(Path.cwd())
     return [replace(s, cwd=s.cwd or here) if s.transport == "stdio" else s for s in servers]
 
@@ -113,7 +95,7 @@ def own_tools(paths: list[str], workspace: Path) -> list[str]:
 def absolute_model_spec(spec: str) -> str:
     """``spec`` with a file it names (``scripted:PATH``, ``local:PATH``) made absolute.
 
-    The recipe keeps the spec, and a resume may start in another folder (the console
+    The agent spec keeps it, and a resume may start in another folder (the console
     starts it in the run's workspace): the path must mean the file it meant here.
     """
     prefix, _, rest = spec.partition(":")
@@ -243,6 +225,15 @@ def run_command(
         ),
     ] = None,
     mcp_config_file: McpConfigOption = None,
+    output_schema: Annotated[
+        Path | None,
+        typer.Option(
+            "--output-schema",
+            metavar="FILE",
+            help="A JSON Schema file: the run completes only when its answer is JSON "
+            "valid under it (the errors go back to the model until it is).",
+        ),
+    ] = None,
     temporal: TemporalOption = None,
     task_queue: TaskQueueOption = "convergent",
     detach: Annotated[
@@ -253,20 +244,8 @@ def run_command(
 ) -> None:
     """Run an agent until its response has no tool calls, or another objective stop."""
     text = read_task(task)
-    if tool_error not in ("stop", "continue"):
-        raise UserError(f"--tool-error must be stop or continue, got {tool_error!r}")
-    for option, value in (
-        ("--max-cycles", max_cycles),
-        ("--max-tokens", max_tokens),
-        ("--max-seconds", max_seconds),
-        ("--max-cost", max_cost),
-        ("--max-tool-errors", max_tool_errors),
-        ("--temperature", temperature),
-    ):
-        check_number(option, value)
-    check_number("--ask-timeout", ask_timeout, positive=True)
-    if protocol not in (None, "native", "structured"):
-        raise UserError(f"--protocol must be native or structured, got {protocol!r}")
+    if max_tool_errors < 0:
+        raise UserError(f"--max-tool-errors must be >= 0, got {max_tool_errors}")
     if ask_via is not None and ask_via not in ASK_VIA:
         raise UserError(f"--ask-via must be one of {', '.join(ASK_VIA)}, got {ask_via!r}")
     if gate_model is not None and gate is None:
@@ -278,45 +257,47 @@ def run_command(
     servers = mcp_servers(mcp, mcp_config_file)
     if servers and temporal is not None:
         raise UserError("--mcp and --mcp-config cannot be used with --temporal yet")
-    spec = absolute_model_spec(model or default_model_spec())
-    tools = [*DEFAULT_TOOLS] if builtin_tools else []
-    if spec.startswith("scripted:") and builtin_tools:
-        # `fail` demonstrates tool_error with scripted runs; a real model would only be
-        # distracted by a tool that always fails
-        tools.append("fail")
-    if allow_writes:
-        tools += ["write_file", "edit_file"]
-    tools += own_tools(tool or [], workspace)
-    recipe = RunRecipe(
-        model=spec,
-        base_url=base_url,
-        price=parse_price(price) if price is not None else None,
-        protocol=cast(Literal["native", "structured"] | None, protocol),
-        temperature=temperature,
-        system_prompt=system or DEFAULT_SYSTEM_PROMPT,
-        tools=tuple(tools),
-        workspace=_workspace(workspace),
-        skills=tuple(str(path.resolve()) for path in skills or ()),
-        mcp_servers=mcp_config(servers),
-        gate=GateRecipe(threshold=parse_threshold(gate), model=gate_model) if gate else None,
-        ask_via=ask_via or "auto",
-        ask_timeout=ask_timeout,
-        limits=LimitsRecipe(
-            max_cycles=max_cycles,
-            max_total_tokens=max_tokens,
-            max_seconds=max_seconds,
-            max_cost=max_cost,
-        ),
-        on_tool_error="stop" if tool_error == "stop" else "continue",
-        max_consecutive_tool_errors=max_tool_errors or None,
-        final_answer=final_answer,
+    model_spec = absolute_model_spec(model or default_model_spec())
+    spec = checked(
+        AgentSpec,
+        {
+            "model": model_spec,
+            "base_url": base_url,
+            "price": parse_price(price) if price is not None else None,
+            "protocol": protocol,
+            "temperature": temperature,
+            "system_prompt": system or DEFAULT_SYSTEM_PROMPT,
+            "tools": [
+                *command_line_tools(model_spec, allow_writes=allow_writes, builtin=builtin_tools),
+                *own_tools(tool or [], workspace),
+            ],
+            "workspace": _workspace(workspace),
+            "skills": [str(path.resolve()) for path in skills or ()],
+            "mcp_servers": mcp_config(servers),
+            "gate": {"threshold": parse_threshold(gate), "model": gate_model} if gate else None,
+            "ask_via": ask_via or "auto",
+            "ask_timeout": ask_timeout,
+            "limits": {
+                "max_cycles": max_cycles,
+                "max_total_tokens": max_tokens,
+                "max_seconds": max_seconds,
+                "max_cost": max_cost,
+            },
+            "on_tool_error": tool_error,
+            "max_consecutive_tool_errors": max_tool_errors or None,
+            "final_answer": final_answer,
+            "output_schema": (
+                load_output_schema(output_schema) if output_schema is not None else None
+            ),
+        },
+        SPEC_OPTIONS,
     )
     if temporal is not None:
         start_run(
             temporal,
             task_queue,
             db,
-            recipe,
+            spec,
             text,
             new_run_id(None, run_id),
             json_output=json_output,
@@ -333,6 +314,5 @@ def run_command(
             json_output=json_output,
             trace=trace,
         )
-        agent = Agent.from_recipe(recipe, context=BuildContext(run_id=session.run_id, store=store))
-        agent.check_cost_limit()  # before the session announces the run
-        session.run(agent, task=text)
+        context = BuildContext(run_id=session.run_id, store=store)
+        session.run(build_agent(spec, context=context), task=text)

@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ import typer
 
 from convergent._run_id import check_run_id
 from convergent.cli._app import app
+from convergent.cli._checked import LIMIT_OPTIONS, checked
 from convergent.cli._durable import Session, default_steer, open_reader, open_store
 from convergent.cli._options import JsonOption, OtlpOption, TraceOption
 from convergent.cli._telemetry import otlp_export
@@ -23,13 +25,12 @@ from convergent.cli._temporal import (
     resume_run,
     steer_run,
 )
-from convergent.cli.run import absolute_model_spec, check_number
-from convergent.durable import prepare_resume, recipe_of, steerable_run
+from convergent.cli.run import absolute_model_spec
+from convergent.durable import prepare_resume, spec_of, steerable_run
 from convergent.exceptions import UserError
 from convergent.models._prices import CURRENCY, format_cost, parse_price
-from convergent.recipe import LimitsRecipe
 from convergent.state import RunState
-from convergent.stop import StopReason
+from convergent.stop import Limits, StopReason
 from convergent.store import DEFAULT_DB_PATH, RunStore, RunSummary
 
 __all__ = ["resume_command", "rewind_command", "runs_command", "steer_command"]
@@ -58,6 +59,7 @@ def _summary_dict(run: RunSummary) -> dict[str, object]:
         "resumable": run.resumable,
         "parent_run_id": run.parent_run_id,
         "parent_call_id": run.parent_call_id,
+        "output_data": run.output_data,
     }
 
 
@@ -155,22 +157,18 @@ def _print_table(store: RunStore, runs: Iterable[RunSummary]) -> bool:
     return True
 
 
-def _more(
-    limits: LimitsRecipe,
-    state: RunState,
-    cycles: int,
-    tokens: int | None,
-    seconds: float | None,
-    cost: float | None,
-) -> LimitsRecipe:
-    """The run's limits with the budget a resumption adds (counted from the run's start)."""
-    return limits.model_copy(
-        update={
-            "max_cycles": state.cycles + state.monitor.child_cycles + cycles,
-            "max_total_tokens": None if tokens is None else state.usage.total_tokens + tokens,
-            "max_seconds": None if seconds is None else state.elapsed + seconds,
-            "max_cost": None if cost is None else state.usage.cost + cost,
-        }
+def _more(limits: Limits, state: RunState, added: Limits) -> Limits:
+    """The run's limits with the budgets a resumption adds (counted from the run's start)."""
+    return replace(
+        limits,
+        max_cycles=state.cycles + state.monitor.child_cycles + (added.max_cycles or 0),
+        max_total_tokens=(
+            None
+            if added.max_total_tokens is None
+            else state.usage.total_tokens + added.max_total_tokens
+        ),
+        max_seconds=None if added.max_seconds is None else state.elapsed + added.max_seconds,
+        max_cost=None if added.max_cost is None else state.usage.cost + added.max_cost,
     )
 
 
@@ -228,24 +226,27 @@ def resume_command(
             steer=default_steer(steer, json_output),
         )
         return
-    for option, value in (
-        ("--max-cycles", max_cycles),
-        ("--max-tokens", max_tokens),
-        ("--max-seconds", max_seconds),
-        ("--max-cost", max_cost),
-    ):
-        check_number(option, value)
+    added = checked(
+        Limits,
+        {
+            "max_cycles": max_cycles,
+            "max_total_tokens": max_tokens,
+            "max_seconds": max_seconds,
+            "max_cost": max_cost,
+        },
+        LIMIT_OPTIONS,
+    )
     priced = parse_price(price) if price is not None else None
     with otlp_export(otlp):
         store = open_store(db, must_exist=True)
         held = store.claim(run_id, token=claim)
         try:
             state = store.load(run_id)
-            stored = recipe_of(store.get_run(run_id)).limits
+            stored = spec_of(store.get_run(run_id)).limits
         except BaseException:
             held.release()
             raise
-        limits = _more(stored, state, max_cycles, max_tokens, max_seconds, max_cost)
+        limits = _more(stored, state, added)
         ready = prepare_resume(
             store,
             run_id,

@@ -11,7 +11,7 @@ The format is the one Claude Desktop (``claude_desktop_config.json``) and Claude
 
 ``${VAR}`` and ``${VAR:-default}`` in a command, its arguments, ``env``, ``url`` and
 ``headers`` are expanded from the environment when the server starts, so a run's stored
-recipe keeps the reference, not the secret; a literal ``env`` value is stored as a
+agent spec keeps the reference, not the secret; a literal ``env`` value is stored as a
 reference to the variable of its own name (`stored_mcp_config`). An entry with
 ``"disabled": true`` is skipped, as Claude Desktop skips it. Two keys of convergent's
 own may be added to an entry: ``timeout`` (seconds one tool call may take, default 60)
@@ -340,7 +340,7 @@ def load_mcp_config(path: str | Path) -> list[MCPServer]:
 
 
 def mcp_config(servers: Sequence[MCPServer]) -> dict[str, dict[str, Any]]:
-    """The ``mcpServers`` mapping of ``servers`` (what a `RunRecipe` stores).
+    """The ``mcpServers`` mapping of ``servers`` (what an `AgentSpec` stores).
 
     Raises:
         UserError: If two servers have the same name.
@@ -361,7 +361,7 @@ def _reference(name: str, value: str) -> str:
 
 
 def stored_mcp_config(config: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """An ``mcpServers`` mapping as a run's recipe stores it: no literal ``env`` value.
+    """An ``mcpServers`` mapping as a run's agent spec stores it: no literal ``env`` value.
 
     Each literal value becomes a reference to the variable of the same name
     (``"TOKEN": "abc"`` is stored as ``"TOKEN": "${TOKEN}"``; characters a variable name

@@ -32,7 +32,7 @@ from convergent.models._prices import (
     known_price,
     token_price,
 )
-from convergent.models.base import Model, ModelSettings, StreamPart
+from convergent.models.base import OUTPUT_NAME, Model, ModelSettings, StreamPart
 
 __all__ = ["AnthropicModel"]
 
@@ -177,7 +177,20 @@ class AnthropicModel(Model):
         }
         if system:
             request["system"] = system
-        if tools:
+        if settings.output_schema is not None:
+            # the answer is a forced call of its own tool: whichever tool the model
+            # calls, it calls one, and the answer's tool takes the answer's schema
+            request["tools"] = [
+                *(
+                    {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                    for t in tools
+                ),
+                _output_tool(settings.output_schema),
+            ]
+            request["tool_choice"] = (
+                {"type": "any"} if tools else {"type": "tool", "name": OUTPUT_NAME}
+            )
+        elif tools:
             request["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}
                 for t in tools
@@ -209,7 +222,7 @@ class AnthropicModel(Model):
             )
         if not hasattr(reply, "content"):
             raise ModelError(f"{self.name}: the reply is not a message")
-        return self.parse_message(reply)
+        return _answer_of(self.parse_message(reply), settings)
 
     async def request_stream(
         self,
@@ -240,7 +253,7 @@ class AnthropicModel(Model):
                 for call in response.tool_calls
             )
             response = dataclasses.replace(response, tool_calls=calls)
-        yield response
+        yield _answer_of(response, settings)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -295,3 +308,41 @@ def _priced_usage(reported: Any, price: TokenPrice | None) -> Usage:
     output = reported.output_tokens or 0
     cost = price.cost(prompt, output, read, written) if price is not None else 0.0
     return Usage(input_tokens=prompt, output_tokens=output, requests=1, cost=cost)
+
+
+_WRAPPED = "value"
+"""Property that holds an answer whose schema is not an object (a tool's input is one)."""
+
+
+def _output_tool(schema: dict[str, Any]) -> dict[str, Any]:
+    """The tool through which the model gives its typed answer."""
+    if schema.get("type") != "object":
+        schema = {"type": "object", "properties": {_WRAPPED: schema}, "required": [_WRAPPED]}
+    return {
+        "name": OUTPUT_NAME,
+        "description": "Give your final answer, once you have it (call no other tool then).",
+        "input_schema": schema,
+    }
+
+
+def _answer_of(response: ModelResponse, settings: ModelSettings | None) -> ModelResponse:
+    """A reply whose call of the answer's tool is the answer: its input as JSON text.
+
+    The answer's tool is not a tool the loop runs: a reply that calls it (alone) is a
+    reply without tool calls, whose text is the answer.
+    """
+    if settings is None or settings.output_schema is None:
+        return response
+    answers = [call for call in response.tool_calls if call.name == OUTPUT_NAME]
+    if not answers:
+        return response
+    others = tuple(call for call in response.tool_calls if call.name != OUTPUT_NAME)
+    if others:
+        # tools first: the answer comes when their results are in
+        return dataclasses.replace(response, tool_calls=others)
+    data: Any = answers[0].arguments
+    if settings.output_schema.get("type") != "object":
+        data = data.get(_WRAPPED)
+    return dataclasses.replace(
+        response, content=json.dumps(data, ensure_ascii=False), tool_calls=()
+    )

@@ -19,6 +19,7 @@ from convergent.messages import Message, ModelResponse, ToolSpec
 from convergent.models._prices import TokenPrice
 
 __all__ = [
+    "OUTPUT_NAME",
     "Model",
     "ModelSettings",
     "StreamPart",
@@ -63,6 +64,12 @@ def whole_reply_chunks(response: ModelResponse) -> Iterator[TextChunk | ToolCall
         yield ToolCallChunk(index, call.id, call.name, arguments)
 
 
+OUTPUT_NAME = "final_answer"
+"""Name of the answer's schema where a provider wants one (OpenAI's ``response_format``),
+and of the tool through which a model without structured output gives its answer
+(Anthropic)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSettings:
     """Per-request options; backends ignore what they cannot honour."""
@@ -75,6 +82,11 @@ class ModelSettings:
     """When set, ask for a reply whose content is JSON valid under this schema."""
     json_schema_name: str = "response"
     """Name given to ``json_schema`` where the provider wants one."""
+    output_schema: dict[str, Any] | None = None
+    """When set, the final answer (a reply without tool calls) must be JSON valid under
+    this schema, while tool calls stay allowed: backends with native structured output
+    constrain the answer (see `OUTPUT_NAME`). The loop sets it from the agent's output
+    type, and checks every answer itself."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific request fields, passed through unchanged."""
 

@@ -41,7 +41,7 @@ from convergent.messages import (
 )
 from convergent.models import _llama_server
 from convergent.models._prices import FREE, PriceLike, TokenPrice, token_price
-from convergent.models.base import Model, ModelSettings, StreamPart
+from convergent.models.base import OUTPUT_NAME, Model, ModelSettings, StreamPart
 from convergent.models.openai import OpenAIChatModel
 from convergent.models.structured import Step, StructuredToolCalling
 
@@ -313,18 +313,38 @@ class _LocalStructured(StructuredToolCalling):
         super().__init__(inner, name_enum=True)
         self.examples = examples
 
+    def finish(self, reply: ModelResponse, step: Step) -> ModelResponse:
+        """The reply as a response with tool calls; a typed answer becomes its text."""
+        response = super().finish(reply, step)
+        if step.structured and not response.tool_calls and _ANSWER in response.metadata:
+            metadata = dict(response.metadata)
+            answer = metadata.pop(_ANSWER)
+            return dataclasses.replace(
+                response, content=json.dumps(answer, ensure_ascii=False), metadata=metadata
+            )
+        return response
+
     def prepare(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings | None
     ) -> Step:
         """One schema-constrained step, or plain chat when there is no tool to call."""
         base = settings or ModelSettings()
+        answer = base.output_schema
         if not tools:
             # plain chat; calls and results of earlier cycles are shown as text
             if any(m.role == "tool" for m in messages):
                 messages = self.translate(messages, ())
+            if answer is not None:
+                # the whole reply is the answer, in its schema
+                base = dataclasses.replace(
+                    base, json_schema=answer, json_schema_name=OUTPUT_NAME, output_schema=None
+                )
             return Step(list(messages), base, structured=False)
         constrained = dataclasses.replace(
-            base, json_schema=step_schema(tools), json_schema_name="agent_step"
+            base,
+            json_schema=step_schema(tools, answer=answer),
+            json_schema_name="agent_step",
+            output_schema=None,
         )
         if self.examples:
             messages = _as_read_by_a_small_model(messages)
@@ -363,8 +383,17 @@ def _call_text(call: ToolCall) -> str:
     return f"{call.name}({arguments})"
 
 
-def step_schema(tools: Sequence[ToolSpec], *, max_calls: int | None = 1) -> dict[str, Any]:
-    """JSON schema of one structured step: calls first, each pinned to one tool's schema."""
+def step_schema(
+    tools: Sequence[ToolSpec],
+    *,
+    max_calls: int | None = 1,
+    answer: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """JSON schema of one structured step: calls first, each pinned to one tool's schema.
+
+    With an ``answer`` schema, a step either calls a tool or gives the answer, under
+    that schema, in its ``answer`` field (`_LocalStructured.finish` makes it the text).
+    """
     branches = [
         {
             "type": "object",
@@ -378,14 +407,25 @@ def step_schema(tools: Sequence[ToolSpec], *, max_calls: int | None = 1) -> dict
         calls = {"type": "array", "maxItems": 0}
     elif max_calls is not None:
         calls["maxItems"] = max_calls
-    return {
+    thought = {"type": "string", "maxLength": _THOUGHT_MAX_CHARS}
+    step = {
         "type": "object",
-        "properties": {
-            "tool_calls": calls,
-            "thought": {"type": "string", "maxLength": _THOUGHT_MAX_CHARS},
-        },
+        "properties": {"tool_calls": calls, "thought": thought},
         "required": ["tool_calls", "thought"],
     }
+    if answer is None or not tools:
+        return step
+    calling = {**step, "properties": {"tool_calls": {**calls, "minItems": 1}, "thought": thought}}
+    answering = {
+        "type": "object",
+        "properties": {"tool_calls": {"type": "array", "maxItems": 0}, _ANSWER: answer},
+        "required": ["tool_calls", _ANSWER],
+    }
+    return {"anyOf": [calling, answering]}
+
+
+_ANSWER = "answer"
+"""Field of a structured step that holds a typed answer."""
 
 
 def _step(calls: list[dict[str, Any]], thought: str) -> AssistantMessage:

@@ -31,7 +31,7 @@ from convergent.models._prices import (
     known_price,
     token_price,
 )
-from convergent.models.base import Model, ModelSettings, StreamPart
+from convergent.models.base import OUTPUT_NAME, Model, ModelSettings, StreamPart
 
 __all__ = ["OpenAIChatModel", "parse_arguments"]
 
@@ -184,13 +184,14 @@ class OpenAIChatModel(Model):
                 request["temperature"] = settings.temperature
             if settings.max_tokens is not None:
                 request["max_tokens"] = settings.max_tokens
-            if settings.json_schema is not None:
+            schema, name = settings.json_schema, settings.json_schema_name
+            if schema is None and settings.output_schema is not None:
+                # the answer's shape; tool calls stay possible beside a response_format
+                schema, name = settings.output_schema, OUTPUT_NAME
+            if schema is not None:
                 request["response_format"] = {
                     "type": "json_schema",
-                    "json_schema": {
-                        "name": settings.json_schema_name,
-                        "schema": settings.json_schema,
-                    },
+                    "json_schema": {"name": name, "schema": schema},
                 }
             request.update(settings.extra)
         return request

@@ -1,6 +1,9 @@
 """The run database's tables, its version, and opening it safely.
 
-Version 5 (this one) links a child run (an agent called as a tool) to the run and
+Version 6 (this one) adds each run's ``output_data``: its answer as JSON data, validated
+against the agent's output type (``completed`` runs of agents that declare one).
+
+Version 5 links a child run (an agent called as a tool) to the run and
 call that started it (``parent_run_id``, ``parent_call_id``), indexed by parent.
 
 Version 4 adds each run's ``monitor`` (the counters behind its stop facts,
@@ -33,7 +36,7 @@ from convergent.store._wal import SAFETY_NET_PAGES
 
 __all__ = ["DB_SCHEMA_VERSION", "connect", "storage_error"]
 
-DB_SCHEMA_VERSION = 5
+DB_SCHEMA_VERSION = 6
 """Version of the table layout, kept in ``PRAGMA user_version``."""
 
 _TABLES = """
@@ -185,6 +188,10 @@ ALTER TABLE runs ADD COLUMN parent_call_id TEXT;
 CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_run_id);
 """
 
+_V6 = """
+ALTER TABLE runs ADD COLUMN output_data TEXT;
+"""
+
 
 def storage_error(path: Path, exc: sqlite3.Error, doing: str) -> StorageError:
     """A one-line `StorageError` for a SQLite failure, naming the file and the cause."""
@@ -277,6 +284,7 @@ def _upgrade(conn: sqlite3.Connection, version: int) -> None:
             + (_V3 if version < 3 else "")
             + (_V4 if version < 4 else "")
             + (_V5 if version < 5 else "")
+            + (_V6 if version < 6 else "")
         )
         for statement in statements.split(";"):
             if statement.strip():

@@ -71,7 +71,7 @@ class SqliteJournal:
         run_id: The run.
         tools: The agent's tools (file-modifying ones get snapshots; MCP tools their server).
         workspace: Folder to snapshot files in; None disables snapshots.
-        recipe: Stored with the run (a `RunRecipe` as JSON), so another process can
+        recipe: Stored with the run (an `AgentSpec` as JSON), so another process can
             rebuild its agent.
         models: The run's models by role; replayed ones have their position stored.
         claim: Token of a claim taken on the stored run for this journal (see
@@ -323,7 +323,7 @@ class SqliteJournal:
             insert_records(conn, self.run_id, state.tool_calls, self._clock.now())
         conn.execute(
             "UPDATE runs SET stop_reason = NULL, stop_detail = '', output = '', "
-            "output_after_stop = 0, recipe = COALESCE(?, recipe), "
+            "output_after_stop = 0, output_data = NULL, recipe = COALESCE(?, recipe), "
             "workspace = COALESCE(?, workspace) WHERE run_id = ?",
             (
                 json.dumps(self._recipe) if self._recipe is not None else None,
@@ -380,8 +380,8 @@ class SqliteJournal:
         conn.execute(
             "UPDATE runs SET status = ?, stop_reason = ?, stop_detail = ?, output = ?, "
             "cycles = ?, usage = ?, elapsed = ?, updated_at = ?, epoch = ?, message_count = ?, "
-            "monitor = ?, output_after_stop = ?, positions = ?, state_version = ? "
-            "WHERE run_id = ?",
+            "monitor = ?, output_after_stop = ?, output_data = ?, positions = ?, "
+            "state_version = ? WHERE run_id = ?",
             (
                 "stopped" if stopped else "running",
                 state.stop_reason.value if stopped and state.stop_reason else None,
@@ -395,6 +395,9 @@ class SqliteJournal:
                 self._written,
                 monitor_json(state.monitor),
                 stopped and state.output_after_stop,
+                json.dumps(state.output_data)
+                if stopped and state.output_data is not None
+                else None,
                 self._positions(),
                 state.schema_version,
                 self.run_id,

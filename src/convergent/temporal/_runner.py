@@ -1,7 +1,7 @@
 """Submitting, steering and following runs on a Temporal cluster, from any process.
 
 `TemporalRunner` is the client side: it starts a run (a workflow named by the run's id)
-from a `RunRecipe` and a task, and hands back a `TemporalRun` to follow it (the
+from an `AgentSpec` and a task, and hands back a `TemporalRun` to follow it (the
 ``progress`` query), steer it (signals), answer its question, wait for its result, or
 continue it after a resumable stop (a new workflow run from the stopped state).
 Clients and workers keep big payloads in one shared payload store
@@ -35,8 +35,8 @@ from temporalio.service import RPCError
 
 from convergent.exceptions import ScriptExhaustedError, ToolDefinitionError, UserError
 from convergent.messages import UserMessage
-from convergent.recipe import RunRecipe
 from convergent.result import RunResult
+from convergent.spec import AgentSpec
 from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason
@@ -212,12 +212,12 @@ class TemporalRun:
         except RPCError as exc:
             raise UserError(f"run {self.run_id!r} is not running ({exc.message})") from None
 
-    async def outcome(self) -> tuple[RunResult, RunState, RunRecipe]:
-        """Wait for the run to stop; its result, final state and recipe.
+    async def outcome(self) -> tuple[RunResult, RunState, AgentSpec]:
+        """Wait for the run to stop; its result, final state and agent spec.
 
         Raises:
             UserError: If the workflow failed or was terminated; with the worker's
-                message alone when it failed on a caller's mistake (a recipe the
+                message alone when it failed on a caller's mistake (a spec the
                 workers cannot build, another payload store).
         """
         try:
@@ -230,7 +230,7 @@ class TemporalRun:
         except ApplicationError as exc:  # this client's store lacks the result
             raise UserError(exc.message) from None
         state = RunState.from_jsonable(data["state"])
-        return result_of(state), state, RunRecipe.from_json(data["recipe"])
+        return result_of(state), state, AgentSpec.from_json(data["recipe"])
 
     async def result(self) -> RunResult:
         """Wait for the run to stop and return its result."""
@@ -267,6 +267,7 @@ def result_of(state: RunState) -> RunResult:
         run_id=state.run_id,
         output=state.output,
         output_after_stop=state.output_after_stop,
+        output_data=state.output_data,
         stop_reason=state.stop_reason,
         stop_detail=state.stop_detail,
         cycles=state.cycles,
@@ -281,7 +282,7 @@ class TemporalRunner:
 
     Example:
         >>> runner = await TemporalRunner.connect("127.0.0.1:7233")
-        >>> run = await runner.start(RunRecipe(model="openai:gpt-4o-mini"), "What is 17*23?")
+        >>> run = await runner.start(AgentSpec(model="openai:gpt-4o-mini"), "What is 17*23?")
         >>> result = await run.result()
 
     Args:
@@ -331,12 +332,12 @@ class TemporalRunner:
         return bool(response.pollers)
 
     async def start(
-        self, recipe: RunRecipe, task: str, *, run_id: str, cycles_per_run: int | None = None
+        self, spec: AgentSpec, task: str, *, run_id: str, cycles_per_run: int | None = None
     ) -> TemporalRun:
         """Start a run of ``task``.
 
         Args:
-            recipe: The agent.
+            spec: The agent.
             task: The task.
             run_id: The run's id (its workflow id).
             cycles_per_run: Hand the run over to a fresh workflow run (continue-as-new)
@@ -345,14 +346,14 @@ class TemporalRunner:
 
         Raises:
             UserError: If a run with this id exists, the task is over the limit on one
-                item, or the recipe has MCP servers (their tools are not offered through
+                item, or the spec has MCP servers (their tools are not offered through
                 Temporal yet).
         """
-        if recipe.mcp_servers:
+        if spec.mcp_servers:
             raise UserError("MCP servers cannot be used in Temporal runs yet")
         _check_item("the task", task)
         start = RunStart(
-            recipe=recipe.model_dump(mode="json"),
+            recipe=spec.to_json(),
             run_id=run_id,
             task=task,
             cycles_per_run=cycles_per_run,
@@ -364,9 +365,14 @@ class TemporalRunner:
         run_id: str,
         *,
         answer: str | None = None,
-        recipe: RunRecipe | None = None,
+        spec: AgentSpec | None = None,
     ) -> TemporalRun:
         """Continue a run that stopped for a resumable reason, as a new workflow run.
+
+        Args:
+            run_id: The run.
+            answer: The reply to the question it stopped ``needs_user`` on.
+            spec: Continue with this agent instead of the run's own.
 
         Raises:
             UserError: If it is running, ended ``completed`` or is unknown.
@@ -381,9 +387,9 @@ class TemporalRunner:
         pending = [call.id for call in state.pending_calls()]
         if answer is None and pending and result.stop_reason is StopReason.NEEDS_USER:
             raise UserError(f"run {run_id!r} waits for an answer (pass --answer TEXT)")
-        chosen = recipe or stored
+        chosen = spec or stored
         start = RunStart(
-            recipe=chosen.model_dump(mode="json"),
+            recipe=chosen.to_json(),
             run_id=run_id,
             state=state.to_jsonable(),
             answers={call_id: answer for call_id in pending} if answer is not None else {},

@@ -57,6 +57,13 @@ PASSTHROUGH: Sequence[str] = (
     "shellingham",
     "opentelemetry",
     "mcp",
+    # an output schema is checked in the workflow
+    "jsonschema",
+    "jsonschema_specifications",
+    "referencing",
+    "rpds",
+    "attrs",
+    "attr",
 )
 """Modules the sandbox shares with the worker instead of re-importing per workflow."""
 

@@ -3,13 +3,15 @@
 The loop's decisions (stop reasons, stall counts, limits, the tool-error policy, the
 gate) run as workflow code, deterministic under the workflow's clock: replaying the
 history reaches the same decisions. Each model request and each tool call is an
-activity on a worker. Steering arrives as signals; ``ask_user`` waits durably for an
-``answer`` signal, with the recipe's timeout as a durable timer; the ``progress``
-query returns the run's state and events (long texts as previews).
+activity on a worker: the agent is built by `convergent.builder.build_agent`, as for a
+local run, with a model factory and a tool factory whose requests and calls are
+activities. Steering arrives as signals; ``ask_user`` waits durably for an ``answer``
+signal, with the spec's timeout as a durable timer; the ``progress`` query returns the
+run's state and events (long texts as previews).
 
 The conversation stays out of the history: a model request sends only the messages
 new since the previous one, after a claim of the conversation in the payload store
-(`convergent.temporal._conversation`). A convergent error in the workflow (a recipe that
+(`convergent.temporal._conversation`). A convergent error in the workflow (a spec that
 cannot be built, a caller's mistake) fails the workflow, never only its task: a task
 that failed on it would fail again at every retry.
 """
@@ -31,11 +33,11 @@ with workflow.unsafe.imports_passed_through():
     from convergent._cycle import RolledOver
     from convergent._executor import ClassifiedOutcome
     from convergent.agent import Agent
+    from convergent.builder import BuildContext, ModelRole, Toolbox, build_agent
     from convergent.clock import Clock, use_clock
-    from convergent.compaction import ContextCompressor
     from convergent.events import Event, event_to_dict
     from convergent.exceptions import ConvergentError, ModelError
-    from convergent.gate import AskUser, ExecutiveGate
+    from convergent.gate.ask import ASK_USER
     from convergent.messages import (
         AssistantMessage,
         CallOutcome,
@@ -46,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from convergent.models._prices import TokenPrice, load_price
     from convergent.models.base import Model, ModelSettings
-    from convergent.recipe import RunRecipe
+    from convergent.spec import AgentSpec
     from convergent.state import RunState
     from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue, Taken
     from convergent.temporal._payloads import (
@@ -156,8 +158,8 @@ class ActivityModel(Model):
     """A model whose every request is an activity on a worker.
 
     Args:
-        recipe: The run's recipe (the worker builds the model from it).
-        role: Which of the recipe's models (``model`` or ``scorer``).
+        recipe: The run's agent spec, as JSON (the worker builds the model from it).
+        role: Which of the spec's models (``model`` or ``scorer``).
         name: The model's name, as the worker reported it.
         context_window: Its context window, as the worker reported it.
         position: Requests already answered (a continued run).
@@ -381,8 +383,8 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, start: RunStart) -> dict[str, Any]:
-        """Run the recipe's agent on the task (or continue the given state) to a stop."""
-        recipe = RunRecipe.from_json(start.recipe)
+        """Run the spec's agent on the task (or continue the given state) to a stop."""
+        spec = AgentSpec.from_json(start.recipe)
         self.cycles_per_run = start.cycles_per_run
         self.first_cycle = (start.state or {}).get("cycles", 0)
         for message in start.messages:
@@ -399,57 +401,7 @@ class AgentWorkflow:
             )
         except ActivityError as exc:
             raise _run_failure(exc) from None
-        positions = (start.state or {}).get("model_positions", {})
-        model = ActivityModel(
-            start.recipe,
-            "model",
-            blueprint.model_name,
-            blueprint.context_window,
-            positions.get("model", 0),
-            load_price(blueprint.model_price),
-        )
-        asker = AskUser(self.channel, timeout=recipe.ask_timeout)
-        tools = [
-            _remote(tool, start.recipe, start.run_id)
-            for tool in blueprint.tools
-            if tool.name != asker.tool.name
-        ]
-        if any(tool.name == asker.tool.name for tool in blueprint.tools) or recipe.gate:
-            tools.append(asker.tool)
-        gate = None
-        if recipe.gate is not None:
-            scorer = ActivityModel(
-                start.recipe,
-                "scorer",
-                blueprint.scorer_name or blueprint.model_name,
-                None,
-                positions.get("scorer", 0),
-                model.price
-                if blueprint.scorer_name is None
-                else load_price(blueprint.scorer_price),
-            )
-            gate = ExecutiveGate(scorer, asker, threshold=recipe.gate.threshold)
-        agent = Agent(
-            model,
-            tools,
-            system_prompt=blueprint.system_prompt,
-            limits=recipe.limits.build(),
-            on_tool_error=recipe.on_tool_error,
-            max_consecutive_tool_errors=recipe.max_consecutive_tool_errors,
-            final_answer=recipe.final_answer,
-            settings=(
-                ModelSettings(temperature=recipe.temperature)
-                if recipe.temperature is not None
-                else None
-            ),
-            context_policy=ContextCompressor() if recipe.compress else None,
-            gate=gate,
-            parallel_tool_calls=recipe.parallel_tool_calls,
-            observers=[self.recorder],
-            # a workflow replays its history: spans made here would repeat on every replay
-            instrument=False,
-            record_events=False,
-        )
+        agent = self._agent(spec, start, blueprint)
         result = None
         with use_clock(WorkflowClock()):
             try:
@@ -487,6 +439,42 @@ class AgentWorkflow:
         workflow.upsert_memo({"stop_reason": result.stop_reason.value, "cycles": result.cycles})
         # the result is the final state's (the client rebuilds it): the conversation once
         return {"state": final.to_jsonable(), "recipe": start.recipe}
+
+    def _agent(self, spec: AgentSpec, start: RunStart, blueprint: Blueprint) -> Agent:
+        """The spec's agent, built as for a local run, its models and tools on workers."""
+        positions = (start.state or {}).get("model_positions", {})
+
+        def on_workers(role: ModelRole) -> Model:
+            if role == "model" or blueprint.scorer_name is None:
+                name, price = blueprint.model_name, blueprint.model_price
+            else:
+                name, price = blueprint.scorer_name, blueprint.scorer_price
+            window = blueprint.context_window if role == "model" else None
+            return ActivityModel(
+                start.recipe, role, name, window, positions.get(role, 0), load_price(price)
+            )
+
+        def worker_tools(spec: AgentSpec) -> Toolbox:
+            # ask_user is the workflow's own: its questions wait for the ``answer`` signal
+            return Toolbox(
+                tools=[
+                    _remote(tool, start.recipe, start.run_id)
+                    for tool in blueprint.tools
+                    if tool.name != ASK_USER
+                ],
+                system_prompt=blueprint.system_prompt,
+            )
+
+        return build_agent(
+            spec,
+            context=BuildContext(run_id=start.run_id, ask_channel=self.channel),
+            model_factory=on_workers,
+            tool_factory=worker_tools,
+            observers=[self.recorder],
+            # a workflow replays its history: spans made here would repeat on every replay
+            instrument=False,
+            record_events=False,
+        )
 
     def _roll_over(self) -> bool:
         """Whether to hand the run over to a fresh workflow run at this boundary.

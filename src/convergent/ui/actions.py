@@ -109,7 +109,7 @@ class Launcher:
             store: The run database (to see the run taken over).
             claim: The console's claim on the run.
             answer: The reply to its question.
-            cwd: Folder to start in (for runs whose recipe holds paths relative to it).
+            cwd: Folder to start in (for runs whose spec holds paths relative to it).
 
         Returns:
             Where the process writes its output, and what became of it: ``running``,

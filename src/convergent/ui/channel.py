@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
+from convergent.builder import BuildContext, register_ask_channel
 from convergent.exceptions import UserError
-from convergent.recipe import BuildContext, register_ask_channel
 from convergent.store import RunStore
 from convergent.ui.questions import expire_question, post_question, read_answer
 

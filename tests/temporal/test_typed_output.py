@@ -1,0 +1,71 @@
+"""Typed output on Temporal: the workflow validates answers as the local loop does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convergent import Limits, StopReason, build_agent
+from convergent.stop import OUTPUT_FEEDBACK
+from convergent.temporal import TemporalRunner
+
+from .conftest import call, recipe, replayer
+
+pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"total": {"type": "integer"}},
+    "required": ["total"],
+}
+
+
+def comparable(result: Any) -> dict[str, Any]:
+    data = result.to_dict()
+    data.pop("run_id")
+    return data
+
+
+async def test_a_typed_run_on_temporal_validates_and_ends_as_in_process(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    responses = [call("calculator", expression="6*7"), "42", '{"total": "42"}', '{"total": 42}']
+    made = recipe(tmp_path, responses, output_schema=SCHEMA)
+    local = await build_agent(made).run("calc", run_id="typed")
+    run = await runner.start(made, "calc", run_id="typed-temporal")
+    remote = await run.result()
+    assert remote.stop_reason is StopReason.COMPLETED and remote.cycles == 4
+    assert remote.output_data == {"total": 42}
+    assert comparable(remote) == comparable(local)
+    progress = await run.progress()
+    verdicts = [e["passed"] for e in progress["events"] if e["type"] == "verified"]
+    assert verdicts == [False, False]
+    history = await run.handle.fetch_history()
+    outcome = await replayer(runner).replay_workflow(history, raise_on_replay_failure=False)
+    assert outcome.replay_failure is None
+
+
+async def test_a_typed_run_on_temporal_that_stays_invalid_stops_at_its_limit(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    made = recipe(
+        tmp_path,
+        ["42", "forty-two", "my best answer: 42"],
+        output_schema=SCHEMA,
+        limits=Limits(max_cycles=2),
+    )
+    run = await runner.start(made, "calc", run_id="typed-limit")
+    remote, state, stored = await run.outcome()
+    assert remote.stop_reason is StopReason.MAX_CYCLES
+    assert remote.output == "my best answer: 42" and remote.output_after_stop
+    assert remote.output_data is None and state.output_data is None
+    assert stored.output_schema == SCHEMA
+    notes = [m.content for m in state.messages if m.role == "user"][1:]
+    assert notes == [
+        OUTPUT_FEEDBACK.format(errors="(answer): 42 is not of type 'object'"),
+        OUTPUT_FEEDBACK.format(
+            errors="the answer is not valid JSON (line 1, column 1: Expecting value)"
+        ),
+    ]
