@@ -112,7 +112,8 @@ class Agent:
             False: never. An `OpenTelemetryObserver` in ``observers`` is used instead.
         mcp_servers: MCP tool servers (`convergent.mcp.MCPServer`) whose tools the model
             may call too; they are started when a run starts (or when the agent is
-            entered with ``async with``) and stopped when it ends.
+            entered with ``async with``) and stopped when it ends. A server's tool
+            named like one of ``tools`` is offered as ``SERVER_TOOL``.
 
     Raises:
         UserError: For an invalid option or tool list.
@@ -155,7 +156,9 @@ class Agent:
         self._own_tools = tuple(tools)
         self._install_tools(())
         self.mcp_servers = tuple(mcp_servers)
-        self._toolset = MCPToolset(self.mcp_servers) if self.mcp_servers else None
+        self._toolset = (
+            MCPToolset(self.mcp_servers, reserved=self.tool_names) if self.mcp_servers else None
+        )
         self._entered = 0
         self.system_prompt = system_prompt
         self.limits = limits or Limits()

@@ -37,6 +37,7 @@ __all__ = [
     "resumable_run",
     "resume",
     "spec_of",
+    "steerable_run",
 ]
 
 
@@ -99,6 +100,24 @@ def resumable_run(store: RunStore, run_id: str) -> RunSummary:
     if not run.resumable:
         reason = run.stop_reason.value if run.stop_reason else run.status
         raise UserError(f"run {run_id!r} ended {reason}; there is nothing to resume")
+    return run
+
+
+def steerable_run(store: RunStore, run_id: str) -> RunSummary:
+    """The summary of a run that can still take a message: running, or resumable.
+
+    A message to a stopped run waits for ``resume``; a completed run is never resumed, so
+    a message to it would never be read.
+
+    Raises:
+        UserError: If it is unknown or ended ``completed``.
+    """
+    run = store.get_run(run_id)
+    if not run.running and not run.resumable:
+        raise UserError(
+            f"run {run_id!r} ended completed; there is nothing to steer "
+            "(convergent resume continues only runs that did not complete)"
+        )
     return run
 
 

@@ -73,16 +73,20 @@ DEFAULT_TOOLS = ("calculator", "read_file", "list_dir", "ask_user")
 """The tools of a spec that names none (and of ``convergent run``)."""
 
 
-def command_line_tools(model: str, *, allow_writes: bool = False) -> tuple[str, ...]:
+def command_line_tools(
+    model: str, *, allow_writes: bool = False, builtin: bool = True
+) -> tuple[str, ...]:
     """The tools ``convergent run`` offers: `DEFAULT_TOOLS`, and more on request.
 
     Args:
         model: The model spec; a scripted model gets ``fail`` too, to show the tool-error
             policy (a real model would only be distracted by a tool that always fails).
         allow_writes: Add ``write_file`` and ``edit_file``.
+        builtin: Offer `DEFAULT_TOOLS` (and ``fail``); without them only the write tools
+            are offered, if allowed (``--no-builtin-tools``).
     """
-    tools = list(DEFAULT_TOOLS)
-    if model.startswith("scripted:"):
+    tools = list(DEFAULT_TOOLS) if builtin else []
+    if model.startswith("scripted:") and builtin:
         tools.append("fail")
     if allow_writes:
         tools += ["write_file", "edit_file"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -314,3 +315,31 @@ def test_json_errors_are_exactly_one_object(tmp_path: Path, args: list[str], mes
     assert set(error) == {"error", "exit_code"} and error["exit_code"] == 2
     assert message in error["error"]
     assert "Traceback" not in proc.stderr
+
+
+def test_a_run_that_never_starts_is_not_announced_as_saved(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    proc = run_cli("run", "x", "--model", script(tmp_path, ["hi"]), "--mcp", "no-such-server-cmd",
+                   cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "error: MCP server 'no-such-server-cmd' failed to start: "
+        "cannot run 'no-such-server-cmd': No such file or directory\n"
+    )
+    assert json.loads(run_cli("runs", "--json", cwd=tmp_path).stdout) == []
+    started = run_cli("run", "x", "--model", script(tmp_path, ["hi"]), "--no-steer", cwd=tmp_path)
+    assert started.returncode == 0
+    (run,) = json.loads(run_cli("runs", "--json", cwd=tmp_path).stdout)
+    assert started.stderr == f"run {run['run_id']} · saved in .convergent/runs.db\n"
+
+
+@pytest.mark.parametrize("command", [["run"], ["resume"], ["steer"], ["runs"], ["mcp", "tools"]])
+def test_help_shows_no_value_type_for_flags(command: list[str]) -> None:
+    proc = subprocess.run(
+        [EXE, *command, "--help"], capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "COLUMNS": "160", "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "<bool>" not in proc.stdout
+    (help_row,) = [line for line in proc.stdout.splitlines() if "--help" in line]
+    assert help_row.split() == ["│", "--help", "Show", "this", "message", "and", "exit.", "│"]

@@ -163,13 +163,31 @@ def test_steer_message_to_a_stopped_run_is_queued_for_resume(tmp_path: Path) -> 
     cli("run", "t", "--model", model, "--run-id", "r", "--max-cycles", "1", cwd=tmp_path)
     queued = cli("steer", "r", "count to three", cwd=tmp_path)
     assert queued.returncode == 0
-    assert queued.stdout.strip() == "queued for r; it is delivered when the run resumes"
+    assert queued.stdout.strip() == (
+        "queued for r; it is delivered when the run resumes (convergent resume r)"
+    )
     resumed = cli("resume", "r", "--model", script(tmp_path, "b.json", ["3"]), "--json",
                   cwd=tmp_path)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     with RunStore(tmp_path / ".convergent" / "runs.db") as store:
         users = [m.content for m in store.load("r").messages if m.role == "user"]
     assert users == ["t", "count to three"]
+
+
+def test_steer_and_resume_both_refuse_a_completed_run(tmp_path: Path) -> None:
+    model = script(tmp_path, "s.json", ["done"])
+    cli("run", "t", "--model", model, "--run-id", "r", cwd=tmp_path)
+    steered = cli("steer", "r", "now do more", cwd=tmp_path)
+    assert steered.returncode == 2
+    assert steered.stderr.strip() == (
+        "error: run 'r' ended completed; there is nothing to steer "
+        "(convergent resume continues only runs that did not complete)"
+    )
+    resumed = cli("resume", "r", "--message", "now do more", cwd=tmp_path)
+    assert resumed.returncode == 2
+    assert resumed.stderr.strip() == "error: run 'r' ended completed; there is nothing to resume"
+    with RunStore(tmp_path / ".convergent" / "runs.db") as store:
+        assert store.stored_steering("r", 0) == []
 
 
 def test_runs_lists_any_number_of_runs_a_page_at_a_time(tmp_path: Path) -> None:

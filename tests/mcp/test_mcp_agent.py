@@ -196,16 +196,22 @@ async def test_tools_with_one_name_on_two_servers_need_a_prefix() -> None:
 
 
 @pytest.mark.slow
-async def test_a_server_tool_named_like_a_local_tool_is_refused() -> None:
+async def test_a_server_tool_named_like_a_local_tool_takes_the_server_name() -> None:
     from convergent import tool
 
     @tool
     def echo(text: str) -> str:
         """Local echo."""
-        return text
+        return f"local {text}"
 
-    with pytest.raises(UserError, match=r"two tools are named 'echo' \(one from mcp:testing"):
-        await Agent(ScriptedModel(["unused"]), [echo], mcp_servers=[stdio_testing()]).run("x")
+    model = ScriptedModel(
+        [{"tool_calls": [call("echo", text="a"), call("testing_echo", text="b")]}, "done"]
+    )
+    result = await Agent(model, [echo], mcp_servers=[stdio_testing()]).run("x")
+    assert [(c.name, c.result) for c in result.tool_calls] == [
+        ("echo", "local a"),
+        ("testing_echo", "b"),
+    ]
 
 
 @pytest.mark.slow

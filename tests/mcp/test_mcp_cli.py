@@ -348,8 +348,71 @@ def test_a_server_that_never_initializes_is_one_line(tmp_path: Path) -> None:
     model = script(tmp_path, ["unused"])
     proc = run_cli("run", "x", "--model", model, "--mcp-config", str(config), cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.endswith(
-        " saved in .convergent/runs.db\n"
-        "error: MCP server 'mute' failed to start: no answer within 0.5s\n"
+    # the run never started: nothing says it was saved
+    assert proc.stderr == "error: MCP server 'mute' failed to start: no answer within 0.5s\n"
+
+
+CLASH = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER.with_name('clash_server.py')))}"
+
+
+def test_a_server_tool_named_like_a_builtin_is_prefixed_with_the_server(tmp_path: Path) -> None:
+    model = script(
+        tmp_path,
+        [
+            {"tool_calls": [call("calculator", expression="2+2")]},
+            {"tool_calls": [call("clash_server_calculator", expression="2+2")]},
+            "done",
+        ],
     )
-    assert proc.stderr.count("\n") == 2
+    proc = run_cli("run", "x", "--model", model, "--json", "--mcp", CLASH, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    calls = json.loads(proc.stdout)["tool_calls"]
+    assert [(c["name"], c["result"]) for c in calls] == [
+        ("calculator", "4"),
+        ("clash_server_calculator", "server saw 2+2"),
+    ]
+
+
+def test_no_builtin_tools_leaves_the_server_its_own_names(tmp_path: Path) -> None:
+    model = script(
+        tmp_path,
+        [
+            {"tool_calls": [call("calculator", expression="2+2"), call("read_file", path="x")]},
+            "done",
+        ],
+    )
+    proc = run_cli("run", "x", "--model", model, "--json", "--mcp", CLASH, "--no-builtin-tools",
+                   cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    calls = json.loads(proc.stdout)["tool_calls"]
+    assert [(c["name"], c["outcome"]) for c in calls] == [
+        ("calculator", "ok"),
+        ("read_file", "invalid"),
+    ]
+    assert calls[0]["result"] == "server saw 2+2"
+
+
+def test_mcp_tools_lists_what_servers_offer(tmp_path: Path) -> None:
+    proc = run_cli("mcp", "tools", TIME, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [
+        {"name": "get_current_time", "server": "mcp_server_time", "read_only": True,
+         "description": "Get current time in a specific timezone"},
+        {"name": "convert_time", "server": "mcp_server_time", "read_only": True,
+         "description": "Convert time between timezones"},
+    ]  # fmt: skip
+    config = tmp_path / "servers.json"
+    clash = {"command": sys.executable, "args": [str(SERVER.with_name("clash_server.py"))]}
+    config.write_text(json.dumps({"mcpServers": {"c": clash}}))
+    table = run_cli("mcp", "tools", "--mcp-config", str(config), cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.split("\n")[0].split() == ["name", "server", "read-only", "description"]
+    assert table.stdout.split("\n")[1].split() == [
+        "calculator", "c", "unknown", "Answer", "as", "the", "server,", "never", "computing",
+        "anything.",
+    ]  # fmt: skip
+    none = run_cli("mcp", "tools", cwd=tmp_path)
+    assert none.returncode == 2
+    assert (
+        none.stderr == 'error: give a server: convergent mcp tools "COMMAND" or --mcp-config FILE\n'
+    )

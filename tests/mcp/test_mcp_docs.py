@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -52,3 +53,25 @@ def test_without_the_sdk_a_run_with_servers_is_one_clear_line() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert proc.stdout == "MCP servers need the mcp package: pip install 'mcp>=2.3.0,<3'\n"
+
+
+@pytest.mark.slow
+def test_the_command_line_examples_need_only_packages_the_page_names() -> None:
+    pytest.importorskip("mcp")
+    text = DOC.read_text()
+    assert "uvx" not in text
+    assert "pip install mcp-server-time" in text
+    listings = [line for line in text.splitlines() if line.startswith("convergent mcp tools ")]
+    assert listings == [
+        "convergent mcp tools mcp-server-time                  # what the server offers"
+    ]
+    command = listings[0].split("#")[0].split()
+    proc = subprocess.run(
+        [sys.executable, "-m", "convergent", *command[1:], "--json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert [tool["name"] for tool in json.loads(proc.stdout)] == [
+        "get_current_time",
+        "convert_time",
+    ]

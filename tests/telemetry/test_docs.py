@@ -25,9 +25,9 @@ def test_the_python_examples_print_the_span_tree(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     names = [line.split("  ")[0] for line in lines[:-1]]
     assert sorted(names) == sorted(
-        ["chat scripted"] * 2 + ["execute_tool calculator"] * 2 + ["invoke_agent convergent"]
+        ["chat scripted"] * 2 + ["execute_tool calculator"] * 2 + ["invoke_agent sums"]
     )
-    assert names[-1] == "invoke_agent convergent"
+    assert names[-1] == "invoke_agent sums"
     assert "'convergent.stop_reason': 'completed'" in lines[-2]
     assert "'convergent.cycles': 2" in lines[-2]
     assert lines[-1] == "completed"

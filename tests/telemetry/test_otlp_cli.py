@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -136,7 +137,7 @@ def test_run_exports_its_span_tree_to_an_otlp_http_receiver(
     assert {resource["service.name"] for _, resource in received} == {"convergent"}
     spans = {span.name: span for span, _ in received}
     assert len(received) == 5
-    run = spans["invoke_agent convergent"]
+    run = spans[f"invoke_agent {output['run_id']}"]
     assert run.parent_span_id == b"" and run.kind == Span.SPAN_KIND_INTERNAL
     run_attributes = values(run.attributes)
     assert run_attributes["convergent.stop_reason"] == "completed"
@@ -188,9 +189,7 @@ def test_a_resumed_run_exports_a_second_run_span_of_the_same_conversation(
     second = convergent("resume", "r1", "--otlp", receiver.url, "--json", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     runs = [
-        values(span.attributes)
-        for span, _ in receiver.spans()
-        if span.name == "invoke_agent convergent"
+        values(span.attributes) for span, _ in receiver.spans() if span.name == "invoke_agent r1"
     ]
     assert [(r["convergent.resumed"], r["convergent.stop_reason"]) for r in runs] == [
         (False, "max_cycles"),
@@ -212,6 +211,24 @@ sys.meta_path.insert(0, Missing())
 from convergent.cli import main
 main(sys.argv[1:])
 """
+
+
+def test_an_unreachable_collector_is_one_warning_line(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a loopback port nothing listens at once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["42"]))
+    done = convergent(
+        "run", "6*7?", "--model", f"scripted:{script}", "--otlp", f"http://127.0.0.1:{port}",
+        "--json", "--no-checkpoint", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["output"] == "42"
+    assert done.stderr.splitlines() == [
+        f"cannot send traces to http://127.0.0.1:{port}/v1/traces (connection refused); "
+        "they are dropped"
+    ]
 
 
 def test_otlp_without_the_extra_exits_2_naming_it(tmp_path: Path) -> None:

@@ -107,10 +107,11 @@ async def test_a_parallel_batch_gives_overlapping_tool_spans_under_one_run_span(
 
     spans = tree(exporter)
     run = spans.root()
-    assert run.name == "invoke_agent convergent"
+    assert run.name == "invoke_agent run-1"
     assert run.parent is None and run.kind is SpanKind.INTERNAL
     assert attributes(run) == {
         "gen_ai.operation.name": "invoke_agent",
+        "openinference.span.kind": "AGENT",
         "gen_ai.agent.name": "convergent",
         "gen_ai.provider.name": "openai",
         "gen_ai.request.model": "gpt-test",
@@ -136,6 +137,7 @@ async def test_a_parallel_batch_gives_overlapping_tool_spans_under_one_run_span(
     assert first.kind is SpanKind.CLIENT and tool_a.kind is SpanKind.INTERNAL
     assert attributes(first) == {
         "gen_ai.operation.name": "chat",
+        "openinference.span.kind": "LLM",
         "gen_ai.provider.name": "openai",
         "gen_ai.request.model": "gpt-test",
         "convergent.cycle": 1,
@@ -147,6 +149,7 @@ async def test_a_parallel_batch_gives_overlapping_tool_spans_under_one_run_span(
     assert attributes(second)["gen_ai.response.finish_reasons"] == ("stop",)
     assert attributes(tool_a) == {
         "gen_ai.operation.name": "execute_tool",
+        "openinference.span.kind": "TOOL",
         "gen_ai.tool.name": "fetch",
         "gen_ai.tool.call.id": "fetch-0",
         "gen_ai.tool.type": "function",
@@ -442,6 +445,13 @@ async def test_message_content_is_recorded_when_opted_in(
             "finish_reason": "completed",
         }
     ]
+    # where OpenInference trace UIs (Phoenix) read a span's input and output for their lists
+    assert {k: v for k, v in attributes(run).items() if k.startswith(("input.", "output."))} == {
+        "input.value": SECRET_TASK,
+        "input.mime_type": "text/plain",
+        "output.value": SECRET_ANSWER,
+        "output.mime_type": "text/plain",
+    }
     sent = json.loads(attributes(first)["gen_ai.input.messages"])
     assert sent == [
         {"role": "system", "parts": [{"type": "text", "content": "be brief"}]},
@@ -462,6 +472,30 @@ async def test_message_content_is_recorded_when_opted_in(
         "expression": SECRET_ARGUMENT
     }
     assert attributes(calc)["gen_ai.tool.call.result"] == "42"
+
+
+@pytest.mark.parametrize(
+    ("model_name", "request_model"),
+    [
+        ("local", "SmolLM2-135M-Instruct.Q4_1"),
+        ("local:/models/qwen2.5-0.5b-instruct-q4_k_m.gguf", "qwen2.5-0.5b-instruct-q4_k_m"),
+    ],
+)
+async def test_the_run_span_is_named_after_the_agent_and_a_local_model_after_its_file(
+    provider: TracerProvider, exporter: InMemorySpanExporter, model_name: str, request_model: str
+) -> None:
+    observer = OpenTelemetryObserver(tracer_provider=provider, agent_name="arithmetic")
+    model = ScriptedModel([answer("391")], name=model_name)
+    await Agent(model, observers=[observer]).run("17*23?")
+    spans = tree(exporter)
+    run = spans.root()
+    (chat,) = spans.named("chat")
+    assert (run.name, chat.name) == ("invoke_agent arithmetic", f"chat {request_model}")
+    assert attributes(run)["gen_ai.agent.name"] == "arithmetic"
+    assert (attributes(run)["gen_ai.provider.name"], attributes(run)["gen_ai.request.model"]) == (
+        "local",
+        request_model,
+    )
 
 
 async def test_one_observer_traces_concurrent_runs_apart(

@@ -140,7 +140,7 @@ def recipe(folder: Path, responses: list[Any], **changes: Any) -> AgentSpec:
 class WorkerProcess:
     """``convergent worker`` in its own process group, for tests that kill it."""
 
-    def __init__(self, address: str, task_queue: str, db: Path) -> None:
+    def __init__(self, address: str, task_queue: str, db: Path, cwd: Path | None = None) -> None:
         self.process = subprocess.Popen(
             [
                 str(Path(sys.executable).with_name("convergent")),
@@ -155,6 +155,7 @@ class WorkerProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            cwd=cwd,
         )
         assert self.process.stdout is not None
         first = self.process.stdout.readline().decode()

@@ -91,6 +91,68 @@ def test_run_runs_steer_and_resume_on_temporal(tmp_path: Path, queue: tuple[str,
     assert json.loads(resumed.stdout)["output"] == "blue it is"
 
 
+@pytest.mark.slow
+def test_a_tool_given_with_tool_runs_on_the_worker(
+    tmp_path: Path, temporal_server: DevServer
+) -> None:
+    (tmp_path / "mytools.py").write_text(
+        "def shout(text: str) -> str:\n"
+        '    """Upper-case the text."""\n'
+        '    return text.upper() + "!"\n'
+    )
+    name = f"tool-{uuid.uuid4().hex[:8]}"
+    worker = WorkerProcess(
+        temporal_server.address, name, tmp_path / ".convergent" / "runs.db", cwd=tmp_path
+    )
+    try:
+        model = script(tmp_path, [call("shout", text="hey"), "HEY!"])
+        proc = cli("run", "shout", "--model", model, "--tool", "mytools:shout", "--json",
+                   "--temporal", temporal_server.address, "--task-queue", name,
+                   cwd=tmp_path)  # fmt: skip
+    finally:
+        worker.stop()
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [(c["name"], c["result"]) for c in data["tool_calls"]] == [("shout", "HEY!")]
+
+
+def test_a_detached_run_is_listed_with_its_task_and_live_cycles(
+    tmp_path: Path, queue: tuple[str, str]
+) -> None:
+    address, name = queue
+    target = ["--temporal", address, "--task-queue", name]
+    model = script(tmp_path, [call("ask_user", question="Which colour?"), "blue"])
+    started = cli("run", "paint  the\nfence", "--model", model, "--run-id", "d1",
+                  "--ask-timeout", "120", "--detach", *target, cwd=tmp_path)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert started.stdout == "d1\n"
+    deadline = time.monotonic() + 60
+    while True:  # until the run waits on its question, one cycle in
+        listed = json.loads(cli("runs", "--json", *target, cwd=tmp_path).stdout)
+        (live,) = [run for run in listed if run["run_id"] == "d1"] or [None]
+        if live is not None and live["cycles"] == 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert live is not None
+    assert (live["status"], live["cycles"], live["task"]) == ("running", 1, "paint  the\nfence")
+    table = cli("runs", *target, cwd=tmp_path).stdout
+    (row,) = [line for line in table.splitlines() if line.startswith("d1")]
+    assert row.split()[1:3] == ["running", "1"] and row.endswith("paint the fence")
+    # the detached command returned while the run waits on its question: answering goes on
+    answered = cli("resume", "d1", "--answer", "blue", "--json", *target, cwd=tmp_path)
+    assert answered.returncode == 0, answered.stderr
+    assert json.loads(answered.stdout)["output"] == "blue"
+    listed = json.loads(cli("runs", "--json", *target, cwd=tmp_path).stdout)
+    (done,) = [run for run in listed if run["run_id"] == "d1"]
+    assert (done["status"], done["cycles"], done["task"]) == ("completed", 2, "paint  the\nfence")
+    as_json = cli("run", "x", "--model", script(tmp_path, ["done"], name="b.json"),
+                  "--run-id", "d2", "--detach", "--json", *target, cwd=tmp_path)  # fmt: skip
+    assert json.loads(as_json.stdout) == {"run_id": "d2", "status": "running"}
+    local = cli("run", "x", "--detach", cwd=tmp_path)
+    assert local.returncode == 2
+    assert local.stderr == "error: --detach needs --temporal: a local run ends with its command\n"
+
+
 def test_the_live_view_follows_a_temporal_run(tmp_path: Path, queue: tuple[str, str]) -> None:
     address, name = queue
     model = script(tmp_path, [call("calculator", expression="2+2"), "4"])
@@ -147,7 +209,8 @@ def test_the_live_view_shows_a_question_and_how_to_answer_it(
     )
     assert proc.returncode == 1
     assert "the run asks Which colour?" in proc.stderr
-    assert "convergent resume q1 --temporal ... --answer TEXT" in proc.stderr
+    hint = f"convergent resume q1 --temporal {address} --task-queue {name} --answer TEXT"
+    assert hint in " ".join(proc.stderr.split())  # however the terminal wraps it
     assert "stopped: needs_user" in proc.stdout
 
 

@@ -88,7 +88,7 @@ def test_the_cookie_holds_a_session_scoped_to_the_base_never_the_token(store: Ru
 
 
 def test_changes_need_a_post_from_the_same_origin(store: RunStore, client: TestClient) -> None:
-    make_run(store, "r1", [call_script("6*7"), "42"])
+    make_run(store, "r1", [call_script("6*7"), call_script("7*6")], limits=limits(1))
     url = f"{BASE}/runs/r1/steer"
     assert client.post(url, data={"message": "hi"}).status_code == 403
     other = client.post(url, data={"message": "hi"}, headers={"origin": "http://evil.example"})
@@ -237,6 +237,15 @@ def test_steering_a_stopped_run_queues_the_message(store: RunStore, client: Test
     assert refused.status_code == 400 and "is not running" in refused.text
     empty = post(client, f"{BASE}/runs/r1/steer", message="  ")
     assert empty.status_code == 400 and "empty" in empty.text
+
+
+def test_a_completed_run_refuses_a_message(store: RunStore, client: TestClient) -> None:
+    make_run(store, "done", [call_script("6*7"), "42"])
+    assert "it takes no more messages" in client.get(f"{BASE}/runs/done").text
+    refused = post(client, f"{BASE}/runs/done/steer", message="and now?")
+    assert refused.status_code == 400
+    assert "ended completed; there is nothing to steer" in refused.text
+    assert store.stored_steering("done", 0) == []
 
 
 def test_a_live_run_is_stopped_and_paused_through_steering(

@@ -281,10 +281,12 @@ def test_hostile_model_and_tool_text_renders_as_text(
 
 
 def test_keyboard_only_steering_and_rewind(store: RunStore, console: Listening, page: Any) -> None:
-    make_run(
+    make_run(  # stopped, not completed: a completed run takes no more messages
         store,
         "keys",
         [step(call("calculator", expression=f"{n}+1")) for n in range(3)] + ["4"],
+        limits=Limits(max_cycles=3),
+        final_answer=False,
     )
     page.goto(console.entry)
 

@@ -9,6 +9,7 @@ typer nor the agent stack, because it runs at every stop of an agent.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -53,6 +54,10 @@ def _run(argv: list[str]) -> None:
     from convergent.cli._gate import expand_gate_flag
 
     args = expand_gate_flag(argv)
+    # tools named package.module:attribute import from the current folder, as they would
+    # under `python -m convergent`; appended, so the folder never shadows an installed module
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     json_output = "--json" in args
     try:
         result = app(args=args, standalone_mode=False)

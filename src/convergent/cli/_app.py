@@ -6,6 +6,8 @@ import importlib
 
 import typer
 
+from convergent.cli._help import hide_flag_types
+
 __all__ = ["app"]
 
 app = typer.Typer(
@@ -24,8 +26,19 @@ def _root() -> None:
 
 def _register() -> None:
     """Import the command modules; each adds its commands to `app`."""
-    for module in ("run", "coordinator", "hook", "synthesize", "runs", "bench", "worker", "ui"):
+    for module in (
+        "run",
+        "coordinator",
+        "hook",
+        "synthesize",
+        "runs",
+        "bench",
+        "worker",
+        "ui",
+        "mcp_tools",
+    ):
         importlib.import_module(f"convergent.cli.{module}")
 
 
+hide_flag_types()
 _register()

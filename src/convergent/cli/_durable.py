@@ -25,7 +25,14 @@ from convergent.cli._gate import GateView
 from convergent.cli._live import LiveView
 from convergent.cli._terminal import HELP, TerminalSteering
 from convergent.clock import current_clock
-from convergent.events import Event, EventHandler, JsonlTraceWriter, ToolFinished, ToolStarted
+from convergent.events import (
+    Event,
+    EventHandler,
+    JsonlTraceWriter,
+    RunStarted,
+    ToolFinished,
+    ToolStarted,
+)
 from convergent.exceptions import StorageError, UserError
 from convergent.gate import ASK_USER
 from convergent.journal import Durability
@@ -123,7 +130,10 @@ class Session:
             self._notes.print(f"[yellow]{escape(text)}[/]")
 
     def _on_event(self, event: Event) -> None:
-        """Let ``ask_user`` have the terminal while it waits for an answer."""
+        """Say where the run is saved once it starts; let ``ask_user`` have the terminal."""
+        if isinstance(event, RunStarted) and self.store is not None:
+            # not before: a run that fails to start (a server that does not start) is not saved
+            self.note(f"run {self.run_id} · saved in {self.store.path}")
         if self._reader is None:
             return
         if isinstance(event, ToolStarted) and event.name == ASK_USER:
@@ -203,8 +213,6 @@ class Session:
                 handler(event)
 
         queue = self._queue()
-        if self.store is not None:
-            self.note(f"run {self.run_id} · saved in {self.store.path}")
         try:
             if self.steer:
                 try:

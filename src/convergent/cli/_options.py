@@ -7,7 +7,14 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["BaseUrlOption", "JsonOption", "ModelOption", "OtlpOption", "TraceOption"]
+__all__ = [
+    "BaseUrlOption",
+    "JsonOption",
+    "McpConfigOption",
+    "ModelOption",
+    "OtlpOption",
+    "TraceOption",
+]
 
 ModelOption = Annotated[
     str | None,
@@ -26,5 +33,14 @@ OtlpOption = Annotated[
         metavar="ENDPOINT",
         help="Send OpenTelemetry traces of the run to this OTLP/HTTP collector, e.g. "
         "http://localhost:4318 (needs the otel extra).",
+    ),
+]
+McpConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--mcp-config",
+        metavar="FILE",
+        help="The MCP servers in this mcpServers JSON file "
+        "(the format of Claude Desktop and Claude Code).",
     ),
 ]

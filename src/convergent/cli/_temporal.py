@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -172,10 +173,12 @@ class _Follower:
         queue: SteeringQueue,
         *,
         interactive: bool,
+        address: str,
         header: str | None = None,
         poll: float = 0.2,
     ) -> None:
         self.header = header
+        self.address = address
         self.run = run
         self.view = view
         self.queue = queue
@@ -231,10 +234,16 @@ class _Follower:
             self.question = asked
             return
         self.question = asked
+        from convergent.temporal._worker import DEFAULT_TASK_QUEUE  # noqa: PLC0415
+
+        queue = self.run.runner.task_queue
+        target = f"--temporal {self.address}" + (
+            f" --task-queue {shlex.quote(queue)}" if queue != DEFAULT_TASK_QUEUE else ""
+        )
         hint = (
             "type the answer and press Enter"
             if self.interactive
-            else f"answer with: convergent resume {self.run.run_id} --temporal ... --answer TEXT"
+            else f"answer with: convergent resume {self.run.run_id} {target} --answer TEXT"
         )
         self.notes.print(
             f"  [magenta]the run asks[/] {escape(asked)} [dim]({escape(hint)})[/]", soft_wrap=True
@@ -257,7 +266,7 @@ class _Follower:
 
 
 async def _drive(
-    run: TemporalRun, *, json_output: bool, steer: bool, header: str | None = None
+    run: TemporalRun, address: str, *, json_output: bool, steer: bool, header: str | None = None
 ) -> RunResult:
     ended = asyncio.ensure_future(run.result())
     reader = None
@@ -271,7 +280,9 @@ async def _drive(
                 Console(stderr=True).print(f"[dim]{escape(HELP)}[/]")
             live = LiveView(console)
             view: list[Callable[[Event], None]] = [live, GateView(console)]
-            follower = _Follower(run, view, queue, interactive=steer, header=header)
+            follower = _Follower(
+                run, view, queue, interactive=steer, address=address, header=header
+            )
             await follower.follow(ended)
         return await ended
     finally:
@@ -301,16 +312,32 @@ def start_run(
     *,
     json_output: bool,
     steer: bool,
+    detach: bool = False,
 ) -> None:
-    """``run --temporal``: submit the run, follow it live, print and exit like a local run."""
+    """``run --temporal``: submit the run, follow it live, print and exit like a local run.
 
-    async def work() -> RunResult:
+    With ``detach``, print the run's id once the cluster has it, and return.
+    """
+
+    async def work() -> RunResult | None:
         runner = await connect_runner(address, task_queue, db, need_workers=True)
         run = await runner.start(spec, task, run_id=run_id)
+        if detach:
+            return None
         header = f"run {run_id} · on Temporal at {address}"
-        return await _drive(run, json_output=json_output, steer=steer, header=header)
+        return await _drive(run, address, json_output=json_output, steer=steer, header=header)
 
-    _report(_sync(work), json_output)
+    result = _sync(work)
+    if result is not None:
+        _report(result, json_output)
+    elif json_output:
+        print(json.dumps({"run_id": run_id, "status": "running"}))
+    else:
+        print(run_id)  # alone on standard output, for `id=$(convergent run ... --detach)`
+        Console(stderr=True, highlight=False).print(
+            f"[dim]started on Temporal at {escape(address)}; see it with: convergent runs "
+            f"--temporal {escape(address)}[/]"
+        )
 
 
 def resume_run(
@@ -340,7 +367,7 @@ def resume_run(
             run = await runner.continue_run(run_id, answer=answer)
         if message is not None:
             await run.steer("message", message)
-        return await _drive(run, json_output=json_output, steer=steer)
+        return await _drive(run, address, json_output=json_output, steer=steer)
 
     _report(_sync(work), json_output)
 
@@ -367,6 +394,7 @@ def list_runs(address: str, task_queue: str, db: Path, limit: int, json_output: 
                 "status": run.status if run.stop_reason is None else run.stop_reason,
                 "cycles": run.cycles,
                 "started_at": run.started_at,
+                "task": run.task,
             }
             for run in await runner.list_runs(limit)
         ]
@@ -379,10 +407,11 @@ def list_runs(address: str, task_queue: str, db: Path, limit: int, json_output: 
         print(f"no runs on {address}")
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("id", "status", "cycles", "started"):
-        table.add_column(column)
+    for column in ("id", "status", "cycles", "started", "task"):
+        table.add_column(column, no_wrap=column != "task", overflow="ellipsis")
     for run in runs:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run["started_at"]))
         cycles = "" if run["cycles"] is None else str(run["cycles"])
-        table.add_row(escape(run["run_id"]), run["status"], cycles, started)
+        task = " ".join((run["task"] or "").split())
+        table.add_row(escape(run["run_id"]), run["status"], cycles, started, escape(task))
     Console(highlight=False).print(table)

@@ -9,12 +9,19 @@ from typing import Annotated
 
 import typer
 
-from convergent.builder import BuildContext, build_agent
+from convergent.builder import BuildContext, build_agent, resolve_tools
 from convergent.cli._app import app
 from convergent.cli._checked import SPEC_OPTIONS, checked
 from convergent.cli._durable import Session, default_steer, new_run_id, open_store
 from convergent.cli._gate import ASK_VIA, parse_threshold
-from convergent.cli._options import BaseUrlOption, JsonOption, ModelOption, OtlpOption, TraceOption
+from convergent.cli._options import (
+    BaseUrlOption,
+    JsonOption,
+    McpConfigOption,
+    ModelOption,
+    OtlpOption,
+    TraceOption,
+)
 from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import TaskQueueOption, TemporalOption, start_run
 from convergent.exceptions import UserError
@@ -67,6 +74,22 @@ def mcp_servers(commands: list[str] | None, config: Path | None) -> list[MCPServ
     # the run's spec keeps the folder, so that a resume from elsewhere starts them alike
     here = str(Path.cwd())
     return [replace(s, cwd=s.cwd or here) if s.transport == "stdio" else s for s in servers]
+
+
+def own_tools(paths: list[str], workspace: Path) -> list[str]:
+    """The ``--tool`` import paths, each checked to import to tools now.
+
+    A Temporal run is built on a worker: a path that does not import fails here, once,
+    rather than there.
+
+    Raises:
+        UserError: For a path that is not ``package.module:attribute`` or does not import.
+    """
+    for path in paths:
+        if ":" not in path:
+            raise UserError(f"--tool must be package.module:attribute, got {path!r}")
+        resolve_tools([path], workspace)
+    return paths
 
 
 def absolute_model_spec(spec: str) -> str:
@@ -175,24 +198,33 @@ def run_command(
         list[Path] | None,
         typer.Option("--skills", help="A skill folder, or a folder of them (repeatable)."),
     ] = None,
+    builtin_tools: Annotated[
+        bool,
+        typer.Option(
+            "--builtin-tools/--no-builtin-tools",
+            help="Offer the built-in tools (calculator, read_file, list_dir, ask_user); "
+            "without them only --tool, --allow-writes and MCP tools are offered.",
+        ),
+    ] = True,
+    tool: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tool",
+            metavar="MODULE:ATTR",
+            help="Offer your own tool: a Tool, a list of tools or a typed function, "
+            "importable from the current folder or the Python path (repeatable).",
+        ),
+    ] = None,
     mcp: Annotated[
         list[str] | None,
         typer.Option(
             "--mcp",
             metavar="COMMAND",
             help="Offer the tools of an MCP server started with this command line, "
-            "e.g. 'uvx mcp-server-time' (repeatable).",
+            "e.g. 'mcp-server-time' (repeatable).",
         ),
     ] = None,
-    mcp_config_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--mcp-config",
-            metavar="FILE",
-            help="Offer the tools of the MCP servers in this mcpServers JSON file "
-            "(the format of Claude Desktop and Claude Code).",
-        ),
-    ] = None,
+    mcp_config_file: McpConfigOption = None,
     output_schema: Annotated[
         Path | None,
         typer.Option(
@@ -204,6 +236,10 @@ def run_command(
     ] = None,
     temporal: TemporalOption = None,
     task_queue: TaskQueueOption = "convergent",
+    detach: Annotated[
+        bool,
+        typer.Option("--detach", help="With --temporal: start the run, print its id and return."),
+    ] = False,
     otlp: OtlpOption = None,
 ) -> None:
     """Run an agent until its response has no tool calls, or another objective stop."""
@@ -216,6 +252,8 @@ def run_command(
         raise UserError("--gate-model needs --gate")
     if otlp is not None and temporal is not None:
         raise UserError("--otlp traces runs in this process; a --temporal run runs on a worker")
+    if detach and temporal is None:
+        raise UserError("--detach needs --temporal: a local run ends with its command")
     servers = mcp_servers(mcp, mcp_config_file)
     if servers and temporal is not None:
         raise UserError("--mcp and --mcp-config cannot be used with --temporal yet")
@@ -229,7 +267,10 @@ def run_command(
             "protocol": protocol,
             "temperature": temperature,
             "system_prompt": system or DEFAULT_SYSTEM_PROMPT,
-            "tools": command_line_tools(model_spec, allow_writes=allow_writes),
+            "tools": [
+                *command_line_tools(model_spec, allow_writes=allow_writes, builtin=builtin_tools),
+                *own_tools(tool or [], workspace),
+            ],
             "workspace": _workspace(workspace),
             "skills": [str(path.resolve()) for path in skills or ()],
             "mcp_servers": mcp_config(servers),
@@ -261,6 +302,7 @@ def run_command(
             new_run_id(None, run_id),
             json_output=json_output,
             steer=default_steer(steer, json_output),
+            detach=detach,
         )
         return
     with otlp_export(otlp):

@@ -26,7 +26,7 @@ from convergent.cli._temporal import (
     steer_run,
 )
 from convergent.cli.run import absolute_model_spec
-from convergent.durable import prepare_resume, spec_of
+from convergent.durable import prepare_resume, spec_of, steerable_run
 from convergent.exceptions import UserError
 from convergent.models._prices import CURRENCY, format_cost, parse_price
 from convergent.state import RunState
@@ -342,11 +342,14 @@ def steer_command(
         steer_run(temporal, task_queue, db, run_id, kind, message or "")
         return
     with open_store(db, must_exist=True) as store:
-        run = store.get_run(run_id)
+        run = store.get_run(run_id) if kind != "message" else steerable_run(store, run_id)
         if kind != "message" and not run.running:
             raise UserError(f"run {run_id!r} is not running ({run.status})")
         store.send_steering(run_id, kind, message or "")
     if kind == "message" and not run.running:
-        print(f"queued for {run_id}; it is delivered when the run resumes")
+        print(
+            f"queued for {run_id}; it is delivered when the run resumes "
+            f"(convergent resume {run_id})"
+        )
     else:
         print(f"sent {kind} to {run_id}")

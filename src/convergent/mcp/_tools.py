@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Collection
 from typing import Any
 
 import mcp_types as types
@@ -39,10 +40,16 @@ def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-def mcp_tool(connection: ServerConnection, listed: types.Tool) -> Tool:
-    """The `Tool` that calls ``listed`` on the server behind ``connection``."""
+def mcp_tool(connection: ServerConnection, listed: types.Tool, taken: Collection[str] = ()) -> Tool:
+    """The `Tool` that calls ``listed`` on the server behind ``connection``.
+
+    Its name is the listed one (after the server's ``prefix``), or, if that is in
+    ``taken``, that name after the server's own name: ``NAME_TOOL``.
+    """
     server = connection.server
     name = local_name(listed.name, server.prefix)
+    if name in taken:
+        name = local_name(name, server.name)
     remote = listed.name
     schema = _object_schema(dict(listed.input_schema))
     check = ArgumentCheck(name, schema)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from convergent.exceptions import UserError
@@ -49,22 +49,27 @@ def _require_sdk() -> None:
 class MCPToolset:
     """Starts MCP servers, turns their tools into `Tool` objects, and stops them.
 
-    Tool names are the servers' own (with the server's ``prefix`` if it has one); two
-    servers offering the same name is an error that says to give one a prefix.
+    Tool names are the servers' own (with the server's ``prefix`` if it has one). A name
+    the agent's own tools already use (``calculator``, ``read_file``...) is prefixed with
+    the server's name instead (``fs_read_file`` for server ``fs``), so a server never
+    hides a built-in tool nor is refused for it; two servers offering the same name is an
+    error that says to give one a prefix.
 
     Args:
         servers: The servers.
+        reserved: Names of the tools offered next to the servers' (the agent's own).
 
     Raises:
         UserError: If two servers have the same name.
     """
 
-    def __init__(self, servers: Sequence[MCPServer]) -> None:
+    def __init__(self, servers: Sequence[MCPServer], reserved: Collection[str] = ()) -> None:
         names = [server.name for server in servers]
         for name in names:
             if names.count(name) > 1:
                 raise UserError(f"two MCP servers are named {name!r}")
         self.servers = tuple(servers)
+        self.reserved = frozenset(reserved)
         self._users = 0
         self._ready: asyncio.Task[list[Tool]] | None = None
         self._connections: list[ServerConnection] = []
@@ -141,7 +146,7 @@ class MCPToolset:
         tools: dict[str, Tool] = {}
         for connection, listing in zip(self._connections, self._listings, strict=True):
             for listed in listing:
-                made = mcp_tool(connection, listed)
+                made = mcp_tool(connection, listed, taken=self.reserved)
                 other = tools.get(made.name)
                 if other is not None:
                     raise UserError(

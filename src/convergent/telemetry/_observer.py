@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, cast
 
 from opentelemetry import context as otel_context
@@ -59,6 +60,12 @@ INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
 STREAM = "gen_ai.request.stream"
 TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+SPAN_KIND = "openinference.span.kind"
+"""The span's kind as OpenInference readers (Arize Phoenix) sort spans: AGENT, LLM, TOOL."""
+INPUT_VALUE = "input.value"
+"""The task, where OpenInference readers show a span's input in their lists."""
+OUTPUT_VALUE = "output.value"
+"""The answer, where they show its output."""
 ERROR_TYPE = "error.type"
 
 _CONTENT_DETAILS = frozenset({StopReason.HANDED_OFF, StopReason.NEEDS_USER, StopReason.STOPPED})
@@ -67,6 +74,11 @@ _ERROR_STOPS = frozenset({StopReason.TOOL_ERROR, StopReason.MODEL_ERROR})
 _OK_OUTCOMES = frozenset({CallOutcome.OK, CallOutcome.NEEDS_USER})
 
 Attributes = dict[str, Any]
+
+
+def _plain(key: str, text: str) -> dict[str, str]:
+    """An OpenInference value and its MIME type (``input.value``, ``input.mime_type``)."""
+    return {key: text, key.replace(".value", ".mime_type"): "text/plain"}
 
 
 def _ns(seconds: float) -> int:
@@ -81,8 +93,16 @@ def _current_task() -> object:
 
 
 def _provider_and_model(name: str) -> tuple[str, str]:
-    """``openai:gpt-4o`` -> (``openai``, ``gpt-4o``); a name without a provider is both."""
+    """``openai:gpt-4o`` -> (``openai``, ``gpt-4o``); a name without a provider is both.
+
+    A local GGUF model is named by its file (``local:/m/qwen.gguf`` -> ``qwen``), and
+    the embedded one by its own (``SmolLM2-135M-Instruct.Q4_1``), not ``local``.
+    """
     provider, sep, model = name.partition(":")
+    if provider == "local":
+        from convergent.models._llama_server import EMBEDDED_GGUF_NAME
+
+        return provider, PurePath(model or EMBEDDED_GGUF_NAME).name.removesuffix(".gguf")
     return (provider, model) if sep and model else (name, name)
 
 
@@ -139,7 +159,9 @@ class OpenTelemetryObserver:
             arguments and results, questions and answers. Default: off, unless the
             environment variable ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
             is ``true``.
-        agent_name: ``gen_ai.agent.name``, and the run span's name after ``invoke_agent``.
+        agent_name: ``gen_ai.agent.name`` (default ``convergent``), and the run span's
+            name after ``invoke_agent``; without it the span is named after the run id,
+            so that a trace UI's list tells runs apart.
     """
 
     receives_deltas = False
@@ -150,7 +172,7 @@ class OpenTelemetryObserver:
         *,
         tracer_provider: TracerProvider | None = None,
         record_content: bool | None = None,
-        agent_name: str = "convergent",
+        agent_name: str | None = None,
     ) -> None:
         from convergent._version import __version__
 
@@ -216,7 +238,8 @@ class OpenTelemetryObserver:
         provider, model = _provider_and_model(event.model)
         attributes: Attributes = {
             OPERATION: "invoke_agent",
-            "gen_ai.agent.name": self.agent_name,
+            SPAN_KIND: "AGENT",
+            "gen_ai.agent.name": self.agent_name or "convergent",
             PROVIDER: provider,
             REQUEST_MODEL: model,
             "gen_ai.conversation.id": event.run_id,
@@ -226,12 +249,13 @@ class OpenTelemetryObserver:
         }
         if self.record_content:
             attributes[INPUT_MESSAGES] = input_messages([UserMessage(content=event.task)])
+            attributes.update(_plain(INPUT_VALUE, event.task))
             system = [m.content for m in state.messages if isinstance(m, SystemMessage)]
             if system:
                 parts = [{"type": "text", "content": text} for text in system]
                 attributes["gen_ai.system_instructions"] = dumps(parts)
         span = self._tracer.start_span(
-            f"invoke_agent {self.agent_name}",
+            f"invoke_agent {self.agent_name or event.run_id}",
             kind=SpanKind.INTERNAL,
             attributes=attributes,
             start_time=_ns(event.time),
@@ -255,6 +279,7 @@ class OpenTelemetryObserver:
             return
         attributes: Attributes = {
             OPERATION: "chat",
+            SPAN_KIND: "LLM",
             PROVIDER: run.provider,
             REQUEST_MODEL: run.model,
             "convergent.cycle": event.cycle,
@@ -314,6 +339,7 @@ class OpenTelemetryObserver:
     def _tool_attributes(self, name: str, call_id: str, cycle: int) -> Attributes:
         return {
             OPERATION: "execute_tool",
+            SPAN_KIND: "TOOL",
             "gen_ai.tool.name": name,
             "gen_ai.tool.call.id": call_id,
             "gen_ai.tool.type": "function",
@@ -394,6 +420,8 @@ class OpenTelemetryObserver:
             attributes["convergent.stop_detail"] = event.detail
         if self.record_content:
             attributes[OUTPUT_MESSAGES] = output_messages(event.output, (), reason.value)
+            if event.output is not None:
+                attributes.update(_plain(OUTPUT_VALUE, event.output))
         span.set_attributes(attributes)
         if reason is StopReason.STALLED:
             span.add_event("convergent.stall", {"convergent.stall.detail": event.detail}, when)

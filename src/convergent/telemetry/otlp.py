@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import socket
+import urllib.request
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -10,7 +14,13 @@ from opentelemetry import trace
 from convergent.exceptions import UserError
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+_LOG = logging.getLogger("convergent.telemetry")
+
+CONNECT_TIMEOUT = 2.0
+"""Seconds to wait for the collector to accept a connection before its spans are dropped."""
 
 __all__ = ["EXTRA_HINT", "configure_otlp", "traces_url"]
 
@@ -39,11 +49,66 @@ def traces_url(endpoint: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
+def _unreachable(url: str) -> str | None:
+    """Why nothing listens at ``url`` (``connection refused``...), or None if it connects.
+
+    Behind a proxy the collector is not dialled directly, so it is not checked.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if urllib.request.getproxies().get(parts.scheme) and not urllib.request.proxy_bypass(host):
+        return None
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
+    except ConnectionRefusedError:
+        return "connection refused"
+    except TimeoutError:
+        return f"no answer within {CONNECT_TIMEOUT:g}s"
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
+
+
+def _checked(exporter: SpanExporter, url: str) -> SpanExporter:
+    """``exporter``, but one that gives up on a collector nothing listens at.
+
+    The SDK retries a refused connection with growing pauses for about ten seconds and
+    logs every retry; a run against a collector that is not there would end with those
+    lines and that wait. This one checks the connection first and, when it fails, warns
+    once and drops that batch and every later one at once.
+    """
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class ReachableExporter(SpanExporter):
+        def __init__(self) -> None:
+            self.gone = False
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            if not self.gone:
+                problem = _unreachable(url)
+                if problem is None:
+                    return exporter.export(spans)
+                self.gone = True
+                _LOG.warning("cannot send traces to %s (%s); they are dropped", url, problem)
+            return SpanExportResult.FAILURE
+
+        def shutdown(self) -> None:
+            exporter.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return exporter.force_flush(timeout_millis)
+
+    return ReachableExporter()
+
+
 def configure_otlp(endpoint: str, *, service_name: str = "convergent") -> TracerProvider:
     """Make a global SDK tracer provider that batches spans to an OTLP/HTTP endpoint.
 
     Every agent then traces its runs (see ``Agent(instrument=)``). Call the returned
-    provider's ``shutdown()`` before the process ends, so the last spans are sent.
+    provider's ``shutdown()`` before the process ends, so the last spans are sent. A
+    collector that refuses the connection costs one warning on the
+    ``convergent.telemetry`` logger, and its spans are dropped without retries.
 
     Args:
         endpoint: The collector, e.g. ``http://localhost:4318`` (spans go to its
@@ -72,6 +137,6 @@ def configure_otlp(endpoint: str, *, service_name: str = "convergent") -> Tracer
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: service_name}))
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url)))
+    provider.add_span_processor(BatchSpanProcessor(_checked(OTLPSpanExporter(endpoint=url), url)))
     trace.set_tracer_provider(provider)
     return provider

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -25,6 +25,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowQueryFailedError,
 )
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.converter import StorageDriver
@@ -33,6 +34,7 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
 from convergent.exceptions import ScriptExhaustedError, ToolDefinitionError, UserError
+from convergent.messages import UserMessage
 from convergent.result import RunResult
 from convergent.spec import AgentSpec
 from convergent.state import RunState
@@ -50,6 +52,12 @@ from convergent.temporal._worker import DEFAULT_TASK_QUEUE
 from convergent.temporal._workflow import WORKFLOW_NAME
 
 __all__ = ["RunInfo", "TemporalRun", "TemporalRunner", "check_address", "connect"]
+
+TASK_PREVIEW = 200
+"""Characters of a run's task its workflow's memo keeps, for ``runs --temporal``."""
+
+NO_EVENTS = 2**31 - 1
+"""A ``progress`` query's ``after`` beyond any run's events: the counts only."""
 
 _ADDRESS = re.compile(
     r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?):(?P<port>[0-9]+)"
@@ -146,9 +154,11 @@ class RunInfo:
     stop_reason: str | None
     """Why the run stopped, once it has."""
     cycles: int | None
-    """Cycles it ran, once it stopped."""
+    """Cycles it ran; while it runs, as far as it got (None if no worker answers)."""
     started_at: float
     """Unix time the workflow started."""
+    task: str | None = None
+    """The start of its task (None for a run started before the task was kept)."""
 
 
 class TemporalRun:
@@ -348,7 +358,7 @@ class TemporalRunner:
             task=task,
             cycles_per_run=cycles_per_run,
         )
-        return await self._start(start, WorkflowIDReusePolicy.REJECT_DUPLICATE)
+        return await self._start(start, WorkflowIDReusePolicy.REJECT_DUPLICATE, task)
 
     async def continue_run(
         self,
@@ -384,9 +394,13 @@ class TemporalRunner:
             state=state.to_jsonable(),
             answers={call_id: answer for call_id in pending} if answer is not None else {},
         )
-        return await self._start(start, WorkflowIDReusePolicy.ALLOW_DUPLICATE)
+        task = next((m.content for m in state.messages if isinstance(m, UserMessage)), "")
+        return await self._start(start, WorkflowIDReusePolicy.ALLOW_DUPLICATE, task)
 
-    async def _start(self, start: RunStart, policy: WorkflowIDReusePolicy) -> TemporalRun:
+    async def _start(
+        self, start: RunStart, policy: WorkflowIDReusePolicy, task: str
+    ) -> TemporalRun:
+        """Start the workflow; its memo keeps the task's start for `list_runs`."""
         start.probe = await store_probe(self.payloads, start.run_id)
         try:
             handle = await self.client.start_workflow(
@@ -396,6 +410,7 @@ class TemporalRunner:
                 task_queue=self.task_queue,
                 id_reuse_policy=policy,
                 execution_timeout=timedelta(days=30),
+                memo={"task": task[:TASK_PREVIEW]},
             )
         except RPCError as exc:
             raise UserError(f"cannot start run {start.run_id!r}: {exc.message}") from None
@@ -433,8 +448,25 @@ class TemporalRunner:
                     stop_reason=memo.get("stop_reason"),
                     cycles=memo.get("cycles"),
                     started_at=execution.start_time.timestamp(),
+                    task=memo.get("task"),
                 )
             )
             if len(runs) >= limit:
                 break
+        live = [index for index, run in enumerate(runs) if run.status == "running"]
+        counts = await asyncio.gather(*(self._cycles_so_far(runs[i].run_id) for i in live))
+        for index, cycles in zip(live, counts, strict=True):
+            runs[index] = replace(runs[index], cycles=cycles)
         return runs
+
+    async def _cycles_so_far(self, run_id: str) -> int | None:
+        """The cycles a running run has done, from its workers (None if none answers soon)."""
+        try:
+            # an `after` past any event: the answer carries the counts, not the events
+            progress = await self.client.get_workflow_handle(run_id).query(
+                "progress", NO_EVENTS, rpc_timeout=timedelta(seconds=2)
+            )
+        except (TimeoutError, RPCError, WorkflowQueryFailedError):
+            return None
+        cycles = progress.get("cycles") if isinstance(progress, dict) else None
+        return cycles if isinstance(cycles, int) else None

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from convergent.durable import pending_answers
+from convergent.durable import pending_answers, steerable_run
 from convergent.exceptions import UserError
 from convergent.store import RunClaim, RunStore
 from convergent.ui.questions import answer_question, open_questions
@@ -33,11 +33,11 @@ def steer(store: RunStore, run_id: str, message: str) -> str:
     """Queue new instructions for the run (delivered at its next cycle, or when resumed).
 
     Raises:
-        UserError: For an empty message or an unknown run.
+        UserError: For an empty message, an unknown run or one that completed.
     """
     if not message.strip():
         raise UserError("the message is empty")
-    run = store.get_run(run_id)
+    run = steerable_run(store, run_id)
     store.send_steering(run_id, "message", message)
     if run.running:
         return "message sent; the run receives it before its next cycle"

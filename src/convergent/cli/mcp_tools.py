@@ -1,0 +1,91 @@
+"""``convergent mcp tools``: what an MCP server offers, before a run depends on it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from convergent.cli._app import app
+from convergent.cli._options import JsonOption, McpConfigOption
+from convergent.cli.run import mcp_servers
+from convergent.exceptions import UserError
+from convergent.mcp.config import MCPServer
+from convergent.mcp.toolset import MCPToolset
+from convergent.tools import Tool
+
+__all__ = ["mcp_app", "tools_command"]
+
+mcp_app = typer.Typer(
+    name="mcp",
+    help="MCP tool servers: see what they offer.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_READ_ONLY = {True: "yes", False: "no", None: "unknown"}
+"""How the ``readOnlyHint`` annotation shows (absent: unknown)."""
+
+
+async def _listed(servers: list[MCPServer]) -> list[Tool]:
+    """Start the servers, list their tools, stop them."""
+    toolset = MCPToolset(servers)
+    try:
+        return await toolset.acquire()
+    finally:
+        await toolset.release()
+
+
+@mcp_app.command("tools")
+def tools_command(
+    commands: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[COMMAND]...",
+            help="A server's command line, e.g. 'mcp-server-time' (one argument each).",
+            show_default=False,
+        ),
+    ] = None,
+    mcp_config_file: McpConfigOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Start MCP servers, list their tools (name, read-only hint, description), stop them."""
+    servers = mcp_servers(commands, mcp_config_file)
+    if not servers:
+        raise UserError('give a server: convergent mcp tools "COMMAND" or --mcp-config FILE')
+    tools = asyncio.run(_listed(servers))
+    rows = [
+        {
+            "name": item.name,
+            "server": (item.source or "").removeprefix("mcp:"),
+            "read_only": item.read_only,
+            "description": item.description,
+        }
+        for item in tools
+    ]
+    if json_output:
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    if not rows:
+        print("the servers offer no tools")
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("name", "server", "read-only", "description"):
+        table.add_column(column)
+    for row in rows:
+        description = str(row["description"]).strip().splitlines()
+        table.add_row(
+            escape(str(row["name"])),
+            escape(str(row["server"])),
+            _READ_ONLY[row["read_only"]],  # type: ignore[index]
+            escape(description[0] if description else ""),
+        )
+    Console(highlight=False).print(table)
+
+
+app.add_typer(mcp_app, name="mcp")
