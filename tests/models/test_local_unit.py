@@ -247,16 +247,21 @@ async def test_examples_cover_only_available_builtin_tools() -> None:
     assert [m.content for m in inner.requests[1].messages][1:] == ["task"]
 
 
+GUESSED_THEN_CALLED = [
+    UserMessage(content="What is 17 * 23?"),
+    AssistantMessage(
+        content="17 * 23 = 341",
+        tool_calls=(ToolCall(id="c1", name="calculator", arguments={"expression": "17 * 23"}),),
+    ),
+    ToolResultMessage(tool_call_id="c1", name="calculator", content="391"),
+]
+"""A model's guess written next to its calculator call, then the calculator's result."""
+
+
 async def test_a_small_model_reads_results_by_call_and_not_its_own_guess() -> None:
     inner = recorder([step([], "17 * 23 = 391")])
     model = _LocalStructured(inner, examples=True)
-    call = ToolCall(id="c1", name="calculator", arguments={"expression": "17 * 23"})
-    history = [
-        UserMessage(content="What is 17 * 23?"),
-        AssistantMessage(content="17 * 23 = 341", tool_calls=(call,)),
-        ToolResultMessage(tool_call_id="c1", name="calculator", content="391"),
-    ]
-    await model.request(history, [CALC], ModelSettings())
+    await model.request(GUESSED_THEN_CALLED, [CALC], ModelSettings())
     sent = [m.content for m in inner.requests[0].messages]
     assert not any("341" in text for text in sent)
     assert sent[-1] == 'Tool results:\ncalculator(expression="17 * 23") result: 391'
@@ -265,13 +270,7 @@ async def test_a_small_model_reads_results_by_call_and_not_its_own_guess() -> No
 async def test_without_examples_the_conversation_is_shown_as_it_is() -> None:
     inner = recorder([step([], "done")])
     model = _LocalStructured(inner, examples=False)
-    call = ToolCall(id="c1", name="calculator", arguments={"expression": "17 * 23"})
-    history = [
-        UserMessage(content="What is 17 * 23?"),
-        AssistantMessage(content="17 * 23 = 341", tool_calls=(call,)),
-        ToolResultMessage(tool_call_id="c1", name="calculator", content="391"),
-    ]
-    await model.request(history, [CALC], ModelSettings())
+    await model.request(GUESSED_THEN_CALLED, [CALC], ModelSettings())
     sent = [m.content for m in inner.requests[0].messages]
     assert any("341" in text for text in sent)
     assert sent[-1] == "Tool results:\ncalculator result: 391"
