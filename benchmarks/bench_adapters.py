@@ -9,10 +9,12 @@ and convergent's own (adapter minus no-op), each reported as a share of the host
 per-cycle cost (target: <= 5 % in all), in wall time and in the process's CPU time (which
 other processes on a busy machine disturb less).
 
-For LangChain two finer figures follow: what one call of a ``wrap_*`` hook costs in
-itself (``create_agent`` wraps every such hook in LangSmith's ``traceable``, which does
-its work even with tracing off), and convergent's own work per model call, replayed
-outside the agent on the requests a run made (no graph around it, so no noise from it).
+For LangChain three finer figures follow: what each middleware seam costs the agent by
+itself (a no-op with only that hook, against the agent alone); what one call of a
+``wrap_*`` hook costs in itself (``create_agent`` wraps every such hook in LangSmith's
+``traceable``, which does its work even with tracing off); and convergent's own work
+per model call, replayed outside the agent on the requests a run made (no graph around
+it, so no noise from it).
 Run: ``PYTHONPATH=src python benchmarks/bench_adapters.py``.
 """
 
@@ -226,7 +228,7 @@ def _openai_agents_noop(agent: Any) -> Run:
     return lambda: Runner.run(clone, "task", hooks=Hooks(), run_config=config, max_turns=CYCLES + 5)
 
 
-async def timed(host: Callable[[Way], Run], way: Way) -> tuple[float, float]:
+async def timed(host: Callable[[Any], Run], way: Any) -> tuple[float, float]:
     """Seconds per cycle of one run, in wall time and in the process's CPU time."""
     run = host(way)
     wall, cpu = time.perf_counter(), time.process_time()
@@ -246,29 +248,121 @@ def shares(base: float, seams: float, total: float) -> dict[str, float]:
     }
 
 
-async def measure(host: Callable[[Way], Run]) -> dict[str, dict[str, float]]:
-    ways: tuple[Way, ...] = ("host", "seams", "adapter")
+async def medians(host: Callable[[Any], Run], ways: tuple[Any, ...]) -> list[tuple[float, float]]:
+    """Each way's median seconds per cycle (wall, CPU), the ways' runs interleaved."""
     for way in ways:
         await timed(host, way)  # warm every path
-    runs: dict[Way, list[tuple[float, float]]] = {way: [] for way in ways}
+    runs: dict[Any, list[tuple[float, float]]] = {way: [] for way in ways}
     for _ in range(REPEATS):
         for way in ways:
             runs[way].append(await timed(host, way))
-    wall = [statistics.median(run[0] for run in runs[way]) for way in ways]
-    cpu = [statistics.median(run[1] for run in runs[way]) for way in ways]
-    return {"wall": shares(*wall), "cpu": shares(*cpu)}
+    return [
+        (statistics.median(r[0] for r in runs[way]), statistics.median(r[1] for r in runs[way]))
+        for way in ways
+    ]
 
 
-def _microseconds(started: tuple[float, float], calls: int) -> dict[str, float]:
-    wall, cpu = started
+async def measure(host: Callable[[Way], Run]) -> dict[str, dict[str, float]]:
+    found = await medians(host, ("host", "seams", "adapter"))
     return {
-        "wall_us": round((time.perf_counter() - wall) / calls * 1e6, 1),
-        "cpu_us": round((time.process_time() - cpu) / calls * 1e6, 1),
+        "wall": shares(*(wall for wall, _ in found)),
+        "cpu": shares(*(cpu for _, cpu in found)),
     }
 
 
-def _clock() -> tuple[float, float]:
-    return time.perf_counter(), time.process_time()
+Seam = Literal["none", "wrap_model_call", "wrap_tool_call", "both", "after_model", "before_model"]
+"""A no-op LangChain middleware with these hooks (``both``: the two ``wrap_*`` hooks)."""
+
+
+def _langchain_seam(seam: Seam) -> list[Any]:
+    from langchain.agents.middleware import AgentMiddleware
+
+    class Model(AgentMiddleware[Any, Any, Any]):
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+    class Tool(AgentMiddleware[Any, Any, Any]):
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+    class AfterModel(AgentMiddleware[Any, Any, Any]):
+        def after_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+        async def aafter_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+    class BeforeModel(AgentMiddleware[Any, Any, Any]):
+        def before_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+        async def abefore_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+    return {
+        "none": [],
+        "wrap_model_call": [Model()],
+        "wrap_tool_call": [Tool()],
+        "both": [_langchain_noop()],
+        "after_model": [AfterModel()],
+        "before_model": [BeforeModel()],
+    }[seam]
+
+
+async def langchain_seams(sync: bool) -> dict[str, dict[str, float]]:
+    """What each LangChain middleware seam costs by itself, as a no-op, per cycle (a share
+    of the agent's own cycle, in wall and CPU time): the hooks an adapter could use."""
+    from langchain.agents import create_agent
+
+    def host(seam: Seam) -> Run:
+        model, tools = langchain_model(STEPS), langchain_tools(World())
+        agent: Any = create_agent(model, tools, middleware=_langchain_seam(seam))
+        if not sync:
+            return lambda: agent.ainvoke(_task(), {"recursion_limit": 500})
+
+        async def run() -> None:
+            agent.invoke(_task(), {"recursion_limit": 500})
+
+        return run
+
+    seams: tuple[Seam, ...] = (
+        "none",
+        "wrap_model_call",
+        "wrap_tool_call",
+        "both",
+        "after_model",
+        "before_model",
+    )
+    found = dict(zip(seams, await medians(host, seams), strict=True))
+    wall, cpu = found.pop("none")
+    return {
+        seam: {
+            "wall_ms_per_cycle": round((w - wall) * 1000, 3),
+            "wall_share": round((w - wall) / wall, 4),
+            "cpu_ms_per_cycle": round((c - cpu) * 1000, 3),
+            "cpu_share": round((c - cpu) / cpu, 4),
+        }
+        for seam, (w, c) in found.items()
+    }
+
+
+async def _per_call(call: Callable[[], Awaitable[object]], calls: int) -> dict[str, float]:
+    """Microseconds per call, wall and CPU: the least of REPEATS batches (what the work
+    takes when nothing else on the machine gets in its way)."""
+    walls, cpus = [], []
+    for _ in range(REPEATS):
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(calls):
+            await call()
+        walls.append((time.perf_counter() - wall) / calls)
+        cpus.append((time.process_time() - cpu) / calls)
+    return {"wall_us": round(min(walls) * 1e6, 1), "cpu_us": round(min(cpus) * 1e6, 1)}
 
 
 async def langchain_hook_call() -> dict[str, dict[str, float]]:
@@ -285,19 +379,24 @@ async def langchain_hook_call() -> dict[str, dict[str, float]]:
     async def ahandler(request: object) -> object:
         return request
 
-    traced, atraced = traceable(name="Noop.wrap_model_call")(hook), traceable(name="a")(ahook)
-    report: dict[str, dict[str, float]] = {}
-    for name, call in (("sync_plain", hook), ("sync_traced", traced)):
-        started = _clock()
-        for _ in range(HOOK_CALLS):
-            call(None, lambda request: request)
-        report[name] = _microseconds(started, HOOK_CALLS)
-    for name, acall in (("async_plain", ahook), ("async_traced", atraced)):
-        started = _clock()
-        for _ in range(HOOK_CALLS):
-            await acall(None, ahandler)
-        report[name] = _microseconds(started, HOOK_CALLS)
-    return report
+    def handler(request: object) -> object:
+        return request
+
+    def synchronous(hook: Callable[..., object]) -> Callable[[], Awaitable[object]]:
+        async def call() -> object:
+            return hook(None, handler)
+
+        return call
+
+    traced = traceable(name="Noop.wrap_model_call")(hook)
+    atraced = traceable(name="Noop.awrap_model_call")(ahook)
+    calls = HOOK_CALLS // REPEATS
+    return {
+        "sync_plain": await _per_call(synchronous(hook), calls),
+        "sync_traced": await _per_call(synchronous(traced), calls),
+        "async_plain": await _per_call(lambda: ahook(None, ahandler), calls),
+        "async_traced": await _per_call(lambda: atraced(None, ahandler), calls),
+    }
 
 
 def _given(response: Any, request: Any) -> Any:
@@ -307,7 +406,8 @@ def _given(response: Any, request: Any) -> Any:
 
 def langchain_own_work() -> dict[str, float]:
     """Convergent's work per model call: the requests of one run, replayed through
-    ``ConvergenceMiddleware.wrap_model_call`` and through a pass-through, no agent around."""
+    ``ConvergenceMiddleware.wrap_model_call`` and through a pass-through, no agent around
+    (CPU time, the least of many replays)."""
     from langchain.agents import create_agent
     from langchain.agents.middleware import AgentMiddleware
 
@@ -342,7 +442,7 @@ def langchain_own_work() -> dict[str, float]:
     for _ in range(REPEATS * 10):
         runs["pass_through"].append(replay(passing))
         runs["convergent"].append(replay(ConvergenceMiddleware(LIMITS, tools=READ_ONLY)))
-    through, ours = (statistics.median(runs[name]) for name in ("pass_through", "convergent"))
+    through, ours = (min(runs[name]) for name in ("pass_through", "convergent"))
     return {
         "pass_through_cpu_us": round(through * 1e6, 1),
         "convergent_cpu_us": round(ours * 1e6, 1),
@@ -361,6 +461,8 @@ async def main() -> None:
         ("pydantic_ai", pydantic_ai),
     ):
         report[name] = await measure(host)
+    report["langchain_seams_ainvoke"] = await langchain_seams(sync=False)
+    report["langchain_seams_invoke"] = await langchain_seams(sync=True)
     report["langchain_hook_call"] = await langchain_hook_call()
     report["langchain_convergent_per_model_call"] = langchain_own_work()
     report["load_average_after"] = os.getloadavg()
