@@ -9,12 +9,13 @@ and convergent's own (adapter minus no-op), each reported as a share of the host
 per-cycle cost (target: <= 5 % in all), in wall time and in the process's CPU time (which
 other processes on a busy machine disturb less).
 
-For LangChain three finer figures follow: what each middleware seam costs the agent by
-itself (a no-op with only that hook, against the agent alone); what one call of a
-``wrap_*`` hook costs in itself (``create_agent`` wraps every such hook in LangSmith's
-``traceable``, which does its work even with tracing off); and convergent's own work
-per model call, replayed outside the agent on the requests a run made (no graph around
-it, so no noise from it).
+LangChain runs three ways (``ainvoke``; ``invoke``; ``ainvoke`` with LangSmith's set-up
+of each traced hook call made on the event loop, as docs/adapters.md shows), then three
+finer figures: what each middleware seam costs the agent by itself (a no-op with only
+that hook, against the agent alone); what one call of a ``wrap_*`` hook costs in itself
+(``create_agent`` wraps every such hook in LangSmith's ``traceable``, which does its
+work even with tracing off); and convergent's own work per model call, replayed outside
+the agent on the requests a run made (no graph around it, so no noise from it).
 Run: ``PYTHONPATH=src python benchmarks/bench_adapters.py``.
 """
 
@@ -112,6 +113,34 @@ def langchain_sync(way: Way) -> Run:
         agent.invoke(_task(), {"recursion_limit": 500})
 
     return run
+
+
+async def _inline_when_untraced(
+    default: Callable[..., Awaitable[Any]], context: Any, func: Any, /, *args: Any, **kwargs: Any
+) -> Any:
+    """LangSmith's ``aio_to_thread``, run on the event loop while nothing is traced."""
+    from langsmith.utils import tracing_is_enabled
+
+    if context.run(tracing_is_enabled):
+        return await default(context, func, *args, **kwargs)
+    return context.run(func, *args, **kwargs)
+
+
+def langchain_inline(way: Way) -> Run:
+    """``ainvoke`` with LangSmith's set-up and end of each traced hook call made on the
+    event loop (``langsmith.set_runtime_overrides``), as docs/adapters.md shows."""
+    import langsmith
+
+    run = langchain(way)
+
+    async def inline() -> None:
+        langsmith.set_runtime_overrides(aio_to_thread=_inline_when_untraced)
+        try:
+            await run()
+        finally:
+            langsmith.set_runtime_overrides()
+
+    return inline
 
 
 def langgraph(way: Way) -> Run:
@@ -388,15 +417,23 @@ async def langchain_hook_call() -> dict[str, dict[str, float]]:
 
         return call
 
+    import langsmith
+
     traced = traceable(name="Noop.wrap_model_call")(hook)
     atraced = traceable(name="Noop.awrap_model_call")(ahook)
     calls = HOOK_CALLS // REPEATS
-    return {
+    report = {
         "sync_plain": await _per_call(synchronous(hook), calls),
         "sync_traced": await _per_call(synchronous(traced), calls),
         "async_plain": await _per_call(lambda: ahook(None, ahandler), calls),
         "async_traced": await _per_call(lambda: atraced(None, ahandler), calls),
     }
+    langsmith.set_runtime_overrides(aio_to_thread=_inline_when_untraced)
+    try:
+        report["async_traced_inline"] = await _per_call(lambda: atraced(None, ahandler), calls)
+    finally:
+        langsmith.set_runtime_overrides()
+    return report
 
 
 def _given(response: Any, request: Any) -> Any:
@@ -456,6 +493,7 @@ async def main() -> None:
     for name, host in (
         ("langchain", langchain),
         ("langchain_sync", langchain_sync),
+        ("langchain_inline", langchain_inline),
         ("langgraph", langgraph),
         ("openai_agents", openai_agents),
         ("pydantic_ai", pydantic_ai),
