@@ -205,7 +205,7 @@ def test_run_page_shows_the_timeline_and_explains_the_stop(
     assert page.count('class="cycle"') == 4
     assert "not_executed" in page and ">stall<" in page
     assert "&#34;expression&#34;: &#34;1+1&#34;" in page
-    assert "<svg" in page and 'class="bar"' in page
+    assert "<svg" in page and 'class="line"' in page
     assert client.get(f"{BASE}/runs/nope").status_code == 404
 
 
