@@ -531,6 +531,7 @@ def test_a_read_only_database_is_shown_with_every_action_disabled(tmp_path: Path
             actions = {
                 "steer": "message",
                 "answer": "answer",
+                "resume": "message",
                 "rewind": "cycle",
                 "control": "action",
             }
