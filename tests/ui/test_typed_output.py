@@ -32,7 +32,7 @@ def test_the_run_page_shows_the_typed_output_escaped(store: RunStore, client: Te
     assert "<h3>Typed output</h3>" in page
     shown = page[page.index('<pre class="output-data"') :]
     shown = shown[: shown.index("</pre>")]
-    assert '&#34;population&#34;: 10000000' in shown
+    assert "&#34;population&#34;: 10000000" in shown
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown and SCRIPT_XSS not in page
     download = client.get(f"{BASE}/runs/typed/download").json()
     assert download["run"]["output_data"] == {"name": SCRIPT_XSS, "population": 10_000_000}

@@ -72,6 +72,8 @@ def test_a_run_without_token_counts_says_so_instead_of_drawing_zero_bars(
     page = client.get(f"{BASE}/runs/untokened").text
     assert "reported no token counts" in page and "Duration per cycle" in page
     assert 'class="bar"' not in page and 'class="line"' in page
+    assert "<dt>Tokens</dt><dd>not reported by the model</dd>" in page
+    assert "0 tokens" not in page
     tokens = Usage(input_tokens=100, output_tokens=20, requests=1)
     make_run(
         store,
@@ -82,6 +84,8 @@ def test_a_run_without_token_counts_says_so_instead_of_drawing_zero_bars(
     counted = client.get(f"{BASE}/runs/tokened").text
     assert "reported no token counts" not in counted
     assert counted.count('<rect class="bar"') == 2
+    assert "<dt>Tokens</dt><dd>240 (200 in, 40 out)</dd>" in counted
+    assert '<span class="meta">120 tokens · ' in counted
 
 
 def test_the_chart_has_no_bars_when_every_cycle_has_zero_tokens() -> None:
