@@ -73,6 +73,18 @@ def test_resume_refuses_a_completed_run_and_one_waiting_for_an_answer(
     assert store.stored_steering("done", 0) == []
 
 
+def test_a_message_too_long_for_a_command_line_is_refused_in_one_line(
+    store: RunStore, client: TestClient
+) -> None:
+    make_run(store, "capped", [step(call("calculator", expression="1+1"))] * 2,
+             limits=Limits(max_cycles=1))  # fmt: skip
+    refused = post(client, f"{BASE}/runs/capped/resume", message="x" * 120_000)
+    assert refused.status_code == 400
+    assert "the message is too long (120,000 bytes; at most 100,000)" in refused.text
+    assert console_of(client.app).launcher.children == []  # type: ignore[arg-type]
+    assert store.get_run("capped").status == "max_cycles"
+
+
 def stopped_cli_run(store: RunStore, folder: Path, run_id: str) -> None:
     """A run started by ``convergent run`` with a script file, stopped at max_cycles=1."""
     script = folder / "s.json"

@@ -27,6 +27,9 @@ __all__ = ["Launcher", "answer", "control", "resume", "rewind", "steer"]
 
 CONTROLS = ("stop", "pause", "resume")
 """Steering commands that act on a live run."""
+MAX_ARGUMENT_BYTES = 100_000
+"""Longest answer or message a resume takes (it is passed on the command line, whose
+every argument Linux caps at 128 KiB)."""
 
 
 def steer(store: RunStore, run_id: str, message: str) -> str:
@@ -238,6 +241,10 @@ def _launch(
     message: str | None = None,
 ) -> str:
     """Claim the run and start its resume process; the notice saying what became of it."""
+    for name, value in (("answer", answer), ("message", message)):
+        size = len(value.encode()) if value is not None else 0
+        if size > MAX_ARGUMENT_BYTES:
+            raise UserError(f"the {name} is too long ({size:,} bytes; at most 100,000)")
     claim = store.claim(run.run_id)
     try:
         if answer is not None:
