@@ -72,6 +72,7 @@ def test_a_run_without_token_counts_says_so_instead_of_drawing_zero_bars(
     page = client.get(f"{BASE}/runs/untokened").text
     assert "reported no token counts" in page and "Duration per cycle" in page
     assert 'class="bar"' not in page and 'class="line"' in page
+    assert page.count('<circle class="dot"') == 2  # a dot per cycle: one cycle still shows
     assert "<dt>Tokens</dt><dd>not reported by the model</dd>" in page
     assert "0 tokens" not in page
     tokens = Usage(input_tokens=100, output_tokens=20, requests=1)
