@@ -69,6 +69,11 @@ def test_resume_refuses_a_completed_run_and_one_waiting_for_an_answer(
     waiting = post(client, f"{BASE}/runs/asks/resume", message="")
     assert waiting.status_code == 400 and "answer its question to resume it" in waiting.text
     assert client.get(f"{BASE}/runs/done/resume").status_code == 405
+    make_run(store, "capped", [step(call("calculator", expression="1+1"))] * 2,
+             limits=Limits(max_cycles=1))  # fmt: skip
+    for headers in ({}, {"origin": "http://evil.example"}):
+        forged = client.post(f"{BASE}/runs/capped/resume", data={"message": "x"}, headers=headers)
+        assert forged.status_code == 403
     assert console_of(client.app).launcher.children == []  # type: ignore[arg-type]
     assert store.stored_steering("done", 0) == []
 
