@@ -87,6 +87,9 @@ def test_a_run_without_token_counts_says_so_instead_of_drawing_zero_bars(
     assert counted.count('<rect class="bar"') == 2
     assert "<dt>Tokens</dt><dd>240 (200 in, 40 out)</dd>" in counted
     assert '<span class="meta">120 tokens · ' in counted
+    runs = client.get(f"{BASE}/runs").text
+    assert '<td class="num" title="not reported by the model">-</td>' in runs
+    assert '<td class="num">240</td>' in runs
 
 
 def test_the_chart_has_no_bars_when_every_cycle_has_zero_tokens() -> None:
