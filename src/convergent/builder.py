@@ -45,7 +45,7 @@ from convergent.models.base import Model, ModelSettings
 from convergent.models.registry import build_model, default_model_spec, model_from_string
 from convergent.models.structured import StructuredToolCalling
 from convergent.skills import Skills
-from convergent.spec import AgentSpec, tool_name_problem
+from convergent.spec import AgentSpec, AgentToolSpec, tool_name_problem
 from convergent.tools import Tool, tool
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "ToolFactory",
     "Toolbox",
     "build_agent",
+    "child_spec",
     "local_tools",
     "register_ask_channel",
     "registry_models",
@@ -200,12 +201,22 @@ def local_tools(spec: AgentSpec) -> Toolbox:
     skills = Skills.discover(*spec.skills) if spec.skills else Skills(())
     if len(skills):
         tools += skills.tools()
+    for child in spec.agents:
+        agent = build_agent(child_spec(child, workspace))
+        tools.append(agent.as_tool(child.name, child.description, timeout=child.timeout))
     return Toolbox(
         tools=tools,
         system_prompt=skills.system_prompt(spec.system_prompt) or None,
         workspace=workspace,
         mcp_servers=servers,
     )
+
+
+def child_spec(child: AgentToolSpec, workspace: str | None) -> AgentSpec:
+    """The spec of an agent called as a tool; one that names no workspace works in its caller's."""
+    if child.agent.workspace is not None or workspace is None:
+        return child.agent
+    return child.agent.model_copy(update={"workspace": workspace})
 
 
 def registry_models(spec: AgentSpec) -> ModelFactory:

@@ -21,6 +21,7 @@ from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 from temporalio import activity
+from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from convergent._executor import invoke
@@ -31,6 +32,7 @@ from convergent.messages import CallOutcome
 from convergent.models._prices import dump_price
 from convergent.models.base import Model
 from convergent.spec import AgentSpec
+from convergent.temporal._children import CHILD_RESULT
 from convergent.temporal._conversation import ConversationLog
 from convergent.temporal._payloads import (
     TOO_LARGE,
@@ -232,6 +234,18 @@ class Activities:
             return [CallOutcome.FAILED.value, f"{refused}; it was dropped", True]
         return [kind.value, text, fatal]
 
+    @activity.defn(name=CHILD_RESULT)
+    async def child_result(self, run_id: str) -> dict[str, Any]:
+        """The result of the child run ``run_id``, started earlier, once it has one."""
+        handle = activity.client().get_workflow_handle(run_id)
+        try:
+            done: dict[str, Any] = await _heartbeating(handle.result())
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            raise ApplicationError(_clip(message), non_retryable=True) from None
+        return done
+
     def all(self) -> list[Any]:
         """The activity callables to register with a worker."""
-        return [self.describe, self.model_request, self.tool_call]
+        return [self.describe, self.model_request, self.tool_call, self.child_result]
