@@ -60,10 +60,16 @@ T = TypeVar("T")
 
 
 class AgentCache:
-    """One agent per distinct spec, built on first use and closed with the worker."""
+    """One agent per distinct spec, built on first use and closed with the worker.
+
+    A spec's MCP servers are started by the first activity that needs its tools, once
+    per worker, and serve every run of that spec on the worker until it shuts down.
+    """
 
     def __init__(self) -> None:
         self._agents: dict[str, Agent] = {}
+        self._serving: dict[str, asyncio.Lock] = {}
+        self._started: set[str] = set()
 
     @staticmethod
     def _key(spec: dict[str, Any]) -> str:
@@ -75,6 +81,22 @@ class AgentCache:
         agent = self._agents.get(key)
         if agent is None:
             agent = self._agents[key] = _build(spec)
+        return agent
+
+    async def with_servers(self, spec: dict[str, Any]) -> Agent:
+        """The agent ``spec`` describes, its MCP servers started and their tools offered.
+
+        Raises:
+            UserError: If a server cannot be started (the next activity tries again).
+        """
+        agent = self.agent(spec)
+        key = self._key(spec)
+        if not agent.mcp_servers or key in self._started:
+            return agent
+        async with self._serving.setdefault(key, asyncio.Lock()):
+            if key not in self._started:
+                await agent.__aenter__()
+                self._started.add(key)
         return agent
 
     def model(self, spec: dict[str, Any], role: str, position: int) -> Model:
@@ -91,8 +113,9 @@ class AgentCache:
         return fresh
 
     async def aclose(self) -> None:
-        """Close every agent's models."""
+        """Close every agent's models and stop their MCP servers."""
         agents, self._agents = list(self._agents.values()), {}
+        self._started.clear()
         for agent in agents:
             with suppress(Exception):
                 await agent.aclose()
@@ -168,7 +191,7 @@ class Activities:
         if start.probe is not None:
             await read_probe(self.log.driver, start.probe)
         with _final_user_errors():
-            agent = self.cache.agent(start.recipe)
+            agent = await self.cache.with_servers(start.recipe)
         scorer = agent.models.get("scorer")
         return Blueprint(
             model_name=agent.model.name,
@@ -226,7 +249,7 @@ class Activities:
         with a text that names the limit.
         """
         with _final_user_errors():
-            tools = self.cache.agent(run.recipe).tools
+            tools = (await self.cache.with_servers(run.recipe)).tools
         call = load_call(run.call)
         kind, text, fatal = await _heartbeating(invoke(call, tools))
         refused = item_too_large(f"the result of {call.name}", text)

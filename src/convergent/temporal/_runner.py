@@ -346,12 +346,9 @@ class TemporalRunner:
                 history grows long.
 
         Raises:
-            UserError: If a run with this id exists, the task is over the limit on one
-                item, or the spec has MCP servers (their tools are not offered through
-                Temporal yet).
+            UserError: If a run with this id exists, or the task is over the limit on
+                one item.
         """
-        if spec.mcp_servers:
-            raise UserError("MCP servers cannot be used in Temporal runs yet")
         _check_item("the task", task)
         start = RunStart(
             recipe=spec.to_json(),
