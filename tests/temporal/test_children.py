@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 from convergent import AgentSpec, AgentToolSpec, Limits, StopReason
 from convergent.messages import CallOutcome
 from convergent.temporal import DevServer, TemporalRunner
+from convergent.temporal._children import CHILD_RESULT
 
 from .conftest import call, recipe, replayer, script
 
@@ -147,3 +149,36 @@ async def test_a_child_an_earlier_attempt_finished_is_not_run_again(
     assert record.ok and record.result == "found: 41"
     # its step was not done a second time
     assert effects_in(effects) == ["step 1"]
+
+
+async def test_a_child_an_earlier_attempt_started_is_waited_for_not_run_again(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    # the child asks a question, so it runs until the test answers it
+    asking = researcher(tmp_path, [call("ask_user", question="which number?"), "found: 41"])
+    child = asking.model_copy(
+        update={"agent": asking.agent.model_copy(update={"tools": ("fx:step", "ask_user")})}
+    )
+    earlier = await runner.start(child.agent, "find the number", run_id="wait.1.c1")
+    parent = recipe(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
+    run = await runner.start(parent, "delegate", run_id="wait")
+    async with asyncio.timeout(60):
+        while CHILD_RESULT not in await scheduled_activities(run.handle):
+            await asyncio.sleep(0.1)
+    await earlier.answer("the one after 40")
+    result = await run.result()
+    (record,) = result.tool_calls
+    assert record.ok and record.result == "found: 41"
+    # the child asked once: it was not started a second time
+    child_run = await earlier.result()
+    assert [r.name for r in child_run.tool_calls] == ["ask_user"]
+
+
+async def scheduled_activities(handle: Any) -> list[str]:
+    """The names of the activities a workflow has scheduled so far."""
+    history = await handle.fetch_history()
+    return [
+        event.activity_task_scheduled_event_attributes.activity_type.name
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+    ]
