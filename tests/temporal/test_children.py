@@ -162,8 +162,11 @@ async def test_a_child_an_earlier_attempt_started_is_waited_for_not_run_again(
     earlier = await runner.start(child.agent, "find the number", run_id="wait.1.c1")
     parent = recipe(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
     run = await runner.start(parent, "delegate", run_id="wait")
+    # the parent's call found the child running: it waits for it in an activity
     async with asyncio.timeout(60):
-        while CHILD_RESULT not in await scheduled_activities(run.handle):
+        while True:
+            if CHILD_RESULT in await scheduled_activities(run.handle):
+                break
             await asyncio.sleep(0.1)
     await earlier.answer("the one after 40")
     result = await run.result()
