@@ -73,7 +73,9 @@ class AgentCache:
 
     @staticmethod
     def _key(spec: dict[str, Any]) -> str:
-        return json.dumps(spec, sort_keys=True)
+        # no activity reads an agent's limits, and each call of an agent tool cuts them
+        # to what its caller has left: one agent (and one set of servers) for all of them
+        return json.dumps({k: v for k, v in spec.items() if k != "limits"}, sort_keys=True)
 
     def agent(self, spec: dict[str, Any]) -> Agent:
         """The agent ``spec`` (an `AgentSpec` as JSON) describes."""
