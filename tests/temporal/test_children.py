@@ -185,3 +185,22 @@ async def scheduled_activities(handle: Any) -> list[str]:
         for event in history.events
         if event.HasField("activity_task_scheduled_event_attributes")
     ]
+
+
+async def test_a_child_that_did_not_finish_is_started_again(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    child = researcher(tmp_path, [call("step", n=1), "found: 41"])
+    # an earlier attempt's child was terminated while it waited for an answer
+    asking = child.agent.model_copy(
+        update={
+            "tools": ("ask_user",),
+            "model": script(tmp_path, [call("ask_user", question="?")], name="asking.json"),
+        }
+    )
+    earlier = await runner.start(asking, "find the number", run_id="gone.1.c1")
+    await earlier.handle.terminate("the parent was reset")
+    parent = recipe(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
+    result = await (await runner.start(parent, "delegate", run_id="gone")).result()
+    (record,) = result.tool_calls
+    assert record.ok and record.result == "found: 41"

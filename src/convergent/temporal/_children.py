@@ -4,9 +4,13 @@ A call of an agent the spec lists in ``agents`` starts a run workflow of its own
 a child of the calling run's workflow, under the id a local child run would have
 (`convergent._agent_tool.child_run_id`: the caller's id, cycle and call id). The child
 gets at most what the caller has left of its budgets, and its usage and cycles count
-as the caller's, as in a local run. A caller whose call starts a child that already
-exists (a run continued after a stop, whose call was not recorded) takes the result
-of that child, waiting for it if it still runs, and never runs it again.
+as the caller's, as in a local run.
+
+A caller that makes a call again without its result (its workflow reset to before it,
+a run started again from a state without it) never runs a finished child again: it
+takes the child's result, waiting for it if it still runs. Only a child that did not
+finish (failed, cancelled, terminated: a reset terminates the children still running)
+is started afresh under its id.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ def child_workflow_tool(child: AgentToolSpec, workspace: str | None, workflow_na
                 start,
                 id=run_id,
                 result_type=dict,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
                 execution_timeout=_CHILD_TIMEOUT,
                 memo={
                     "task": prompt[:TASK_PREVIEW],
