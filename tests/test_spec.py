@@ -138,6 +138,7 @@ def scripts(folder: Path) -> None:
         ("recipe.v2.json", None, 0.0),
         # three requests of 1,000 input tokens at $1 and 100 output tokens at $4 per million
         ("recipe.v3.json", (1.0, 4.0), 3 * 1400 / 1e6),
+        ("recipe.v4.json", (1.0, 4.0), 3 * 1400 / 1e6),
     ],
 )
 async def test_a_run_stored_with_an_older_recipe_loads_and_resumes(
