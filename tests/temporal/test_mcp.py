@@ -13,7 +13,7 @@ from typing import Any
 import psutil
 import pytest
 
-from convergent import StopReason
+from convergent import StopReason, UserError
 from convergent.mcp import MCPServer, mcp_config
 from convergent.temporal import DevServer, TemporalRunner, make_worker
 
@@ -70,7 +70,7 @@ async def test_a_server_that_cannot_start_fails_the_run_in_one_line(
 ) -> None:
     ghost = mcp_config([MCPServer.stdio("ghost", "no-such-mcp-server")])
     run = await runner.start(recipe(tmp_path, ["x"], mcp_servers=ghost), "t", run_id="mcp-ghost")
-    with pytest.raises(Exception, match="MCP server 'ghost' failed to start") as failure:
+    with pytest.raises(UserError, match="MCP server 'ghost' failed to start") as failure:
         await run.result()
     assert "\n" not in str(failure.value)
 
