@@ -1,11 +1,12 @@
 """The side effects of a run, as Temporal activities on a worker.
 
 A worker builds each spec's agent once (its models and tools, with
-`convergent.builder.build_agent`) and runs, for the workflows that drive it: the
-description of the agent, one model request, one tool call. A tool call is classified
-exactly as in a local run (`convergent._executor.invoke`), and reports a heartbeat while
-it runs, so that a worker that dies is noticed within seconds instead of at the tool's
-timeout.
+`convergent.builder.build_agent`; its MCP servers started when first needed) and runs,
+for the workflows that drive it: the description of the agent, one model request, one
+tool call, and the wait for the result of a child run an earlier attempt started. A
+tool call is classified exactly as in a local run (`convergent._executor.invoke`), and
+reports a heartbeat while it runs, so that a worker that dies is noticed within seconds
+instead of at the tool's timeout.
 
 A caller's mistake (a spec this worker cannot build) fails an activity for good:
 retrying cannot mend it. Anything else (a worker that dies, a store that is busy) is
