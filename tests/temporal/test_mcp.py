@@ -13,8 +13,9 @@ from typing import Any
 import psutil
 import pytest
 
-from convergent import StopReason, UserError
+from convergent import AgentSpec, AgentToolSpec, StopReason, UserError
 from convergent.mcp import MCPServer, mcp_config
+from convergent.state import RunState
 from convergent.temporal import DevServer, TemporalRunner, make_worker
 
 from .conftest import WorkerProcess, call, recipe, replayer, script
@@ -110,3 +111,24 @@ def test_run_with_mcp_on_temporal_from_the_command_line(
         worker.stop()
     # stopping the worker stopped its server
     assert not alive(server)
+
+
+async def test_a_child_agent_calls_its_mcp_tools_on_the_worker(
+    tmp_path: Path, runner: TemporalRunner, worker: None
+) -> None:
+    child = AgentToolSpec(
+        name="echoer",
+        description="Echoes through its MCP server.",
+        agent=AgentSpec(
+            model=script(tmp_path, [call("echo", text="deep"), "echoed: deep"], name="child.json"),
+            tools=(),
+            mcp_servers=the_testing_server(),
+        ),
+    )
+    ask = {"tool_calls": [{"id": "c1", "name": "echoer", "arguments": {"task": "echo deep"}}]}
+    parent = recipe(tmp_path, [ask, "done"], agents=(child,))
+    result = await (await runner.start(parent, "delegate", run_id="mcp-child")).result()
+    (record,) = result.tool_calls
+    assert record.ok and record.result == "echoed: deep"
+    done = await runner.client.get_workflow_handle("mcp-child.1.c1").result()
+    assert [r.result for r in RunState.from_jsonable(done["state"]).tool_calls] == ["deep"]
