@@ -189,9 +189,12 @@ def resolve_tools(names: Sequence[str], workspace: str | Path) -> list[Tool]:
 def local_tools(spec: AgentSpec) -> Toolbox:
     """The tools of ``spec``, made in this process (the default tool factory).
 
+    They are the named tools, the skills' tools, and each of the spec's ``agents``,
+    built here and offered with `Agent.as_tool`.
+
     Raises:
-        UserError: If the workspace is not a folder here, or a tool, skill or MCP server
-            entry cannot be loaded.
+        UserError: If the workspace is not a folder here, or a tool, skill, MCP server
+            entry or agent cannot be loaded.
     """
     workspace = str(Path(spec.workspace or ".").resolve())
     if not Path(workspace).is_dir():
