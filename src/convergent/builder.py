@@ -2,9 +2,9 @@
 
 The builder turns each part a spec names into the plain object `Agent` takes: the
 model (from `convergent.models.registry`), the tools (built-in names, import paths,
-skills, MCP servers), the ``ask_user`` tool and its channel, the executive gate and its
-scorer, the settings, the context compressor and the limits. The command line,
-`convergent.resume` and the Temporal workers and workflows all call it.
+skills, MCP servers, agents called as tools), the ``ask_user`` tool and its channel, the
+executive gate and its scorer, the settings, the context compressor and the limits. The
+command line, `convergent.resume` and the Temporal workers and workflows all call it.
 
 Where the models and the tools come from is a seam: a Temporal workflow passes a model
 factory and a tool factory whose requests and calls run as activities on its workers,
