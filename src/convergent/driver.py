@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, TypeVar, Unpack
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification, Verifier
 from convergent.messages import NO_USAGE, AssistantMessage, CallOutcome, Message, ToolCall, Usage
+from convergent.models._prices import priced
 from convergent.monitor import CHARS_PER_MESSAGE, FINAL_ANSWER_TOKENS, MonitorState, RunMonitor
 from convergent.output import OutputCheck, OutputSpec
 from convergent.stop import (
@@ -204,8 +205,10 @@ class CycleDriver:
         clock: Monotonic seconds, for ``max_seconds``.
         elapsed_before: Seconds the run took before this driver took it over (a
             resumed run's).
-        price: The model's price, which the room kept for the next cycle and the final
-            answer is costed at; None: estimated from the latest request's cost.
+        price: The model's price: a response whose usage reports no cost is costed at
+            it, and so is the room kept for the next cycle and the final answer; None:
+            only reported costs count, and the room is estimated from the latest
+            request's cost.
         **options: The rest of the stop policy (`PolicyOptions`).
 
     A host that can measure its conversation may override `pending_chars`, as
@@ -217,6 +220,7 @@ class CycleDriver:
         "_budgets",
         "_clock",
         "_handoff",
+        "_price",
         "_reserve",
         "_started",
         "_timed",
@@ -252,6 +256,7 @@ class CycleDriver:
             price=price,
         )
         limits = self.limits = self.monitor.limits
+        self._price = self.monitor.price
         terminal_tools = options.get("terminal_tools", ())
         self.terminal_tools = (
             terminal_tools if isinstance(terminal_tools, frozenset) else frozenset(terminal_tools)
@@ -364,7 +369,11 @@ class CycleDriver:
         return tally.cycles
 
     def responded(self, usage: Usage) -> None:
-        """The request was answered, with this usage (`NO_USAGE` when unknown)."""
+        """The request was answered, with this usage (`NO_USAGE` when unknown).
+
+        Usage that reports no cost is costed at the driver's price, if it has one.
+        """
+        usage = priced(usage, self._price)
         self.last = usage
         self.pending = 0
         if usage.requests or usage.input_tokens or usage.output_tokens or usage.cost:
@@ -378,7 +387,13 @@ class CycleDriver:
         return cycle
 
     def add_usage(self, usage: Usage, cycles: int = 0) -> None:
-        """Count usage that is not a cycle's: a final answer's, or a child run's and its cycles."""
+        """Count usage that is not a cycle's: a final answer's, or a child run's and its cycles.
+
+        A final answer's usage that reports no cost is costed at the driver's price; a
+        child run's (``cycles`` > 0) counts as its own run reported it.
+        """
+        if not cycles:
+            usage = priced(usage, self._price)
         tally = self.tally
         tally.usage = tally.usage + usage
         self.monitor.state.child_cycles += cycles

@@ -47,6 +47,7 @@ from convergent.adapters._langchain_common import (
 from convergent.driver import CycleDriver, PolicyOptions, StopReport
 from convergent.extensions import Verification
 from convergent.messages import ToolCall
+from convergent.models._prices import PriceLike, priced_for_limit
 from convergent.stop import Interrupted, Limits, Nudge, Stop
 
 __all__ = ["ConvergenceMiddleware", "ConvergenceState"]
@@ -98,17 +99,31 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
 
     Args:
         limits: Budgets and thresholds; ``max_cycles`` counts model requests.
+        price: The model's price (`TokenPrice` or ``(input, output)`` in US dollars per
+            million tokens): the host reports tokens, not cost, so each response is
+            costed at it. Required with ``max_cost``.
         **options: The rest of the stop policy (`convergent.driver.PolicyOptions`). A
             ``verifier`` must be synchronous under ``invoke`` (either kind under
             ``ainvoke``); the final answer's request gets ``max_tokens`` set to what a
             token or cost budget leaves.
+
+    Raises:
+        UserError: For ``max_cost`` without a ``price``.
     """
 
     state_schema = ConvergenceState
 
-    def __init__(self, limits: Limits | None = None, **options: Unpack[PolicyOptions]) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        price: PriceLike | None = None,
+        **options: Unpack[PolicyOptions],
+    ) -> None:
         super().__init__()
         self.limits = limits or Limits()
+        self.price = priced_for_limit(price, self.limits.max_cost, "ConvergenceMiddleware")
+        """The model's price, which responses are costed at."""
         self._options = options
 
     # -- the model call -----------------------------------------------------------------
@@ -178,7 +193,7 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
         book: _RunBook | None = request.state.get("convergence_run")  # type: ignore[assignment]
         update: dict[str, Any] = {}
         if book is None:
-            book = _RunBook(CycleDriver(self.limits, **self._options))
+            book = _RunBook(CycleDriver(self.limits, price=self.price, **self._options))
             update["convergence_run"] = book
         driver = book.driver
         added: list[AnyMessage] = []

@@ -46,6 +46,7 @@ from convergent.adapters._langchain_common import (
 )
 from convergent.driver import CycleDriver, PolicyOptions, StopReport
 from convergent.messages import ToolCall
+from convergent.models._prices import PriceLike, priced_for_limit
 from convergent.stop import Limits, Stop
 
 __all__ = ["ToolsCondition", "awrap_tool_call", "wrap_tool_call"]
@@ -85,11 +86,15 @@ class ToolsCondition:
         limits: Budgets and thresholds (default ``Limits(stall_nudges=0)``); nudges and
             ``max_seconds`` cannot be expressed.
         messages_key: Where the state keeps its messages (as for ``tools_condition``).
+        price: The model's price (`TokenPrice` or ``(input, output)`` in US dollars per
+            million tokens): the host reports tokens, not cost, so each response is
+            costed at it. Required with ``max_cost``.
         **options: The rest of the stop policy (`convergent.driver.PolicyOptions`); a
             ``verifier`` and a ``final_answer`` cannot be expressed.
 
     Raises:
         NotExpressible: For a verifier, a final answer, nudges or ``max_seconds``.
+        UserError: For ``max_cost`` without a ``price``.
     """
 
     def __init__(
@@ -97,11 +102,14 @@ class ToolsCondition:
         limits: Limits | None = None,
         *,
         messages_key: str = "messages",
+        price: PriceLike | None = None,
         **options: Unpack[PolicyOptions],
     ) -> None:
         limits = limits if limits is not None else Limits(stall_nudges=0)
         _refuse(limits, options.get("verifier"), options.get("final_answer", False))
         self.limits = limits
+        self.price = priced_for_limit(price, limits.max_cost, "ToolsCondition")
+        """The model's price, which responses are costed at."""
         self.messages_key = messages_key
         self._options: PolicyOptions = {**options, "final_answer": False}
         self._replays: OrderedDict[int, _Replay] = OrderedDict()
@@ -123,7 +131,7 @@ class ToolsCondition:
         """How the run in ``state`` ended (its state at the end of the graph's run)."""
         messages = self._messages(state)
         run = _run_of(messages)
-        replay = _Replay(CycleDriver(self.limits, **self._options))
+        replay = _Replay(CycleDriver(self.limits, price=self.price, **self._options))
         _read(replay, run)
         if replay.driver.stop is None:
             raise ValueError("the run in this state has not stopped")
@@ -144,7 +152,7 @@ class ToolsCondition:
         key = id(run[0]) if run else 0
         replay = self._replays.pop(key, None)
         if replay is None or replay.read > len(run) or run[replay.read - 1] is not replay.tail:
-            replay = _Replay(CycleDriver(self.limits, **self._options))
+            replay = _Replay(CycleDriver(self.limits, price=self.price, **self._options))
         self._replays[key] = replay
         while len(self._replays) > _REPLAYS_KEPT:
             self._replays.popitem(last=False)

@@ -56,6 +56,7 @@ from convergent.driver import (
     failure_result,
 )
 from convergent.messages import CallOutcome, ToolCall, Usage
+from convergent.models._prices import PriceLike, priced_for_limit
 from convergent.stop import Facts, LimitReached, Limits, Nudge, Stop, decide
 
 __all__ = ["Convergence", "ConvergedRun", "run"]
@@ -91,21 +92,34 @@ class Convergence:
 
     Args:
         limits: Budgets and thresholds; ``max_cycles`` counts model requests.
+        price: The model's price (`TokenPrice` or ``(input, output)`` in US dollars per
+            million tokens): the host reports tokens, not cost, so each response is
+            costed at it. Required with ``max_cost``.
         **options: The rest of the stop policy (`convergent.driver.PolicyOptions`); the
             final answer's run gets ``max_tokens`` set to what a token or cost budget
             leaves. A ``verifier`` is not expressible in this SDK.
 
     Raises:
         NotExpressible: For a verifier.
+        UserError: For ``max_cost`` without a ``price``.
     """
 
-    def __init__(self, limits: Limits | None = None, **options: Unpack[PolicyOptions]) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        price: PriceLike | None = None,
+        **options: Unpack[PolicyOptions],
+    ) -> None:
         if options.get("verifier") is not None:
             raise NotExpressible(
                 "the OpenAI Agents SDK ends a run at the first answer without tool calls: "
                 "a verifier's feedback cannot reach the model"
             )
-        self.driver = CycleDriver(limits, **options)
+        cost_limit = limits.max_cost if limits is not None else None
+        self.driver = CycleDriver(
+            limits, price=priced_for_limit(price, cost_limit, "Convergence"), **options
+        )
         self.hooks: RunHooks[Any] = _Hooks(self)
         """Pass as ``Runner.run(..., hooks=...)``."""
         self.error_handlers: Any = {"max_turns": self._on_max_turns}
@@ -321,6 +335,7 @@ async def run(
     input: str | list[TResponseInputItem],
     *,
     limits: Limits | None = None,
+    price: PriceLike | None = None,
     run_config: RunConfig | None = None,
     context: Any = None,
     **options: Unpack[PolicyOptions],
@@ -331,11 +346,12 @@ async def run(
         agent: The agent.
         input: The task, or input items.
         limits: Budgets and thresholds.
+        price: The model's price (required with ``max_cost``; see `Convergence`).
         run_config: The run's configuration (the adapter adds its own seams to a copy).
         context: The run context, passed through.
         **options: The rest of the stop policy (`convergent.driver.PolicyOptions`).
     """
-    convergence = Convergence(limits, **options)
+    convergence = Convergence(limits, price=price, **options)
     result = await Runner.run(
         convergence.agent(agent),
         input,

@@ -47,6 +47,7 @@ from convergent.driver import (
     failure_result,
 )
 from convergent.messages import CallOutcome, ToolCall, Usage
+from convergent.models._prices import PriceLike, priced_for_limit
 from convergent.stop import Interrupted, Limits, Nudge, Stop
 
 __all__ = ["Convergence"]
@@ -65,14 +66,28 @@ class Convergence(AbstractCapability[Any]):
 
     Args:
         limits: Budgets and thresholds; ``max_cycles`` counts model requests.
+        price: The model's price (`TokenPrice` or ``(input, output)`` in US dollars per
+            million tokens): the host reports tokens, not cost, so each response is
+            costed at it. Required with ``max_cost``.
         **options: The rest of the stop policy (`convergent.driver.PolicyOptions`): the
             verifier's feedback goes back to the model as a new request; the final
             answer's request gets ``max_tokens`` set to what a token or cost budget
             leaves.
+
+    Raises:
+        UserError: For ``max_cost`` without a ``price``.
     """
 
-    def __init__(self, limits: Limits | None = None, **options: Unpack[PolicyOptions]) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        price: PriceLike | None = None,
+        **options: Unpack[PolicyOptions],
+    ) -> None:
         self.limits = limits or Limits()
+        self.price = priced_for_limit(price, self.limits.max_cost, "Convergence")
+        """The model's price, which responses are costed at."""
         self._options = options
         self.reports: dict[str, StopReport] = {}
         """How each run ended, by run id."""
@@ -85,7 +100,7 @@ class Convergence(AbstractCapability[Any]):
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
         """A fresh instance with its own driver: runs never share counters."""
-        return _RunConvergence(self, CycleDriver(self.limits, **self._options))
+        return _RunConvergence(self, CycleDriver(self.limits, price=self.price, **self._options))
 
 
 class _RunConvergence(Convergence):

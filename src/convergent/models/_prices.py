@@ -22,7 +22,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from convergent.exceptions import UserError
-from convergent.messages import CURRENCY
+from convergent.messages import CURRENCY, Usage
 
 if TYPE_CHECKING:
     from convergent.models.base import Model
@@ -38,6 +38,8 @@ __all__ = [
     "known_price",
     "load_price",
     "parse_price",
+    "priced",
+    "priced_for_limit",
     "token_price",
     "unpriced_model",
 ]
@@ -121,6 +123,35 @@ def token_price(value: PriceLike | None) -> TokenPrice | None:
     if isinstance(value, tuple | list) and len(value) == 2:
         return TokenPrice(*value)
     raise UserError(f"a price is TokenPrice(input, output) or (input, output), got {value!r}")
+
+
+def priced(usage: Usage, price: TokenPrice | None) -> Usage:
+    """``usage`` with the cost of its tokens at ``price``, when it reports no cost of its own."""
+    if price is None or usage.cost or not (usage.input_tokens or usage.output_tokens):
+        return usage
+    return dataclasses.replace(usage, cost=price.cost(usage.input_tokens, usage.output_tokens))
+
+
+def priced_for_limit(
+    price: PriceLike | None, max_cost: float | None, where: str
+) -> TokenPrice | None:
+    """``price`` as a `TokenPrice`, refusing a cost limit that no price can make hold.
+
+    Args:
+        price: The price the caller gave, if any.
+        max_cost: The cost limit, if one is set.
+        where: Who takes the price (named in the error), e.g. ``ConvergenceMiddleware``.
+
+    Raises:
+        UserError: If ``max_cost`` is set and no price is given, or the price is not one.
+    """
+    found = token_price(price)
+    if max_cost is not None and found is None:
+        raise UserError(
+            f"max_cost needs the model's price: give {where} price=(IN, OUT), in US dollars "
+            "per million input and output tokens"
+        )
+    return found
 
 
 def format_cost(cost: float) -> str:

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, TypeAlias
 from convergent._json import UnusableJson, load_json
 from convergent.exceptions import ScriptExhaustedError, UserError
 from convergent.messages import Message, ModelResponse, ToolCall, ToolSpec, Usage
-from convergent.models._prices import FREE, PriceLike, TokenPrice, token_price
+from convergent.models._prices import FREE, PriceLike, TokenPrice, priced, token_price
 from convergent.models.base import Model, ModelSettings
 
 __all__ = ["ScriptFunction", "ScriptedModel", "ScriptedRequest", "response_from_dict"]
@@ -177,11 +177,8 @@ class ScriptedModel(Model):
 
     def _priced(self, response: ModelResponse) -> ModelResponse:
         """``response`` with the cost of its tokens, when it reports none and a price is set."""
-        usage, price = response.usage, self._price
-        if price is None or usage.cost or not usage.total_tokens:
-            return response
-        cost = price.cost(usage.input_tokens, usage.output_tokens)
-        return dataclasses.replace(response, usage=dataclasses.replace(usage, cost=cost))
+        usage = priced(response.usage, self._price)
+        return response if usage is response.usage else dataclasses.replace(response, usage=usage)
 
     @property
     def name(self) -> str:
