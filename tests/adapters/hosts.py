@@ -40,6 +40,7 @@ def _policy(trajectory: Trajectory) -> dict[str, Any]:
         "terminal_tools": TERMINAL,
         "verifier": _verifier(trajectory),
         "final_answer": trajectory.final_answer,
+        "price": trajectory.price,
     }
 
 
@@ -65,7 +66,7 @@ async def run_loop(trajectory: Trajectory) -> Ending:
         calls = tuple(ToolCall(id=next(ids), name=n, arguments=dict(a)) for n, a in step)
         return ModelResponse(tool_calls=calls, usage=usage)
 
-    model = ScriptedModel([response(step) for step in trajectory.steps])
+    model = ScriptedModel([response(step) for step in trajectory.steps], price=trajectory.price)
     agent = Agent(
         model,
         tools,

@@ -29,12 +29,17 @@ NOT_EXPRESSIBLE: dict[tuple[str, str], str] = {
 }
 """(host, trajectory) pairs the host cannot express, and why."""
 
+_NO_NOTE = "a routing function cannot tell the model that most of its budget is used"
 _LATE = "a routing function sees a tool's result only when it routes the next response"
 
 DIFFERS: dict[tuple[str, str], tuple[Ending, str]] = {
     ("langgraph", "budget_plain"): (
         Ending(StopReason.BUDGET_EXHAUSTED, 10, "", False),
-        "a routing function cannot tell the model that most of its budget is used",
+        _NO_NOTE,
+    ),
+    ("langgraph", "cost_budget_plain"): (
+        Ending(StopReason.BUDGET_EXHAUSTED, 8, "", False),
+        _NO_NOTE,
     ),
     ("langgraph", "tool_errors_plain"): (Ending(StopReason.TOOL_ERROR, 4, "", False), _LATE),
     ("langgraph", "fatal_plain"): (Ending(StopReason.TOOL_ERROR, 2, NEVER, False), _LATE),

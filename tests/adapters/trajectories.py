@@ -39,6 +39,8 @@ READ_ONLY: dict[str, bool | None] = {
 TERMINAL = ("transfer",)
 USAGE = (1000, 100)
 """Input and output tokens every scripted response reports."""
+PRICE = (1.0, 10.0)
+"""A price per million tokens at which each scripted response costs $0.002."""
 
 
 class World:
@@ -99,6 +101,9 @@ class Trajectory:
     """The kinds of note (see `NOTES`) the model is sent, in the order it first sees them."""
     final_cap: int | None = None
     """The output cap of the final request, if one is made with a cap."""
+    price: tuple[float, float] | None = None
+    """The model's price, ``(input, output)`` per million tokens: the hosts report
+    tokens only, and each response is costed at it."""
 
 
 def _read(path: str) -> tuple[Call, ...]:
@@ -172,6 +177,18 @@ TRAJECTORIES = [
         final_cap=FINAL_ANSWER_TOKENS,
     ),
     Trajectory(
+        "cost_budget",
+        [*[_read(f"part{n}.txt") for n in range(4)], "best answer"],
+        StopReason.BUDGET_EXHAUSTED,
+        cycles=4,
+        output="best answer",
+        after_stop=True,
+        limits=Limits(max_cost=0.015),
+        notes=("final",),
+        final_cap=FINAL_ANSWER_TOKENS,
+        price=PRICE,
+    ),
+    Trajectory(
         "max_cycles",
         [*[_read(f"part{n}.txt") for n in range(3)], "best answer"],
         StopReason.MAX_CYCLES,
@@ -237,6 +254,7 @@ TRAJECTORIES = [
             limits=Limits(**limits, stall_nudges=0),
             final_answer=False,
             notes=notes,
+            price=PRICE if "max_cost" in limits else None,
         )
         for name, steps, reason, cycles, output, limits, notes in [
             (
@@ -279,6 +297,15 @@ TRAJECTORIES = [
                 10,
                 "",
                 {"max_total_tokens": 10_000},
+                ("budget",),
+            ),
+            (
+                "cost_budget",
+                [*[_read(f"part{n}.txt") for n in range(9)], NEVER],
+                StopReason.BUDGET_EXHAUSTED,
+                8,
+                "",
+                {"max_cost": 0.015},
                 ("budget",),
             ),
             (
