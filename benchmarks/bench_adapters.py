@@ -161,8 +161,8 @@ def _pydantic_ai_noop() -> Any:
     class Noop(AbstractCapability[Any]):
         """The hooks the Convergence capability uses, doing nothing."""
 
-        async def wrap_node_run(self, ctx: Any, *, node: Any, handler: Any) -> Any:
-            return await handler(node)
+        async def after_node_run(self, ctx: Any, *, node: Any, result: Any) -> Any:
+            return result
 
         async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
             return request_context

@@ -7,11 +7,13 @@ execution, per-run instances). A stop policy touches all of those at once, in on
 order, so `Convergence` is one capability rather than four pieces the user must wire
 in step:
 
-- ``wrap_node_run`` sees each model request before it is made (the finished tool batch
+- ``after_node_run`` sees each model request before it is made (the finished tool batch
   is judged, notes are added, the limits are checked) and each response before its
   tools run (the calls are reviewed for a stall; an answer goes to the verifier). A stop
   ends the run by returning ``End`` with the final output, asked for once without
-  tools; the verifier's feedback redirects the run to a new request.
+  tools; the verifier's feedback redirects the run to a new request. PydanticAI calls
+  this hook for every node of every run, where ``wrap_node_run`` would add a wrapper
+  around each node that costs the host more than the adapter's own work.
 - ``wrap_tool_execute`` gives a stalled call the nudge as its result instead of
   running it, and turns a tool's exception into an error result for the model.
 - ``before_model_request`` removes the tools from the final request.
@@ -118,17 +120,24 @@ class _RunConvergence(Convergence):
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
         return self
 
-    async def wrap_node_run(self, ctx: RunContext[Any], *, node: Any, handler: Any) -> Any:
-        """Decide at each request and each response, before the host goes on."""
-        if isinstance(node, ModelRequestNode):
-            return await self._before_request(ctx, node, handler)
-        if isinstance(node, CallToolsNode):
-            decided = await self._after_response(ctx, node)
-            if decided is not None:
-                return decided
-        return await handler(node)
+    async def after_node_run(self, ctx: RunContext[Any], *, node: Any, result: Any) -> Any:
+        """Decide on each response, and on each request, before the host runs what comes next.
 
-    async def _before_request(self, ctx: RunContext[Any], node: Any, handler: Any) -> Any:
+        A response (the `CallToolsNode` a request produced) is judged before its tools
+        run; a request (a `ModelRequestNode`, after the prompt, a tool batch or the
+        verifier's feedback) before it is made. PydanticAI runs this hook for every node
+        anyway, so deciding here costs the host no seam of its own.
+        """
+        if isinstance(result, CallToolsNode):
+            decided = await self._after_response(ctx, result)
+            if decided is None:
+                return result
+            result = decided
+        if isinstance(result, ModelRequestNode):
+            return self._before_request(ctx, result)
+        return result
+
+    def _before_request(self, ctx: RunContext[Any], node: Any) -> Any:
         driver = self.driver
         notes: list[str] = []
         if self.calls and driver.stop is None:
@@ -150,7 +159,7 @@ class _RunConvergence(Convergence):
             request: ModelRequest = node.request
             parts = [*request.parts, *(UserPromptPart(text) for text in notes)]
             node = dataclasses.replace(node, request=dataclasses.replace(request, parts=parts))
-        return await handler(node)
+        return node
 
     def _record_batch(self) -> Any:
         driver = self.driver
