@@ -181,7 +181,7 @@ class _RunConvergence(Convergence):
         driver.requested(_usage(response))
         if text.strip():
             self.last_text = text
-        calls = [part for part in response.tool_calls if isinstance(part, ToolCallPart)]
+        calls = response.tool_calls
         if not calls:
             decision = await driver.answered_async(text)
             if isinstance(decision, Interrupted):
