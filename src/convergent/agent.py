@@ -19,6 +19,7 @@ from convergent._agent_tool import agent_tool
 from convergent._cycle import Run, ToolErrorPolicy
 from convergent._instrument import run_tracer
 from convergent.clock import current_clock
+from convergent.durability.protocol import Durability
 from convergent.events import (
     Event,
     EventHandler,
@@ -31,7 +32,6 @@ from convergent.extensions import (
     RunObserver,
     Verifier,
 )
-from convergent.journal import Durability
 from convergent.mcp.config import MCPServer
 from convergent.mcp.toolset import MCPToolset
 from convergent.messages import (
@@ -104,7 +104,7 @@ class Agent:
             `convergent.spec.AgentSpec` it was built from (set by
             `convergent.builder.build_agent`); durable runs store it, so that
             `convergent.resume` can continue them.
-        store: Persist every run of this agent here (e.g. a `convergent.store.RunStore`),
+        store: Persist every run of this agent here (e.g. a `convergent.RunStore`),
             unless `run` is given another; None runs in memory only.
         instrument: Trace runs with OpenTelemetry (`convergent.telemetry`). None (the
             default): when an OpenTelemetry SDK tracer provider is configured globally,
@@ -360,7 +360,7 @@ class Agent:
             answers: Results for pending calls when resuming (e.g. the user's reply to
                 an ``ask_user`` call that ended the run with ``needs_user``).
             on_event: Called with every event, in order.
-            store: Persist the run as it goes (e.g. a `convergent.store.RunStore`), so
+            store: Persist the run as it goes (e.g. a `convergent.durability.sqlite.RunStore`), so
                 that it can be resumed after a crash or a resumable stop (default: the
                 agent's ``store``).
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cli_runner import Ran, console_script, invoke
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 
 RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
 

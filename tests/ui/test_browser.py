@@ -34,8 +34,8 @@ from convergent import (
     calculator,
     tool,
 )
+from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.models import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
-from convergent.store import DatabaseSteering, RunStore
 from convergent.testing import call, step
 from convergent.ui import WebChannel
 from convergent.ui.live_text import LiveTextWriter

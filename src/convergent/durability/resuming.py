@@ -21,6 +21,7 @@ from typing import Any
 from convergent._run_id import check_run_id
 from convergent.agent import Agent
 from convergent.builder import BuildContext, build_agent
+from convergent.durability.sqlite import DEFAULT_DB_PATH, RunClaim, RunStore, RunSummary
 from convergent.events import EventHandler
 from convergent.exceptions import UserError
 from convergent.result import RunResult
@@ -28,7 +29,6 @@ from convergent.spec import AgentSpec, command_line_tools
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
 from convergent.stop import Limits
-from convergent.store import DEFAULT_DB_PATH, RunClaim, RunStore, RunSummary
 
 __all__ = [
     "Continuation",

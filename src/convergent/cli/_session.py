@@ -25,6 +25,8 @@ from convergent.cli._gate import GateView
 from convergent.cli._live import LiveView
 from convergent.cli._terminal import HELP, TerminalSteering
 from convergent.clock import current_clock
+from convergent.durability.protocol import Durability
+from convergent.durability.sqlite import DatabaseSteering, RunClaim, RunStore
 from convergent.events import (
     Event,
     EventHandler,
@@ -35,12 +37,10 @@ from convergent.events import (
 )
 from convergent.exceptions import StorageError, UserError
 from convergent.gate import ASK_USER
-from convergent.journal import Durability
 from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
-from convergent.store import DatabaseSteering, RunClaim, RunStore
 from convergent.ui.live_text import LiveTextWriter
 
 __all__ = ["Session", "default_steer", "new_run_id", "open_reader", "open_store"]

@@ -13,7 +13,7 @@ One database file (WAL mode) holds any number of runs:
 - ``steering`` and ``questions``: commands and answers sent from other processes;
 - ``snapshots`` / ``blobs``: file contents saved before a file-modifying tool ran.
 
-Runs are written by a `convergent.store.journal.SqliteJournal`, which `Agent.run`
+Runs are written by a `convergent.durability.sqlite.journal.SqliteJournal`, which `Agent.run`
 opens through `RunStore.journal` (``agent.run(task, store=store)``). With
 ``synchronous=NORMAL`` (the default) a committed write survives the process being
 killed; ``durable=True`` also survives a power loss, at the cost of an fsync per commit.
@@ -35,14 +35,8 @@ import psutil
 
 from convergent._run_id import check_run_id
 from convergent.clock import now
-from convergent.exceptions import UserError
-from convergent.messages import CallOutcome, ToolResultMessage, Usage
-from convergent.models.base import Model
-from convergent.state import RunState
-from convergent.steering import SteeringKind
-from convergent.stop import StopReason
-from convergent.store import _claims, rollback
-from convergent.store._codec import (
+from convergent.durability.sqlite import _claims, rollback
+from convergent.durability.sqlite._codec import (
     insert_messages,
     mark_consumed,
     next_epoch,
@@ -50,10 +44,16 @@ from convergent.store._codec import (
     record_json,
     usage_json,
 )
-from convergent.store._schema import DB_SCHEMA_VERSION, connect, storage_error
-from convergent.store._wal import WalCheckpointer
-from convergent.store.claim import RunClaim
-from convergent.store.journal import SqliteJournal
+from convergent.durability.sqlite._schema import DB_SCHEMA_VERSION, connect, storage_error
+from convergent.durability.sqlite._wal import WalCheckpointer
+from convergent.durability.sqlite.claim import RunClaim
+from convergent.durability.sqlite.journal import SqliteJournal
+from convergent.exceptions import UserError
+from convergent.messages import CallOutcome, ToolResultMessage, Usage
+from convergent.models.base import Model
+from convergent.state import RunState
+from convergent.steering import SteeringKind
+from convergent.stop import StopReason
 from convergent.tools import Tool
 
 __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_DB_PATH", "PendingQuestion", "RunStore", "RunSummary"]
@@ -272,7 +272,7 @@ class RunStore:
         models: Mapping[str, Model] | None = None,
         parent: tuple[str, str] | None = None,
     ) -> SqliteJournal:
-        """The journal that writes run ``run_id`` here (see `convergent.journal`).
+        """The journal that writes run ``run_id`` here (see `convergent.durability.protocol`).
 
         Args:
             run_id: The run.
@@ -300,7 +300,7 @@ class RunStore:
     # -- runs -------------------------------------------------------------------------
 
     def claim(self, run_id: str, *, token: str | None = None) -> RunClaim:
-        """Take the right to continue a stored run (see `convergent.store.claim`).
+        """Take the right to continue a stored run (see `convergent.durability.sqlite.claim`).
 
         One write transaction checks that no live process or task holds the run and
         makes this one its holder, so of any number of claimants exactly one gets it.

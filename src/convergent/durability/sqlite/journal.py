@@ -6,7 +6,7 @@ the call finishes. Each write appends only what changed since the last one, so i
 does not grow with the length of the run; the run's monitor (the counters behind its
 stop facts) is small and bounded, and is written with the run's summary.
 
-A stored run is claimed (see `convergent.store._claims`) in the transaction that adopts
+A stored run is claimed (see `convergent.durability.sqlite._claims`) in the transaction that adopts
 it, so two processes or tasks never continue one run together.
 """
 
@@ -22,15 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from convergent.clock import Clock, current_clock
-from convergent.events import CycleStarted, Event, event_to_dict
-from convergent.exceptions import UserError
-from convergent.messages import AssistantMessage, CallOutcome, ToolCall, Usage
-from convergent.models.base import Model
-from convergent.state import RunState, ToolCallRecord
-from convergent.steering import SteeringCommand
-from convergent.store import _claims, rollback
-from convergent.store._access import StoreAccess
-from convergent.store._codec import (
+from convergent.durability.sqlite import _claims, rollback
+from convergent.durability.sqlite._access import StoreAccess
+from convergent.durability.sqlite._codec import (
     dump_arguments,
     dump_message,
     insert_messages,
@@ -40,7 +34,13 @@ from convergent.store._codec import (
     next_epoch,
     usage_json,
 )
-from convergent.store.steering import DatabaseSteering
+from convergent.durability.sqlite.steering import DatabaseSteering
+from convergent.events import CycleStarted, Event, event_to_dict
+from convergent.exceptions import UserError
+from convergent.messages import AssistantMessage, CallOutcome, ToolCall, Usage
+from convergent.models.base import Model
+from convergent.state import RunState, ToolCallRecord
+from convergent.steering import SteeringCommand
 from convergent.tools import Tool
 
 __all__ = ["SqliteJournal"]
@@ -64,7 +64,7 @@ class _Boundary:
 
 
 class SqliteJournal:
-    """Persists one run into a `RunStore` (see `convergent.journal.RunJournal`).
+    """Persists one run into a `RunStore` (see `convergent.durability.protocol.RunJournal`).
 
     Args:
         store: The database.
@@ -75,7 +75,7 @@ class SqliteJournal:
             rebuild its agent.
         models: The run's models by role; replayed ones have their position stored.
         claim: Token of a claim taken on the stored run for this journal (see
-            `convergent.store.claim.RunClaim`); without one, resuming claims the run
+            `convergent.durability.sqlite.claim.RunClaim`); without one, resuming claims the run
             when it starts.
         parent: ``(run id, call id)`` of the tool call whose child run this is.
     """

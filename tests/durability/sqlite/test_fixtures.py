@@ -29,10 +29,10 @@ import pytest
 
 from convergent import AssistantMessage, RunState, ToolResultMessage, UserMessage
 from convergent.compaction import SUMMARY_HEADER
+from convergent.durability.sqlite import DB_SCHEMA_VERSION, DatabaseSteering, RunStore
 from convergent.messages import CallOutcome
 from convergent.monitor import MonitorState
 from convergent.stop import StopReason
-from convergent.store import DB_SCHEMA_VERSION, DatabaseSteering, RunStore
 
 FIXTURES = Path(__file__).with_name("fixtures")
 

@@ -12,7 +12,7 @@ as JSON, which replace the repeat counts and the streak) and ``output_after_stop
 
 Version 3 names each running run's holder fully: beside its process id, the process's
 start time (``pid_start``) and the token of its claim (``claim``), so that a run is
-claimed by one process or task at a time (see `convergent.store._claims`).
+claimed by one process or task at a time (see `convergent.durability.sqlite._claims`).
 
 Version 2 changed version 1 so that a cycle writes fewer pages: finished calls are
 clustered by run and cycle (no separate index), and repeated-call counts were derived
@@ -31,8 +31,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from convergent.durability.sqlite._wal import SAFETY_NET_PAGES
 from convergent.exceptions import StorageError, UserError
-from convergent.store._wal import SAFETY_NET_PAGES
 
 __all__ = ["DB_SCHEMA_VERSION", "connect", "storage_error"]
 

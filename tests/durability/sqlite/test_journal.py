@@ -24,8 +24,8 @@ from convergent import (
     Verification,
     calculator,
 )
+from convergent.durability.sqlite import RunStore
 from convergent.gate import AskUser
-from convergent.store import RunStore
 
 
 def calc(n: int) -> ModelResponse:
