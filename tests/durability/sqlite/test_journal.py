@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from convergent import (
     UserError,
     Verification,
     calculator,
+    tool,
 )
 from convergent.durability.sqlite import RunStore
 from convergent.gate import AskUser
@@ -153,3 +156,75 @@ def test_a_locked_database_is_a_one_line_storage_error(tmp_path: Path) -> None:
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+class LockWatchingStore(RunStore):
+    """A `RunStore` that notes when its first write after `watch` waits, and commits."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.order: list[str] = []
+        self.watching = False
+        self.waiting = threading.Event()
+
+    @contextmanager
+    def transaction(self, doing: str = "write run database") -> Iterator[sqlite3.Connection]:
+        watched, self.watching = self.watching, False
+        if watched:
+            self.order.append("write waits for the lock")
+            self.waiting.set()
+        with super().transaction(doing) as conn:
+            yield conn
+        if watched:
+            self.order.append("write committed")
+
+
+async def test_a_write_waiting_for_the_lock_does_not_hold_up_a_sibling_call(
+    tmp_path: Path,
+) -> None:
+    """A finished call's write waits for another connection's lock off the event loop.
+
+    The sibling call is what releases the lock: were the write blocking the loop, the
+    sibling could not run until the write gave up (``database is locked``).
+    """
+    path = tmp_path / "runs.db"
+    store = LockWatchingStore(path)
+    other = sqlite3.connect(path, isolation_level=None)
+
+    @tool
+    async def take_lock() -> str:
+        """Hold the database's write lock from another connection."""
+        other.execute("BEGIN IMMEDIATE")
+        store.watching = True
+        return "locked"
+
+    @tool
+    async def release_lock() -> str:
+        """Release the lock once the run's write waits for it."""
+        assert await asyncio.to_thread(store.waiting.wait, 60.0)
+        store.order.append("sibling call releases the lock")
+        other.execute("COMMIT")
+        return "released"
+
+    calls = (
+        ToolCall(id="a", name="take_lock", arguments={}),
+        ToolCall(id="b", name="release_lock", arguments={}),
+    )
+    model = ScriptedModel([ModelResponse(tool_calls=calls), "done"])
+    try:
+        result = await Agent(model, [take_lock, release_lock], store=store).run("t", run_id="r")
+    finally:
+        other.close()
+        store.close()
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [(c.name, c.ok) for c in result.tool_calls] == [
+        ("take_lock", True),
+        ("release_lock", True),
+    ]
+    assert store.order == [
+        "write waits for the lock",
+        "sibling call releases the lock",
+        "write committed",
+    ]
+    with RunStore(path) as reopened:
+        assert [c.name for c in reopened.load("r").tool_calls] == ["take_lock", "release_lock"]

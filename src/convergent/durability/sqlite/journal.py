@@ -6,6 +6,12 @@ the call finishes. Each write appends only what changed since the last one, so i
 does not grow with the length of the run; the run's monitor (the counters behind its
 stop facts) is small and bounded, and is written with the run's summary.
 
+Every write runs on the database's writer thread (`RunStore.in_writer`), one after the
+other in the order the loop asked for them, and the loop awaits its commit before it
+goes on: what each step promises is on disk when it returns, yet a write that waits for
+another process's lock (up to the store's timeout) or for the disk never stalls the
+event loop, where the run's other tool calls go on.
+
 A stored run is claimed (see `convergent.durability.sqlite._claims`) in the transaction that adopts
 it, so two processes or tasks never continue one run together.
 """
@@ -13,10 +19,11 @@ it, so two processes or tasks never continue one run together.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,8 +175,7 @@ class SqliteJournal:
         self._started = self._clock.monotonic()
         self._elapsed_before = state.elapsed
         try:
-            with self.store.transaction() as conn:
-                self._begin(conn, state, resumed)
+            await self._commit(lambda conn: self._begin(conn, state, resumed))
         except BaseException:
             _claims.drop(self._token)
             raise
@@ -202,25 +208,35 @@ class SqliteJournal:
 
     async def requested(self, state: RunState, cycle: int, calls: Sequence[ToolCall]) -> None:
         """Store the assistant message with its calls before any of them runs."""
-        with self.store.transaction() as conn:
+        boundary, events = self._take_boundary(), self._take_events()
+
+        def write(conn: sqlite3.Connection) -> None:
             self._write_messages(conn, state)
-            self._write_boundary(conn)
-            self._flush_events(conn)
+            self._write_boundary(conn, boundary)
+            self._write_events(conn, events)
             self._update_run(conn, state, cycle)
+
+        await self._commit(write)
 
     async def before_call(self, state: RunState, cycle: int, call: ToolCall, tool: Tool) -> None:
         """Snapshot the files the call may change (read in a thread, stored in one write)."""
         if self._workspace is None:
             return
         files = await asyncio.to_thread(rollback.capture, self._workspace, call.arguments)
-        with self.store.transaction() as conn:
-            rollback.save_snapshot(conn, self.run_id, cycle, call.id, files, self._clock.now())
+        taken_at = self._clock.now()
+
+        def write(conn: sqlite3.Connection) -> None:
+            rollback.save_snapshot(conn, self.run_id, cycle, call.id, files, taken_at)
+
+        await self._commit(write)
 
     async def finished(self, state: RunState, record: ToolCallRecord, position: int) -> None:
         """Commit one finished call, before the loop records it."""
         if position < 0:
             position = _position(state, record.id)
-        with self.store.transaction() as conn:
+        finished_at, source = self._clock.now(), self._sources.get(record.name)
+
+        def write(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT OR REPLACE INTO finished_calls (run_id, cycle, position, call_id, name, "
                 "arguments, outcome, result, duration, finished_at, source) "
@@ -235,24 +251,32 @@ class SqliteJournal:
                     record.outcome,
                     record.result,
                     record.duration,
-                    self._clock.now(),
-                    self._sources.get(record.name),
+                    finished_at,
+                    source,
                 ),
             )
 
+        await self._commit(write)
+
     async def delivered(self, state: RunState, commands: Sequence[SteeringCommand]) -> None:
         """Store the delivered messages and mark their steering rows consumed, together."""
-        with self.store.transaction() as conn:
+        events = self._take_events()
+
+        def write(conn: sqlite3.Connection) -> None:
             self._write_messages(conn, state)
             mark_consumed(conn, [c.id for c in commands if c.id is not None])
-            self._flush_events(conn)
+            self._write_events(conn, events)
             self._update_run(conn, state, state.cycles)
+
+        await self._commit(write)
 
     async def stopped(self, state: RunState, consumed: Sequence[SteeringCommand] = ()) -> None:
         """Store the end of the run: messages, last checkpoint, stop reason."""
-        with self.store.transaction() as conn:
+        boundary, events = self._take_boundary(), self._take_events()
+
+        def write(conn: sqlite3.Connection) -> None:
             self._write_messages(conn, state)
-            self._write_boundary(conn)
+            self._write_boundary(conn, boundary)
             self._write_checkpoint(
                 conn,
                 _Boundary(
@@ -260,9 +284,11 @@ class SqliteJournal:
                 ),
             )
             mark_consumed(conn, [c.id for c in consumed if c.id is not None])
-            self._flush_events(conn)
+            self._write_events(conn, events)
             self._update_run(conn, state, state.cycles, stopped=True)
             conn.execute("UPDATE runs SET claim = NULL WHERE run_id = ?", (self.run_id,))
+
+        await self._commit(write)
         _claims.drop(self._token)
 
     def on_run_error(self, error: BaseException, state: RunState) -> None:
@@ -270,6 +296,33 @@ class SqliteJournal:
         _claims.drop(self._token)
 
     # -- pieces of the writes -----------------------------------------------------------
+
+    async def _commit(self, write: Callable[[sqlite3.Connection], None]) -> None:
+        """Run ``write`` in one transaction on the writer thread and wait for its commit.
+
+        A cancelled caller still waits for the write it started (it is on its way to
+        disk), so that what the run does next never races it.
+        """
+        done = self.store.in_writer(lambda: self._transaction(write))
+        try:
+            await asyncio.shield(asyncio.wrap_future(done))
+        except asyncio.CancelledError:
+            concurrent.futures.wait([done])
+            raise
+
+    def _transaction(self, write: Callable[[sqlite3.Connection], None]) -> None:
+        with self.store.transaction() as conn:
+            write(conn)
+
+    def _take_boundary(self) -> _Boundary | None:
+        """The cycle end noted since the last write (taken on the loop, stored by the writer)."""
+        boundary, self._boundary = self._boundary, None
+        return boundary
+
+    def _take_events(self) -> list[tuple[int, int, str, float, str]]:
+        """The events kept since the last write (taken on the loop, stored by the writer)."""
+        events, self._events = self._events, []
+        return events
 
     def _insert_run(self, conn: sqlite3.Connection, state: RunState) -> None:
         now = self._clock.now()
@@ -342,11 +395,9 @@ class SqliteJournal:
             )
             self._written = len(messages)
 
-    def _write_boundary(self, conn: sqlite3.Connection) -> None:
-        boundary = self._boundary
+    def _write_boundary(self, conn: sqlite3.Connection, boundary: _Boundary | None) -> None:
         if boundary is not None and boundary.cycle > self._checkpointed:
             self._write_checkpoint(conn, boundary)
-        self._boundary = None
 
     def _write_checkpoint(self, conn: sqlite3.Connection, point: _Boundary) -> None:
         conn.execute(
@@ -365,14 +416,15 @@ class SqliteJournal:
         )
         self._checkpointed = max(self._checkpointed, point.cycle)
 
-    def _flush_events(self, conn: sqlite3.Connection) -> None:
-        if self._events:
+    def _write_events(
+        self, conn: sqlite3.Connection, events: list[tuple[int, int, str, float, str]]
+    ) -> None:
+        if events:
             conn.executemany(
                 "INSERT OR REPLACE INTO events (run_id, seq, cycle, type, time, data) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                [(self.run_id, *event) for event in self._events],
+                [(self.run_id, *event) for event in events],
             )
-            self._events.clear()
 
     def _update_run(
         self, conn: sqlite3.Connection, state: RunState, cycles: int, *, stopped: bool = False

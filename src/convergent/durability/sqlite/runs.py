@@ -21,15 +21,17 @@ killed; ``durable=True`` also survives a power loss, at the cost of an fsync per
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 
@@ -60,6 +62,8 @@ __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_DB_PATH", "PendingQuestion", "RunStore"
 
 DEFAULT_DB_PATH = Path(".convergent") / "runs.db"
 """Where the CLI keeps runs, relative to the working directory."""
+
+T = TypeVar("T")
 
 _RUN_TABLES = (
     "messages",
@@ -197,9 +201,15 @@ class RunStore:
         self._lock = threading.RLock()
         self._sent = 0
         self._checkpointer: WalCheckpointer | None = None
+        self._writer: ThreadPoolExecutor | None = None
+        self._writer_lock = threading.Lock()
 
     def close(self) -> None:
-        """Close the connection (after moving the write-ahead log into the file)."""
+        """Close the connection (after the pending writes, and moving the log into the file)."""
+        with self._writer_lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.shutdown(wait=True)
         if self._checkpointer is not None:
             self._checkpointer.close()
             self._checkpointer = None
@@ -241,6 +251,19 @@ class RunStore:
                 self._checkpointer = WalCheckpointer(self.path)
             if self._checkpointer is not None:
                 self._checkpointer.committed()
+
+    def in_writer(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` on this database's writer thread, after the work submitted before.
+
+        A journal's writes go there, in the order they were submitted, so that the lock
+        wait and the commit of one run's write never hold up the event loop its tool
+        calls share. ``work`` runs in a copy of the caller's context (its clock).
+        """
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="convergent-writer")
+            context = contextvars.copy_context()
+            return self._writer.submit(context.run, work)
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         """Run a read query and return every row.
