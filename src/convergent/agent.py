@@ -435,7 +435,6 @@ class Agent:
                 tools=tuple(self.tools.values()),
                 workspace=self.workspace,
                 recipe=self.spec,
-                models=self.models,
             )
             if steering is None:
                 steering = journal.steering

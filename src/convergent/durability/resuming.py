@@ -145,7 +145,7 @@ class Continuation:
     """A stored run, ready to go on: its rebuilt agent, its state and the answers given."""
 
     agent: Agent
-    """The agent its spec describes (replayed models positioned where they stopped)."""
+    """The agent its spec describes."""
     state: RunState
     """The state to continue."""
     answers: dict[str, str]
@@ -221,12 +221,6 @@ def _prepare(
     answers = pending_answers(store, run_id, answer)
     state = store.load(run_id)
     agent = build_agent(spec, context=BuildContext(run_id=run_id, store=store))
-    if model is None:
-        # the spec rebuilt the same scripts: continue each where it stopped
-        for role, replayed in agent.models.items():
-            position = state.model_positions.get(role)
-            if position is not None:
-                replayed.seek(position)
     if message is not None:
         if not message.strip():
             raise UserError("the message is empty")

@@ -3,6 +3,16 @@
 It plays back a list of responses, or calls a function for each request. It fails
 loudly on a request past the end of its script and reports responses never consumed,
 so a test cannot silently pass with a loop that stopped early or ran long.
+
+A list script finds its place in the conversation it is sent: its first request is
+answered with the response after the last of its own responses that the conversation
+holds as a reply (from the start when it holds none), and each later request with the
+next one. A fresh model that continues a stored run (resumed in another process,
+rewound, or run by a Temporal worker, which builds it afresh for every request) thus
+goes on where the run is, and nothing stores a position. A script given for the rest
+of a run (``resume --model``) finds none of its responses and starts at its first; so
+does one whose requests carry no conversation (a gate's scorer, a summary request)
+when it is built afresh.
 """
 
 from __future__ import annotations
@@ -16,7 +26,14 @@ from typing import Any, NamedTuple, TypeAlias
 
 from convergent._json import UnusableJson, load_json
 from convergent.exceptions import ScriptExhaustedError, UserError
-from convergent.messages import Message, ModelResponse, ToolCall, ToolSpec, Usage
+from convergent.messages import (
+    AssistantMessage,
+    Message,
+    ModelResponse,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from convergent.models._prices import FREE, PriceLike, TokenPrice, token_price
 from convergent.models.base import Model, ModelSettings
 
@@ -138,7 +155,7 @@ class ScriptedModel(Model):
             self._function = script
         else:
             self._responses = [self._coerce(item) for item in script]
-        self._position = 0
+        self._next: int | None = None
         self.requests: list[ScriptedRequest] = []
         """Every request received (messages, tools, settings), for assertions in tests."""
 
@@ -193,27 +210,10 @@ class ScriptedModel(Model):
         """The given price, else `FREE` (the responses' own costs count)."""
         return self._price or FREE
 
-    def position(self) -> int | None:
-        """Responses consumed so far (for a function script: requests answered)."""
-        return self._position
-
-    def seek(self, position: int) -> None:
-        """Continue the script after ``position`` responses (a resumed run).
-
-        Raises:
-            UserError: If the script holds fewer responses than ``position``.
-        """
-        if self._function is None and not 0 <= position <= len(self._responses):
-            raise UserError(
-                f"{self._name} holds {len(self._responses)} response(s); cannot continue "
-                f"after {position}"
-            )
-        self._position = position
-
     @property
     def unconsumed(self) -> list[ModelResponse]:
         """Scripted responses that no request has consumed yet."""
-        return self._responses[self._position :]
+        return self._responses[self._next or 0 :]
 
     def assert_consumed(self) -> None:
         """Raise `AssertionError` if any scripted response was never requested."""
@@ -232,7 +232,6 @@ class ScriptedModel(Model):
         if self.record_requests:
             self.requests.append(ScriptedRequest(tuple(messages), tuple(tools), settings))
         if self._function is not None:
-            self._position += 1
             reply = self._function(messages, tools)
             if inspect.isawaitable(reply):
                 reply = await reply
@@ -241,11 +240,30 @@ class ScriptedModel(Model):
                     f"script function returned {type(reply).__name__}, expected ModelResponse"
                 )
             return reply if self._price is None else self._priced(reply)
-        if self._position >= len(self._responses):
+        index = self._next if self._next is not None else self._place(messages)
+        if index >= len(self._responses):
             raise ScriptExhaustedError(
-                f"{self._name} received request {self._position + 1} "
+                f"{self._name} received request {index + 1} "
                 f"but holds only {len(self._responses)} response(s)"
             )
-        response = self._responses[self._position]
-        self._position += 1
-        return response
+        self._next = index + 1
+        return self._responses[index]
+
+    def _place(self, messages: Sequence[Message]) -> int:
+        """Where the script goes on for ``messages``: after its last response among them.
+
+        A reply the script may hold twice is taken at the earliest place not before its
+        place in the conversation (compaction only ever removes earlier replies).
+        """
+        replies = [m for m in messages if isinstance(m, AssistantMessage)]
+        for count in range(len(replies), 0, -1):
+            reply = replies[count - 1]
+            places = [
+                index
+                for index, response in enumerate(self._responses)
+                if response.content == reply.content and response.tool_calls == reply.tool_calls
+            ]
+            if places:
+                later = [index for index in places if index >= count - 1]
+                return (later[0] if later else places[-1]) + 1
+        return 0

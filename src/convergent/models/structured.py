@@ -103,14 +103,6 @@ class StructuredToolCalling(Model):
         """The inner model's name, marked as structured."""
         return f"{self.inner.name}+structured"
 
-    def position(self) -> int | None:
-        """The wrapped model's replay position."""
-        return self.inner.position()
-
-    def seek(self, position: int) -> None:
-        """Seek the wrapped model."""
-        self.inner.seek(position)
-
     @property
     def context_window(self) -> int | None:
         """The inner model's window."""

@@ -33,7 +33,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
-from convergent.exceptions import ScriptExhaustedError, ToolDefinitionError, UserError
+from convergent.exceptions import ToolDefinitionError, UserError
 from convergent.messages import UserMessage
 from convergent.result import RunResult
 from convergent.spec import AgentSpec
@@ -63,9 +63,7 @@ _ADDRESS = re.compile(
     r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?):(?P<port>[0-9]+)"
 )
 
-_USER_ERRORS = frozenset(
-    {USER_ERROR, PAYLOAD_MISSING, ScriptExhaustedError.__name__, ToolDefinitionError.__name__}
-)
+_USER_ERRORS = frozenset({USER_ERROR, PAYLOAD_MISSING, ToolDefinitionError.__name__})
 """Failure types of a run that ended on a caller's mistake (reported as a `UserError`)."""
 
 

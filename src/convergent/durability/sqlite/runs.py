@@ -52,7 +52,6 @@ from convergent.durability.sqlite.claim import RunClaim
 from convergent.durability.sqlite.journal import SqliteJournal
 from convergent.exceptions import UserError
 from convergent.messages import CallOutcome, ToolResultMessage, Usage
-from convergent.models.base import Model
 from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason
@@ -292,7 +291,6 @@ class RunStore:
         tools: Sequence[Tool] = (),
         workspace: str | None = None,
         recipe: Mapping[str, Any] | None = None,
-        models: Mapping[str, Model] | None = None,
         parent: tuple[str, str] | None = None,
     ) -> SqliteJournal:
         """The journal that writes run ``run_id`` here (see `convergent.durability.protocol`).
@@ -302,7 +300,6 @@ class RunStore:
             tools: The agent's tools (to know which modify files).
             workspace: Folder file-modifying tools work in (snapshots for rewind).
             recipe: How to rebuild the agent in another process, stored with the run.
-            models: The run's models by role, whose replay position is kept with the run.
             parent: ``(run id, call id)`` of the tool call that started this run as a
                 child run, stored with it when it is first written.
 
@@ -316,7 +313,6 @@ class RunStore:
             tools=tools,
             workspace=workspace,
             recipe=recipe,
-            models=models,
             parent=parent,
         )
 
@@ -566,24 +562,24 @@ class RunStore:
         conn = self._conn
         row = conn.execute(
             "SELECT task, model, cycles, usage, elapsed, started_at, stop_reason, stop_detail, "
-            "output, epoch, message_count, state_version, positions, monitor, "
+            "output, epoch, message_count, state_version, monitor, "
             "output_after_stop, output_data FROM runs WHERE run_id = ?",
             (run_id,),
         ).fetchone()
         if row is None:
             raise UserError(f"no run {run_id!r} in {self.path}")
         (task, model, cycles, usage, elapsed, started_at, reason, detail, output) = row[:9]
-        epoch, count, version, positions, monitor, after_stop, output_data = row[9:]
+        epoch, count, version, monitor, after_stop, output_data = row[9:]
         if cycle is not None:
             point = conn.execute(
-                "SELECT epoch, message_count, usage, elapsed, positions FROM checkpoints "
+                "SELECT epoch, message_count, usage, elapsed FROM checkpoints "
                 "WHERE run_id = ? AND cycle = ?",
                 (run_id, cycle),
             ).fetchone()
             if point is None:
                 known = ", ".join(map(str, self.checkpoint_cycles(run_id))) or "none"
                 raise UserError(f"run {run_id!r} has no checkpoint for cycle {cycle}; have {known}")
-            epoch, count, usage, elapsed, positions = point
+            epoch, count, usage, elapsed = point
             # a rewound run starts its counters afresh: its files are restored (a change)
             cycles, reason, detail, output, monitor, after_stop = cycle, None, "", "", None, 0
             output_data = None
@@ -597,7 +593,6 @@ class RunStore:
             "usage": json.loads(usage),
             "tool_calls": [record_json(r) for r in self._finished(run_id, limit)],
             "monitor": json.loads(monitor) if monitor else {},
-            "model_positions": json.loads(positions),
             "elapsed": elapsed,
             "started_at": started_at,
             "stop_reason": reason,
@@ -759,7 +754,7 @@ class RunStore:
                 conn.execute(
                     "UPDATE runs SET status = 'stopped', stop_reason = ?, stop_detail = ?, "
                     "output = '', cycles = ?, usage = ?, elapsed = ?, updated_at = ?, "
-                    "epoch = ?, message_count = ?, positions = ?, monitor = NULL, "
+                    "epoch = ?, message_count = ?, monitor = NULL, "
                     "output_after_stop = 0, output_data = NULL WHERE run_id = ?",
                     (
                         StopReason.STOPPED.value,
@@ -770,7 +765,6 @@ class RunStore:
                         now(),
                         epoch,
                         len(state.messages),
-                        json.dumps(state.model_positions),
                         run_id,
                     ),
                 )
