@@ -21,6 +21,7 @@ from convergent._run_id import MAX_RUN_ID
 from convergent.durability.protocol import Durability, RunJournal
 from convergent.exceptions import ToolError, UserError
 from convergent.messages import Usage
+from convergent.models.base import Model
 from convergent.result import RunResult
 from convergent.run_context import CallContext, current_call, narrowed
 from convergent.state import RunState
@@ -68,6 +69,7 @@ class _ChildStore:
         tools: Sequence[Tool] = (),
         workspace: str | None = None,
         recipe: Mapping[str, Any] | None = None,
+        models: Mapping[str, Model] | None = None,
         parent: tuple[str, str] | None = None,
     ) -> RunJournal:
         return self.store.journal(
@@ -75,6 +77,7 @@ class _ChildStore:
             tools=tools,
             workspace=workspace,
             recipe=recipe,
+            models=models,
             parent=self.parent,
         )
 

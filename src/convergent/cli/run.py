@@ -315,4 +315,4 @@ def run_command(
             trace=trace,
         )
         context = BuildContext(run_id=session.run_id, store=store)
-        session.run(build_agent(spec, context=context), task=text)
+        session.run(build_agent(spec, context=context), text)

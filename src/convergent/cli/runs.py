@@ -264,7 +264,7 @@ def resume_command(
             json_output=json_output,
             trace=trace,
         )
-        session.run(ready.agent, state=ready.state, answers=ready.answers, claim=ready.claim)
+        session.resume(ready)
 
 
 @app.command("rewind")

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from convergent.events import Event
 from convergent.messages import ToolCall
+from convergent.models.base import Model
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import SteeringCommand, SteeringQueue
 from convergent.tools import Tool
@@ -84,6 +85,7 @@ class Durability(Protocol):
         tools: Sequence[Tool] = (),
         workspace: str | None = None,
         recipe: Mapping[str, Any] | None = None,
+        models: Mapping[str, Model] | None = None,
         parent: tuple[str, str] | None = None,
     ) -> RunJournal:
         """The journal of run ``run_id`` (which may be new or stored).
@@ -94,6 +96,8 @@ class Durability(Protocol):
             workspace: Folder file-modifying tools work in (snapshots for rewind).
             recipe: How to rebuild the agent in another process (an `AgentSpec` as JSON),
                 stored with the run.
+            models: The run's models by role, whose replay position is kept with the run
+                (a `ScriptedModel` continues where it stopped when the run resumes).
             parent: ``(run id, call id)`` of the tool call that started this run as a
                 child run (an agent called as a tool), to store the link with it.
         """

@@ -7,12 +7,14 @@ so a test cannot silently pass with a loop that stopped early or ran long.
 A list script finds its place in the conversation it is sent: its first request is
 answered with the response after the last of its own responses that the conversation
 holds as a reply (from the start when it holds none), and each later request with the
-next one. A fresh model that continues a stored run (resumed in another process,
-rewound, or run by a Temporal worker, which builds it afresh for every request) thus
-goes on where the run is, and nothing stores a position. A script given for the rest
-of a run (``resume --model``) finds none of its responses and starts at its first; so
-does one whose requests carry no conversation (a gate's scorer, a summary request)
-when it is built afresh.
+next one. A fresh model given a stored conversation (a Temporal worker builds one for
+every request) thus goes on where the conversation is. A script given for the rest of
+a run (``resume --model``) finds none of its responses and starts at its first.
+
+Some requests leave no reply in the conversation: the answer asked for after a stop,
+a summary for compaction, a gate's scoring. So that a resumed run plays no response
+twice, a script is `Replayable`: a durable run stores its `position` beside the
+conversation (not in the run's state) and `convergent.resume` `seek`s it there.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import inspect
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from convergent._json import UnusableJson, load_json
 from convergent.exceptions import ScriptExhaustedError, UserError
@@ -37,7 +39,13 @@ from convergent.messages import (
 from convergent.models._prices import FREE, PriceLike, TokenPrice, token_price
 from convergent.models.base import Model, ModelSettings
 
-__all__ = ["ScriptFunction", "ScriptedModel", "ScriptedRequest", "response_from_dict"]
+__all__ = [
+    "Replayable",
+    "ScriptFunction",
+    "ScriptedModel",
+    "ScriptedRequest",
+    "response_from_dict",
+]
 
 ScriptFunction: TypeAlias = Callable[
     [Sequence[Message], Sequence[ToolSpec]], "ModelResponse | Awaitable[ModelResponse]"
@@ -45,6 +53,19 @@ ScriptFunction: TypeAlias = Callable[
 """A function that computes the reply for each request."""
 
 ScriptItem: TypeAlias = "ModelResponse | Mapping[str, Any] | str"
+
+
+@runtime_checkable
+class Replayable(Protocol):
+    """A model that replays a script, whose place a durable run keeps to resume it."""
+
+    def position(self) -> int | None:
+        """Responses given so far (None: nothing to keep, e.g. a wrapped live model)."""
+        ...
+
+    def seek(self, position: int) -> None:
+        """Continue the script after ``position`` responses."""
+        ...
 
 
 class ScriptedRequest(NamedTuple):
@@ -210,6 +231,23 @@ class ScriptedModel(Model):
         """The given price, else `FREE` (the responses' own costs count)."""
         return self._price or FREE
 
+    def position(self) -> int | None:
+        """Responses consumed so far (for a function script: requests answered)."""
+        return self._next or 0
+
+    def seek(self, position: int) -> None:
+        """Continue the script after ``position`` responses (a resumed run).
+
+        Raises:
+            UserError: If the script holds fewer responses than ``position``.
+        """
+        if self._function is None and not 0 <= position <= len(self._responses):
+            raise UserError(
+                f"{self._name} holds {len(self._responses)} response(s); cannot continue "
+                f"after {position}"
+            )
+        self._next = position
+
     @property
     def unconsumed(self) -> list[ModelResponse]:
         """Scripted responses that no request has consumed yet."""
@@ -232,6 +270,7 @@ class ScriptedModel(Model):
         if self.record_requests:
             self.requests.append(ScriptedRequest(tuple(messages), tuple(tools), settings))
         if self._function is not None:
+            self._next = (self._next or 0) + 1
             reply = self._function(messages, tools)
             if inspect.isawaitable(reply):
                 reply = await reply

@@ -125,6 +125,8 @@ def test_v2_state_json_loads() -> None:
 def test_v2_database_loads_the_same_state_recipe_and_events(v2_store: RunStore) -> None:
     expected = RunState.from_jsonable(json.loads((FIXTURES / "state.v2.json").read_text()))
     assert v2_store.load("fixture-v2") == expected
+    # the replay positions are kept beside the state, to resume its scripts
+    assert v2_store.model_positions("fixture-v2") == {"model": 4, "scorer": 3}
     summary = v2_store.get_run("fixture-v2")
     assert summary.status == "needs_user" and summary.recipe is not None
     assert summary.recipe["version"] == 1 and summary.recipe["gate"]["threshold"] == 0.5

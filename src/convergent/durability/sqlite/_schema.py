@@ -21,9 +21,8 @@ each run's recipe, replay positions and tool-error streak; per-checkpoint replay
 positions; the MCP server (``source``) of each finished call; an ``events`` table for
 the events worth keeping (gate decisions, verifier verdicts, redirects, compaction,
 answers); and a ``questions`` table through which a run's ``ask_user`` can be answered
-from another process (the web console). The replay positions are no longer written or
-read (a scripted model finds its place in the conversation it is sent); the columns stay,
-so that older convergent versions still open the file.
+from another process (the web console). The replay positions are kept beside the
+run's state, not in it (`RunStore.model_positions`).
 
 An older database is upgraded in place when it is opened for writing.
 """

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from convergent.durability.sqlite import _claims
 from convergent.durability.sqlite.journal import SqliteJournal
 from convergent.exceptions import StorageError, UserError
+from convergent.models.base import Model
 from convergent.state import RunState
 from convergent.tools import Tool
 
@@ -65,6 +66,7 @@ class RunClaim:
         tools: Sequence[Tool] = (),
         workspace: str | None = None,
         recipe: Mapping[str, Any] | None = None,
+        models: Mapping[str, Model] | None = None,
         parent: tuple[str, str] | None = None,
     ) -> SqliteJournal:
         """The journal that continues the claimed run, taking the claim over as it starts.
@@ -79,6 +81,7 @@ class RunClaim:
             "tools": tools,
             "workspace": workspace,
             "recipe": recipe,
+            "models": models,
         }
         if parent is not None and parent[0] == self.run_id:
             return self.store.journal(run_id, parent=parent, **options)

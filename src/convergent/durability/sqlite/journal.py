@@ -45,6 +45,8 @@ from convergent.durability.sqlite.steering import DatabaseSteering
 from convergent.events import CycleStarted, Event, event_to_dict
 from convergent.exceptions import UserError
 from convergent.messages import AssistantMessage, CallOutcome, ToolCall, Usage
+from convergent.models.base import Model
+from convergent.models.scripted import Replayable
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import SteeringCommand
 from convergent.tools import Tool
@@ -66,6 +68,7 @@ class _Boundary:
     count: int
     usage: Usage
     elapsed: float
+    positions: str
 
 
 class SqliteJournal:
@@ -78,6 +81,7 @@ class SqliteJournal:
         workspace: Folder to snapshot files in; None disables snapshots.
         recipe: Stored with the run (an `AgentSpec` as JSON), so another process can
             rebuild its agent.
+        models: The run's models by role; replayed ones have their position stored.
         claim: Token of a claim taken on the stored run for this journal (see
             `convergent.durability.sqlite.claim.RunClaim`); without one, resuming claims the run
             when it starts.
@@ -95,6 +99,7 @@ class SqliteJournal:
         tools: Sequence[Tool] = (),
         workspace: str | None = None,
         recipe: Mapping[str, Any] | None = None,
+        models: Mapping[str, Model] | None = None,
         claim: str | None = None,
         parent: tuple[str, str] | None = None,
     ) -> None:
@@ -103,6 +108,12 @@ class SqliteJournal:
         self._sources = {t.name: getattr(t, "source", None) for t in tools}
         self._workspace = Path(workspace) if workspace is not None else None
         self._recipe = recipe
+        self._replayed = {
+            role: model
+            for role, model in (models or {}).items()
+            if isinstance(model, Replayable) and model.position() is not None
+        }
+        self._positions_seen: tuple[tuple[int | None, ...], str] = ((), "{}")
         self._steering = DatabaseSteering(store, run_id)
         self._epoch = 0
         self._written = 0
@@ -128,6 +139,15 @@ class SqliteJournal:
     def _elapsed(self) -> float:
         return self._elapsed_before + self._clock.monotonic() - self._started
 
+    def _positions(self) -> str:
+        if not self._replayed:
+            return "{}"
+        positions = tuple(model.position() for model in self._replayed.values())
+        if positions != self._positions_seen[0]:
+            text = json.dumps(dict(zip(self._replayed, positions, strict=True)))
+            self._positions_seen = (positions, text)
+        return self._positions_seen[1]
+
     def on_event(self, event: Event, state: RunState) -> None:
         """Remember the end of each cycle, and keep the events worth storing."""
         if isinstance(event, CycleStarted):
@@ -136,6 +156,7 @@ class SqliteJournal:
                 len(state.messages),
                 state.usage,
                 self._elapsed(),
+                self._positions(),
             )
             return
         if event.type in _NOT_STORED:
@@ -184,7 +205,9 @@ class SqliteJournal:
         self._write_messages(conn, state)
         self._write_checkpoint(
             conn,
-            _Boundary(state.cycles, len(state.messages), state.usage, state.elapsed),
+            _Boundary(
+                state.cycles, len(state.messages), state.usage, state.elapsed, self._positions()
+            ),
         )
         self._update_run(conn, state, state.cycles)
 
@@ -261,7 +284,9 @@ class SqliteJournal:
             self._write_boundary(conn, boundary)
             self._write_checkpoint(
                 conn,
-                _Boundary(state.cycles, len(state.messages), state.usage, state.elapsed),
+                _Boundary(
+                    state.cycles, len(state.messages), state.usage, state.elapsed, self._positions()
+                ),
             )
             mark_consumed(conn, [c.id for c in consumed if c.id is not None])
             self._write_events(conn, events)
@@ -382,7 +407,7 @@ class SqliteJournal:
     def _write_checkpoint(self, conn: sqlite3.Connection, point: _Boundary) -> None:
         conn.execute(
             "INSERT OR REPLACE INTO checkpoints (run_id, cycle, epoch, message_count, usage, "
-            "elapsed, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "elapsed, created_at, positions) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 self.run_id,
                 point.cycle,
@@ -391,6 +416,7 @@ class SqliteJournal:
                 usage_json(point.usage),
                 point.elapsed,
                 self._clock.now(),
+                point.positions,
             ),
         )
         self._checkpointed = max(self._checkpointed, point.cycle)
@@ -411,7 +437,7 @@ class SqliteJournal:
         conn.execute(
             "UPDATE runs SET status = ?, stop_reason = ?, stop_detail = ?, output = ?, "
             "cycles = ?, usage = ?, elapsed = ?, updated_at = ?, epoch = ?, message_count = ?, "
-            "monitor = ?, output_after_stop = ?, output_data = ?, "
+            "monitor = ?, output_after_stop = ?, output_data = ?, positions = ?, "
             "state_version = ? WHERE run_id = ?",
             (
                 "stopped" if stopped else "running",
@@ -429,6 +455,7 @@ class SqliteJournal:
                 json.dumps(state.output_data)
                 if stopped and state.output_data is not None
                 else None,
+                self._positions(),
                 state.schema_version,
                 self.run_id,
             ),

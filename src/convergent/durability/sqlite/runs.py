@@ -52,6 +52,7 @@ from convergent.durability.sqlite.claim import RunClaim
 from convergent.durability.sqlite.journal import SqliteJournal
 from convergent.exceptions import UserError
 from convergent.messages import CallOutcome, ToolResultMessage, Usage
+from convergent.models.base import Model
 from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason
@@ -291,6 +292,7 @@ class RunStore:
         tools: Sequence[Tool] = (),
         workspace: str | None = None,
         recipe: Mapping[str, Any] | None = None,
+        models: Mapping[str, Model] | None = None,
         parent: tuple[str, str] | None = None,
     ) -> SqliteJournal:
         """The journal that writes run ``run_id`` here (see `convergent.durability.protocol`).
@@ -300,6 +302,8 @@ class RunStore:
             tools: The agent's tools (to know which modify files).
             workspace: Folder file-modifying tools work in (snapshots for rewind).
             recipe: How to rebuild the agent in another process, stored with the run.
+            models: The run's models by role; a `Replayable` one's place in its script
+                is kept with the run (beside its state) for `model_positions`.
             parent: ``(run id, call id)`` of the tool call that started this run as a
                 child run, stored with it when it is first written.
 
@@ -313,6 +317,7 @@ class RunStore:
             tools=tools,
             workspace=workspace,
             recipe=recipe,
+            models=models,
             parent=parent,
         )
 
@@ -651,6 +656,19 @@ class RunStore:
                     )
                 )
 
+    def model_positions(self, run_id: str) -> dict[str, int]:
+        """Where each replayed model (by role) of the run is in its script, to resume it.
+
+        Raises:
+            UserError: If the run does not exist.
+            StorageError: If the database cannot be read.
+        """
+        rows = self.query("SELECT positions FROM runs WHERE run_id = ?", [run_id])
+        if not rows:
+            raise UserError(f"no run {run_id!r} in {self.path}")
+        positions: dict[str, int] = json.loads(rows[0][0])
+        return positions
+
     def pending_questions(self, run_id: str) -> list[PendingQuestion]:
         """Calls of the latest cycle that asked the user and still wait for an answer."""
         state = self.load(run_id)
@@ -754,7 +772,8 @@ class RunStore:
                 conn.execute(
                     "UPDATE runs SET status = 'stopped', stop_reason = ?, stop_detail = ?, "
                     "output = '', cycles = ?, usage = ?, elapsed = ?, updated_at = ?, "
-                    "epoch = ?, message_count = ?, monitor = NULL, "
+                    "epoch = ?, message_count = ?, monitor = NULL, positions = (SELECT positions "
+                    "FROM checkpoints WHERE run_id = ? AND cycle = ?), "
                     "output_after_stop = 0, output_data = NULL WHERE run_id = ?",
                     (
                         StopReason.STOPPED.value,
@@ -765,6 +784,8 @@ class RunStore:
                         now(),
                         epoch,
                         len(state.messages),
+                        run_id,
+                        cycle,
                         run_id,
                     ),
                 )
