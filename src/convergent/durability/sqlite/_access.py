@@ -30,6 +30,10 @@ class StoreAccess(Protocol):
         """One write transaction."""
         ...
 
+    def write_if_free(self, write: Callable[[sqlite3.Connection], None]) -> bool:
+        """Commit ``write`` now if nothing makes it wait; False if nothing was done."""
+        ...
+
     def in_writer(self, work: Callable[[], T]) -> Future[T]:
         """Run ``work`` on the database's writer thread, after the work submitted before."""
         ...

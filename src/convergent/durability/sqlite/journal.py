@@ -6,11 +6,13 @@ the call finishes. Each write appends only what changed since the last one, so i
 does not grow with the length of the run; the run's monitor (the counters behind its
 stop facts) is small and bounded, and is written with the run's summary.
 
-Every write runs on the database's writer thread (`RunStore.in_writer`), one after the
-other in the order the loop asked for them, and the loop awaits its commit before it
-goes on: what each step promises is on disk when it returns, yet a write that waits for
-another process's lock (up to the store's timeout) or for the disk never stalls the
-event loop, where the run's other tool calls go on.
+A write that nothing makes wait commits at once, as the loop awaits it; one that would
+wait (another connection holds the write lock, a write is already queued, or each commit
+syncs the disk) goes to the database's writer thread (`RunStore.in_writer`), where the
+writes run one after the other in the order the loop asked for them. Either way the
+loop goes on only after the commit: what each step promises is on disk when it returns,
+yet waiting for another process's lock (up to the store's timeout) or for the disk never
+stalls the event loop, where the run's other tool calls go on.
 
 A stored run is claimed (see `convergent.durability.sqlite._claims`) in the transaction that adopts
 it, so two processes or tasks never continue one run together.
@@ -303,11 +305,13 @@ class SqliteJournal:
     # -- pieces of the writes -----------------------------------------------------------
 
     async def _commit(self, write: Callable[[sqlite3.Connection], None]) -> None:
-        """Run ``write`` in one transaction on the writer thread and wait for its commit.
+        """Commit ``write`` in one transaction: now if it need not wait, else on the writer.
 
         A cancelled caller still waits for the write it started (it is on its way to
         disk), so that what the run does next never races it.
         """
+        if self.store.write_if_free(write):
+            return
         done = self.store.in_writer(lambda: self._transaction(write))
         try:
             await asyncio.shield(asyncio.wrap_future(done))

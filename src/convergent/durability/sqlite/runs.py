@@ -203,6 +203,9 @@ class RunStore:
         self._checkpointer: WalCheckpointer | None = None
         self._writer: ThreadPoolExecutor | None = None
         self._writer_lock = threading.Lock()
+        self._queued = 0
+        self._timeout_ms = int(timeout * 1000)
+        self._syncs = durable
 
     def close(self) -> None:
         """Close the connection (after the pending writes, and moving the log into the file)."""
@@ -233,37 +236,81 @@ class RunStore:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise storage_error(self.path, exc, doing) from None
-            try:
-                yield self._conn
-            except BaseException as exc:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise storage_error(self.path, exc, doing) from None
-                raise
-            try:
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+            yield from self._begun(doing)
+
+    def _begun(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """The rest of a transaction that began: yield, then commit (or roll back)."""
+        try:
+            yield self._conn
+        except BaseException as exc:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
                 raise storage_error(self.path, exc, doing) from None
-            if self._checkpointer is None and self.path.name != ":memory:":
-                self._checkpointer = WalCheckpointer(self.path)
-            if self._checkpointer is not None:
-                self._checkpointer.committed()
+            raise
+        try:
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise storage_error(self.path, exc, doing) from None
+        if self._checkpointer is None and self.path.name != ":memory:":
+            self._checkpointer = WalCheckpointer(self.path)
+        if self._checkpointer is not None:
+            self._checkpointer.committed()
+
+    def write_if_free(
+        self, write: Callable[[sqlite3.Connection], None], doing: str = "write run database"
+    ) -> bool:
+        """Run ``write`` in one transaction now, if nothing would make it wait.
+
+        Nothing may: no work queued on the writer thread (it goes first), no other
+        thread using the connection, no other connection holding the write lock, and
+        no fsync per commit (``durable=True``). Otherwise nothing is done and the
+        result is False: the caller hands the write to `in_writer`.
+
+        Raises:
+            StorageError: If SQLite fails once the transaction began.
+        """
+        if self._syncs or self._queued or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._queued:
+                return False
+            self._conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error:
+                return False  # held elsewhere (or failing): the writer thread waits or reports
+            finally:
+                self._conn.execute(f"PRAGMA busy_timeout = {self._timeout_ms}")
+            transaction = contextmanager(self._begun)(doing)
+            with transaction as conn:
+                write(conn)
+            return True
+        finally:
+            self._lock.release()
 
     def in_writer(self, work: Callable[[], T]) -> Future[T]:
         """Run ``work`` on this database's writer thread, after the work submitted before.
 
-        A journal's writes go there, in the order they were submitted, so that the lock
-        wait and the commit of one run's write never hold up the event loop its tool
-        calls share. ``work`` runs in a copy of the caller's context (its clock).
+        A journal's writes that would wait (see `write_if_free`) go there, in the order
+        they were submitted, so that waiting for the lock or the disk never holds up the
+        event loop the run's tool calls share. ``work`` runs in a copy of the caller's
+        context (its clock).
         """
         with self._writer_lock:
             if self._writer is None:
                 self._writer = ThreadPoolExecutor(1, thread_name_prefix="convergent-writer")
+            self._queued += 1
             context = contextvars.copy_context()
-            return self._writer.submit(context.run, work)
+            done = self._writer.submit(context.run, work)
+        done.add_done_callback(self._dequeued)
+        return done
+
+    def _dequeued(self, _done: Future[Any]) -> None:
+        with self._writer_lock:
+            self._queued -= 1
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         """Run a read query and return every row.
