@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -228,3 +228,37 @@ async def test_a_write_waiting_for_the_lock_does_not_hold_up_a_sibling_call(
     ]
     with RunStore(path) as reopened:
         assert [c.name for c in reopened.load("r").tool_calls] == ["take_lock", "release_lock"]
+
+
+def test_a_write_goes_after_the_writes_queued_before_it(tmp_path: Path) -> None:
+    """A write commits at once only when nothing waits ahead of it or makes it wait."""
+    order: list[str] = []
+
+    def insert(name: str) -> Callable[[sqlite3.Connection], None]:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO steering (run_id, kind, text, created_at) "
+                "VALUES ('r', 'message', ?, 0)",
+                (name,),
+            )
+            order.append(name)
+
+        return write
+
+    with RunStore(tmp_path / "runs.db") as store:
+        assert store.write_if_free(insert("free"))
+        release = threading.Event()
+
+        def queued() -> None:
+            release.wait(60.0)
+            with store.transaction() as conn:
+                insert("queued")(conn)
+
+        done = store.in_writer(queued)
+        assert not store.write_if_free(insert("jumping the queue"))
+        release.set()
+        done.result(60.0)
+        assert store.write_if_free(insert("after"))
+    assert order == ["free", "queued", "after"]
+    with RunStore(tmp_path / "synced.db", durable=True) as synced:
+        assert not synced.write_if_free(insert("synced"))  # each commit syncs: the writer's
