@@ -65,6 +65,9 @@ DEFAULT_DB_PATH = Path(".convergent") / "runs.db"
 
 T = TypeVar("T")
 
+_WAITED_FOR = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+"""Result codes that mean another connection holds a lock (waited for, up to the timeout)."""
+
 _RUN_TABLES = (
     "messages",
     "checkpoints",
@@ -206,6 +209,10 @@ class RunStore:
         self._queued = 0
         self._timeout_ms = int(timeout * 1000)
         self._syncs = durable
+        if not readonly:
+            # at rest the connection never waits: a journal's write learns at once that
+            # another connection holds the lock; every other use waits (see `_patient`)
+            self._conn.execute("PRAGMA busy_timeout = 0")
 
     def close(self) -> None:
         """Close the connection (after the pending writes, and moving the log into the file)."""
@@ -233,11 +240,44 @@ class RunStore:
         """
         with self._lock:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                with self._patient():
+                    self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise storage_error(self.path, exc, doing) from None
-            yield from self._begun(doing)
+            with self._begun(doing) as conn:
+                yield conn
 
+    @contextmanager
+    def _patient(self) -> Iterator[None]:
+        """Let the connection wait for other connections' locks (up to the timeout) meanwhile."""
+        if self.readonly:
+            yield  # a read-only connection always waits
+            return
+        self._conn.execute(f"PRAGMA busy_timeout = {self._timeout_ms}")
+        try:
+            yield
+        finally:
+            self._conn.execute("PRAGMA busy_timeout = 0")
+
+    def _read(self, read: Callable[[], T]) -> T:
+        """``read()`` under the connection's lock, waiting for other connections if it must.
+
+        Raises:
+            StorageError: If SQLite fails.
+        """
+        with self._lock:
+            try:
+                try:
+                    return read()
+                except sqlite3.OperationalError as exc:
+                    if exc.sqlite_errorcode & 0xFF not in _WAITED_FOR:
+                        raise
+                with self._patient():
+                    return read()
+            except sqlite3.Error as exc:
+                raise storage_error(self.path, exc, "read run database") from None
+
+    @contextmanager
     def _begun(self, doing: str) -> Iterator[sqlite3.Connection]:
         """The rest of a transaction that began: yield, then commit (or roll back)."""
         try:
@@ -277,15 +317,11 @@ class RunStore:
         try:
             if self._queued:
                 return False
-            self._conn.execute("PRAGMA busy_timeout = 0")
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute("BEGIN IMMEDIATE")  # at rest, it never waits
             except sqlite3.Error:
                 return False  # held elsewhere (or failing): the writer thread waits or reports
-            finally:
-                self._conn.execute(f"PRAGMA busy_timeout = {self._timeout_ms}")
-            transaction = contextmanager(self._begun)(doing)
-            with transaction as conn:
+            with self._begun(doing) as conn:
                 write(conn)
             return True
         finally:
@@ -318,11 +354,8 @@ class RunStore:
         Raises:
             StorageError: If SQLite fails (damaged file, ...).
         """
-        with self._lock:
-            try:
-                return self._conn.execute(sql, tuple(params)).fetchall()
-            except sqlite3.Error as exc:
-                raise storage_error(self.path, exc, "read run database") from None
+        values = tuple(params)
+        return self._read(lambda: self._conn.execute(sql, values).fetchall())
 
     def steering_version(self) -> tuple[int, int]:
         """Changes whenever a steering command may have been stored (cheap to poll).
@@ -616,11 +649,7 @@ class RunStore:
             UserError: If the run or the checkpoint does not exist.
             StorageError: If the database cannot be read.
         """
-        with self._lock:
-            try:
-                return self._load(run_id, cycle)
-            except sqlite3.Error as exc:
-                raise storage_error(self.path, exc, "read run database") from None
+        return self._read(lambda: self._load(run_id, cycle))
 
     def _load(self, run_id: str, cycle: int | None) -> RunState:
         conn = self._conn
