@@ -108,7 +108,7 @@ if TYPE_CHECKING:
     )
     from convergent.result import RunResult
     from convergent.skills import Skill, Skills
-    from convergent.spec import AgentSpec, GateSpec
+    from convergent.spec import AgentSpec, AgentToolSpec, GateSpec
     from convergent.state import RunState, ToolCallRecord
     from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
     from convergent.stop import Limits, StopReason
@@ -128,6 +128,7 @@ __all__ = [
     "ActionGate",
     "Agent",
     "AgentSpec",
+    "AgentToolSpec",
     "AnthropicModel",
     "Archetype",
     "AskChannel",

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from convergent.spec import AgentSpec
     from convergent.state import RunState
     from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue, Taken
+    from convergent.temporal._children import child_workflow_tool
     from convergent.temporal._payloads import (
         USER_ERROR,
         Blueprint,
@@ -434,10 +435,14 @@ class AgentWorkflow:
             return ActivityModel(start.recipe, role, name, window, load_price(price))
 
         def worker_tools(spec: AgentSpec) -> Toolbox:
-            # ask_user is the workflow's own: its questions wait for the ``answer`` signal
+            # ask_user is the workflow's own: its questions wait for the ``answer`` signal;
+            # an agent called as a tool is a child workflow
+            children = {child.name: child for child in spec.agents}
             return Toolbox(
                 tools=[
                     _remote(tool, start.recipe, start.run_id)
+                    if tool.name not in children
+                    else child_workflow_tool(children[tool.name], spec.workspace, WORKFLOW_NAME)
                     for tool in blueprint.tools
                     if tool.name != ASK_USER
                 ],
