@@ -120,8 +120,9 @@ class RunState:
         Version 1 lacked each record's ``fatal`` (it starts False). Versions 1 and 2 kept
         per-run repeat counts and a streak of failed calls instead of the ``monitor``:
         such a state continues with fresh counters. Versions before 4 lacked
-        ``output_data`` (None). States written before scripted models found their place
-        in the conversation they are sent kept ``model_positions``; it is ignored.
+        ``output_data`` (None). Older states also held the replay positions of scripted
+        models (``model_positions``), which the run store now keeps beside the state
+        (`RunStore.model_positions`): here they are ignored.
 
         Raises:
             UserError: If the state was written by a newer version, or is malformed.
