@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, UserError, tool
+from convergent.durability.sqlite import RunStore
 from convergent.edit_tools import edit_tools
 from convergent.stop import StopReason
-from convergent.store import RunStore
 
 
 def step(call_id: str, name: str, **arguments: object) -> ModelResponse:

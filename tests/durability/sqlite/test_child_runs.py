@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from convergent import Agent, RunResult, ScriptedModel, StopReason, tool
+from convergent.durability.sqlite import RunStore
 from convergent.events import Event, RunStopped
 from convergent.state import RunState
-from convergent.store import RunStore
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from convergent import (
     fail,
     tool,
 )
+from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.stop import StopReason
-from convergent.store import DatabaseSteering, RunStore
 
 
 @tool
