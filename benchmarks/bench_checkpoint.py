@@ -36,7 +36,7 @@ from convergent import (
     ToolSpec,
     tool,
 )
-from convergent.store import RunStore, SqliteJournal
+from convergent.durability.sqlite import RunStore, SqliteJournal
 
 RESULT_CHARS = 400
 STEPS = ("started", "requested", "finished", "stopped", "delivered", "before_call")

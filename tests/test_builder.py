@@ -24,9 +24,9 @@ from convergent import (
     build_agent,
 )
 from convergent.builder import BuildContext, ModelRole, Toolbox, resolve_tools
+from convergent.durability.sqlite import RunStore
 from convergent.gate import QueueChannel
 from convergent.models import Model
-from convergent.store import RunStore
 
 
 def cli(*args: str, cwd: Path) -> Ran:

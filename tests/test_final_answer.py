@@ -32,9 +32,9 @@ from convergent import (
     fail,
     tool,
 )
+from convergent.durability.sqlite import RunStore
 from convergent.events import Nudged, RunStopped
 from convergent.models._prices import FREE
-from convergent.store import RunStore
 
 
 def calc(expression: str) -> dict[str, Any]:

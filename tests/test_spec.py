@@ -22,9 +22,9 @@ from convergent import (
     build_agent,
     calculator,
 )
-from convergent.durable import spec_of
+from convergent.durability.resuming import spec_of
+from convergent.durability.sqlite import RunStore
 from convergent.spec import BUILTIN_TOOLS, SPEC_VERSION
-from convergent.store import RunStore
 
 FROZEN = Path(__file__).with_name("fixtures") / "specs"
 

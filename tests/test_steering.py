@@ -22,7 +22,7 @@ from convergent import (
     UserMessage,
     calculator,
 )
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 
 
 def calc(call_id: str, expression: str = "1+1") -> ModelResponse:

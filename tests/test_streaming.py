@@ -23,8 +23,8 @@ from convergent import (
     ToolSpec,
     calculator,
 )
+from convergent.durability.sqlite import RunStore
 from convergent.models import Model, StreamPart, TextChunk
-from convergent.store import RunStore
 
 CALLS = {
     "content": "Let me compute.",

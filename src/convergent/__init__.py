@@ -22,7 +22,14 @@ if TYPE_CHECKING:
         WorkflowState,
         coordinate_agent,
     )
-    from convergent.durable import resume
+    from convergent.durability.protocol import Durability, RunJournal
+    from convergent.durability.resuming import resume
+    from convergent.durability.sqlite import (
+        DatabaseSteering,
+        RewindResult,
+        RunStore,
+        RunSummary,
+    )
     from convergent.edit_tools import edit_tools
     from convergent.events import (
         CycleStarted,
@@ -77,7 +84,6 @@ if TYPE_CHECKING:
         ambiguous,
         ask_user_tool,
     )
-    from convergent.journal import Durability, RunJournal
     from convergent.messages import (
         AssistantMessage,
         Message,
@@ -106,12 +112,6 @@ if TYPE_CHECKING:
     from convergent.state import RunState, ToolCallRecord
     from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
     from convergent.stop import Limits, StopReason
-    from convergent.store import (
-        DatabaseSteering,
-        RewindResult,
-        RunStore,
-        RunSummary,
-    )
     from convergent.synthesis import (
         Archetype,
         Insight,

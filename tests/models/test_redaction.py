@@ -12,7 +12,7 @@ import pytest
 
 from convergent import Agent, AnthropicModel, JsonlTraceWriter, OpenAIChatModel, StopReason
 from convergent._redact import MASK, known_secrets, redact, secrets_of_url
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 
 KEY = "sk-test-0123456789abcdefSECRET"
 

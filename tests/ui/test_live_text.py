@@ -17,7 +17,7 @@ from convergent import (
     ToolCallDelta,
     Usage,
 )
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 from convergent.testing import call, step
 from convergent.ui.live_text import (
     LiveText,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from convergent import ToolResultMessage
+from convergent.durability.sqlite import RunStore
 from convergent.stop import StopReason
-from convergent.store import RunStore
 
 CHILD = Path(__file__).with_name("_crash_child.py")
 RUN_ID = "crash"

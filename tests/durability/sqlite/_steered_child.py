@@ -23,7 +23,7 @@ from convergent import (
     UserMessage,
     calculator,
 )
-from convergent.store import DatabaseSteering, RunStore
+from convergent.durability.sqlite import DatabaseSteering, RunStore
 
 
 def main() -> None:

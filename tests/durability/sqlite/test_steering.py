@@ -24,9 +24,9 @@ from convergent import (
     calculator,
 )
 from convergent.cli._terminal import TerminalSteering, parse_line
+from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.steering import SteeringCommand
 from convergent.stop import StopReason
-from convergent.store import DatabaseSteering, RunStore
 
 CHILD = Path(__file__).with_name("_steered_child.py")
 EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))

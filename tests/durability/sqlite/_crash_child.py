@@ -34,7 +34,7 @@ from convergent import (
     ToolSpec,
     tool,
 )
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 
 RUN_ID = "crash"
 
