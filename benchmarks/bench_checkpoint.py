@@ -26,16 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from convergent import (
-    Agent,
-    Limits,
-    Message,
-    ModelResponse,
-    ScriptedModel,
-    ToolCall,
-    ToolSpec,
-    tool,
-)
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, tool
+from convergent.messages import Message, ToolSpec
 from convergent.store import RunStore, SqliteJournal
 
 RESULT_CHARS = 400

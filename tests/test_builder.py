@@ -11,20 +11,11 @@ import pytest
 
 import convergent
 from cli_runner import Ran, invoke
-from convergent import (
-    Agent,
-    AgentSpec,
-    ExecutiveGate,
-    GateSpec,
-    Limits,
-    StopReason,
-    TokenPrice,
-    UserError,
-    build_agent,
-)
+from convergent import Agent, AgentSpec, Limits, StopReason, UserError, build_agent
 from convergent.builder import BuildContext, ModelRole, Toolbox, resolve_tools
-from convergent.gate import QueueChannel
-from convergent.models import Model
+from convergent.gate import ExecutiveGate, QueueChannel
+from convergent.models import Model, TokenPrice
+from convergent.spec import GateSpec
 from convergent.store import RunStore
 
 

@@ -13,27 +13,25 @@ from hypothesis import strategies as st
 from convergent import (
     Agent,
     Limits,
-    Message,
     Model,
     ModelError,
     ModelResponse,
     ModelSettings,
     NeedsUserInput,
     ScriptedModel,
-    SteeringQueue,
     StopReason,
-    TokenPrice,
     ToolCall,
-    ToolSpec,
     Usage,
     UserError,
-    UserMessage,
     calculator,
-    fail,
     tool,
 )
+from convergent.builtin_tools import fail
 from convergent.events import Nudged, RunStopped
+from convergent.messages import Message, ToolSpec, UserMessage
+from convergent.models import TokenPrice
 from convergent.models._prices import FREE
+from convergent.steering import SteeringQueue
 from convergent.store import RunStore
 
 

@@ -11,18 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 import convergent
-from convergent import (
-    Agent,
-    AgentSpec,
-    GateSpec,
-    Limits,
-    StopReason,
-    UserError,
-    build_agent,
-    calculator,
-)
+from convergent import Agent, AgentSpec, Limits, StopReason, UserError, build_agent, calculator
 from convergent.durable import spec_of
-from convergent.spec import BUILTIN_TOOLS, SPEC_VERSION
+from convergent.spec import BUILTIN_TOOLS, SPEC_VERSION, GateSpec
 from convergent.store import RunStore
 
 FROZEN = Path(__file__).with_name("fixtures") / "specs"

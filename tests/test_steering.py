@@ -7,21 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from convergent import (
-    Agent,
-    Message,
-    ModelResponse,
-    Redirected,
-    ScriptedModel,
-    SteeringCommand,
-    SteeringKind,
-    SteeringQueue,
-    StopReason,
-    ToolCall,
-    ToolSpec,
-    UserMessage,
-    calculator,
-)
+from convergent import Agent, ModelResponse, ScriptedModel, StopReason, ToolCall, calculator
+from convergent.events import Redirected
+from convergent.messages import Message, ToolSpec, UserMessage
+from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
 from convergent.store import RunStore
 
 

@@ -9,8 +9,6 @@ from pathlib import Path
 from convergent import (
     Agent,
     Event,
-    JsonlTraceWriter,
-    Message,
     ModelResponded,
     ModelResponse,
     ModelSettings,
@@ -19,10 +17,10 @@ from convergent import (
     StopReason,
     TextDelta,
     ToolCall,
-    ToolCallDelta,
-    ToolSpec,
     calculator,
 )
+from convergent.events import JsonlTraceWriter, ToolCallDelta
+from convergent.messages import Message, ToolSpec
 from convergent.models import Model, StreamPart, TextChunk
 from convergent.store import RunStore
 

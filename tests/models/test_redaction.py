@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from convergent import Agent, AnthropicModel, JsonlTraceWriter, OpenAIChatModel, StopReason
+from convergent import Agent, AnthropicModel, OpenAIChatModel, StopReason
 from convergent._redact import MASK, known_secrets, redact, secrets_of_url
+from convergent.events import JsonlTraceWriter
 from convergent.store import RunStore
 
 KEY = "sk-test-0123456789abcdefSECRET"

@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from convergent import ModelResponse, ScriptedModel, ScriptExhaustedError, UserError, UserMessage
+from convergent import ModelResponse, ScriptedModel, UserError
+from convergent.exceptions import ScriptExhaustedError
+from convergent.messages import UserMessage
 
 
 async def test_plays_back_and_reports_unconsumed() -> None:

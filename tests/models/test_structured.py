@@ -3,15 +3,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from convergent import (
-    Agent,
-    ModelResponse,
-    ScriptedModel,
-    StopReason,
-    StructuredToolCalling,
-    UserMessage,
-    calculator,
-)
+from convergent import Agent, ModelResponse, ScriptedModel, StopReason, calculator
+from convergent.messages import UserMessage
+from convergent.models import StructuredToolCalling
 
 
 def recorder(replies: list[dict[str, Any] | str]) -> ScriptedModel:

@@ -23,17 +23,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from convergent import (
-    Agent,
-    AssistantMessage,
-    Limits,
-    Message,
-    ModelResponse,
-    ScriptedModel,
-    ToolCall,
-    ToolSpec,
-    tool,
-)
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, tool
+from convergent.messages import AssistantMessage, Message, ToolSpec
 from convergent.store import RunStore
 
 RUN_ID = "crash"

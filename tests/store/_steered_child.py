@@ -12,17 +12,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from convergent import (
-    Agent,
-    Limits,
-    Message,
-    ModelResponse,
-    ScriptedModel,
-    ToolCall,
-    ToolSpec,
-    UserMessage,
-    calculator,
-)
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, calculator
+from convergent.messages import Message, ToolSpec, UserMessage
 from convergent.store import DatabaseSteering, RunStore
 
 

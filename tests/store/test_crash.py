@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from convergent import ToolResultMessage
+from convergent.messages import ToolResultMessage
 from convergent.stop import StopReason
 from convergent.store import RunStore
 

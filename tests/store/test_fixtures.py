@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from convergent import AssistantMessage, RunState, ToolResultMessage, UserMessage
+from convergent import RunState
 from convergent.compaction import SUMMARY_HEADER
-from convergent.messages import CallOutcome
+from convergent.messages import AssistantMessage, CallOutcome, ToolResultMessage, UserMessage
 from convergent.monitor import MonitorState
 from convergent.stop import StopReason
 from convergent.store import DB_SCHEMA_VERSION, DatabaseSteering, RunStore

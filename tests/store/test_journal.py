@@ -11,11 +11,8 @@ import pytest
 
 from convergent import (
     Agent,
-    ExecutiveGate,
-    GateDecided,
     Limits,
     ModelResponse,
-    QueueChannel,
     ScriptedModel,
     StopReason,
     StorageError,
@@ -24,7 +21,7 @@ from convergent import (
     Verification,
     calculator,
 )
-from convergent.gate import AskUser
+from convergent.gate import AskUser, ExecutiveGate, GateDecided, QueueChannel
 from convergent.store import RunStore
 
 

@@ -7,7 +7,6 @@ import pytest
 
 from convergent import (
     Agent,
-    AssistantMessage,
     Limits,
     ModelResponse,
     ScriptedModel,
@@ -16,7 +15,7 @@ from convergent import (
     UserError,
     calculator,
 )
-from convergent.messages import CallOutcome
+from convergent.messages import AssistantMessage, CallOutcome
 from convergent.monitor import MonitorState
 from convergent.state import STATE_SCHEMA_VERSION
 from convergent.stop import StopReason

@@ -13,18 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from convergent import (
-    Agent,
-    Limits,
-    ModelResponse,
-    Redirected,
-    ScriptedModel,
-    SteeringQueue,
-    ToolCall,
-    calculator,
-)
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, calculator
 from convergent.cli._terminal import TerminalSteering, parse_line
-from convergent.steering import SteeringCommand
+from convergent.events import Redirected
+from convergent.steering import SteeringCommand, SteeringQueue
 from convergent.stop import StopReason
 from convergent.store import DatabaseSteering, RunStore
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import convergent
-from convergent import Agent, StopReason, ToolResultMessage, Usage, calculator
+from convergent import Agent, StopReason, Usage, calculator
+from convergent.messages import ToolResultMessage
 from convergent.testing import answer, call, scripted, step
 
 

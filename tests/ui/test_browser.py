@@ -20,20 +20,18 @@ import pytest
 
 from convergent import (
     Agent,
-    AskUser,
     Limits,
-    Message,
     ModelResponse,
     RunResult,
     ScriptedModel,
     StopReason,
     ToolCall,
-    ToolSpec,
     Usage,
-    UserMessage,
     calculator,
     tool,
 )
+from convergent.gate import AskUser
+from convergent.messages import Message, ToolSpec, UserMessage
 from convergent.models import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
 from convergent.store import DatabaseSteering, RunStore
 from convergent.testing import call, step

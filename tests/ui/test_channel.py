@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from convergent import Agent, AskUser, ModelResponse, ScriptedModel, StopReason, ToolCall
+from convergent import Agent, ModelResponse, ScriptedModel, StopReason, ToolCall
 from convergent.builder import ASK_CHANNELS, BuildContext
+from convergent.gate import AskUser
 from convergent.spec import AgentSpec
 from convergent.store import RunStore
 from convergent.ui import WebChannel

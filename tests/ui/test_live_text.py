@@ -14,9 +14,9 @@ from convergent import (
     StopReason,
     TextDelta,
     ToolCall,
-    ToolCallDelta,
     Usage,
 )
+from convergent.events import ToolCallDelta
 from convergent.store import RunStore
 from convergent.testing import call, step
 from convergent.ui.live_text import (

@@ -10,88 +10,82 @@ Claude Code hooks (``convergent hook stop|subagent-stop|post-tool-use``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from convergent._lazy import attach as _attach
-
-if TYPE_CHECKING:
-    from convergent.coordinator.actions import (
-        abandon_atom,
-        add_atom,
-        confirm_judgment,
-        record_failure,
-        record_verification,
-        request_redirect,
-        request_stop,
-        resolve_atom,
-        resume,
-    )
-    from convergent.coordinator.advice import (
-        Advice,
-        InertiaFlag,
-        StrategySwitch,
-        find_inertia,
-        strategy_advice,
-    )
-    from convergent.coordinator.agent_runs import (
-        CHECK_ATOM_PREFIX,
-        coordinate_agent,
-        follow_up_task,
-    )
-    from convergent.coordinator.checks import (
-        ArtifactCheck,
-        Check,
-        CheckKind,
-        CheckResult,
-        CommandCheck,
-        Confirmation,
-        HttpCheck,
-        JudgmentCheck,
-        base_case_satisfied,
-        run_check,
-        run_checks,
-    )
-    from convergent.coordinator.controller import (
-        AttemptFn,
-        AttemptReport,
-        Coordinator,
-        CoordinatorResult,
-        Failure,
-    )
-    from convergent.coordinator.decide import (
-        Continue,
-        Decision,
-        Interrupt,
-        Stop,
-        advance,
-        apply_decision,
-        decide,
-    )
-    from convergent.coordinator.hook import HookAnswer, HookEvent, HookInput, answer_hook
-    from convergent.coordinator.metrics import Health, Metrics, health, metrics
-    from convergent.coordinator.progress import (
-        evaluate_progress,
-        observe_iteration,
-        pending_count,
-        resolved_count,
-    )
-    from convergent.coordinator.state import (
-        SCHEMA_VERSION,
-        Atom,
-        AtomStatus,
-        Attempt,
-        BaseCase,
-        Control,
-        HookSettings,
-        ProgressKind,
-        StateFileError,
-        WorkflowState,
-        WorkflowStatus,
-        dump_state,
-        parse_state,
-    )
-    from convergent.coordinator.store import DEFAULT_STATE_FILE, StateStore
-
+from convergent.coordinator.actions import (
+    abandon_atom,
+    add_atom,
+    confirm_judgment,
+    record_failure,
+    record_verification,
+    request_redirect,
+    request_stop,
+    resolve_atom,
+    resume,
+)
+from convergent.coordinator.advice import (
+    Advice,
+    InertiaFlag,
+    StrategySwitch,
+    find_inertia,
+    strategy_advice,
+)
+from convergent.coordinator.agent_runs import (
+    CHECK_ATOM_PREFIX,
+    coordinate_agent,
+    follow_up_task,
+)
+from convergent.coordinator.checks import (
+    ArtifactCheck,
+    Check,
+    CheckKind,
+    CheckResult,
+    CommandCheck,
+    Confirmation,
+    HttpCheck,
+    JudgmentCheck,
+    base_case_satisfied,
+    run_check,
+    run_checks,
+)
+from convergent.coordinator.controller import (
+    AttemptFn,
+    AttemptReport,
+    Coordinator,
+    CoordinatorResult,
+    Failure,
+)
+from convergent.coordinator.decide import (
+    Continue,
+    Decision,
+    Interrupt,
+    Stop,
+    advance,
+    apply_decision,
+    decide,
+)
+from convergent.coordinator.hook import HookAnswer, HookEvent, HookInput, answer_hook
+from convergent.coordinator.metrics import Health, Metrics, health, metrics
+from convergent.coordinator.progress import (
+    evaluate_progress,
+    observe_iteration,
+    pending_count,
+    resolved_count,
+)
+from convergent.coordinator.state import (
+    SCHEMA_VERSION,
+    Atom,
+    AtomStatus,
+    Attempt,
+    BaseCase,
+    Control,
+    HookSettings,
+    ProgressKind,
+    StateFileError,
+    WorkflowState,
+    WorkflowStatus,
+    dump_state,
+    parse_state,
+)
+from convergent.coordinator.store import DEFAULT_STATE_FILE, StateStore
 
 __all__ = [
     "CHECK_ATOM_PREFIX",
@@ -162,5 +156,3 @@ __all__ = [
     "run_checks",
     "strategy_advice",
 ]
-
-__getattr__, __dir__ = _attach(__name__)
