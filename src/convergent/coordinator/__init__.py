@@ -10,6 +10,9 @@ Claude Code hooks (``convergent hook stop|subagent-stop|post-tool-use``).
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from convergent.coordinator.actions import (
     abandon_atom,
     add_atom,
@@ -28,11 +31,6 @@ from convergent.coordinator.advice import (
     find_inertia,
     strategy_advice,
 )
-from convergent.coordinator.agent_runs import (
-    CHECK_ATOM_PREFIX,
-    coordinate_agent,
-    follow_up_task,
-)
 from convergent.coordinator.checks import (
     ArtifactCheck,
     Check,
@@ -45,13 +43,6 @@ from convergent.coordinator.checks import (
     base_case_satisfied,
     run_check,
     run_checks,
-)
-from convergent.coordinator.controller import (
-    AttemptFn,
-    AttemptReport,
-    Coordinator,
-    CoordinatorResult,
-    Failure,
 )
 from convergent.coordinator.decide import (
     Continue,
@@ -86,6 +77,20 @@ from convergent.coordinator.state import (
     parse_state,
 )
 from convergent.coordinator.store import DEFAULT_STATE_FILE, StateStore
+
+if TYPE_CHECKING:
+    from convergent.coordinator.agent_runs import (
+        CHECK_ATOM_PREFIX,
+        coordinate_agent,
+        follow_up_task,
+    )
+    from convergent.coordinator.controller import (
+        AttemptFn,
+        AttemptReport,
+        Coordinator,
+        CoordinatorResult,
+        Failure,
+    )
 
 __all__ = [
     "CHECK_ATOM_PREFIX",
@@ -156,3 +161,28 @@ __all__ = [
     "run_checks",
     "strategy_advice",
 ]
+
+_MODULE_OF = {
+    "CHECK_ATOM_PREFIX": "convergent.coordinator.agent_runs",
+    "coordinate_agent": "convergent.coordinator.agent_runs",
+    "follow_up_task": "convergent.coordinator.agent_runs",
+    "AttemptFn": "convergent.coordinator.controller",
+    "AttemptReport": "convergent.coordinator.controller",
+    "Coordinator": "convergent.coordinator.controller",
+    "CoordinatorResult": "convergent.coordinator.controller",
+    "Failure": "convergent.coordinator.controller",
+}
+"""Names whose modules load asyncio, imported on first use: the hook never needs them."""
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
