@@ -163,6 +163,7 @@ _MODULE_OF = {
 
 
 def __getattr__(name: str) -> object:
+    """Import an exported name's module when the name is first used (PEP 562)."""
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -172,4 +173,5 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
+    """The names already imported and the exported ones not yet used."""
     return sorted({*globals(), *__all__})
