@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -69,18 +70,27 @@ def _payload(folder: Path) -> bytes:
     ).encode()
 
 
-def _time(command: list[str], stdin: bytes, cwd: Path, env: dict[str, str], repeat: int) -> float:
-    """Median wall time of ``repeat`` fresh processes running ``command``."""
-    times = []
+def _time(
+    command: list[str], stdin: bytes, cwd: Path, env: dict[str, str], repeat: int
+) -> tuple[float, float]:
+    """Median wall time and median CPU time of ``repeat`` fresh processes running ``command``.
+
+    CPU time (user + system, of the process and its children) is what the machine's load
+    changes least; wall time is what Claude Code waits for.
+    """
+    walls, cpus = [], []
     for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         subprocess.run(command, input=stdin, cwd=cwd, env=env, capture_output=True, check=True)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
 
 
-def measure(venv: Path, repeat: int) -> dict[str, float]:
-    """Median seconds of the hook and of its two reference processes, run in ``venv``."""
+def measure(venv: Path, repeat: int) -> dict[str, tuple[float, float]]:
+    """Median wall and CPU seconds of the hook and its two reference processes, in ``venv``."""
     python = str(venv / "bin" / "python")
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
@@ -122,7 +132,8 @@ def main() -> None:
         load_after = os.getloadavg()
     if args.json:
         report = {
-            "median_seconds": results,
+            "median_wall_seconds": {name: wall for name, (wall, _) in results.items()},
+            "median_cpu_seconds": {name: cpu for name, (_, cpu) in results.items()},
             "repeat": args.repeat,
             "target_seconds": TARGET_SECONDS,
             "load_before": load_before,
@@ -130,11 +141,11 @@ def main() -> None:
         }
         print(json.dumps(report))
         return
-    for name, seconds in results.items():
-        print(f"{name:32s} {seconds * 1000:7.1f} ms (median of {args.repeat})")
-    hook = results["convergent hook stop"]
+    for name, (wall, cpu) in results.items():
+        print(f"{name:32s} {wall * 1000:7.1f} ms wall, {cpu * 1000:7.1f} ms CPU (medians)")
+    hook = results["convergent hook stop"][0]
     verdict = "under" if hook < TARGET_SECONDS else "OVER"
-    print(f"hook: {verdict} the {TARGET_SECONDS * 1000:.0f} ms target")
+    print(f"hook: {verdict} the {TARGET_SECONDS * 1000:.0f} ms target; {args.repeat} runs each")
     loads = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(load_before, load_after, strict=True))
     print(f"load average 1/5/15 min before/after: {loads}")
 
