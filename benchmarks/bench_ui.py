@@ -7,7 +7,8 @@ is served by uvicorn on 127.0.0.1 in a thread, and pages are fetched over HTTP w
 the token:
 
 - the runs page (first page, a later page, two status filters: ``stalled``, and
-  ``interrupted``, which must ask the system which processes still live) and the
+  ``interrupted``, which must ask the system which processes still live; a search of
+  the tasks and outputs that one run matches, and one that none matches) and the
   200-cycle run page;
 - the same while another process runs an agent that writes into the same database as
   fast as it can (a cycle with one tool call per iteration, no sleeping).
@@ -200,6 +201,8 @@ PAGES = {
     "runs page 150": "/runs?page=150",
     "runs filtered (stalled)": "/runs?status=stalled",
     "runs filtered (interrupted)": "/runs?status=interrupted",
+    "runs searched (one match)": "/runs?q=NUMBER+4321",
+    "runs searched (no match)": "/runs?q=zebra",
     "run page (200 cycles)": "/runs/long-run",
 }
 

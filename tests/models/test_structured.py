@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import BaseModel
+
 from convergent import Agent, ModelResponse, ScriptedModel, StopReason, calculator
 from convergent.messages import UserMessage
 from convergent.models import StructuredToolCalling
@@ -116,3 +118,29 @@ async def test_the_answer_after_a_stop_is_a_reply_with_no_calls_allowed() -> Non
     }
     assert "No tools can be called now" in final.messages[0].content
     assert final.messages[-2].content == "Tool results:\ncalculator result: 2"
+
+
+async def test_a_typed_answer_is_asked_for_in_the_schema_and_becomes_the_answer() -> None:
+    call = {"name": "calculator", "arguments": {"expression": "17*23"}}
+    inner = recorder(
+        [
+            {"thought": "", "tool_calls": [call]},
+            {"thought": "done", "tool_calls": [], "answer": {"total": 391}},
+        ]
+    )
+
+    class Total(BaseModel):
+        total: int
+
+    result = await Agent(StructuredToolCalling(inner), [calculator], output_type=Total).run(
+        "17*23?"
+    )
+
+    assert result.stop_reason is StopReason.COMPLETED and result.cycles == 2
+    assert result.output_data == Total(total=391)
+    first = inner.requests[0]
+    assert first.settings is not None and first.settings.json_schema is not None
+    calling, answering = first.settings.json_schema["anyOf"]
+    assert calling["properties"]["tool_calls"]["minItems"] == 1
+    assert answering["properties"]["answer"] == Total.model_json_schema()
+    assert json.dumps(Total.model_json_schema()) in first.messages[1].content

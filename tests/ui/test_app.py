@@ -205,7 +205,7 @@ def test_run_page_shows_the_timeline_and_explains_the_stop(
     assert page.count('class="cycle"') == 4
     assert "not_executed" in page and ">stall<" in page
     assert "&#34;expression&#34;: &#34;1+1&#34;" in page
-    assert "<svg" in page and 'class="bar"' in page
+    assert "<svg" in page and 'class="line"' in page
     assert client.get(f"{BASE}/runs/nope").status_code == 404
 
 
@@ -531,6 +531,7 @@ def test_a_read_only_database_is_shown_with_every_action_disabled(tmp_path: Path
             actions = {
                 "steer": "message",
                 "answer": "answer",
+                "resume": "message",
                 "rewind": "cycle",
                 "control": "action",
             }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import json
 import re
 import threading
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
@@ -36,10 +37,13 @@ from convergent.models import Model, ModelSettings, StreamPart, TextChunk, ToolC
 from convergent.store import DatabaseSteering, RunStore
 from convergent.testing import call, step
 from convergent.ui import WebChannel
+from convergent.ui.app import console_of
 from convergent.ui.live_text import LiveTextWriter
 from convergent.ui.server import Listening, serve_in_thread
 
 from .conftest import IMG_XSS, SCRIPT_XSS, echo, make_run, needs_extra
+from .test_resume import stopped_cli_run
+from .test_rewind import edited_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parents[2] / "test-artifacts"
@@ -508,3 +512,118 @@ def test_the_timeline_streams_the_reply_as_the_model_writes_it(
     assert "17 * 23 = 341, I think" in page.inner_text("#cycle-1")
     assert "The answer is 391." in page.inner_text("#summary")
     assert page.evaluate("performance.getEntriesByType('navigation').length") == loads
+
+
+@pytest.mark.slow
+def test_the_resume_button_continues_a_stopped_run_with_a_message(
+    store: RunStore, console: Listening, page: Any, tmp_path: Path
+) -> None:
+    stopped_cli_run(store, tmp_path, "capped")
+    make_run(store, "finished", ["42"])
+    page.goto(console.entry)
+    open_run(page, "finished")
+    assert "it cannot be resumed" in page.inner_text("#controls")
+    assert page.locator("text=Resume the run").count() == 0
+    page.goto(f"{console.url}{console.base}/runs")
+    open_run(page, "capped")
+    page.fill("#resume-message", "give the product")
+    shot(page, "resume")
+    page.click("text=Resume the run")
+    page.wait_for_selector("text=with your message")
+    page.wait_for_selector("#summary >> text=Why it stopped: completed")
+    assert "it is 42" in page.inner_text("#summary")
+    page.wait_for_selector("#timeline >> text=message delivered: give the product")
+    assert page.locator("text=Resume the run").count() == 0
+    launcher = console_of(console.app).launcher
+    assert launcher.children[0].wait(timeout=60) == 0
+
+
+def test_searching_the_runs_list_by_task_and_output(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    make_run(store, "peru", ["Lima"], task="capital of Peru")
+    make_run(store, "chile", ["Santiago"], task="another capital")
+    make_run(store, "sum", ["4"], task="2+2")
+    page.goto(console.entry)
+    assert page.locator("table.runs tbody tr").count() == 3
+    page.fill("#search", "CAPITAL")
+    page.press("#search", "Enter")
+    page.wait_for_url(re.compile(r"q=CAPITAL"))
+    assert page.locator("table.runs tbody tr").count() == 2
+    assert "whose task or output contains “CAPITAL”" in page.inner_text("#runs-table")
+    page.fill("#search", "santiago")
+    page.click("text=Filter")
+    page.wait_for_url(re.compile(r"q=santiago"))
+    page.wait_for_selector("#live.on")
+    shot(page, "search")
+    rows = page.locator("table.runs tbody tr")
+    assert rows.count() == 1 and "chile" in rows.inner_text()
+    assert page.input_value("#search") == "santiago"
+
+
+def test_the_rewind_page_lists_the_files_it_restores(
+    store: RunStore, console: Listening, page: Any, tmp_path: Path
+) -> None:
+    edited_run(store, tmp_path / "ws")
+    page.goto(console.entry)
+    open_run(page, "files")
+    page.click("#cycle-1 a.rewind")
+    page.wait_for_selector("text=Rewind run files to cycle 1?")
+    rows = page.locator("table.files tbody tr")
+    assert rows.count() == 2
+    assert rows.nth(0).inner_text() == f"{SCRIPT_XSS}.txt\tdeleted (it did not exist then)"
+    assert rows.nth(1).inner_text() == "notes.txt\trestored to its content at the end of cycle 1"
+    shot(page, "rewind-files")
+    page.click("text=Rewind to cycle 1")
+    page.wait_for_selector("text=1 file(s) restored, 1 deleted")
+    assert (tmp_path / "ws" / "notes.txt").read_text() == "cycle 1\n"
+
+
+def test_the_waterfall_and_a_chart_without_token_counts(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    make_run(
+        store,
+        "timed",
+        [step(call("slow_step", n=1), call("echo", text="x")), step(call("slow_step", n=2)), "ok"],
+        tools=[slow_step, echo],
+    )
+    page.goto(console.entry)
+    open_run(page, "timed")
+    chart = page.locator("#chart")
+    assert "reported no token counts" in chart.inner_text()
+    assert chart.locator("rect.bar").count() == 0
+    steps = page.locator("figure.waterfall g.step")
+    assert steps.count() == 6  # three model requests, three calls
+    assert page.locator("figure.waterfall g.step.tool").count() == 3
+    # every row is drawn, and a call's tooltip gives its time (slow_step sleeps 0.25 s)
+    for i in range(steps.count()):
+        assert steps.nth(i).locator("rect").bounding_box()["width"] > 0
+    tips = [steps.nth(i).locator("title").text_content() or "" for i in range(steps.count())]
+    slow = [float(t.split()[-2]) for t in tips if "slow_step" in t]
+    assert len(slow) == 2 and min(slow) >= 0.25
+    assert "slow_step" in page.locator("figure.waterfall").inner_text()
+    shot(page, "waterfall")
+
+
+def test_typed_output_shows_and_the_run_downloads_as_json(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+        population: int
+
+    make_run(store, "typed", ['{"name": "Lima", "population": 10000000}'], output_type=City)
+    page.goto(console.entry)
+    open_run(page, "typed")
+    typed = page.locator("pre.output-data")
+    assert '"population": 10000000' in typed.inner_text()
+    with page.expect_download() as started:
+        page.click("text=Download the run as JSON")
+    download = started.value
+    assert download.suggested_filename == "run-typed.json"
+    data = json.loads(Path(download.path()).read_text())
+    assert data["run"]["output_data"] == {"name": "Lima", "population": 10000000}
+    assert data["run"]["status"] == "completed"

@@ -43,7 +43,7 @@ from convergent.models import _llama_server
 from convergent.models._prices import FREE, PriceLike, TokenPrice, token_price
 from convergent.models.base import OUTPUT_NAME, Model, ModelSettings, StreamPart
 from convergent.models.openai import OpenAIChatModel
-from convergent.models.structured import Step, StructuredToolCalling
+from convergent.models.structured import Step, StructuredToolCalling, with_answer
 
 __all__ = ["LocalModel", "ToolProtocol", "chatml_tools_template"]
 
@@ -313,17 +313,6 @@ class _LocalStructured(StructuredToolCalling):
         super().__init__(inner, name_enum=True)
         self.examples = examples
 
-    def finish(self, reply: ModelResponse, step: Step) -> ModelResponse:
-        """The reply as a response with tool calls; a typed answer becomes its text."""
-        response = super().finish(reply, step)
-        if step.structured and not response.tool_calls and _ANSWER in response.metadata:
-            metadata = dict(response.metadata)
-            answer = metadata.pop(_ANSWER)
-            return dataclasses.replace(
-                response, content=json.dumps(answer, ensure_ascii=False), metadata=metadata
-            )
-        return response
-
     def prepare(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings | None
     ) -> Step:
@@ -392,7 +381,7 @@ def step_schema(
     """JSON schema of one structured step: calls first, each pinned to one tool's schema.
 
     With an ``answer`` schema, a step either calls a tool or gives the answer, under
-    that schema, in its ``answer`` field (`_LocalStructured.finish` makes it the text).
+    that schema, in its ``answer`` field (`StructuredToolCalling.finish` makes it the text).
     """
     branches = [
         {
@@ -415,17 +404,7 @@ def step_schema(
     }
     if answer is None or not tools:
         return step
-    calling = {**step, "properties": {"tool_calls": {**calls, "minItems": 1}, "thought": thought}}
-    answering = {
-        "type": "object",
-        "properties": {"tool_calls": {"type": "array", "maxItems": 0}, _ANSWER: answer},
-        "required": ["tool_calls", _ANSWER],
-    }
-    return {"anyOf": [calling, answering]}
-
-
-_ANSWER = "answer"
-"""Field of a structured step that holds a typed answer."""
+    return with_answer(step, answer)
 
 
 def _step(calls: list[dict[str, Any]], thought: str) -> AssistantMessage:

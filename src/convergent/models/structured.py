@@ -33,11 +33,13 @@ from convergent.models._thought_stream import ThoughtStream
 from convergent.models.base import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
 
 __all__ = [
+    "ANSWER_FIELD",
     "Step",
     "StructuredToolCalling",
     "parse_step",
     "parse_structured_reply",
     "tool_call_schema",
+    "with_answer",
 ]
 
 _NAME_IN_PARTIAL_JSON = re.compile(r'"name"\s*:\s*"([^"]{1,64})"')
@@ -53,11 +55,21 @@ Available tools:
 _NO_TOOLS = """No tools can be called now. Reply ONLY with a JSON object:
 {"thought": "<your answer>", "tool_calls": []}"""
 
+_TYPED_ANSWER = """The final answer must be JSON under this schema: {schema}
+When you have it, reply with "tool_calls": [] and put the answer in "answer"."""
 
-def tool_call_schema(tools: Sequence[ToolSpec], *, name_enum: bool = True) -> dict[str, Any]:
+ANSWER_FIELD = "answer"
+"""Field of a structured reply that holds a typed answer (when an output schema is set)."""
+
+
+def tool_call_schema(
+    tools: Sequence[ToolSpec], *, name_enum: bool = True, answer: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """JSON schema of a structured reply; ``name_enum`` restricts names to the tools given.
 
-    Without tools, ``tool_calls`` must be empty: the reply can only be an answer.
+    Without tools, ``tool_calls`` must be empty: the reply can only be an answer. With an
+    ``answer`` schema, a reply either calls tools or gives the typed answer in its
+    ``answer`` field.
     """
     name: dict[str, Any] = {"type": "string"}
     if name_enum and tools:
@@ -72,11 +84,33 @@ def tool_call_schema(tools: Sequence[ToolSpec], *, name_enum: bool = True) -> di
     }
     if not tools:
         calls = {"type": "array", "maxItems": 0}
-    return {
+    step = {
         "type": "object",
         "properties": {"thought": {"type": "string"}, "tool_calls": calls},
         "required": ["thought", "tool_calls"],
     }
+    return step if answer is None else with_answer(step, answer)
+
+
+def with_answer(step: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """``step`` (a schema of calls and a thought) widened to also allow a typed answer.
+
+    A reply then either makes at least one call, or makes none and gives the answer under
+    ``answer`` in its `ANSWER_FIELD`.
+    """
+    properties = step["properties"]
+    answering = {
+        "type": "object",
+        "properties": {
+            "tool_calls": {"type": "array", "maxItems": 0},
+            ANSWER_FIELD: answer,
+        },
+        "required": ["tool_calls", ANSWER_FIELD],
+    }
+    if properties["tool_calls"].get("maxItems") == 0:
+        return answering
+    calls = {**properties["tool_calls"], "minItems": 1}
+    return {"anyOf": [{**step, "properties": {**properties, "tool_calls": calls}}, answering]}
 
 
 def _describe(tools: Sequence[ToolSpec]) -> str:
@@ -154,25 +188,40 @@ class StructuredToolCalling(Model):
     ) -> Step:
         """The request the inner model gets: the rewritten conversation under the schema."""
         base = settings or ModelSettings()
+        answer = base.output_schema
         constrained = ModelSettings(
             temperature=base.temperature,
             max_tokens=base.max_tokens,
-            json_schema=tool_call_schema(tools, name_enum=self.name_enum),
+            json_schema=tool_call_schema(tools, name_enum=self.name_enum, answer=answer),
             json_schema_name="agent_step",
             extra=base.extra,
         )
         conversation = self.translate(messages, tools)
         if not tools:
             conversation.insert(0, SystemMessage(content=_NO_TOOLS))
+        if answer is not None:
+            typed = _TYPED_ANSWER.format(schema=json.dumps(answer))
+            conversation.insert(1, SystemMessage(content=typed))
         return Step(conversation, constrained)
 
     def finish(self, reply: ModelResponse, step: Step) -> ModelResponse:
-        """The inner model's reply to ``step`` as a response with tool calls."""
+        """The inner model's reply to ``step`` as a response with tool calls.
+
+        A typed answer (the reply's `ANSWER_FIELD`) becomes the response's text, as JSON,
+        so the loop validates it like any other final answer.
+        """
         if not step.structured:
             return reply
         self._replies += 1
-        return parse_step(
+        response = parse_step(
             reply, id_prefix=f"call_{self._replies}", max_tokens=step.settings.max_tokens
+        )
+        if response.tool_calls or ANSWER_FIELD not in response.metadata:
+            return response
+        metadata = dict(response.metadata)
+        answer = metadata.pop(ANSWER_FIELD)
+        return dataclasses.replace(
+            response, content=json.dumps(answer, ensure_ascii=False), metadata=metadata
         )
 
     async def request(

@@ -393,6 +393,7 @@ class RunStore:
         offset: int = 0,
         status: str | None = None,
         clip: int | None = None,
+        search: str | None = None,
     ) -> list[RunSummary]:
         """Stored runs, most recently updated first.
 
@@ -406,8 +407,10 @@ class RunStore:
                 ``interrupted`` or a stop reason).
             clip: Cut the task, output and stop detail to this many characters (pages
                 that show a part of them need not read runs of many megabytes whole).
+            search: Only runs whose task or output contains this text (ignoring the
+                case of ASCII letters).
         """
-        where, params = self._status_filter(status)
+        where, params = self._filter(status, search)
         sql = (
             f"SELECT {self._columns(clip)} FROM runs {where} "
             "ORDER BY updated_at DESC, rowid DESC LIMIT ? OFFSET ?"
@@ -489,9 +492,18 @@ class RunStore:
             [live],
         )
 
-    def count_runs(self, status: str | None = None) -> int:
-        """How many runs are stored (with this `RunSummary.status`, if given)."""
+    def _filter(self, status: str | None, search: str | None) -> tuple[str, list[Any]]:
+        """The ``WHERE`` clause for a status (see `_status_filter`) and a search text."""
         where, params = self._status_filter(status)
+        if not search:
+            return where, params
+        # instr, not LIKE: the text's % and _ are searched for as they are
+        found = "(instr(lower(task), lower(?)) > 0 OR instr(lower(output), lower(?)) > 0)"
+        return f"{where} AND {found}" if where else f"WHERE {found}", [*params, search, search]
+
+    def count_runs(self, status: str | None = None, *, search: str | None = None) -> int:
+        """How many runs are stored (with this `RunSummary.status` and search text, if given)."""
+        where, params = self._filter(status, search)
         return int(self.query(f"SELECT COUNT(*) FROM runs {where}", params)[0][0])
 
     def exists(self, run_id: str) -> bool:

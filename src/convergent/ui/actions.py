@@ -18,15 +18,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from convergent.durable import pending_answers, steerable_run
+from convergent.durable import pending_answers, resumable_run, steerable_run
 from convergent.exceptions import UserError
-from convergent.store import RunClaim, RunStore
+from convergent.store import RunClaim, RunStore, RunSummary
 from convergent.ui.questions import answer_question, open_questions
 
-__all__ = ["Launcher", "answer", "control", "rewind", "steer"]
+__all__ = ["Launcher", "answer", "control", "resume", "rewind", "steer"]
 
 CONTROLS = ("stop", "pause", "resume")
 """Steering commands that act on a live run."""
+MAX_ARGUMENT_BYTES = 100_000
+"""Longest answer or message a resume takes (it is passed on the command line, whose
+every argument Linux caps at 128 KiB)."""
 
 
 def steer(store: RunStore, run_id: str, message: str) -> str:
@@ -93,22 +96,26 @@ class Launcher:
     """Processes started so far."""
 
     def resume(
-        self, store: RunStore, claim: RunClaim, answer: str, cwd: str | None = None
+        self,
+        store: RunStore,
+        claim: RunClaim,
+        *,
+        answer: str | None = None,
+        message: str | None = None,
+        cwd: str | None = None,
     ) -> tuple[str, str]:
-        """Start ``python -m convergent resume RUN_ID --answer TEXT`` detached, and see it start.
+        """Start ``python -m convergent resume RUN_ID`` detached, and see it start.
 
         The process takes ``claim`` over; once it ends, the claim is released (which
         gives the run back only if the process never took it over). It waits until the
         process has taken the run over, or has ended, at most `STARTUP_SECONDS`, so a
         resume that could not start is reported as such, not as resuming.
 
-        The process takes ``claim`` over; once it ends, the claim is released (which
-        gives the run back only if the process never took it over).
-
         Args:
             store: The run database (to see the run taken over).
             claim: The console's claim on the run.
-            answer: The reply to its question.
+            answer: The reply to its question (``--answer``), if it waits on one.
+            message: New instructions for its next cycle (``--message``), if any.
             cwd: Folder to start in (for runs whose spec holds paths relative to it).
 
         Returns:
@@ -132,7 +139,8 @@ class Launcher:
             run_id,
             "--db",
             str(self.db),
-            f"--answer={answer}",
+            *([f"--answer={answer}"] if answer is not None else []),
+            *([f"--message={message}"] if message is not None else []),
             "--no-steer",
             f"--claim={claim.token}",
         ]
@@ -206,13 +214,48 @@ def answer(
         if not answer_question(store, question_id, text):
             raise UserError("the question closed before the answer arrived; answer it again")
         return "answer sent; the run goes on with it"
-    claim = store.claim(run_id)
+    return _launch(store, launcher, run, "with your answer", answer=text)
+
+
+def resume(store: RunStore, launcher: Launcher, run_id: str, message: str) -> str:
+    """Resume a stopped or interrupted run, with new instructions if ``message`` is not blank.
+
+    Raises:
+        UserError: If the run is running, completed, waits for an answer (answer it
+            instead), or another process holds it.
+    """
+    run = resumable_run(store, run_id)
+    if store.pending_questions(run_id):
+        raise UserError(f"run {run_id!r} waits for an answer: answer its question to resume it")
+    note = "with your message" if message.strip() else ""
+    return _launch(store, launcher, run, note, message=message if message.strip() else None)
+
+
+def _launch(
+    store: RunStore,
+    launcher: Launcher,
+    run: RunSummary,
+    note: str,
+    *,
+    answer: str | None = None,
+    message: str | None = None,
+) -> str:
+    """Claim the run and start its resume process; the notice saying what became of it."""
+    for name, value in (("answer", answer), ("message", message)):
+        size = len(value.encode()) if value is not None else 0
+        if size > MAX_ARGUMENT_BYTES:
+            raise UserError(f"the {name} is too long ({size:,} bytes; at most 100,000)")
+    claim = store.claim(run.run_id)
     try:
-        pending_answers(store, run_id, text)
-        log, state = launcher.resume(store, claim, text, cwd=run.workspace)
+        if answer is not None:
+            pending_answers(store, run.run_id, answer)
+        log, state = launcher.resume(
+            store, claim, answer=answer, message=message, cwd=run.workspace
+        )
     except BaseException:
         claim.release()
         raise
+    note = f" {note}" if note else ""
     if state in ("running", "starting"):
-        return f"resuming the run with your answer (output: {log})"
-    return f"resumed the run with your answer; it ended {state} (output: {log})"
+        return f"resuming the run{note} (output: {log})"
+    return f"resumed the run{note}; it ended {state} (output: {log})"

@@ -41,9 +41,11 @@ from convergent.ui.auth import Address, TokenGuard, new_base
 from convergent.ui.download import run_json
 from convergent.ui.explain import STATUSES, explain_stop
 from convergent.ui.live_text import live_version, read_live_text, show_live_text
+from convergent.ui.rewind import plan_rewind
 from convergent.ui.sse import EventStreamResponse, FragmentStream, digest
 from convergent.ui.timeline import CLIP, load_run_view
 from convergent.ui.views import build_chart, environment
+from convergent.ui.waterfall import build_waterfall
 from convergent.ui.workflow import load_workflow_view
 
 __all__ = ["Console", "console_of", "create_app"]
@@ -144,7 +146,29 @@ def _hashes(fragments: dict[str, str]) -> dict[str, str]:
 # -- runs page --------------------------------------------------------------------------
 
 
-def _runs_query(request: Request) -> tuple[str | None, int]:
+SEARCH_CHARACTERS = 200
+"""Longest search text the runs page uses (the rest is ignored)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunsQuery:
+    """What the runs page shows: a status, a search text and a page."""
+
+    status: str | None
+    """Only runs with this status (one of `STATUSES`), or all."""
+    search: str
+    """Only runs whose task or output contains it (empty: all)."""
+    page: int
+    """The page (1-based)."""
+
+    def link(self, console: Console, page: int | None, path: str = "/runs") -> str:
+        """The address of ``path`` for this query on ``page``."""
+        values = (("status", self.status), ("q", self.search), ("page", page))
+        query = urlencode({k: v for k, v in values if v})
+        return f"{console.base}{path}" + (f"?{query}" if query else "")
+
+
+def _runs_query(request: Request) -> RunsQuery:
     status = request.query_params.get("status") or None
     if status is not None and status not in STATUSES:
         status = None
@@ -152,53 +176,54 @@ def _runs_query(request: Request) -> tuple[str | None, int]:
         page = max(1, int(request.query_params.get("page", "1")))
     except ValueError:
         page = 1
-    return status, page
+    search = request.query_params.get("q", "").strip()[:SEARCH_CHARACTERS]
+    return RunsQuery(status, search, page)
 
 
-def _runs_link(console: Console, status: str | None, page: int | None, path: str = "/runs") -> str:
-    query = urlencode({k: v for k, v in (("status", status), ("page", page)) if v})
-    return f"{console.base}{path}" + (f"?{query}" if query else "")
-
-
-def _runs_fragments(console: Console, status: str | None, page: int) -> dict[str, str]:
+def _runs_fragments(console: Console, query: RunsQuery) -> dict[str, str]:
     store = console.store
-    total = store.count_runs(status)
+    search = query.search or None
+    total = store.count_runs(query.status, search=search)
     pages = max(1, math.ceil(total / PAGE_SIZE))
-    page = min(page, pages)
-    runs = store.list_runs(PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, status=status, clip=CLIP)
+    page = min(query.page, pages)
+    runs = store.list_runs(
+        PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, status=query.status, clip=CLIP, search=search
+    )
     table = console.render(
         "_runs_table.html",
         runs=runs,
         total=total,
         page=page,
         pages=pages,
-        status=status,
-        link=lambda p: _runs_link(console, status, p),
+        status=query.status,
+        search=query.search,
+        link=lambda p: query.link(console, p),
     )
     return {"runs-table": table}
 
 
 async def runs_page(request: Request) -> Response:
-    """Every stored run, newest first, filtered by status and paginated."""
+    """Every stored run, newest first, filtered by status and search text, and paginated."""
     console: Console = request.app.state.console
-    status, page = _runs_query(request)
-    fragments = await console.read(_runs_fragments, console, status, page)
+    query = _runs_query(request)
+    fragments = await console.read(_runs_fragments, console, query)
     return console.page(
         request,
         "runs.html",
         live=_live(fragments),
         hashes=_hashes(fragments),
-        stream=_runs_link(console, status, page, "/runs/stream"),
+        stream=query.link(console, query.page, "/runs/stream"),
         statuses=STATUSES,
-        chosen=status,
+        chosen=query.status,
+        search=query.search,
     )
 
 
 async def runs_stream(request: Request) -> Response:
     """Live updates of the runs page."""
     console: Console = request.app.state.console
-    status, page = _runs_query(request)
-    return _stream(console, lambda: _runs_fragments(console, status, page))
+    query = _runs_query(request)
+    return _stream(console, lambda: _runs_fragments(console, query))
 
 
 # -- run page ---------------------------------------------------------------------------
@@ -231,6 +256,7 @@ def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> di
         "run": view.summary,
         "why": explain_stop(view.summary),
         "chart": build_chart(view.cycles),
+        "waterfall": build_waterfall(view.cycles),
         "children": console.store.children(run_id, clip=CHILD_TASK_SHOWN),
     }
     return {
@@ -367,6 +393,17 @@ async def answer_action(request: Request) -> Response:
     return await _act(request, act)
 
 
+async def resume_action(request: Request) -> Response:
+    """Resume a stopped or interrupted run, with an optional message."""
+    console: Console = request.app.state.console
+    return await _act(
+        request,
+        lambda run_id, form: actions.resume(
+            console.store, console.launcher, run_id, form.get("message", "")
+        ),
+    )
+
+
 def _cycle(value: str) -> int:
     if not value.isdigit():
         raise ValueError(f"not a cycle number: {value!r}")
@@ -379,10 +416,11 @@ async def rewind_confirm(request: Request) -> Response:
     try:
         run_id = _run_id(request)
         cycle = _cycle(request.query_params.get("cycle", ""))
-        run = await console.read(console.store.get_run, run_id)
+        run = await console.read(lambda: console.store.get_run(run_id, clip=CLIP))
+        plan = await console.read(plan_rewind, console.store, run_id, cycle)
     except (ConvergentError, ValueError) as exc:
         return _error(console, request, exc, 400)
-    return console.page(request, "rewind.html", run=run, cycle=cycle)
+    return console.page(request, "rewind.html", run=run, cycle=cycle, plan=plan)
 
 
 async def rewind_action(request: Request) -> Response:
@@ -524,6 +562,7 @@ def create_app(
             Route("/runs/{run_id}/steer", steer_action, methods=["POST"]),
             Route("/runs/{run_id}/control", control_action, methods=["POST"]),
             Route("/runs/{run_id}/answer", answer_action, methods=["POST"]),
+            Route("/runs/{run_id}/resume", resume_action, methods=["POST"]),
             Route("/runs/{run_id}/rewind", rewind_confirm, methods=["GET"]),
             Route("/runs/{run_id}/rewind", rewind_action, methods=["POST"]),
             Route("/coordinator", coordinator_page),

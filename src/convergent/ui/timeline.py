@@ -54,6 +54,8 @@ class CallView:
     """Characters of the arguments' JSON text not shown."""
     result_cut: int = 0
     """Characters of the result not shown."""
+    finished_at: float | None = None
+    """Unix time it finished, once finished."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +129,9 @@ class RunView:
     """Whether the latest pause command is in force."""
     checkpoints: list[int]
     """Cycles a rewind can return to."""
+    output_data: str = ""
+    """The typed output (``RunSummary.output_data``) as indented JSON, at most `CLIP`
+    characters; empty when the run has none."""
 
 
 def load_run_view(
@@ -145,10 +150,12 @@ def load_run_view(
         "SELECT length(task), length(output), length(stop_detail) FROM runs WHERE run_id = ?",
         [run_id],
     )
+    data = _output_data(summary)
     cut = {
         "task": task - len(summary.task),
         "output": output - len(summary.output),
         "stop_detail": detail - len(summary.stop_detail),
+        "output_data": max(0, len(data) - CLIP),
     }
     last = summary.cycles if upto is None else max(0, min(upto, summary.cycles))
     first = max(1, last - count + 1)
@@ -177,7 +184,15 @@ def load_run_view(
         pending=pending,
         paused=running and _paused(store, run_id),
         checkpoints=[cycle for cycle, _, _ in checkpoints],
+        output_data=data[:CLIP],
     )
+
+
+def _output_data(summary: RunSummary) -> str:
+    """The run's typed output as indented JSON, or empty when it has none."""
+    if summary.output_data is None:
+        return ""
+    return json.dumps(summary.output_data, indent=2, ensure_ascii=False)
 
 
 def _checkpoints(
@@ -205,11 +220,11 @@ def _add_calls(
 ) -> None:
     rows = store.query(
         "SELECT cycle, call_id, name, substr(arguments, 1, ?1), length(arguments), outcome, "
-        "substr(result, 1, ?1), length(result), duration FROM finished_calls "
+        "substr(result, 1, ?1), length(result), duration, finished_at FROM finished_calls "
         "WHERE run_id = ?2 AND cycle BETWEEN ?3 AND ?4 ORDER BY cycle, position, finished_at",
         [CLIP, run_id, first, last],
     )
-    for cycle, call_id, name, arguments, length, outcome, result, total, duration in rows:
+    for cycle, call_id, name, arguments, length, outcome, result, total, duration, at in rows:
         view = cycles.setdefault(cycle, CycleView(cycle))
         shown, cut = _arguments(arguments, length)
         view.calls.append(
@@ -222,6 +237,7 @@ def _add_calls(
                 duration,
                 arguments_cut=cut,
                 result_cut=total - len(result),
+                finished_at=at,
             )
         )
 

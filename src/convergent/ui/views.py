@@ -74,10 +74,17 @@ class Chart:
     """Tokens at the top of the scale."""
     max_seconds: float
     """Seconds at the top of the scale."""
+    tokens_known: bool = True
+    """Whether the model reported token counts (without any, the chart draws no bars
+    and the page says so, instead of a row of zeros)."""
 
 
 def build_chart(cycles: list[CycleView], *, width: int = 640, height: int = 120) -> Chart | None:
-    """Scale the cycles' tokens (bars) and durations (line); None without measured cycles."""
+    """Scale the cycles' tokens (bars) and durations (line); None without measured cycles.
+
+    A run whose model reported no usage (a scripted model, a server that sends none)
+    has zero tokens in every cycle: it gets no bars, only the duration line.
+    """
     measured = [c for c in cycles if c.tokens is not None or c.seconds is not None]
     if not measured:
         return None
@@ -89,17 +96,20 @@ def build_chart(cycles: list[CycleView], *, width: int = 640, height: int = 120)
     points: list[str] = []
     for index, cycle in enumerate(measured):
         x = index * step
-        bar = (cycle.tokens or 0) / top_tokens * (height - 4)
-        tip = f"cycle {cycle.number}: {cycle.tokens or 0} tokens, {seconds(cycle.seconds)}"
-        bars.append(
-            (
-                round(x + step * 0.15, 2),
-                round(height - bar, 2),
-                round(step * 0.7, 2),
-                round(bar, 2),
-                tip,
+        if most_tokens:
+            bar = (cycle.tokens or 0) / top_tokens * (height - 4)
+            tip = f"cycle {cycle.number}: {cycle.tokens or 0} tokens, {seconds(cycle.seconds)}"
+            bars.append(
+                (
+                    round(x + step * 0.15, 2),
+                    round(height - bar, 2),
+                    round(step * 0.7, 2),
+                    round(bar, 2),
+                    tip,
+                )
             )
-        )
         y = height - (cycle.seconds or 0.0) / top_seconds * (height - 4)
         points.append(f"{round(x + step / 2, 2)},{round(y, 2)}")
-    return Chart(width, height, bars, " ".join(points), most_tokens, most_seconds)
+    return Chart(
+        width, height, bars, " ".join(points), most_tokens, most_seconds, bool(most_tokens)
+    )
