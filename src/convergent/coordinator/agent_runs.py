@@ -10,8 +10,9 @@ repeated is flagged by the no-inertia-loops rule.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from convergent.agent import Agent
 from convergent.coordinator import actions
 from convergent.coordinator.checks import CheckResult
 from convergent.coordinator.controller import AttemptReport, Coordinator, CoordinatorResult, Failure
@@ -19,9 +20,6 @@ from convergent.coordinator.state import AtomStatus, WorkflowState
 from convergent.coordinator.store import StateStore
 from convergent.exceptions import UserError
 from convergent.stop import StopReason
-
-if TYPE_CHECKING:
-    from convergent.agent import Agent
 
 __all__ = ["CHECK_ATOM_PREFIX", "coordinate_agent", "follow_up_task"]
 
