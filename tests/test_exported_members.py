@@ -272,6 +272,8 @@ def test_core_exports_exactly_the_listed_names() -> None:
         assert getattr(convergent, name) is not None, name
     assert _exported(convergent) == set(CORE) - {"__version__"}
     assert set(dir(convergent)) >= set(CORE)
+    # What the package-level __getattr__ can import is the listed names, not one more.
+    assert set(convergent._MODULE_OF) == set(CORE) - {"__version__"}
 
 
 @pytest.mark.parametrize(
@@ -290,6 +292,7 @@ def test_each_product_exports_exactly_the_listed_names(package_name: str) -> Non
     for name in listed:
         assert getattr(package, name) is not None, f"{package_name}.{name}"
     assert _exported(package) == set(listed)
+    assert set(getattr(package, "_MODULE_OF", {})) <= set(listed)
 
 
 PROBE = """
