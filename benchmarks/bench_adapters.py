@@ -3,15 +3,26 @@
 Each host runs the same scripted run of CYCLES distinct reads and an answer with its own
 test double, three ways: alone; with a no-op plugged into the same seams the adapter
 uses (what the host charges for those seams: for LangChain, its middleware hooks); and
-with convergent's adapter. The adapter's cost per cycle splits into the seams' share
+with convergent's adapter. Each agent is built before the clock starts: a cycle's cost
+is the run's, not the build's. The adapter's cost per cycle splits into the seams' share
 and convergent's own (adapter minus no-op), each reported as a share of the host's own
-per-cycle cost (target: <= 5 % in all).
+per-cycle cost (target: <= 5 % in all), in wall time and in the process's CPU time (which
+other processes on a busy machine disturb less).
+
+LangChain runs three ways (``ainvoke``; ``invoke``; ``ainvoke`` with LangSmith's set-up
+of each traced hook call made on the event loop, as docs/adapters.md shows), then three
+finer figures: what each middleware seam costs the agent by itself (a no-op with only
+that hook, against the agent alone); what one call of a ``wrap_*`` hook costs in itself
+(``create_agent`` wraps every such hook in LangSmith's ``traceable``, which does its
+work even with tracing off); and convergent's own work per model call, replayed outside
+the agent on the requests a run made (no graph around it, so no noise from it).
 Run: ``PYTHONPATH=src python benchmarks/bench_adapters.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import statistics
@@ -35,12 +46,16 @@ from tests.adapters.trajectories import READ_ONLY, World  # noqa: E402
 from convergent import Limits  # noqa: E402
 
 CYCLES = 40
-REPEATS = 7
+REPEATS = 11
+HOOK_CALLS = 2000
 STEPS = [*[(("read_file", {"path": f"part{n}.txt"}),) for n in range(CYCLES - 1)], "done"]
 LIMITS = Limits(max_cycles=CYCLES + 5)
 
 Way = Literal["host", "seams", "adapter"]
 """The host alone, with a no-op in the adapter's seams, or with the adapter."""
+
+Run = Callable[[], Awaitable[object]]
+"""One scripted run of a host that is already built (what the clock measures)."""
 
 
 def _langchain_noop() -> Any:
@@ -77,25 +92,58 @@ def _langchain_agent(way: Way) -> Any:
     return create_agent(langchain_model(STEPS), langchain_tools(World()), middleware=middleware)
 
 
-async def langchain(way: Way) -> None:
+def _task() -> dict[str, Any]:
+    from langchain_core.messages import HumanMessage
+
+    return {"messages": [HumanMessage("task")]}
+
+
+def langchain(way: Way) -> Run:
     """``ainvoke``: each async ``wrap_*`` hook call is traced by LangSmith's ``traceable``,
     which moves its set-up and its end to a worker thread (even with tracing off)."""
-    from langchain_core.messages import HumanMessage
-
     agent = _langchain_agent(way)
-    await agent.ainvoke({"messages": [HumanMessage("task")]}, {"recursion_limit": 500})
+    return lambda: agent.ainvoke(_task(), {"recursion_limit": 500})
 
 
-async def langchain_sync(way: Way) -> None:
+def langchain_sync(way: Way) -> Run:
     """``invoke`` (the sync hooks; the same scripted run)."""
-    from langchain_core.messages import HumanMessage
-
     agent = _langchain_agent(way)
-    agent.invoke({"messages": [HumanMessage("task")]}, {"recursion_limit": 500})
+
+    async def run() -> None:
+        agent.invoke(_task(), {"recursion_limit": 500})
+
+    return run
 
 
-async def langgraph(way: Way) -> None:
-    from langchain_core.messages import HumanMessage
+async def _inline_when_untraced(
+    default: Callable[..., Awaitable[Any]], context: Any, func: Any, /, *args: Any, **kwargs: Any
+) -> Any:
+    """LangSmith's ``aio_to_thread``, run on the event loop while nothing is traced."""
+    from langsmith.utils import tracing_is_enabled
+
+    if context.run(tracing_is_enabled):
+        return await default(context, func, *args, **kwargs)
+    return context.run(func, *args, **kwargs)
+
+
+def langchain_inline(way: Way) -> Run:
+    """``ainvoke`` with LangSmith's set-up and end of each traced hook call made on the
+    event loop (``langsmith.set_runtime_overrides``), as docs/adapters.md shows."""
+    import langsmith
+
+    run = langchain(way)
+
+    async def inline() -> None:
+        langsmith.set_runtime_overrides(aio_to_thread=_inline_when_untraced)
+        try:
+            await run()
+        finally:
+            langsmith.set_runtime_overrides()
+
+    return inline
+
+
+def langgraph(way: Way) -> Run:
     from langgraph.prebuilt import tools_condition
 
     from convergent.adapters.langgraph import ToolsCondition
@@ -104,7 +152,7 @@ async def langgraph(way: Way) -> None:
     route = ToolsCondition(Limits(max_cycles=CYCLES + 5, stall_nudges=0), tools=READ_ONLY)
     condition = route if way == "adapter" else tools_condition
     graph = hand_built_graph(langchain_model(STEPS), langchain_tools(World()), condition)
-    await graph.ainvoke({"messages": [HumanMessage("task")]}, {"recursion_limit": 500})
+    return lambda: graph.ainvoke(_task(), {"recursion_limit": 500})
 
 
 def _pydantic_ai_noop() -> Any:
@@ -127,7 +175,7 @@ def _pydantic_ai_noop() -> Any:
     return Noop()
 
 
-async def pydantic_ai(way: Way) -> None:
+def pydantic_ai(way: Way) -> Run:
     from pydantic_ai import Agent
     from pydantic_ai.models.function import FunctionModel
 
@@ -144,10 +192,10 @@ async def pydantic_ai(way: Way) -> None:
         tools=[getattr(world, name) for name in READ_ONLY],
         capabilities=capabilities,
     )
-    await agent.run("task")
+    return lambda: agent.run("task")
 
 
-async def openai_agents(way: Way) -> None:
+def openai_agents(way: Way) -> Run:
     from agents import Agent, Runner, function_tool
     from agents.testing import ScriptedModel, assistant_message, function_call
 
@@ -166,14 +214,13 @@ async def openai_agents(way: Way) -> None:
         tools=[function_tool(getattr(world, name)) for name in READ_ONLY],
     )
     if way == "adapter":
-        await run(agent, "task", limits=LIMITS, tools=READ_ONLY)
-    elif way == "seams":
-        await _openai_agents_noop(agent)
-    else:
-        await Runner.run(agent, "task", max_turns=CYCLES + 5)
+        return lambda: run(agent, "task", limits=LIMITS, tools=READ_ONLY)
+    if way == "seams":
+        return _openai_agents_noop(agent)
+    return lambda: Runner.run(agent, "task", max_turns=CYCLES + 5)
 
 
-async def _openai_agents_noop(agent: Any) -> None:
+def _openai_agents_noop(agent: Any) -> Run:
     """The seams the adapter uses (hooks, a tool guardrail, ``tool_use_behavior``, the
     error formatter and the input filter), doing nothing."""
     import dataclasses
@@ -206,30 +253,20 @@ async def _openai_agents_noop(agent: Any) -> None:
 
     tools = [dataclasses.replace(t, tool_input_guardrails=[guardrail]) for t in agent.tools]
     config = RunConfig(tool_error_formatter=lambda args: None, call_model_input_filter=keep)
-    await Runner.run(
-        agent.clone(tools=tools, tool_use_behavior=behaviour),
-        "task",
-        hooks=Hooks(),
-        run_config=config,
-        max_turns=CYCLES + 5,
-    )
+    clone = agent.clone(tools=tools, tool_use_behavior=behaviour)
+    return lambda: Runner.run(clone, "task", hooks=Hooks(), run_config=config, max_turns=CYCLES + 5)
 
 
-async def timed(host: Callable[[Way], Awaitable[None]], way: Way) -> float:
-    started = time.perf_counter()
-    await host(way)
-    return (time.perf_counter() - started) / CYCLES
+async def timed(host: Callable[[Any], Run], way: Any) -> tuple[float, float]:
+    """Seconds per cycle of one run, in wall time and in the process's CPU time."""
+    run = host(way)
+    wall, cpu = time.perf_counter(), time.process_time()
+    await run()
+    return (time.perf_counter() - wall) / CYCLES, (time.process_time() - cpu) / CYCLES
 
 
-async def measure(host: Callable[[Way], Awaitable[None]]) -> dict[str, float]:
-    ways: tuple[Way, ...] = ("host", "seams", "adapter")
-    for way in ways:
-        await timed(host, way)  # warm every path
-    runs: dict[Way, list[float]] = {way: [] for way in ways}
-    for _ in range(REPEATS):
-        for way in ways:
-            runs[way].append(await timed(host, way))
-    base, seams, total = (statistics.median(runs[way]) for way in ways)
+def shares(base: float, seams: float, total: float) -> dict[str, float]:
+    """A host's per-cycle figures (medians, in seconds) as milliseconds and shares."""
     return {
         "host_ms_per_cycle": round(base * 1000, 3),
         "seams_ms_per_cycle": round((seams - base) * 1000, 3),
@@ -240,17 +277,232 @@ async def measure(host: Callable[[Way], Awaitable[None]]) -> dict[str, float]:
     }
 
 
+async def medians(host: Callable[[Any], Run], ways: tuple[Any, ...]) -> list[tuple[float, float]]:
+    """Each way's median seconds per cycle (wall, CPU), the ways' runs interleaved."""
+    for way in ways:
+        await timed(host, way)  # warm every path
+    runs: dict[Any, list[tuple[float, float]]] = {way: [] for way in ways}
+    for _ in range(REPEATS):
+        for way in ways:
+            runs[way].append(await timed(host, way))
+    return [
+        (statistics.median(r[0] for r in runs[way]), statistics.median(r[1] for r in runs[way]))
+        for way in ways
+    ]
+
+
+async def measure(host: Callable[[Way], Run]) -> dict[str, dict[str, float]]:
+    found = await medians(host, ("host", "seams", "adapter"))
+    return {
+        "wall": shares(*(wall for wall, _ in found)),
+        "cpu": shares(*(cpu for _, cpu in found)),
+    }
+
+
+Seam = Literal["none", "wrap_model_call", "wrap_tool_call", "both", "after_model", "before_model"]
+"""A no-op LangChain middleware with these hooks (``both``: the two ``wrap_*`` hooks)."""
+
+
+def _langchain_seam(seam: Seam) -> list[Any]:
+    from langchain.agents.middleware import AgentMiddleware
+
+    class Model(AgentMiddleware[Any, Any, Any]):
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+    class Tool(AgentMiddleware[Any, Any, Any]):
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+    class AfterModel(AgentMiddleware[Any, Any, Any]):
+        def after_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+        async def aafter_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+    class BeforeModel(AgentMiddleware[Any, Any, Any]):
+        def before_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+        async def abefore_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+    return {
+        "none": [],
+        "wrap_model_call": [Model()],
+        "wrap_tool_call": [Tool()],
+        "both": [_langchain_noop()],
+        "after_model": [AfterModel()],
+        "before_model": [BeforeModel()],
+    }[seam]
+
+
+async def langchain_seams(sync: bool) -> dict[str, dict[str, float]]:
+    """What each LangChain middleware seam costs by itself, as a no-op, per cycle (a share
+    of the agent's own cycle, in wall and CPU time): the hooks an adapter could use."""
+    from langchain.agents import create_agent
+
+    def host(seam: Seam) -> Run:
+        model, tools = langchain_model(STEPS), langchain_tools(World())
+        agent: Any = create_agent(model, tools, middleware=_langchain_seam(seam))
+        if not sync:
+            return lambda: agent.ainvoke(_task(), {"recursion_limit": 500})
+
+        async def run() -> None:
+            agent.invoke(_task(), {"recursion_limit": 500})
+
+        return run
+
+    seams: tuple[Seam, ...] = (
+        "none",
+        "wrap_model_call",
+        "wrap_tool_call",
+        "both",
+        "after_model",
+        "before_model",
+    )
+    found = dict(zip(seams, await medians(host, seams), strict=True))
+    wall, cpu = found.pop("none")
+    return {
+        seam: {
+            "wall_ms_per_cycle": round((w - wall) * 1000, 3),
+            "wall_share": round((w - wall) / wall, 4),
+            "cpu_ms_per_cycle": round((c - cpu) * 1000, 3),
+            "cpu_share": round((c - cpu) / cpu, 4),
+        }
+        for seam, (w, c) in found.items()
+    }
+
+
+async def _per_call(call: Callable[[], Awaitable[object]], calls: int) -> dict[str, float]:
+    """Microseconds per call, wall and CPU: the least of REPEATS batches (what the work
+    takes when nothing else on the machine gets in its way)."""
+    walls, cpus = [], []
+    for _ in range(REPEATS):
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(calls):
+            await call()
+        walls.append((time.perf_counter() - wall) / calls)
+        cpus.append((time.process_time() - cpu) / calls)
+    return {"wall_us": round(min(walls) * 1e6, 1), "cpu_us": round(min(cpus) * 1e6, 1)}
+
+
+async def langchain_hook_call() -> dict[str, dict[str, float]]:
+    """One call of a no-op ``wrap_*`` hook as ``create_agent`` makes it (wrapped in
+    ``traceable``, tracing off), against the same call unwrapped."""
+    from langsmith import traceable
+
+    def hook(request: object, handler: Callable[[object], object]) -> object:
+        return handler(request)
+
+    async def ahook(request: object, handler: Callable[[object], Awaitable[object]]) -> object:
+        return await handler(request)
+
+    async def ahandler(request: object) -> object:
+        return request
+
+    def handler(request: object) -> object:
+        return request
+
+    def synchronous(hook: Callable[..., object]) -> Callable[[], Awaitable[object]]:
+        async def call() -> object:
+            return hook(None, handler)
+
+        return call
+
+    import langsmith
+
+    traced = traceable(name="Noop.wrap_model_call")(hook)
+    atraced = traceable(name="Noop.awrap_model_call")(ahook)
+    calls = HOOK_CALLS // REPEATS
+    report = {
+        "sync_plain": await _per_call(synchronous(hook), calls),
+        "sync_traced": await _per_call(synchronous(traced), calls),
+        "async_plain": await _per_call(lambda: ahook(None, ahandler), calls),
+        "async_traced": await _per_call(lambda: atraced(None, ahandler), calls),
+    }
+    langsmith.set_runtime_overrides(aio_to_thread=_inline_when_untraced)
+    try:
+        report["async_traced_inline"] = await _per_call(lambda: atraced(None, ahandler), calls)
+    finally:
+        langsmith.set_runtime_overrides()
+    return report
+
+
+def _given(response: Any, request: Any) -> Any:
+    """A model handler that answers with a response made earlier."""
+    return response
+
+
+def langchain_own_work() -> dict[str, float]:
+    """Convergent's work per model call: the requests of one run, replayed through
+    ``ConvergenceMiddleware.wrap_model_call`` and through a pass-through, no agent around
+    (CPU time, the least of many replays)."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
+
+    from convergent.adapters.langchain import ConvergenceMiddleware
+
+    made: list[tuple[Any, Any]] = []
+
+    class Recorder(AgentMiddleware[Any, Any, Any]):
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            response = handler(request)
+            made.append((request, response))
+            return response
+
+    agent: Any = create_agent(
+        langchain_model(STEPS), langchain_tools(World()), middleware=[Recorder()]
+    )
+    agent.invoke(_task(), {"recursion_limit": 500})
+
+    def replay(middleware: Any) -> float:
+        book = None
+        started = time.process_time()
+        for request, response in made:
+            state = request.state if book is None else {**request.state, "convergence_run": book}
+            answer = functools.partial(_given, response)
+            result = middleware.wrap_model_call(request.override(state=state), answer)
+            update = getattr(getattr(result, "command", None), "update", None) or {}
+            book = update.get("convergence_run", book)
+        return (time.process_time() - started) / len(made)
+
+    passing = _langchain_noop()
+    runs: dict[str, list[float]] = {"pass_through": [], "convergent": []}
+    for _ in range(REPEATS * 10):
+        runs["pass_through"].append(replay(passing))
+        runs["convergent"].append(replay(ConvergenceMiddleware(LIMITS, tools=READ_ONLY)))
+    through, ours = (min(runs[name]) for name in ("pass_through", "convergent"))
+    return {
+        "pass_through_cpu_us": round(through * 1e6, 1),
+        "convergent_cpu_us": round(ours * 1e6, 1),
+        "convergent_work_cpu_us": round((ours - through) * 1e6, 1),
+    }
+
+
 async def main() -> None:
     set_tracing_disabled(True)
     report: dict[str, object] = {"load_average": os.getloadavg(), "cycles": CYCLES}
     for name, host in (
         ("langchain", langchain),
         ("langchain_sync", langchain_sync),
+        ("langchain_inline", langchain_inline),
         ("langgraph", langgraph),
         ("openai_agents", openai_agents),
         ("pydantic_ai", pydantic_ai),
     ):
         report[name] = await measure(host)
+    report["langchain_seams_ainvoke"] = await langchain_seams(sync=False)
+    report["langchain_seams_invoke"] = await langchain_seams(sync=True)
+    report["langchain_hook_call"] = await langchain_hook_call()
+    report["langchain_convergent_per_model_call"] = langchain_own_work()
     report["load_average_after"] = os.getloadavg()
     print(json.dumps(report, indent=2))
 

@@ -15,7 +15,7 @@ from convergent import Agent, AgentSpec, Limits, StopReason, UserError, build_ag
 from convergent.builder import BuildContext, ModelRole, Toolbox, resolve_tools
 from convergent.gate import ExecutiveGate, QueueChannel
 from convergent.models import Model, TokenPrice
-from convergent.spec import GateSpec
+from convergent.spec import AgentToolSpec, GateSpec
 from convergent.store import RunStore
 
 
@@ -235,3 +235,30 @@ def test_the_loop_imports_neither_the_spec_nor_the_builder() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert not hasattr(Agent, "from_recipe")
+
+
+async def test_a_spec_builds_its_agents_as_tools_and_a_stored_run_stores_the_child(
+    tmp_path: Path,
+) -> None:
+    helper = AgentToolSpec(
+        name="helper",
+        description="Does arithmetic.",
+        agent=AgentSpec(model=script_file(tmp_path, [calc("6*7"), "42"], name="child.json")),
+    )
+    ask = {"tool_calls": [{"id": "c1", "name": "helper", "arguments": {"task": "6*7?"}}]}
+    spec = AgentSpec(
+        model=script_file(tmp_path, [ask, "it is 42"]),
+        workspace=str(tmp_path),
+        tools=("calculator",),
+        agents=(helper,),
+    )
+    agent = build_agent(spec)
+    assert agent.tools["helper"].parameters["required"] == ["task"]
+    store = RunStore(tmp_path / "runs.db")
+    result = await agent.run("delegate", run_id="p", store=store)
+    assert result.output == "it is 42"
+    assert result.tool_calls[0].result == "42"
+    (child,) = store.children("p")
+    assert (child.run_id, child.parent_call_id) == ("p.1.c1", "c1")
+    # a child that names no workspace works in its caller's
+    assert child.recipe is not None and child.recipe["workspace"] == str(tmp_path)

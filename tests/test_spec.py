@@ -13,7 +13,7 @@ from pydantic import ValidationError
 import convergent
 from convergent import Agent, AgentSpec, Limits, StopReason, UserError, build_agent, calculator
 from convergent.durable import spec_of
-from convergent.spec import BUILTIN_TOOLS, SPEC_VERSION, GateSpec
+from convergent.spec import BUILTIN_TOOLS, SPEC_VERSION, AgentToolSpec, GateSpec
 from convergent.store import RunStore
 
 FROZEN = Path(__file__).with_name("fixtures") / "specs"
@@ -128,6 +128,7 @@ def scripts(folder: Path) -> None:
         ("recipe.v2.json", None, 0.0),
         # three requests of 1,000 input tokens at $1 and 100 output tokens at $4 per million
         ("recipe.v3.json", (1.0, 4.0), 3 * 1400 / 1e6),
+        ("recipe.v4.json", (1.0, 4.0), 3 * 1400 / 1e6),
     ],
 )
 async def test_a_run_stored_with_an_older_recipe_loads_and_resumes(
@@ -184,3 +185,15 @@ def test_an_output_schema_travels_in_the_spec_and_a_bad_one_is_refused() -> None
     assert AgentSpec.from_json(stored).output_schema == schema
     with pytest.raises(UserError, match="output_schema: .*invalid output schema"):
         AgentSpec.from_json({"output_schema": {"type": 12}})
+
+
+def test_agents_called_as_tools_travel_in_the_spec_and_clashing_names_are_refused() -> None:
+    child = AgentToolSpec(name="helper", description="Helps.", agent=AgentSpec(model="m"))
+    stored = AgentSpec(agents=(child,)).to_json()
+    assert AgentSpec.from_json(stored).agents == (child,)
+    # a version 4 spec, from before ``agents``, loads without any
+    assert AgentSpec.from_json({"version": 4, "model": "m"}).agents == ()
+    with pytest.raises(UserError, match="two agents are named 'helper'"):
+        AgentSpec.from_json({"agents": [child.model_dump(), child.model_dump()]})
+    with pytest.raises(UserError, match="agents.0.name"):
+        AgentSpec.from_json({"agents": [child.model_dump() | {"name": "no spaces"}]})

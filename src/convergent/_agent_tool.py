@@ -11,9 +11,10 @@ instead of running it again.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ from convergent.tools import Tool, tool
 if TYPE_CHECKING:
     from convergent.agent import Agent
 
-__all__ = ["agent_tool", "child_run_id"]
+__all__ = ["ChildEnd", "ChildRunner", "agent_tool", "child_run_id", "child_tool"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -83,18 +84,36 @@ class _ChildStore:
 
 
 @dataclass(frozen=True, slots=True)
-class _ChildEnd:
+class ChildEnd:
     """How a child run ended, whether it ran now or was found stored."""
 
     stop_reason: StopReason
+    """Why the child stopped."""
     stop_detail: str
+    """What the stop reason's detail says."""
     output: str
+    """The child's final answer."""
     usage: Usage
+    """What the child used, its final answer included."""
     cycles: int
+    """The child's cycles."""
+
+
+ChildRunner = Callable[[str, CallContext | None], Awaitable[ChildEnd]]
+"""Runs (or finds) the child run of a call: its prompt and its caller (None outside a run)."""
 
 
 def agent_tool(agent: Agent, name: str, description: str, *, timeout: float | None) -> Tool:
     """A tool that runs ``agent`` on the call's task as a child run (see `Agent.as_tool`)."""
+    return child_tool(name, description, functools.partial(_run_child, agent), timeout=timeout)
+
+
+def child_tool(name: str, description: str, run: ChildRunner, *, timeout: float | None) -> Tool:
+    """A tool whose calls are child runs that ``run`` makes, in the caller's budget.
+
+    The child's usage and cycles count as the caller's; its answer is the result of a
+    call that ended ``completed``, and part of the failure of any other.
+    """
 
     async def run_agent(task: str, context: str = "") -> str:
         """Run the agent on a task.
@@ -106,7 +125,7 @@ def agent_tool(agent: Agent, name: str, description: str, *, timeout: float | No
         """
         prompt = f"{task}\n\nContext:\n{context}" if context else task
         caller = current_call()
-        ended = await _run_child(agent, prompt, caller)
+        ended = await run(prompt, caller)
         if caller is not None:
             caller.budget.add_usage(ended.usage, ended.cycles)
         if ended.stop_reason is StopReason.COMPLETED:
@@ -120,7 +139,7 @@ def agent_tool(agent: Agent, name: str, description: str, *, timeout: float | No
     return tool(name=name, description=description, timeout=timeout, idempotent=True)(run_agent)
 
 
-async def _run_child(agent: Agent, prompt: str, caller: CallContext | None) -> _ChildEnd:
+async def _run_child(agent: Agent, prompt: str, caller: CallContext | None) -> ChildEnd:
     """Run (or find, or continue) the child run of the calling run's call."""
     if caller is None:
         return _end_of(await agent.run(prompt))
@@ -138,13 +157,13 @@ async def _run_child(agent: Agent, prompt: str, caller: CallContext | None) -> _
         return _end_of(await child.run(prompt, run_id=run_id, store=store))
     if stored.stop_reason is not None:
         # the caller stopped before it recorded this call's result: reuse the child's
-        return _ChildEnd(
+        return ChildEnd(
             stored.stop_reason, stored.stop_detail, stored.output, stored.usage, stored.cycles
         )
     return _end_of(await child.run(state=stored, store=store))
 
 
-def _end_of(result: RunResult) -> _ChildEnd:
-    return _ChildEnd(
+def _end_of(result: RunResult) -> ChildEnd:
+    return ChildEnd(
         result.stop_reason, result.stop_detail, result.output, result.usage, result.cycles
     )

@@ -2,9 +2,9 @@
 
 The builder turns each part a spec names into the plain object `Agent` takes: the
 model (from `convergent.models.registry`), the tools (built-in names, import paths,
-skills, MCP servers), the ``ask_user`` tool and its channel, the executive gate and its
-scorer, the settings, the context compressor and the limits. The command line,
-`convergent.resume` and the Temporal workers and workflows all call it.
+skills, MCP servers, agents called as tools), the ``ask_user`` tool and its channel, the
+executive gate and its scorer, the settings, the context compressor and the limits. The
+command line, `convergent.resume` and the Temporal workers and workflows all call it.
 
 Where the models and the tools come from is a seam: a Temporal workflow passes a model
 factory and a tool factory whose requests and calls run as activities on its workers,
@@ -45,7 +45,7 @@ from convergent.models.base import Model, ModelSettings
 from convergent.models.registry import build_model, default_model_spec, model_from_string
 from convergent.models.structured import StructuredToolCalling
 from convergent.skills import Skills
-from convergent.spec import AgentSpec, tool_name_problem
+from convergent.spec import AgentSpec, AgentToolSpec, tool_name_problem
 from convergent.tools import Tool, tool
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "ToolFactory",
     "Toolbox",
     "build_agent",
+    "child_spec",
     "local_tools",
     "register_ask_channel",
     "registry_models",
@@ -188,9 +189,12 @@ def resolve_tools(names: Sequence[str], workspace: str | Path) -> list[Tool]:
 def local_tools(spec: AgentSpec) -> Toolbox:
     """The tools of ``spec``, made in this process (the default tool factory).
 
+    They are the named tools, the skills' tools, and each of the spec's ``agents``,
+    built here and offered with `Agent.as_tool`.
+
     Raises:
-        UserError: If the workspace is not a folder here, or a tool, skill or MCP server
-            entry cannot be loaded.
+        UserError: If the workspace is not a folder here, or a tool, skill, MCP server
+            entry or agent cannot be loaded.
     """
     workspace = str(Path(spec.workspace or ".").resolve())
     if not Path(workspace).is_dir():
@@ -200,12 +204,22 @@ def local_tools(spec: AgentSpec) -> Toolbox:
     skills = Skills.discover(*spec.skills) if spec.skills else Skills(())
     if len(skills):
         tools += skills.tools()
+    for child in spec.agents:
+        agent = build_agent(child_spec(child, workspace))
+        tools.append(agent.as_tool(child.name, child.description, timeout=child.timeout))
     return Toolbox(
         tools=tools,
         system_prompt=skills.system_prompt(spec.system_prompt) or None,
         workspace=workspace,
         mcp_servers=servers,
     )
+
+
+def child_spec(child: AgentToolSpec, workspace: str | None) -> AgentSpec:
+    """The spec of an agent called as a tool; one that names no workspace works in its caller's."""
+    if child.agent.workspace is not None or workspace is None:
+        return child.agent
+    return child.agent.model_copy(update={"workspace": workspace})
 
 
 def registry_models(spec: AgentSpec) -> ModelFactory:

@@ -46,17 +46,18 @@ __all__ = [
     "DEFAULT_TOOLS",
     "SPEC_VERSION",
     "AgentSpec",
+    "AgentToolSpec",
     "GateSpec",
     "command_line_tools",
     "tool_name_problem",
 ]
 
-SPEC_VERSION = 4
+SPEC_VERSION = 5
 """Version of the spec's shape; bumped when a field is added or changes meaning.
 
 Version 1 (convergent's run recipes) had no ``final_answer`` and no
 ``limits.stall_nudges``; version 2 added them, version 3 ``price``, version 4
-``output_schema`` (each takes its default when absent)."""
+``output_schema``, version 5 ``agents`` (each takes its default when absent)."""
 
 BUILTIN_TOOLS = (
     "calculator",
@@ -186,6 +187,9 @@ class AgentSpec(BaseModel):
     output_schema: dict[str, Any] | None = None
     """JSON Schema the final answer must validate against (`convergent.output`): a run
     is ``completed`` only when it does."""
+    agents: tuple[AgentToolSpec, ...] = ()
+    """Agents this agent calls as tools (`convergent.Agent.as_tool`), each call a child
+    run; on Temporal, a child workflow."""
 
     @field_validator("tools")
     @classmethod
@@ -195,6 +199,15 @@ class AgentSpec(BaseModel):
             if wrong is not None:
                 raise ValueError(wrong)
         return names
+
+    @field_validator("agents")
+    @classmethod
+    def _distinct_agents(cls, agents: tuple[AgentToolSpec, ...]) -> tuple[AgentToolSpec, ...]:
+        names = [child.name for child in agents]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"two agents are named {name!r}")
+        return agents
 
     @field_validator("output_schema")
     @classmethod
@@ -237,3 +250,22 @@ class AgentSpec(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The form stored with a run (`from_json` reads it back)."""
         return self.model_dump(mode="json")
+
+
+class AgentToolSpec(BaseModel):
+    """An agent another agent calls as a tool: the arguments of `convergent.Agent.as_tool`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+    """The tool's name."""
+    description: str
+    """What the agent does, for the calling model."""
+    agent: AgentSpec
+    """The agent each call runs (a child run)."""
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Seconds a call may take; None: the child's own ``max_seconds`` and the caller's
+    remaining time bound it."""
+
+
+AgentSpec.model_rebuild()

@@ -1,8 +1,14 @@
 """`ConvergenceMiddleware` where the conformance trajectories do not reach: LangGraph's own
-control flow, a checkpointer, a final request that fails, the synchronous path."""
+control flow, a checkpointer, a final request that fails, the synchronous path, and
+LangSmith's set-up of traced calls made on the event loop."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import langsmith
+import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -12,8 +18,8 @@ from langgraph.types import Command, interrupt
 from convergent import Limits, StopReason
 from convergent.adapters.langchain import ConvergenceMiddleware
 
-from .hosts import langchain_model, langchain_tools
-from .trajectories import TRAJECTORIES, World, needs_citation
+from .hosts import langchain_model, langchain_tools, run_langchain
+from .trajectories import TRAJECTORIES, Trajectory, World, expected, needs_citation
 
 
 @tool
@@ -102,3 +108,30 @@ def test_the_final_answer_keeps_to_the_models_own_cap_within_a_budget() -> None:
     result = agent.invoke({"messages": [HumanMessage("read the parts")]})
     assert result["stop_report"].reason is StopReason.BUDGET_EXHAUSTED
     assert [cap for _, cap in seen] == [None] * 7 + [100]
+
+
+@pytest.fixture
+def langsmith_set_up_on_the_loop() -> Iterator[list[str]]:
+    """LangSmith's set-up of each traced call made on the event loop, as docs/adapters.md
+    shows for processes that do not trace; yields the names of the calls it ran."""
+    ran: list[str] = []
+
+    async def on_the_loop(
+        default: Callable[..., Awaitable[Any]], context: Any, func: Any, /, *args: Any, **kw: Any
+    ) -> Any:
+        ran.append(getattr(func, "__name__", repr(func)))
+        return context.run(func, *args, **kw)
+
+    langsmith.set_runtime_overrides(aio_to_thread=on_the_loop)
+    try:
+        yield ran
+    finally:
+        langsmith.set_runtime_overrides()
+
+
+@pytest.mark.parametrize("trajectory", TRAJECTORIES, ids=lambda t: t.name)
+async def test_langsmith_set_up_on_the_event_loop_ends_each_trajectory_the_same_way(
+    trajectory: Trajectory, langsmith_set_up_on_the_loop: list[str]
+) -> None:
+    assert await run_langchain(trajectory) == expected(trajectory)
+    assert "_setup_run" in langsmith_set_up_on_the_loop  # the hooks' set-up ran on the loop

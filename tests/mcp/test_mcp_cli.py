@@ -130,12 +130,6 @@ def test_a_server_that_fails_to_start_is_exit_two_naming_it(tmp_path: Path) -> N
     assert "Traceback" not in proc.stderr
 
 
-def test_mcp_with_temporal_is_refused(tmp_path: Path) -> None:
-    proc = run_cli("run", "x", "--mcp", TIME, "--temporal", "127.0.0.1:1", cwd=tmp_path)
-    assert proc.returncode == 2
-    assert "--mcp and --mcp-config cannot be used with --temporal yet" in proc.stderr
-
-
 def _server_pid(cli_pid: int, deadline: float) -> int:
     while time.monotonic() < deadline:
         for pid in descendants(cli_pid):

@@ -11,10 +11,10 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from convergent import AgentSpec
+from convergent import AgentSpec, Limits
 from convergent.messages import ToolCall, UserMessage
 from convergent.temporal import PayloadStore
-from convergent.temporal._activities import Activities
+from convergent.temporal._activities import Activities, AgentCache
 from convergent.temporal._conversation import ConversationLog
 from convergent.temporal._payloads import (
     DescribeRun,
@@ -112,3 +112,11 @@ async def test_a_gate_without_a_model_of_its_own_scores_with_the_agents_model(
         ),
     )
     assert answer.response["content"] == "scored"
+
+
+def test_one_agent_serves_a_spec_whatever_its_limits(tmp_path: Path) -> None:
+    # each call of an agent tool narrows its limits: the worker builds the agent once
+    cache = AgentCache()
+    first = cache.agent(recipe(tmp_path, ["a"], limits=Limits(max_cycles=5)))
+    assert cache.agent(recipe(tmp_path, ["a"], limits=Limits(max_cycles=4))) is first
+    assert cache.agent(recipe(tmp_path, ["a"], system_prompt="other")) is not first

@@ -395,6 +395,8 @@ def list_runs(address: str, task_queue: str, db: Path, limit: int, json_output: 
                 "cycles": run.cycles,
                 "started_at": run.started_at,
                 "task": run.task,
+                "parent_run_id": run.parent_run_id,
+                "parent_call_id": run.parent_call_id,
             }
             for run in await runner.list_runs(limit)
         ]
@@ -409,9 +411,30 @@ def list_runs(address: str, task_queue: str, db: Path, limit: int, json_output: 
     table = Table(box=None, pad_edge=False)
     for column in ("id", "status", "cycles", "started", "task"):
         table.add_column(column, no_wrap=column != "task", overflow="ellipsis")
-    for run in runs:
+    for depth, run in _as_tree(runs):
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run["started_at"]))
         cycles = "" if run["cycles"] is None else str(run["cycles"])
         task = " ".join((run["task"] or "").split())
-        table.add_row(escape(run["run_id"]), run["status"], cycles, started, escape(task))
+        name = "  " * depth + escape(run["run_id"])
+        table.add_row(name, run["status"], cycles, started, escape(task))
     Console(highlight=False).print(table)
+
+
+def _as_tree(runs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """The runs with each child under its parent (when listed), and their depths."""
+    listed = {run["run_id"] for run in runs}
+    children: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        if run["parent_run_id"] in listed:
+            children.setdefault(run["parent_run_id"], []).append(run)
+    ordered: list[tuple[int, dict[str, Any]]] = []
+
+    def add(run: dict[str, Any], depth: int) -> None:
+        ordered.append((depth, run))
+        for child in reversed(children.get(run["run_id"], [])):
+            add(child, depth + 1)
+
+    for run in runs:
+        if run["parent_run_id"] not in listed:
+            add(run, 0)
+    return ordered

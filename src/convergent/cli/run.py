@@ -255,8 +255,6 @@ def run_command(
     if detach and temporal is None:
         raise UserError("--detach needs --temporal: a local run ends with its command")
     servers = mcp_servers(mcp, mcp_config_file)
-    if servers and temporal is not None:
-        raise UserError("--mcp and --mcp-config cannot be used with --temporal yet")
     model_spec = absolute_model_spec(model or default_model_spec())
     spec = checked(
         AgentSpec,

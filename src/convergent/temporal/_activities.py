@@ -1,11 +1,12 @@
 """The side effects of a run, as Temporal activities on a worker.
 
 A worker builds each spec's agent once (its models and tools, with
-`convergent.builder.build_agent`) and runs, for the workflows that drive it: the
-description of the agent, one model request, one tool call. A tool call is classified
-exactly as in a local run (`convergent._executor.invoke`), and reports a heartbeat while
-it runs, so that a worker that dies is noticed within seconds instead of at the tool's
-timeout.
+`convergent.builder.build_agent`; its MCP servers started when first needed) and runs,
+for the workflows that drive it: the description of the agent, one model request, one
+tool call, and the wait for the result of a child run an earlier attempt started. A
+tool call is classified exactly as in a local run (`convergent._executor.invoke`), and
+reports a heartbeat while it runs, so that a worker that dies is noticed within seconds
+instead of at the tool's timeout.
 
 A caller's mistake (a spec this worker cannot build) fails an activity for good:
 retrying cannot mend it. Anything else (a worker that dies, a store that is busy) is
@@ -21,6 +22,7 @@ from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 from temporalio import activity
+from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from convergent._executor import invoke
@@ -31,6 +33,7 @@ from convergent.messages import CallOutcome
 from convergent.models._prices import dump_price
 from convergent.models.base import Model
 from convergent.spec import AgentSpec
+from convergent.temporal._children import CHILD_RESULT
 from convergent.temporal._conversation import ConversationLog
 from convergent.temporal._payloads import (
     TOO_LARGE,
@@ -58,14 +61,22 @@ T = TypeVar("T")
 
 
 class AgentCache:
-    """One agent per distinct spec, built on first use and closed with the worker."""
+    """One agent per distinct spec, built on first use and closed with the worker.
+
+    A spec's MCP servers are started by the first activity that needs its tools, once
+    per worker, and serve every run of that spec on the worker until it shuts down.
+    """
 
     def __init__(self) -> None:
         self._agents: dict[str, Agent] = {}
+        self._serving: dict[str, asyncio.Lock] = {}
+        self._started: set[str] = set()
 
     @staticmethod
     def _key(spec: dict[str, Any]) -> str:
-        return json.dumps(spec, sort_keys=True)
+        # no activity reads an agent's limits, and each call of an agent tool cuts them
+        # to what its caller has left: one agent (and one set of servers) for all of them
+        return json.dumps({k: v for k, v in spec.items() if k != "limits"}, sort_keys=True)
 
     def agent(self, spec: dict[str, Any]) -> Agent:
         """The agent ``spec`` (an `AgentSpec` as JSON) describes."""
@@ -73,6 +84,22 @@ class AgentCache:
         agent = self._agents.get(key)
         if agent is None:
             agent = self._agents[key] = _build(spec)
+        return agent
+
+    async def with_servers(self, spec: dict[str, Any]) -> Agent:
+        """The agent ``spec`` describes, its MCP servers started and their tools offered.
+
+        Raises:
+            UserError: If a server cannot be started (the next activity tries again).
+        """
+        agent = self.agent(spec)
+        key = self._key(spec)
+        if not agent.mcp_servers or key in self._started:
+            return agent
+        async with self._serving.setdefault(key, asyncio.Lock()):
+            if key not in self._started:
+                await agent.__aenter__()
+                self._started.add(key)
         return agent
 
     def model(self, spec: dict[str, Any], role: str, position: int) -> Model:
@@ -89,8 +116,9 @@ class AgentCache:
         return fresh
 
     async def aclose(self) -> None:
-        """Close every agent's models."""
+        """Close every agent's models and stop their MCP servers."""
         agents, self._agents = list(self._agents.values()), {}
+        self._started.clear()
         for agent in agents:
             with suppress(Exception):
                 await agent.aclose()
@@ -166,7 +194,7 @@ class Activities:
         if start.probe is not None:
             await read_probe(self.log.driver, start.probe)
         with _final_user_errors():
-            agent = self.cache.agent(start.recipe)
+            agent = await self.cache.with_servers(start.recipe)
         scorer = agent.models.get("scorer")
         return Blueprint(
             model_name=agent.model.name,
@@ -224,7 +252,7 @@ class Activities:
         with a text that names the limit.
         """
         with _final_user_errors():
-            tools = self.cache.agent(run.recipe).tools
+            tools = (await self.cache.with_servers(run.recipe)).tools
         call = load_call(run.call)
         kind, text, fatal = await _heartbeating(invoke(call, tools))
         refused = item_too_large(f"the result of {call.name}", text)
@@ -232,6 +260,18 @@ class Activities:
             return [CallOutcome.FAILED.value, f"{refused}; it was dropped", True]
         return [kind.value, text, fatal]
 
+    @activity.defn(name=CHILD_RESULT)
+    async def child_result(self, run_id: str) -> dict[str, Any]:
+        """The result of the child run ``run_id``, started earlier, once it has one."""
+        handle = activity.client().get_workflow_handle(run_id)
+        try:
+            done: dict[str, Any] = await _heartbeating(handle.result())
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            raise ApplicationError(_clip(message), non_retryable=True) from None
+        return done
+
     def all(self) -> list[Any]:
         """The activity callables to register with a worker."""
-        return [self.describe, self.model_request, self.tool_call]
+        return [self.describe, self.model_request, self.tool_call, self.child_result]

@@ -19,6 +19,7 @@ from convergent.models.base import ModelSettings
 
 __all__ = [
     "ITEM_LIMIT",
+    "TASK_PREVIEW",
     "TOO_LARGE",
     "USER_ERROR",
     "Blueprint",
@@ -34,6 +35,9 @@ __all__ = [
     "load_messages",
     "load_response",
 ]
+
+TASK_PREVIEW = 200
+"""Characters of a run's task its workflow's memo keeps, for ``runs --temporal``."""
 
 ITEM_LIMIT = 2 * 1024 * 1024
 """Bytes one item of a run may have: Temporal's default limit on one payload (2 MB).

@@ -40,7 +40,7 @@ from convergent.spec import AgentSpec
 from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason
-from convergent.temporal._payloads import USER_ERROR, RunStart, item_too_large
+from convergent.temporal._payloads import TASK_PREVIEW, USER_ERROR, RunStart, item_too_large
 from convergent.temporal._store import (
     PAYLOAD_MISSING,
     PayloadStore,
@@ -52,9 +52,6 @@ from convergent.temporal._worker import DEFAULT_TASK_QUEUE
 from convergent.temporal._workflow import WORKFLOW_NAME
 
 __all__ = ["RunInfo", "TemporalRun", "TemporalRunner", "check_address", "connect"]
-
-TASK_PREVIEW = 200
-"""Characters of a run's task its workflow's memo keeps, for ``runs --temporal``."""
 
 NO_EVENTS = 2**31 - 1
 """A ``progress`` query's ``after`` beyond any run's events: the counts only."""
@@ -159,6 +156,10 @@ class RunInfo:
     """Unix time the workflow started."""
     task: str | None = None
     """The start of its task (None for a run started before the task was kept)."""
+    parent_run_id: str | None = None
+    """The run that called this one's agent as a tool (None for a top-level run)."""
+    parent_call_id: str | None = None
+    """The call of the parent run that started this one."""
 
 
 class TemporalRun:
@@ -345,12 +346,9 @@ class TemporalRunner:
                 history grows long.
 
         Raises:
-            UserError: If a run with this id exists, the task is over the limit on one
-                item, or the spec has MCP servers (their tools are not offered through
-                Temporal yet).
+            UserError: If a run with this id exists, or the task is over the limit on
+                one item.
         """
-        if spec.mcp_servers:
-            raise UserError("MCP servers cannot be used in Temporal runs yet")
         _check_item("the task", task)
         start = RunStart(
             recipe=spec.to_json(),
@@ -449,6 +447,8 @@ class TemporalRunner:
                     cycles=memo.get("cycles"),
                     started_at=execution.start_time.timestamp(),
                     task=memo.get("task"),
+                    parent_run_id=memo.get("parent_run_id"),
+                    parent_call_id=memo.get("parent_call_id"),
                 )
             )
             if len(runs) >= limit:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -75,6 +76,21 @@ def workflow_runner() -> SandboxedWorkflowRunner:
     )
 
 
+class _ClosingWorker(Worker):
+    """A worker that closes its agents (models, MCP servers) once it has shut down."""
+
+    def __init__(self, client: Client, *, cache: AgentCache, **options: Any) -> None:
+        super().__init__(client, **options)
+        self.cache = cache
+
+    async def run(self) -> None:
+        """Run until shut down, then close the agents the activities built."""
+        try:
+            await super().run()
+        finally:
+            await self.cache.aclose()
+
+
 def make_worker(
     client: Client,
     task_queue: str = DEFAULT_TASK_QUEUE,
@@ -84,12 +100,16 @@ def make_worker(
 ) -> Worker:
     """A worker for ``task_queue`` (not started: run it, or use it as a context manager).
 
+    When it has shut down, it closes the agents its activities built: their models'
+    connections, and the MCP servers it started for them.
+
     Raises:
         UserError: If ``client`` has no payload store (connect it with `connect`).
     """
     own = activities or Activities(ConversationLog(driver_of(client)), AgentCache())
-    return Worker(
+    return _ClosingWorker(
         client,
+        cache=own.cache,
         task_queue=task_queue,
         workflows=[AgentWorkflow, BenchWorkflow],
         activities=[*own.all(), bench_task],
@@ -102,10 +122,5 @@ async def run_worker(
     client: Client, task_queue: str = DEFAULT_TASK_QUEUE, *, stop: asyncio.Event | None = None
 ) -> None:
     """Run a worker until ``stop`` is set (or forever), then close its agents."""
-    activities = Activities(ConversationLog(driver_of(client)), AgentCache())
-    worker = make_worker(client, task_queue, activities=activities)
-    try:
-        async with worker:
-            await (stop or asyncio.Event()).wait()
-    finally:
-        await activities.cache.aclose()
+    async with make_worker(client, task_queue):
+        await (stop or asyncio.Event()).wait()

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from convergent.spec import AgentSpec
     from convergent.state import RunState
     from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue, Taken
+    from convergent.temporal._children import child_workflow_tool
     from convergent.temporal._payloads import (
         USER_ERROR,
         Blueprint,
@@ -455,10 +456,14 @@ class AgentWorkflow:
             )
 
         def worker_tools(spec: AgentSpec) -> Toolbox:
-            # ask_user is the workflow's own: its questions wait for the ``answer`` signal
+            # ask_user is the workflow's own: its questions wait for the ``answer`` signal;
+            # an agent called as a tool is a child workflow
+            children = {child.name: child for child in spec.agents}
             return Toolbox(
                 tools=[
                     _remote(tool, start.recipe, start.run_id)
+                    if tool.name not in children
+                    else child_workflow_tool(children[tool.name], spec.workspace, WORKFLOW_NAME)
                     for tool in blueprint.tools
                     if tool.name != ASK_USER
                 ],

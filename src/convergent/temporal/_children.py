@@ -1,0 +1,119 @@
+"""Agents called as tools in a Temporal run: each call is a child workflow.
+
+A call of an agent the spec lists in ``agents`` starts a run workflow of its own, as
+a child of the calling run's workflow, under the id a local child run would have
+(`convergent._agent_tool.child_run_id`: the caller's id, cycle and call id). The child
+gets at most what the caller has left of its budgets, and its usage and cycles count
+as the caller's, as in a local run.
+
+A caller that makes a call again without its result (its workflow reset to before it,
+a run started again from a state without it) never runs a finished child again: it
+takes the child's result, waiting for it if it still runs. Only a child that did not
+finish (failed, cancelled, terminated: a reset terminates the children still running)
+is started afresh under its id.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from convergent._agent_tool import ChildEnd, child_run_id, child_tool
+    from convergent.builder import child_spec
+    from convergent.exceptions import ToolError
+    from convergent.run_context import CallContext, narrowed
+    from convergent.spec import AgentToolSpec
+    from convergent.state import RunState
+    from convergent.temporal._payloads import TASK_PREVIEW, RunStart
+    from convergent.tools import Tool
+
+__all__ = ["CHILD_RESULT", "child_workflow_tool"]
+
+CHILD_RESULT = "convergent.child_result"
+"""Name of the activity that waits for the result of a child started earlier."""
+
+_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+_CHILD_TIMEOUT = timedelta(days=30)
+
+
+def child_workflow_tool(child: AgentToolSpec, workspace: str | None, workflow_name: str) -> Tool:
+    """The tool ``child`` stands for, its calls run as child workflows of ``workflow_name``.
+
+    Args:
+        child: The agent and its tool's name, description and timeout.
+        workspace: The caller's workspace (a child that names none works in it).
+        workflow_name: The run workflow's registered name.
+    """
+    spec = child_spec(child, workspace)
+
+    async def run(prompt: str, caller: CallContext | None) -> ChildEnd:
+        if caller is None:
+            raise ToolError("an agent tool of a Temporal run is called only by the run")
+        run_id = child_run_id(caller)
+        limits = narrowed(spec.limits, caller.budget.remaining())
+        start = RunStart(
+            recipe=spec.model_copy(update={"limits": limits}).to_json(),
+            run_id=run_id,
+            task=prompt,
+        )
+        try:
+            done: dict[str, Any] = await workflow.execute_child_workflow(
+                workflow_name,
+                start,
+                id=run_id,
+                result_type=dict,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                execution_timeout=_CHILD_TIMEOUT,
+                memo={
+                    "task": prompt[:TASK_PREVIEW],
+                    "parent_run_id": caller.run_id,
+                    "parent_call_id": caller.call_id,
+                },
+            )
+        except WorkflowAlreadyStartedError:
+            done = await _earlier_child(run_id)
+        except ChildWorkflowError as exc:
+            raise ToolError(f"the agent's run failed: {_reason(exc)}") from None
+        state = RunState.from_jsonable(done["state"])
+        reason = state.stop_reason
+        assert reason is not None, "a finished run has a stop reason"
+        return ChildEnd(reason, state.stop_detail, state.output, state.usage, state.cycles)
+
+    return child_tool(child.name, child.description, run, timeout=child.timeout)
+
+
+async def _earlier_child(run_id: str) -> dict[str, Any]:
+    """The result of the child workflow ``run_id`` that an earlier attempt started."""
+    try:
+        done: dict[str, Any] = await workflow.execute_activity(
+            CHILD_RESULT,
+            run_id,
+            result_type=dict,
+            start_to_close_timeout=_CHILD_TIMEOUT,
+            heartbeat_timeout=_HEARTBEAT_TIMEOUT,
+            retry_policy=RetryPolicy(maximum_attempts=3),
+        )
+    except ActivityError as exc:
+        raise ToolError(f"the agent's run failed: {_reason(exc)}") from None
+    return done
+
+
+def _reason(exc: ChildWorkflowError | ActivityError) -> str:
+    """The innermost message of a failure (the child's own error)."""
+    cause: BaseException | None = exc
+    message = str(exc)
+    while cause is not None:
+        if isinstance(cause, ApplicationError) and cause.message:
+            message = cause.message
+        cause = cause.__cause__
+    return message
