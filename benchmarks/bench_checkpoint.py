@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, tool
+from convergent.durability.sqlite import RunStore, SqliteJournal
 from convergent.messages import Message, ToolSpec
-from convergent.store import RunStore, SqliteJournal
 
 RESULT_CHARS = 400
 STEPS = ("started", "requested", "finished", "stopped", "delivered", "before_call")

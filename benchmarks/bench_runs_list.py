@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_ui import fill
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 
 
 def listing(db: Path, limit: int, *, as_json: bool) -> dict[str, Any]:

@@ -61,7 +61,7 @@ from typing import Any
 import httpx
 
 from convergent import Agent, Limits, ScriptedModel, calculator, tool
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 from convergent.ui.server import serve_in_thread
 
 TARGET_MS = 300.0
@@ -82,7 +82,7 @@ RECIPE = json.dumps(
 WRITER = """
 import asyncio, sys
 from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, calculator
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 count = 0
 def script(messages, tools):
     global count

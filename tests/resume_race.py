@@ -36,10 +36,10 @@ import psutil
 
 import convergent
 from convergent import AgentSpec, Limits, build_agent, tool
+from convergent.durability.sqlite import RunStore
 from convergent.exceptions import UserError
 from convergent.mcp import MCPServer, mcp_config
 from convergent.stop import StopReason
-from convergent.store import RunStore
 
 HERE = Path(__file__).resolve()
 RECORD = "resume_race:record"

@@ -13,10 +13,10 @@ import convergent
 from cli_runner import Ran, invoke
 from convergent import Agent, AgentSpec, Limits, StopReason, UserError, build_agent
 from convergent.builder import BuildContext, ModelRole, Toolbox, resolve_tools
+from convergent.durability.sqlite import RunStore
 from convergent.gate import ExecutiveGate, QueueChannel
 from convergent.models import Model, TokenPrice
 from convergent.spec import AgentToolSpec, GateSpec
-from convergent.store import RunStore
 
 
 def cli(*args: str, cwd: Path) -> Ran:

@@ -18,10 +18,10 @@ from convergent import (
     build_agent,
     calculator,
 )
+from convergent.durability.sqlite import RunStore
 from convergent.events import Verified
 from convergent.output import OutputSpec
 from convergent.stop import OUTPUT_FEEDBACK, StopReason
-from convergent.store import RunStore
 
 
 class City(BaseModel):

@@ -10,7 +10,7 @@ import pytest
 import convergent
 from convergent import Agent, Limits, ScriptedModel, UserError, calculator
 from convergent._run_id import MAX_RUN_ID, check_run_id
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 
 BAD = ["", "-x", "--db", ".hidden", "a/b", "../up", "a b", "a\nb", "é", "x" * (MAX_RUN_ID + 1)]
 GOOD = ["r", "R2-d2", "run_1.2", "0" * MAX_RUN_ID, "a1bd731bbc4b"]

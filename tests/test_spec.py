@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 import convergent
 from convergent import Agent, AgentSpec, Limits, StopReason, UserError, build_agent, calculator
-from convergent.durable import spec_of
+from convergent.durability.resuming import spec_of
+from convergent.durability.sqlite import RunStore
 from convergent.spec import BUILTIN_TOOLS, SPEC_VERSION, AgentToolSpec, GateSpec
-from convergent.store import RunStore
 
 FROZEN = Path(__file__).with_name("fixtures") / "specs"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from convergent import Agent, ModelResponse, ScriptedModel, StopReason, ToolCall, calculator
+from convergent.durability.sqlite import RunStore
 from convergent.events import Redirected
 from convergent.messages import Message, ToolSpec, UserMessage
 from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
-from convergent.store import RunStore
 
 
 def calc(call_id: str, expression: str = "1+1") -> ModelResponse:

@@ -19,10 +19,10 @@ from convergent import (
     ToolCall,
     calculator,
 )
+from convergent.durability.sqlite import RunStore
 from convergent.events import JsonlTraceWriter, ToolCallDelta
 from convergent.messages import Message, ToolSpec
 from convergent.models import Model, StreamPart, TextChunk
-from convergent.store import RunStore
 
 CALLS = {
     "content": "Let me compute.",

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from convergent.agent import Agent, RunStream
     from convergent.builder import build_agent
     from convergent.builtin_tools import calculator, default_tools, file_tools
-    from convergent.durable import resume
+    from convergent.durability.protocol import RunJournal
+    from convergent.durability.resuming import resume
+    from convergent.durability.sqlite import RunStore
     from convergent.events import (
         CycleStarted,
         Event,
@@ -47,7 +49,6 @@ if TYPE_CHECKING:
         UserError,
     )
     from convergent.extensions import Verification, Verifier
-    from convergent.journal import RunJournal
     from convergent.messages import ModelResponse, ToolCall, Usage
     from convergent.models import (
         AnthropicModel,
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
     from convergent.spec import AgentSpec
     from convergent.state import RunState
     from convergent.stop import Limits, StopReason
-    from convergent.store import RunStore
     from convergent.tools import Tool, tool
 
 __all__ = [
@@ -120,7 +120,9 @@ _MODULE_OF = {
     "calculator": "convergent.builtin_tools",
     "default_tools": "convergent.builtin_tools",
     "file_tools": "convergent.builtin_tools",
-    "resume": "convergent.durable",
+    "RunJournal": "convergent.durability.protocol",
+    "resume": "convergent.durability.resuming",
+    "RunStore": "convergent.durability.sqlite",
     "CycleStarted": "convergent.events",
     "Event": "convergent.events",
     "ModelResponded": "convergent.events",
@@ -139,7 +141,6 @@ _MODULE_OF = {
     "UserError": "convergent.exceptions",
     "Verification": "convergent.extensions",
     "Verifier": "convergent.extensions",
-    "RunJournal": "convergent.journal",
     "ModelResponse": "convergent.messages",
     "ToolCall": "convergent.messages",
     "Usage": "convergent.messages",
@@ -155,7 +156,6 @@ _MODULE_OF = {
     "RunState": "convergent.state",
     "Limits": "convergent.stop",
     "StopReason": "convergent.stop",
-    "RunStore": "convergent.store",
     "Tool": "convergent.tools",
     "tool": "convergent.tools",
 }

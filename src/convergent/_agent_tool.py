@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from convergent._run_id import MAX_RUN_ID
+from convergent.durability.protocol import Durability, RunJournal
 from convergent.exceptions import ToolError, UserError
-from convergent.journal import Durability, RunJournal
 from convergent.messages import Usage
 from convergent.models.base import Model
 from convergent.result import RunResult

@@ -20,6 +20,7 @@ from convergent._streamed import streamed_request
 from convergent._trace import EventSink
 from convergent.clock import Clock, current_clock
 from convergent.driver import RUN_ALL, CycleDriver, message_chars, verdict_feedback
+from convergent.durability.protocol import Durability, RunJournal
 from convergent.events import (
     Event,
     EventHandler,
@@ -31,7 +32,6 @@ from convergent.events import (
 )
 from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedError, UserError
 from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
-from convergent.journal import Durability, RunJournal
 from convergent.messages import (
     AssistantMessage,
     CallOutcome,

@@ -19,6 +19,8 @@ from convergent._agent_tool import agent_tool
 from convergent._cycle import Run, ToolErrorPolicy
 from convergent._instrument import run_tracer
 from convergent.clock import current_clock
+from convergent.durability.protocol import Durability
+from convergent.durability.sqlite import RunStore
 from convergent.events import (
     Event,
     EventHandler,
@@ -31,7 +33,6 @@ from convergent.extensions import (
     RunObserver,
     Verifier,
 )
-from convergent.journal import Durability
 from convergent.mcp.config import MCPServer
 from convergent.mcp.toolset import MCPToolset
 from convergent.messages import (
@@ -104,7 +105,7 @@ class Agent:
             `convergent.spec.AgentSpec` it was built from (set by
             `convergent.builder.build_agent`); durable runs store it, so that
             `convergent.resume` can continue them.
-        store: Persist every run of this agent here (e.g. a `convergent.store.RunStore`),
+        store: Persist every run of this agent here (e.g. a `convergent.RunStore`),
             unless `run` is given another; None runs in memory only.
         instrument: Trace runs with OpenTelemetry (`convergent.telemetry`). None (the
             default): when an OpenTelemetry SDK tracer provider is configured globally,
@@ -360,7 +361,7 @@ class Agent:
             answers: Results for pending calls when resuming (e.g. the user's reply to
                 an ``ask_user`` call that ended the run with ``needs_user``).
             on_event: Called with every event, in order.
-            store: Persist the run as it goes (e.g. a `convergent.store.RunStore`), so
+            store: Persist the run as it goes (e.g. a `convergent.durability.sqlite.RunStore`), so
                 that it can be resumed after a crash or a resumable stop (default: the
                 agent's ``store``).
 
@@ -458,30 +459,39 @@ class Agent:
         self,
         run_id: str,
         *,
-        store: Durability | None = None,
+        store: RunStore | None = None,
         answers: Mapping[str, str] | None = None,
         message: str | None = None,
         on_event: EventHandler | None = None,
     ) -> RunResult:
-        """Continue a stored run with this agent.
+        """Continue a stored run with this agent (see `convergent.resume`).
 
         Args:
             run_id: The run.
             store: Where it is stored (default: the agent's ``store``).
-            answers: Replies to the questions it stopped ``needs_user`` on, by call id.
+            answers: Replies to the questions it stopped ``needs_user`` on, by call id
+                (a question left without one is asked again).
             message: New instructions, delivered before its next cycle.
             on_event: Called with every event, in order.
 
         Raises:
-            UserError: If the run is unknown or cannot be loaded, or no store is given.
+            UserError: If the run cannot be resumed (unknown, completed, held by another
+                process or task), or no run store is given.
         """
-        store = store if store is not None else self.store
-        if store is None:
-            raise UserError("resume() needs a store (pass store=, or give the Agent one)")
-        state = store.load(run_id)
-        if message is not None:
-            store.send_steering(run_id, "message", message)
-        return await self.run(state=state, answers=answers, on_event=on_event, store=store)
+        # resume() can rebuild agents from specs, so it sits above this module
+        from convergent.durability.resuming import resume  # noqa: PLC0415
+
+        stored = store if store is not None else self.store
+        if not isinstance(stored, RunStore):
+            raise UserError("resume() needs a RunStore (pass store=, or give the Agent one)")
+        return await resume(
+            run_id,
+            store=stored,
+            agent=self,
+            answers=answers or {},
+            message=message,
+            on_event=on_event,
+        )
 
 
 def _output_spec(output_type: Any, output_schema: Mapping[str, Any] | None) -> OutputSpec | None:

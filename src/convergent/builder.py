@@ -27,6 +27,7 @@ from typing import Any, Literal
 from convergent.agent import Agent
 from convergent.builtin_tools import calculator, fail, file_tools
 from convergent.compaction import ContextCompressor
+from convergent.durability.protocol import Durability
 from convergent.edit_tools import edit_tools
 from convergent.exceptions import UserError
 from convergent.gate import (
@@ -39,7 +40,6 @@ from convergent.gate import (
     TerminalChannel,
 )
 from convergent.gate.ask import ASK_USER
-from convergent.journal import Durability
 from convergent.mcp.config import MCPServer, parse_mcp_servers
 from convergent.models.base import Model, ModelSettings
 from convergent.models.registry import build_model, default_model_spec, model_from_string

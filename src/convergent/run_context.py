@@ -16,7 +16,7 @@ from convergent.messages import Usage
 from convergent.stop import Limits
 
 if TYPE_CHECKING:
-    from convergent.journal import Durability
+    from convergent.durability.protocol import Durability
 
 __all__ = ["CallContext", "RunBudget", "current_call", "entered", "narrowed"]
 

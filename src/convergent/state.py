@@ -78,8 +78,6 @@ class RunState:
     """Executed tool calls so far."""
     monitor: MonitorState = field(default_factory=MonitorState)
     """The counters behind the stop facts: repeats, tool-error streak, nudges, budget note."""
-    model_positions: dict[str, int] = field(default_factory=dict)
-    """Replies each replayed model (by role) had given, so a resumed run continues its script."""
     elapsed: float = 0.0
     """Wall-clock seconds spent running, summed over every process that ran it."""
     started_at: float = 0.0
@@ -122,7 +120,9 @@ class RunState:
         Version 1 lacked each record's ``fatal`` (it starts False). Versions 1 and 2 kept
         per-run repeat counts and a streak of failed calls instead of the ``monitor``:
         such a state continues with fresh counters. Versions before 4 lacked
-        ``output_data`` (None).
+        ``output_data`` (None). Older states also held the replay positions of scripted
+        models (``model_positions``), which the run store now keeps beside the state
+        (`RunStore.model_positions`): here they are ignored.
 
         Raises:
             UserError: If the state was written by a newer version, or is malformed.
@@ -133,8 +133,10 @@ class RunState:
                 f"this run state has schema version {version}; this convergent reads up to "
                 f"{STATE_SCHEMA_VERSION} (upgrade convergent)"
             )
-        if isinstance(version, int) and version < 3 and isinstance(data, dict):
-            data = {k: v for k, v in data.items() if k not in ("call_counts", "tool_error_streak")}
+        if isinstance(data, dict):
+            old = isinstance(version, int) and version < 3
+            dropped = ("call_counts", "tool_error_streak") if old else ()
+            data = {k: v for k, v in data.items() if k not in (*dropped, "model_positions")}
         try:
             state: RunState = _STATE.validate_python(data)
         except ValidationError as exc:

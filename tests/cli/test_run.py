@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cli_runner import EXE, Ran, invoke
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> Ran:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cli_runner import Ran, console_script, invoke
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 
 RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
 
@@ -230,7 +230,7 @@ def test_a_run_started_with_a_relative_script_and_a_workspace_resumes_from_anywh
 
 def test_runs_shows_child_runs_indented_under_their_parent(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    shutil.copy(Path(__file__).parents[1] / "store" / "fixtures" / "runs.v5.db", db)
+    shutil.copy(Path(__file__).parents[1] / "durability" / "sqlite" / "fixtures" / "runs.v5.db", db)
     with RunStore(db) as store, store.transaction() as conn:
         conn.execute(
             "INSERT INTO runs (run_id, task, model, status, stop_reason, cycles, usage, elapsed, "

@@ -10,8 +10,8 @@ import pytest
 from mcp_helpers import call, descendants, stdio_testing, time_server
 
 from convergent import AgentSpec, Limits, StopReason, UserError, build_agent, resume
+from convergent.durability.sqlite import RunStore
 from convergent.mcp import mcp_config
-from convergent.store import RunStore
 
 pytest.importorskip("mcp")
 

@@ -12,8 +12,8 @@ import pytest
 
 from convergent import Agent, AnthropicModel, OpenAIChatModel, StopReason
 from convergent._redact import MASK, known_secrets, redact, secrets_of_url
+from convergent.durability.sqlite import RunStore
 from convergent.events import JsonlTraceWriter
-from convergent.store import RunStore
 
 KEY = "sk-test-0123456789abcdefSECRET"
 

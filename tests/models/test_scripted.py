@@ -7,7 +7,7 @@ import pytest
 
 from convergent import ModelResponse, ScriptedModel, UserError
 from convergent.exceptions import ScriptExhaustedError
-from convergent.messages import UserMessage
+from convergent.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 
 
 async def test_plays_back_and_reports_unconsumed() -> None:
@@ -78,3 +78,50 @@ def test_from_file_reads_the_cli_format(tmp_path: Path) -> None:
     model = ScriptedModel.from_file(path)
     assert model.name == "scripted:s.json"
     assert model.unconsumed[0].tool_calls[0].name == "calculator"
+
+
+def lookups(count: int) -> list[dict[str, object]]:
+    """A script of ``count`` calls, then a final answer."""
+    calls = [{"tool_calls": [{"name": "t", "arguments": {"n": n}}]} for n in range(count)]
+    return [*calls, {"content": "done"}]
+
+
+async def conversation(model: ScriptedModel, replies: int) -> list[Message]:
+    """The conversation after ``model`` gave ``replies`` replies (each call answered)."""
+    messages: list[Message] = [UserMessage(content="task")]
+    for _ in range(replies):
+        response = await model.request(messages, [])
+        messages.append(AssistantMessage(content=response.content, tool_calls=response.tool_calls))
+        messages += [
+            ToolResultMessage(tool_call_id=c.id, name=c.name, content="ok")
+            for c in response.tool_calls
+        ]
+    return messages
+
+
+async def test_a_fresh_script_goes_on_after_its_last_reply_in_the_conversation() -> None:
+    messages = await conversation(ScriptedModel(lookups(4)), 3)
+    fresh = ScriptedModel(lookups(4))
+    reply = await fresh.request(messages, [])
+    assert reply.tool_calls[0].arguments == {"n": 3}
+    assert (await fresh.request(messages, [])).content == "done"
+
+
+async def test_a_rewound_conversation_takes_the_script_back() -> None:
+    messages = await conversation(ScriptedModel(lookups(4)), 3)
+    rewound = messages[:3]  # the task, the first reply and its result
+    reply = await ScriptedModel(lookups(4)).request(rewound, [])
+    assert reply.tool_calls[0].arguments == {"n": 1}
+
+
+async def test_a_compacted_conversation_goes_on_after_the_reply_it_kept() -> None:
+    messages = await conversation(ScriptedModel(lookups(4)), 3)
+    compacted = [UserMessage(content="[Summary] two lookups"), *messages[-2:]]
+    reply = await ScriptedModel(lookups(4)).request(compacted, [])
+    assert reply.tool_calls[0].arguments == {"n": 3}
+
+
+async def test_a_script_that_gave_no_reply_of_the_conversation_starts_at_its_first() -> None:
+    messages = await conversation(ScriptedModel(lookups(4)), 3)
+    other = ScriptedModel(["another script"])
+    assert (await other.request(messages, [])).content == "another script"

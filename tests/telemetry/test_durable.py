@@ -24,7 +24,7 @@ from convergent import (
     build_agent,
     tool,
 )
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 from convergent.telemetry import OpenTelemetryObserver
 
 from .conftest import tree

@@ -53,7 +53,7 @@ async def test_a_recipe_the_worker_cannot_build_fails_every_activity_for_good(
         await fails_for_good(activities.describe, DescribeRun(missing)),
         await fails_for_good(
             activities.model_request,
-            ModelCall(recipe=missing, role="model", position=0, messages=[], tools=[]),
+            ModelCall(recipe=missing, role="model", messages=[], tools=[]),
         ),
         await fails_for_good(
             activities.tool_call,
@@ -78,7 +78,6 @@ async def test_a_model_request_extends_the_stored_conversation(
         ModelCall(
             recipe=made,
             role="model",
-            position=0,
             messages=dump_messages([UserMessage(content="hello")]),
             tools=[],
         ),
@@ -89,7 +88,7 @@ async def test_a_model_request_extends_the_stored_conversation(
     news = [{"role": "assistant", "content": "one"}, {"role": "user", "content": "and?"}]
     second = await ActivityEnvironment().run(
         activities.model_request,
-        ModelCall(recipe=made, role="model", position=1, messages=news, tools=[],
+        ModelCall(recipe=made, role="model", messages=news, tools=[],
                   history=first.history),
     )  # fmt: skip
     assert second.response["content"] == "two"
@@ -106,7 +105,6 @@ async def test_a_gate_without_a_model_of_its_own_scores_with_the_agents_model(
         ModelCall(
             recipe=made,
             role="scorer",
-            position=0,
             messages=dump_messages([UserMessage(content="score this")]),
             tools=[],
         ),

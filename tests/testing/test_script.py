@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import convergent
-from convergent import Agent, StopReason, Usage, calculator
+from convergent import Agent, ScriptedModel, StopReason, Usage, calculator
 from convergent.messages import ToolResultMessage
-from convergent.testing import answer, call, scripted, step
+from convergent.testing import answer, call, scripted, step, write_script
 
 
 def test_a_call_has_the_same_id_wherever_it_is_made() -> None:
@@ -49,3 +51,20 @@ def test_a_scripted_model_replays_steps_calls_lists_and_strings_in_order() -> No
 
 def test_the_helpers_are_not_part_of_the_core_api() -> None:
     assert not {"call", "answer", "step", "scripted"} & set(convergent.__all__)
+
+
+def test_a_written_script_replays_the_same_responses_from_its_file(tmp_path: Path) -> None:
+    adding = call("calculator", expression="2+2")
+    model_name = write_script(
+        tmp_path / "script.json",
+        step(adding, content="adding", usage=Usage(input_tokens=7, output_tokens=2, requests=1)),
+        "4",
+    )
+    assert model_name == f"scripted:{tmp_path / 'script.json'}"
+    replayed = ScriptedModel.from_file(tmp_path / "script.json")
+    result = Agent(replayed, tools=[calculator]).run_sync("2+2?")
+    assert result.stop_reason is StopReason.COMPLETED and result.output == "4"
+    assert [record.id for record in result.tool_calls] == [adding.id]
+    assert result.usage.input_tokens == 7 and result.usage.output_tokens == 2
+    first, last = ScriptedModel.from_file(tmp_path / "script.json").unconsumed
+    assert (first.content, first.tool_calls, last.content) == ("adding", (adding,), "4")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from convergent import Agent, ScriptedModel, calculator, tool
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 from convergent.tools import Tool
 
 TOKEN = "test-token-123"

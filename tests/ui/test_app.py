@@ -26,8 +26,8 @@ from convergent import (
     Verification,
     calculator,
 )
+from convergent.durability.sqlite import RunStore
 from convergent.gate import AskUser, ExecutiveGate, QueueChannel
-from convergent.store import RunStore
 from convergent.testing import answer, call, step
 from convergent.ui.app import console_of, create_app
 from convergent.ui.questions import open_questions, post_question

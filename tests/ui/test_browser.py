@@ -31,10 +31,10 @@ from convergent import (
     calculator,
     tool,
 )
+from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.gate import AskUser
 from convergent.messages import Message, ToolSpec, UserMessage
 from convergent.models import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
-from convergent.store import DatabaseSteering, RunStore
 from convergent.testing import call, step
 from convergent.ui import WebChannel
 from convergent.ui.app import console_of

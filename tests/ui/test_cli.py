@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 from convergent.testing import call, step
 
 from .conftest import make_run, needs_extra

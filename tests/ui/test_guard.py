@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 from convergent.ui.auth import Address
 from convergent.ui.server import Listening, serve_in_thread
 

@@ -16,8 +16,8 @@ from convergent import (
     ToolCall,
     Usage,
 )
+from convergent.durability.sqlite import RunStore
 from convergent.events import ToolCallDelta
-from convergent.store import RunStore
 from convergent.testing import call, step
 from convergent.ui.live_text import (
     LiveText,

@@ -14,8 +14,8 @@ pytest.importorskip("starlette", reason="the console needs the extra ui")
 from starlette.testclient import TestClient  # noqa: E402
 
 from convergent import Limits, StopReason  # noqa: E402
+from convergent.durability.sqlite import RunStore  # noqa: E402
 from convergent.gate import AskUser, QueueChannel  # noqa: E402
-from convergent.store import RunStore  # noqa: E402
 from convergent.testing import call, step  # noqa: E402
 from convergent.ui.app import console_of  # noqa: E402
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from convergent import UserError
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 from convergent.ui import actions
 from resume_race import (
     WAIT,

@@ -10,8 +10,8 @@ pytest.importorskip("starlette", reason="the console needs the extra ui")
 
 from starlette.testclient import TestClient  # noqa: E402
 
+from convergent.durability.sqlite import RunStore  # noqa: E402
 from convergent.edit_tools import edit_tools  # noqa: E402
-from convergent.store import RunStore  # noqa: E402
 from convergent.testing import call, step  # noqa: E402
 from convergent.ui.rewind import FileChange, plan_rewind  # noqa: E402
 

@@ -8,7 +8,7 @@ pytest.importorskip("starlette", reason="the console needs the extra ui")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from convergent.store import RunStore  # noqa: E402
+from convergent.durability.sqlite import RunStore  # noqa: E402
 
 from .conftest import BASE, SCRIPT_XSS, make_run  # noqa: E402
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from convergent import tool
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 from convergent.testing import call, step
 from convergent.ui import sse
 from convergent.ui.app import console_of

@@ -11,7 +11,7 @@ pytest.importorskip("starlette", reason="the console needs the extra ui")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from convergent.store import RunStore  # noqa: E402
+from convergent.durability.sqlite import RunStore  # noqa: E402
 from convergent.testing import call, step  # noqa: E402
 from convergent.ui.timeline import CLIP  # noqa: E402
 

@@ -9,8 +9,8 @@ pytest.importorskip("starlette", reason="the console needs the extra ui")
 from starlette.testclient import TestClient  # noqa: E402
 
 from convergent import Usage  # noqa: E402
+from convergent.durability.sqlite import RunStore  # noqa: E402
 from convergent.messages import CallOutcome  # noqa: E402
-from convergent.store import RunStore  # noqa: E402
 from convergent.testing import answer, call, step  # noqa: E402
 from convergent.ui.timeline import CallView, CycleView  # noqa: E402
 from convergent.ui.views import build_chart  # noqa: E402

@@ -15,7 +15,7 @@ pytest.importorskip("starlette", reason="the console needs the extra ui")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 from convergent.ui.app import create_app
 
 from .conftest import BASE, ORIGIN, SCRIPT_XSS, TOKEN

@@ -25,13 +25,13 @@ from convergent.cli._exit import mark_native_threads
 from convergent.cli._gate import GateView
 from convergent.cli._live import LiveView
 from convergent.cli._terminal import HELP, TerminalSteering
+from convergent.durability.sqlite import DEFAULT_DB_PATH
 from convergent.events import Event, event_from_dict
 from convergent.exceptions import UserError
 from convergent.result import RunResult
 from convergent.spec import AgentSpec
 from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
-from convergent.store import DEFAULT_DB_PATH
 
 if TYPE_CHECKING:
     from temporalio.runtime import Runtime

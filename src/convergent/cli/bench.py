@@ -26,9 +26,9 @@ from convergent.cli._app import app
 from convergent.cli._options import JsonOption
 from convergent.cli._progress import ProgressDisplay, progress_display
 from convergent.cli._temporal import DbOption, TaskQueueOption, TemporalOption, connect_runner
+from convergent.durability.sqlite import DEFAULT_DB_PATH
 from convergent.exceptions import UserError
 from convergent.models.base import Model
-from convergent.store import DEFAULT_DB_PATH
 
 __all__ = ["bench_command"]
 

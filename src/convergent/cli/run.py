@@ -12,7 +12,6 @@ import typer
 from convergent.builder import BuildContext, build_agent, resolve_tools
 from convergent.cli._app import app
 from convergent.cli._checked import SPEC_OPTIONS, checked
-from convergent.cli._durable import Session, default_steer, new_run_id, open_store
 from convergent.cli._gate import ASK_VIA, parse_threshold
 from convergent.cli._options import (
     BaseUrlOption,
@@ -22,15 +21,16 @@ from convergent.cli._options import (
     OtlpOption,
     TraceOption,
 )
+from convergent.cli._session import Session, default_steer, new_run_id, open_store
 from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import TaskQueueOption, TemporalOption, start_run
+from convergent.durability.sqlite import DEFAULT_DB_PATH
 from convergent.exceptions import UserError
 from convergent.mcp.config import MCPServer, load_mcp_config, mcp_config, server_from_command
 from convergent.models._prices import parse_price
 from convergent.models.registry import default_model_spec
 from convergent.output import load_output_schema
 from convergent.spec import AgentSpec, command_line_tools
-from convergent.store import DEFAULT_DB_PATH
 
 __all__ = ["mcp_servers", "read_task", "run_command"]
 
@@ -313,4 +313,4 @@ def run_command(
             trace=trace,
         )
         context = BuildContext(run_id=session.run_id, store=store)
-        session.run(build_agent(spec, context=context), task=text)
+        session.run(build_agent(spec, context=context), text)

@@ -15,8 +15,8 @@ import typer
 from convergent._run_id import check_run_id
 from convergent.cli._app import app
 from convergent.cli._checked import LIMIT_OPTIONS, checked
-from convergent.cli._durable import Session, default_steer, open_reader, open_store
 from convergent.cli._options import JsonOption, OtlpOption, TraceOption
+from convergent.cli._session import Session, default_steer, open_reader, open_store
 from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import (
     TaskQueueOption,
@@ -26,12 +26,12 @@ from convergent.cli._temporal import (
     steer_run,
 )
 from convergent.cli.run import absolute_model_spec
-from convergent.durable import prepare_resume, spec_of, steerable_run
+from convergent.durability.resuming import prepare_resume, spec_of, steerable_run
+from convergent.durability.sqlite import DEFAULT_DB_PATH, RunStore, RunSummary
 from convergent.exceptions import UserError
 from convergent.models._prices import CURRENCY, format_cost, parse_price
 from convergent.state import RunState
 from convergent.stop import Limits, StopReason
-from convergent.store import DEFAULT_DB_PATH, RunStore, RunSummary
 
 __all__ = ["resume_command", "rewind_command", "runs_command", "steer_command"]
 
@@ -264,7 +264,7 @@ def resume_command(
             json_output=json_output,
             trace=trace,
         )
-        session.run(ready.agent, state=ready.state, answers=ready.answers, claim=ready.claim)
+        session.resume(ready)
 
 
 @app.command("rewind")

@@ -9,9 +9,9 @@ import typer
 
 import convergent.ui  # noqa: F401  (registers the ``web`` ask channel; no server imports)
 from convergent.cli._app import app
-from convergent.cli._durable import open_reader
+from convergent.cli._session import open_reader
+from convergent.durability.sqlite import DEFAULT_DB_PATH, RunStore
 from convergent.exceptions import UserError
-from convergent.store import DEFAULT_DB_PATH, RunStore
 
 __all__ = ["ui_command"]
 

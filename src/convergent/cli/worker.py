@@ -16,8 +16,8 @@ from convergent.cli._temporal import (
     connect_runner,
     require_extra,
 )
+from convergent.durability.sqlite import DEFAULT_DB_PATH
 from convergent.exceptions import UserError
-from convergent.store import DEFAULT_DB_PATH
 
 if TYPE_CHECKING:
     from convergent.temporal import TemporalRunner

@@ -159,16 +159,6 @@ class Model(ABC):
             yield chunk
         yield response
 
-    def position(self) -> int | None:
-        """Replies given so far, for a model that replays a script; None for a live model.
-
-        A durable run stores it, and `seek` continues from it when the run resumes.
-        """
-        return None
-
-    def seek(self, position: int) -> None:  # noqa: B027  (optional hook, no-op by default)
-        """Continue a replayed script after ``position`` replies (live models ignore it)."""
-
     async def aclose(self) -> None:  # noqa: B027  (optional hook, no-op by default)
         """Release connections or processes held by the backend."""
 

@@ -3,6 +3,18 @@
 It plays back a list of responses, or calls a function for each request. It fails
 loudly on a request past the end of its script and reports responses never consumed,
 so a test cannot silently pass with a loop that stopped early or ran long.
+
+A list script finds its place in the conversation it is sent: its first request is
+answered with the response after the last of its own responses that the conversation
+holds as a reply (from the start when it holds none), and each later request with the
+next one. A fresh model given a stored conversation (a Temporal worker builds one for
+every request) thus goes on where the conversation is. A script given for the rest of
+a run (``resume --model``) finds none of its responses and starts at its first.
+
+Some requests leave no reply in the conversation: the answer asked for after a stop,
+a summary for compaction, a gate's scoring. So that a resumed run plays no response
+twice, a script is `Replayable`: a durable run stores its `position` beside the
+conversation (not in the run's state) and `convergent.resume` `seek`s it there.
 """
 
 from __future__ import annotations
@@ -12,15 +24,28 @@ import inspect
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from convergent._json import UnusableJson, load_json
 from convergent.exceptions import ScriptExhaustedError, UserError
-from convergent.messages import Message, ModelResponse, ToolCall, ToolSpec, Usage
+from convergent.messages import (
+    AssistantMessage,
+    Message,
+    ModelResponse,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from convergent.models._prices import FREE, PriceLike, TokenPrice, token_price
 from convergent.models.base import Model, ModelSettings
 
-__all__ = ["ScriptFunction", "ScriptedModel", "ScriptedRequest", "response_from_dict"]
+__all__ = [
+    "Replayable",
+    "ScriptFunction",
+    "ScriptedModel",
+    "ScriptedRequest",
+    "response_from_dict",
+]
 
 ScriptFunction: TypeAlias = Callable[
     [Sequence[Message], Sequence[ToolSpec]], "ModelResponse | Awaitable[ModelResponse]"
@@ -28,6 +53,19 @@ ScriptFunction: TypeAlias = Callable[
 """A function that computes the reply for each request."""
 
 ScriptItem: TypeAlias = "ModelResponse | Mapping[str, Any] | str"
+
+
+@runtime_checkable
+class Replayable(Protocol):
+    """A model that replays a script, whose place a durable run keeps to resume it."""
+
+    def position(self) -> int | None:
+        """Responses given so far (None: nothing to keep, e.g. a wrapped live model)."""
+        ...
+
+    def seek(self, position: int) -> None:
+        """Continue the script after ``position`` responses."""
+        ...
 
 
 class ScriptedRequest(NamedTuple):
@@ -138,7 +176,7 @@ class ScriptedModel(Model):
             self._function = script
         else:
             self._responses = [self._coerce(item) for item in script]
-        self._position = 0
+        self._next: int | None = None
         self.requests: list[ScriptedRequest] = []
         """Every request received (messages, tools, settings), for assertions in tests."""
 
@@ -195,7 +233,7 @@ class ScriptedModel(Model):
 
     def position(self) -> int | None:
         """Responses consumed so far (for a function script: requests answered)."""
-        return self._position
+        return self._next or 0
 
     def seek(self, position: int) -> None:
         """Continue the script after ``position`` responses (a resumed run).
@@ -208,12 +246,12 @@ class ScriptedModel(Model):
                 f"{self._name} holds {len(self._responses)} response(s); cannot continue "
                 f"after {position}"
             )
-        self._position = position
+        self._next = position
 
     @property
     def unconsumed(self) -> list[ModelResponse]:
         """Scripted responses that no request has consumed yet."""
-        return self._responses[self._position :]
+        return self._responses[self._next or 0 :]
 
     def assert_consumed(self) -> None:
         """Raise `AssertionError` if any scripted response was never requested."""
@@ -232,7 +270,7 @@ class ScriptedModel(Model):
         if self.record_requests:
             self.requests.append(ScriptedRequest(tuple(messages), tuple(tools), settings))
         if self._function is not None:
-            self._position += 1
+            self._next = (self._next or 0) + 1
             reply = self._function(messages, tools)
             if inspect.isawaitable(reply):
                 reply = await reply
@@ -241,11 +279,30 @@ class ScriptedModel(Model):
                     f"script function returned {type(reply).__name__}, expected ModelResponse"
                 )
             return reply if self._price is None else self._priced(reply)
-        if self._position >= len(self._responses):
+        index = self._next if self._next is not None else self._place(messages)
+        if index >= len(self._responses):
             raise ScriptExhaustedError(
-                f"{self._name} received request {self._position + 1} "
+                f"{self._name} received request {index + 1} "
                 f"but holds only {len(self._responses)} response(s)"
             )
-        response = self._responses[self._position]
-        self._position += 1
-        return response
+        self._next = index + 1
+        return self._responses[index]
+
+    def _place(self, messages: Sequence[Message]) -> int:
+        """Where the script goes on for ``messages``: after its last response among them.
+
+        A reply the script may hold twice is taken at the earliest place not before its
+        place in the conversation (compaction only ever removes earlier replies).
+        """
+        replies = [m for m in messages if isinstance(m, AssistantMessage)]
+        for count in range(len(replies), 0, -1):
+            reply = replies[count - 1]
+            places = [
+                index
+                for index, response in enumerate(self._responses)
+                if response.content == reply.content and response.tool_calls == reply.tool_calls
+            ]
+            if places:
+                later = [index for index in places if index >= count - 1]
+                return (later[0] if later else places[-1]) + 1
+        return 0

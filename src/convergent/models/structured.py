@@ -31,6 +31,7 @@ from convergent.messages import (
 from convergent.models._prices import TokenPrice
 from convergent.models._thought_stream import ThoughtStream
 from convergent.models.base import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
+from convergent.models.scripted import Replayable
 
 __all__ = [
     "ANSWER_FIELD",
@@ -137,14 +138,6 @@ class StructuredToolCalling(Model):
         """The inner model's name, marked as structured."""
         return f"{self.inner.name}+structured"
 
-    def position(self) -> int | None:
-        """The wrapped model's replay position."""
-        return self.inner.position()
-
-    def seek(self, position: int) -> None:
-        """Seek the wrapped model."""
-        self.inner.seek(position)
-
     @property
     def context_window(self) -> int | None:
         """The inner model's window."""
@@ -154,6 +147,15 @@ class StructuredToolCalling(Model):
     def price(self) -> TokenPrice | None:
         """The inner model's price."""
         return self.inner.price
+
+    def position(self) -> int | None:
+        """The inner model's place in its script, if it replays one (see `Replayable`)."""
+        return self.inner.position() if isinstance(self.inner, Replayable) else None
+
+    def seek(self, position: int) -> None:
+        """Move the inner model's script, if it replays one."""
+        if isinstance(self.inner, Replayable):
+            self.inner.seek(position)
 
     def translate(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[Message]:
         """Rewrite the conversation for a model that has no tool roles."""

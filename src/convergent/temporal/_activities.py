@@ -32,6 +32,8 @@ from convergent.exceptions import ModelError, ModelHTTPError, UserError
 from convergent.messages import CallOutcome
 from convergent.models._prices import dump_price
 from convergent.models.base import Model
+from convergent.models.scripted import ScriptedModel
+from convergent.models.structured import StructuredToolCalling
 from convergent.spec import AgentSpec
 from convergent.temporal._children import CHILD_RESULT
 from convergent.temporal._conversation import ConversationLog
@@ -102,18 +104,17 @@ class AgentCache:
                 self._started.add(key)
         return agent
 
-    def model(self, spec: dict[str, Any], role: str, position: int) -> Model:
-        """The model of ``role``; a replayed one is fresh, at ``position``.
+    def model(self, spec: dict[str, Any], role: str) -> Model:
+        """The model of ``role``; a scripted one is fresh for each request.
 
-        A replayed model (a script) must give the reply the workflow is at, whichever
-        worker runs the request, so it is rebuilt and moved to that position each time.
+        A script must give the reply the workflow is at, whichever worker runs the
+        request and however often it is retried: a fresh one finds its place in the
+        conversation it is sent (see `convergent.models.scripted`).
         """
         model = _role(self.agent(spec), role)
-        if model.position() is None:
+        if not _scripted(model):
             return model
-        fresh = _role(_build(spec), role)
-        fresh.seek(position)
-        return fresh
+        return _role(_build(spec), role)
 
     async def aclose(self) -> None:
         """Close every agent's models and stop their MCP servers."""
@@ -130,6 +131,12 @@ def _role(agent: Agent, role: str) -> Model:
     An agent lists a role apart only when its model is not the agent's own.
     """
     return agent.models.get(role, agent.model)
+
+
+def _scripted(model: Model) -> bool:
+    """Whether ``model`` plays a script (itself, or under the structured protocol)."""
+    inner = model.inner if isinstance(model, StructuredToolCalling) else model
+    return isinstance(inner, ScriptedModel)
 
 
 def _build(spec: dict[str, Any]) -> Agent:
@@ -228,7 +235,7 @@ class Activities:
         noticed in seconds and the request is retried on another worker.
         """
         with _final_user_errors():
-            model = self.cache.model(call.recipe, call.role, call.position)
+            model = self.cache.model(call.recipe, call.role)
             history, messages = await _heartbeating(self.log.extend(call.history, call.messages))
             try:
                 response = await _heartbeating(

@@ -198,8 +198,6 @@ class ModelCall:
     """The run's agent spec, as JSON (the worker builds the model from it)."""
     role: str
     """Which of the spec's models answers (``model`` or ``scorer``)."""
-    position: int
-    """Requests the model answered before (where a replayed script is)."""
     messages: list[dict[str, Any]]
     """The messages new since ``history`` (all of them when it is None)."""
     tools: list[dict[str, Any]]

@@ -33,7 +33,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
-from convergent.exceptions import ScriptExhaustedError, ToolDefinitionError, UserError
+from convergent.durability.resuming import answers_for
+from convergent.durability.sqlite import PendingQuestion
+from convergent.exceptions import ToolDefinitionError, UserError
 from convergent.messages import UserMessage
 from convergent.result import RunResult
 from convergent.spec import AgentSpec
@@ -60,9 +62,7 @@ _ADDRESS = re.compile(
     r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?):(?P<port>[0-9]+)"
 )
 
-_USER_ERRORS = frozenset(
-    {USER_ERROR, PAYLOAD_MISSING, ScriptExhaustedError.__name__, ToolDefinitionError.__name__}
-)
+_USER_ERRORS = frozenset({USER_ERROR, PAYLOAD_MISSING, ToolDefinitionError.__name__})
 """Failure types of a run that ended on a caller's mistake (reported as a `UserError`)."""
 
 
@@ -381,16 +381,16 @@ class TemporalRunner:
             raise UserError(f"run {run_id!r} is still running")
         result, state, stored = await previous.outcome()
         if not result.stop_reason.resumable:
-            raise UserError(f"run {run_id!r} ended {result.stop_reason.value}; nothing to resume")
-        pending = [call.id for call in state.pending_calls()]
-        if answer is None and pending and result.stop_reason is StopReason.NEEDS_USER:
-            raise UserError(f"run {run_id!r} waits for an answer (pass --answer TEXT)")
+            reason = result.stop_reason.value
+            raise UserError(f"run {run_id!r} ended {reason}; there is nothing to resume")
+        asked = state.pending_calls() if result.stop_reason is StopReason.NEEDS_USER else []
+        questions = [PendingQuestion(c.id, str(c.arguments.get("question", ""))) for c in asked]
         chosen = spec or stored
         start = RunStart(
             recipe=chosen.to_json(),
             run_id=run_id,
             state=state.to_jsonable(),
-            answers={call_id: answer for call_id in pending} if answer is not None else {},
+            answers=answers_for(run_id, questions, answer),
         )
         task = next((m.content for m in state.messages if isinstance(m, UserMessage)), "")
         return await self._start(start, WorkflowIDReusePolicy.ALLOW_DUPLICATE, task)

@@ -36,8 +36,8 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
+from convergent.durability.sqlite import DEFAULT_DB_PATH, RunStore
 from convergent.exceptions import UserError
-from convergent.store import DEFAULT_DB_PATH, RunStore
 
 __all__ = [
     "OFFLOAD_THRESHOLD",

@@ -163,7 +163,6 @@ class ActivityModel(Model):
         role: Which of the spec's models (``model`` or ``scorer``).
         name: The model's name, as the worker reported it.
         context_window: Its context window, as the worker reported it.
-        position: Requests already answered (a continued run).
         price: Its price, as the worker reported it.
     """
 
@@ -173,7 +172,6 @@ class ActivityModel(Model):
         role: str,
         name: str,
         context_window: int | None,
-        position: int = 0,
         price: TokenPrice | None = None,
     ) -> None:
         self.recipe = recipe
@@ -181,7 +179,6 @@ class ActivityModel(Model):
         self._price = price
         self._name = name
         self._window = context_window
-        self._position = position
         self._history: dict[str, str] | None = None
         self._sent: list[Message] = []
 
@@ -199,14 +196,6 @@ class ActivityModel(Model):
     def price(self) -> TokenPrice | None:
         """The worker's model's price."""
         return self._price
-
-    def position(self) -> int | None:
-        """Requests answered so far (sent with each request for replayed models)."""
-        return self._position
-
-    def seek(self, position: int) -> None:
-        """Continue from ``position`` requests."""
-        self._position = position
 
     async def request(
         self,
@@ -230,7 +219,6 @@ class ActivityModel(Model):
         call = ModelCall(
             recipe=self.recipe,
             role=self.role,
-            position=self._position,
             messages=dump_messages(fresh[len(sent) :] if extends else fresh),
             tools=dump_specs(list(tools)),
             settings=dump_settings(settings),
@@ -251,7 +239,6 @@ class ActivityModel(Model):
             cause = exc.cause if exc.cause is not None else exc
             text = cause.message if isinstance(cause, ApplicationError) else str(cause)
             raise ModelError(text or type(cause).__name__) from None
-        self._position += 1
         self._history, self._sent = answer.history, fresh
         return load_response(answer.response)
 
@@ -419,11 +406,6 @@ class AgentWorkflow:
                 pass  # the run goes on in a fresh workflow run, below
         final = self.recorder.state
         assert final is not None
-        final.model_positions = {
-            role: position
-            for role, position in ((r, m.position()) for r, m in agent.models.items())
-            if position is not None
-        }
         if result is None:
             workflow.continue_as_new(
                 RunStart(
@@ -443,7 +425,6 @@ class AgentWorkflow:
 
     def _agent(self, spec: AgentSpec, start: RunStart, blueprint: Blueprint) -> Agent:
         """The spec's agent, built as for a local run, its models and tools on workers."""
-        positions = (start.state or {}).get("model_positions", {})
 
         def on_workers(role: ModelRole) -> Model:
             if role == "model" or blueprint.scorer_name is None:
@@ -451,9 +432,7 @@ class AgentWorkflow:
             else:
                 name, price = blueprint.scorer_name, blueprint.scorer_price
             window = blueprint.context_window if role == "model" else None
-            return ActivityModel(
-                start.recipe, role, name, window, positions.get(role, 0), load_price(price)
-            )
+            return ActivityModel(start.recipe, role, name, window, load_price(price))
 
         def worker_tools(spec: AgentSpec) -> Toolbox:
             # ask_user is the workflow's own: its questions wait for the ``answer`` signal;

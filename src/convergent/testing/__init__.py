@@ -14,6 +14,6 @@ Example:
     '4'
 """
 
-from convergent.testing._script import answer, call, scripted, step
+from convergent.testing._script import answer, call, scripted, step, write_script
 
-__all__ = ["answer", "call", "scripted", "step"]
+__all__ = ["answer", "call", "scripted", "step", "write_script"]

@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from convergent.messages import NO_USAGE, ModelResponse, ToolCall, Usage
@@ -65,7 +66,7 @@ def answer(text: str, *, usage: Usage = NO_USAGE) -> ModelResponse:
 
 
 def scripted(
-    *responses: ModelResponse | ToolCall | Sequence[ToolCall] | str,
+    *responses: ScriptItem,
     name: str = "scripted",
     price: PriceLike | None = None,
 ) -> ScriptedModel:
@@ -77,8 +78,35 @@ def scripted(
         name: The model's name in traces.
         price: Prices the responses' tokens, as in `ScriptedModel`.
     """
+    return ScriptedModel(_responses(responses), name=name, price=price)
+
+
+def write_script(path: str | Path, *responses: ScriptItem) -> str:
+    """Write ``responses`` as a script file and return the model name that plays it.
+
+    The file holds the JSON a ``scripted:PATH`` model reads (`ScriptedModel.from_file`),
+    so an agent spec, the CLI's ``--model`` or a Temporal worker can replay what a test
+    wrote with `call`, `step` and `answer`.
+
+    Args:
+        path: Where to write the script.
+        *responses: As `scripted` takes them.
+
+    Returns:
+        ``scripted:PATH``, a model name for a spec or ``--model``.
+    """
+    data = [_as_dict(response) for response in _responses(responses)]
+    Path(path).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+ScriptItem = ModelResponse | ToolCall | Sequence[ToolCall] | str
+"""What a script is written with: a response, a call or a batch of calls, or an answer."""
+
+
+def _responses(items: Sequence[ScriptItem]) -> list[ModelResponse]:
     script: list[ModelResponse] = []
-    for item in responses:
+    for item in items:
         if isinstance(item, ModelResponse):
             script.append(item)
         elif isinstance(item, ToolCall):
@@ -87,4 +115,18 @@ def scripted(
             script.append(answer(item))
         else:
             script.append(step(*item))
-    return ScriptedModel(script, name=name, price=price)
+    return script
+
+
+def _as_dict(response: ModelResponse) -> dict[str, Any]:
+    """A response as one entry of a script file (`response_from_dict` reads it back)."""
+    data: dict[str, Any] = {**response.metadata, "content": response.content}
+    if response.tool_calls:
+        data["tool_calls"] = [
+            {"id": call.id, "name": call.name, "arguments": call.arguments}
+            for call in response.tool_calls
+        ]
+    usage = response.usage
+    if usage.input_tokens or usage.output_tokens:
+        data["usage"] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    return data

@@ -34,8 +34,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from convergent._run_id import check_run_id
+from convergent.durability.sqlite import RunStore
 from convergent.exceptions import ConvergentError, UserError
-from convergent.store import RunStore
 from convergent.ui import actions
 from convergent.ui.auth import Address, TokenGuard, new_base
 from convergent.ui.download import run_json

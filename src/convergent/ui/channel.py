@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 
 from convergent.builder import BuildContext, register_ask_channel
+from convergent.durability.sqlite import RunStore
 from convergent.exceptions import UserError
-from convergent.store import RunStore
 from convergent.ui.questions import expire_question, post_question, read_answer
 
 __all__ = ["WebChannel", "register"]

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 
 __all__ = ["ROWS", "run_json"]
 

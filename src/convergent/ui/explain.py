@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from convergent.store import RunSummary
+from convergent.durability.sqlite import RunSummary
 
 __all__ = ["STATUSES", "explain_stop"]
 

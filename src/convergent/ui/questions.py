@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convergent.clock import now
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 
 __all__ = [
     "OpenQuestion",

@@ -1,7 +1,7 @@
 """What a rewind would do to the run's files, for the confirmation page.
 
 A rewind to cycle *K* gives every file snapshotted after *K* the content of its
-earliest such snapshot (see `convergent.store.rollback`). This module reads those same
+earliest such snapshot (see `convergent.durability.sqlite.rollback`). This module reads those same
 snapshots without touching anything, so the page can list each file and what will
 become of it before the user confirms.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from convergent.builtin_tools import resolve_in_workspace
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 from convergent.tools import ToolArgumentsError
 
 __all__ = ["FILES_SHOWN", "FileChange", "RewindPlan", "plan_rewind"]
@@ -71,7 +71,7 @@ def plan_rewind(store: RunStore, run_id: str, cycle: int) -> RewindPlan:
 
 
 def _change(workspace: Path | None, path: str, existed: bool, kept: bool) -> FileChange:
-    """What `convergent.store.rollback.restore` does with one file, in the same order."""
+    """What `rollback.restore` (SQLite backend) does with one file, in the same order."""
     if workspace is None:
         return FileChange(path, "skipped", "the run recorded no workspace")
     try:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from convergent.durability.sqlite import RunStore
 from convergent.exceptions import UserError
-from convergent.store import RunStore
 
 __all__ = [
     "Listening",

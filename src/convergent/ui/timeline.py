@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from convergent.durability.sqlite import PendingQuestion, RunStore, RunSummary
+from convergent.durability.sqlite._codec import parse_usage
 from convergent.messages import CallOutcome, Usage
-from convergent.store import PendingQuestion, RunStore, RunSummary
-from convergent.store._codec import parse_usage
 from convergent.ui.questions import OpenQuestion, open_questions
 
 __all__ = ["CallView", "CycleView", "EventView", "RunView", "load_run_view"]

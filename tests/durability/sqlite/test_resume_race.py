@@ -18,7 +18,7 @@ import pytest
 
 import convergent
 from convergent import Limits, UserError
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 from resume_race import (
     RESUME_CYCLES,
     assert_resumed_once,

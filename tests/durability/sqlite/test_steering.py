@@ -15,10 +15,10 @@ import pytest
 
 from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, calculator
 from convergent.cli._terminal import TerminalSteering, parse_line
+from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.events import Redirected
 from convergent.steering import SteeringCommand, SteeringQueue
 from convergent.stop import StopReason
-from convergent.store import DatabaseSteering, RunStore
 
 CHILD = Path(__file__).with_name("_steered_child.py")
 EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))

@@ -8,12 +8,12 @@ store.rewind("r1", 3)                                         # files and conver
 ```
 """
 
-from convergent.store._schema import DB_SCHEMA_VERSION
-from convergent.store.claim import RunClaim
-from convergent.store.journal import SqliteJournal
-from convergent.store.rollback import RewindResult
-from convergent.store.runs import DEFAULT_DB_PATH, PendingQuestion, RunStore, RunSummary
-from convergent.store.steering import DatabaseSteering
+from convergent.durability.sqlite._schema import DB_SCHEMA_VERSION
+from convergent.durability.sqlite.claim import RunClaim
+from convergent.durability.sqlite.journal import SqliteJournal
+from convergent.durability.sqlite.rollback import RewindResult
+from convergent.durability.sqlite.runs import DEFAULT_DB_PATH, PendingQuestion, RunStore, RunSummary
+from convergent.durability.sqlite.steering import DatabaseSteering
 
 __all__ = [
     "DB_SCHEMA_VERSION",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from convergent import Agent, Limits, ScriptedModel, calculator
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 
 
 def run(store: RunStore, run_id: str, task: str, output: str) -> None:

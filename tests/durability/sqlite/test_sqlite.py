@@ -15,11 +15,11 @@ from convergent import (
     UserError,
     calculator,
 )
+from convergent.durability.sqlite import DB_SCHEMA_VERSION, RunStore
 from convergent.messages import AssistantMessage, CallOutcome
 from convergent.monitor import MonitorState
 from convergent.state import STATE_SCHEMA_VERSION
 from convergent.stop import StopReason
-from convergent.store import DB_SCHEMA_VERSION, RunStore
 
 
 def calc(expression: str, call_id: str | None = None) -> dict[str, object]:

@@ -7,12 +7,15 @@ instead of on the store, so the store can build them without an import cycle.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 __all__ = ["StoreAccess"]
+
+T = TypeVar("T")
 
 
 class StoreAccess(Protocol):
@@ -25,6 +28,14 @@ class StoreAccess(Protocol):
         self, doing: str = "write run database"
     ) -> AbstractContextManager[sqlite3.Connection]:
         """One write transaction."""
+        ...
+
+    def write_if_free(self, write: Callable[[sqlite3.Connection], None]) -> bool:
+        """Commit ``write`` now if nothing makes it wait; False if nothing was done."""
+        ...
+
+    def in_writer(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` on the database's writer thread, after the work submitted before."""
         ...
 
     def steering_version(self) -> tuple[int, int]:

@@ -21,18 +21,19 @@ whose third answer validated; ``write_v6.py`` wrote them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from convergent import RunState
+from convergent import ModelResponse, RunState, ScriptedModel
 from convergent.compaction import SUMMARY_HEADER
+from convergent.durability.sqlite import DB_SCHEMA_VERSION, DatabaseSteering, RunStore
 from convergent.messages import AssistantMessage, CallOutcome, ToolResultMessage, UserMessage
 from convergent.monitor import MonitorState
 from convergent.stop import StopReason
-from convergent.store import DB_SCHEMA_VERSION, DatabaseSteering, RunStore
 
 FIXTURES = Path(__file__).with_name("fixtures")
 
@@ -100,7 +101,15 @@ def test_v2_state_json_loads() -> None:
     state = RunState.from_jsonable(data)
     assert state.run_id == "fixture-v2" and state.cycles == 4
     assert state.stop_reason is StopReason.NEEDS_USER
-    assert state.model_positions == {"model": 4, "scorer": 3}
+    # the replay positions it stored are not kept: the same script, built afresh, finds
+    # its place in the conversation, after its 4 replies, where the stored position was
+    assert data["model_positions"] == {"model": 4, "scorer": 3}
+    assert "model_positions" not in state.to_jsonable()
+    replies = [m for m in state.messages if isinstance(m, AssistantMessage)]
+    script = ScriptedModel(
+        [ModelResponse(content=m.content, tool_calls=m.tool_calls) for m in replies] + ["next"]
+    )
+    assert asyncio.run(script.request(state.messages, ())).content == "next"
     # its repeat counts and streak were per run: it continues with fresh counters
     assert "call_counts" in data and state.monitor == MonitorState()
     assert [c.name for c in state.pending_calls()] == ["ask_user"]
@@ -109,6 +118,8 @@ def test_v2_state_json_loads() -> None:
 def test_v2_database_loads_the_same_state_recipe_and_events(v2_store: RunStore) -> None:
     expected = RunState.from_jsonable(json.loads((FIXTURES / "state.v2.json").read_text()))
     assert v2_store.load("fixture-v2") == expected
+    # the replay positions are kept beside the state, to resume its scripts
+    assert v2_store.model_positions("fixture-v2") == {"model": 4, "scorer": 3}
     summary = v2_store.get_run("fixture-v2")
     assert summary.status == "needs_user" and summary.recipe is not None
     assert summary.recipe["version"] == 1 and summary.recipe["gate"]["threshold"] == 0.5

@@ -12,8 +12,10 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
+from typing import TypeAlias
 
 import typer
 from rich.console import Console
@@ -25,6 +27,8 @@ from convergent.cli._gate import GateView
 from convergent.cli._live import LiveView
 from convergent.cli._terminal import HELP, TerminalSteering
 from convergent.clock import current_clock
+from convergent.durability.resuming import Continuation
+from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.events import (
     Event,
     EventHandler,
@@ -35,15 +39,15 @@ from convergent.events import (
 )
 from convergent.exceptions import StorageError, UserError
 from convergent.gate import ASK_USER
-from convergent.journal import Durability
 from convergent.result import RunResult
-from convergent.state import RunState
 from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
-from convergent.store import DatabaseSteering, RunClaim, RunStore
 from convergent.ui.live_text import LiveTextWriter
 
 __all__ = ["Session", "default_steer", "new_run_id", "open_reader", "open_store"]
+
+_Start: TypeAlias = Callable[[EventHandler, SteeringQueue], Awaitable[RunResult]]
+"""Starts the run with the session's event handler and steering queue."""
 
 
 def open_store(db: Path, *, must_exist: bool, readonly: bool = False) -> RunStore:
@@ -154,47 +158,41 @@ class Session:
             return DatabaseSteering(self.store, self.run_id)
         return SteeringQueue()
 
-    def run(
-        self,
-        agent: Agent,
-        *,
-        task: str | None = None,
-        state: RunState | None = None,
-        answers: Mapping[str, str] | None = None,
-        claim: RunClaim | None = None,
-    ) -> None:
-        """Run ``task`` (or continue ``state``), print the outcome, exit with its code.
+    def run(self, agent: Agent, task: str) -> None:
+        """Run ``task``, print the outcome, exit with its code.
 
-        Args:
-            agent: The agent to run.
-            task: The task of a new run.
-            state: The state of a stored run to continue.
-            answers: Replies to the questions it waits on, by call id.
-            claim: The claim on the continued run (released when the run ends).
+        Raises:
+            typer.Exit: With code 1 unless the run completed.
+            UserError: If the trace file cannot be written, or steering needs a terminal.
+        """
+
+        def start(on_event: EventHandler, steering: SteeringQueue) -> Awaitable[RunResult]:
+            return agent.run(
+                task, run_id=self.run_id, steering=steering, on_event=on_event, store=self.store
+            )
+
+        self._report(self._outcome(agent, start))
+
+    def resume(self, ready: Continuation) -> None:
+        """Continue a stored run made ready by `prepare_resume`, print the outcome, exit.
 
         Raises:
             typer.Exit: With code 1 unless the run completed.
             UserError: If the trace file cannot be written, or steering needs a terminal.
         """
         try:
-            durability = claim if claim is not None else self.store
-            result = self._outcome(agent, task, state, answers, durability)
+            result = self._outcome(ready.agent, partial(_continued, ready))
         finally:
-            if claim is not None:
-                claim.release()
+            ready.claim.release()
+        self._report(result)
+
+    def _report(self, result: RunResult) -> None:
         if self.json_output:
             print(json.dumps(result.to_dict(), ensure_ascii=False))
         if result.stop_reason is not StopReason.COMPLETED:
             raise typer.Exit(1)
 
-    def _outcome(
-        self,
-        agent: Agent,
-        task: str | None,
-        state: RunState | None,
-        answers: Mapping[str, str] | None,
-        durability: Durability | None,
-    ) -> RunResult:
+    def _outcome(self, agent: Agent, start: _Start) -> RunResult:
         """Run the agent with the views, the trace and the terminal's steering."""
         writer = self._trace_writer()
         handlers: list[EventHandler] = [self._on_event, *([writer] if writer else [])]
@@ -221,9 +219,7 @@ class Session:
                     raise UserError("--steer needs a readable standard input") from None
                 self._reader = TerminalSteering(queue, fd, notify=self._warn).start()
                 self.note(HELP)
-            return asyncio.run(
-                _execute(agent, task, state, answers, queue, on_event, durability, self.run_id)
-            )
+            return asyncio.run(_execute(agent, start, queue, on_event))
         finally:
             if view is not None:
                 view.close()
@@ -236,30 +232,21 @@ class Session:
                 writer.close()
 
 
+def _continued(
+    ready: Continuation, on_event: EventHandler, steering: SteeringQueue
+) -> Awaitable[RunResult]:
+    return ready.run(on_event=on_event, steering=steering)
+
+
 async def _execute(
-    agent: Agent,
-    task: str | None,
-    state: RunState | None,
-    answers: Mapping[str, str] | None,
-    steering: SteeringQueue,
-    on_event: EventHandler,
-    store: Durability | None,
-    run_id: str,
+    agent: Agent, start: _Start, steering: SteeringQueue, on_event: EventHandler
 ) -> RunResult:
     # a run's MCP server processes must not outlive it, so SIGTERM ends it in order
     watch = agent.mcp_servers and sys.platform != "win32"
     terminated = _on_sigterm_cancel() if watch else None
     try:
         async with agent:
-            return await agent.run(
-                task,
-                run_id=run_id,
-                state=state,
-                answers=answers,
-                steering=steering,
-                on_event=on_event,
-                store=store,
-            )
+            return await start(on_event, steering)
     except asyncio.CancelledError:
         if terminated is not None and terminated.is_set():
             print("error: terminated", file=sys.stderr)

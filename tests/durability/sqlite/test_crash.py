@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from convergent.durability.sqlite import RunStore
 from convergent.messages import ToolResultMessage
 from convergent.stop import StopReason
-from convergent.store import RunStore
 
 CHILD = Path(__file__).with_name("_crash_child.py")
 RUN_ID = "crash"

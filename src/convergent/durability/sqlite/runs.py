@@ -13,7 +13,7 @@ One database file (WAL mode) holds any number of runs:
 - ``steering`` and ``questions``: commands and answers sent from other processes;
 - ``snapshots`` / ``blobs``: file contents saved before a file-modifying tool ran.
 
-Runs are written by a `convergent.store.journal.SqliteJournal`, which `Agent.run`
+Runs are written by a `convergent.durability.sqlite.journal.SqliteJournal`, which `Agent.run`
 opens through `RunStore.journal` (``agent.run(task, store=store)``). With
 ``synchronous=NORMAL`` (the default) a committed write survives the process being
 killed; ``durable=True`` also survives a power loss, at the cost of an fsync per commit.
@@ -21,28 +21,24 @@ killed; ``durable=True`` also survives a power loss, at the cost of an fsync per
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 
 from convergent._run_id import check_run_id
 from convergent.clock import now
-from convergent.exceptions import UserError
-from convergent.messages import CallOutcome, ToolResultMessage, Usage
-from convergent.models.base import Model
-from convergent.state import RunState
-from convergent.steering import SteeringKind
-from convergent.stop import StopReason
-from convergent.store import _claims, rollback
-from convergent.store._codec import (
+from convergent.durability.sqlite import _claims, rollback
+from convergent.durability.sqlite._codec import (
     insert_messages,
     mark_consumed,
     next_epoch,
@@ -50,16 +46,27 @@ from convergent.store._codec import (
     record_json,
     usage_json,
 )
-from convergent.store._schema import DB_SCHEMA_VERSION, connect, storage_error
-from convergent.store._wal import WalCheckpointer
-from convergent.store.claim import RunClaim
-from convergent.store.journal import SqliteJournal
+from convergent.durability.sqlite._schema import DB_SCHEMA_VERSION, connect, storage_error
+from convergent.durability.sqlite._wal import WalCheckpointer
+from convergent.durability.sqlite.claim import RunClaim
+from convergent.durability.sqlite.journal import SqliteJournal
+from convergent.exceptions import UserError
+from convergent.messages import CallOutcome, ToolResultMessage, Usage
+from convergent.models.base import Model
+from convergent.state import RunState
+from convergent.steering import SteeringKind
+from convergent.stop import StopReason
 from convergent.tools import Tool
 
 __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_DB_PATH", "PendingQuestion", "RunStore", "RunSummary"]
 
 DEFAULT_DB_PATH = Path(".convergent") / "runs.db"
 """Where the CLI keeps runs, relative to the working directory."""
+
+T = TypeVar("T")
+
+_WAITED_FOR = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+"""Result codes that mean another connection holds a lock (waited for, up to the timeout)."""
 
 _RUN_TABLES = (
     "messages",
@@ -197,9 +204,22 @@ class RunStore:
         self._lock = threading.RLock()
         self._sent = 0
         self._checkpointer: WalCheckpointer | None = None
+        self._writer: ThreadPoolExecutor | None = None
+        self._writer_lock = threading.Lock()
+        self._queued = 0
+        self._timeout_ms = int(timeout * 1000)
+        self._syncs = durable
+        if not readonly:
+            # at rest the connection never waits: a journal's write learns at once that
+            # another connection holds the lock; every other use waits (see `_patient`)
+            self._conn.execute("PRAGMA busy_timeout = 0")
 
     def close(self) -> None:
-        """Close the connection (after moving the write-ahead log into the file)."""
+        """Close the connection (after the pending writes, and moving the log into the file)."""
+        with self._writer_lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.shutdown(wait=True)
         if self._checkpointer is not None:
             self._checkpointer.close()
             self._checkpointer = None
@@ -220,27 +240,113 @@ class RunStore:
         """
         with self._lock:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                with self._patient():
+                    self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise storage_error(self.path, exc, doing) from None
+            with self._begun(doing) as conn:
+                yield conn
+
+    @contextmanager
+    def _patient(self) -> Iterator[None]:
+        """Let the connection wait for other connections' locks (up to the timeout) meanwhile."""
+        if self.readonly:
+            yield  # a read-only connection always waits
+            return
+        self._conn.execute(f"PRAGMA busy_timeout = {self._timeout_ms}")
+        try:
+            yield
+        finally:
+            self._conn.execute("PRAGMA busy_timeout = 0")
+
+    def _read(self, read: Callable[[], T]) -> T:
+        """``read()`` under the connection's lock, waiting for other connections if it must.
+
+        Raises:
+            StorageError: If SQLite fails.
+        """
+        with self._lock:
             try:
-                yield self._conn
-            except BaseException as exc:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise storage_error(self.path, exc, doing) from None
-                raise
-            try:
-                self._conn.execute("COMMIT")
+                try:
+                    return read()
+                except sqlite3.OperationalError as exc:
+                    if exc.sqlite_errorcode & 0xFF not in _WAITED_FOR:
+                        raise
+                with self._patient():
+                    return read()
             except sqlite3.Error as exc:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+                raise storage_error(self.path, exc, "read run database") from None
+
+    @contextmanager
+    def _begun(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """The rest of a transaction that began: yield, then commit (or roll back)."""
+        try:
+            yield self._conn
+        except BaseException as exc:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
                 raise storage_error(self.path, exc, doing) from None
-            if self._checkpointer is None and self.path.name != ":memory:":
-                self._checkpointer = WalCheckpointer(self.path)
-            if self._checkpointer is not None:
-                self._checkpointer.committed()
+            raise
+        try:
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise storage_error(self.path, exc, doing) from None
+        if self._checkpointer is None and self.path.name != ":memory:":
+            self._checkpointer = WalCheckpointer(self.path)
+        if self._checkpointer is not None:
+            self._checkpointer.committed()
+
+    def write_if_free(
+        self, write: Callable[[sqlite3.Connection], None], doing: str = "write run database"
+    ) -> bool:
+        """Run ``write`` in one transaction now, if nothing would make it wait.
+
+        Nothing may: no work queued on the writer thread (it goes first), no other
+        thread using the connection, no other connection holding the write lock, and
+        no fsync per commit (``durable=True``). Otherwise nothing is done and the
+        result is False: the caller hands the write to `in_writer`.
+
+        Raises:
+            StorageError: If SQLite fails once the transaction began.
+        """
+        if self._syncs or self._queued or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._queued:
+                return False
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")  # at rest, it never waits
+            except sqlite3.Error:
+                return False  # held elsewhere (or failing): the writer thread waits or reports
+            with self._begun(doing) as conn:
+                write(conn)
+            return True
+        finally:
+            self._lock.release()
+
+    def in_writer(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` on this database's writer thread, after the work submitted before.
+
+        A journal's writes that would wait (see `write_if_free`) go there, in the order
+        they were submitted, so that waiting for the lock or the disk never holds up the
+        event loop the run's tool calls share. ``work`` runs in a copy of the caller's
+        context (its clock).
+        """
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="convergent-writer")
+            self._queued += 1
+            context = contextvars.copy_context()
+            done = self._writer.submit(context.run, work)
+        done.add_done_callback(self._dequeued)
+        return done
+
+    def _dequeued(self, _done: Future[Any]) -> None:
+        with self._writer_lock:
+            self._queued -= 1
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         """Run a read query and return every row.
@@ -248,11 +354,8 @@ class RunStore:
         Raises:
             StorageError: If SQLite fails (damaged file, ...).
         """
-        with self._lock:
-            try:
-                return self._conn.execute(sql, tuple(params)).fetchall()
-            except sqlite3.Error as exc:
-                raise storage_error(self.path, exc, "read run database") from None
+        values = tuple(params)
+        return self._read(lambda: self._conn.execute(sql, values).fetchall())
 
     def steering_version(self) -> tuple[int, int]:
         """Changes whenever a steering command may have been stored (cheap to poll).
@@ -272,14 +375,15 @@ class RunStore:
         models: Mapping[str, Model] | None = None,
         parent: tuple[str, str] | None = None,
     ) -> SqliteJournal:
-        """The journal that writes run ``run_id`` here (see `convergent.journal`).
+        """The journal that writes run ``run_id`` here (see `convergent.durability.protocol`).
 
         Args:
             run_id: The run.
             tools: The agent's tools (to know which modify files).
             workspace: Folder file-modifying tools work in (snapshots for rewind).
             recipe: How to rebuild the agent in another process, stored with the run.
-            models: The run's models by role, whose replay position is kept with the run.
+            models: The run's models by role; a `Replayable` one's place in its script
+                is kept with the run (beside its state) for `model_positions`.
             parent: ``(run id, call id)`` of the tool call that started this run as a
                 child run, stored with it when it is first written.
 
@@ -300,7 +404,7 @@ class RunStore:
     # -- runs -------------------------------------------------------------------------
 
     def claim(self, run_id: str, *, token: str | None = None) -> RunClaim:
-        """Take the right to continue a stored run (see `convergent.store.claim`).
+        """Take the right to continue a stored run (see `convergent.durability.sqlite.claim`).
 
         One write transaction checks that no live process or task holds the run and
         makes this one its holder, so of any number of claimants exactly one gets it.
@@ -545,34 +649,30 @@ class RunStore:
             UserError: If the run or the checkpoint does not exist.
             StorageError: If the database cannot be read.
         """
-        with self._lock:
-            try:
-                return self._load(run_id, cycle)
-            except sqlite3.Error as exc:
-                raise storage_error(self.path, exc, "read run database") from None
+        return self._read(lambda: self._load(run_id, cycle))
 
     def _load(self, run_id: str, cycle: int | None) -> RunState:
         conn = self._conn
         row = conn.execute(
             "SELECT task, model, cycles, usage, elapsed, started_at, stop_reason, stop_detail, "
-            "output, epoch, message_count, state_version, positions, monitor, "
+            "output, epoch, message_count, state_version, monitor, "
             "output_after_stop, output_data FROM runs WHERE run_id = ?",
             (run_id,),
         ).fetchone()
         if row is None:
             raise UserError(f"no run {run_id!r} in {self.path}")
         (task, model, cycles, usage, elapsed, started_at, reason, detail, output) = row[:9]
-        epoch, count, version, positions, monitor, after_stop, output_data = row[9:]
+        epoch, count, version, monitor, after_stop, output_data = row[9:]
         if cycle is not None:
             point = conn.execute(
-                "SELECT epoch, message_count, usage, elapsed, positions FROM checkpoints "
+                "SELECT epoch, message_count, usage, elapsed FROM checkpoints "
                 "WHERE run_id = ? AND cycle = ?",
                 (run_id, cycle),
             ).fetchone()
             if point is None:
                 known = ", ".join(map(str, self.checkpoint_cycles(run_id))) or "none"
                 raise UserError(f"run {run_id!r} has no checkpoint for cycle {cycle}; have {known}")
-            epoch, count, usage, elapsed, positions = point
+            epoch, count, usage, elapsed = point
             # a rewound run starts its counters afresh: its files are restored (a change)
             cycles, reason, detail, output, monitor, after_stop = cycle, None, "", "", None, 0
             output_data = None
@@ -586,7 +686,6 @@ class RunStore:
             "usage": json.loads(usage),
             "tool_calls": [record_json(r) for r in self._finished(run_id, limit)],
             "monitor": json.loads(monitor) if monitor else {},
-            "model_positions": json.loads(positions),
             "elapsed": elapsed,
             "started_at": started_at,
             "stop_reason": reason,
@@ -644,6 +743,19 @@ class RunStore:
                         is_error=outcome != CallOutcome.OK,
                     )
                 )
+
+    def model_positions(self, run_id: str) -> dict[str, int]:
+        """Where each replayed model (by role) of the run is in its script, to resume it.
+
+        Raises:
+            UserError: If the run does not exist.
+            StorageError: If the database cannot be read.
+        """
+        rows = self.query("SELECT positions FROM runs WHERE run_id = ?", [run_id])
+        if not rows:
+            raise UserError(f"no run {run_id!r} in {self.path}")
+        positions: dict[str, int] = json.loads(rows[0][0])
+        return positions
 
     def pending_questions(self, run_id: str) -> list[PendingQuestion]:
         """Calls of the latest cycle that asked the user and still wait for an answer."""
@@ -748,7 +860,8 @@ class RunStore:
                 conn.execute(
                     "UPDATE runs SET status = 'stopped', stop_reason = ?, stop_detail = ?, "
                     "output = '', cycles = ?, usage = ?, elapsed = ?, updated_at = ?, "
-                    "epoch = ?, message_count = ?, positions = ?, monitor = NULL, "
+                    "epoch = ?, message_count = ?, monitor = NULL, positions = (SELECT positions "
+                    "FROM checkpoints WHERE run_id = ? AND cycle = ?), "
                     "output_after_stop = 0, output_data = NULL WHERE run_id = ?",
                     (
                         StopReason.STOPPED.value,
@@ -759,7 +872,8 @@ class RunStore:
                         now(),
                         epoch,
                         len(state.messages),
-                        json.dumps(state.model_positions),
+                        run_id,
+                        cycle,
                         run_id,
                     ),
                 )

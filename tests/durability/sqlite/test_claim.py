@@ -20,9 +20,9 @@ import pytest
 
 import convergent
 from convergent import UserError, build_agent
+from convergent.durability.sqlite import RunStore, _claims
 from convergent.exceptions import ScriptExhaustedError
 from convergent.stop import StopReason
-from convergent.store import RunStore, _claims
 from resume_race import (
     environment,
     executions,

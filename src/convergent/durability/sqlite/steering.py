@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
+from convergent.durability.sqlite._access import StoreAccess
 from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue, Taken
-from convergent.store._access import StoreAccess
 
 __all__ = ["DatabaseSteering"]
 

@@ -8,17 +8,14 @@ from typing import Any
 import pytest
 
 from convergent import Agent, RunResult, ScriptedModel, StopReason, tool
+from convergent.durability.sqlite import RunStore
 from convergent.events import Event, RunStopped
+from convergent.messages import Usage
 from convergent.state import RunState
-from convergent.store import RunStore
+from convergent.testing import answer, call, step
 
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}], "usage": {"input_tokens": 10}}
-
-
-def answer(text: str) -> dict[str, Any]:
-    return {"content": text, "usage": {"input_tokens": 10}}
+USED = Usage(input_tokens=10, requests=1)
+"""What each scripted response reports, so usage rolls up from the child to its parent."""
 
 
 class Crash(BaseException):
@@ -49,7 +46,9 @@ def counted_child(invocations: list[str], observers: Any = ()) -> Agent:
         return "3"
 
     return Agent(
-        ScriptedModel([call("count", what="apples"), answer("3 apples")]),
+        ScriptedModel(
+            [step(call("count", what="apples"), usage=USED), answer("3 apples", usage=USED)]
+        ),
         [count],
         observers=observers,
     )
@@ -69,7 +68,12 @@ async def resume(parent: Agent, store: RunStore, claimed: bool) -> RunResult:
 async def test_a_child_run_is_stored_linked_to_its_parent_call(tmp_path: Path) -> None:
     invocations: list[str] = []
     parent = Agent(
-        ScriptedModel([call("counter", task="count apples"), answer("there are 3 apples")]),
+        ScriptedModel(
+            [
+                step(call("counter", task="count apples"), usage=USED),
+                answer("there are 3 apples", usage=USED),
+            ]
+        ),
         [counted_child(invocations).as_tool("counter", "Counts things.")],
     )
     with RunStore(tmp_path / "runs.db") as store:
@@ -96,14 +100,20 @@ async def test_a_resumed_parent_reuses_the_result_of_a_child_that_had_finished(
 ) -> None:
     invocations: list[str] = []
     child = counted_child(invocations, observers=[CrashOnceAtStop()])
-    model = ScriptedModel([call("counter", task="count apples"), answer("there are 3 apples")])
+    counting = call("counter", task="count apples")
+    model = ScriptedModel(
+        [
+            step(counting, usage=USED),
+            answer("there are 3 apples", usage=USED),
+        ]
+    )
     parent = Agent(model, [child.as_tool("counter", "Counts things.")])
     with RunStore(tmp_path / "runs.db") as store:
         with pytest.raises(Crash):
             await parent.run("how many apples?", run_id="parent", store=store)
         # the child had stored its stop; the parent had not recorded the call's result
         assert store.get_run("parent").stop_reason is None
-        assert [c.id for c in store.load("parent").pending_calls()] == ["call_1"]
+        assert [c.id for c in store.load("parent").pending_calls()] == [counting.id]
         assert store.children("parent")[0].stop_reason is StopReason.COMPLETED
         result = await resume(parent, store, claimed)
         children = store.children("parent")
@@ -134,11 +144,15 @@ async def test_a_resumed_parent_continues_a_child_that_had_not_finished(
         return "3"
 
     child_model = ScriptedModel(
-        [call("count", what="apples"), call("count", what="pears"), "3 apples, 3 pears"]
+        [
+            step(call("count", what="apples"), usage=USED),
+            step(call("count", what="pears"), usage=USED),
+            "3 apples, 3 pears",
+        ]
     )
     child = Agent(child_model, [count])
     parent = Agent(
-        ScriptedModel([call("counter", task="count fruit"), "3 and 3"]),
+        ScriptedModel([step(call("counter", task="count fruit"), usage=USED), "3 and 3"]),
         [child.as_tool("counter", "Counts things.")],
     )
     with RunStore(tmp_path / "runs.db") as store:

@@ -12,7 +12,7 @@ as JSON, which replace the repeat counts and the streak) and ``output_after_stop
 
 Version 3 names each running run's holder fully: beside its process id, the process's
 start time (``pid_start``) and the token of its claim (``claim``), so that a run is
-claimed by one process or task at a time (see `convergent.store._claims`).
+claimed by one process or task at a time (see `convergent.durability.sqlite._claims`).
 
 Version 2 changed version 1 so that a cycle writes fewer pages: finished calls are
 clustered by run and cycle (no separate index), and repeated-call counts were derived
@@ -21,7 +21,8 @@ each run's recipe, replay positions and tool-error streak; per-checkpoint replay
 positions; the MCP server (``source``) of each finished call; an ``events`` table for
 the events worth keeping (gate decisions, verifier verdicts, redirects, compaction,
 answers); and a ``questions`` table through which a run's ``ask_user`` can be answered
-from another process (the web console).
+from another process (the web console). The replay positions are kept beside the
+run's state, not in it (`RunStore.model_positions`).
 
 An older database is upgraded in place when it is opened for writing.
 """
@@ -31,8 +32,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from convergent.durability.sqlite._wal import SAFETY_NET_PAGES
 from convergent.exceptions import StorageError, UserError
-from convergent.store._wal import SAFETY_NET_PAGES
 
 __all__ = ["DB_SCHEMA_VERSION", "connect", "storage_error"]
 

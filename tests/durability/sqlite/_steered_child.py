@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, calculator
+from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.messages import Message, ToolSpec, UserMessage
-from convergent.store import DatabaseSteering, RunStore
 
 
 def main() -> None:

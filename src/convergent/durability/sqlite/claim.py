@@ -20,15 +20,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from convergent.durability.sqlite import _claims
+from convergent.durability.sqlite.journal import SqliteJournal
 from convergent.exceptions import StorageError, UserError
 from convergent.models.base import Model
 from convergent.state import RunState
-from convergent.store import _claims
-from convergent.store.journal import SqliteJournal
 from convergent.tools import Tool
 
 if TYPE_CHECKING:
-    from convergent.store.runs import RunStore
+    from convergent.durability.sqlite.runs import RunStore
 
 __all__ = ["RunClaim"]
 

@@ -6,31 +6,34 @@ the call finishes. Each write appends only what changed since the last one, so i
 does not grow with the length of the run; the run's monitor (the counters behind its
 stop facts) is small and bounded, and is written with the run's summary.
 
-A stored run is claimed (see `convergent.store._claims`) in the transaction that adopts
+A write that nothing makes wait commits at once, as the loop awaits it; one that would
+wait (another connection holds the write lock, a write is already queued, or each commit
+syncs the disk) goes to the database's writer thread (`RunStore.in_writer`), where the
+writes run one after the other in the order the loop asked for them. Either way the
+loop goes on only after the commit: what each step promises is on disk when it returns,
+yet waiting for another process's lock (up to the store's timeout) or for the disk never
+stalls the event loop, where the run's other tool calls go on.
+
+A stored run is claimed (see `convergent.durability.sqlite._claims`) in the transaction that adopts
 it, so two processes or tasks never continue one run together.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from convergent.clock import Clock, current_clock
-from convergent.events import CycleStarted, Event, event_to_dict
-from convergent.exceptions import UserError
-from convergent.messages import AssistantMessage, CallOutcome, ToolCall, Usage
-from convergent.models.base import Model
-from convergent.state import RunState, ToolCallRecord
-from convergent.steering import SteeringCommand
-from convergent.store import _claims, rollback
-from convergent.store._access import StoreAccess
-from convergent.store._codec import (
+from convergent.durability.sqlite import _claims, rollback
+from convergent.durability.sqlite._access import StoreAccess
+from convergent.durability.sqlite._codec import (
     dump_arguments,
     dump_message,
     insert_messages,
@@ -40,7 +43,14 @@ from convergent.store._codec import (
     next_epoch,
     usage_json,
 )
-from convergent.store.steering import DatabaseSteering
+from convergent.durability.sqlite.steering import DatabaseSteering
+from convergent.events import CycleStarted, Event, event_to_dict
+from convergent.exceptions import UserError
+from convergent.messages import AssistantMessage, CallOutcome, ToolCall, Usage
+from convergent.models.base import Model
+from convergent.models.scripted import Replayable
+from convergent.state import RunState, ToolCallRecord
+from convergent.steering import SteeringCommand
 from convergent.tools import Tool
 
 __all__ = ["SqliteJournal"]
@@ -64,7 +74,7 @@ class _Boundary:
 
 
 class SqliteJournal:
-    """Persists one run into a `RunStore` (see `convergent.journal.RunJournal`).
+    """Persists one run into a `RunStore` (see `convergent.durability.protocol.RunJournal`).
 
     Args:
         store: The database.
@@ -75,7 +85,7 @@ class SqliteJournal:
             rebuild its agent.
         models: The run's models by role; replayed ones have their position stored.
         claim: Token of a claim taken on the stored run for this journal (see
-            `convergent.store.claim.RunClaim`); without one, resuming claims the run
+            `convergent.durability.sqlite.claim.RunClaim`); without one, resuming claims the run
             when it starts.
         parent: ``(run id, call id)`` of the tool call whose child run this is.
     """
@@ -100,7 +110,11 @@ class SqliteJournal:
         self._sources = {t.name: getattr(t, "source", None) for t in tools}
         self._workspace = Path(workspace) if workspace is not None else None
         self._recipe = recipe
-        self._replayed = {r: m for r, m in (models or {}).items() if m.position() is not None}
+        self._replayed = {
+            role: model
+            for role, model in (models or {}).items()
+            if isinstance(model, Replayable) and model.position() is not None
+        }
         self._positions_seen: tuple[tuple[int | None, ...], str] = ((), "{}")
         self._steering = DatabaseSteering(store, run_id)
         self._epoch = 0
@@ -168,8 +182,7 @@ class SqliteJournal:
         self._started = self._clock.monotonic()
         self._elapsed_before = state.elapsed
         try:
-            with self.store.transaction() as conn:
-                self._begin(conn, state, resumed)
+            await self._commit(lambda conn: self._begin(conn, state, resumed))
         except BaseException:
             _claims.drop(self._token)
             raise
@@ -202,25 +215,35 @@ class SqliteJournal:
 
     async def requested(self, state: RunState, cycle: int, calls: Sequence[ToolCall]) -> None:
         """Store the assistant message with its calls before any of them runs."""
-        with self.store.transaction() as conn:
+        boundary, events = self._take_boundary(), self._take_events()
+
+        def write(conn: sqlite3.Connection) -> None:
             self._write_messages(conn, state)
-            self._write_boundary(conn)
-            self._flush_events(conn)
+            self._write_boundary(conn, boundary)
+            self._write_events(conn, events)
             self._update_run(conn, state, cycle)
+
+        await self._commit(write)
 
     async def before_call(self, state: RunState, cycle: int, call: ToolCall, tool: Tool) -> None:
         """Snapshot the files the call may change (read in a thread, stored in one write)."""
         if self._workspace is None:
             return
         files = await asyncio.to_thread(rollback.capture, self._workspace, call.arguments)
-        with self.store.transaction() as conn:
-            rollback.save_snapshot(conn, self.run_id, cycle, call.id, files, self._clock.now())
+        taken_at = self._clock.now()
+
+        def write(conn: sqlite3.Connection) -> None:
+            rollback.save_snapshot(conn, self.run_id, cycle, call.id, files, taken_at)
+
+        await self._commit(write)
 
     async def finished(self, state: RunState, record: ToolCallRecord, position: int) -> None:
         """Commit one finished call, before the loop records it."""
         if position < 0:
             position = _position(state, record.id)
-        with self.store.transaction() as conn:
+        finished_at, source = self._clock.now(), self._sources.get(record.name)
+
+        def write(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT OR REPLACE INTO finished_calls (run_id, cycle, position, call_id, name, "
                 "arguments, outcome, result, duration, finished_at, source) "
@@ -235,24 +258,32 @@ class SqliteJournal:
                     record.outcome,
                     record.result,
                     record.duration,
-                    self._clock.now(),
-                    self._sources.get(record.name),
+                    finished_at,
+                    source,
                 ),
             )
 
+        await self._commit(write)
+
     async def delivered(self, state: RunState, commands: Sequence[SteeringCommand]) -> None:
         """Store the delivered messages and mark their steering rows consumed, together."""
-        with self.store.transaction() as conn:
+        events = self._take_events()
+
+        def write(conn: sqlite3.Connection) -> None:
             self._write_messages(conn, state)
             mark_consumed(conn, [c.id for c in commands if c.id is not None])
-            self._flush_events(conn)
+            self._write_events(conn, events)
             self._update_run(conn, state, state.cycles)
+
+        await self._commit(write)
 
     async def stopped(self, state: RunState, consumed: Sequence[SteeringCommand] = ()) -> None:
         """Store the end of the run: messages, last checkpoint, stop reason."""
-        with self.store.transaction() as conn:
+        boundary, events = self._take_boundary(), self._take_events()
+
+        def write(conn: sqlite3.Connection) -> None:
             self._write_messages(conn, state)
-            self._write_boundary(conn)
+            self._write_boundary(conn, boundary)
             self._write_checkpoint(
                 conn,
                 _Boundary(
@@ -260,9 +291,11 @@ class SqliteJournal:
                 ),
             )
             mark_consumed(conn, [c.id for c in consumed if c.id is not None])
-            self._flush_events(conn)
+            self._write_events(conn, events)
             self._update_run(conn, state, state.cycles, stopped=True)
             conn.execute("UPDATE runs SET claim = NULL WHERE run_id = ?", (self.run_id,))
+
+        await self._commit(write)
         _claims.drop(self._token)
 
     def on_run_error(self, error: BaseException, state: RunState) -> None:
@@ -270,6 +303,35 @@ class SqliteJournal:
         _claims.drop(self._token)
 
     # -- pieces of the writes -----------------------------------------------------------
+
+    async def _commit(self, write: Callable[[sqlite3.Connection], None]) -> None:
+        """Commit ``write`` in one transaction: now if it need not wait, else on the writer.
+
+        A cancelled caller still waits for the write it started (it is on its way to
+        disk), so that what the run does next never races it.
+        """
+        if self.store.write_if_free(write):
+            return
+        done = self.store.in_writer(lambda: self._transaction(write))
+        try:
+            await asyncio.shield(asyncio.wrap_future(done))
+        except asyncio.CancelledError:
+            concurrent.futures.wait([done])
+            raise
+
+    def _transaction(self, write: Callable[[sqlite3.Connection], None]) -> None:
+        with self.store.transaction() as conn:
+            write(conn)
+
+    def _take_boundary(self) -> _Boundary | None:
+        """The cycle end noted since the last write (taken on the loop, stored by the writer)."""
+        boundary, self._boundary = self._boundary, None
+        return boundary
+
+    def _take_events(self) -> list[tuple[int, int, str, float, str]]:
+        """The events kept since the last write (taken on the loop, stored by the writer)."""
+        events, self._events = self._events, []
+        return events
 
     def _insert_run(self, conn: sqlite3.Connection, state: RunState) -> None:
         now = self._clock.now()
@@ -342,11 +404,9 @@ class SqliteJournal:
             )
             self._written = len(messages)
 
-    def _write_boundary(self, conn: sqlite3.Connection) -> None:
-        boundary = self._boundary
+    def _write_boundary(self, conn: sqlite3.Connection, boundary: _Boundary | None) -> None:
         if boundary is not None and boundary.cycle > self._checkpointed:
             self._write_checkpoint(conn, boundary)
-        self._boundary = None
 
     def _write_checkpoint(self, conn: sqlite3.Connection, point: _Boundary) -> None:
         conn.execute(
@@ -365,14 +425,15 @@ class SqliteJournal:
         )
         self._checkpointed = max(self._checkpointed, point.cycle)
 
-    def _flush_events(self, conn: sqlite3.Connection) -> None:
-        if self._events:
+    def _write_events(
+        self, conn: sqlite3.Connection, events: list[tuple[int, int, str, float, str]]
+    ) -> None:
+        if events:
             conn.executemany(
                 "INSERT OR REPLACE INTO events (run_id, seq, cycle, type, time, data) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                [(self.run_id, *event) for event in self._events],
+                [(self.run_id, *event) for event in events],
             )
-            self._events.clear()
 
     def _update_run(
         self, conn: sqlite3.Connection, state: RunState, cycles: int, *, stopped: bool = False

@@ -9,11 +9,16 @@ settings of convergent 0.1's command line) are read as specs.
 A resumption first claims the run (`RunStore.claim`), before anything else happens: of
 any number of processes or tasks resuming one run at once, one continues it and the
 others are refused with ``run ID is running (pid N)``, their answers and messages unused.
+
+`resume` is the one way a stored run goes on: ``convergent.resume``, `Agent.resume`
+(which passes itself as the agent), ``convergent resume`` (through `prepare_resume`, to
+run it in its terminal session) and the web console (which starts ``convergent
+resume``). It rebuilds agents from specs, so this module sits above the loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,17 +26,25 @@ from typing import Any
 from convergent._run_id import check_run_id
 from convergent.agent import Agent
 from convergent.builder import BuildContext, build_agent
+from convergent.durability.sqlite import (
+    DEFAULT_DB_PATH,
+    PendingQuestion,
+    RunClaim,
+    RunStore,
+    RunSummary,
+)
 from convergent.events import EventHandler
 from convergent.exceptions import UserError
+from convergent.models.scripted import Replayable
 from convergent.result import RunResult
 from convergent.spec import AgentSpec, command_line_tools
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
 from convergent.stop import Limits
-from convergent.store import DEFAULT_DB_PATH, RunClaim, RunStore, RunSummary
 
 __all__ = [
     "Continuation",
+    "answers_for",
     "pending_answers",
     "prepare_resume",
     "resumable_run",
@@ -127,7 +140,19 @@ def pending_answers(store: RunStore, run_id: str, answer: str | None) -> dict[st
     Raises:
         UserError: If an answer is given to a run that asked nothing, or is missing.
     """
-    questions = store.pending_questions(run_id)
+    return answers_for(run_id, store.pending_questions(run_id), answer)
+
+
+def answers_for(
+    run_id: str, questions: Sequence[PendingQuestion], answer: str | None
+) -> dict[str, str]:
+    """``answer`` for each of ``questions`` (what run ``run_id`` waits on), by call id.
+
+    Every backend that resumes runs (SQLite here, Temporal's runner) checks answers with it.
+
+    Raises:
+        UserError: If an answer is given to a run that asked nothing, or is missing.
+    """
     if not questions:
         if answer is not None:
             raise UserError(f"run {run_id!r} is not waiting for an answer")
@@ -142,23 +167,45 @@ def pending_answers(store: RunStore, run_id: str, answer: str | None) -> dict[st
 
 @dataclass(frozen=True, slots=True)
 class Continuation:
-    """A stored run, ready to go on: its rebuilt agent, its state and the answers given."""
+    """A stored run, ready to go on: its agent, its state and the answers given."""
 
     agent: Agent
-    """The agent its spec describes (replayed models positioned where they stopped)."""
+    """The agent that continues it (rebuilt from its spec unless one was given)."""
     state: RunState
     """The state to continue."""
     answers: dict[str, str]
     """Replies to the questions it waits on, by call id."""
     claim: RunClaim
-    """The claim on the run: continue it with ``store=claim``, then `RunClaim.release`."""
+    """The claim on the run, which `run` continues it under and then releases."""
+
+    async def run(
+        self, *, on_event: EventHandler | None = None, steering: SteeringQueue | None = None
+    ) -> RunResult:
+        """Continue the run under the claim; the claim is released when it ends.
+
+        Args:
+            on_event: Called with every event, in order.
+            steering: Steering queue (default: the commands stored for the run).
+        """
+        try:
+            return await self.agent.run(
+                state=self.state,
+                answers=self.answers,
+                on_event=on_event,
+                steering=steering,
+                store=self.claim,
+            )
+        finally:
+            self.claim.release()
 
 
 def prepare_resume(
     store: RunStore,
     run_id: str,
     *,
+    agent: Agent | None = None,
     answer: str | None = None,
+    answers: Mapping[str, str] | None = None,
     message: str | None = None,
     limits: Limits | None = None,
     model: str | None = None,
@@ -173,40 +220,51 @@ def prepare_resume(
     Args:
         store: The run store.
         run_id: The run.
+        agent: The agent to continue it with (default: the one its stored spec describes).
         answer: The reply to the question it waits on.
+        answers: Replies by call id, instead of ``answer`` (given as they are).
         message: New instructions, queued for its next cycle.
-        limits: Budgets instead of the spec's.
+        limits: Budgets instead of the spec's (with the spec's agent).
         model: A model spec instead of the spec's (without the spec's price).
         claim: A claim already taken on the run (default: one is taken now).
         price: The model's price, (input, output) in US dollars per million tokens,
             instead of the spec's.
 
     Raises:
-        UserError: If the run cannot be resumed, ``run_id`` is not a valid id, or another
-            process or task holds the run.
+        UserError: If the run cannot be resumed, ``run_id`` is not a valid id, another
+            process or task holds the run, or ``agent`` comes with spec changes.
     """
     check_run_id(run_id)
+    if agent is not None and (limits, model, price) != (None, None, None):
+        raise UserError("give resume() an agent, or changes to the stored spec, not both")
+    if answer is not None and answers is not None:
+        raise UserError("give resume() an answer or answers by call id, not both")
     held = claim if claim is not None else store.claim(run_id)
     try:
-        return _prepare(
-            store, held, answer=answer, message=message, limits=limits, model=model, price=price
-        )
+        if agent is None:
+            agent = _rebuilt(store, run_id, limits=limits, model=model, price=price)
+        if answers is None:
+            answers = pending_answers(store, run_id, answer)
+        state = store.load(run_id)
+        if message is not None:
+            if not message.strip():
+                raise UserError("the message is empty")
+            store.send_steering(run_id, "message", message)
+        return Continuation(agent, state, dict(answers), held)
     except BaseException:
         held.release()
         raise
 
 
-def _prepare(
+def _rebuilt(
     store: RunStore,
-    claim: RunClaim,
+    run_id: str,
     *,
-    answer: str | None,
-    message: str | None,
     limits: Limits | None,
     model: str | None,
     price: tuple[float, float] | None,
-) -> Continuation:
-    run_id = claim.run_id
+) -> Agent:
+    """The agent the run's stored spec describes, with the changes asked for."""
     spec = spec_of(store.get_run(run_id))
     changes: dict[str, Any] = {}
     if model is not None:
@@ -218,27 +276,23 @@ def _prepare(
         changes["limits"] = limits
     if changes:
         spec = spec.model_copy(update=changes)
-    answers = pending_answers(store, run_id, answer)
-    state = store.load(run_id)
     agent = build_agent(spec, context=BuildContext(run_id=run_id, store=store))
     if model is None:
-        # the spec rebuilt the same scripts: continue each where it stopped
-        for role, replayed in agent.models.items():
-            position = state.model_positions.get(role)
-            if position is not None:
-                replayed.seek(position)
-    if message is not None:
-        if not message.strip():
-            raise UserError("the message is empty")
-        store.send_steering(run_id, "message", message)
-    return Continuation(agent, state, answers, claim)
+        # the spec rebuilt the same scripts: each goes on after the responses it gave
+        positions = store.model_positions(run_id)
+        for role, rebuilt in agent.models.items():
+            if isinstance(rebuilt, Replayable) and role in positions:
+                rebuilt.seek(positions[role])
+    return agent
 
 
 async def resume(
     run_id: str,
     *,
     store: RunStore | str | Path = DEFAULT_DB_PATH,
+    agent: Agent | None = None,
     answer: str | None = None,
+    answers: Mapping[str, str] | None = None,
     message: str | None = None,
     limits: Limits | None = None,
     model: str | None = None,
@@ -246,12 +300,19 @@ async def resume(
     steering: SteeringQueue | None = None,
     price: tuple[float, float] | None = None,
 ) -> RunResult:
-    """Continue a stored run: rebuild its agent from the stored spec and run it on.
+    """Continue a stored run where it stopped: the one way every caller resumes.
+
+    ``convergent.resume``, `Agent.resume`, ``convergent resume`` and the web console
+    (which starts ``convergent resume``) all come here. The run is claimed first, so
+    that of any number of resumptions at once exactly one goes on.
 
     Args:
         run_id: The run.
         store: The run store, or the path of its database.
+        agent: Continue with this agent (default: rebuild the one its stored spec
+            describes, and close it when the run ends).
         answer: The reply to the question the run stopped ``needs_user`` on.
+        answers: Replies by call id, instead of ``answer``.
         message: New instructions, delivered before its next cycle.
         limits: Budgets for the continued run (absolute: cycles, tokens, seconds and
             cost count from the run's start); default: the spec's.
@@ -272,23 +333,18 @@ async def resume(
         ready = prepare_resume(
             opened,
             run_id,
+            agent=agent,
             answer=answer,
+            answers=answers,
             message=message,
             limits=limits,
             model=model,
             price=price,
         )
-        try:
-            async with ready.agent:
-                return await ready.agent.run(
-                    state=ready.state,
-                    answers=ready.answers,
-                    on_event=on_event,
-                    steering=steering,
-                    store=ready.claim,
-                )
-        finally:
-            ready.claim.release()
+        if agent is not None:
+            return await ready.run(on_event=on_event, steering=steering)
+        async with ready.agent:
+            return await ready.run(on_event=on_event, steering=steering)
     finally:
         if opened is not store:
             opened.close()

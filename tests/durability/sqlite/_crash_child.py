@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, tool
+from convergent.durability.sqlite import RunStore
 from convergent.messages import AssistantMessage, Message, ToolSpec
-from convergent.store import RunStore
 
 RUN_ID = "crash"
 

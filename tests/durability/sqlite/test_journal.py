@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,9 +22,10 @@ from convergent import (
     UserError,
     Verification,
     calculator,
+    tool,
 )
+from convergent.durability.sqlite import RunStore
 from convergent.gate import AskUser, ExecutiveGate, GateDecided, QueueChannel
-from convergent.store import RunStore
 
 
 def calc(n: int) -> ModelResponse:
@@ -150,3 +153,109 @@ def test_a_locked_database_is_a_one_line_storage_error(tmp_path: Path) -> None:
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+class LockWatchingStore(RunStore):
+    """A `RunStore` that notes when its first write after `watch` waits, and commits."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.order: list[str] = []
+        self.watching = False
+        self.waiting = threading.Event()
+
+    @contextmanager
+    def transaction(self, doing: str = "write run database") -> Iterator[sqlite3.Connection]:
+        watched, self.watching = self.watching, False
+        if watched:
+            self.order.append("write waits for the lock")
+            self.waiting.set()
+        with super().transaction(doing) as conn:
+            yield conn
+        if watched:
+            self.order.append("write committed")
+
+
+async def test_a_write_waiting_for_the_lock_does_not_hold_up_a_sibling_call(
+    tmp_path: Path,
+) -> None:
+    """A finished call's write waits for another connection's lock off the event loop.
+
+    The sibling call is what releases the lock: were the write blocking the loop, the
+    sibling could not run until the write gave up (``database is locked``).
+    """
+    path = tmp_path / "runs.db"
+    store = LockWatchingStore(path)
+    other = sqlite3.connect(path, isolation_level=None)
+
+    @tool
+    async def take_lock() -> str:
+        """Hold the database's write lock from another connection."""
+        other.execute("BEGIN IMMEDIATE")
+        store.watching = True
+        return "locked"
+
+    @tool
+    async def release_lock() -> str:
+        """Release the lock once the run's write waits for it."""
+        assert await asyncio.to_thread(store.waiting.wait, 60.0)
+        store.order.append("sibling call releases the lock")
+        other.execute("COMMIT")
+        return "released"
+
+    calls = (
+        ToolCall(id="a", name="take_lock", arguments={}),
+        ToolCall(id="b", name="release_lock", arguments={}),
+    )
+    model = ScriptedModel([ModelResponse(tool_calls=calls), "done"])
+    try:
+        result = await Agent(model, [take_lock, release_lock], store=store).run("t", run_id="r")
+    finally:
+        other.close()
+        store.close()
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [(c.name, c.ok) for c in result.tool_calls] == [
+        ("take_lock", True),
+        ("release_lock", True),
+    ]
+    assert store.order == [
+        "write waits for the lock",
+        "sibling call releases the lock",
+        "write committed",
+    ]
+    with RunStore(path) as reopened:
+        assert [c.name for c in reopened.load("r").tool_calls] == ["take_lock", "release_lock"]
+
+
+def test_a_write_goes_after_the_writes_queued_before_it(tmp_path: Path) -> None:
+    """A write commits at once only when nothing waits ahead of it or makes it wait."""
+    order: list[str] = []
+
+    def insert(name: str) -> Callable[[sqlite3.Connection], None]:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO steering (run_id, kind, text, created_at) "
+                "VALUES ('r', 'message', ?, 0)",
+                (name,),
+            )
+            order.append(name)
+
+        return write
+
+    with RunStore(tmp_path / "runs.db") as store:
+        assert store.write_if_free(insert("free"))
+        release = threading.Event()
+
+        def queued() -> None:
+            release.wait(60.0)
+            with store.transaction() as conn:
+                insert("queued")(conn)
+
+        done = store.in_writer(queued)
+        assert not store.write_if_free(insert("jumping the queue"))
+        release.set()
+        done.result(60.0)
+        assert store.write_if_free(insert("after"))
+    assert order == ["free", "queued", "after"]
+    with RunStore(tmp_path / "synced.db", durable=True) as synced:
+        assert not synced.write_if_free(insert("synced"))  # each commit syncs: the writer's

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from convergent.store import RunStore
+from convergent.durability.sqlite import RunStore
 
 
 @pytest.fixture

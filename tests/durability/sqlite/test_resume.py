@@ -11,17 +11,17 @@ from convergent import (
     ModelResponse,
     NeedsUserInput,
     ScriptedModel,
-    ToolCall,
     ToolError,
     Usage,
     calculator,
     tool,
 )
 from convergent.builtin_tools import fail
+from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.messages import Message, ToolResultMessage, ToolSpec, UserMessage
 from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
-from convergent.store import DatabaseSteering, RunStore
+from convergent.testing import answer, call, step
 
 
 @tool
@@ -43,15 +43,8 @@ def save(n: int) -> str:
 TOOLS = [calculator, fail, favourite_colour, save]
 
 
-def call(name: str, call_id: str, **arguments: object) -> ModelResponse:
-    return ModelResponse(
-        tool_calls=(ToolCall(id=call_id, name=name, arguments=dict(arguments)),),
-        usage=Usage(input_tokens=10, output_tokens=10, requests=1),
-    )
-
-
-def answer(text: str) -> ModelResponse:
-    return ModelResponse(content=text, usage=Usage(input_tokens=10, output_tokens=10, requests=1))
+USED = Usage(input_tokens=10, output_tokens=10, requests=1)
+"""What every scripted response reports."""
 
 
 def results(messages: Sequence[Message]) -> list[str]:
@@ -83,7 +76,7 @@ async def stop_and_resume(
     assert state.messages == list(stopped.messages)
 
     def finish(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-        return answer("finished after " + " | ".join(results(messages)))
+        return answer("finished after " + " | ".join(results(messages)), usage=USED)
 
     answers = {q.call_id: "blue" for q in store.pending_questions("r")}
     resumed = await agent(store, ScriptedModel(finish)).run(
@@ -103,7 +96,7 @@ async def test_resume_after_stopped(store: RunStore) -> None:
 
     def first(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         queue.stop("user pressed stop")
-        return call("calculator", "c1", expression="6*7")
+        return step(call("calculator", "c1", expression="6*7"), usage=USED)
 
     messages = await stop_and_resume(
         store, ScriptedModel(first), StopReason.STOPPED, steering=queue
@@ -113,12 +106,14 @@ async def test_resume_after_stopped(store: RunStore) -> None:
 
 async def test_resume_after_tool_error(store: RunStore) -> None:
     # failing the same way: a nudge after the third failing step, a stop at the fourth
-    model = ScriptedModel([call("save", f"f{i}", n=i) for i in range(4)])
+    model = ScriptedModel([step(call("save", f"f{i}", n=i), usage=USED) for i in range(4)])
     stopped = await agent(store, model).run("task", run_id="first")
     assert stopped.stop_reason is StopReason.TOOL_ERROR
     assert store.load("first").monitor.error_streak == 4
     messages = await stop_and_resume(
-        store, ScriptedModel([call("save", f"f{i}", n=i) for i in range(4)]), StopReason.TOOL_ERROR
+        store,
+        ScriptedModel([step(call("save", f"f{i}", n=i), usage=USED) for i in range(4)]),
+        StopReason.TOOL_ERROR,
     )
     assert "save failed: disk full" in messages[-1].content
     # resuming after tool_error is a fresh chance: the streak counts from there
@@ -126,20 +121,24 @@ async def test_resume_after_tool_error(store: RunStore) -> None:
 
 
 async def test_resume_after_stalled(store: RunStore) -> None:
-    model = ScriptedModel([call("calculator", f"c{i}", expression="1+1") for i in range(3)])
+    model = ScriptedModel(
+        [step(call("calculator", f"c{i}", expression="1+1"), usage=USED) for i in range(3)]
+    )
     messages = await stop_and_resume(store, model, StopReason.STALLED)
     assert "not executed" in messages[-1].content
 
 
 async def test_stalled_run_receives_a_message_queued_while_stopped(store: RunStore) -> None:
-    model = ScriptedModel([call("calculator", f"c{i}", expression="1+1") for i in range(3)])
+    model = ScriptedModel(
+        [step(call("calculator", f"c{i}", expression="1+1"), usage=USED) for i in range(3)]
+    )
     await agent(store, model).run("task", run_id="r")
     store.send_steering("r", "message", "use a different expression")
     seen: list[str] = []
 
     def react(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         seen.append(messages[-1].content)
-        return answer("ok")
+        return answer("ok", usage=USED)
 
     result = await agent(store, ScriptedModel(react)).run(
         state=store.load("r"), steering=DatabaseSteering(store, "r")
@@ -150,7 +149,7 @@ async def test_stalled_run_receives_a_message_queued_while_stopped(store: RunSto
 
 
 async def test_resume_after_max_cycles(store: RunStore) -> None:
-    model = ScriptedModel([call("calculator", "c1", expression="2+3")])
+    model = ScriptedModel([step(call("calculator", "c1", expression="2+3"), usage=USED)])
     messages = await stop_and_resume(
         store, model, StopReason.MAX_CYCLES, limits=Limits(max_cycles=1)
     )
@@ -158,7 +157,7 @@ async def test_resume_after_max_cycles(store: RunStore) -> None:
 
 
 async def test_resume_after_budget_exhausted(store: RunStore) -> None:
-    model = ScriptedModel([call("calculator", "c1", expression="2+3")])
+    model = ScriptedModel([step(call("calculator", "c1", expression="2+3"), usage=USED)])
     messages = await stop_and_resume(
         store, model, StopReason.BUDGET_EXHAUSTED, limits=Limits(max_total_tokens=20)
     )
@@ -170,14 +169,14 @@ async def test_resume_after_model_error(store: RunStore) -> None:
     def broken(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         if len(messages) > 1:
             raise ModelError("HTTP 503: overloaded")
-        return call("calculator", "c1", expression="9-1")
+        return step(call("calculator", "c1", expression="9-1"), usage=USED)
 
     messages = await stop_and_resume(store, ScriptedModel(broken), StopReason.MODEL_ERROR)
     assert messages[-1].content == "finished after 8"
 
 
 async def test_resume_after_needs_user_with_an_answer(store: RunStore) -> None:
-    model = ScriptedModel([call("favourite_colour", "q1")])
+    model = ScriptedModel([step(call("favourite_colour", "q1"), usage=USED)])
     stopped = await agent(store, model).run("task", run_id="r")
     assert stopped.stop_reason is StopReason.NEEDS_USER
     questions = store.pending_questions("r")
@@ -186,7 +185,7 @@ async def test_resume_after_needs_user_with_an_answer(store: RunStore) -> None:
     ]
 
     def finish(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-        return answer("colour is " + results(messages)[-1])
+        return answer("colour is " + results(messages)[-1], usage=USED)
 
     resumed = await agent(store, ScriptedModel(finish)).run(
         state=store.load("r"), answers={"q1": "blue"}
@@ -196,5 +195,5 @@ async def test_resume_after_needs_user_with_an_answer(store: RunStore) -> None:
 
 
 async def test_completed_runs_are_not_resumable(store: RunStore) -> None:
-    await agent(store, ScriptedModel([answer("done")])).run("task", run_id="r")
+    await agent(store, ScriptedModel([answer("done", usage=USED)])).run("task", run_id="r")
     assert not store.get_run("r").resumable

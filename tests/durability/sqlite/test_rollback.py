@@ -5,14 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, UserError, tool
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, UserError, tool
+from convergent.durability.sqlite import RunStore
 from convergent.edit_tools import edit_tools
 from convergent.stop import StopReason
-from convergent.store import RunStore
-
-
-def step(call_id: str, name: str, **arguments: object) -> ModelResponse:
-    return ModelResponse(tool_calls=(ToolCall(id=call_id, name=name, arguments=arguments),))
+from convergent.testing import call, step
 
 
 def make_agent(store: RunStore, workspace: Path, script: list[ModelResponse | str]) -> Agent:
@@ -42,10 +39,10 @@ def workspace(tmp_path: Path) -> Path:
 
 async def run_four_cycles(store: RunStore, workspace: Path) -> None:
     script: list[ModelResponse | str] = [
-        step("w1", "write_file", path="a.txt", content="v1"),
-        step("e2", "edit_file", path="a.txt", old_text="v1", new_text="v2"),
-        step("w3", "write_file", path="sub/b.txt", content="new file"),
-        step("s4", "scramble"),
+        step(call("write_file", "w1", path="a.txt", content="v1")),
+        step(call("edit_file", "e2", path="a.txt", old_text="v1", new_text="v2")),
+        step(call("write_file", "w3", path="sub/b.txt", content="new file")),
+        step(call("scramble", "s4")),
         "done",
     ]
     result = await make_agent(store, workspace, script).run("edit", run_id="r")
@@ -79,7 +76,7 @@ async def test_rewind_to_zero_removes_created_files_and_the_run_resumes(
     assert "a.txt" in result.deleted
     assert not (workspace / "a.txt").exists()
     agent = make_agent(
-        store, workspace, [step("w9", "write_file", path="c.txt", content="c"), "ok"]
+        store, workspace, [step(call("write_file", "w9", path="c.txt", content="c")), "ok"]
     )
     resumed = await agent.run(state=store.load("r"))
     assert resumed.stop_reason is StopReason.COMPLETED

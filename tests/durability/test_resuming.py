@@ -1,0 +1,56 @@
+"""The one resume: `Agent.resume` and `convergent.resume` claim the run alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import convergent
+from convergent import Agent, Limits, ScriptedModel, StopReason, UserError, calculator
+from convergent.durability.resuming import answers_for
+from convergent.durability.sqlite import PendingQuestion, RunStore
+from convergent.testing import call, step
+
+
+async def stopped_run(store: RunStore) -> None:
+    """A run ``r`` stopped ``max_cycles`` after one calculation."""
+    model = ScriptedModel([step(call("calculator", expression="1+1")), "2, so far"])
+    agent = Agent(model, [calculator], limits=Limits(max_cycles=1), store=store)
+    result = await agent.run("add", run_id="r")
+    assert result.stop_reason is StopReason.MAX_CYCLES
+
+
+async def test_agent_resume_is_refused_while_another_task_holds_the_run(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "runs.db") as store:
+        await stopped_run(store)
+        held = store.claim("r")
+        agent = Agent(ScriptedModel(["2"]), [calculator], store=store)
+        with pytest.raises(UserError, match="'r' is running"):
+            await agent.resume("r")
+        held.release()
+        result = await agent.resume("r")
+    assert result.stop_reason is StopReason.COMPLETED and result.output == "2"
+
+
+async def test_agent_resume_refuses_a_completed_run_like_convergent_resume(
+    tmp_path: Path,
+) -> None:
+    with RunStore(tmp_path / "runs.db") as store:
+        await stopped_run(store)
+        agent = Agent(ScriptedModel(["2", "again"]), [calculator], store=store)
+        assert (await agent.resume("r")).stop_reason is StopReason.COMPLETED
+        with pytest.raises(UserError, match="ended completed; there is nothing to resume"):
+            await agent.resume("r")
+        with pytest.raises(UserError, match="ended completed; there is nothing to resume"):
+            await convergent.resume("r", store=store)
+
+
+def test_answers_are_checked_against_the_questions_the_run_waits_on() -> None:
+    asked = [PendingQuestion("q1", "Which colour?")]
+    assert answers_for("r", asked, "blue") == {"q1": "blue"}
+    with pytest.raises(UserError, match="waits for an answer to: Which colour?"):
+        answers_for("r", asked, None)
+    with pytest.raises(UserError, match="is not waiting for an answer"):
+        answers_for("r", [], "blue")
+    assert answers_for("r", [], None) == {}
