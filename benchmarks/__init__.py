@@ -1,1 +1,1 @@
-"""Benchmarks and evidence scripts; ``benchmarks.replay`` is importable for its tests."""
+"""Benchmarks and evidence scripts; `replay` and `gate_calibration` are imported by tests."""

@@ -26,17 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from convergent import (
-    Agent,
-    Limits,
-    Message,
-    ModelResponse,
-    ScriptedModel,
-    ToolCall,
-    ToolSpec,
-    tool,
-)
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, tool
 from convergent.durability.sqlite import RunStore, SqliteJournal
+from convergent.messages import Message, ToolSpec
 
 RESULT_CHARS = 400
 STEPS = ("started", "requested", "finished", "stopped", "delivered", "before_call")

@@ -5,8 +5,8 @@ Usage:
     python benchmarks/bench_gate_calibration.py --scorer local  # embedded SmolLM2-135M
     python benchmarks/bench_gate_calibration.py --scorer openai:gpt-4o-mini --json
 
-Runs every scenario of `convergent.bench.gate_calibration.SCENARIOS` with and without the gate
-and prints asking precision/recall, ECE, Brier score, extra requests and latency.
+Runs every scenario of `benchmarks.gate_calibration.SCENARIOS` with and without the gate and
+prints asking precision/recall, ECE, Brier score, extra requests and latency.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import json
 import sys
 from pathlib import Path
 
-from convergent.bench.gate_calibration import format_report, run_calibration, scripted_scorer
+if __package__ in (None, ""):  # run as a file: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.gate_calibration import format_report, run_calibration, scripted_scorer  # noqa: E402
 from convergent.exceptions import ConvergentError
 from convergent.models.base import Model
 from convergent.models.registry import model_from_string

@@ -27,17 +27,9 @@ from typing import Any
 
 import httpx
 
-from convergent import (
-    Agent,
-    Limits,
-    Model,
-    ModelSettings,
-    StructuredToolCalling,
-    UserMessage,
-    Verification,
-    calculator,
-    file_tools,
-)
+from convergent import Agent, Limits, Model, ModelSettings, Verification, calculator, file_tools
+from convergent.messages import UserMessage
+from convergent.models import StructuredToolCalling
 from convergent.models.local import LocalModel
 from convergent.models.openai import OpenAIChatModel
 

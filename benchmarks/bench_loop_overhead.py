@@ -25,19 +25,8 @@ import tracemalloc
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from convergent import (
-    Agent,
-    AssistantMessage,
-    Limits,
-    Message,
-    ModelResponse,
-    ScriptedModel,
-    ToolCall,
-    ToolResultMessage,
-    ToolSpec,
-    UserMessage,
-    tool,
-)
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, tool
+from convergent.messages import AssistantMessage, Message, ToolResultMessage, ToolSpec, UserMessage
 from convergent.tools import to_text
 
 

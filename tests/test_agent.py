@@ -14,21 +14,17 @@ from convergent import (
     ModelError,
     ModelResponse,
     ScriptedModel,
-    ScriptExhaustedError,
-    SteeringQueue,
     StopReason,
     ToolCall,
     ToolFinished,
-    ToolResultMessage,
     ToolStarted,
     Usage,
     UserError,
-    UserMessage,
     Verification,
     calculator,
-    fail,
     tool,
 )
+from convergent.builtin_tools import fail
 from convergent.events import (
     Event,
     ModelResponded,
@@ -40,6 +36,9 @@ from convergent.events import (
     ToolCallDelta,
     Verified,
 )
+from convergent.exceptions import ScriptExhaustedError
+from convergent.messages import ToolResultMessage, UserMessage
+from convergent.steering import SteeringQueue
 from convergent.testing import answer, call, step
 
 

@@ -4,18 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from convergent import (
-    Agent,
-    Limits,
-    ModelResponse,
-    ScriptedModel,
-    StopReason,
-    ToolError,
-    ToolResultMessage,
-    UserMessage,
-    tool,
-)
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, StopReason, ToolError, tool
 from convergent.events import Nudged
+from convergent.messages import ToolResultMessage, UserMessage
 from convergent.models.anthropic import _to_anthropic
 from convergent.models.openai import _message_to_openai
 from convergent.testing import call, step
@@ -258,7 +249,7 @@ async def test_zero_nudges_keeps_the_hard_stop() -> None:
 
 
 async def test_a_redirect_starts_a_fresh_stretch() -> None:
-    from convergent import SteeringQueue
+    from convergent.steering import SteeringQueue
 
     steering = SteeringQueue()
     script: list[Any] = [step(call("read", path="a"))] * 4 + ["done"]

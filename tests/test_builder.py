@@ -11,22 +11,12 @@ import pytest
 
 import convergent
 from cli_runner import Ran, invoke
-from convergent import (
-    Agent,
-    AgentSpec,
-    AgentToolSpec,
-    ExecutiveGate,
-    GateSpec,
-    Limits,
-    StopReason,
-    TokenPrice,
-    UserError,
-    build_agent,
-)
+from convergent import Agent, AgentSpec, Limits, StopReason, UserError, build_agent
 from convergent.builder import BuildContext, ModelRole, Toolbox, resolve_tools
 from convergent.durability.sqlite import RunStore
-from convergent.gate import QueueChannel
-from convergent.models import Model
+from convergent.gate import ExecutiveGate, QueueChannel
+from convergent.models import Model, TokenPrice
+from convergent.spec import AgentToolSpec, GateSpec
 
 
 def cli(*args: str, cwd: Path) -> Ran:

@@ -18,10 +18,9 @@ from convergent import (
     ToolArgumentsError,
     ToolError,
     calculator,
-    fail,
     file_tools,
 )
-from convergent.builtin_tools import MAX_BITS, evaluate_arithmetic
+from convergent.builtin_tools import MAX_BITS, evaluate_arithmetic, fail
 
 
 @pytest.mark.parametrize(

@@ -13,16 +13,9 @@ from unittest.mock import patch
 import pytest
 
 import convergent
-from convergent import (
-    Agent,
-    Clock,
-    Limits,
-    ScriptedModel,
-    StopReason,
-    calculator,
-    event_to_dict,
-    use_clock,
-)
+from convergent import Agent, Limits, ScriptedModel, StopReason, calculator
+from convergent.clock import Clock, use_clock
+from convergent.events import event_to_dict
 
 
 class FakeClock(Clock):

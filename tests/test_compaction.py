@@ -6,21 +6,23 @@ import pytest
 
 from convergent import (
     Agent,
-    AssistantMessage,
     Limits,
-    Message,
     ModelError,
     ModelResponse,
     ScriptedModel,
-    SystemMessage,
     ToolCall,
-    ToolResultMessage,
-    ToolSpec,
     Usage,
-    UserMessage,
     tool,
 )
 from convergent.compaction import SUMMARY_HEADER, ContextCompacted, ContextCompressor
+from convergent.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
 from convergent.state import RunState
 from convergent.stop import StopReason
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from convergent import Agent, JsonlTraceWriter, ScriptedModel, StopReason, calculator, event_to_dict
-from convergent.events import RunStopped
+from convergent import Agent, ScriptedModel, StopReason, calculator
+from convergent.events import JsonlTraceWriter, RunStopped, event_to_dict
 from convergent.messages import Usage
 
 

@@ -13,28 +13,26 @@ from hypothesis import strategies as st
 from convergent import (
     Agent,
     Limits,
-    Message,
     Model,
     ModelError,
     ModelResponse,
     ModelSettings,
     NeedsUserInput,
     ScriptedModel,
-    SteeringQueue,
     StopReason,
-    TokenPrice,
     ToolCall,
-    ToolSpec,
     Usage,
     UserError,
-    UserMessage,
     calculator,
-    fail,
     tool,
 )
+from convergent.builtin_tools import fail
 from convergent.durability.sqlite import RunStore
 from convergent.events import Nudged, RunStopped
+from convergent.messages import Message, ToolSpec, UserMessage
+from convergent.models import TokenPrice
 from convergent.models._prices import FREE
+from convergent.steering import SteeringQueue
 
 
 def calc(expression: str) -> dict[str, Any]:

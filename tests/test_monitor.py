@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from convergent import Limits, TokenPrice, ToolCall, Usage
+from convergent import Limits, ToolCall, Usage
+from convergent.models import TokenPrice
 from convergent.monitor import (
     FINAL_ANSWER_TOKENS,
     FINAL_PROMPT_TOKENS,

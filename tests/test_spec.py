@@ -11,20 +11,10 @@ import pytest
 from pydantic import ValidationError
 
 import convergent
-from convergent import (
-    Agent,
-    AgentSpec,
-    AgentToolSpec,
-    GateSpec,
-    Limits,
-    StopReason,
-    UserError,
-    build_agent,
-    calculator,
-)
+from convergent import Agent, AgentSpec, Limits, StopReason, UserError, build_agent, calculator
 from convergent.durability.resuming import spec_of
 from convergent.durability.sqlite import RunStore
-from convergent.spec import BUILTIN_TOOLS, SPEC_VERSION
+from convergent.spec import BUILTIN_TOOLS, SPEC_VERSION, AgentToolSpec, GateSpec
 
 FROZEN = Path(__file__).with_name("fixtures") / "specs"
 

@@ -7,22 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from convergent import (
-    Agent,
-    Message,
-    ModelResponse,
-    Redirected,
-    ScriptedModel,
-    SteeringCommand,
-    SteeringKind,
-    SteeringQueue,
-    StopReason,
-    ToolCall,
-    ToolSpec,
-    UserMessage,
-    calculator,
-)
+from convergent import Agent, ModelResponse, ScriptedModel, StopReason, ToolCall, calculator
 from convergent.durability.sqlite import RunStore
+from convergent.events import Redirected
+from convergent.messages import Message, ToolSpec, UserMessage
+from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
 
 
 def calc(call_id: str, expression: str = "1+1") -> ModelResponse:

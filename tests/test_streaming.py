@@ -9,8 +9,6 @@ from pathlib import Path
 from convergent import (
     Agent,
     Event,
-    JsonlTraceWriter,
-    Message,
     ModelResponded,
     ModelResponse,
     ModelSettings,
@@ -19,11 +17,11 @@ from convergent import (
     StopReason,
     TextDelta,
     ToolCall,
-    ToolCallDelta,
-    ToolSpec,
     calculator,
 )
 from convergent.durability.sqlite import RunStore
+from convergent.events import JsonlTraceWriter, ToolCallDelta
+from convergent.messages import Message, ToolSpec
 from convergent.models import Model, StreamPart, TextChunk
 
 CALLS = {

@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from convergent import (
-    Agent,
-    ScriptedModel,
-    StopReason,
-    ToolError,
-    ToolResultMessage,
-    UserError,
-    UserMessage,
-    calculator,
-    fail,
-    tool,
-)
+from convergent import Agent, ScriptedModel, StopReason, ToolError, UserError, calculator, tool
+from convergent.builtin_tools import fail
+from convergent.messages import ToolResultMessage, UserMessage
 from convergent.stop import STOP_PRIORITY
 from convergent.testing import call, step
 

@@ -6,7 +6,8 @@ from typing import Literal
 
 import pytest
 
-from convergent import Tool, ToolArgumentsError, ToolDefinitionError, tool
+from convergent import Tool, ToolArgumentsError, tool
+from convergent.exceptions import ToolDefinitionError
 
 
 def test_schema_comes_from_signature_and_docstring() -> None:

@@ -8,25 +8,22 @@ from typing import Any
 
 from convergent import (
     Agent,
-    Clock,
     Event,
     Limits,
-    Message,
     ModelError,
     ModelResponded,
     ModelResponse,
     RunState,
     ScriptedModel,
-    SteeringQueue,
     TextDelta,
     ToolCall,
-    ToolCallDelta,
-    ToolSpec,
     Verification,
-    event_to_dict,
     tool,
-    use_clock,
 )
+from convergent.clock import Clock, use_clock
+from convergent.events import ToolCallDelta, event_to_dict
+from convergent.messages import Message, ToolSpec
+from convergent.steering import SteeringQueue
 
 
 @tool

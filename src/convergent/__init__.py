@@ -2,99 +2,54 @@
 
 The loop continues while the model's response contains tool calls and stops when it
 contains none; every run ends with one typed `StopReason`.
+
+This namespace holds the core: the loop, models, tools, stop reasons and limits,
+results, events, durability and errors. Each product has its own subpackage and its own
+exports: `convergent.coordinator`, `convergent.synthesis`, `convergent.gate`,
+`convergent.ui`, `convergent.temporal`, `convergent.mcp`, `convergent.telemetry` and
+`convergent.adapters`. Less common parts of the core are imported from the module that
+defines them (`convergent.messages`, `convergent.events`, `convergent.extensions`, ...).
+
+Names are imported on first use (PEP 562), so that a light command such as the Claude
+Code hook loads only what it needs.
 """
 
+from __future__ import annotations
+
+import importlib
 from typing import TYPE_CHECKING
 
-from convergent._lazy import attach as _attach
+from convergent._version import __version__
 
 if TYPE_CHECKING:
     from convergent.agent import Agent, RunStream
     from convergent.builder import build_agent
-    from convergent.builtin_tools import calculator, default_tools, fail, file_tools
-    from convergent.clock import Clock, SystemClock, use_clock
-    from convergent.compaction import ContextCompacted, ContextCompressor
-    from convergent.coordinator import (
-        AttemptReport,
-        Coordinator,
-        CoordinatorResult,
-        StateStore,
-        WorkflowState,
-        coordinate_agent,
-    )
-    from convergent.durability.protocol import Durability, RunJournal
+    from convergent.builtin_tools import calculator, default_tools, file_tools
+    from convergent.durability.protocol import RunJournal
     from convergent.durability.resuming import resume
-    from convergent.durability.sqlite import (
-        DatabaseSteering,
-        RewindResult,
-        RunStore,
-        RunSummary,
-    )
-    from convergent.edit_tools import edit_tools
+    from convergent.durability.sqlite import RunStore
     from convergent.events import (
         CycleStarted,
         Event,
-        JsonlTraceWriter,
         ModelResponded,
-        Nudged,
-        Redirected,
         RunStarted,
         RunStopped,
         TextDelta,
-        ToolCallDelta,
         ToolFinished,
         ToolStarted,
-        Verified,
-        event_to_dict,
     )
     from convergent.exceptions import (
         ConvergentError,
-        ModelBehaviorError,
         ModelError,
         ModelHTTPError,
         NeedsUserInput,
-        ScriptExhaustedError,
         StorageError,
         ToolArgumentsError,
-        ToolDefinitionError,
         ToolError,
         UserError,
     )
-    from convergent.extensions import (
-        ActionGate,
-        ContextPolicy,
-        FollowUpGate,
-        RunObserver,
-        Verification,
-        Verifier,
-    )
-    from convergent.gate import (
-        AskChannel,
-        AskTimedOut,
-        AskUser,
-        CallbackChannel,
-        DialogChannel,
-        ExecutiveGate,
-        GateDecided,
-        NonInteractiveChannel,
-        QueueChannel,
-        StdinChannel,
-        TerminalChannel,
-        UserAnswered,
-        ambiguous,
-        ask_user_tool,
-    )
-    from convergent.messages import (
-        AssistantMessage,
-        Message,
-        ModelResponse,
-        SystemMessage,
-        ToolCall,
-        ToolResultMessage,
-        ToolSpec,
-        Usage,
-        UserMessage,
-    )
+    from convergent.extensions import Verification, Verifier
+    from convergent.messages import ModelResponse, ToolCall, Usage
     from convergent.models import (
         AnthropicModel,
         LocalModel,
@@ -102,139 +57,121 @@ if TYPE_CHECKING:
         ModelSettings,
         OpenAIChatModel,
         ScriptedModel,
-        StructuredToolCalling,
-        TokenPrice,
         model_from_string,
     )
     from convergent.result import RunResult
-    from convergent.skills import Skill, Skills
-    from convergent.spec import AgentSpec, AgentToolSpec, GateSpec
-    from convergent.state import RunState, ToolCallRecord
-    from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
+    from convergent.spec import AgentSpec
+    from convergent.state import RunState
     from convergent.stop import Limits, StopReason
-    from convergent.synthesis import (
-        Archetype,
-        Insight,
-        SynthesisReport,
-        synthesize,
-        synthesize_insights,
-    )
     from convergent.tools import Tool, tool
 
-
-from convergent._version import __version__
-
 __all__ = [
-    "ActionGate",
     "Agent",
     "AgentSpec",
-    "AgentToolSpec",
     "AnthropicModel",
-    "Archetype",
-    "AskChannel",
-    "AskTimedOut",
-    "AskUser",
-    "AssistantMessage",
-    "AttemptReport",
-    "CallbackChannel",
-    "Clock",
-    "ContextCompacted",
-    "ContextCompressor",
-    "ContextPolicy",
     "ConvergentError",
-    "Coordinator",
-    "CoordinatorResult",
     "CycleStarted",
-    "DatabaseSteering",
-    "DialogChannel",
-    "Durability",
     "Event",
-    "ExecutiveGate",
-    "FollowUpGate",
-    "GateDecided",
-    "GateSpec",
-    "Insight",
-    "JsonlTraceWriter",
     "Limits",
     "LocalModel",
-    "Message",
     "Model",
-    "ModelBehaviorError",
     "ModelError",
     "ModelHTTPError",
     "ModelResponded",
     "ModelResponse",
     "ModelSettings",
     "NeedsUserInput",
-    "NonInteractiveChannel",
-    "Nudged",
     "OpenAIChatModel",
-    "QueueChannel",
-    "Redirected",
-    "RewindResult",
     "RunJournal",
-    "RunObserver",
     "RunResult",
     "RunStarted",
     "RunState",
     "RunStopped",
     "RunStore",
     "RunStream",
-    "RunSummary",
-    "ScriptExhaustedError",
     "ScriptedModel",
-    "Skill",
-    "Skills",
-    "StateStore",
-    "StdinChannel",
-    "SteeringCommand",
-    "SteeringKind",
-    "SteeringQueue",
     "StopReason",
     "StorageError",
-    "StructuredToolCalling",
-    "SynthesisReport",
-    "SystemClock",
-    "SystemMessage",
-    "TerminalChannel",
     "TextDelta",
-    "TokenPrice",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",
-    "ToolCallDelta",
-    "ToolCallRecord",
-    "ToolDefinitionError",
     "ToolError",
     "ToolFinished",
-    "ToolResultMessage",
-    "ToolSpec",
     "ToolStarted",
     "Usage",
-    "UserAnswered",
     "UserError",
-    "UserMessage",
     "Verification",
-    "Verified",
     "Verifier",
-    "WorkflowState",
     "__version__",
-    "ambiguous",
-    "ask_user_tool",
     "build_agent",
     "calculator",
-    "coordinate_agent",
     "default_tools",
-    "edit_tools",
-    "event_to_dict",
-    "fail",
     "file_tools",
     "model_from_string",
     "resume",
-    "synthesize",
-    "synthesize_insights",
     "tool",
-    "use_clock",
 ]
 
-__getattr__, __dir__ = _attach(__name__)
+_MODULE_OF = {
+    "Agent": "convergent.agent",
+    "RunStream": "convergent.agent",
+    "build_agent": "convergent.builder",
+    "calculator": "convergent.builtin_tools",
+    "default_tools": "convergent.builtin_tools",
+    "file_tools": "convergent.builtin_tools",
+    "RunJournal": "convergent.durability.protocol",
+    "resume": "convergent.durability.resuming",
+    "RunStore": "convergent.durability.sqlite",
+    "CycleStarted": "convergent.events",
+    "Event": "convergent.events",
+    "ModelResponded": "convergent.events",
+    "RunStarted": "convergent.events",
+    "RunStopped": "convergent.events",
+    "TextDelta": "convergent.events",
+    "ToolFinished": "convergent.events",
+    "ToolStarted": "convergent.events",
+    "ConvergentError": "convergent.exceptions",
+    "ModelError": "convergent.exceptions",
+    "ModelHTTPError": "convergent.exceptions",
+    "NeedsUserInput": "convergent.exceptions",
+    "StorageError": "convergent.exceptions",
+    "ToolArgumentsError": "convergent.exceptions",
+    "ToolError": "convergent.exceptions",
+    "UserError": "convergent.exceptions",
+    "Verification": "convergent.extensions",
+    "Verifier": "convergent.extensions",
+    "ModelResponse": "convergent.messages",
+    "ToolCall": "convergent.messages",
+    "Usage": "convergent.messages",
+    "AnthropicModel": "convergent.models",
+    "LocalModel": "convergent.models",
+    "Model": "convergent.models",
+    "ModelSettings": "convergent.models",
+    "OpenAIChatModel": "convergent.models",
+    "ScriptedModel": "convergent.models",
+    "model_from_string": "convergent.models",
+    "RunResult": "convergent.result",
+    "AgentSpec": "convergent.spec",
+    "RunState": "convergent.state",
+    "Limits": "convergent.stop",
+    "StopReason": "convergent.stop",
+    "Tool": "convergent.tools",
+    "tool": "convergent.tools",
+}
+"""The module that defines each exported name, imported when the name is first used."""
+
+
+def __getattr__(name: str) -> object:
+    """Import an exported name's module when the name is first used (PEP 562)."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The names already imported and the exported ones not yet used."""
+    return sorted({*globals(), *__all__})

@@ -13,6 +13,7 @@ FORBIDDEN = (
     "httpx",
     "openai",
     "griffe",  # read only to build tools from docstrings
+    "asyncio",  # loaded by the coordinator's controller, which the hook never runs
     "convergent.agent",
     "convergent.models",
     "convergent.tools",

@@ -23,11 +23,11 @@ from convergent import (
     StopReason,
     TextDelta,
     ToolCall,
-    ToolCallDelta,
     ToolFinished,
     Usage,
 )
 from convergent.cli._live import LiveView
+from convergent.events import ToolCallDelta
 
 CALL = ToolCall(id="c1", name="calculator", arguments={"expression": "17 * 23"})
 

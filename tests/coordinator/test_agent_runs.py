@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from convergent import Agent, Message, ModelResponse, ScriptedModel, StopReason, ToolSpec, UserError
+from convergent import Agent, ModelResponse, ScriptedModel, StopReason, UserError
 from convergent.coordinator import (
     ArtifactCheck,
     AtomStatus,
@@ -19,7 +19,7 @@ from convergent.coordinator import (
     coordinate_agent,
 )
 from convergent.edit_tools import edit_tools
-from convergent.messages import ToolCall, UserMessage
+from convergent.messages import Message, ToolCall, ToolSpec, UserMessage
 from convergent.result import RunResult
 
 

@@ -5,18 +5,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from convergent import (
-    Agent,
-    Limits,
-    ModelResponse,
-    RunState,
-    ScriptedModel,
-    StopReason,
-    ToolResultMessage,
-    UserError,
-    event_to_dict,
-)
-from convergent.events import Event
+from convergent import Agent, Limits, ModelResponse, RunState, ScriptedModel, StopReason, UserError
+from convergent.events import Event, event_to_dict
 from convergent.extensions import FollowUpGate
 from convergent.gate import (
     SCORE_SCHEMA,
@@ -28,7 +18,7 @@ from convergent.gate import (
     UserAnswered,
     parse_score,
 )
-from convergent.messages import AssistantMessage, Message, ToolCall, ToolSpec
+from convergent.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, ToolSpec
 from convergent.testing import call, step
 
 from .conftest import Clicks, scorer_model

@@ -15,10 +15,10 @@ from convergent import (
     ModelResponded,
     StopReason,
     TextDelta,
-    ToolCallDelta,
-    UserMessage,
     calculator,
 )
+from convergent.events import ToolCallDelta
+from convergent.messages import UserMessage
 from convergent.models import TextChunk, ToolCallChunk
 from convergent.testing.chat_server import SSE, ChatServer, anthropic_stream
 

@@ -25,10 +25,10 @@ from convergent import (
     RunResult,
     StopReason,
     Tool,
-    UserMessage,
     calculator,
     file_tools,
 )
+from convergent.messages import UserMessage
 from convergent.models import _llama_server
 from convergent.models.local import LocalModel
 

@@ -6,16 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from convergent import (
-    Agent,
-    Event,
-    Limits,
-    ModelResponded,
-    TextDelta,
-    ToolCallDelta,
-    UserMessage,
-    calculator,
-)
+from convergent import Agent, Event, Limits, ModelResponded, TextDelta, calculator
+from convergent.events import ToolCallDelta
+from convergent.messages import UserMessage
 from convergent.models import _llama_server
 from convergent.models.base import TextChunk, ToolCallChunk
 from convergent.models.local import LocalModel

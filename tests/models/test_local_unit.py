@@ -11,7 +11,6 @@ import pytest
 
 from convergent import (
     Agent,
-    AssistantMessage,
     Limits,
     ModelError,
     ModelResponse,
@@ -19,12 +18,11 @@ from convergent import (
     ScriptedModel,
     StopReason,
     ToolCall,
-    ToolResultMessage,
     UserError,
-    UserMessage,
     calculator,
     file_tools,
 )
+from convergent.messages import AssistantMessage, ToolResultMessage, UserMessage
 from convergent.models import _llama_server, model_from_string
 from convergent.models.local import (
     LocalModel,

@@ -13,12 +13,11 @@ from convergent import (
     ModelSettings,
     OpenAIChatModel,
     StopReason,
-    ToolResultMessage,
     UserError,
     calculator,
     file_tools,
 )
-from convergent.messages import UserMessage
+from convergent.messages import ToolResultMessage, UserMessage
 
 from ._replay import Replay
 

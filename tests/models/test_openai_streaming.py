@@ -17,11 +17,11 @@ from convergent import (
     OpenAIChatModel,
     StopReason,
     TextDelta,
-    ToolCallDelta,
-    UserMessage,
     calculator,
     file_tools,
 )
+from convergent.events import ToolCallDelta
+from convergent.messages import UserMessage
 from convergent.models import StreamPart, TextChunk, ToolCallChunk
 from convergent.testing.chat_server import SSE, ChatServer, openai_stream
 

@@ -10,7 +10,8 @@ from genai_prices import calc_price
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convergent import TokenPrice, UserError
+from convergent import UserError
+from convergent.models import TokenPrice
 from convergent.models._prices import (
     FREE,
     dump_price,

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from convergent import Agent, AnthropicModel, JsonlTraceWriter, OpenAIChatModel, StopReason
+from convergent import Agent, AnthropicModel, OpenAIChatModel, StopReason
 from convergent._redact import MASK, known_secrets, redact, secrets_of_url
 from convergent.durability.sqlite import RunStore
+from convergent.events import JsonlTraceWriter
 
 KEY = "sk-test-0123456789abcdefSECRET"
 

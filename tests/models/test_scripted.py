@@ -5,16 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from convergent import (
-    AssistantMessage,
-    Message,
-    ModelResponse,
-    ScriptedModel,
-    ScriptExhaustedError,
-    ToolResultMessage,
-    UserError,
-    UserMessage,
-)
+from convergent import ModelResponse, ScriptedModel, UserError
+from convergent.exceptions import ScriptExhaustedError
+from convergent.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 
 
 async def test_plays_back_and_reports_unconsumed() -> None:

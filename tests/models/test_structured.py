@@ -5,15 +5,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from convergent import (
-    Agent,
-    ModelResponse,
-    ScriptedModel,
-    StopReason,
-    StructuredToolCalling,
-    UserMessage,
-    calculator,
-)
+from convergent import Agent, ModelResponse, ScriptedModel, StopReason, calculator
+from convergent.messages import UserMessage
+from convergent.models import StructuredToolCalling
 
 
 def recorder(replies: list[dict[str, Any] | str]) -> ScriptedModel:

@@ -14,13 +14,12 @@ from convergent import (
     ModelResponse,
     OpenAIChatModel,
     ScriptedModel,
-    StructuredToolCalling,
     TextDelta,
-    ToolCallDelta,
-    UserMessage,
     calculator,
 )
-from convergent.models import StreamPart, TextChunk, ToolCallChunk
+from convergent.events import ToolCallDelta
+from convergent.messages import UserMessage
+from convergent.models import StreamPart, StructuredToolCalling, TextChunk, ToolCallChunk
 from convergent.models._thought_stream import ThoughtStream
 from convergent.testing.chat_server import ChatServer, completion
 

@@ -8,7 +8,8 @@ from typing import Any
 from pydantic import BaseModel
 from tests.chat_stub import ChatStub, completion
 
-from convergent import Agent, ModelSettings, OpenAIChatModel, StopReason, UserMessage, calculator
+from convergent import Agent, ModelSettings, OpenAIChatModel, StopReason, calculator
+from convergent.messages import UserMessage
 from convergent.models.base import OUTPUT_NAME
 from convergent.models.local import _LocalStructured, step_schema
 

@@ -6,14 +6,8 @@ from typing import Any
 import pytest
 import yaml
 
-from convergent import (
-    ModelError,
-    ScriptedModel,
-    ScriptExhaustedError,
-    ToolError,
-    UserError,
-    tool,
-)
+from convergent import ModelError, ScriptedModel, ToolError, UserError, tool
+from convergent.exceptions import ScriptExhaustedError
 from convergent.synthesis import Archetype, parse_archetypes, synthesize
 
 from .conftest import SEED_RECORDS, SEED_THEMES, SynthesisScript, extraction, themes_json

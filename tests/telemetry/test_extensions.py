@@ -12,17 +12,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from convergent import (
     Agent,
     Limits,
-    Message,
     ModelResponse,
     ScriptedModel,
     StopReason,
     ToolCall,
-    ToolSpec,
     Usage,
     tool,
 )
 from convergent.compaction import ContextCompressor
 from convergent.gate import AskUser, ExecutiveGate, QueueChannel
+from convergent.messages import Message, ToolSpec
 from convergent.telemetry import OpenTelemetryObserver
 
 from .conftest import tree

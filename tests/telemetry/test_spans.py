@@ -19,16 +19,16 @@ from convergent import (
     ModelError,
     ModelResponse,
     ScriptedModel,
-    ScriptExhaustedError,
-    SteeringQueue,
     StopReason,
     ToolError,
     Usage,
     Verification,
     calculator,
-    fail,
     tool,
 )
+from convergent.builtin_tools import fail
+from convergent.exceptions import ScriptExhaustedError
+from convergent.steering import SteeringQueue
 from convergent.telemetry import CAPTURE_CONTENT_ENV, OpenTelemetryObserver
 from convergent.testing import answer, call, step
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from convergent import Agent, Clock, ScriptedModel, calculator, use_clock
+from convergent import Agent, ScriptedModel, calculator
+from convergent.clock import Clock, use_clock
 from convergent.telemetry import OpenTelemetryObserver
 
 from .conftest import tree

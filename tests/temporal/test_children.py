@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from convergent import AgentSpec, AgentToolSpec, Limits, StopReason
+from convergent import AgentSpec, Limits, StopReason
 from convergent.messages import CallOutcome
+from convergent.spec import AgentToolSpec
 from convergent.temporal import DevServer, TemporalRunner
 from convergent.temporal._children import CHILD_RESULT
 

@@ -13,8 +13,9 @@ from typing import Any
 import psutil
 import pytest
 
-from convergent import AgentSpec, AgentToolSpec, StopReason, UserError
+from convergent import AgentSpec, StopReason, UserError
 from convergent.mcp import MCPServer, mcp_config
+from convergent.spec import AgentToolSpec
 from convergent.state import RunState
 from convergent.temporal import DevServer, TemporalRunner, make_worker
 

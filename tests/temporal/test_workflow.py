@@ -12,7 +12,8 @@ import pytest
 from temporalio.client import WorkflowHistory
 
 from chat_stub import ChatStub, completion
-from convergent import GateSpec, Limits, StopReason, build_agent
+from convergent import Limits, StopReason, build_agent
+from convergent.spec import GateSpec
 from convergent.temporal import TemporalRun, TemporalRunner, make_worker
 
 from .conftest import WorkerProcess, call, recipe, replayer

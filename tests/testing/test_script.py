@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import convergent
-from convergent import Agent, ScriptedModel, StopReason, ToolResultMessage, Usage, calculator
+from convergent import Agent, ScriptedModel, StopReason, Usage, calculator
+from convergent.messages import ToolResultMessage
 from convergent.testing import answer, call, scripted, step, write_script
 
 

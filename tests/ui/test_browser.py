@@ -21,21 +21,19 @@ import pytest
 
 from convergent import (
     Agent,
-    AskUser,
     Limits,
-    Message,
     ModelResponse,
     RunResult,
     ScriptedModel,
     StopReason,
     ToolCall,
-    ToolSpec,
     Usage,
-    UserMessage,
     calculator,
     tool,
 )
 from convergent.durability.sqlite import DatabaseSteering, RunStore
+from convergent.gate import AskUser
+from convergent.messages import Message, ToolSpec, UserMessage
 from convergent.models import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
 from convergent.testing import call, step
 from convergent.ui import WebChannel

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from convergent import Agent, AskUser, ModelResponse, ScriptedModel, StopReason, ToolCall
+from convergent import Agent, ModelResponse, ScriptedModel, StopReason, ToolCall
 from convergent.builder import ASK_CHANNELS, BuildContext
 from convergent.durability.sqlite import RunStore
+from convergent.gate import AskUser
 from convergent.spec import AgentSpec
 from convergent.ui import WebChannel
 from convergent.ui.questions import answer_question, open_questions

@@ -14,10 +14,10 @@ from convergent import (
     StopReason,
     TextDelta,
     ToolCall,
-    ToolCallDelta,
     Usage,
 )
 from convergent.durability.sqlite import RunStore
+from convergent.events import ToolCallDelta
 from convergent.testing import call, step
 from convergent.ui.live_text import (
     LiveText,

@@ -20,12 +20,12 @@ refused with `NotExpressible` when the adapter is built.
 from __future__ import annotations
 
 from convergent.driver import CycleDriver, FinalRequest, Review, StopReport
-from convergent.exceptions import UserError
+from convergent.exceptions import UserError as _UserError
 
 __all__ = ["CycleDriver", "FinalRequest", "NotExpressible", "Review", "StopReport"]
 
 
-class NotExpressible(UserError):
+class NotExpressible(_UserError):
     """The host framework cannot express what was asked of its adapter.
 
     Raised when the adapter is built, never mid-run: for example a verifier for a host

@@ -10,46 +10,79 @@ Claude Code hooks (``convergent hook stop|subagent-stop|post-tool-use``).
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
-from convergent._lazy import attach as _attach
+from convergent.coordinator.actions import (
+    abandon_atom,
+    add_atom,
+    confirm_judgment,
+    record_failure,
+    record_verification,
+    request_redirect,
+    request_stop,
+    resolve_atom,
+    resume,
+)
+from convergent.coordinator.advice import (
+    Advice,
+    InertiaFlag,
+    StrategySwitch,
+    find_inertia,
+    strategy_advice,
+)
+from convergent.coordinator.checks import (
+    ArtifactCheck,
+    Check,
+    CheckKind,
+    CheckResult,
+    CommandCheck,
+    Confirmation,
+    HttpCheck,
+    JudgmentCheck,
+    base_case_satisfied,
+    run_check,
+    run_checks,
+)
+from convergent.coordinator.decide import (
+    Continue,
+    Decision,
+    Interrupt,
+    Stop,
+    advance,
+    apply_decision,
+    decide,
+)
+from convergent.coordinator.hook import HookAnswer, HookEvent, HookInput, answer_hook
+from convergent.coordinator.metrics import Health, Metrics, health, metrics
+from convergent.coordinator.progress import (
+    evaluate_progress,
+    observe_iteration,
+    pending_count,
+    resolved_count,
+)
+from convergent.coordinator.state import (
+    SCHEMA_VERSION,
+    Atom,
+    AtomStatus,
+    Attempt,
+    BaseCase,
+    Control,
+    HookSettings,
+    ProgressKind,
+    StateFileError,
+    WorkflowState,
+    WorkflowStatus,
+    dump_state,
+    parse_state,
+)
+from convergent.coordinator.store import DEFAULT_STATE_FILE, StateStore
 
 if TYPE_CHECKING:
-    from convergent.coordinator.actions import (
-        abandon_atom,
-        add_atom,
-        confirm_judgment,
-        record_failure,
-        record_verification,
-        request_redirect,
-        request_stop,
-        resolve_atom,
-        resume,
-    )
-    from convergent.coordinator.advice import (
-        Advice,
-        InertiaFlag,
-        StrategySwitch,
-        find_inertia,
-        strategy_advice,
-    )
     from convergent.coordinator.agent_runs import (
         CHECK_ATOM_PREFIX,
         coordinate_agent,
         follow_up_task,
-    )
-    from convergent.coordinator.checks import (
-        ArtifactCheck,
-        Check,
-        CheckKind,
-        CheckResult,
-        CommandCheck,
-        Confirmation,
-        HttpCheck,
-        JudgmentCheck,
-        base_case_satisfied,
-        run_check,
-        run_checks,
     )
     from convergent.coordinator.controller import (
         AttemptFn,
@@ -58,40 +91,6 @@ if TYPE_CHECKING:
         CoordinatorResult,
         Failure,
     )
-    from convergent.coordinator.decide import (
-        Continue,
-        Decision,
-        Interrupt,
-        Stop,
-        advance,
-        apply_decision,
-        decide,
-    )
-    from convergent.coordinator.hook import HookAnswer, HookEvent, HookInput, answer_hook
-    from convergent.coordinator.metrics import Health, Metrics, health, metrics
-    from convergent.coordinator.progress import (
-        evaluate_progress,
-        observe_iteration,
-        pending_count,
-        resolved_count,
-    )
-    from convergent.coordinator.state import (
-        SCHEMA_VERSION,
-        Atom,
-        AtomStatus,
-        Attempt,
-        BaseCase,
-        Control,
-        HookSettings,
-        ProgressKind,
-        StateFileError,
-        WorkflowState,
-        WorkflowStatus,
-        dump_state,
-        parse_state,
-    )
-    from convergent.coordinator.store import DEFAULT_STATE_FILE, StateStore
-
 
 __all__ = [
     "CHECK_ATOM_PREFIX",
@@ -163,4 +162,29 @@ __all__ = [
     "strategy_advice",
 ]
 
-__getattr__, __dir__ = _attach(__name__)
+_MODULE_OF = {
+    "CHECK_ATOM_PREFIX": "convergent.coordinator.agent_runs",
+    "coordinate_agent": "convergent.coordinator.agent_runs",
+    "follow_up_task": "convergent.coordinator.agent_runs",
+    "AttemptFn": "convergent.coordinator.controller",
+    "AttemptReport": "convergent.coordinator.controller",
+    "Coordinator": "convergent.coordinator.controller",
+    "CoordinatorResult": "convergent.coordinator.controller",
+    "Failure": "convergent.coordinator.controller",
+}
+"""Names whose modules load asyncio, imported on first use: the hook never needs them."""
+
+
+def __getattr__(name: str) -> object:
+    """Import an exported name's module when the name is first used (PEP 562)."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The names already imported and the exported ones not yet used."""
+    return sorted({*globals(), *__all__})

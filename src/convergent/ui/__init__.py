@@ -6,8 +6,9 @@ server itself (`convergent.ui.app.create_app`, `convergent.ui.server.serve`) nee
 Starlette, uvicorn and Jinja2 (the ``ui`` extra: ``pip install -e '.[ui]'`` in a checkout).
 """
 
-from convergent.ui.channel import WebChannel, register
+from convergent.ui.channel import WebChannel
+from convergent.ui.channel import register as _register
 
 __all__ = ["WebChannel"]
 
-register()
+_register()

@@ -23,18 +23,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from convergent import (
-    Agent,
-    AssistantMessage,
-    Limits,
-    Message,
-    ModelResponse,
-    ScriptedModel,
-    ToolCall,
-    ToolSpec,
-    tool,
-)
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, tool
 from convergent.durability.sqlite import RunStore
+from convergent.messages import AssistantMessage, Message, ToolSpec
 
 RUN_ID = "crash"
 

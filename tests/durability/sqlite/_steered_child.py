@@ -12,18 +12,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from convergent import (
-    Agent,
-    Limits,
-    Message,
-    ModelResponse,
-    ScriptedModel,
-    ToolCall,
-    ToolSpec,
-    UserMessage,
-    calculator,
-)
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, calculator
 from convergent.durability.sqlite import DatabaseSteering, RunStore
+from convergent.messages import Message, ToolSpec, UserMessage
 
 
 def main() -> None:

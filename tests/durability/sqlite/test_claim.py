@@ -21,6 +21,7 @@ import pytest
 import convergent
 from convergent import UserError, build_agent
 from convergent.durability.sqlite import RunStore, _claims
+from convergent.exceptions import ScriptExhaustedError
 from convergent.stop import StopReason
 from resume_race import (
     environment,
@@ -152,7 +153,7 @@ async def test_a_run_a_failed_task_of_this_process_left_running_can_be_resumed(
     )
     (folder / "release").touch()
     with RunStore(db) as store:
-        with pytest.raises(convergent.ScriptExhaustedError):
+        with pytest.raises(ScriptExhaustedError):
             await convergent.resume(run_id, store=store, answer="left", model=f"scripted:{short}")
         # the row still names this process, but no task of it holds the run any more
         assert holder(store, run_id)[:2] == ("running", os.getpid())

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from convergent import ToolResultMessage
 from convergent.durability.sqlite import RunStore
+from convergent.messages import ToolResultMessage
 from convergent.stop import StopReason
 
 CHILD = Path(__file__).with_name("_crash_child.py")

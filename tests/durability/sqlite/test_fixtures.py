@@ -28,17 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from convergent import (
-    AssistantMessage,
-    ModelResponse,
-    RunState,
-    ScriptedModel,
-    ToolResultMessage,
-    UserMessage,
-)
+from convergent import ModelResponse, RunState, ScriptedModel
 from convergent.compaction import SUMMARY_HEADER
 from convergent.durability.sqlite import DB_SCHEMA_VERSION, DatabaseSteering, RunStore
-from convergent.messages import CallOutcome
+from convergent.messages import AssistantMessage, CallOutcome, ToolResultMessage, UserMessage
 from convergent.monitor import MonitorState
 from convergent.stop import StopReason
 

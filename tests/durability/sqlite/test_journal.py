@@ -13,11 +13,8 @@ import pytest
 
 from convergent import (
     Agent,
-    ExecutiveGate,
-    GateDecided,
     Limits,
     ModelResponse,
-    QueueChannel,
     ScriptedModel,
     StopReason,
     StorageError,
@@ -28,7 +25,7 @@ from convergent import (
     tool,
 )
 from convergent.durability.sqlite import RunStore
-from convergent.gate import AskUser
+from convergent.gate import AskUser, ExecutiveGate, GateDecided, QueueChannel
 
 
 def calc(n: int) -> ModelResponse:

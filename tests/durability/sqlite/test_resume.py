@@ -7,22 +7,19 @@ from collections.abc import Sequence
 from convergent import (
     Agent,
     Limits,
-    Message,
     ModelError,
     ModelResponse,
     NeedsUserInput,
     ScriptedModel,
-    SteeringQueue,
     ToolError,
-    ToolResultMessage,
-    ToolSpec,
     Usage,
-    UserMessage,
     calculator,
-    fail,
     tool,
 )
+from convergent.builtin_tools import fail
 from convergent.durability.sqlite import DatabaseSteering, RunStore
+from convergent.messages import Message, ToolResultMessage, ToolSpec, UserMessage
+from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
 from convergent.testing import answer, call, step
 

@@ -7,7 +7,6 @@ import pytest
 
 from convergent import (
     Agent,
-    AssistantMessage,
     Limits,
     ModelResponse,
     ScriptedModel,
@@ -17,7 +16,7 @@ from convergent import (
     calculator,
 )
 from convergent.durability.sqlite import DB_SCHEMA_VERSION, RunStore
-from convergent.messages import CallOutcome
+from convergent.messages import AssistantMessage, CallOutcome
 from convergent.monitor import MonitorState
 from convergent.state import STATE_SCHEMA_VERSION
 from convergent.stop import StopReason

@@ -13,19 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from convergent import (
-    Agent,
-    Limits,
-    ModelResponse,
-    Redirected,
-    ScriptedModel,
-    SteeringQueue,
-    ToolCall,
-    calculator,
-)
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, calculator
 from convergent.cli._terminal import TerminalSteering, parse_line
 from convergent.durability.sqlite import DatabaseSteering, RunStore
-from convergent.steering import SteeringCommand
+from convergent.events import Redirected
+from convergent.steering import SteeringCommand, SteeringQueue
 from convergent.stop import StopReason
 
 CHILD = Path(__file__).with_name("_steered_child.py")

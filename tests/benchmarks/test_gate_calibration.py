@@ -1,8 +1,7 @@
 from __future__ import annotations
 
 import pytest
-
-from convergent.bench.gate_calibration import (
+from benchmarks.gate_calibration import (
     SCENARIOS,
     brier_score,
     expected_calibration_error,
