@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from convergent import Limits, TokenPrice
+from convergent import Limits
 from convergent.driver import CycleDriver
 from convergent.messages import Usage
+from convergent.models import TokenPrice
 
 PRICE = TokenPrice(1.0, 10.0)
 """$0.002 for 1000 input and 100 output tokens."""
