@@ -406,7 +406,8 @@ async def test_message_content_is_not_recorded_by_default(
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
     assert observer.record_content is False
-    await secret_run(observer).run(SECRET_TASK)
+    # a chosen run id: a random one could hold "42" and look like recorded content
+    await secret_run(observer).run(SECRET_TASK, run_id="secret-run")
     recorded = every_value(exporter)
     assert "gen_ai.usage.input_tokens" in recorded
     for secret in (SECRET_TASK, SECRET_ARGUMENT, SECRET_ANSWER, "42", "be brief", "0.9"):
