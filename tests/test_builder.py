@@ -11,26 +11,17 @@ import pytest
 
 import convergent
 from cli_runner import Ran, invoke
-from convergent import Agent, AgentSpec, Limits, StopReason, UserError, build_agent
+from convergent import Agent, AgentSpec, Limits, StopReason, Usage, UserError, build_agent
 from convergent.builder import BuildContext, ModelRole, Toolbox, resolve_tools
 from convergent.durability.sqlite import RunStore
 from convergent.gate import ExecutiveGate, QueueChannel
 from convergent.models import Model, TokenPrice
 from convergent.spec import AgentToolSpec, GateSpec
+from convergent.testing import answer, call, step, write_script
 
 
 def cli(*args: str, cwd: Path) -> Ran:
     return invoke(*args, cwd=cwd)
-
-
-def script_file(folder: Path, responses: list[object], name: str = "script.json") -> str:
-    path = folder / name
-    path.write_text(json.dumps(responses))
-    return f"scripted:{path}"
-
-
-def calc(expression: str) -> dict[str, object]:
-    return {"tool_calls": [{"name": "calculator", "arguments": {"expression": expression}}]}
 
 
 def test_tools_by_name_and_by_import_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,7 +49,7 @@ def test_tools_by_name_and_by_import_path(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_build_agent_builds_every_part(tmp_path: Path) -> None:
-    model = script_file(tmp_path, ["done"])
+    model = write_script(tmp_path / "script.json", "done")
     spec = AgentSpec(
         model=model,
         workspace=str(tmp_path),
@@ -99,10 +90,10 @@ def test_a_spec_with_a_cost_limit_and_a_model_without_a_price_is_refused_when_bu
 async def test_a_resume_keeps_the_runs_price_unless_given_another_or_another_model(
     tmp_path: Path,
 ) -> None:
-    used = {"usage": {"input_tokens": 1000, "output_tokens": 100}}
-    steps = [{**calc(f"{n}+1"), **used} for n in range(4)]
-    model = script_file(tmp_path, [*steps, {"content": "done", **used}])
-    other = script_file(tmp_path, [{"content": "done", **used}], name="other.json")
+    used = Usage(input_tokens=1000, output_tokens=100)
+    steps = [step(call("calculator", expression=f"{n}+1"), usage=used) for n in range(4)]
+    model = write_script(tmp_path / "script.json", *steps, answer("done", usage=used))
+    other = write_script(tmp_path / "other.json", answer("done", usage=used))
     spec = AgentSpec(model=model, workspace=str(tmp_path), price=(1.0, 4.0), final_answer=False)
     db = tmp_path / "runs.db"
     more = Limits(max_cycles=1)
@@ -124,7 +115,13 @@ async def test_a_resume_keeps_the_runs_price_unless_given_another_or_another_mod
 
 
 async def test_a_run_started_in_python_resumes_from_the_cli(tmp_path: Path) -> None:
-    model = script_file(tmp_path, [calc("2*3"), "6, so far", calc("4*5"), "6 and 20"])
+    model = write_script(
+        tmp_path / "script.json",
+        call("calculator", expression="2*3"),
+        "6, so far",
+        call("calculator", expression="4*5"),
+        "6 and 20",
+    )
     spec = AgentSpec(model=model, workspace=str(tmp_path), limits=Limits(max_cycles=1))
     store = RunStore(tmp_path / ".convergent" / "runs.db")
     first = await build_agent(spec).run("calc", run_id="py1", store=store)
@@ -139,7 +136,9 @@ async def test_a_run_started_in_python_resumes_from_the_cli(tmp_path: Path) -> N
 
 
 async def test_a_run_started_on_the_cli_resumes_from_python(tmp_path: Path) -> None:
-    model = script_file(tmp_path, [calc("7*6"), "42, unchecked", "42"])
+    model = write_script(
+        tmp_path / "script.json", call("calculator", expression="7*6"), "42, unchecked", "42"
+    )
     proc = cli(
         "run",
         "what is 7*6",
@@ -164,11 +163,17 @@ async def test_a_run_started_on_the_cli_resumes_from_python(tmp_path: Path) -> N
 
 
 def test_a_gate_scorer_script_continues_where_it_stopped(tmp_path: Path) -> None:
-    def score(value: float) -> dict[str, object]:
-        return {"content": json.dumps({"clarity": value, "certainty": value, "reason": "-"})}
+    def score(value: float) -> str:
+        return json.dumps({"clarity": value, "certainty": value, "reason": "-"})
 
-    model = script_file(tmp_path, [calc("1+1"), "2 so far", calc("2+2"), "2 and 4"])
-    scorer = script_file(tmp_path, [score(0.9), score(0.1)], name="scorer.json")
+    model = write_script(
+        tmp_path / "script.json",
+        call("calculator", expression="1+1"),
+        "2 so far",
+        call("calculator", expression="2+2"),
+        "2 and 4",
+    )
+    scorer = write_script(tmp_path / "scorer.json", score(0.9), score(0.1))
     args = ["--model", model, "--gate", "0.5", "--gate-model", scorer, "--json"]
     first = cli("run", "t", *args, "--max-cycles", "1", "--run-id", "g", cwd=tmp_path)
     assert json.loads(first.stdout)["stop_reason"] == "max_cycles", first.stderr
@@ -243,11 +248,13 @@ async def test_a_spec_builds_its_agents_as_tools_and_a_stored_run_stores_the_chi
     helper = AgentToolSpec(
         name="helper",
         description="Does arithmetic.",
-        agent=AgentSpec(model=script_file(tmp_path, [calc("6*7"), "42"], name="child.json")),
+        agent=AgentSpec(
+            model=write_script(tmp_path / "child.json", call("calculator", expression="6*7"), "42")
+        ),
     )
-    ask = {"tool_calls": [{"id": "c1", "name": "helper", "arguments": {"task": "6*7?"}}]}
+    ask = call("helper", call_id="c1", task="6*7?")
     spec = AgentSpec(
-        model=script_file(tmp_path, [ask, "it is 42"]),
+        model=write_script(tmp_path / "script.json", ask, "it is 42"),
         workspace=str(tmp_path),
         tools=("calculator",),
         agents=(helper,),

@@ -5,48 +5,38 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cli_runner import Ran, console_script, invoke
 from convergent.cli._gate import expand_gate_flag
+from convergent.messages import ModelResponse
+from convergent.testing import answer, call, step, write_script
 
 
 def run_cli(*args: str, stdin: str = "", env: dict[str, str | None] | None = None) -> Ran:
     return invoke(*args, stdin=stdin, env=env)
 
 
-def script(path: Path, responses: list[Any]) -> str:
-    path.write_text(json.dumps(responses))
-    return f"scripted:{path}"
+def calc(expression: str, thought: str) -> ModelResponse:
+    return step(call("calculator", expression=expression), content=thought)
 
 
-def calc(expression: str, thought: str) -> dict[str, Any]:
-    return {
-        "content": thought,
-        "tool_calls": [{"name": "calculator", "arguments": {"expression": expression}}],
-    }
-
-
-def verdict(score: float, question: str = "") -> dict[str, Any]:
+def verdict(score: float, question: str = "") -> ModelResponse:
     reply = {"clarity": 1.0, "certainty": score, "question": question, "reason": "test"}
-    return {"content": json.dumps(reply)}
+    return answer(json.dumps(reply))
 
 
 @pytest.mark.slow
 def test_gate_asks_over_stdin_and_the_answer_steers_the_run(tmp_path: Path) -> None:
-    model = script(
+    model = write_script(
         tmp_path / "model.json",
-        [
-            calc("2+2", "The user said 'the numbers'; I guess 2 and 2."),
-            calc("17*23", "As told."),
-            "391",
-        ],
+        calc("2+2", "The user said 'the numbers'; I guess 2 and 2."),
+        calc("17*23", "As told."),
+        "391",
     )
-    scorer = script(
-        tmp_path / "scorer.json",
-        [verdict(0.3, "Which numbers should I multiply?"), verdict(0.95)],
+    scorer = write_script(
+        tmp_path / "scorer.json", verdict(0.3, "Which numbers should I multiply?"), verdict(0.95)
     )
     proc = console_script(
         "run",
@@ -73,23 +63,15 @@ def test_gate_asks_over_stdin_and_the_answer_steers_the_run(tmp_path: Path) -> N
 
 
 def test_live_view_shows_gate_decisions(tmp_path: Path) -> None:
-    model = script(tmp_path / "model.json", [calc("1+1", "sure"), "2"])
-    scorer = script(tmp_path / "scorer.json", [verdict(0.9)])
+    model = write_script(tmp_path / "model.json", calc("1+1", "sure"), "2")
+    scorer = write_script(tmp_path / "scorer.json", verdict(0.9))
     proc = run_cli("run", "1+1", "--model", model, "--gate-model", scorer, "--gate", "0.8")
     assert proc.returncode == 0, proc.stderr
     assert "gate score 0.90 >= 0.80: executing" in proc.stdout
 
 
 def test_without_a_user_the_run_stops_needs_user(tmp_path: Path) -> None:
-    model = script(
-        tmp_path / "model.json",
-        [
-            {
-                "content": "",
-                "tool_calls": [{"name": "ask_user", "arguments": {"question": "Which file?"}}],
-            }
-        ],
-    )
+    model = write_script(tmp_path / "model.json", call("ask_user", question="Which file?"))
     proc = run_cli("run", "read the file", "--model", model, "--json")  # stdin is not a TTY
     assert proc.returncode == 1
     data = json.loads(proc.stdout)
@@ -111,7 +93,7 @@ def test_without_a_user_the_run_stops_needs_user(tmp_path: Path) -> None:
 def test_bad_gate_options_are_one_line_errors(
     tmp_path: Path, args: list[str], message: str
 ) -> None:
-    model = script(tmp_path / "model.json", ["hi"])
+    model = write_script(tmp_path / "model.json", "hi")
     proc = run_cli("run", "task", "--model", model, *args)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
@@ -120,7 +102,7 @@ def test_bad_gate_options_are_one_line_errors(
 
 def test_dialog_without_a_display_is_refused_up_front(tmp_path: Path) -> None:
     env: dict[str, str | None] = {"DISPLAY": None, "WAYLAND_DISPLAY": None}
-    model = script(tmp_path / "model.json", ["hi"])
+    model = write_script(tmp_path / "model.json", "hi")
     proc = run_cli("run", "task", "--model", model, "--ask-via", "dialog", env=env)
     assert proc.returncode == 2
     assert (

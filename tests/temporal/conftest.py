@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from temporalio.worker import Replayer
 from convergent import AgentSpec, Limits
 from convergent.temporal import AgentWorkflow, DevServer, PayloadStore, TemporalRunner, make_worker
 from convergent.temporal._worker import workflow_runner
+from convergent.testing import write_script
 
 TOOLS_MODULE = '''
 """Tools whose every finished execution leaves a line in a file."""
@@ -117,19 +117,10 @@ def replayer(runner: TemporalRunner) -> Replayer:
     )
 
 
-def script(folder: Path, responses: list[Any], name: str = "script.json") -> str:
-    path = folder / name
-    path.write_text(json.dumps(responses))
-    return f"scripted:{path}"
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
 def recipe(folder: Path, responses: list[Any], **changes: Any) -> AgentSpec:
+    """The test tools' agent, replaying ``responses`` (written to ``folder/script.json``)."""
     base = AgentSpec(
-        model=script(folder, responses),
+        model=write_script(folder / "script.json", *responses),
         workspace=str(folder),
         tools=("calculator", "fx:step", "fx:look", "fx:bulk", "ask_user"),
         limits=Limits(max_cycles=30, max_repeated_calls=5),

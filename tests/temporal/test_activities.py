@@ -3,7 +3,6 @@ is read from and extended in the payload store."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from convergent.temporal._payloads import (
     dump_call,
     dump_messages,
 )
+from convergent.testing import write_script
 
 
 @pytest.fixture
@@ -31,9 +31,8 @@ def activities(tmp_path: Path) -> Activities:
 
 
 def recipe(tmp_path: Path, responses: list[Any], **changes: Any) -> dict[str, Any]:
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(responses))
-    made = AgentSpec(model=f"scripted:{script}", **{"tools": ("calculator",), **changes})
+    model = write_script(tmp_path / "script.json", *responses)
+    made = AgentSpec(model=model, **{"tools": ("calculator",), **changes})
     return made.model_dump(mode="json")
 
 
@@ -72,7 +71,7 @@ async def test_a_recipe_the_worker_cannot_build_fails_every_activity_for_good(
 async def test_a_model_request_extends_the_stored_conversation(
     tmp_path: Path, activities: Activities
 ) -> None:
-    made = recipe(tmp_path, [{"content": "one"}, {"content": "two"}])
+    made = recipe(tmp_path, ["one", "two"])
     first = await ActivityEnvironment().run(
         activities.model_request,
         ModelCall(
@@ -99,7 +98,7 @@ async def test_a_model_request_extends_the_stored_conversation(
 async def test_a_gate_without_a_model_of_its_own_scores_with_the_agents_model(
     tmp_path: Path, activities: Activities
 ) -> None:
-    made = recipe(tmp_path, [{"content": "scored"}], gate={"threshold": 0.5})
+    made = recipe(tmp_path, ["scored"], gate={"threshold": 0.5})
     answer = await ActivityEnvironment().run(
         activities.model_request,
         ModelCall(

@@ -11,23 +11,21 @@ from typing import Any
 
 import pytest
 
-from convergent import AgentSpec, Limits, StopReason
-from convergent.messages import CallOutcome
+from convergent import AgentSpec, Limits, StopReason, Usage
+from convergent.messages import CallOutcome, ModelResponse
 from convergent.spec import AgentToolSpec
 from convergent.temporal import DevServer, TemporalRunner
 from convergent.temporal._children import CHILD_RESULT
+from convergent.testing import answer, call, step, write_script
 
-from .conftest import call, recipe, replayer, script
+from .conftest import recipe, replayer
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal, pytest.mark.slow]
 
 
-def ask(call_id: str, task: str, usage: int = 0) -> dict[str, Any]:
+def ask(call_id: str, task: str, usage: int = 0) -> ModelResponse:
     """A parent's response that calls the ``researcher`` agent, with a fixed call id."""
-    return {
-        "tool_calls": [{"id": call_id, "name": "researcher", "arguments": {"task": task}}],
-        "usage": {"input_tokens": usage},
-    }
+    return step(call("researcher", call_id=call_id, task=task), usage=Usage(input_tokens=usage))
 
 
 def researcher(folder: Path, responses: list[Any], **limits: Any) -> AgentToolSpec:
@@ -36,7 +34,7 @@ def researcher(folder: Path, responses: list[Any], **limits: Any) -> AgentToolSp
         name="researcher",
         description="Researches with the step tool.",
         agent=AgentSpec(
-            model=script(folder, responses, name="child.json"),
+            model=write_script(folder / "child.json", *responses),
             tools=("fx:step",),
             limits=Limits(max_repeated_calls=5, **limits),
         ),
@@ -67,11 +65,11 @@ async def test_a_child_agent_is_a_child_workflow_within_the_parents_budget(
 ) -> None:
     child = researcher(
         tmp_path,
-        [call("step", n=1), {"content": "found: 41", "usage": {"input_tokens": 100}}],
+        [call("step", n=1), answer("found: 41", usage=Usage(input_tokens=100))],
     )
     parent = recipe(
         tmp_path,
-        [ask("c1", "find the number", usage=10), {"content": "41", "usage": {"input_tokens": 20}}],
+        [ask("c1", "find the number", usage=10), answer("41", usage=Usage(input_tokens=20))],
         agents=(child,),
         limits=Limits(max_cycles=6, max_total_tokens=1000, max_repeated_calls=5),
     )
@@ -196,7 +194,7 @@ async def test_a_child_that_did_not_finish_is_started_again(
     asking = child.agent.model_copy(
         update={
             "tools": ("ask_user",),
-            "model": script(tmp_path, [call("ask_user", question="?")], name="asking.json"),
+            "model": write_script(tmp_path / "asking.json", call("ask_user", question="?")),
         }
     )
     earlier = await runner.start(asking, "find the number", run_id="gone.1.c1")

@@ -14,8 +14,9 @@ import pytest
 
 from convergent.bench.convergence import SCENARIOS
 from convergent.temporal import DevServer, free_port
+from convergent.testing import call, write_script
 
-from .conftest import WorkerProcess, call, script
+from .conftest import WorkerProcess
 
 EXE = str(Path(sys.executable).with_name("convergent"))
 
@@ -55,7 +56,7 @@ def test_an_unreachable_server_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_run_runs_steer_and_resume_on_temporal(tmp_path: Path, queue: tuple[str, str]) -> None:
     address, name = queue
     target = ["--temporal", address, "--task-queue", name]
-    model = script(tmp_path, [call("calculator", expression="17*23"), "391"])
+    model = write_script(tmp_path / "script.json", call("calculator", expression="17*23"), "391")
     proc = cli("run", "17*23?", "--model", model, "--run-id", "c1", "--json", *target, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -69,8 +70,8 @@ def test_run_runs_steer_and_resume_on_temporal(tmp_path: Path, queue: tuple[str,
     stopped = cli("steer", "c1", "--stop", *target, cwd=tmp_path)
     assert stopped.returncode == 2 and stopped.stderr.startswith("error: run 'c1' is not running")
 
-    asking = script(
-        tmp_path, [call("ask_user", question="Which colour?"), "blue it is"], name="ask.json"
+    asking = write_script(
+        tmp_path / "ask.json", call("ask_user", question="Which colour?"), "blue it is"
     )
     waits = cli(
         "run",
@@ -105,7 +106,7 @@ def test_a_tool_given_with_tool_runs_on_the_worker(
         temporal_server.address, name, tmp_path / ".convergent" / "runs.db", cwd=tmp_path
     )
     try:
-        model = script(tmp_path, [call("shout", text="hey"), "HEY!"])
+        model = write_script(tmp_path / "script.json", call("shout", text="hey"), "HEY!")
         proc = cli("run", "shout", "--model", model, "--tool", "mytools:shout", "--json",
                    "--temporal", temporal_server.address, "--task-queue", name,
                    cwd=tmp_path)  # fmt: skip
@@ -121,7 +122,9 @@ def test_a_detached_run_is_listed_with_its_task_and_live_cycles(
 ) -> None:
     address, name = queue
     target = ["--temporal", address, "--task-queue", name]
-    model = script(tmp_path, [call("ask_user", question="Which colour?"), "blue"])
+    model = write_script(
+        tmp_path / "script.json", call("ask_user", question="Which colour?"), "blue"
+    )
     started = cli("run", "paint  the\nfence", "--model", model, "--run-id", "d1",
                   "--ask-timeout", "120", "--detach", *target, cwd=tmp_path)  # fmt: skip
     assert started.returncode == 0, started.stderr
@@ -145,7 +148,7 @@ def test_a_detached_run_is_listed_with_its_task_and_live_cycles(
     listed = json.loads(cli("runs", "--json", *target, cwd=tmp_path).stdout)
     (done,) = [run for run in listed if run["run_id"] == "d1"]
     assert (done["status"], done["cycles"], done["task"]) == ("completed", 2, "paint  the\nfence")
-    as_json = cli("run", "x", "--model", script(tmp_path, ["done"], name="b.json"),
+    as_json = cli("run", "x", "--model", write_script(tmp_path / "b.json", "done"),
                   "--run-id", "d2", "--detach", "--json", *target, cwd=tmp_path)  # fmt: skip
     assert json.loads(as_json.stdout) == {"run_id": "d2", "status": "running"}
     local = cli("run", "x", "--detach", cwd=tmp_path)
@@ -155,7 +158,7 @@ def test_a_detached_run_is_listed_with_its_task_and_live_cycles(
 
 def test_the_live_view_follows_a_temporal_run(tmp_path: Path, queue: tuple[str, str]) -> None:
     address, name = queue
-    model = script(tmp_path, [call("calculator", expression="2+2"), "4"])
+    model = write_script(tmp_path / "script.json", call("calculator", expression="2+2"), "4")
     proc = cli(
         "run",
         "2+2?",
@@ -191,7 +194,9 @@ def test_the_live_view_shows_a_question_and_how_to_answer_it(
     tmp_path: Path, queue: tuple[str, str]
 ) -> None:
     address, name = queue
-    model = script(tmp_path, [call("ask_user", question="Which colour?"), "done"])
+    model = write_script(
+        tmp_path / "script.json", call("ask_user", question="Which colour?"), "done"
+    )
     proc = cli(
         "run",
         "paint",
@@ -243,7 +248,7 @@ def test_run_with_no_worker_on_the_queue_is_one_line_and_exit_2(
     tmp_path: Path, temporal_server: DevServer
 ) -> None:
     address, name = temporal_server.address, f"idle-{uuid.uuid4().hex[:8]}"
-    model = script(tmp_path, ["hi"])
+    model = write_script(tmp_path / "script.json", "hi")
     target = ["--temporal", address, "--task-queue", name]
     expected = (
         f"error: no worker polls task queue {name!r} at {address}; start one: "
@@ -285,7 +290,7 @@ def test_a_client_on_another_payload_store_is_told_so(
     tmp_path: Path, queue: tuple[str, str]
 ) -> None:
     address, name = queue
-    model = script(tmp_path, ["hi"])
+    model = write_script(tmp_path / "script.json", "hi")
     proc = cli(
         "run", "x", "--model", model, "--db", "elsewhere.db", "--json",
         "--temporal", address, "--task-queue", name, cwd=tmp_path,
@@ -312,7 +317,9 @@ def test_a_run_whose_worker_died_is_followed_without_a_flood(
     address, name = temporal_server.address, f"orphan-{uuid.uuid4().hex[:8]}"
     db = tmp_path / ".convergent" / "runs.db"
     target = ["--temporal", address, "--task-queue", name]
-    model = script(tmp_path, [call("ask_user", question="Which colour?"), "painted"])
+    model = write_script(
+        tmp_path / "script.json", call("ask_user", question="Which colour?"), "painted"
+    )
     out, err = tmp_path / "out.txt", tmp_path / "err.txt"
     first = WorkerProcess(address, name, db)
     with out.open("w") as stdout, err.open("w") as stderr:

@@ -9,8 +9,9 @@ import pytest
 
 from convergent import Limits, StopReason, build_agent
 from convergent.temporal import TemporalRunner
+from convergent.testing import call
 
-from .conftest import call, recipe
+from .conftest import recipe
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal, pytest.mark.slow]
 

@@ -18,8 +18,9 @@ from convergent.mcp import MCPServer, mcp_config
 from convergent.spec import AgentToolSpec
 from convergent.state import RunState
 from convergent.temporal import DevServer, TemporalRunner, make_worker
+from convergent.testing import call, write_script
 
-from .conftest import WorkerProcess, call, recipe, replayer, script
+from .conftest import WorkerProcess, recipe, replayer
 
 pytest.importorskip("mcp")
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal, pytest.mark.slow]
@@ -84,7 +85,9 @@ def test_run_with_mcp_on_temporal_from_the_command_line(
     db = tmp_path / ".convergent" / "runs.db"
     worker = WorkerProcess(temporal_server.address, queue, db, cwd=tmp_path)
     try:
-        model = script(tmp_path, [call("echo", text="from the worker"), call("pid"), "done"])
+        model = write_script(
+            tmp_path / "script.json", call("echo", text="from the worker"), call("pid"), "done"
+        )
         command = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER))}"
         proc = subprocess.run(
             [
@@ -121,12 +124,12 @@ async def test_a_child_agent_calls_its_mcp_tools_on_the_worker(
         name="echoer",
         description="Echoes through its MCP server.",
         agent=AgentSpec(
-            model=script(tmp_path, [call("echo", text="deep"), "echoed: deep"], name="child.json"),
+            model=write_script(tmp_path / "child.json", call("echo", text="deep"), "echoed: deep"),
             tools=(),
             mcp_servers=the_testing_server(),
         ),
     )
-    ask = {"tool_calls": [{"id": "c1", "name": "echoer", "arguments": {"task": "echo deep"}}]}
+    ask = call("echoer", call_id="c1", task="echo deep")
     parent = recipe(tmp_path, [ask, "done"], agents=(child,))
     result = await (await runner.start(parent, "delegate", run_id="mcp-child")).result()
     (record,) = result.tool_calls

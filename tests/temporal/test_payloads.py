@@ -12,8 +12,9 @@ from temporalio.client import WorkflowHistory
 from convergent import Limits, StopReason
 from convergent.exceptions import UserError
 from convergent.temporal import ITEM_LIMIT, DevServer, PayloadStore, TemporalRunner
+from convergent.testing import call
 
-from .conftest import call, recipe, replayer
+from .conftest import recipe, replayer
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -114,7 +115,7 @@ async def test_a_tool_result_over_the_item_limit_ends_the_run_tool_error(
 async def test_a_model_reply_over_the_item_limit_ends_the_run_model_error(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
-    made = recipe(tmp_path, [{"content": "y" * (3 * 1024 * 1024)}])
+    made = recipe(tmp_path, ["y" * (3 * 1024 * 1024)])
     run = await runner.start(made, "write a lot", run_id="big-reply")
     result = await asyncio.wait_for(run.result(), 120)
     assert result.stop_reason is StopReason.MODEL_ERROR

@@ -10,8 +10,9 @@ import pytest
 from convergent import Limits, StopReason, build_agent
 from convergent.stop import OUTPUT_FEEDBACK
 from convergent.temporal import TemporalRunner
+from convergent.testing import call
 
-from .conftest import call, recipe, replayer
+from .conftest import recipe, replayer
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 

@@ -12,11 +12,12 @@ import pytest
 from temporalio.client import WorkflowHistory
 
 from chat_stub import ChatStub, completion
-from convergent import Limits, StopReason, build_agent
+from convergent import Limits, StopReason, Usage, build_agent
 from convergent.spec import GateSpec
 from convergent.temporal import TemporalRun, TemporalRunner, make_worker
+from convergent.testing import answer, call, step, write_script
 
-from .conftest import WorkerProcess, call, recipe, replayer
+from .conftest import WorkerProcess, recipe, replayer
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -46,12 +47,7 @@ async def test_a_run_on_temporal_ends_as_the_same_run_in_process(
 ) -> None:
     responses = [
         call("calculator", expression="6*7"),
-        {
-            "tool_calls": [
-                {"name": "look", "arguments": {"n": 1}},
-                {"name": "calculator", "arguments": {"expression": "2**"}},
-            ]
-        },
+        [call("look", n=1), call("calculator", expression="2**")],
         "42, and item 1 looks fine",
     ]
     made = recipe(tmp_path, responses)
@@ -71,11 +67,11 @@ async def test_a_priced_run_on_temporal_stops_on_its_cost_as_in_process(
 ) -> None:
     # the worker builds the model and tells the workflow its price: the cost limit holds;
     # $0.02 at $0.0038 a request keeps room for three cycles and the final answer
-    tokens = {"usage": {"input_tokens": 3000, "output_tokens": 200}}
-    steps = [{**call("calculator", expression=f"{n}+1"), **tokens} for n in range(3)]
+    tokens = Usage(input_tokens=3000, output_tokens=200)
+    steps = [step(call("calculator", expression=f"{n}+1"), usage=tokens) for n in range(3)]
     made = recipe(
         tmp_path,
-        [*steps, {"content": "best so far", **tokens}],
+        [*steps, answer("best so far", usage=tokens)],
         price=(1.0, 4.0),
         limits=Limits(max_cycles=30, max_cost=0.02),
     )
@@ -176,15 +172,14 @@ async def test_recorded_histories_replay_deterministically(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
     clear = json.dumps({"clarity": 0.9, "certainty": 0.9, "reason": "fine"})
-    scorer = tmp_path / "scorer.json"
-    scorer.write_text(json.dumps([{"content": clear}] * 3))
+    scorer = write_script(tmp_path / "scorer.json", clear, clear, clear)
     responses = [
         call("calculator", expression="1+1"),
         call("look", n=2),
         call("step", n=3),
         "done",
     ]
-    made = recipe(tmp_path, responses, gate=GateSpec(threshold=0.5, model=f"scripted:{scorer}"))
+    made = recipe(tmp_path, responses, gate=GateSpec(threshold=0.5, model=scorer))
     run = await runner.start(made, "t", run_id="replay")
     assert (await run.result()).stop_reason is StopReason.COMPLETED
     history = await run.handle.fetch_history()
