@@ -20,10 +20,6 @@ SERVER = Path(__file__).with_name("server.py")
 RAW = Path(__file__).with_name("raw_server.py")
 
 
-def call(tool_name: str, /, **arguments: Any) -> dict[str, Any]:
-    return {"name": tool_name, "arguments": arguments}
-
-
 def stdio_testing(name: str = "testing", **options: Any) -> MCPServer:
     return MCPServer.stdio(name, sys.executable, [str(SERVER)], **options)
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_helpers import alive, call, descendants, http_server, stdio_testing, time_server
+from mcp_helpers import alive, descendants, http_server, stdio_testing, time_server
 
 from convergent import (
     Agent,
@@ -22,6 +22,7 @@ from convergent import (
     calculator,
 )
 from convergent.mcp import MCPServer
+from convergent.testing import call, scripted, step
 
 pytest.importorskip("mcp")
 
@@ -37,19 +38,13 @@ def _no_server_outlives_its_test() -> object:
 
 @pytest.mark.slow
 async def test_the_time_server_answers_through_the_loop() -> None:
-    model = ScriptedModel(
-        [
-            {
-                "tool_calls": [
-                    call("get_current_time", timezone="Asia/Tokyo"),
-                    call(
-                        "convert_time", source_timezone="UTC", time="12:00", target_timezone="UTC"
-                    ),
-                    call("calculator", expression="2+2"),
-                ]
-            },
-            "it is late in Tokyo",
-        ]
+    model = scripted(
+        step(
+            call("get_current_time", timezone="Asia/Tokyo"),
+            call("convert_time", source_timezone="UTC", time="12:00", target_timezone="UTC"),
+            call("calculator", expression="2+2"),
+        ),
+        "it is late in Tokyo",
     )
     agent = Agent(model, [calculator], mcp_servers=[time_server()])
     assert agent.tool_names == ("calculator",)
@@ -83,8 +78,8 @@ async def test_the_listed_schema_and_description_reach_the_model() -> None:
 
 @pytest.mark.slow
 async def test_an_is_error_result_is_a_tool_error_under_the_policy() -> None:
-    refuse = {"tool_calls": [call("refuse", reason="no")]}
-    agent = Agent(ScriptedModel([refuse, "recovered"]), mcp_servers=[stdio_testing()])
+    refuse = call("refuse", reason="no")
+    agent = Agent(scripted(refuse, "recovered"), mcp_servers=[stdio_testing()])
     result = await agent.run("x")
     assert result.stop_reason is StopReason.COMPLETED
     (failed,) = result.tool_calls
@@ -92,7 +87,7 @@ async def test_an_is_error_result_is_a_tool_error_under_the_policy() -> None:
         "failed",
         f"refuse failed: {REFUSED}: no",
     )
-    strict = Agent(ScriptedModel([refuse]), mcp_servers=[stdio_testing()], on_tool_error="stop")
+    strict = Agent(scripted(refuse), mcp_servers=[stdio_testing()], on_tool_error="stop")
     stopped = await strict.run("x")
     assert stopped.stop_reason is StopReason.TOOL_ERROR
     assert stopped.stop_detail == f"refuse failed: {REFUSED}: no"
@@ -100,7 +95,7 @@ async def test_an_is_error_result_is_a_tool_error_under_the_policy() -> None:
 
 @pytest.mark.slow
 async def test_arguments_that_break_the_schema_are_the_models_mistake() -> None:
-    model = ScriptedModel([{"tool_calls": [call("echo", text=5), call("echo")]}, "done"])
+    model = scripted(step(call("echo", text=5), call("echo")), "done")
     result = await Agent(model, mcp_servers=[stdio_testing()]).run("x")
     wrong, missing = result.tool_calls
     assert wrong.outcome == "invalid" and "text: 5 is not of type 'string'" in wrong.result
@@ -109,12 +104,10 @@ async def test_arguments_that_break_the_schema_are_the_models_mistake() -> None:
 
 @pytest.mark.slow
 async def test_a_slow_tool_times_out_and_the_server_goes_on() -> None:
-    model = ScriptedModel(
-        [
-            {"tool_calls": [call("slow", seconds=30)]},
-            {"tool_calls": [call("echo", text="hi")]},
-            "ok",
-        ]
+    model = scripted(
+        call("slow", seconds=30),
+        call("echo", text="hi"),
+        "ok",
     )
     agent = Agent(model, mcp_servers=[stdio_testing(timeout=0.5)])
     result = await agent.run("x")
@@ -126,13 +119,11 @@ async def test_a_slow_tool_times_out_and_the_server_goes_on() -> None:
 
 @pytest.mark.slow
 async def test_a_server_crashing_mid_call_is_a_tool_failure_naming_it() -> None:
-    model = ScriptedModel(
-        [
-            {"tool_calls": [call("pid")]},
-            {"tool_calls": [call("crash"), call("get_current_time", timezone="UTC")]},
-            {"tool_calls": [call("echo", text="again")]},
-            "the testing server is gone",
-        ]
+    model = scripted(
+        call("pid"),
+        step(call("crash"), call("get_current_time", timezone="UTC")),
+        call("echo", text="again"),
+        "the testing server is gone",
     )
     agent = Agent(model, mcp_servers=[stdio_testing(), time_server()])
     result = await agent.run("x")
@@ -155,14 +146,14 @@ async def test_a_server_crashing_mid_call_is_a_tool_failure_naming_it() -> None:
 async def test_a_server_that_cannot_start_is_one_line_naming_it() -> None:
     missing = MCPServer.stdio("ghost", "/no/such/command")
     with pytest.raises(UserError) as caught:
-        await Agent(ScriptedModel(["unused"]), mcp_servers=[time_server(), missing]).run("x")
+        await Agent(scripted("unused"), mcp_servers=[time_server(), missing]).run("x")
     assert str(caught.value) == (
         "MCP server 'ghost' failed to start: cannot run '/no/such/command': "
         "No such file or directory"
     )
     exits = MCPServer.stdio("broken", sys.executable, ["-c", "import sys; sys.exit('bad config')"])
     with pytest.raises(UserError) as caught:
-        await Agent(ScriptedModel(["unused"]), mcp_servers=[exits]).run("x")
+        await Agent(scripted("unused"), mcp_servers=[exits]).run("x")
     assert str(caught.value) == (
         "MCP server 'broken' failed to start: it exited or closed the connection before "
         "answering (its last output: bad config)"
@@ -179,17 +170,15 @@ async def test_a_server_that_never_answers_fails_its_startup_timeout() -> None:
     with pytest.raises(
         UserError, match=r"^MCP server 'mute' failed to start: no answer within 0.5s$"
     ):
-        await Agent(ScriptedModel(["unused"]), mcp_servers=[mute]).run("x")
+        await Agent(scripted("unused"), mcp_servers=[mute]).run("x")
 
 
 @pytest.mark.slow
 async def test_tools_with_one_name_on_two_servers_need_a_prefix() -> None:
     clash = [stdio_testing("one"), stdio_testing("two")]
     with pytest.raises(UserError, match="mcp:one and mcp:two both offer a tool named 'echo'; give"):
-        await Agent(ScriptedModel(["unused"]), mcp_servers=clash).run("x")
-    model = ScriptedModel(
-        [{"tool_calls": [call("echo", text="1"), call("b_echo", text="2")]}, "ok"]
-    )
+        await Agent(scripted("unused"), mcp_servers=clash).run("x")
+    model = scripted(step(call("echo", text="1"), call("b_echo", text="2")), "ok")
     agent = Agent(model, mcp_servers=[stdio_testing("one"), stdio_testing("two", prefix="b")])
     result = await agent.run("x")
     assert [c.result for c in result.tool_calls] == ["1", "2"]
@@ -204,9 +193,7 @@ async def test_a_server_tool_named_like_a_local_tool_takes_the_server_name() -> 
         """Local echo."""
         return f"local {text}"
 
-    model = ScriptedModel(
-        [{"tool_calls": [call("echo", text="a"), call("testing_echo", text="b")]}, "done"]
-    )
+    model = scripted(step(call("echo", text="a"), call("testing_echo", text="b")), "done")
     result = await Agent(model, [echo], mcp_servers=[stdio_testing()]).run("x")
     assert [(c.name, c.result) for c in result.tool_calls] == [
         ("echo", "local a"),
@@ -216,14 +203,12 @@ async def test_a_server_tool_named_like_a_local_tool_takes_the_server_name() -> 
 
 @pytest.mark.slow
 async def test_tools_that_change_between_list_calls_are_listed_at_each_run() -> None:
-    model = ScriptedModel(
-        [
-            {"tool_calls": [call("grow", name="sprout")]},
-            {"tool_calls": [call("sprout")]},
-            "first run done",
-            {"tool_calls": [call("sprout")]},
-            "second run done",
-        ]
+    model = scripted(
+        call("grow", name="sprout"),
+        call("sprout"),
+        "first run done",
+        call("sprout"),
+        "second run done",
     )
     agent = Agent(model, mcp_servers=[stdio_testing()])
     async with agent:
@@ -239,7 +224,7 @@ async def test_tools_that_change_between_list_calls_are_listed_at_each_run() -> 
 
 @pytest.mark.slow
 async def test_a_cancelled_run_stops_its_servers() -> None:
-    model = ScriptedModel([{"tool_calls": [call("slow", seconds=60)]}])
+    model = scripted(call("slow", seconds=60))
     agent = Agent(model, mcp_servers=[stdio_testing(timeout=None)])
     started = asyncio.Event()
     run = asyncio.ensure_future(
@@ -258,9 +243,7 @@ async def test_a_run_cancelled_while_its_servers_start_leaves_none() -> None:
     mute = MCPServer(
         name="mute", command=sys.executable, args=("-c", "import time; time.sleep(60)")
     )
-    run = asyncio.ensure_future(
-        Agent(ScriptedModel(["x"]), mcp_servers=[time_server(), mute]).run("x")
-    )
+    run = asyncio.ensure_future(Agent(scripted("x"), mcp_servers=[time_server(), mute]).run("x"))
     deadline = asyncio.get_running_loop().time() + 20
     while len(descendants()) < 2:
         assert asyncio.get_running_loop().time() < deadline
@@ -296,13 +279,11 @@ async def test_the_git_server_on_a_temporary_repository(tmp_path: Path) -> None:
     git = MCPServer.stdio(
         "git", sys.executable, ["-m", "mcp_server_git", "--repository", str(repo)]
     )
-    model = ScriptedModel(
-        [
-            {"tool_calls": [call("git_add", repo_path=str(repo), files=["notes.txt"])]},
-            {"tool_calls": [call("git_commit", repo_path=str(repo), message="Add notes")]},
-            {"tool_calls": [call("git_log", repo_path=str(repo), max_count=1)]},
-            "committed",
-        ]
+    model = scripted(
+        call("git_add", repo_path=str(repo), files=["notes.txt"]),
+        call("git_commit", repo_path=str(repo), message="Add notes"),
+        call("git_log", repo_path=str(repo), max_count=1),
+        "committed",
     )
     result = await Agent(model, mcp_servers=[git]).run("commit the notes")
     assert result.stop_reason is StopReason.COMPLETED
@@ -318,13 +299,11 @@ async def test_the_git_server_on_a_temporary_repository(tmp_path: Path) -> None:
 async def test_a_streamable_http_server() -> None:
     with http_server() as url:
         server = MCPServer.http("remote", url, headers={"X-Test": "1"})
-        model = ScriptedModel(
-            [
-                {"tool_calls": [call("echo", text="over http"), call("refuse", reason="r")]},
-                {"tool_calls": [call("crash")]},
-                {"tool_calls": [call("echo", text="again")]},
-                "ok",
-            ]
+        model = scripted(
+            step(call("echo", text="over http"), call("refuse", reason="r")),
+            call("crash"),
+            call("echo", text="again"),
+            "ok",
         )
         agent = Agent(model, mcp_servers=[server])
         result = await agent.run("x")
@@ -342,7 +321,7 @@ async def test_an_unreachable_http_server_cannot_start() -> None:
     with pytest.raises(
         UserError, match=rf"^MCP server 'remote' failed to start: cannot connect to {url}"
     ):
-        await Agent(ScriptedModel(["x"]), mcp_servers=[MCPServer.http("remote", url)]).run("x")
+        await Agent(scripted("x"), mcp_servers=[MCPServer.http("remote", url)]).run("x")
 
 
 @pytest.mark.slow
@@ -350,12 +329,10 @@ async def test_a_server_sees_only_a_minimal_environment_and_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret")
-    model = ScriptedModel(
-        [
-            {"tool_calls": [call("env", name="OPENAI_API_KEY"), call("env", name="MODE")]},
-            {"tool_calls": [call("env", name="PATH")]},
-            "done",
-        ]
+    model = scripted(
+        step(call("env", name="OPENAI_API_KEY"), call("env", name="MODE")),
+        call("env", name="PATH"),
+        "done",
     )
     server = stdio_testing(env={"MODE": "configured"})
     result = await Agent(model, mcp_servers=[server]).run("look")

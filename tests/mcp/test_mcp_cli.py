@@ -15,7 +15,9 @@ from typing import Any
 
 import psutil
 import pytest
-from mcp_helpers import SERVER, alive, call, descendants, listed, raw_args
+from mcp_helpers import SERVER, alive, descendants, listed, raw_args
+
+from convergent.testing import call, step, write_script
 
 pytest.importorskip("mcp")
 pytestmark = pytest.mark.slow  # each test starts convergent and its servers as processes
@@ -52,20 +54,12 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def script(tmp_path: Path, responses: list[Any]) -> str:
-    path = tmp_path / "script.json"
-    path.write_text(json.dumps(responses))
-    return f"scripted:{path}"
-
-
 def test_mcp_starts_a_server_from_a_command_line(tmp_path: Path) -> None:
-    model = script(
-        tmp_path,
-        [
-            {"tool_calls": [call("get_current_time", timezone="Europe/Paris")]},
-            {"tool_calls": [call("echo", text="hello")]},
-            "done",
-        ],
+    model = write_script(
+        tmp_path / "script.json",
+        call("get_current_time", timezone="Europe/Paris"),
+        call("echo", text="hello"),
+        "done",
     )
     proc = run_cli(
         "run", "x", "--model", model, "--json", "--mcp", TIME, "--mcp", TESTING, cwd=tmp_path
@@ -91,7 +85,7 @@ def test_mcp_config_reads_an_mcp_servers_file(tmp_path: Path) -> None:
             }
         )
     )
-    model = script(tmp_path, [{"tool_calls": [call("slow", seconds=30)]}, "gave up"])
+    model = write_script(tmp_path / "script.json", call("slow", seconds=30), "gave up")
     proc = run_cli(
         "run", "x", "--model", model, "--json", "--mcp-config", str(config), cwd=tmp_path
     )
@@ -113,14 +107,20 @@ def test_a_bad_config_file_is_exit_two_and_one_line(
     config = tmp_path / "mcp.json"
     config.write_text(content)
     proc = run_cli(
-        "run", "x", "--model", script(tmp_path, ["x"]), "--mcp-config", str(config), cwd=tmp_path
+        "run",
+        "x",
+        "--model",
+        write_script(tmp_path / "script.json", "x"),
+        "--mcp-config",
+        str(config),
+        cwd=tmp_path,
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and message in proc.stderr
 
 
 def test_a_server_that_fails_to_start_is_exit_two_naming_it(tmp_path: Path) -> None:
-    model = script(tmp_path, ["x"])
+    model = write_script(tmp_path / "script.json", "x")
     proc = run_cli("run", "x", "--model", model, "--mcp", "no-such-mcp-server --flag", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[-1] == (
@@ -158,7 +158,7 @@ def test_a_signal_during_a_call_stops_the_server_too(
         )
     )
     trace = tmp_path / "trace.jsonl"
-    model = script(tmp_path, [{"tool_calls": [call("slow", seconds=60)]}, "never"])
+    model = write_script(tmp_path / "script.json", call("slow", seconds=60), "never")
     proc = cli(
         "run",
         "x",
@@ -191,14 +191,12 @@ def test_a_signal_during_a_call_stops_the_server_too(
 
 
 def test_resume_restarts_the_servers(tmp_path: Path) -> None:
-    model = script(
-        tmp_path,
-        [
-            {"tool_calls": [call("pid")]},
-            "a process id, so far",  # the answer after the max_cycles stop
-            {"tool_calls": [call("pid")]},
-            "done",
-        ],
+    model = write_script(
+        tmp_path / "script.json",
+        call("pid"),
+        "a process id, so far",  # the answer after the max_cycles stop
+        call("pid"),
+        "done",
     )
     first = run_cli(
         "run",
@@ -244,7 +242,7 @@ def test_a_schema_that_would_backtrack_for_ever_is_checked_at_once(tmp_path: Pat
         call("named", **{"x" * 5000 + "!": 1, "x" * 5000 + "y": "not a number"}),
         call("fanned", word=7),
     ]
-    model = script(tmp_path, [{"tool_calls": calls}, "done"])
+    model = write_script(tmp_path / "script.json", calls, "done")
     proc = run_cli(
         "run", "x", "--model", model, "--json", "--mcp-config", str(config), cwd=tmp_path
     )
@@ -267,7 +265,7 @@ def test_a_disabled_server_is_not_started(tmp_path: Path) -> None:
         "testing": {"command": sys.executable, "args": [str(SERVER)]},
     }
     config.write_text(json.dumps({"mcpServers": servers}))
-    model = script(tmp_path, [{"tool_calls": [call("echo", text="on")]}, "done"])
+    model = write_script(tmp_path / "script.json", call("echo", text="on"), "done")
     proc = run_cli(
         "run", "x", "--model", model, "--json", "--mcp-config", str(config), cwd=tmp_path
     )
@@ -280,13 +278,11 @@ def test_literal_env_values_are_not_stored_and_resume_reads_them_again(tmp_path:
     config = tmp_path / "mcp.json"
     entry = {"command": sys.executable, "args": [str(SERVER)], "env": {"API_TOKEN": "s3cr3t"}}
     config.write_text(json.dumps({"mcpServers": {"testing": entry}}))
-    model = script(
-        tmp_path,
-        [
-            {"tool_calls": [call("env", name="API_TOKEN")]},
-            {"tool_calls": [call("env", name="API_TOKEN")]},
-            "done",
-        ],
+    model = write_script(
+        tmp_path / "script.json",
+        call("env", name="API_TOKEN"),
+        call("env", name="API_TOKEN"),
+        "done",
     )
     options = ["--mcp-config", str(config), "--max-cycles", "1", "--run-id", "r1"]
     options.append("--no-final-answer")  # the script's second call is for the resumed run
@@ -321,7 +317,7 @@ def test_noise_on_a_servers_stdout_prints_nothing_under_json(tmp_path: Path) -> 
     plan = {"tools": [listed("echo", {})], "noise": "Starting server... {not json"}
     server = {"command": sys.executable, "args": raw_args(tmp_path, plan)}
     config.write_text(json.dumps({"mcpServers": {"raw": server}}))
-    model = script(tmp_path, [{"tool_calls": [call("echo", said="hi")]}, "done"])
+    model = write_script(tmp_path / "script.json", call("echo", said="hi"), "done")
     proc = run_cli(
         "run", "x", "--model", model, "--json", "--mcp-config", str(config), cwd=tmp_path
     )
@@ -339,7 +335,7 @@ def test_a_server_that_never_initializes_is_one_line(tmp_path: Path) -> None:
         "startup_timeout": 0.5,
     }
     config.write_text(json.dumps({"mcpServers": {"mute": server}}))
-    model = script(tmp_path, ["unused"])
+    model = write_script(tmp_path / "script.json", "unused")
     proc = run_cli("run", "x", "--model", model, "--mcp-config", str(config), cwd=tmp_path)
     assert proc.returncode == 2
     # the run never started: nothing says it was saved
@@ -350,13 +346,11 @@ CLASH = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER.with_name('clash
 
 
 def test_a_server_tool_named_like_a_builtin_is_prefixed_with_the_server(tmp_path: Path) -> None:
-    model = script(
-        tmp_path,
-        [
-            {"tool_calls": [call("calculator", expression="2+2")]},
-            {"tool_calls": [call("clash_server_calculator", expression="2+2")]},
-            "done",
-        ],
+    model = write_script(
+        tmp_path / "script.json",
+        call("calculator", expression="2+2"),
+        call("clash_server_calculator", expression="2+2"),
+        "done",
     )
     proc = run_cli("run", "x", "--model", model, "--json", "--mcp", CLASH, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -368,12 +362,10 @@ def test_a_server_tool_named_like_a_builtin_is_prefixed_with_the_server(tmp_path
 
 
 def test_no_builtin_tools_leaves_the_server_its_own_names(tmp_path: Path) -> None:
-    model = script(
-        tmp_path,
-        [
-            {"tool_calls": [call("calculator", expression="2+2"), call("read_file", path="x")]},
-            "done",
-        ],
+    model = write_script(
+        tmp_path / "script.json",
+        step(call("calculator", expression="2+2"), call("read_file", path="x")),
+        "done",
     )
     proc = run_cli("run", "x", "--model", model, "--json", "--mcp", CLASH, "--no-builtin-tools",
                    cwd=tmp_path)  # fmt: skip

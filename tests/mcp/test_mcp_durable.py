@@ -7,11 +7,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from mcp_helpers import call, descendants, stdio_testing, time_server
+from mcp_helpers import descendants, stdio_testing, time_server
 
 from convergent import AgentSpec, Limits, StopReason, UserError, build_agent, resume
 from convergent.durability.sqlite import RunStore
 from convergent.mcp import mcp_config
+from convergent.testing import call, write_script
 
 pytest.importorskip("mcp")
 
@@ -25,19 +26,15 @@ def sources(db: Path) -> list[tuple[str, str | None]]:
 @pytest.mark.slow
 async def test_a_stored_run_records_servers_and_resumes_with_them_restarted(tmp_path: Path) -> None:
     before = descendants()
-    script = tmp_path / "script.json"
-    script.write_text(
-        json.dumps(
-            [
-                {"tool_calls": [call("pid"), call("calculator", expression="1+1")]},
-                "a process id and 2, so far",  # the answer after the max_cycles stop
-                {"tool_calls": [call("pid"), call("get_current_time", timezone="UTC")]},
-                "done",
-            ]
-        )
+    model = write_script(
+        tmp_path / "script.json",
+        [call("pid"), call("calculator", expression="1+1")],
+        "a process id and 2, so far",  # the answer after the max_cycles stop
+        [call("pid"), call("get_current_time", timezone="UTC")],
+        "done",
     )
     spec = AgentSpec(
-        model=f"scripted:{script}",
+        model=model,
         tools=("calculator",),
         workspace=str(tmp_path),
         mcp_servers=mcp_config([stdio_testing(), time_server()]),
