@@ -12,16 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import alive, call, listed, raw_server, stdio_testing
+from mcp_helpers import alive, listed, raw_server, stdio_testing
 
 from convergent import Agent, ModelResponse, ScriptedModel, StopReason, ToolCall
 from convergent.mcp import MCPServer
+from convergent.testing import answer, call, scripted, step
 
 pytest.importorskip("mcp")
 
 
-async def run_calls(server: MCPServer, calls: Sequence[dict[str, Any]]) -> list[Any]:
-    agent = Agent(ScriptedModel([{"tool_calls": list(calls)}, "done"]), mcp_servers=[server])
+async def run_calls(server: MCPServer, calls: Sequence[ToolCall]) -> list[Any]:
+    agent = Agent(scripted(step(*calls), "done"), mcp_servers=[server])
     result = await agent.run("x")
     assert result.stop_reason is StopReason.COMPLETED
     return list(result.tool_calls)
@@ -134,14 +135,13 @@ async def test_processes_of_a_crashed_server_end_when_it_crashes() -> None:
     def model(messages: list[Any], tools: object) -> ModelResponse:
         results = [message.content for message in messages if message.role == "tool"]
         if not results:
-            return ModelResponse(tool_calls=(ToolCall(id="c1", name="spawn"),))
+            return step(call("spawn"))
         if len(results) == 1:
             started.append(int(results[0]))
-            return ModelResponse(tool_calls=(ToolCall(id="c2", name="crash"),))
+            return step(call("crash"))
         if len(results) == 2:
-            watch = ToolCall(id="c3", name="w_gone", arguments={"pid": started[0], "within": 20})
-            return ModelResponse(tool_calls=(watch,))
-        return ModelResponse(content="done")
+            return step(call("w_gone", pid=started[0], within=20))
+        return answer("done")
 
     servers = [stdio_testing(), stdio_testing("w", prefix="w")]
     agent = Agent(ScriptedModel(model), mcp_servers=servers)
