@@ -68,3 +68,16 @@ def test_a_written_script_replays_the_same_responses_from_its_file(tmp_path: Pat
     assert result.usage.input_tokens == 7 and result.usage.output_tokens == 2
     first, last = ScriptedModel.from_file(tmp_path / "script.json").unconsumed
     assert (first.content, first.tool_calls, last.content) == ("adding", (adding,), "4")
+
+
+def test_metadata_of_a_response_is_recorded_and_survives_its_script_file(tmp_path: Path) -> None:
+    thinking = step(call("calculator", expression="1+1"), metadata={"confidence": 0.9})
+    done = answer("2", metadata={"confidence": 0.2, "action": "finish"})
+    assert (thinking.metadata, done.metadata) == (
+        {"confidence": 0.9},
+        {"confidence": 0.2, "action": "finish"},
+    )
+    write_script(tmp_path / "script.json", thinking, done)
+    first, last = ScriptedModel.from_file(tmp_path / "script.json").unconsumed
+    assert first.metadata == {"confidence": 0.9}
+    assert last.metadata == {"confidence": 0.2, "action": "finish"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,12 @@ def call(name: str, /, call_id: str | None = None, **arguments: Any) -> ToolCall
     return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
-def step(*calls: ToolCall, content: str = "", usage: Usage = NO_USAGE) -> ModelResponse:
+def step(
+    *calls: ToolCall,
+    content: str = "",
+    usage: Usage = NO_USAGE,
+    metadata: Mapping[str, Any] | None = None,
+) -> ModelResponse:
     """A response that asks for ``calls`` (run as one batch), so the loop goes on.
 
     Two calls of one batch never share an id: a repeated id gets ``-2``, ``-3``...
@@ -39,6 +44,8 @@ def step(*calls: ToolCall, content: str = "", usage: Usage = NO_USAGE) -> ModelR
         content: Text the model writes beside the calls.
         usage: The tokens, requests and cost the response reports (none by default,
             like a plain string in a `ScriptedModel`'s script).
+        metadata: Other fields the model reports (a confidence, an action...): recorded
+            with the response, never obeyed.
     """
     seen: dict[str, int] = {}
     batch: list[ToolCall] = []
@@ -51,18 +58,28 @@ def step(*calls: ToolCall, content: str = "", usage: Usage = NO_USAGE) -> ModelR
         usage=usage,
         finish_reason="tool_calls",
         model_name="scripted",
+        metadata=dict(metadata or {}),
     )
 
 
-def answer(text: str, *, usage: Usage = NO_USAGE) -> ModelResponse:
+def answer(
+    text: str, *, usage: Usage = NO_USAGE, metadata: Mapping[str, Any] | None = None
+) -> ModelResponse:
     """A final response: ``text`` and no tool calls, so the run completes.
 
     Args:
         text: The answer.
         usage: The tokens, requests and cost the response reports (none by default,
             like a plain string in a `ScriptedModel`'s script).
+        metadata: Other fields the model reports, as in `step`.
     """
-    return ModelResponse(content=text, usage=usage, finish_reason="stop", model_name="scripted")
+    return ModelResponse(
+        content=text,
+        usage=usage,
+        finish_reason="stop",
+        model_name="scripted",
+        metadata=dict(metadata or {}),
+    )
 
 
 def scripted(
