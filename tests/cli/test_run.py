@@ -7,36 +7,27 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cli_runner import EXE, Ran, invoke
 from convergent.durability.sqlite import RunStore
+from convergent.messages import ToolCall
+from convergent.testing import answer, call, step, write_script
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> Ran:
     return invoke(*args, cwd=cwd)
 
 
-def script(tmp_path: Path, responses: list[Any]) -> str:
-    path = tmp_path / "script.json"
-    path.write_text(json.dumps(responses))
-    return f"scripted:{path}"
-
-
 def test_json_output_has_the_contract_fields(tmp_path: Path) -> None:
-    model = script(
-        tmp_path,
-        [
-            {
-                "content": "",
-                "tool_calls": [{"name": "calculator", "arguments": {"expression": "17*23"}}],
-                "confidence": 0.99,
-                "action": "finish",
-            },
-            {"content": "391", "confidence": 0.1},
-        ],
+    model = write_script(
+        tmp_path / "script.json",
+        step(
+            call("calculator", expression="17*23"),
+            metadata={"confidence": 0.99, "action": "finish"},
+        ),
+        answer("391", metadata={"confidence": 0.1}),
     )
     proc = run_cli("run", "17*23", "--model", model, "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -62,22 +53,19 @@ def test_json_output_has_the_contract_fields(tmp_path: Path) -> None:
     assert set(data["usage"]) >= {"input_tokens", "output_tokens"}
 
 
-def fails(count: int) -> list[dict[str, object]]:
-    return [
-        {"tool_calls": [{"name": "fail", "arguments": {"message": f"boom {n}"}}]}
-        for n in range(count)
-    ]
+def fails(count: int) -> list[ToolCall]:
+    return [call("fail", message=f"boom {n}") for n in range(count)]
 
 
 def test_tool_error_stop_policy_stops_at_the_first_failure(tmp_path: Path) -> None:
-    model = script(tmp_path, fails(1))
+    model = write_script(tmp_path / "script.json", *fails(1))
     proc = run_cli("run", "x", "--model", model, "--json", "--tool-error", "stop", cwd=tmp_path)
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["stop_reason"] == "tool_error"
 
 
 def test_a_tool_error_goes_back_to_the_model_by_default(tmp_path: Path) -> None:
-    model = script(tmp_path, [*fails(2), {"content": "handled"}])
+    model = write_script(tmp_path / "script.json", *fails(2), "handled")
     proc = run_cli("run", "x", "--model", model, "--json", cwd=tmp_path)
     assert proc.returncode == 0
     data = json.loads(proc.stdout)
@@ -86,7 +74,7 @@ def test_a_tool_error_goes_back_to_the_model_by_default(tmp_path: Path) -> None:
 
 
 def test_failing_calls_that_differ_are_the_model_searching(tmp_path: Path) -> None:
-    model = script(tmp_path, [*fails(4), {"content": "gave up on it"}])
+    model = write_script(tmp_path / "script.json", *fails(4), "gave up on it")
     proc = run_cli("run", "x", "--model", model, "--json", "--no-checkpoint", cwd=tmp_path)
     assert proc.returncode == 0
     data = json.loads(proc.stdout)
@@ -94,8 +82,8 @@ def test_failing_calls_that_differ_are_the_model_searching(tmp_path: Path) -> No
 
 
 def test_a_stop_ends_with_the_best_answer_unless_switched_off(tmp_path: Path) -> None:
-    calc = {"tool_calls": [{"name": "calculator", "arguments": {"expression": "2*3"}}]}
-    model = script(tmp_path, [calc, {"content": "6 so far"}])
+    calc = call("calculator", expression="2*3")
+    model = write_script(tmp_path / "script.json", calc, "6 so far")
     args = ["run", "x", "--model", model, "--json", "--max-cycles", "1", "--no-checkpoint"]
     data = json.loads(run_cli(*args, cwd=tmp_path).stdout)
     assert data["stop_reason"] == "max_cycles"
@@ -108,8 +96,8 @@ def test_a_stop_ends_with_the_best_answer_unless_switched_off(tmp_path: Path) ->
 
 
 def test_the_live_view_and_the_trace_show_a_nudge(tmp_path: Path) -> None:
-    calc = {"tool_calls": [{"name": "calculator", "arguments": {"expression": "1+1"}}]}
-    model = script(tmp_path, [calc, calc, calc, {"content": "2"}])
+    calc = call("calculator", expression="1+1")
+    model = write_script(tmp_path / "script.json", calc, calc, calc, "2")
     trace = tmp_path / "trace.jsonl"
     proc = run_cli(
         "run", "x", "--model", model, "--no-checkpoint", "--trace", str(trace), cwd=tmp_path
@@ -121,16 +109,13 @@ def test_the_live_view_and_the_trace_show_a_nudge(tmp_path: Path) -> None:
 
 
 def test_max_cycles_and_trace_file(tmp_path: Path) -> None:
-    calls = [
-        {"tool_calls": [{"name": "calculator", "arguments": {"expression": f"{i}+1"}}]}
-        for i in range(5)
-    ]
+    calls = [call("calculator", expression=f"{i}+1") for i in range(5)]
     trace = tmp_path / "trace.jsonl"
     proc = run_cli(
         "run",
         "x",
         "--model",
-        script(tmp_path, calls),
+        write_script(tmp_path / "script.json", *calls),
         "--max-cycles",
         "2",
         "--json",
@@ -146,13 +131,7 @@ def test_max_cycles_and_trace_file(tmp_path: Path) -> None:
 
 
 def test_live_view_shows_cycles_and_stop_reason(tmp_path: Path) -> None:
-    model = script(
-        tmp_path,
-        [
-            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "2+2"}}]},
-            {"content": "4"},
-        ],
-    )
+    model = write_script(tmp_path / "script.json", call("calculator", expression="2+2"), "4")
     proc = run_cli("run", "2+2", "--model", model, cwd=tmp_path)
     assert proc.returncode == 0
     assert "cycle 1" in proc.stdout
@@ -163,10 +142,10 @@ def test_live_view_shows_cycles_and_stop_reason(tmp_path: Path) -> None:
 def test_live_view_shows_the_arguments_of_each_call_in_a_batch(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("alpha")
     calls = [
-        {"id": "c1", "name": "read_file", "arguments": {"path": "a.txt"}},
-        {"id": "c2", "name": "calculator", "arguments": {"expression": "6*7"}},
+        call("read_file", call_id="c1", path="a.txt"),
+        call("calculator", call_id="c2", expression="6*7"),
     ]
-    model = script(tmp_path, [{"tool_calls": calls}, {"content": "done"}])
+    model = write_script(tmp_path / "script.json", calls, "done")
     proc = run_cli("run", "go", "--model", model, "--workspace", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert 'read_file(path="a.txt") -> alpha' in proc.stdout
@@ -176,17 +155,13 @@ def test_live_view_shows_the_arguments_of_each_call_in_a_batch(tmp_path: Path) -
 def test_read_file_is_confined_to_the_workspace(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "a.txt").write_text("inside")
-    model = script(
-        tmp_path,
-        [
-            {
-                "tool_calls": [
-                    {"name": "read_file", "arguments": {"path": "a.txt"}},
-                    {"name": "read_file", "arguments": {"path": "../script.json"}},
-                ]
-            },
-            {"content": "ok"},
-        ],
+    model = write_script(
+        tmp_path / "script.json",
+        step(
+            call("read_file", path="a.txt"),
+            call("read_file", path="../script.json"),
+        ),
+        "ok",
     )
     proc = run_cli(
         "run", "x", "--model", model, "--json", "--workspace", str(tmp_path / "ws"), cwd=tmp_path
@@ -216,7 +191,7 @@ def test_read_file_is_confined_to_the_workspace(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_two(tmp_path: Path, args: list[str], message: str) -> None:
-    base = ["--model", script(tmp_path, ["hi"])]
+    base = ["--model", write_script(tmp_path / "script.json", "hi")]
     proc = run_cli("run", "task", *base, *args, cwd=tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -246,9 +221,7 @@ def test_malformed_script_is_one_line(tmp_path: Path, content: bytes, message: s
 
 
 def test_too_short_script_is_reported(tmp_path: Path) -> None:
-    model = script(
-        tmp_path, [{"tool_calls": [{"name": "calculator", "arguments": {"expression": "1"}}]}]
-    )
+    model = write_script(tmp_path / "script.json", call("calculator", expression="1"))
     proc = run_cli("run", "x", "--model", model, cwd=tmp_path)
     assert proc.returncode == 2
     assert "holds only 1 response" in proc.stderr
@@ -256,7 +229,7 @@ def test_too_short_script_is_reported(tmp_path: Path) -> None:
 
 def run_with_stdin(tmp_path: Path, data: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [EXE, "run", "-", "--model", script(tmp_path, ["read it"]), *args],
+        [EXE, "run", "-", "--model", write_script(tmp_path / "script.json", "read it"), *args],
         input=data,
         capture_output=True,
         timeout=60,
@@ -292,7 +265,9 @@ def test_a_bad_task_on_standard_input_is_one_line(
 
 
 def test_an_empty_task_argument_is_refused(tmp_path: Path) -> None:
-    proc = run_cli("run", "  ", "--model", script(tmp_path, ["x"]), cwd=tmp_path)
+    proc = run_cli(
+        "run", "  ", "--model", write_script(tmp_path / "script.json", "x"), cwd=tmp_path
+    )
     assert proc.returncode == 2 and proc.stderr.strip() == "error: the task is empty"
 
 
@@ -319,15 +294,16 @@ def test_json_errors_are_exactly_one_object(tmp_path: Path, args: list[str], mes
 
 def test_a_run_that_never_starts_is_not_announced_as_saved(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
-    proc = run_cli("run", "x", "--model", script(tmp_path, ["hi"]), "--mcp", "no-such-server-cmd",
-                   cwd=tmp_path)  # fmt: skip
+    model = write_script(tmp_path / "script.json", "hi")
+    proc = run_cli("run", "x", "--model", model, "--mcp", "no-such-server-cmd", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == (
         "error: MCP server 'no-such-server-cmd' failed to start: "
         "cannot run 'no-such-server-cmd': No such file or directory\n"
     )
     assert json.loads(run_cli("runs", "--json", cwd=tmp_path).stdout) == []
-    started = run_cli("run", "x", "--model", script(tmp_path, ["hi"]), "--no-steer", cwd=tmp_path)
+    model = write_script(tmp_path / "script.json", "hi")
+    started = run_cli("run", "x", "--model", model, "--no-steer", cwd=tmp_path)
     assert started.returncode == 0
     (run,) = json.loads(run_cli("runs", "--json", cwd=tmp_path).stdout)
     assert started.stderr == f"run {run['run_id']} · saved in .convergent/runs.db\n"

@@ -28,7 +28,7 @@ def script(folder: Path, name: str, responses: list[Any]) -> str:
 
 
 def calc(expression: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "calculator", "arguments": {"expression": expression}}]}
+    return call("calculator", expression=expression)
 
 
 def test_run_checkpoints_by_default_and_resume_continues(tmp_path: Path) -> None:
@@ -56,7 +56,7 @@ def test_run_checkpoints_by_default_and_resume_continues(tmp_path: Path) -> None
 
 
 def test_needs_user_resume_takes_an_answer(tmp_path: Path) -> None:
-    ask = {"tool_calls": [{"name": "ask_user", "arguments": {"question": "Which colour?"}}]}
+    ask = call("ask_user", question="Which colour?")
     proc = cli("run", "paint", "--model", script(tmp_path, "a.json", [ask]), "--run-id", "q",
                "--ask-via", "none", "--json", cwd=tmp_path)  # fmt: skip
     assert json.loads(proc.stdout)["stop_reason"] == "needs_user"
@@ -72,9 +72,8 @@ def test_needs_user_resume_takes_an_answer(tmp_path: Path) -> None:
 def test_rewind_restores_files_written_by_the_run(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("original")
     responses = [
-        {"tool_calls": [{"name": "edit_file", "arguments": {
-            "path": "notes.txt", "old_text": "original", "new_text": "changed"}}]},
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "new.txt", "content": "x"}}]},
+        call("edit_file", path="notes.txt", old_text="original", new_text="changed"),
+        call("write_file", path="new.txt", content="x"),
         "done",
     ]  # fmt: skip
     proc = cli("run", "edit", "--model", script(tmp_path, "s.json", responses), "--run-id", "w",
@@ -99,7 +98,7 @@ def test_skills_option_puts_skills_in_the_prompt(tmp_path: Path) -> None:
     skill = tmp_path / "skills" / "greet"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: greet\ndescription: Say hello.\n---\nWave.\n")
-    responses = [{"tool_calls": [{"name": "load_skill", "arguments": {"name": "greet"}}]}, "hi"]
+    responses = [call("load_skill", name="greet"), "hi"]
     proc = cli("run", "greet", "--model", script(tmp_path, "s.json", responses), "--skills",
                str(tmp_path / "skills"), "--no-checkpoint", "--json", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -216,7 +215,7 @@ def test_a_run_started_with_a_relative_script_and_a_workspace_resumes_from_anywh
     tmp_path: Path,
 ) -> None:
     (tmp_path / "ws").mkdir()
-    ask = {"tool_calls": [{"name": "ask_user", "arguments": {"question": "which?"}}]}
+    ask = call("ask_user", question="which?")
     (tmp_path / "s.json").write_text(json.dumps([ask, "you chose it"]))
     first = cli("run", "pick", "--model", "scripted:s.json", "--workspace", "ws", "--ask-via",
                 "none", "--run-id", "rel", "--json", cwd=tmp_path)  # fmt: skip
