@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cli_runner import Ran, console_script, invoke
 from convergent.durability.sqlite import RunStore
+from convergent.testing import call, write_script
 
 RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
 
@@ -21,18 +21,12 @@ def cli(*args: str, cwd: Path, stdin: str | None = None) -> Ran:
     return invoke(*args, cwd=cwd, stdin=stdin)
 
 
-def script(folder: Path, name: str, responses: list[Any]) -> str:
-    path = folder / name
-    path.write_text(json.dumps(responses))
-    return f"scripted:{path}"
-
-
-def calc(expression: str) -> dict[str, Any]:
-    return call("calculator", expression=expression)
-
-
 def test_run_checkpoints_by_default_and_resume_continues(tmp_path: Path) -> None:
-    first = script(tmp_path, "a.json", [calc("1+1"), calc("2+2")])
+    first = write_script(
+        tmp_path / "a.json",
+        call("calculator", expression="1+1"),
+        call("calculator", expression="2+2"),
+    )
     proc = cli("run", "add", "--model", first, "--run-id", "r1", "--max-cycles", "2", "--json",
                cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 1
@@ -42,7 +36,7 @@ def test_run_checkpoints_by_default_and_resume_continues(tmp_path: Path) -> None
     assert [(r["run_id"], r["status"], r["cycles"], r["resumable"]) for r in listed] == [
         ("r1", "max_cycles", 2, True)
     ]
-    second = script(tmp_path, "b.json", ["the sums are 2 and 4"])
+    second = write_script(tmp_path / "b.json", "the sums are 2 and 4")
     resumed = cli("resume", "r1", "--model", second, "--json", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     data = json.loads(resumed.stdout)
@@ -57,13 +51,13 @@ def test_run_checkpoints_by_default_and_resume_continues(tmp_path: Path) -> None
 
 def test_needs_user_resume_takes_an_answer(tmp_path: Path) -> None:
     ask = call("ask_user", question="Which colour?")
-    proc = cli("run", "paint", "--model", script(tmp_path, "a.json", [ask]), "--run-id", "q",
+    proc = cli("run", "paint", "--model", write_script(tmp_path / "a.json", ask), "--run-id", "q",
                "--ask-via", "none", "--json", cwd=tmp_path)  # fmt: skip
     assert json.loads(proc.stdout)["stop_reason"] == "needs_user"
     missing = cli("resume", "q", cwd=tmp_path)
     assert missing.returncode == 2
     assert "waits for an answer to: Which colour?" in missing.stderr
-    done = script(tmp_path, "b.json", ["painting it blue"])
+    done = write_script(tmp_path / "b.json", "painting it blue")
     resumed = cli("resume", "q", "--answer", "blue", "--model", done, "--json", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["output"] == "painting it blue"
@@ -76,7 +70,8 @@ def test_rewind_restores_files_written_by_the_run(tmp_path: Path) -> None:
         call("write_file", path="new.txt", content="x"),
         "done",
     ]  # fmt: skip
-    proc = cli("run", "edit", "--model", script(tmp_path, "s.json", responses), "--run-id", "w",
+    model = write_script(tmp_path / "s.json", *responses)
+    proc = cli("run", "edit", "--model", model, "--run-id", "w",
                "--allow-writes", "--json", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "notes.txt").read_text() == "changed"
@@ -99,7 +94,7 @@ def test_skills_option_puts_skills_in_the_prompt(tmp_path: Path) -> None:
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: greet\ndescription: Say hello.\n---\nWave.\n")
     responses = [call("load_skill", name="greet"), "hi"]
-    proc = cli("run", "greet", "--model", script(tmp_path, "s.json", responses), "--skills",
+    proc = cli("run", "greet", "--model", write_script(tmp_path / "s.json", *responses), "--skills",
                str(tmp_path / "skills"), "--no-checkpoint", "--json", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["tool_calls"][0]["result"] == "Wave."
@@ -108,7 +103,8 @@ def test_skills_option_puts_skills_in_the_prompt(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_terminal_steering_reads_stdin_when_asked(tmp_path: Path) -> None:
-    proc = console_script("run", "x", "--model", script(tmp_path, "s.json", ["answer"]), "--steer",
+    model = write_script(tmp_path / "s.json", "answer")
+    proc = console_script("run", "x", "--model", model, "--steer",
                "--json", cwd=tmp_path, stdin="")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["output"] == "answer"
@@ -118,7 +114,7 @@ def test_terminal_steering_reads_stdin_when_asked(tmp_path: Path) -> None:
 def one_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder whose runs.db holds one completed two-cycle run, r1."""
     folder = tmp_path_factory.mktemp("one_run")
-    model = script(folder, "s.json", [calc("1"), "done"])
+    model = write_script(folder / "s.json", call("calculator", expression="1"), "done")
     made = cli("run", "t", "--model", model, "--run-id", "r1", "--db", "runs.db", "--json",
                cwd=folder)  # fmt: skip
     assert made.returncode == 0, made.stderr
@@ -158,14 +154,14 @@ def test_bad_input_is_one_line_and_exit_2(one_run: Path, args: list[str], messag
 
 
 def test_steer_message_to_a_stopped_run_is_queued_for_resume(tmp_path: Path) -> None:
-    model = script(tmp_path, "s.json", [calc("1")])
+    model = write_script(tmp_path / "s.json", call("calculator", expression="1"))
     cli("run", "t", "--model", model, "--run-id", "r", "--max-cycles", "1", cwd=tmp_path)
     queued = cli("steer", "r", "count to three", cwd=tmp_path)
     assert queued.returncode == 0
     assert queued.stdout.strip() == (
         "queued for r; it is delivered when the run resumes (convergent resume r)"
     )
-    resumed = cli("resume", "r", "--model", script(tmp_path, "b.json", ["3"]), "--json",
+    resumed = cli("resume", "r", "--model", write_script(tmp_path / "b.json", "3"), "--json",
                   cwd=tmp_path)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     with RunStore(tmp_path / ".convergent" / "runs.db") as store:
@@ -174,7 +170,7 @@ def test_steer_message_to_a_stopped_run_is_queued_for_resume(tmp_path: Path) -> 
 
 
 def test_steer_and_resume_both_refuse_a_completed_run(tmp_path: Path) -> None:
-    model = script(tmp_path, "s.json", ["done"])
+    model = write_script(tmp_path / "s.json", "done")
     cli("run", "t", "--model", model, "--run-id", "r", cwd=tmp_path)
     steered = cli("steer", "r", "now do more", cwd=tmp_path)
     assert steered.returncode == 2
@@ -216,7 +212,7 @@ def test_a_run_started_with_a_relative_script_and_a_workspace_resumes_from_anywh
 ) -> None:
     (tmp_path / "ws").mkdir()
     ask = call("ask_user", question="which?")
-    (tmp_path / "s.json").write_text(json.dumps([ask, "you chose it"]))
+    write_script(tmp_path / "s.json", ask, "you chose it")
     first = cli("run", "pick", "--model", "scripted:s.json", "--workspace", "ws", "--ask-via",
                 "none", "--run-id", "rel", "--json", cwd=tmp_path)  # fmt: skip
     assert first.returncode == 1 and json.loads(first.stdout)["stop_reason"] == "needs_user"
