@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from convergent import (
     Agent,
-    ScriptedModel,
     StopReason,
     ToolArgumentsError,
     ToolError,
@@ -21,6 +20,7 @@ from convergent import (
     file_tools,
 )
 from convergent.builtin_tools import MAX_BITS, evaluate_arithmetic, fail
+from convergent.testing import call, scripted
 
 
 @pytest.mark.parametrize(
@@ -108,12 +108,10 @@ def test_a_power_is_computed_exactly_or_refused_by_its_size(base: int, exponent:
 
 
 async def test_a_bad_expression_goes_back_to_the_model_and_the_run_goes_on() -> None:
-    model = ScriptedModel(
-        [
-            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "17 x 23"}}]},
-            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "17 * 23"}}]},
-            "391",
-        ]
+    model = scripted(
+        call("calculator", expression="17 x 23"),
+        call("calculator", expression="17 * 23"),
+        "391",
     )
     result = await Agent(model, [calculator], on_tool_error="stop").run("17*23?")
     assert result.stop_reason is StopReason.COMPLETED

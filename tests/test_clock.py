@@ -16,6 +16,7 @@ import convergent
 from convergent import Agent, Limits, ScriptedModel, StopReason, calculator
 from convergent.clock import Clock, use_clock
 from convergent.events import event_to_dict
+from convergent.testing import call, scripted
 
 
 class FakeClock(Clock):
@@ -39,12 +40,10 @@ class FakeClock(Clock):
 
 
 def script() -> ScriptedModel:
-    return ScriptedModel(
-        [
-            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "2*3"}}]},
-            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "4*5"}}]},
-            "6 and 20",
-        ]
+    return scripted(
+        call("calculator", expression="2*3"),
+        call("calculator", expression="4*5"),
+        "6 and 20",
     )
 
 
@@ -78,12 +77,7 @@ async def test_two_runs_under_the_same_clock_decide_and_record_the_same() -> Non
 
 async def test_elapsed_time_limits_use_the_clock() -> None:
     with use_clock(FakeClock()):
-        model = ScriptedModel(
-            [
-                {"tool_calls": [{"name": "calculator", "arguments": {"expression": f"{n}"}}]}
-                for n in range(50)
-            ]
-        )
+        model = scripted(*(call("calculator", expression=f"{n}") for n in range(50)))
         result = await Agent(model, [calculator], limits=Limits(max_seconds=12)).run("x")
     # each cycle reads the fake monotonic clock a fixed number of times
     assert result.stop_reason is StopReason.BUDGET_EXHAUSTED

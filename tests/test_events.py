@@ -3,9 +3,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from convergent import Agent, ScriptedModel, StopReason, calculator
+from convergent import Agent, StopReason, calculator
 from convergent.events import JsonlTraceWriter, RunStopped, event_to_dict
 from convergent.messages import Usage
+from convergent.testing import call, scripted
 
 
 def test_event_to_dict_is_json_with_type_first() -> None:
@@ -20,9 +21,7 @@ def test_event_to_dict_is_json_with_type_first() -> None:
 
 async def test_jsonl_trace_has_one_line_per_event(tmp_path: Path) -> None:
     writer = JsonlTraceWriter(tmp_path / "t.jsonl")
-    model = ScriptedModel(
-        [{"tool_calls": [{"name": "calculator", "arguments": {"expression": "1+2"}}]}, "3"]
-    )
+    model = scripted(call("calculator", expression="1+2"), "3")
     result = await Agent(model, [calculator]).run("x", on_event=writer)
     writer.close()
     lines = (tmp_path / "t.jsonl").read_text().splitlines()

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 import convergent
-from convergent import Agent, Limits, ScriptedModel, UserError, calculator
+from convergent import Agent, Limits, UserError, calculator
 from convergent._run_id import MAX_RUN_ID, check_run_id
 from convergent.durability.sqlite import RunStore
+from convergent.testing import call, scripted
 
 BAD = ["", "-x", "--db", ".hidden", "a/b", "../up", "a b", "a\nb", "é", "x" * (MAX_RUN_ID + 1)]
 GOOD = ["r", "R2-d2", "run_1.2", "0" * MAX_RUN_ID, "a1bd731bbc4b"]
@@ -40,7 +41,7 @@ def test_a_long_id_is_shortened_in_the_message() -> None:
 @pytest.mark.parametrize("run_id", ["-x", "a/b", "x" * 231, "a\rb"])
 def test_the_store_refuses_a_bad_id_before_writing_anything(tmp_path: Path, run_id: str) -> None:
     with RunStore(tmp_path / "runs.db") as store:
-        agent = Agent(ScriptedModel(["done"]), [calculator], store=store)
+        agent = Agent(scripted("done"), [calculator], store=store)
         with pytest.raises(UserError, match="run id must be"):
             agent.run_sync("task", run_id=run_id)
         assert store.count_runs() == 0
@@ -57,9 +58,7 @@ def test_resume_refuses_a_bad_id(tmp_path: Path, run_id: str) -> None:
 def test_an_id_that_passes_is_stored_and_resumed(tmp_path: Path) -> None:
     with RunStore(tmp_path / "runs.db") as store:
         agent = Agent(
-            ScriptedModel(
-                [{"tool_calls": [{"name": "calculator", "arguments": {"expression": "1"}}]}]
-            ),
+            scripted(call("calculator", expression="1")),
             [calculator],
             store=store,
             limits=Limits(max_cycles=1),

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from convergent import Agent, ScriptedModel, ToolArgumentsError, UserError
+from convergent import Agent, ToolArgumentsError, UserError
 from convergent.skills import Skills, parse_skill
+from convergent.testing import call, scripted
 
 
 def make_skill(root: Path, name: str, description: str, body: str) -> Path:
@@ -75,9 +76,7 @@ async def test_read_skill_file_reads_linked_files(skills_root: Path) -> None:
 
 async def test_skills_in_an_agent_run(skills_root: Path) -> None:
     skills = Skills.discover(skills_root)
-    model = ScriptedModel(
-        [{"tool_calls": [{"name": "load_skill", "arguments": {"name": "csv"}}]}, "done"]
-    )
+    model = scripted(call("load_skill", name="csv"), "done")
     agent = Agent(model, skills.tools(), system_prompt=skills.system_prompt("sys"))
     result = await agent.run("clean data.csv")
     assert result.tool_calls[0].result == "Use commas."

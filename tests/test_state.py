@@ -2,16 +2,15 @@ from __future__ import annotations
 
 import json
 
-from convergent import Agent, RunState, ScriptedModel, calculator
+from convergent import Agent, RunState, calculator
 from convergent.state import STATE_SCHEMA_VERSION
 from convergent.stop import StopReason
+from convergent.testing import call, scripted
 
 
 async def test_state_round_trips_through_json() -> None:
     agent = Agent(
-        ScriptedModel(
-            [{"tool_calls": [{"name": "calculator", "arguments": {"expression": "1+2"}}]}, "3"]
-        ),
+        scripted(call("calculator", expression="1+2"), "3"),
         [calculator],
         system_prompt="sys",
     )

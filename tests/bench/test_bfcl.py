@@ -20,8 +20,8 @@ from convergent.bench.bfcl import (  # noqa: E402
     replay_entry,
     run_bfcl_async,
 )
-from convergent.models.scripted import ScriptedModel  # noqa: E402
 from convergent.stop import StopReason  # noqa: E402
+from convergent.testing import call, scripted
 
 
 def test_parse_call_reads_literals_without_evaluating() -> None:
@@ -77,9 +77,7 @@ async def test_backend_error_values_are_tool_failures() -> None:
     log: list[bfcl.Executed] = []
     tool = bfcl.backend_tool("GorillaFileSystem", "cd", methods["cd"], log)
     assert tool.parameters["type"] == "object"
-    model = ScriptedModel(
-        [{"tool_calls": [{"name": "cd", "arguments": {"folder": "__missing__"}}]}, "done"]
-    )
+    model = scripted(call("cd", folder="__missing__"), "done")
     result = await Agent(model, [tool], on_tool_error="stop").run("go")
     assert result.stop_reason is StopReason.TOOL_ERROR
     assert result.tool_calls[0].outcome == "failed"
@@ -91,7 +89,7 @@ async def test_missing_required_argument_is_the_models_mistake() -> None:
     entry = load_entries("base", 1)[0]
     methods = bfcl._methods(bfcl.make_backends(entry))
     tool = bfcl.backend_tool("GorillaFileSystem", "cd", methods["cd"], [])
-    model = ScriptedModel([{"tool_calls": [{"name": "cd", "arguments": {}}]}, "done"])
+    model = scripted(call("cd"), "done")
     result = await Agent(model, [tool]).run("go")
     assert result.stop_reason is StopReason.COMPLETED
     assert result.tool_calls[0].outcome == "invalid"

@@ -11,14 +11,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from convergent import Agent, ScriptedModel, calculator
 from convergent._instrument import run_tracer
 from convergent.telemetry import OpenTelemetryObserver
+from convergent.testing import call, scripted
 
 from .conftest import tree
 
 
 def script() -> ScriptedModel:
-    return ScriptedModel(
-        [{"tool_calls": [{"name": "calculator", "arguments": {"expression": "1+1"}}]}, "2"]
-    )
+    return scripted(call("calculator", expression="1+1"), "2")
 
 
 async def test_a_configured_sdk_provider_traces_every_agent(

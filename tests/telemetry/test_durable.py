@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +14,15 @@ from convergent import (
     Agent,
     AgentSpec,
     Limits,
-    ModelResponse,
     NeedsUserInput,
-    ScriptedModel,
     StopReason,
-    ToolCall,
     Usage,
     build_agent,
     tool,
 )
 from convergent.durability.sqlite import RunStore
 from convergent.telemetry import OpenTelemetryObserver
+from convergent.testing import answer, call, scripted, step, write_script
 
 from .conftest import tree
 
@@ -44,10 +41,10 @@ async def test_a_resumed_run_is_a_second_run_span_of_the_same_conversation(
     tmp_path: Path, observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
     usage = Usage(input_tokens=10, output_tokens=3, requests=1)
-    ask = ToolCall(id="q1", name="favourite_colour", arguments={})
+    ask = call("favourite_colour", call_id="q1")
     with RunStore(tmp_path / "runs.db") as store:
         first = Agent(
-            ScriptedModel([ModelResponse(tool_calls=(ask,), usage=usage)]),
+            scripted(step(ask, usage=usage)),
             [favourite_colour],
             observers=[observer],
             store=store,
@@ -55,7 +52,7 @@ async def test_a_resumed_run_is_a_second_run_span_of_the_same_conversation(
         stopped = await first.run("pick a colour", run_id="durable")
         assert stopped.stop_reason is StopReason.NEEDS_USER
         second = Agent(
-            ScriptedModel([ModelResponse(content="blue it is", usage=usage)]),
+            scripted(answer("blue it is", usage=usage)),
             [favourite_colour],
             observers=[observer],
             store=store,
@@ -96,17 +93,13 @@ async def test_a_resumed_run_is_a_second_run_span_of_the_same_conversation(
 async def test_convergent_resume_is_traced_through_the_global_provider(
     tmp_path: Path, global_provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    script = tmp_path / "script.json"
-    script.write_text(
-        json.dumps(
-            [
-                {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]},
-                {"content": "42, unchecked"},  # the answer after the max_cycles stop
-                {"content": "42"},
-            ]
-        )
+    model = write_script(
+        tmp_path / "script.json",
+        call("calculator", expression="6*7"),
+        "42, unchecked",  # the answer after the max_cycles stop
+        "42",
     )
-    spec = AgentSpec(model=f"scripted:{script}", tools=("calculator",), limits=Limits(max_cycles=1))
+    spec = AgentSpec(model=model, tools=("calculator",), limits=Limits(max_cycles=1))
     with RunStore(tmp_path / "runs.db") as store:
         cut = await build_agent(spec).run("6 times 7", run_id="long", store=store)
         assert cut.stop_reason is StopReason.MAX_CYCLES

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from convergent import Agent, ScriptedModel, calculator
+from convergent import Agent, calculator
 from convergent.clock import Clock, use_clock
 from convergent.telemetry import OpenTelemetryObserver
+from convergent.testing import call, scripted
 
 from .conftest import tree
 
-SCRIPT = [{"tool_calls": [{"name": "calculator", "arguments": {"expression": "17*23"}}]}, "391"]
+SCRIPT = [call("calculator", expression="17*23"), "391"]
 
 
 class Ticks(Clock):
@@ -27,7 +28,7 @@ class Ticks(Clock):
 async def test_a_streamed_request_records_its_time_to_first_chunk(
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
-    agent = Agent(ScriptedModel(SCRIPT), [calculator], observers=[observer])
+    agent = Agent(scripted(*SCRIPT), [calculator], observers=[observer])
     with use_clock(Ticks()):
         await agent.run("17*23?", on_event=lambda event: None)
     chats = tree(exporter).named("chat")
@@ -42,7 +43,7 @@ async def test_a_streamed_request_records_its_time_to_first_chunk(
 async def test_a_request_nobody_streamed_has_neither_attribute(
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
-    await Agent(ScriptedModel(SCRIPT), [calculator], observers=[observer]).run("17*23?")
+    await Agent(scripted(*SCRIPT), [calculator], observers=[observer]).run("17*23?")
     for span in tree(exporter).named("chat"):
         attributes = span.attributes or {}
         assert "gen_ai.request.stream" not in attributes  # unset means not streamed

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from convergent import Agent, Limits, ScriptedModel, calculator
+from convergent import Agent, Limits, calculator
 from convergent.durability.sqlite import RunStore
+from convergent.testing import call, scripted
 
 
 def run(store: RunStore, run_id: str, task: str, output: str) -> None:
-    Agent(ScriptedModel([output]), [calculator], store=store).run_sync(task, run_id=run_id)
+    Agent(scripted(output), [calculator], store=store).run_sync(task, run_id=run_id)
 
 
 def test_search_matches_task_or_output_ignoring_case_and_counts_alike(store: RunStore) -> None:
@@ -27,8 +28,7 @@ def test_search_matches_task_or_output_ignoring_case_and_counts_alike(store: Run
 
 def test_search_combines_with_the_status_filter_and_pages(store: RunStore) -> None:
     run(store, "done", "count sheep", "3 sheep")
-    Agent(ScriptedModel([{"tool_calls": [{"name": "calculator", "arguments": {
-        "expression": "1+1"}}]}] * 2), [calculator], store=store,
+    Agent(scripted(*[call("calculator", expression="1+1")] * 2), [calculator], store=store,
         limits=Limits(max_cycles=1)).run_sync("count sheep again", run_id="capped")  # fmt: skip
     assert [r.run_id for r in store.list_runs(status="max_cycles", search="sheep")] == ["capped"]
     assert store.count_runs("completed", search="SHEEP") == 1
