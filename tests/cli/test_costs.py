@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from chat_stub import ChatStub
+from convergent import Usage
+from convergent.messages import ModelResponse
+from convergent.testing import answer, call, step, write_script
 
-from .test_run import run_cli, script
+from .test_run import run_cli
 
 PRICE = "1,4"
 """$1 per million input tokens, $4 per million output tokens."""
@@ -50,27 +53,31 @@ def test_a_cost_limit_refuses_a_model_without_a_price(tmp_path: Path) -> None:
 
 
 def test_a_bad_price_is_one_line(tmp_path: Path) -> None:
-    proc = run_cli("run", "x", "--model", script(tmp_path, ["hi"]), "--price", "1", cwd=tmp_path)
+    proc = run_cli(
+        "run",
+        "x",
+        "--model",
+        write_script(tmp_path / "script.json", "hi"),
+        "--price",
+        "1",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--price must be IN,OUT" in lines[0], proc.stderr
 
 
-def calc(n: int, tokens: tuple[int, int]) -> dict[str, Any]:
-    return {
-        "tool_calls": [{"name": "calculator", "arguments": {"expression": f"{n}*{n}"}}],
-        "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]},
-    }
+def calc(n: int, tokens: tuple[int, int]) -> ModelResponse:
+    usage = Usage(input_tokens=tokens[0], output_tokens=tokens[1])
+    return step(call("calculator", expression=f"{n}*{n}"), usage=usage)
 
 
 def test_a_price_is_used_shown_stored_and_kept_by_a_resume(tmp_path: Path) -> None:
-    model = script(
-        tmp_path,
-        [
-            calc(1, (1000, 100)),
-            calc(2, (1500, 100)),
-            {"content": "4", "usage": {"input_tokens": 2000, "output_tokens": 10}},
-        ],
+    model = write_script(
+        tmp_path / "script.json",
+        calc(1, (1000, 100)),
+        calc(2, (1500, 100)),
+        answer("4", usage=Usage(input_tokens=2000, output_tokens=10)),
     )
     first = run_cli(
         "run", "x", "--model", model, "--price", PRICE, "--max-cycles", "1",
@@ -95,7 +102,9 @@ def test_a_price_is_used_shown_stored_and_kept_by_a_resume(tmp_path: Path) -> No
 
 
 def test_a_run_without_a_price_shows_no_cost(tmp_path: Path) -> None:
-    model = script(tmp_path, [{"content": "4", "usage": {"input_tokens": 20, "output_tokens": 1}}])
+    model = write_script(
+        tmp_path / "script.json", answer("4", usage=Usage(input_tokens=20, output_tokens=1))
+    )
     proc = run_cli("run", "x", "--model", model, "--json", "--run-id", "free", cwd=tmp_path)
     assert json.loads(proc.stdout)["usage"]["cost"] == 0.0
     row = run_cli("runs", cwd=tmp_path).stdout.splitlines()[1]

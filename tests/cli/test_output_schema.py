@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli.test_runs import calc, cli, script
+from tests.cli.test_runs import cli
+
+from convergent.testing import call, write_script
 
 SCHEMA = {
     "type": "object",
@@ -33,7 +35,9 @@ def run_json(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
 def test_an_invalid_answer_goes_back_and_a_valid_one_completes(
     tmp_path: Path, schema_file: Path
 ) -> None:
-    model = script(tmp_path, "s.json", [calc("1+1"), "the total is 2", '{"total": 2}'])
+    model = write_script(
+        tmp_path / "s.json", call("calculator", expression="1+1"), "the total is 2", '{"total": 2}'
+    )
     code, data = run_json(
         tmp_path, "--model", model, "--output-schema", str(schema_file), "--run-id", "t1"
     )
@@ -45,13 +49,13 @@ def test_an_invalid_answer_goes_back_and_a_valid_one_completes(
 
 
 def test_without_a_schema_there_is_no_output_data(tmp_path: Path) -> None:
-    code, data = run_json(tmp_path, "--model", script(tmp_path, "s.json", ['{"total": 2}']))
+    code, data = run_json(tmp_path, "--model", write_script(tmp_path / "s.json", '{"total": 2}'))
     assert code == 0 and data["stop_reason"] == "completed"
     assert data["output_data"] is None
 
 
 def test_a_resumed_run_keeps_its_schema(tmp_path: Path, schema_file: Path) -> None:
-    first = script(tmp_path, "a.json", ["two", "still two"])
+    first = write_script(tmp_path / "a.json", "two", "still two")
     code, data = run_json(
         tmp_path,
         "--model",
@@ -66,7 +70,7 @@ def test_a_resumed_run_keeps_its_schema(tmp_path: Path, schema_file: Path) -> No
     )
     assert code == 1
     assert data["stop_reason"] == "max_cycles" and data["output_data"] is None
-    second = script(tmp_path, "b.json", ['{"total": "2"}', '{"total": 2}'])
+    second = write_script(tmp_path / "b.json", '{"total": "2"}', '{"total": 2}')
     resumed = cli("resume", "t2", "--model", second, "--max-cycles", "4", "--json", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     data = json.loads(resumed.stdout)
@@ -89,7 +93,7 @@ def test_a_bad_schema_file_is_refused_in_one_line(
     path = tmp_path / "bad.json"
     if content is not None:
         path.write_text(content)
-    model = script(tmp_path, "s.json", ["x"])
+    model = write_script(tmp_path / "s.json", "x")
     proc = cli("run", "x", "--model", model, "--output-schema", str(path), cwd=tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from .test_runs import cli, script
+from convergent.testing import call, write_script
+
+from .test_runs import cli
 
 TOOLS = '''
 from convergent import tool
@@ -29,10 +30,6 @@ NOT_A_TOOL = 3
 '''
 
 
-def shout(text: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "shout", "arguments": {"text": text}}]}
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     (tmp_path / "mytools.py").write_text(TOOLS)
@@ -40,15 +37,15 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_a_tool_from_the_current_folder_is_offered_and_kept_for_resume(project: Path) -> None:
-    first = script(project, "a.json", [shout("hey")])
+    first = write_script(project / "a.json", call("shout", text="hey"))
     proc = cli("run", "shout", "--model", first, "--run-id", "r", "--max-cycles", "1",
                "--tool", "mytools:shout", "--tool", "mytools:whisper", "--json",
                cwd=project)  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
     assert [(c["name"], c["result"]) for c in data["tool_calls"]] == [("shout", "HEY!")]
-    whisper = {"tool_calls": [{"name": "whisper", "arguments": {"text": "QUIET"}}]}
-    second = script(project, "b.json", [shout("again"), whisper, "done"])
+    whisper = call("whisper", text="QUIET")
+    second = write_script(project / "b.json", call("shout", text="again"), whisper, "done")
     resumed = cli("resume", "r", "--model", second, "--json", cwd=project)
     assert resumed.returncode == 0, resumed.stderr
     results = [c["result"] for c in json.loads(resumed.stdout)["tool_calls"]]
@@ -67,7 +64,7 @@ def test_a_tool_from_the_current_folder_is_offered_and_kept_for_resume(project: 
     ],
 )  # fmt: skip
 def test_a_bad_tool_path_is_one_line_and_exit_2(project: Path, path: str, message: str) -> None:
-    proc = cli("run", "x", "--model", script(project, "s.json", ["hi"]), "--run-id", "bad",
+    proc = cli("run", "x", "--model", write_script(project / "s.json", "hi"), "--run-id", "bad",
                "--tool", path, cwd=project)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip() == message
