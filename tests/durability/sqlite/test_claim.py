@@ -23,6 +23,7 @@ from convergent import UserError, build_agent
 from convergent.durability.sqlite import RunStore, _claims
 from convergent.exceptions import ScriptExhaustedError
 from convergent.stop import StopReason
+from convergent.testing import call, write_script
 from resume_race import (
     environment,
     executions,
@@ -147,14 +148,11 @@ async def test_a_run_a_failed_task_of_this_process_left_running_can_be_resumed(
 ) -> None:
     db, run_id = race
     folder = db.parent
-    short = folder / "short.json"
-    short.write_text(
-        json.dumps([{"tool_calls": [{"name": "calculator", "arguments": {"expression": "2+2"}}]}])
-    )
+    short = write_script(folder / "short.json", call("calculator", expression="2+2"))
     (folder / "release").touch()
     with RunStore(db) as store:
         with pytest.raises(ScriptExhaustedError):
-            await convergent.resume(run_id, store=store, answer="left", model=f"scripted:{short}")
+            await convergent.resume(run_id, store=store, answer="left", model=short)
         # the row still names this process, but no task of it holds the run any more
         assert holder(store, run_id)[:2] == ("running", os.getpid())
         assert store.get_run(run_id).status == "interrupted"

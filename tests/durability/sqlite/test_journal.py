@@ -15,10 +15,9 @@ from convergent import (
     Agent,
     Limits,
     ModelResponse,
-    ScriptedModel,
     StopReason,
     StorageError,
-    ToolCall,
+    Usage,
     UserError,
     Verification,
     calculator,
@@ -26,12 +25,11 @@ from convergent import (
 )
 from convergent.durability.sqlite import RunStore
 from convergent.gate import AskUser, ExecutiveGate, GateDecided, QueueChannel
+from convergent.testing import answer, call, scripted, step
 
 
 def calc(n: int) -> ModelResponse:
-    return ModelResponse(
-        tool_calls=(ToolCall(id=f"c{n}", name="calculator", arguments={"expression": f"{n}+1"}),)
-    )
+    return step(call("calculator", expression=f"{n}+1"))
 
 
 @pytest.fixture
@@ -47,7 +45,7 @@ async def test_a_cycle_with_one_call_writes_two_transactions(
     store: RunStore, statements: list[str]
 ) -> None:
     cycles = 20
-    model = ScriptedModel([calc(n) for n in range(cycles - 1)] + ["done"])
+    model = scripted(*(calc(n) for n in range(cycles - 1)), "done")
     await Agent(model, [calculator], store=store).run("t", run_id="r")
     begins = [s for s in statements if s.startswith("BEGIN")]
     # started + (calls journaled, call finished) per tool cycle + stopped
@@ -56,7 +54,7 @@ async def test_a_cycle_with_one_call_writes_two_transactions(
 
 async def test_each_write_appends_only_new_messages(store: RunStore, statements: list[str]) -> None:
     cycles = 30
-    model = ScriptedModel([calc(n) for n in range(cycles - 1)] + ["done"])
+    model = scripted(*(calc(n) for n in range(cycles - 1)), "done")
     result = await Agent(model, [calculator], store=store).run("t", run_id="r")
     inserted = [s for s in statements if s.startswith("INSERT OR REPLACE INTO messages")]
     assert len(inserted) == len(result.messages)
@@ -64,10 +62,10 @@ async def test_each_write_appends_only_new_messages(store: RunStore, statements:
 
 
 async def test_rare_events_are_stored_with_the_run(store: RunStore) -> None:
-    scorer = ScriptedModel(['{"clarity": 0.95, "certainty": 0.95, "reason": "clear"}'])
+    scorer = scripted('{"clarity": 0.95, "certainty": 0.95, "reason": "clear"}')
     gate = ExecutiveGate(scorer, AskUser(QueueChannel()), threshold=0.5)
     verdicts = iter([Verification(False, "show your work"), Verification(True)])
-    model = ScriptedModel([calc(1), "2", "2, because 1+1=2"])
+    model = scripted(calc(1), "2", "2, because 1+1=2")
     agent = Agent(model, [calculator], gate=gate, verifier=lambda _: next(verdicts), store=store)
     await agent.run("t", run_id="r")
     kinds = [event["type"] for _, event in store.events("r")]
@@ -77,14 +75,12 @@ async def test_rare_events_are_stored_with_the_run(store: RunStore) -> None:
 
 
 async def test_per_cycle_usage_and_time_are_on_the_checkpoints(store: RunStore) -> None:
-    model = ScriptedModel(
-        [
-            {
-                "tool_calls": [{"name": "calculator", "arguments": {"expression": "1"}}],
-                "usage": {"input_tokens": 10, "output_tokens": 5},
-            },
-            {"content": "done", "usage": {"input_tokens": 20, "output_tokens": 7}},
-        ]
+    model = scripted(
+        step(
+            call("calculator", expression="1"),
+            usage=Usage(input_tokens=10, output_tokens=5, requests=1),
+        ),
+        answer("done", usage=Usage(input_tokens=20, output_tokens=7, requests=1)),
     )
     await Agent(model, [calculator], store=store).run("t", run_id="r")
     points = store.checkpoints("r")
@@ -96,7 +92,7 @@ async def test_per_cycle_usage_and_time_are_on_the_checkpoints(store: RunStore) 
 async def test_a_full_disk_stops_the_run_with_a_storage_error(store: RunStore) -> None:
     (pages,) = store._conn.execute("PRAGMA page_count").fetchone()  # noqa: SLF001
     store._conn.execute(f"PRAGMA max_page_count = {pages + 1}")  # noqa: SLF001
-    model = ScriptedModel([calc(n) for n in range(200)])
+    model = scripted(*(calc(n) for n in range(200)))
     agent = Agent(model, [calculator], store=store, limits=Limits(max_cycles=200))
     with pytest.raises(StorageError, match="database or disk is full"):
         await agent.run("a task " + "x" * 5000, run_id="r")
@@ -105,7 +101,7 @@ async def test_a_full_disk_stops_the_run_with_a_storage_error(store: RunStore) -
 def _fill(path: Path) -> None:
     with RunStore(path) as store:
         asyncio.run(
-            Agent(ScriptedModel([calc(n) for n in range(40)] + ["done"]), [calculator]).run(
+            Agent(scripted(*(calc(n) for n in range(40)), "done"), [calculator]).run(
                 "t", run_id="r", store=store
             )
         )
@@ -203,11 +199,7 @@ async def test_a_write_waiting_for_the_lock_does_not_hold_up_a_sibling_call(
         other.execute("COMMIT")
         return "released"
 
-    calls = (
-        ToolCall(id="a", name="take_lock", arguments={}),
-        ToolCall(id="b", name="release_lock", arguments={}),
-    )
-    model = ScriptedModel([ModelResponse(tool_calls=calls), "done"])
+    model = scripted([call("take_lock"), call("release_lock")], "done")
     try:
         result = await Agent(model, [take_lock, release_lock], store=store).run("t", run_id="r")
     finally:
