@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -9,7 +10,6 @@ from convergent import (
     Agent,
     Limits,
     ModelResponse,
-    ScriptedModel,
     StorageError,
     ToolCall,
     UserError,
@@ -20,18 +20,12 @@ from convergent.messages import AssistantMessage, CallOutcome
 from convergent.monitor import MonitorState
 from convergent.state import STATE_SCHEMA_VERSION
 from convergent.stop import StopReason
+from convergent.testing import call, scripted
 
 
-def calc(expression: str, call_id: str | None = None) -> dict[str, object]:
-    call: dict[str, object] = {"name": "calculator", "arguments": {"expression": expression}}
-    if call_id:
-        call["id"] = call_id
-    return {"tool_calls": [call]}
-
-
-def agent_for(store: RunStore, script: list[object], **kwargs: object) -> Agent:
+def agent_for(store: RunStore, script: list[Any], **kwargs: object) -> Agent:
     return Agent(
-        ScriptedModel(script),  # type: ignore[arg-type]
+        scripted(*script),
         [calculator],
         system_prompt="sys",
         store=store,
@@ -40,7 +34,7 @@ def agent_for(store: RunStore, script: list[object], **kwargs: object) -> Agent:
 
 
 async def test_stored_state_equals_the_final_state(store: RunStore) -> None:
-    script = [calc(f"{i}*2") for i in range(4)] + ["done"]
+    script = [call("calculator", expression=f"{i}*2") for i in range(4)] + ["done"]
     agent = agent_for(store, script)
     result = await agent.run("double things", run_id="r1")
     loaded = store.load("r1")
@@ -54,7 +48,9 @@ async def test_stored_state_equals_the_final_state(store: RunStore) -> None:
 
 
 async def test_checkpoint_at_a_cycle_is_the_state_after_that_cycle(store: RunStore) -> None:
-    agent = agent_for(store, [calc("1+1"), calc("2+2"), "done"])
+    agent = agent_for(
+        store, [call("calculator", expression="1+1"), call("calculator", expression="2+2"), "done"]
+    )
     await agent.run("t", run_id="r1")
     after_one = store.load("r1", cycle=1)
     assert after_one.cycles == 1
@@ -68,7 +64,9 @@ async def test_checkpoint_at_a_cycle_is_the_state_after_that_cycle(store: RunSto
 
 async def test_listing_and_summary(store: RunStore) -> None:
     await agent_for(store, ["a"]).run("first", run_id="one")
-    await agent_for(store, [calc("1")], limits=Limits(max_cycles=1)).run("second", run_id="two")
+    await agent_for(store, [call("calculator", expression="1")], limits=Limits(max_cycles=1)).run(
+        "second", run_id="two"
+    )
     runs = {run.run_id: run for run in store.list_runs()}
     assert runs["one"].status == "completed" and not runs["one"].resumable
     assert runs["two"].status == "max_cycles" and runs["two"].resumable
@@ -99,7 +97,7 @@ async def test_gate_style_replacement_of_the_last_message_is_stored(store: RunSt
         async def after_tools(self, records, state, emit):  # type: ignore[no-untyped-def]
             return None
 
-    agent = agent_for(store, [calc("1"), "done"], gate=Replace())
+    agent = agent_for(store, [call("calculator", expression="1"), "done"], gate=Replace())
     result = await agent.run("t", run_id="g")
     loaded = store.load("g")
     assert loaded.messages == list(result.messages)
@@ -147,8 +145,10 @@ async def test_results_committed_before_a_crash_are_recovered(store: RunStore) -
 async def test_outcomes_are_the_enum_in_memory_and_their_values_in_the_database(
     store: RunStore,
 ) -> None:
-    unknown = {"tool_calls": [{"name": "nope", "arguments": {}}]}
-    result = await agent_for(store, [calc("2+2"), unknown, "done"]).run("t", run_id="r1")
+    unknown = call("nope")
+    result = await agent_for(store, [call("calculator", expression="2+2"), unknown, "done"]).run(
+        "t", run_id="r1"
+    )
     expected = [CallOutcome.OK, CallOutcome.INVALID]
     assert [r.outcome for r in result.tool_calls] == expected
     assert [type(r.outcome) for r in store.load("r1").tool_calls] == [CallOutcome] * 2
