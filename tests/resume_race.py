@@ -40,6 +40,7 @@ from convergent.durability.sqlite import RunStore
 from convergent.exceptions import UserError
 from convergent.mcp import MCPServer, mcp_config
 from convergent.stop import StopReason
+from convergent.testing import call, write_script
 
 HERE = Path(__file__).resolve()
 RECORD = "resume_race:record"
@@ -62,32 +63,28 @@ def record(note: str) -> str:
     return f"recorded {note}"
 
 
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
 SCENARIOS: dict[str, tuple[StopReason, list[Any], dict[str, Any]]] = {
     "needs_user": (
         StopReason.NEEDS_USER,
-        [_call("ask_user", question="which one?"), _call("record", note="resumed"), "done"],
+        [call("ask_user", question="which one?"), call("record", note="resumed"), "done"],
         {},
     ),
     "max_cycles": (
         StopReason.MAX_CYCLES,
-        [_call("calculator", expression="1+1"), _call("record", note="resumed"), "done"],
+        [call("calculator", expression="1+1"), call("record", note="resumed"), "done"],
         {"limits": Limits(max_cycles=1), "final_answer": False},
     ),
     "tool_error": (
         StopReason.TOOL_ERROR,
-        [_call("fail", message="disk full"), _call("record", note="resumed"), "done"],
+        [call("fail", message="disk full"), call("record", note="resumed"), "done"],
         {"on_tool_error": "stop", "final_answer": False},
     ),
     "stalled": (
         StopReason.STALLED,
         [
-            _call("calculator", expression="1+1"),
-            _call("calculator", expression="1+1"),
-            _call("record", note="resumed"),
+            call("calculator", expression="1+1"),
+            call("calculator", expression="1+1"),
+            call("record", note="resumed"),
             "done",
         ],
         {"limits": Limits(max_repeated_calls=2, stall_nudges=0), "final_answer": False},
@@ -110,10 +107,8 @@ def stopped_run(db: Path, folder: Path, scenario: str, *, servers: bool = False)
         time_server = MCPServer.stdio("time", sys.executable, ["-m", "mcp_server_time"])
         settings = {**settings, "mcp_servers": mcp_config([time_server])}
     run_id = "race"
-    path = folder / "script.json"
-    path.write_text(json.dumps(script))
     spec = AgentSpec(
-        model=f"scripted:{path}",
+        model=write_script(folder / "script.json", *script),
         tools=("ask_user", "calculator", "fail", RECORD),
         workspace=str(folder),
         **settings,

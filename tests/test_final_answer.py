@@ -33,14 +33,11 @@ from convergent.messages import Message, ToolSpec, UserMessage
 from convergent.models import TokenPrice
 from convergent.models._prices import FREE
 from convergent.steering import SteeringQueue
+from convergent.testing import answer, call, scripted, step
 
 
-def calc(expression: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "calculator", "arguments": {"expression": expression}}]}
-
-
-def counting(n: int) -> list[dict[str, Any]]:
-    return [calc(f"{i}+1") for i in range(n)]
+def counting(n: int) -> list[ToolCall]:
+    return [call("calculator", expression=f"{i}+1") for i in range(n)]
 
 
 @tool(terminal=True)
@@ -66,18 +63,16 @@ def ask_colour() -> str:
     ("script", "options", "reason"),
     [
         (counting(2), {"limits": Limits(max_cycles=2)}, StopReason.MAX_CYCLES),
-        ([calc("1+1")] * 4, {}, StopReason.STALLED),
+        ([call("calculator", expression="1+1")] * 4, {}, StopReason.STALLED),
         (
-            [{"tool_calls": [{"name": "fail", "arguments": {"message": "no"}}]}],
+            [call("fail", message="no")],
             {"on_tool_error": "stop"},
             StopReason.TOOL_ERROR,
         ),
         (
             [
-                ModelResponse(
-                    tool_calls=(
-                        ToolCall(id="c", name="calculator", arguments={"expression": "1"}),
-                    ),
+                step(
+                    call("calculator", expression="1"),
                     usage=Usage(input_tokens=100, output_tokens=10, requests=1, cost=0.05),
                 )
             ],
@@ -89,7 +84,7 @@ def ask_colour() -> str:
 async def test_these_stops_end_with_the_best_answer_so_far(
     script: list[Any], options: dict[str, Any], reason: StopReason
 ) -> None:
-    model = ScriptedModel([*script, "my best answer: 2, unverified"])
+    model = scripted(*script, "my best answer: 2, unverified")
     seen: list[RunStopped] = []
     result = await Agent(model, [calculator, fail], **options).run(
         "task", on_event=lambda e: seen.append(e) if isinstance(e, RunStopped) else None
@@ -109,16 +104,12 @@ async def test_these_stops_end_with_the_best_answer_so_far(
 
 
 async def test_its_usage_counts() -> None:
-    answer = ModelResponse(
-        content="best", usage=Usage(input_tokens=50, output_tokens=5, requests=1)
-    )
-    step = ModelResponse(
-        tool_calls=(ToolCall(id="c", name="calculator", arguments={"expression": "1"}),),
+    best = answer("best", usage=Usage(input_tokens=50, output_tokens=5, requests=1))
+    first = step(
+        call("calculator", expression="1"),
         usage=Usage(input_tokens=40, output_tokens=10, requests=1),
     )
-    result = await Agent(
-        ScriptedModel([step, answer]), [calculator], limits=Limits(max_cycles=1)
-    ).run("x")
+    result = await Agent(scripted(first, best), [calculator], limits=Limits(max_cycles=1)).run("x")
     assert result.usage == Usage(input_tokens=90, output_tokens=15, requests=2)
 
 
@@ -127,21 +118,19 @@ async def test_other_stops_make_no_extra_request() -> None:
 
     def stop_now(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         steering.stop("enough")
-        return ModelResponse(
-            tool_calls=(ToolCall(id="c", name="calculator", arguments={"expression": "1"}),)
-        )
+        return step(call("calculator", expression="1"))
 
     def broken(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         raise ModelError("HTTP 503")
 
-    handoff = {"tool_calls": [{"name": "transfer", "arguments": {"summary": "s"}}]}
-    question = {"tool_calls": [{"name": "ask_colour", "arguments": {}}]}
+    handoff = call("transfer", summary="s")
+    question = call("ask_colour")
     cases = [
         (ScriptedModel(stop_now), StopReason.STOPPED),
         (ScriptedModel(broken), StopReason.MODEL_ERROR),
-        (ScriptedModel([handoff]), StopReason.HANDED_OFF),
-        (ScriptedModel([question]), StopReason.NEEDS_USER),
-        (ScriptedModel(["done"]), StopReason.COMPLETED),
+        (scripted(handoff), StopReason.HANDED_OFF),
+        (scripted(question), StopReason.NEEDS_USER),
+        (scripted("done"), StopReason.COMPLETED),
     ]
     for model, reason in cases:
         agent = Agent(model, [calculator, transfer, ask_colour])
@@ -152,7 +141,7 @@ async def test_other_stops_make_no_extra_request() -> None:
 
 
 async def test_it_can_be_switched_off() -> None:
-    model = ScriptedModel(counting(2))
+    model = scripted(*counting(2))
     result = await Agent(model, [calculator], limits=Limits(max_cycles=2), final_answer=False).run(
         "x"
     )
@@ -165,10 +154,7 @@ async def test_a_failing_final_request_keeps_the_last_text() -> None:
     def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         if not tools:
             raise ModelError("HTTP 500")
-        return ModelResponse(
-            content="still counting",
-            tool_calls=(ToolCall(id="c", name="calculator", arguments={"expression": "1"}),),
-        )
+        return step(call("calculator", expression="1"), content="still counting")
 
     result = await Agent(ScriptedModel(script), [calculator], limits=Limits(max_cycles=1)).run("x")
     assert result.stop_reason is StopReason.MAX_CYCLES
@@ -176,7 +162,7 @@ async def test_a_failing_final_request_keeps_the_last_text() -> None:
 
 
 async def test_a_script_without_a_final_response_gives_no_final_answer() -> None:
-    model = ScriptedModel(counting(1))
+    model = scripted(*counting(1))
     result = await Agent(model, [calculator], limits=Limits(max_cycles=1)).run("x")
     assert result.stop_reason is StopReason.MAX_CYCLES
     assert not result.output_after_stop and len(model.requests) == 2
@@ -337,20 +323,20 @@ def test_no_room_no_final_request() -> None:
 
 async def test_a_resumed_run_that_stops_again_at_once_does_not_ask_again(tmp_path: Any) -> None:
     store = RunStore(tmp_path / "runs.db")
-    first = ScriptedModel([*counting(2), "answer after two"])
+    first = scripted(*counting(2), "answer after two")
     agent = Agent(first, [calculator], limits=Limits(max_cycles=2), store=store)
     stopped = await agent.run("count", run_id="r")
     assert stopped.output == "answer after two" and stopped.output_after_stop
     summary = store.get_run("r")
     assert summary.output == "answer after two" and summary.output_after_stop
-    again = ScriptedModel(["never asked"])
+    again = scripted("never asked")
     resumed = await Agent(again, [calculator], limits=Limits(max_cycles=2), store=store).resume("r")
     assert resumed.stop_reason is StopReason.MAX_CYCLES
     assert resumed.output == "answer after two" and resumed.output_after_stop
     assert again.requests == []
     assert store.load("r").messages == list(stopped.messages)
     # with more cycles the run goes on, and a new stop gets a new answer
-    more = ScriptedModel([calc("9+1"), "answer after three"])
+    more = scripted(call("calculator", expression="9+1"), "answer after three")
     later = await Agent(more, [calculator], limits=Limits(max_cycles=3), store=store).resume("r")
     assert later.output == "answer after three" and later.output_after_stop
     assert later.cycles == 3
@@ -361,7 +347,7 @@ async def test_a_resumed_run_that_stops_again_at_once_does_not_ask_again(tmp_pat
 
 
 async def test_at_80_percent_of_a_budget_the_model_sees_what_remains_once() -> None:
-    model = ScriptedModel([*counting(4), "done within budget"])
+    model = scripted(*counting(4), "done within budget")
     result = await Agent(model, [calculator], limits=Limits(max_cycles=5)).run("x")
     assert result.stop_reason is StopReason.COMPLETED
     notes = [
