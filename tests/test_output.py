@@ -22,6 +22,7 @@ from convergent.durability.sqlite import RunStore
 from convergent.events import Verified
 from convergent.output import OutputSpec
 from convergent.stop import OUTPUT_FEEDBACK, StopReason
+from convergent.testing import call, scripted
 
 
 class City(BaseModel):
@@ -40,10 +41,6 @@ SCHEMA = {
     "properties": {"total": {"type": "integer"}},
     "required": ["total"],
 }
-
-
-def calc(expression: str) -> dict[str, object]:
-    return {"tool_calls": [{"name": "calculator", "arguments": {"expression": expression}}]}
 
 
 async def test_an_invalid_answer_goes_back_as_feedback_and_a_valid_one_completes() -> None:
@@ -87,7 +84,7 @@ async def test_any_type_pydantic_validates_is_an_output_type(
 
 
 async def test_a_json_schema_checks_the_answer_and_gives_its_data() -> None:
-    model = ScriptedModel([calc("1+1"), '{"total": "2"}', '{"total": 2}'])
+    model = scripted(call("calculator", expression="1+1"), '{"total": "2"}', '{"total": 2}')
     result = await Agent(model, [calculator], output_schema=SCHEMA).run("1+1?")
     assert result.stop_reason is StopReason.COMPLETED and result.cycles == 3
     assert result.output_data == {"total": 2}

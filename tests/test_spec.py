@@ -5,16 +5,25 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 import convergent
-from convergent import Agent, AgentSpec, Limits, StopReason, UserError, build_agent, calculator
+from convergent import (
+    Agent,
+    AgentSpec,
+    Limits,
+    StopReason,
+    Usage,
+    UserError,
+    build_agent,
+    calculator,
+)
 from convergent.durability.resuming import spec_of
 from convergent.durability.sqlite import RunStore
 from convergent.spec import BUILTIN_TOOLS, SPEC_VERSION, AgentToolSpec, GateSpec
+from convergent.testing import answer, call, step, write_script
 
 FROZEN = Path(__file__).with_name("fixtures") / "specs"
 
@@ -104,21 +113,20 @@ def frozen(name: str, folder: Path) -> str:
     return text
 
 
-def calc(expression: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "calculator", "arguments": {"expression": expression}}]}
-
-
-USAGE = {"input_tokens": 1000, "output_tokens": 100}
+USAGE = Usage(input_tokens=1000, output_tokens=100)
 """What each of the model's responses reports using."""
 
 
 def scripts(folder: Path) -> None:
     """A model that calculates twice, and a scorer that approves every step."""
-    steps = [{**calc("2*3"), "usage": USAGE}, {**calc("4*5"), "usage": USAGE}]
-    steps.append({"content": "6 and 20", "usage": USAGE})
-    (folder / "script.json").write_text(json.dumps(steps))
-    approve = {"content": json.dumps({"clarity": 0.9, "certainty": 0.9, "reason": "-"})}
-    (folder / "scorer.json").write_text(json.dumps([approve] * 4))
+    write_script(
+        folder / "script.json",
+        step(call("calculator", expression="2*3"), usage=USAGE),
+        step(call("calculator", expression="4*5"), usage=USAGE),
+        answer("6 and 20", usage=USAGE),
+    )
+    approve = json.dumps({"clarity": 0.9, "certainty": 0.9, "reason": "-"})
+    write_script(folder / "scorer.json", *[approve] * 4)
 
 
 @pytest.mark.parametrize(
