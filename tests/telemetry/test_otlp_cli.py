@@ -22,6 +22,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from cli_runner import invoke
+from convergent import Usage
+from convergent.testing import answer, call, step, write_script
 
 
 class Receiver:
@@ -102,26 +104,20 @@ def convergent(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_run_exports_its_span_tree_to_an_otlp_http_receiver(
     tmp_path: Path, receiver: Receiver
 ) -> None:
-    script = tmp_path / "script.json"
-    script.write_text(
-        json.dumps(
-            [
-                {
-                    "tool_calls": [
-                        {"name": "calculator", "arguments": {"expression": "6*7"}},
-                        {"name": "fail", "arguments": {"message": "disk full"}},
-                    ],
-                    "usage": {"input_tokens": 40, "output_tokens": 9},
-                },
-                {"content": "42", "usage": {"input_tokens": 60, "output_tokens": 2}},
-            ]
-        )
+    script = write_script(
+        tmp_path / "script.json",
+        step(
+            call("calculator", expression="6*7"),
+            call("fail", message="disk full"),
+            usage=Usage(input_tokens=40, output_tokens=9),
+        ),
+        answer("42", usage=Usage(input_tokens=60, output_tokens=2)),
     )
     done = convergent(
         "run",
         "what is 6*7?",
         "--model",
-        f"scripted:{script}",
+        script,
         "--otlp",
         receiver.url,
         "--json",
@@ -171,18 +167,14 @@ def test_run_exports_its_span_tree_to_an_otlp_http_receiver(
 def test_a_resumed_run_exports_a_second_run_span_of_the_same_conversation(
     tmp_path: Path, receiver: Receiver
 ) -> None:
-    script = tmp_path / "script.json"
-    script.write_text(
-        json.dumps(
-            [
-                {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]},
-                {"content": "42, unchecked"},  # the answer after the max_cycles stop
-                {"content": "42"},
-            ]
-        )
+    script = write_script(
+        tmp_path / "script.json",
+        call("calculator", expression="6*7"),
+        "42, unchecked",  # the answer after the max_cycles stop
+        "42",
     )
     first = convergent(
-        "run", "6*7?", "--model", f"scripted:{script}", "--max-cycles", "1",
+        "run", "6*7?", "--model", script, "--max-cycles", "1",
         "--run-id", "r1", "--otlp", receiver.url, "--json", cwd=tmp_path,
     )  # fmt: skip
     assert first.returncode == 1 and json.loads(first.stdout)["stop_reason"] == "max_cycles"
@@ -217,10 +209,9 @@ def test_an_unreachable_collector_is_one_warning_line(tmp_path: Path) -> None:
     with socket.socket() as probe:  # a loopback port nothing listens at once it is closed
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(["42"]))
+    script = write_script(tmp_path / "script.json", "42")
     done = convergent(
-        "run", "6*7?", "--model", f"scripted:{script}", "--otlp", f"http://127.0.0.1:{port}",
+        "run", "6*7?", "--model", script, "--otlp", f"http://127.0.0.1:{port}",
         "--json", "--no-checkpoint", cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -30,7 +30,7 @@ from convergent.builtin_tools import fail
 from convergent.exceptions import ScriptExhaustedError
 from convergent.steering import SteeringQueue
 from convergent.telemetry import CAPTURE_CONTENT_ENV, OpenTelemetryObserver
-from convergent.testing import answer, call, step
+from convergent.testing import answer, call, scripted, step
 
 from .conftest import tree
 
@@ -377,17 +377,13 @@ SECRET_ANSWER = "forty-two is the answer"
 
 
 def secret_run(observer: OpenTelemetryObserver) -> Agent:
-    model = ScriptedModel(
-        [
-            {
-                "content": "thinking",
-                "confidence": 0.9,
-                "tool_calls": [
-                    {"name": "calculator", "arguments": {"expression": SECRET_ARGUMENT}}
-                ],
-            },
-            SECRET_ANSWER,
-        ]
+    model = scripted(
+        step(
+            call("calculator", expression=SECRET_ARGUMENT),
+            content="thinking",
+            metadata={"confidence": 0.9},
+        ),
+        SECRET_ANSWER,
     )
     return Agent(model, [calculator], system_prompt="be brief", observers=[observer])
 
