@@ -13,7 +13,6 @@ from convergent import (
     ModelResponse,
     ModelSettings,
     RunState,
-    ScriptedModel,
     StopReason,
     TextDelta,
     ToolCall,
@@ -23,14 +22,11 @@ from convergent.durability.sqlite import RunStore
 from convergent.events import JsonlTraceWriter, ToolCallDelta
 from convergent.messages import Message, ToolSpec
 from convergent.models import Model, StreamPart, TextChunk
+from convergent.testing import call, scripted, step
 
-CALLS = {
-    "content": "Let me compute.",
-    "tool_calls": [
-        {"name": "calculator", "arguments": {"expression": "17*23"}},
-        {"name": "calculator", "arguments": {"expression": "17+23"}},
-    ],
-}
+PRODUCT = call("calculator", expression="17*23")
+SUM = call("calculator", expression="17+23")
+CALLS = step(PRODUCT, SUM, content="Let me compute.")
 
 
 class Tracked(Model):
@@ -128,7 +124,7 @@ async def test_agent_stream_yields_the_deltas_as_they_come() -> None:
 
 async def test_a_model_that_cannot_stream_gives_its_whole_reply_as_one_delta() -> None:
     seen: list[Event] = []
-    model = ScriptedModel([CALLS, "391 and 40"])
+    model = scripted(CALLS, "391 and 40")
     result = await Agent(model, [calculator]).run("x", on_event=seen.append)
     assert result.output == "391 and 40"
     deltas = [e for e in seen if isinstance(e, TextDelta | ToolCallDelta)]
@@ -142,8 +138,8 @@ async def test_a_model_that_cannot_stream_gives_its_whole_reply_as_one_delta() -
     assert isinstance(first, TextDelta) and first.text == "Let me compute."
     assert isinstance(last, TextDelta) and last.text == "391 and 40"
     assert [(c.index, c.call_id, c.name, json.loads(c.arguments)) for c in calls] == [  # type: ignore[union-attr]
-        (0, "call_1", "calculator", {"expression": "17*23"}),
-        (1, "call_2", "calculator", {"expression": "17+23"}),
+        (0, PRODUCT.id, "calculator", {"expression": "17*23"}),
+        (1, SUM.id, "calculator", {"expression": "17+23"}),
     ]
     responded = [e for e in seen if isinstance(e, ModelResponded)]
     assert all(e.first_delta is not None for e in responded)
@@ -157,7 +153,7 @@ async def test_the_trace_file_leaves_the_deltas_out_unless_asked(tmp_path: Path)
         plain(event)
         full(event)
 
-    await Agent(ScriptedModel([CALLS, "done"]), [calculator]).run("x", on_event=both)
+    await Agent(scripted(CALLS, "done"), [calculator]).run("x", on_event=both)
     plain.close()
     full.close()
     kinds = [
@@ -174,7 +170,7 @@ async def test_the_trace_file_leaves_the_deltas_out_unless_asked(tmp_path: Path)
 async def test_a_durable_run_journals_the_response_not_its_deltas(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "runs.db")
     seen: list[Event] = []
-    agent = Agent(ScriptedModel([CALLS, "done"]), [calculator], store=store)
+    agent = Agent(scripted(CALLS, "done"), [calculator], store=store)
     result = await agent.run("x", run_id="r1", on_event=seen.append)
     assert any(isinstance(e, TextDelta) for e in seen)
     stored = [kind for (kind,) in store.query("SELECT type FROM events WHERE run_id = 'r1'", [])]
