@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from convergent import Agent, ScriptedModel, calculator, tool
+from convergent import Agent, calculator, tool
 from convergent.durability.sqlite import RunStore
+from convergent.testing import scripted
 from convergent.tools import Tool
 
 TOKEN = "test-token-123"
@@ -35,7 +36,7 @@ def make_run(
     price: tuple[float, float] | None = None,
     **agent: Any,
 ) -> None:
-    model = ScriptedModel(list(script), price=price)
+    model = scripted(*script, price=price)
     run = Agent(model, list(tools), store=store, **agent).run(task, run_id=run_id)
     # in a thread of its own: the browser tests' Playwright owns this thread's event loop
     worker = threading.Thread(target=asyncio.run, args=(run,))

@@ -19,7 +19,6 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from convergent import (
     Agent,
-    ModelResponse,
     ScriptedModel,
     StopReason,
     Usage,
@@ -28,7 +27,7 @@ from convergent import (
 )
 from convergent.durability.sqlite import RunStore
 from convergent.gate import AskUser, ExecutiveGate, QueueChannel
-from convergent.testing import answer, call, step
+from convergent.testing import answer, call, step, write_script
 from convergent.ui.app import console_of, create_app
 from convergent.ui.questions import open_questions, post_question
 
@@ -88,7 +87,12 @@ def test_the_cookie_holds_a_session_scoped_to_the_base_never_the_token(store: Ru
 
 
 def test_changes_need_a_post_from_the_same_origin(store: RunStore, client: TestClient) -> None:
-    make_run(store, "r1", [call_script("6*7"), call_script("7*6")], limits=limits(1))
+    make_run(
+        store,
+        "r1",
+        [call("calculator", expression="6*7"), call("calculator", expression="7*6")],
+        limits=limits(1),
+    )
     url = f"{BASE}/runs/r1/steer"
     assert client.post(url, data={"message": "hi"}).status_code == 403
     other = client.post(url, data={"message": "hi"}, headers={"origin": "http://evil.example"})
@@ -105,10 +109,6 @@ def test_changes_need_a_post_from_the_same_origin(store: RunStore, client: TestC
     )
     assert by_referer.status_code == 303
     assert [text for _, _, text in store.stored_steering("r1", 0)] == ["hi"]
-
-
-def call_script(expression: str) -> ModelResponse:
-    return step(call("calculator", expression=expression))
 
 
 def test_security_headers_forbid_inline_script_and_framing(client: TestClient) -> None:
@@ -143,8 +143,13 @@ def test_model_output_and_tool_results_are_shown_as_text(
 
 
 def test_runs_page_lists_filters_and_paginates(store: RunStore, client: TestClient) -> None:
-    make_run(store, "done-1", [call_script("1+1"), "2"])
-    make_run(store, "capped", [call_script("1+1"), call_script("2+2")], limits=limits(1))
+    make_run(store, "done-1", [call("calculator", expression="1+1"), "2"])
+    make_run(
+        store,
+        "capped",
+        [call("calculator", expression="1+1"), call("calculator", expression="2+2")],
+        limits=limits(1),
+    )
     page = client.get(f"{BASE}/runs").text
     assert "done-1" in page and "capped" in page and "2 runs" in page
     filtered = client.get(f"{BASE}/runs?status=max_cycles").text
@@ -163,7 +168,7 @@ def test_the_cost_of_a_priced_run_shows_in_dollars(store: RunStore, client: Test
     tokens = Usage(input_tokens=1200, output_tokens=300, requests=1)
     script = [step(call("calculator", expression="1+1"), usage=tokens), answer("2", usage=tokens)]
     make_run(store, "priced", script, price=(1.0, 4.0))
-    make_run(store, "free", [call_script("1+1"), "2"])
+    make_run(store, "free", [call("calculator", expression="1+1"), "2"])
     # two requests of 1,200 input tokens at $1 and 300 output tokens at $4 per million
     runs = client.get(f"{BASE}/runs").text
     row = runs[runs.index('href="/c-test/runs/priced"') :]
@@ -227,7 +232,12 @@ def test_run_page_links_child_runs_and_their_parent(store: RunStore, client: Tes
 
 
 def test_steering_a_stopped_run_queues_the_message(store: RunStore, client: TestClient) -> None:
-    make_run(store, "r1", [call_script("1+1"), call_script("2+2")], limits=limits(1))
+    make_run(
+        store,
+        "r1",
+        [call("calculator", expression="1+1"), call("calculator", expression="2+2")],
+        limits=limits(1),
+    )
     response = post(client, f"{BASE}/runs/r1/steer", message="try harder")
     assert response.status_code == 303
     notice = client.get(response.headers["location"]).text
@@ -240,7 +250,7 @@ def test_steering_a_stopped_run_queues_the_message(store: RunStore, client: Test
 
 
 def test_a_completed_run_refuses_a_message(store: RunStore, client: TestClient) -> None:
-    make_run(store, "done", [call_script("6*7"), "42"])
+    make_run(store, "done", [call("calculator", expression="6*7"), "42"])
     assert "it takes no more messages" in client.get(f"{BASE}/runs/done").text
     refused = post(client, f"{BASE}/runs/done/steer", message="and now?")
     assert refused.status_code == 400
@@ -251,7 +261,12 @@ def test_a_completed_run_refuses_a_message(store: RunStore, client: TestClient) 
 def test_a_live_run_is_stopped_and_paused_through_steering(
     store: RunStore, client: TestClient
 ) -> None:
-    make_run(store, "live", [call_script("1+1"), call_script("2+2")], limits=limits(1))
+    make_run(
+        store,
+        "live",
+        [call("calculator", expression="1+1"), call("calculator", expression="2+2")],
+        limits=limits(1),
+    )
     mark_running(store, "live")
     page = client.get(f"{BASE}/runs/live").text
     assert 'value="stop"' in page and 'value="pause"' in page
@@ -274,7 +289,12 @@ def mark_running(store: RunStore, run_id: str) -> None:
 
 
 def test_an_open_question_is_answered_in_the_page(store: RunStore, client: TestClient) -> None:
-    make_run(store, "asks", [call_script("1+1"), call_script("2+2")], limits=limits(1))
+    make_run(
+        store,
+        "asks",
+        [call("calculator", expression="1+1"), call("calculator", expression="2+2")],
+        limits=limits(1),
+    )
     mark_running(store, "asks")
     question_id = post_question(store, "asks", f"pick one {IMG_XSS}")
     page = client.get(f"{BASE}/runs/asks").text
@@ -294,16 +314,13 @@ def test_an_open_question_is_answered_in_the_page(store: RunStore, client: TestC
 
 def test_answering_a_needs_user_run_resumes_it(store: RunStore, client: TestClient) -> None:
     script = Path(store.path).with_name("script.json")
-    script.write_text(
-        '[{"tool_calls": [{"name": "ask_user", "arguments": {"question": "which?"}}]},'
-        ' "you chose it"]'
-    )
+    model = write_script(script, call("ask_user", question="which?"), "you chose it")
     import asyncio
 
     from convergent import AgentSpec, build_agent
 
     spec = AgentSpec(
-        model=f"scripted:{script}",
+        model=model,
         tools=("ask_user",),
         ask_via="none",
         workspace=str(script.parent),
@@ -325,7 +342,11 @@ def test_answering_a_needs_user_run_resumes_it(store: RunStore, client: TestClie
 
 
 def test_rewind_asks_for_confirmation_first(store: RunStore, client: TestClient) -> None:
-    make_run(store, "rw", [call_script("1+1"), call_script("2+2"), "done"])
+    make_run(
+        store,
+        "rw",
+        [call("calculator", expression="1+1"), call("calculator", expression="2+2"), "done"],
+    )
     page = client.get(f"{BASE}/runs/rw").text
     assert f'href="{BASE}/runs/rw/rewind?cycle=1"' in page
     confirm = client.get(f"{BASE}/runs/rw/rewind?cycle=1").text
@@ -468,8 +489,7 @@ def needs_user_run(store: RunStore, folder: Path, run_id: str) -> Path:
     workspace of its own, stopped needs_user; returns the script."""
     (folder / "ws").mkdir()
     script = folder / "s.json"
-    ask = {"tool_calls": [{"name": "ask_user", "arguments": {"question": "which?"}}]}
-    script.write_text(json.dumps([ask, "you chose it"]))
+    write_script(script, call("ask_user", question="which?"), "you chose it")
     started = subprocess.run(
         [sys.executable, "-m", "convergent", "run", "pick", "--model", "scripted:s.json",
          "--workspace", "ws", "--ask-via", "none", "--run-id", run_id, "--db", str(store.path),
@@ -510,7 +530,12 @@ def test_a_resume_that_cannot_start_is_reported_as_failed(
 def test_a_read_only_database_is_shown_with_every_action_disabled(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     with RunStore(path) as writable:
-        make_run(writable, "r1", [call_script("1+1"), call_script("2+2")], limits=limits(1))
+        make_run(
+            writable,
+            "r1",
+            [call("calculator", expression="1+1"), call("calculator", expression="2+2")],
+            limits=limits(1),
+        )
         make_run(
             writable,
             "asks",

@@ -15,6 +15,7 @@ from convergent.builder import ASK_CHANNELS, BuildContext
 from convergent.durability.sqlite import RunStore
 from convergent.gate import AskUser
 from convergent.spec import AgentSpec
+from convergent.testing import call, write_script
 from convergent.ui import WebChannel
 from convergent.ui.questions import answer_question, open_questions
 
@@ -76,12 +77,9 @@ def test_registering_the_channel_does_not_import_the_server() -> None:
 
 @pytest.mark.slow
 def test_convergent_run_ask_via_web_expires_into_needs_user(tmp_path: Path) -> None:
-    script = tmp_path / "script.json"
-    script.write_text(
-        json.dumps([{"tool_calls": [{"name": "ask_user", "arguments": {"question": "name?"}}]}])
-    )
+    script = write_script(tmp_path / "script.json", call("ask_user", question="name?"))
     db = tmp_path / "runs.db"
-    command = [sys.executable, "-m", "convergent", "run", "ask", "--model", f"scripted:{script}"]
+    command = [sys.executable, "-m", "convergent", "run", "ask", "--model", script]
     command += ["--db", str(db), "--run-id", "cli-web", "--ask-via", "web", "--ask-timeout", "0.3"]
     done = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stderr

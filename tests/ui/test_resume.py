@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from starlette.testclient import TestClient  # noqa: E402
 from convergent import Limits, StopReason  # noqa: E402
 from convergent.durability.sqlite import RunStore  # noqa: E402
 from convergent.gate import AskUser, QueueChannel  # noqa: E402
-from convergent.testing import call, step  # noqa: E402
+from convergent.testing import call, step, write_script  # noqa: E402
 from convergent.ui.app import console_of  # noqa: E402
 
 from .conftest import BASE, make_run, post  # noqa: E402
@@ -93,9 +92,9 @@ def test_a_message_too_long_for_a_command_line_is_refused_in_one_line(
 def stopped_cli_run(store: RunStore, folder: Path, run_id: str) -> None:
     """A run started by ``convergent run`` with a script file, stopped at max_cycles=1."""
     script = folder / "s.json"
-    first = {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]}
+    first = call("calculator", expression="6*7")
     # the second reply is the answer asked for after the stop (a request with no tools)
-    script.write_text(json.dumps([first, "no answer yet", "it is 42"]))
+    write_script(script, first, "no answer yet", "it is 42")
     started = subprocess.run(
         [sys.executable, "-m", "convergent", "run", "multiply", "--model", f"scripted:{script}",
          "--max-cycles", "1", "--run-id", run_id, "--db", str(store.path), "--json"],
