@@ -22,7 +22,7 @@ from convergent.durability.sqlite import RunStore
 from convergent.events import Verified
 from convergent.output import OutputSpec
 from convergent.stop import OUTPUT_FEEDBACK, StopReason
-from convergent.testing import call, scripted
+from convergent.testing import call, scripted, write_script
 
 
 class City(BaseModel):
@@ -176,11 +176,8 @@ def test_the_agents_spec_carries_the_schema_of_its_output_type() -> None:
 
 
 async def test_build_agent_checks_answers_against_the_specs_schema(tmp_path: Path) -> None:
-    script = tmp_path / "script.json"
-    script.write_text('["two", "{\\"total\\": 2}"]')
-    agent = build_agent(
-        AgentSpec(model=f"scripted:{script}", workspace=str(tmp_path), output_schema=SCHEMA)
-    )
+    model = write_script(tmp_path / "script.json", "two", '{"total": 2}')
+    agent = build_agent(AgentSpec(model=model, workspace=str(tmp_path), output_schema=SCHEMA))
     result = await agent.run("1+1?")
     assert result.stop_reason is StopReason.COMPLETED and result.cycles == 2
     assert result.output_data == {"total": 2}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 
@@ -61,10 +60,7 @@ async def test_a_stored_run_records_servers_and_resumes_with_them_restarted(tmp_
 
 
 def test_a_spec_with_a_bad_server_entry_is_refused(tmp_path: Path) -> None:
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(["done"]))
-    spec = AgentSpec(
-        model=f"scripted:{script}", workspace=str(tmp_path), mcp_servers={"a": {"args": []}}
-    )
+    model = write_script(tmp_path / "script.json", "done")
+    spec = AgentSpec(model=model, workspace=str(tmp_path), mcp_servers={"a": {"args": []}})
     with pytest.raises(UserError, match=r"^agent spec: mcpServers.a needs a command"):
         build_agent(spec)

@@ -10,6 +10,7 @@ import yaml
 
 from cli_runner import Ran, invoke
 from convergent.cli import main
+from convergent.testing import write_script
 
 from .conftest import SEED_RECORDS, SEED_THEMES, themes_json
 
@@ -81,13 +82,12 @@ def test_insights_mode_json_and_yaml_file(insights_file: Path, tmp_path: Path) -
 
 
 def test_insights_mode_with_a_scripted_grouping_model(insights_file: Path, tmp_path: Path) -> None:
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"content": themes_json(SEED_THEMES)}]), encoding="utf-8")
+    script = write_script(tmp_path / "script.json", themes_json(SEED_THEMES))
     result = _synthesize(
         "--insights",
         str(insights_file),
         "--model",
-        f"scripted:{script}",
+        script,
         "--json",
         cwd=tmp_path,
     )
@@ -100,17 +100,12 @@ def test_insights_mode_with_a_scripted_grouping_model(insights_file: Path, tmp_p
 def test_perspectives_end_to_end_with_a_scripted_model(tmp_path: Path) -> None:
     # every reply is the same insight JSON: a fine answer and extraction for each
     # perspective, but not a grouping, so grouping falls back after one retry
-    reply = {
-        "content": json.dumps(
-            {"key_insight": "Open the shop.", "confidence": 4, "evidence": ["demand"]}
-        )
-    }
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([reply] * 6), encoding="utf-8")
+    reply = json.dumps({"key_insight": "Open the shop.", "confidence": 4, "evidence": ["demand"]})
+    script = write_script(tmp_path / "script.json", *[reply] * 6)
     result = _synthesize(
         "Open a second shop?",
         "--model",
-        f"scripted:{script}",
+        script,
         "--archetypes",
         "optimist,critic",
         "--retry-delay",

@@ -7,7 +7,6 @@ The races themselves (many processes and tasks claiming at once) are in
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -156,9 +155,8 @@ async def test_a_run_a_failed_task_of_this_process_left_running_can_be_resumed(
         # the row still names this process, but no task of it holds the run any more
         assert holder(store, run_id)[:2] == ("running", os.getpid())
         assert store.get_run(run_id).status == "interrupted"
-        done = folder / "done.json"
-        done.write_text(json.dumps(["finished"]))
-        result = await convergent.resume(run_id, store=store, model=f"scripted:{done}")
+        done = write_script(folder / "done.json", "finished")
+        result = await convergent.resume(run_id, store=store, model=done)
     assert result.stop_reason is StopReason.COMPLETED and result.output == "finished"
 
 
