@@ -285,10 +285,8 @@ async def test_max_cycles() -> None:
 
 async def test_token_budget() -> None:
     heavy = [
-        ModelResponse(
-            tool_calls=(
-                ToolCall(id=f"c{i}", name="calculator", arguments={"expression": f"{i}*2"}),
-            ),
+        step(
+            call("calculator", expression=f"{i}*2"),
             usage=Usage(input_tokens=600, output_tokens=100, requests=1),
         )
         for i in range(5)
@@ -317,10 +315,7 @@ async def test_wall_time_budget() -> None:
 
 
 async def test_cost_budget() -> None:
-    priced = ModelResponse(
-        tool_calls=(ToolCall(id="c", name="calculator", arguments={"expression": "1"}),),
-        usage=Usage(requests=1, cost=0.6),
-    )
+    priced = step(call("calculator", expression="1"), usage=Usage(requests=1, cost=0.6))
     model = ScriptedModel([priced, priced, "x"])
     limits = Limits(max_cost=1.0, max_repeated_calls=10)
     result = await Agent(model, [calculator], limits=limits).run("x")

@@ -7,17 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from convergent import Agent, ModelResponse, ScriptedModel, StopReason, ToolCall, calculator
+from convergent import Agent, ModelResponse, ScriptedModel, StopReason, calculator
 from convergent.durability.sqlite import RunStore
 from convergent.events import Redirected
 from convergent.messages import Message, ToolSpec, UserMessage
 from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
-
-
-def calc(call_id: str, expression: str = "1+1") -> ModelResponse:
-    return ModelResponse(
-        tool_calls=(ToolCall(id=call_id, name="calculator", arguments={"expression": expression}),)
-    )
+from convergent.testing import answer, call, step
 
 
 def test_every_kind_is_applied_by_put() -> None:
@@ -42,7 +37,7 @@ async def test_a_message_taken_with_a_stop_is_kept_for_later() -> None:
     def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         queue.send("also check the totals")
         queue.stop("the user stopped it")
-        return calc("c1")
+        return step(call("calculator", expression="1+1"))
 
     result = await Agent(ScriptedModel(reply), [calculator]).run("t", steering=queue)
     assert result.stop_reason is StopReason.STOPPED
@@ -58,14 +53,14 @@ async def test_a_stored_message_taken_with_a_stop_is_delivered_on_resume(tmp_pat
     def first(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         store.send_steering("r", "message", "also check the totals")
         store.send_steering("r", "stop")
-        return calc("c1")
+        return step(call("calculator", expression="1+1"))
 
     stopped = await Agent(ScriptedModel(first), [calculator], store=store).run("t", run_id="r")
     assert stopped.stop_reason is StopReason.STOPPED
 
     def second(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         seen.append([m.content for m in messages if isinstance(m, UserMessage)])
-        return ModelResponse(content="totals checked")
+        return answer("totals checked")
 
     events: list[object] = []
     resumed = await Agent(ScriptedModel(second), [calculator], store=store).resume(
@@ -83,7 +78,7 @@ async def test_a_stop_sent_during_the_final_cycle_is_honoured() -> None:
 
     def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         queue.stop("/stop typed while it answered")
-        return ModelResponse(content="all done")
+        return answer("all done")
 
     result = await Agent(ScriptedModel(reply)).run("t", steering=queue)
     assert result.stop_reason is StopReason.STOPPED
@@ -99,7 +94,7 @@ async def test_a_message_sent_during_the_final_cycle_is_delivered_not_dropped() 
         requests.append(len(messages))
         if len(requests) == 1:
             queue.send("use metric units")
-        return ModelResponse(content=next(answers))
+        return answer(next(answers))
 
     result = await Agent(ScriptedModel(reply)).run("t", steering=queue)
     assert result.stop_reason is StopReason.COMPLETED
