@@ -236,6 +236,25 @@ _ADAPTERS = [
     "Review",
     "StopReport",
 ]
+_DURABILITY = [
+    "DEFAULT_DB_PATH",
+    "DatabaseSteering",
+    "Durability",
+    "PendingQuestion",
+    "RewindResult",
+    "RunClaim",
+    "RunJournal",
+    "RunStore",
+    "RunSummary",
+    "SqliteJournal",
+]
+_TESTING = [
+    "answer",
+    "call",
+    "scripted",
+    "step",
+    "write_script",
+]
 
 SUBPACKAGES = {
     "convergent.coordinator": _COORDINATOR,
@@ -246,6 +265,8 @@ SUBPACKAGES = {
     "convergent.mcp": _MCP,
     "convergent.telemetry": _TELEMETRY,
     "convergent.adapters": _ADAPTERS,
+    "convergent.durability": _DURABILITY,
+    "convergent.testing": _TESTING,
 }
 
 NOT_EXPORTS = {"annotations", "TYPE_CHECKING"}

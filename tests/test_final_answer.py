@@ -27,6 +27,7 @@ from convergent import (
     tool,
 )
 from convergent.builtin_tools import fail
+from convergent.durability.resuming import resume
 from convergent.durability.sqlite import RunStore
 from convergent.events import Nudged, RunStopped
 from convergent.messages import Message, ToolSpec, UserMessage
@@ -330,14 +331,18 @@ async def test_a_resumed_run_that_stops_again_at_once_does_not_ask_again(tmp_pat
     summary = store.get_run("r")
     assert summary.output == "answer after two" and summary.output_after_stop
     again = scripted("never asked")
-    resumed = await Agent(again, [calculator], limits=Limits(max_cycles=2), store=store).resume("r")
+    resumed = await resume(
+        "r", store=store, agent=Agent(again, [calculator], limits=Limits(max_cycles=2))
+    )
     assert resumed.stop_reason is StopReason.MAX_CYCLES
     assert resumed.output == "answer after two" and resumed.output_after_stop
     assert again.requests == []
     assert store.load("r").messages == list(stopped.messages)
     # with more cycles the run goes on, and a new stop gets a new answer
     more = scripted(call("calculator", expression="9+1"), "answer after three")
-    later = await Agent(more, [calculator], limits=Limits(max_cycles=3), store=store).resume("r")
+    later = await resume(
+        "r", store=store, agent=Agent(more, [calculator], limits=Limits(max_cycles=3))
+    )
     assert later.output == "answer after three" and later.output_after_stop
     assert later.cycles == 3
     store.close()

@@ -18,6 +18,7 @@ from convergent import (
     build_agent,
     calculator,
 )
+from convergent.durability.resuming import resume
 from convergent.durability.sqlite import RunStore
 from convergent.events import Verified
 from convergent.output import OutputSpec
@@ -161,7 +162,7 @@ async def test_a_durable_run_stores_the_data_and_resumes_with_its_type(tmp_path:
         assert stopped.stop_reason is StopReason.MAX_CYCLES
         assert store.get_run("r").output_data is None
         again = Agent(ScriptedModel([LIMA]), output_type=City, limits=Limits(max_cycles=3))
-        resumed = await again.resume("r", store=store)
+        resumed = await resume("r", store=store, agent=again)
         assert resumed.stop_reason is StopReason.COMPLETED and resumed.cycles == 2
         assert resumed.output_data == City(name="Lima", population=10_000_000)
         assert store.get_run("r").output_data == {"name": "Lima", "population": 10_000_000}

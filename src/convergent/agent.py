@@ -20,7 +20,6 @@ from convergent._cycle import Run, ToolErrorPolicy
 from convergent._instrument import run_tracer
 from convergent.clock import current_clock
 from convergent.durability.protocol import Durability
-from convergent.durability.sqlite import RunStore
 from convergent.events import (
     Event,
     EventHandler,
@@ -454,44 +453,6 @@ class Agent:
         except BaseException as exc:
             run.failed(exc)
             raise
-
-    async def resume(
-        self,
-        run_id: str,
-        *,
-        store: RunStore | None = None,
-        answers: Mapping[str, str] | None = None,
-        message: str | None = None,
-        on_event: EventHandler | None = None,
-    ) -> RunResult:
-        """Continue a stored run with this agent (see `convergent.resume`).
-
-        Args:
-            run_id: The run.
-            store: Where it is stored (default: the agent's ``store``).
-            answers: Replies to the questions it stopped ``needs_user`` on, by call id
-                (a question left without one is asked again).
-            message: New instructions, delivered before its next cycle.
-            on_event: Called with every event, in order.
-
-        Raises:
-            UserError: If the run cannot be resumed (unknown, completed, held by another
-                process or task), or no run store is given.
-        """
-        # resume() can rebuild agents from specs, so it sits above this module
-        from convergent.durability.resuming import resume  # noqa: PLC0415
-
-        stored = store if store is not None else self.store
-        if not isinstance(stored, RunStore):
-            raise UserError("resume() needs a RunStore (pass store=, or give the Agent one)")
-        return await resume(
-            run_id,
-            store=stored,
-            agent=self,
-            answers=answers or {},
-            message=message,
-            on_event=on_event,
-        )
 
 
 def _output_spec(output_type: Any, output_schema: Mapping[str, Any] | None) -> OutputSpec | None:

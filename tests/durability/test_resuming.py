@@ -1,4 +1,4 @@
-"""The one resume: `Agent.resume` and `convergent.resume` claim the run alike."""
+"""The one resume: `convergent.resume` claims the run, with a given agent or a rebuilt one."""
 
 from __future__ import annotations
 
@@ -21,27 +21,30 @@ async def stopped_run(store: RunStore) -> None:
     assert result.stop_reason is StopReason.MAX_CYCLES
 
 
-async def test_agent_resume_is_refused_while_another_task_holds_the_run(tmp_path: Path) -> None:
-    with RunStore(tmp_path / "runs.db") as store:
-        await stopped_run(store)
-        held = store.claim("r")
-        agent = Agent(ScriptedModel(["2"]), [calculator], store=store)
-        with pytest.raises(UserError, match="'r' is running"):
-            await agent.resume("r")
-        held.release()
-        result = await agent.resume("r")
-    assert result.stop_reason is StopReason.COMPLETED and result.output == "2"
-
-
-async def test_agent_resume_refuses_a_completed_run_like_convergent_resume(
+async def test_a_resume_with_an_agent_is_refused_while_another_task_holds_the_run(
     tmp_path: Path,
 ) -> None:
     with RunStore(tmp_path / "runs.db") as store:
         await stopped_run(store)
-        agent = Agent(ScriptedModel(["2", "again"]), [calculator], store=store)
-        assert (await agent.resume("r")).stop_reason is StopReason.COMPLETED
+        held = store.claim("r")
+        agent = Agent(ScriptedModel(["2"]), [calculator])
+        with pytest.raises(UserError, match="'r' is running"):
+            await convergent.resume("r", store=store, agent=agent)
+        held.release()
+        result = await convergent.resume("r", store=store, agent=agent)
+    assert result.stop_reason is StopReason.COMPLETED and result.output == "2"
+
+
+async def test_a_resume_with_an_agent_refuses_a_completed_run_like_one_without(
+    tmp_path: Path,
+) -> None:
+    with RunStore(tmp_path / "runs.db") as store:
+        await stopped_run(store)
+        agent = Agent(ScriptedModel(["2", "again"]), [calculator])
+        resumed = await convergent.resume("r", store=store, agent=agent)
+        assert resumed.stop_reason is StopReason.COMPLETED
         with pytest.raises(UserError, match="ended completed; there is nothing to resume"):
-            await agent.resume("r")
+            await convergent.resume("r", store=store, agent=agent)
         with pytest.raises(UserError, match="ended completed; there is nothing to resume"):
             await convergent.resume("r", store=store)
 

@@ -57,7 +57,9 @@ async def test_a_resumed_run_is_a_second_run_span_of_the_same_conversation(
             observers=[observer],
             store=store,
         )
-        resumed = await second.resume("durable", answers={"q1": "blue"})
+        resumed = await convergent.resume(
+            "durable", store=store, agent=second, answers={"q1": "blue"}
+        )
         assert resumed.stop_reason is StopReason.COMPLETED and resumed.cycles == 2
 
     spans = tree(exporter)

@@ -10,8 +10,8 @@ A resumption first claims the run (`RunStore.claim`), before anything else happe
 any number of processes or tasks resuming one run at once, one continues it and the
 others are refused with ``run ID is running (pid N)``, their answers and messages unused.
 
-`resume` is the one way a stored run goes on: ``convergent.resume``, `Agent.resume`
-(which passes itself as the agent), ``convergent resume`` (through `prepare_resume`, to
+`resume` is the one way a stored run goes on: ``convergent.resume`` (with an agent
+given, or rebuilt from the run's spec), ``convergent resume`` (through `prepare_resume`, to
 run it in its terminal session) and the web console (which starts ``convergent
 resume``). It rebuilds agents from specs, so this module sits above the loop.
 """
@@ -66,7 +66,7 @@ def spec_of(run: RunSummary) -> AgentSpec:
         return _from_settings(run.config)
     raise UserError(
         f"run {run.run_id!r} has no agent spec; resume it from Python with the agent that "
-        "started it: agent.resume(run_id, store=store)"
+        "started it: convergent.resume(run_id, store=store, agent=agent)"
     )
 
 
@@ -302,7 +302,7 @@ async def resume(
 ) -> RunResult:
     """Continue a stored run where it stopped: the one way every caller resumes.
 
-    ``convergent.resume``, `Agent.resume`, ``convergent resume`` and the web console
+    ``convergent.resume`` (from Python), ``convergent resume`` and the web console
     (which starts ``convergent resume``) all come here. The run is claimed first, so
     that of any number of resumptions at once exactly one goes on.
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+import convergent
 from convergent import Agent, RunResult, ScriptedModel, StopReason, tool
 from convergent.durability.sqlite import RunStore
 from convergent.events import Event, RunStopped
@@ -57,7 +58,7 @@ def counted_child(invocations: list[str], observers: Any = ()) -> Agent:
 async def resume(parent: Agent, store: RunStore, claimed: bool) -> RunResult:
     """Continue the run ``parent`` with the store, or under a claim taken on it first."""
     if not claimed:
-        return await parent.resume("parent", store=store)
+        return await convergent.resume("parent", store=store, agent=parent)
     claim = store.claim("parent")
     try:
         return await parent.run(state=claim.load("parent"), store=claim)

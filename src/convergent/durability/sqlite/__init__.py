@@ -3,7 +3,7 @@
 ```python
 store = RunStore(".convergent/runs.db")
 result = await agent.run("task", run_id="r1", store=store)   # saved as it runs
-result = await agent.resume("r1", store=store)               # after a crash or a stop
+result = await resume("r1", store=store, agent=agent)         # after a crash or a stop
 store.rewind("r1", 3)                                         # files and conversation back
 ```
 """

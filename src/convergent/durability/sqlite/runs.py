@@ -175,7 +175,7 @@ class RunStore:
     Example:
         >>> store = RunStore(".convergent/runs.db")
         >>> result = await agent.run("task", run_id="r1", store=store)
-        >>> result = await agent.resume("r1", store=store)   # after a crash or a stop
+        >>> result = await resume("r1", store=store, agent=agent)  # after a crash or a stop
 
     Args:
         path: Database file; created (with its folder) if missing.
