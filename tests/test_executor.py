@@ -15,6 +15,7 @@ import pytest
 from convergent import Agent, ScriptedModel, StopReason, ToolCall, _executor, tool
 from convergent._executor import invoke
 from convergent.messages import CallOutcome
+from convergent.testing import answer, call, step
 
 
 @pytest.fixture
@@ -129,19 +130,13 @@ async def test_a_file_tool_waits_for_a_timed_out_one_still_writing(tmp_path: Pat
         return (tmp_path / path).read_text() if (tmp_path / path).exists() else "missing"
 
     def script(messages: Any, tools: Any) -> Any:
-        from convergent import ModelResponse
-
         turns = sum(m.role == "assistant" for m in messages)
         if turns == 0:
-            return ModelResponse(
-                tool_calls=(ToolCall(id="a", name="slow_write", arguments={"path": "out.txt"}),)
-            )
+            return step(call("slow_write", path="out.txt"))
         if turns == 1:
             release.set()
-            return ModelResponse(
-                tool_calls=(ToolCall(id="b", name="check", arguments={"path": "out.txt"}),)
-            )
-        return ModelResponse(content="done")
+            return step(call("check", path="out.txt"))
+        return answer("done")
 
     result = await Agent(ScriptedModel(script), [slow_write, check]).run("t")
     assert result.stop_reason is StopReason.COMPLETED
