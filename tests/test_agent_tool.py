@@ -11,13 +11,12 @@ from convergent import (
     ModelResponse,
     ScriptedModel,
     StopReason,
-    ToolCall,
     Usage,
     calculator,
     tool,
 )
 from convergent.messages import CallOutcome
-from convergent.testing import call, step
+from convergent.testing import answer, call, scripted, step
 
 
 def ask(task: str, usage: int = 0) -> ModelResponse:
@@ -125,21 +124,13 @@ async def test_children_of_one_response_run_in_parallel_and_their_usage_adds_up(
     def child_model(messages: Any, tools: Any) -> ModelResponse:
         task = messages[0].content
         if messages[-1].role == "tool":
-            return ModelResponse(
-                content=f"{task}: {messages[-1].content}", usage=Usage(input_tokens=7)
-            )
-        meeting = ToolCall(id=f"meet-{task}", name="meet", arguments={"who": task})
-        return ModelResponse(tool_calls=(meeting,), usage=Usage(input_tokens=5))
+            return answer(f"{task}: {messages[-1].content}", usage=Usage(input_tokens=7))
+        return step(call("meet", who=task), usage=Usage(input_tokens=5))
 
     child = Agent(ScriptedModel(child_model), [meet])
     helper = child.as_tool("helper", "Meets.")
     parent = Agent(
-        ScriptedModel(
-            [
-                step(call("helper", task="a"), call("helper", task="b")),
-                "both met",
-            ]
-        ),
+        scripted(step(call("helper", task="a"), call("helper", task="b")), "both met"),
         [helper],
     )
     result = await parent.run("delegate", run_id="p")
@@ -156,7 +147,7 @@ async def test_the_optional_context_reaches_the_child() -> None:
 
     def child_model(messages: Any, tools: Any) -> ModelResponse:
         seen.append(messages[-1].content)
-        return ModelResponse(content="done")
+        return answer("done")
 
     child = Agent(ScriptedModel(child_model))
     helper = child.as_tool("helper", "Helps.")
