@@ -16,7 +16,6 @@ from convergent import (
     RunState,
     ScriptedModel,
     TextDelta,
-    ToolCall,
     Verification,
     tool,
 )
@@ -24,6 +23,7 @@ from convergent.clock import Clock, use_clock
 from convergent.events import ToolCallDelta, event_to_dict
 from convergent.messages import Message, ToolSpec
 from convergent.steering import SteeringQueue
+from convergent.testing import answer, call, step
 
 
 @tool
@@ -54,18 +54,14 @@ def scenario() -> tuple[Agent, SteeringQueue]:
     def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         turn = next(turns)
         if turn == 0:
-            calls = (
-                ToolCall(id="a", name="slow", arguments={"n": 2}),
-                ToolCall(id="b", name="quick", arguments={"n": 1}),
-                ToolCall(id="c", name="slow", arguments={"n": 1}),
-            )
-            return ModelResponse(content="three at once", tool_calls=calls)
+            calls = (call("slow", n=2), call("quick", n=1), call("slow", n=1))
+            return step(*calls, content="three at once")
         if turn == 1:
             queue.send("mind the units")
-            return ModelResponse(tool_calls=(ToolCall(id="d", name="nope", arguments={}),))
+            return step(call("nope"))
         if turn == 2:
             raise ModelError("HTTP 503: overloaded")
-        return ModelResponse(content=f"answer {turn}")
+        return answer(f"answer {turn}")
 
     verdicts = iter([Verification(False, "too short"), Verification(True)])
     agent = Agent(
