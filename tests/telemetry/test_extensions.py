@@ -15,7 +15,6 @@ from convergent import (
     ModelResponse,
     ScriptedModel,
     StopReason,
-    ToolCall,
     Usage,
     tool,
 )
@@ -23,6 +22,7 @@ from convergent.compaction import ContextCompressor
 from convergent.gate import AskUser, ExecutiveGate, QueueChannel
 from convergent.messages import Message, ToolSpec
 from convergent.telemetry import OpenTelemetryObserver
+from convergent.testing import answer, call, scripted, step
 
 from .conftest import tree
 
@@ -39,14 +39,11 @@ def click(label: str) -> str:
 
 def scorer(*verdicts: dict[str, Any]) -> ScriptedModel:
     usage = Usage(input_tokens=30, output_tokens=8, requests=1)
-    return ScriptedModel(
-        [ModelResponse(content=json.dumps(v), usage=usage) for v in verdicts], name="scorer"
-    )
+    return scripted(*(answer(json.dumps(v), usage=usage) for v in verdicts), name="scorer")
 
 
 def proposal(call_id: str, label: str) -> ModelResponse:
-    call = ToolCall(id=call_id, name="click", arguments={"label": label})
-    return ModelResponse(content="I think so", tool_calls=(call,))
+    return step(call("click", call_id=call_id, label=label), content="I think so")
 
 
 UNSURE = {"clarity": 0.3, "certainty": 0.9, "question": "Cancel or submit?", "reason": "a guess"}
@@ -111,13 +108,12 @@ class Pages:
     def __call__(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         size = sum(len(getattr(m, "content", "")) for m in messages) // 4
         if not tools:
-            return ModelResponse(content="Summary of the pages so far.", usage=Usage())
+            return answer("Summary of the pages so far.")
         self.page += 1
         usage = Usage(input_tokens=size, output_tokens=5, requests=1)
         if self.page > self.pages:
-            return ModelResponse(content="read them all", usage=usage)
-        call = ToolCall(id=f"p{self.page}", name="page", arguments={"n": self.page})
-        return ModelResponse(tool_calls=(call,), usage=usage)
+            return answer("read them all", usage=usage)
+        return step(call("page", n=self.page), usage=usage)
 
 
 @tool
