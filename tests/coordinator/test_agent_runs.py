@@ -19,8 +19,9 @@ from convergent.coordinator import (
     coordinate_agent,
 )
 from convergent.edit_tools import edit_tools
-from convergent.messages import Message, ToolCall, ToolSpec, UserMessage
+from convergent.messages import Message, ToolSpec, UserMessage
 from convergent.result import RunResult
+from convergent.testing import answer, call, step
 
 
 def _store(path: Path, *checks: ArtifactCheck | CommandCheck, **control: object) -> StateStore:
@@ -50,11 +51,8 @@ async def test_agent_runs_repeat_until_the_check_passes(tmp_path: Path) -> None:
         if messages[-1].role == "user":
             prompts.append(task)
             if len(prompts) == 2:
-                call = ToolCall(
-                    id="w", name="write_file", arguments={"path": "done.txt", "content": "ok"}
-                )
-                return ModelResponse(tool_calls=(call,))
-        return ModelResponse(content="All done!")
+                return step(call("write_file", path="done.txt", content="ok"))
+        return answer("All done!")
 
     store = _store(tmp_path, ArtifactCheck(name="artifact", path="done.txt"))
     agent = Agent(ScriptedModel(model), edit_tools(tmp_path))
@@ -76,7 +74,7 @@ async def test_an_agent_that_fixes_nothing_stalls(tmp_path: Path) -> None:
         max_stall_count=2,
         max_iterations=10,
     )
-    agent = Agent(ScriptedModel(lambda m, t: ModelResponse(content="fixed, trust me")))
+    agent = Agent(ScriptedModel(lambda m, t: answer("fixed, trust me")))
     result = await coordinate_agent(agent, "make the tests pass", store)
 
     assert result.stop_reason is StopReason.STALLED
@@ -86,7 +84,7 @@ async def test_an_agent_that_fixes_nothing_stalls(tmp_path: Path) -> None:
 
 async def test_a_failing_agent_run_is_recorded_as_a_failed_attempt(tmp_path: Path) -> None:
     store = _store(tmp_path, CommandCheck(name="tests", command=["false"]), max_iterations=2)
-    script = ModelResponse(tool_calls=(ToolCall(id="x", name="nope", arguments={}),))
+    script = step(call("nope"))
     agent = Agent(ScriptedModel(lambda m, t: script))
     result = await coordinate_agent(agent, "x", store)
 
