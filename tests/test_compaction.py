@@ -25,6 +25,7 @@ from convergent.messages import (
 )
 from convergent.state import RunState
 from convergent.stop import StopReason
+from convergent.testing import answer, call, step
 
 WINDOW = 20_000
 ESTIMATOR = ContextCompressor()
@@ -71,17 +72,14 @@ class LongRun:
             self.summaries += 1
             if self.summaries_fail:
                 raise ModelError("summariser unavailable")
-            return ModelResponse(
-                content=f"Read pages 1-{self.page}.", usage=Usage(input_tokens=size)
-            )
+            return answer(f"Read pages 1-{self.page}.", usage=Usage(input_tokens=size))
         check_request(messages)
         self.largest = max(self.largest, size)
         self.page += 1
         usage = Usage(input_tokens=size, output_tokens=12, requests=1)
         if self.page > self.pages:
-            return ModelResponse(content=f"read {self.pages} pages", usage=usage)
-        call = ToolCall(id=f"p{self.page}", name="fetch", arguments={"page": self.page})
-        return ModelResponse(tool_calls=(call,), usage=usage)
+            return answer(f"read {self.pages} pages", usage=usage)
+        return step(call("fetch", page=self.page), usage=usage)
 
 
 @pytest.mark.parametrize("summaries_fail", [False, True])

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, calculator
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, calculator
 from convergent.cli._terminal import TerminalSteering, parse_line
 from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.events import Redirected
 from convergent.steering import SteeringCommand, SteeringQueue
 from convergent.stop import StopReason
+from convergent.testing import answer, call, step
 
 CHILD = Path(__file__).with_name("_steered_child.py")
 EXE = shutil.which("convergent") or str(Path(sys.executable).with_name("convergent"))
@@ -85,9 +86,8 @@ async def test_pause_and_resume_from_the_database(tmp_path: Path) -> None:
         cycles.append(len(cycles) + 1)
         if len(cycles) == 1:
             store.send_steering("p", "pause")
-            call = ToolCall(id="c", name="calculator", arguments={"expression": "1"})
-            return ModelResponse(tool_calls=(call,))
-        return ModelResponse(content="done")
+            return step(call("calculator", expression="1"))
+        return answer("done")
 
     agent = Agent(
         ScriptedModel(script),
@@ -140,8 +140,7 @@ async def test_terminal_lines_redirect_then_stop_a_run() -> None:
             sent += 1
             while reader.commands < sent:  # noqa: ASYNC110  (counted by the reader thread)
                 await asyncio.sleep(0.01)
-        call = ToolCall(id=f"c{sent}", name="calculator", arguments={"expression": str(sent)})
-        return ModelResponse(tool_calls=(call,))
+        return step(call("calculator", expression=str(sent)))
 
     try:
         agent = Agent(ScriptedModel(script), [calculator], limits=Limits(max_cycles=10))
