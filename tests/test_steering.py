@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import convergent
 from convergent import Agent, ModelResponse, ScriptedModel, StopReason, calculator
 from convergent.durability.sqlite import RunStore
 from convergent.events import Redirected
@@ -63,8 +64,8 @@ async def test_a_stored_message_taken_with_a_stop_is_delivered_on_resume(tmp_pat
         return answer("totals checked")
 
     events: list[object] = []
-    resumed = await Agent(ScriptedModel(second), [calculator], store=store).resume(
-        "r", on_event=events.append
+    resumed = await convergent.resume(
+        "r", store=store, agent=Agent(ScriptedModel(second), [calculator]), on_event=events.append
     )
     assert resumed.stop_reason is StopReason.COMPLETED
     assert seen == [["t", "also check the totals"]]
