@@ -16,6 +16,7 @@ from convergent import (
     tool,
 )
 from convergent.messages import CallOutcome
+from convergent.run_context import shared
 from convergent.testing import answer, call, scripted, step
 
 
@@ -155,3 +156,38 @@ async def test_the_optional_context_reaches_the_child() -> None:
     assert helper.parameters["required"] == ["task"]
     assert await helper.call({"task": "sum it", "context": "the numbers are 1 and 2"}) == "done"
     assert seen == ["sum it\n\nContext:\nthe numbers are 1 and 2"]
+
+
+async def test_children_of_one_response_share_what_is_left_and_never_overspend_it() -> None:
+    counted: list[str] = []
+
+    def child_model(messages: Any, tools: Any) -> ModelResponse:
+        task = messages[0].content
+        counted.append(task)
+        return step(
+            call("calculator", expression=f"{len(counted)}+1"), usage=Usage(input_tokens=10)
+        )
+
+    child = Agent(ScriptedModel(child_model), [calculator], final_answer=False)
+    parent = Agent(
+        scripted(step(call("helper", task="a"), call("helper", task="b")), "both stopped"),
+        [child.as_tool("helper", "Calculates.")],
+        limits=Limits(max_cycles=7, max_total_tokens=125),
+        final_answer=False,
+    )
+    result = await parent.run("delegate")
+    # 7 - 1 = 6 cycles and 125 tokens were left; each child had half: 3 cycles, 62 tokens
+    assert sorted(counted) == ["a"] * 3 + ["b"] * 3
+    assert [r.ok for r in result.tool_calls] == [False, False]
+    assert all("stopped max_cycles" in r.result for r in result.tool_calls)
+    assert result.usage.total_tokens == 60 <= 125
+    assert result.stop_reason is StopReason.MAX_CYCLES
+
+
+def test_a_share_divides_cycles_tokens_and_cost_but_not_time() -> None:
+    left = Limits(max_cycles=7, max_total_tokens=125, max_seconds=30.0, max_cost=0.9)
+    assert shared(left, 2) == Limits(
+        max_cycles=3, max_total_tokens=62, max_seconds=30.0, max_cost=0.45
+    )
+    assert shared(left, 1) == left
+    assert shared(Limits(max_cycles=None), 3).max_cycles is None

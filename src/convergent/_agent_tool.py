@@ -11,6 +11,7 @@ instead of running it again.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import hashlib
 import re
@@ -24,7 +25,7 @@ from convergent.exceptions import ToolError, UserError
 from convergent.messages import Usage
 from convergent.models.base import Model
 from convergent.result import RunResult
-from convergent.run_context import CallContext, current_call, narrowed
+from convergent.run_context import CallContext, current_call, narrowed, shared
 from convergent.state import RunState
 from convergent.stop import StopReason
 from convergent.tools import Tool, tool
@@ -136,7 +137,8 @@ def child_tool(name: str, description: str, run: ChildRunner, *, timeout: float 
             f"its final answer: {ended.output or '(none)'}"
         )
 
-    return tool(name=name, description=description, timeout=timeout, idempotent=True)(run_agent)
+    made = tool(name=name, description=description, timeout=timeout, idempotent=True)(run_agent)
+    return dataclasses.replace(made, spends_budget=True)
 
 
 async def _run_child(agent: Agent, prompt: str, caller: CallContext | None) -> ChildEnd:
@@ -144,7 +146,7 @@ async def _run_child(agent: Agent, prompt: str, caller: CallContext | None) -> C
     if caller is None:
         return _end_of(await agent.run(prompt))
     child = copy.copy(agent)
-    child.limits = narrowed(agent.limits, caller.budget.remaining())
+    child.limits = narrowed(agent.limits, shared(caller.budget.remaining(), caller.sharing))
     if caller.store is None:
         return _end_of(await child.run(prompt))
     run_id = child_run_id(caller)

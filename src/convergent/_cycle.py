@@ -118,6 +118,7 @@ class Run(CycleDriver):
         "listening",
         "mark",
         "output_value",
+        "sharing",
         "sink",
         "state",
         "steering",
@@ -139,6 +140,7 @@ class Run(CycleDriver):
         self.steering = steering
         self.journal = journal
         self.store = store
+        self.sharing = 1  # calls of the running batch that spend the run's budgets
         """Where the run is stored, for tools that store runs of their own (child runs)."""
         observers: list[RunObserver] = list(agent.observers)
         if telemetry is not None:
@@ -346,6 +348,7 @@ class Run(CycleDriver):
             self._nudged(review.decision)
         if self.journal is not None:
             await self.journal.requested(self.state, cycle, calls)
+        self.sharing = _spending(calls, self.agent.tools, notes)
         if notes:
             records = await self._run_some(calls, notes)
         elif len(calls) == 1:
@@ -406,7 +409,12 @@ class Run(CycleDriver):
         started = clock.monotonic()
         token = entered(
             CallContext(
-                run_id=state.run_id, call_id=call.id, cycle=cycle, store=self.store, budget=self
+                run_id=state.run_id,
+                call_id=call.id,
+                cycle=cycle,
+                store=self.store,
+                budget=self,
+                sharing=self.sharing,
             )
         )
         try:
@@ -610,3 +618,15 @@ def _last_text(messages: Sequence[Message]) -> str:
         if message.role == "assistant" and message.content:
             return message.content
     return ""
+
+
+def _spending(
+    calls: Sequence[ToolCall], tools: Mapping[str, Tool], skipped: Mapping[int, str]
+) -> int:
+    """How many of the calls that run spend the run's budgets (at least one)."""
+    spending = 0
+    for position, call in enumerate(calls):
+        tool = tools.get(call.name)
+        if position not in skipped and tool is not None and tool.spends_budget:
+            spending += 1
+    return max(spending, 1)

@@ -18,7 +18,7 @@ from convergent.stop import Limits
 if TYPE_CHECKING:
     from convergent.durability.protocol import Durability
 
-__all__ = ["CallContext", "RunBudget", "current_call", "entered", "narrowed"]
+__all__ = ["CallContext", "RunBudget", "current_call", "entered", "narrowed", "shared"]
 
 N = TypeVar("N", int, float)
 
@@ -47,6 +47,9 @@ class CallContext:
     """Where the calling run is stored (None: in memory only)."""
     budget: RunBudget
     """The calling run's budget: what remains, and where to report usage."""
+    sharing: int = 1
+    """Calls of the batch that spend the run's budgets, this one included: each may
+    spend an equal share of what remains (`shared`)."""
 
 
 _CURRENT: ContextVar[CallContext | None] = ContextVar("convergent_call", default=None)
@@ -78,6 +81,26 @@ def narrowed(limits: Limits, remaining: Limits) -> Limits:
         max_cost=least(limits.max_cost, remaining.max_cost),
         max_repeated_calls=limits.max_repeated_calls,
         stall_nudges=limits.stall_nudges,
+    )
+
+
+def shared(remaining: Limits, parts: int) -> Limits:
+    """One of ``parts`` equal shares of the cycle, token and cost budgets in ``remaining``.
+
+    Calls that run side by side spend the same budgets, so none may have all of them;
+    time passes for all at once, so ``max_seconds`` is not divided.
+    """
+    if parts <= 1:
+        return remaining
+    return Limits(
+        max_cycles=None if remaining.max_cycles is None else remaining.max_cycles // parts,
+        max_total_tokens=(
+            None if remaining.max_total_tokens is None else remaining.max_total_tokens // parts
+        ),
+        max_seconds=remaining.max_seconds,
+        max_cost=None if remaining.max_cost is None else remaining.max_cost / parts,
+        max_repeated_calls=remaining.max_repeated_calls,
+        stall_nudges=remaining.stall_nudges,
     )
 
 

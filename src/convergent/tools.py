@@ -138,6 +138,9 @@ class Tool:
     source: str | None = None
     """Where the tool comes from when it is not a local function (``mcp:time`` for a tool
     of the MCP server ``time``); durable runs record it with every finished call."""
+    spends_budget: bool = False
+    """A call runs work that spends the run's budgets (an agent called as a tool): the
+    calls of such tools in one batch share what is left of them equally."""
 
     is_async: bool = field(init=False, default=False)
     """Whether the function is a coroutine function (run natively on the loop)."""
