@@ -348,7 +348,7 @@ class Run(CycleDriver):
             self._nudged(review.decision)
         if self.journal is not None:
             await self.journal.requested(self.state, cycle, calls)
-        self.sharing = _spending(calls, self.agent.tools, notes)
+        self.sharing = _spending(calls, self.agent.tools, notes) if len(calls) > 1 else 1
         if notes:
             records = await self._run_some(calls, notes)
         elif len(calls) == 1:
