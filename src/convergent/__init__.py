@@ -16,9 +16,10 @@ Code hook loads only what it needs.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from convergent._exports import listed_names as _listed_names
+from convergent._exports import load_export as _load_export
 from convergent._version import __version__
 
 if TYPE_CHECKING:
@@ -164,14 +165,9 @@ _MODULE_OF = {
 
 def __getattr__(name: str) -> object:
     """Import an exported name's module when the name is first used (PEP 562)."""
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return _load_export(globals(), _MODULE_OF, name)
 
 
 def __dir__() -> list[str]:
     """The names already imported and the exported ones not yet used."""
-    return sorted({*globals(), *__all__})
+    return _listed_names(globals(), __all__)
