@@ -25,7 +25,7 @@ from convergent.exceptions import ToolError, UserError
 from convergent.messages import Usage
 from convergent.models.base import Model
 from convergent.result import RunResult
-from convergent.run_context import CallContext, current_call, narrowed, shared
+from convergent.run_context import CallContext, current_call
 from convergent.state import RunState
 from convergent.stop import StopReason
 from convergent.tools import Tool, tool
@@ -99,6 +99,12 @@ class ChildEnd:
     cycles: int
     """The child's cycles."""
 
+    @classmethod
+    def of(cls, run: RunResult | RunState) -> ChildEnd:
+        """How ``run``, a finished child run (just ended, or found stored), ended."""
+        assert run.stop_reason is not None, "a finished run has a stop reason"
+        return cls(run.stop_reason, run.stop_detail, run.output, run.usage, run.cycles)
+
 
 ChildRunner = Callable[[str, CallContext | None], Awaitable[ChildEnd]]
 """Runs (or finds) the child run of a call: its prompt and its caller (None outside a run)."""
@@ -144,11 +150,11 @@ def child_tool(name: str, description: str, run: ChildRunner, *, timeout: float 
 async def _run_child(agent: Agent, prompt: str, caller: CallContext | None) -> ChildEnd:
     """Run (or find, or continue) the child run of the calling run's call."""
     if caller is None:
-        return _end_of(await agent.run(prompt))
+        return ChildEnd.of(await agent.run(prompt))
     child = copy.copy(agent)
-    child.limits = narrowed(agent.limits, shared(caller.budget.remaining(), caller.sharing))
+    child.limits = caller.child_limits(agent.limits)
     if caller.store is None:
-        return _end_of(await child.run(prompt))
+        return ChildEnd.of(await child.run(prompt))
     run_id = child_run_id(caller)
     store = _ChildStore(caller.store, (caller.run_id, caller.call_id))
     try:
@@ -156,16 +162,8 @@ async def _run_child(agent: Agent, prompt: str, caller: CallContext | None) -> C
     except UserError:
         stored = None
     if stored is None:
-        return _end_of(await child.run(prompt, run_id=run_id, store=store))
+        return ChildEnd.of(await child.run(prompt, run_id=run_id, store=store))
     if stored.stop_reason is not None:
         # the caller stopped before it recorded this call's result: reuse the child's
-        return ChildEnd(
-            stored.stop_reason, stored.stop_detail, stored.output, stored.usage, stored.cycles
-        )
-    return _end_of(await child.run(state=stored, store=store))
-
-
-def _end_of(result: RunResult) -> ChildEnd:
-    return ChildEnd(
-        result.stop_reason, result.stop_detail, result.output, result.usage, result.cycles
-    )
+        return ChildEnd.of(stored)
+    return ChildEnd.of(await child.run(state=stored, store=store))

@@ -51,6 +51,10 @@ class CallContext:
     """Calls of the batch that spend the run's budgets, this one included: each may
     spend an equal share of what remains (`shared`)."""
 
+    def child_limits(self, own: Limits) -> Limits:
+        """``own`` limits cut to this call's share of what the calling run has left."""
+        return narrowed(own, shared(self.budget.remaining(), self.sharing))
+
 
 _CURRENT: ContextVar[CallContext | None] = ContextVar("convergent_call", default=None)
 

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from convergent._agent_tool import ChildEnd, child_run_id, child_tool
     from convergent.builder import child_spec
     from convergent.exceptions import ToolError
-    from convergent.run_context import CallContext, narrowed, shared
+    from convergent.run_context import CallContext
     from convergent.spec import AgentToolSpec
     from convergent.state import RunState
     from convergent.temporal._payloads import TASK_PREVIEW, RunStart
@@ -60,7 +60,7 @@ def child_workflow_tool(child: AgentToolSpec, workspace: str | None, workflow_na
         if caller is None:
             raise ToolError("an agent tool of a Temporal run is called only by the run")
         run_id = child_run_id(caller)
-        limits = narrowed(spec.limits, shared(caller.budget.remaining(), caller.sharing))
+        limits = caller.child_limits(spec.limits)
         start = RunStart(
             recipe=spec.model_copy(update={"limits": limits}).to_json(),
             run_id=run_id,
@@ -84,10 +84,7 @@ def child_workflow_tool(child: AgentToolSpec, workspace: str | None, workflow_na
             done = await _earlier_child(run_id)
         except ChildWorkflowError as exc:
             raise ToolError(f"the agent's run failed: {_reason(exc)}") from None
-        state = RunState.from_jsonable(done["state"])
-        reason = state.stop_reason
-        assert reason is not None, "a finished run has a stop reason"
-        return ChildEnd(reason, state.stop_detail, state.output, state.usage, state.cycles)
+        return ChildEnd.of(RunState.from_jsonable(done["state"]))
 
     return child_tool(child.name, child.description, run, timeout=child.timeout)
 
