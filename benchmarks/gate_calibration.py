@@ -32,6 +32,7 @@ from convergent.agent import Agent
 from convergent.gate.ask import AskUser, QueueChannel
 from convergent.gate.events import GateDecided
 from convergent.gate.executive import DEFAULT_THRESHOLD, ExecutiveGate, scoring_messages
+from convergent.limits import Limits
 from convergent.messages import (
     Message,
     ModelResponse,
@@ -43,7 +44,6 @@ from convergent.messages import (
 from convergent.models.base import Model
 from convergent.models.scripted import ScriptedModel
 from convergent.state import RunState
-from convergent.stop import Limits
 from convergent.tools import Tool
 
 __all__ = [

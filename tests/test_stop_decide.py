@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convergent import stop
+from convergent.limits import Limits
 from convergent.stop import (
     CONTINUE,
     STOP_PRIORITY,
@@ -17,7 +18,6 @@ from convergent.stop import (
     HandOff,
     Interrupted,
     LimitReached,
-    Limits,
     Nudge,
     Paused,
     RollOver,

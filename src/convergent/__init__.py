@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         UserError,
     )
     from convergent.extensions import Verification, Verifier
+    from convergent.limits import Limits
     from convergent.messages import ModelResponse, ToolCall, Usage
     from convergent.models import (
         AnthropicModel,
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from convergent.result import RunResult
     from convergent.spec import AgentSpec
     from convergent.state import RunState
-    from convergent.stop import Limits, StopReason
+    from convergent.stop import StopReason
     from convergent.tools import Tool, tool
 
 __all__ = [
@@ -155,7 +156,7 @@ _MODULE_OF = {
     "RunResult": "convergent.result",
     "AgentSpec": "convergent.spec",
     "RunState": "convergent.state",
-    "Limits": "convergent.stop",
+    "Limits": "convergent.limits",
     "StopReason": "convergent.stop",
     "Tool": "convergent.tools",
     "tool": "convergent.tools",

@@ -32,6 +32,7 @@ from convergent.events import (
 )
 from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedError, UserError
 from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
+from convergent.limits import Limits
 from convergent.messages import (
     AssistantMessage,
     CallOutcome,
@@ -46,7 +47,7 @@ from convergent.result import RunResult
 from convergent.run_context import CallContext, entered
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import NO_COMMANDS, SteeringCommand, SteeringQueue, Taken
-from convergent.stop import CONTINUE, Decision, Facts, Interrupted, Limits, Nudge, Stop, StopReason
+from convergent.stop import CONTINUE, Decision, Facts, Interrupted, Nudge, Stop, StopReason
 from convergent.tools import Tool
 
 __all__ = ["LoopSpec", "RolledOver", "Run", "ToolErrorPolicy"]

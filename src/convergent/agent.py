@@ -32,6 +32,7 @@ from convergent.extensions import (
     RunObserver,
     Verifier,
 )
+from convergent.limits import Limits
 from convergent.mcp.config import MCPServer
 from convergent.mcp.toolset import MCPToolset
 from convergent.messages import (
@@ -50,7 +51,6 @@ from convergent.stop import (
     Continue,
     Decision,
     Interrupted,
-    Limits,
     Nudge,
     Paused,
     RollOver,

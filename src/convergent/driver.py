@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, TypeVar, Unpack
 
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification, Verifier
+from convergent.limits import Limits
 from convergent.messages import NO_USAGE, AssistantMessage, CallOutcome, Message, ToolCall, Usage
 from convergent.models._prices import priced
 from convergent.monitor import CHARS_PER_MESSAGE, FINAL_ANSWER_TOKENS, MonitorState, RunMonitor
@@ -37,7 +38,6 @@ from convergent.stop import (
     Facts,
     HandOff,
     Interrupted,
-    Limits,
     Nudge,
     Stop,
     StopReason,

@@ -48,16 +48,9 @@ from math import inf
 from typing import TYPE_CHECKING, Literal
 from zlib import crc32
 
+from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
-from convergent.stop import (
-    LimitReached,
-    Limits,
-    Nudge,
-    Stall,
-    StopReason,
-    ToolFailure,
-    canonical_call_key,
-)
+from convergent.stop import LimitReached, Nudge, Stall, StopReason, ToolFailure, canonical_call_key
 
 if TYPE_CHECKING:
     from convergent.models._prices import TokenPrice

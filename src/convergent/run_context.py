@@ -12,8 +12,8 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from convergent.limits import Limits
 from convergent.messages import Usage
-from convergent.stop import Limits
 
 if TYPE_CHECKING:
     from convergent.durability.protocol import Durability

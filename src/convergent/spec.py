@@ -37,9 +37,9 @@ from pydantic import (
 from convergent._validation import problem
 from convergent.exceptions import UserError
 from convergent.gate.executive import DEFAULT_THRESHOLD
+from convergent.limits import Limits
 from convergent.mcp.config import stored_mcp_config
 from convergent.output import OutputSpec
-from convergent.stop import Limits
 
 __all__ = [
     "BUILTIN_TOOLS",

@@ -1,4 +1,4 @@
-"""`convergent hook stop` loads only the coordinator: no typer, rich, httpx or agent stack."""
+"""`convergent hook stop` loads only the coordinator: no typer, rich, httpx, pydantic, agent."""
 
 from __future__ import annotations
 
@@ -7,6 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from convergent.coordinator import (
+    DEFAULT_STATE_FILE,
+    ArtifactCheck,
+    Atom,
+    BaseCase,
+    StateStore,
+    WorkflowState,
+)
+
 FORBIDDEN = (
     "typer",
     "rich",
@@ -14,6 +23,8 @@ FORBIDDEN = (
     "openai",
     "griffe",  # read only to build tools from docstrings
     "asyncio",  # loaded by the coordinator's controller, which the hook never runs
+    "pydantic",  # about 100 ms to import; the state file is read with msgspec
+    "convergent.limits",
     "convergent.agent",
     "convergent.models",
     "convergent.tools",
@@ -33,8 +44,9 @@ print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 """
 
 
-def test_the_hook_answers_without_loading_the_agent_stack(tmp_path: Path) -> None:
-    payload = json.dumps({"session_id": "s", "cwd": str(tmp_path), "hook_event_name": "Stop"})
+def _probe(folder: Path) -> tuple[str, set[str]]:
+    """The hook's stdout for a Stop in ``folder``, and the modules it loaded."""
+    payload = json.dumps({"session_id": "s", "cwd": str(folder), "hook_event_name": "Stop"})
     done = subprocess.run(
         [sys.executable, "-c", PROBE],
         input=payload,
@@ -42,13 +54,31 @@ def test_the_hook_answers_without_loading_the_agent_stack(tmp_path: Path) -> Non
         text=True,
         timeout=60,
         check=False,
-        cwd=tmp_path,
+        cwd=folder,
     )
     report = json.loads(done.stderr.strip().splitlines()[-1])
     assert report["code"] == 0
-    assert done.stdout == "{}\n"  # no state file: the stop is allowed
-    loaded = set(report["loaded"])
+    return done.stdout, set(report["loaded"])
+
+
+def test_the_hook_answers_without_loading_the_agent_stack(tmp_path: Path) -> None:
+    stdout, loaded = _probe(tmp_path)
+    assert stdout == "{}\n"  # no state file: the stop is allowed
     assert "convergent.coordinator.hook" in loaded
+    assert not [name for name in loaded if name.startswith(FORBIDDEN)], loaded
+
+
+def test_reading_deciding_and_writing_the_state_loads_no_more(tmp_path: Path) -> None:
+    state = WorkflowState(
+        goal="ship it",
+        atoms=[Atom(id="a1", title="write it")],
+        base_case=BaseCase(checks=[ArtifactCheck(name="built", path="dist/app")]),
+    )
+    store = StateStore(tmp_path / DEFAULT_STATE_FILE)
+    store.create(state)
+    stdout, loaded = _probe(tmp_path)
+    assert json.loads(stdout)["decision"] == "block"
+    assert store.load().control.hook.consecutive_blocks == 1
     assert not [name for name in loaded if name.startswith(FORBIDDEN)], loaded
 
 

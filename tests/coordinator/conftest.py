@@ -33,7 +33,7 @@ def make_state(
         goal="test goal",
         atoms=atoms,
         base_case=BaseCase(checks=checks or []),
-        control=Control.model_validate(control),
+        control=Control(**control),
     )
 
 

@@ -93,8 +93,8 @@ def test_confirm_only_judgment_checks() -> None:
 def test_record_verification_completes_and_reverts() -> None:
     state = make_state(1)
     assert record_verification(state, [_result(True)])
-    assert state.control.model_dump()["status"] == "completed"
-    assert state.control.model_dump()["stop_reason"] == "completed"
+    assert state.control.to_data()["status"] == "completed"
+    assert state.control.to_data()["stop_reason"] == "completed"
     assert state.base_case.verified_at is not None
     assert not record_verification(state, [_result(True), _result(False)])
     assert state.control.status is WorkflowStatus.RUNNING

@@ -30,7 +30,7 @@ def _store(path: Path, *checks: ArtifactCheck | CommandCheck, **control: object)
         WorkflowState(
             goal="ship it",
             base_case=BaseCase(checks=list(checks)),
-            control=Control.model_validate(control),
+            control=Control(**control),
         )
     )
     return store

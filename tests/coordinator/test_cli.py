@@ -83,7 +83,7 @@ def test_init_refuses_to_overwrite(wf: str, capsys: pytest.CaptureFixture[str]) 
 def test_init_rejects_a_bad_check(state_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = cli(capsys, "coordinator", "init", "-s", str(state_path), "--http", "localhost")
     assert code == 2
-    assert err.startswith("error: invalid check: String should match pattern")
+    assert err.startswith("error: invalid check: url: Expected `str` matching regex")
     assert err.count("\n") == 1
     assert not state_path.exists()
 

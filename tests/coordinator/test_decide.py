@@ -129,7 +129,7 @@ def test_interrupt_is_not_a_stop() -> None:
 def test_continue_after_raising_a_limit_clears_the_stop() -> None:
     state = _state(at_limit=True)
     assert isinstance(advance(state), Stop)
-    assert state.control.model_dump()["status"] == "stopped"
+    assert state.control.to_data()["status"] == "stopped"
     state.control.max_iterations = 10
     assert isinstance(advance(state), Continue)
     assert state.control.status is WorkflowStatus.RUNNING

@@ -1,14 +1,18 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from convergent.coordinator import (
     SCHEMA_VERSION,
+    Atom,
     AtomStatus,
+    BaseCase,
     CommandCheck,
+    Control,
     JudgmentCheck,
     ProgressKind,
     StateFileError,
@@ -86,7 +90,7 @@ def test_stop_reason_is_stored_in_the_loop_vocabulary() -> None:
         ),
         ("atoms:\n  - id: a\n    status: done\n", "atoms.0.status"),
         ("control:\n  max_stall_count: 0\n", "control.max_stall_count"),
-        ("colour: blue\n", "colour: Extra inputs are not permitted"),
+        ("colour: blue\n", "colour: unknown field"),
         ("schema_version: 99\n", "schema_version 99 is newer"),
         (
             "base_case:\n  checks:\n    - {name: t, kind: command, command: x}\n"
@@ -165,6 +169,47 @@ def test_assignment_is_validated() -> None:
     state = make_state(1)
     with pytest.raises(ValueError, match="max_iterations"):
         state.control.max_iterations = 0
+
+
+def test_an_assignment_that_breaks_a_rule_across_fields_is_undone() -> None:
+    state = make_state(2)
+    before = list(state.atoms)
+    with pytest.raises(ValueError, match=r"^duplicate atom id\(s\): p0$"):
+        state.atoms = [*before, Atom(id="p0")]
+    assert state.atoms == before
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Atom(id="has space"), "^id: Expected `str` matching regex"),
+        (lambda: Control(stall_count=-1), "^stall_count: Expected `int` >= 0$"),
+        (lambda: CommandCheck(name="t", command=[]), "^command must not be empty$"),
+        (lambda: BaseCase(checks=["pytest"]), r"^checks\.0: Expected `object`, got `str`$"),
+    ],
+)
+def test_records_are_checked_when_built(build: Callable[[], object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_values_are_converted_when_built_as_when_read() -> None:
+    atom = Atom(id="a", status="resolved")  # type: ignore[arg-type]
+    assert atom.status is AtomStatus.RESOLVED
+    assert atom == parse_state("atoms:\n  - {id: a, status: resolved}\n").atoms[0]
+
+
+def test_the_file_leaves_out_unset_fields_and_json_keeps_them() -> None:
+    state = make_state(1)
+    assert "stop_reason" not in dump_state(state)
+    assert state.control.to_data()["stop_reason"] is None
+    assert state.control.to_data(drop_none=True).keys() == state.control.to_data().keys() - {
+        "stop_reason",
+        "stop_detail",
+        "stop_note",
+        "redirect_note",
+        "last_progress",
+    }
 
 
 def test_new_state_has_current_schema_version() -> None:

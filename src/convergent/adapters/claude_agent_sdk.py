@@ -51,13 +51,13 @@ from claude_agent_sdk.types import HookCallback
 
 from convergent.adapters import NotExpressible
 from convergent.driver import CycleDriver, PolicyOptions, StopReport, failure_result
+from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.stop import (
     Decision,
     Facts,
     Interrupted,
     LimitReached,
-    Limits,
     Nudge,
     Stop,
     StopReason,

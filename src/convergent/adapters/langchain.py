@@ -46,9 +46,10 @@ from convergent.adapters._langchain_common import (
 )
 from convergent.driver import CycleDriver, PolicyOptions, StopReport
 from convergent.extensions import Verification
+from convergent.limits import Limits
 from convergent.messages import ToolCall
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.stop import Interrupted, Limits, Nudge, Stop
+from convergent.stop import Interrupted, Nudge, Stop
 
 __all__ = ["ConvergenceMiddleware", "ConvergenceState"]
 

@@ -45,9 +45,10 @@ from convergent.adapters._langchain_common import (
     wrap_tool_call,
 )
 from convergent.driver import CycleDriver, PolicyOptions, StopReport
+from convergent.limits import Limits
 from convergent.messages import ToolCall
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.stop import Limits, Stop
+from convergent.stop import Stop
 
 __all__ = ["ToolsCondition", "awrap_tool_call", "wrap_tool_call"]
 

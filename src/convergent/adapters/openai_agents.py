@@ -55,9 +55,10 @@ from convergent.driver import (
     StopReport,
     failure_result,
 )
+from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.stop import Facts, LimitReached, Limits, Nudge, Stop, decide
+from convergent.stop import Facts, LimitReached, Nudge, Stop, decide
 
 __all__ = ["Convergence", "ConvergedRun", "run"]
 

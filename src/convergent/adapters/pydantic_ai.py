@@ -48,9 +48,10 @@ from convergent.driver import (
     StopReport,
     failure_result,
 )
+from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.stop import Interrupted, Limits, Nudge, Stop
+from convergent.stop import Interrupted, Nudge, Stop
 
 __all__ = ["Convergence"]
 

@@ -50,11 +50,12 @@ from pydantic.fields import FieldInfo
 from convergent.agent import Agent
 from convergent.bench.report import PolicyStats, SuiteResult
 from convergent.exceptions import ScriptExhaustedError, ToolError, UserError
+from convergent.limits import Limits
 from convergent.messages import CallOutcome, Message, SystemMessage, UserMessage
 from convergent.models.scripted import ScriptedModel
 from convergent.result import RunResult
 from convergent.state import RunState
-from convergent.stop import Limits, StopReason
+from convergent.stop import StopReason
 from convergent.tools import Tool
 
 __all__ = [

@@ -80,7 +80,8 @@ from convergent.bench._world import (
 from convergent.bench.report import EMPTY_STATS, PolicyStats, SuiteResult
 from convergent.events import Event, Nudged
 from convergent.extensions import Verification
-from convergent.stop import Limits, StopReason
+from convergent.limits import Limits
+from convergent.stop import StopReason
 
 __all__ = [
     "CONFIDENCE_THRESHOLD",

@@ -29,8 +29,9 @@ from convergent.bench.convergence import Task, build_tasks
 from convergent.bench.report import PolicyStats, SuiteResult
 from convergent.exceptions import ConvergentError, UserError
 from convergent.extensions import Verification
+from convergent.limits import Limits
 from convergent.models.base import Model, ModelSettings
-from convergent.stop import Limits, StopReason
+from convergent.stop import StopReason
 
 __all__ = [
     "LIVE_MAX_CYCLES",

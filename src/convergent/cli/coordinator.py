@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 from convergent.cli._app import app
 from convergent.coordinator import actions
@@ -103,7 +102,7 @@ def status_report(state: WorkflowState, path: Path) -> dict[str, Any]:
             for item in strategy_advice(state)
         ],
         "inertia": [asdict(flag) for flag in find_inertia(state)],
-        "checks": [result.model_dump(mode="json") for result in state.base_case.last_results],
+        "checks": [result.to_data() for result in state.base_case.last_results],
         "hook": _hook_report(state),
     }
 
@@ -116,7 +115,7 @@ def _hook_report(state: WorkflowState) -> dict[str, Any]:
         "consecutive_blocks": hook.consecutive_blocks,
         "max_consecutive_blocks": hook.max_consecutive_blocks,
         "block_when_active": hook.block_when_active,
-        "last_answer": last.model_dump(mode="json") if last else None,
+        "last_answer": last.to_data() if last else None,
     }
 
 
@@ -213,8 +212,8 @@ def init(
         checks = _checks_from_options(
             check_command or [], artifact or [], http or [], judgment or []
         )
-    except ValidationError as exc:
-        raise UserError(f"invalid check: {exc.errors()[0]['msg']}") from None
+    except ValueError as exc:
+        raise UserError(f"invalid check: {exc}") from None
     new = WorkflowState(
         goal=goal,
         base_case=BaseCase(checks=checks),
@@ -254,9 +253,7 @@ def verify(state: StateOpt = _DEFAULT, as_json: JsonOpt = False) -> None:
     with store.update() as current:
         satisfied = actions.record_verification(current, results)
     if as_json:
-        _print_json(
-            {"satisfied": satisfied, "results": [r.model_dump(mode="json") for r in results]}
-        )
+        _print_json({"satisfied": satisfied, "results": [r.to_data() for r in results]})
     else:
         _print_results(results, satisfied)
     raise typer.Exit(0 if satisfied else 1)

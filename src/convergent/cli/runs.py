@@ -29,9 +29,10 @@ from convergent.cli.run import absolute_model_spec
 from convergent.durability.resuming import prepare_resume, spec_of, steerable_run
 from convergent.durability.sqlite import DEFAULT_DB_PATH, RunStore, RunSummary
 from convergent.exceptions import UserError
+from convergent.limits import Limits
 from convergent.models._prices import CURRENCY, format_cost, parse_price
 from convergent.state import RunState
-from convergent.stop import Limits, StopReason
+from convergent.stop import StopReason
 
 __all__ = ["resume_command", "rewind_command", "runs_command", "steer_command"]
 

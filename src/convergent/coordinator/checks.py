@@ -23,9 +23,11 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal, assert_never
+from typing import Annotated, ClassVar, Literal, assert_never
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from msgspec import Meta
+
+from convergent.coordinator._record import Record
 
 __all__ = [
     "ArtifactCheck",
@@ -44,6 +46,9 @@ __all__ = [
 _TAIL_CHARS = 2000
 
 
+_Name = Annotated[str, Meta(min_length=1)]
+
+
 class CheckKind(StrEnum):
     """The ways completion can be observed."""
 
@@ -53,70 +58,62 @@ class CheckKind(StrEnum):
     JUDGMENT = "judgment"
 
 
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1)
-    """Unique name of the check inside the base case."""
-
-
-class CommandCheck(_Spec):
+class CommandCheck(Record, tag=CheckKind.COMMAND.value, tag_field="kind", kw_only=True):
     """A command whose exit code decides the check, e.g. ``pytest -q`` exiting 0."""
 
-    kind: Literal[CheckKind.COMMAND] = CheckKind.COMMAND
+    kind: ClassVar[Literal[CheckKind.COMMAND]] = CheckKind.COMMAND
+    name: _Name
+    """Unique name of the check inside the base case."""
     command: str | list[str]
     """The command: an argument list, or a string split with `shlex` unless ``shell``."""
     shell: bool = False
     """Run the string through the system shell; off by default so nothing is interpreted."""
     expect_exit: int = 0
     """The exit code that means "done"."""
-    timeout: float = Field(default=600.0, gt=0)
+    timeout: Annotated[float, Meta(gt=0)] = 600.0
     """Seconds before the command (and its process group) is killed and the check fails."""
     cwd: str | None = None
     """Working directory, relative to the state file's directory; that directory if unset."""
 
-    @field_validator("command")
-    @classmethod
-    def _not_empty(cls, value: str | list[str]) -> str | list[str]:
-        if (isinstance(value, str) and not value.strip()) or (
-            isinstance(value, list) and not value
-        ):
+    def _check(self) -> None:
+        if (isinstance(self.command, str) and not self.command.strip()) or not self.command:
             raise ValueError("command must not be empty")
-        return value
 
 
-class ArtifactCheck(_Spec):
+class ArtifactCheck(Record, tag=CheckKind.ARTIFACT.value, tag_field="kind", kw_only=True):
     """A file or directory that must exist, given as a path or a glob pattern."""
 
-    kind: Literal[CheckKind.ARTIFACT] = CheckKind.ARTIFACT
-    path: str = Field(min_length=1)
+    kind: ClassVar[Literal[CheckKind.ARTIFACT]] = CheckKind.ARTIFACT
+    name: _Name
+    """Unique name of the check inside the base case."""
+    path: Annotated[str, Meta(min_length=1)]
     """Path or glob (``*``, ``?``, ``[...]``, ``**``), relative to the state file's directory."""
-    min_matches: int = Field(default=1, ge=1)
+    min_matches: Annotated[int, Meta(ge=1)] = 1
     """How many existing paths the pattern must match."""
 
 
-class HttpCheck(_Spec):
+class HttpCheck(Record, tag=CheckKind.HTTP.value, tag_field="kind", kw_only=True):
     """An HTTP endpoint that must answer with the expected status, e.g. a health route."""
 
-    kind: Literal[CheckKind.HTTP] = CheckKind.HTTP
-    url: str = Field(pattern=r"^https?://")
+    kind: ClassVar[Literal[CheckKind.HTTP]] = CheckKind.HTTP
+    name: _Name
+    """Unique name of the check inside the base case."""
+    url: Annotated[str, Meta(pattern=r"^https?://")]
     """The URL to request; loopback or any host the user configured."""
     method: Literal["GET", "HEAD", "POST"] = "GET"
     """HTTP method."""
-    expect_status: int = Field(default=200, ge=100, le=599)
+    expect_status: Annotated[int, Meta(ge=100, le=599)] = 200
     """The status code that means "done"."""
     contains: str | None = None
     """Text the response body must contain, if set."""
-    timeout: float = Field(default=10.0, gt=0)
+    timeout: Annotated[float, Meta(gt=0)] = 10.0
     """Seconds for connecting and reading before the check fails."""
 
 
-class Confirmation(BaseModel):
+class Confirmation(Record, kw_only=True):
     """A person's recorded confirmation that a judgment statement holds."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    by: str = Field(min_length=1)
+    by: _Name
     """Who confirmed it."""
     at: datetime
     """When it was confirmed (UTC)."""
@@ -124,26 +121,24 @@ class Confirmation(BaseModel):
     """What the person looked at, if they said."""
 
 
-class JudgmentCheck(_Spec):
+class JudgmentCheck(Record, tag=CheckKind.JUDGMENT.value, tag_field="kind", kw_only=True):
     """A statement that needs human judgment; passes only with a recorded confirmation."""
 
-    kind: Literal[CheckKind.JUDGMENT] = CheckKind.JUDGMENT
-    statement: str = Field(min_length=1)
+    kind: ClassVar[Literal[CheckKind.JUDGMENT]] = CheckKind.JUDGMENT
+    name: _Name
+    """Unique name of the check inside the base case."""
+    statement: Annotated[str, Meta(min_length=1)]
     """What must be true, in words, e.g. "the auth API operates normally"."""
     confirmation: Confirmation | None = None
     """The human confirmation; set with ``convergent coordinator record confirm``."""
 
 
-Check = Annotated[
-    CommandCheck | ArtifactCheck | HttpCheck | JudgmentCheck, Field(discriminator="kind")
-]
+Check = CommandCheck | ArtifactCheck | HttpCheck | JudgmentCheck
 """One completion check; the ``kind`` field selects the type."""
 
 
-class CheckResult(BaseModel):
+class CheckResult(Record, kw_only=True):
     """The outcome of one check together with the evidence it was decided on."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str
     """Name of the check."""

@@ -40,9 +40,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+import msgspec
 
 from convergent._json import UnusableJson, load_json
+from convergent.coordinator._record import ValidationError, describe, from_data
 from convergent.coordinator.actions import record_verification
 from convergent.coordinator.advice import strategy_advice
 from convergent.coordinator.checks import CheckResult, run_checks
@@ -128,13 +129,11 @@ class HookInputError(UserError):
     """Stdin is empty, not JSON, or not a JSON object."""
 
 
-class HookInput(BaseModel):
+class HookInput(msgspec.Struct, kw_only=True):
     """The JSON Claude Code sends on stdin to Stop and SubagentStop hooks.
 
-    Unknown fields are kept and ignored, so newer Claude Code versions still work.
+    Unknown fields are ignored, so newer Claude Code versions still work.
     """
-
-    model_config = ConfigDict(extra="allow")
 
     session_id: str | None = None
     """Claude Code session id."""
@@ -224,9 +223,9 @@ def parse_hook_input(raw: str) -> HookInput:
     if not isinstance(data, dict):
         raise HookInputError(f"stdin JSON is a {type(data).__name__}, expected an object")
     try:
-        return HookInput.model_validate(data)
+        return from_data(data, HookInput, strict=False)
     except ValidationError as exc:
-        where = ".".join(str(p) for p in exc.errors()[0]["loc"])
+        where = describe(exc).partition(":")[0]
         raise HookInputError(f"stdin JSON field {where!r} has the wrong type") from None
 
 

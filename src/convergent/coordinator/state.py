@@ -21,12 +21,13 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from msgspec import Meta, field
 
 from convergent._yaml import UnusableYaml, load_yaml
+from convergent.coordinator._record import Record, ValidationError, describe, from_data, to_data
 from convergent.coordinator.checks import Check, CheckResult
 from convergent.exceptions import UserError
 from convergent.stop import StopReason
@@ -90,20 +91,20 @@ class ProgressKind(StrEnum):
     """More unresolved atoms than before: over-decomposition."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+_Count = Annotated[int, Meta(ge=0)]
+_Limit = Annotated[int, Meta(ge=1)]
 
 
-class Atom(_Model):
+class Atom(Record, kw_only=True):
     """One unit of work in the DAG."""
 
-    id: str = Field(min_length=1, pattern=r"^[^\s]+$")
+    id: Annotated[str, Meta(min_length=1, pattern=r"^[^\s]+$")]
     """Unique identifier without spaces, e.g. ``auth-api``."""
     title: str = ""
     """What the work item is, in a few words."""
     status: AtomStatus = AtomStatus.PENDING
     """Current status."""
-    depends_on: list[str] = Field(default_factory=list)
+    depends_on: list[str] = field(default_factory=list)
     """Ids of atoms that must be resolved before this one can start."""
     or_group: str | None = None
     """Atoms sharing an OR group are alternatives: resolving one resolves the group."""
@@ -113,7 +114,7 @@ class Atom(_Model):
     """Free text: evidence of resolution, reason for abandoning, and so on."""
 
 
-class Attempt(_Model):
+class Attempt(Record, kw_only=True):
     """A failed attempt at an atom, kept to detect the same approach repeated."""
 
     atom: str | None = None
@@ -126,22 +127,20 @@ class Attempt(_Model):
     """The iteration during which it failed."""
 
 
-class BaseCase(_Model):
+class BaseCase(Record, kw_only=True):
     """The completion criteria: externally verifiable checks and their latest results."""
 
-    checks: list[Check] = Field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
     """The checks; all must pass (and there must be at least one)."""
-    last_results: list[CheckResult] = Field(default_factory=list)
+    last_results: list[CheckResult] = field(default_factory=list)
     """Results of the most recent verification, with evidence."""
     verified_at: datetime | None = None
     """When the checks last ran."""
 
-    @model_validator(mode="after")
-    def _unique_names(self) -> BaseCase:
+    def _check(self) -> None:
         duplicates = _repeated(check.name for check in self.checks)
         if duplicates:
             raise ValueError(f"duplicate check name(s): {_listed(duplicates)}")
-        return self
 
 
 class HookAction(StrEnum):
@@ -155,7 +154,7 @@ class HookAction(StrEnum):
     """End the work (``continue: false``)."""
 
 
-class HookAnswerRecord(_Model):
+class HookAnswerRecord(Record, kw_only=True):
     """The hook's latest answer that it recorded, for people and scripts to read back."""
 
     event: str
@@ -168,16 +167,16 @@ class HookAnswerRecord(_Model):
     """When the hook answered."""
 
 
-class HookSettings(_Model):
+class HookSettings(Record, kw_only=True):
     """How the Claude Code hooks may keep an agent working, and what they last said."""
 
-    max_consecutive_blocks: int = Field(default=5, ge=1)
+    max_consecutive_blocks: _Limit = 5
     """Blocks in a row (without the agent being allowed to stop) before the hook gives in.
 
     Claude Code ends a turn itself after ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` (8 by
     default) blocks in a row; the hook never blocks past the lower of the two.
     """
-    consecutive_blocks: int = Field(default=0, ge=0)
+    consecutive_blocks: _Count = 0
     """Blocks in a row so far; reset when a stop is allowed or a new turn starts."""
     block_when_active: bool = False
     """Keep deciding when ``stop_hook_active`` is true (bounded by the cap above).
@@ -194,7 +193,7 @@ class HookSettings(_Model):
     """The hook's latest recorded answer (``coordinator status --json`` shows it)."""
 
 
-class Control(_Model):
+class Control(Record, kw_only=True):
     """Counters, limits and flags the continue/stop decision reads and writes."""
 
     status: WorkflowStatus = WorkflowStatus.RUNNING
@@ -203,13 +202,13 @@ class Control(_Model):
     """Why the workflow ended, in the library's stop vocabulary."""
     stop_detail: str | None = None
     """The stop reason in words, e.g. ``stall_count 3 >= max_stall_count 3``."""
-    iteration: int = Field(default=0, ge=0)
+    iteration: _Count = 0
     """Iterations completed so far."""
-    max_iterations: int = Field(default=20, ge=1)
+    max_iterations: _Limit = 20
     """Iteration limit (stop reason ``max_cycles``)."""
-    stall_count: int = Field(default=0, ge=0)
+    stall_count: _Count = 0
     """Consecutive iterations in which the unresolved count did not shrink."""
-    max_stall_count: int = Field(default=3, ge=1)
+    max_stall_count: _Limit = 3
     """Stall limit (stop reason ``stalled``)."""
     stop_requested: bool = False
     """A person or program asked the work to stop (stop reason ``stopped``)."""
@@ -219,41 +218,40 @@ class Control(_Model):
     """New instructions are being given: an interruption, not a stop."""
     redirect_note: str | None = None
     """The new instructions or why the redirect was requested."""
-    pending_history: list[int] = Field(default_factory=list)
+    pending_history: list[int] = field(default_factory=list)
     """Unresolved count at the end of each iteration, oldest first."""
     last_progress: ProgressKind | None = None
     """How the latest iteration moved the unresolved count."""
-    or_switches: int = Field(default=0, ge=0)
+    or_switches: _Count = 0
     """How many times an OR alternative was abandoned for another."""
-    inertia_threshold: int = Field(default=2, ge=1)
+    inertia_threshold: _Limit = 2
     """Failures of the same command, or of the same atom, that flag an inertia loop.
 
     Two by default, so the flag is raised before the third identical attempt.
     """
-    hook: HookSettings = Field(default_factory=HookSettings)
+    hook: HookSettings = field(default_factory=HookSettings)
     """Claude Code hook settings and its consecutive-block counter."""
 
 
-class WorkflowState(_Model):
+class WorkflowState(Record, kw_only=True):
     """The whole state file."""
 
     schema_version: int = SCHEMA_VERSION
     """Layout version; files from a newer release are refused rather than misread."""
     goal: str = ""
     """What the workflow is for, shown in status views and hook messages."""
-    atoms: list[Atom] = Field(default_factory=list)
+    atoms: list[Atom] = field(default_factory=list)
     """The work items (a DAG through ``depends_on``)."""
-    base_case: BaseCase = Field(default_factory=BaseCase)
+    base_case: BaseCase = field(default_factory=BaseCase)
     """The completion checks."""
-    control: Control = Field(default_factory=Control)
+    control: Control = field(default_factory=Control)
     """Counters, limits and flags."""
-    attempts: list[Attempt] = Field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
     """Failed attempts, oldest first."""
     updated_at: datetime | None = None
     """When the file was last written."""
 
-    @model_validator(mode="after")
-    def _valid_graph(self) -> WorkflowState:
+    def _check(self) -> None:
         if self.schema_version > SCHEMA_VERSION:
             raise ValueError(
                 f"schema_version {self.schema_version} is newer than this convergent "
@@ -272,7 +270,6 @@ class WorkflowState(_Model):
         cycle = _find_cycle({atom.id: atom.depends_on for atom in self.atoms})
         if cycle:
             raise ValueError(f"dependency cycle: {_listed(cycle, separator=' -> ')}")
-        return self
 
     def atom(self, atom_id: str) -> Atom:
         """Return the atom with this id, or raise `UserError` naming it."""
@@ -334,14 +331,6 @@ def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
     return None
 
 
-def _first_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = _clipped(".".join(str(part) for part in error["loc"]), 120)
-    message = str(error["msg"]).removeprefix("Value error, ")
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{where}: {message}{more}" if where else f"{message}{more}"
-
-
 def parse_state(text: str, source: str = "state file") -> WorkflowState:
     """Parse and validate the YAML text of a state file.
 
@@ -361,12 +350,12 @@ def parse_state(text: str, source: str = "state file") -> WorkflowState:
     if not isinstance(data, dict):
         raise StateFileError(f"{source}: expected a mapping at the top level (is it empty?)")
     try:
-        return WorkflowState.model_validate(data)
+        return from_data(data, WorkflowState)
     except ValidationError as exc:
-        raise StateFileError(f"{source}: {_first_error(exc)}") from None
+        raise StateFileError(f"{source}: {_clipped(describe(exc), 500)}") from None
 
 
 def dump_state(state: WorkflowState) -> str:
     """Serialise the state as YAML, fields in schema order; unset optional fields omitted."""
-    data = state.model_dump(mode="json", exclude_none=True)
+    data = to_data(state, drop_none=True)
     return yaml.dump(data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100)

@@ -35,12 +35,12 @@ from convergent.durability.sqlite import (
 )
 from convergent.events import EventHandler
 from convergent.exceptions import UserError
+from convergent.limits import Limits
 from convergent.models.scripted import Replayable
 from convergent.result import RunResult
 from convergent.spec import AgentSpec, command_line_tools
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
-from convergent.stop import Limits
 
 __all__ = [
     "Continuation",

@@ -19,10 +19,11 @@ from pydantic import ValidationError
 
 from convergent.agent import Agent
 from convergent.exceptions import ModelBehaviorError, ModelError, UserError
+from convergent.limits import Limits
 from convergent.messages import AssistantMessage, Message, SystemMessage, Usage, UserMessage
 from convergent.models.base import Model, ModelSettings
 from convergent.state import ToolCallRecord
-from convergent.stop import Limits, StopReason
+from convergent.stop import StopReason
 from convergent.synthesis._jsonreply import loads_object
 from convergent.synthesis.archetypes import Archetype
 from convergent.synthesis.insights import (

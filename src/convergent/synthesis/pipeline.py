@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from convergent.exceptions import ModelError, UserError
+from convergent.limits import Limits
 from convergent.messages import Usage
 from convergent.models.base import Model, ModelSettings
-from convergent.stop import Limits
 from convergent.synthesis.archetypes import Archetype, resolve_archetypes
 from convergent.synthesis.grouping import (
     DEFAULT_LATENCY_LIMIT,
