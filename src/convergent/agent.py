@@ -221,6 +221,11 @@ class Agent:
             if not self._toolset.running:
                 self._install_tools(())
 
+    @property
+    def mcp_toolset(self) -> MCPToolset | None:
+        """The toolset that runs the agent's MCP servers (None without servers)."""
+        return self._toolset
+
     def as_tool(self, name: str, description: str, *, timeout: float | None = None) -> Tool:
         """This agent as a tool another agent can call: each call is a child run.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -15,7 +16,14 @@ import pytest
 from temporalio.worker import Replayer
 
 from convergent import AgentSpec, Limits
-from convergent.temporal import AgentWorkflow, DevServer, PayloadStore, TemporalRunner, make_worker
+from convergent.temporal import (
+    AgentWorkflow,
+    DevServer,
+    PayloadStore,
+    TemporalRun,
+    TemporalRunner,
+    make_worker,
+)
 from convergent.temporal._worker import workflow_runner
 from convergent.testing import write_script
 
@@ -126,6 +134,16 @@ def recipe(folder: Path, responses: list[Any], **changes: Any) -> AgentSpec:
         limits=Limits(max_cycles=30, max_repeated_calls=5),
     )
     return base.model_copy(update=changes)
+
+
+async def wait_for(run: TemporalRun, test: Any) -> dict[str, Any]:
+    """Poll the run's progress until ``test(progress)`` holds (a minute at most)."""
+    async with asyncio.timeout(60):
+        while True:
+            progress = await run.progress()
+            if test(progress):
+                return progress
+            await asyncio.sleep(0.1)
 
 
 class WorkerProcess:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,10 +21,10 @@ from convergent import AgentSpec, StopReason, UserError
 from convergent.mcp import MCPServer, mcp_config
 from convergent.spec import AgentToolSpec
 from convergent.state import RunState
-from convergent.temporal import DevServer, TemporalRunner, make_worker
+from convergent.temporal import DevServer, TemporalRun, TemporalRunner, make_worker
 from convergent.testing import call, write_script
 
-from .conftest import WorkerProcess, recipe, replayer
+from .conftest import WorkerProcess, recipe, replayer, wait_for
 
 pytest.importorskip("mcp")
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal, pytest.mark.slow]
@@ -31,6 +35,10 @@ SERVER = Path(__file__).parents[1] / "mcp" / "server.py"
 
 def the_testing_server() -> dict[str, Any]:
     return mcp_config([MCPServer.stdio("testing", sys.executable, [str(SERVER)])])
+
+
+MARK = "CONVERGENT_MCP_SERVER"
+"""What marks the processes of a server a worker started (its value begins with its pid)."""
 
 
 def alive(pid: int) -> bool:
@@ -136,3 +144,130 @@ async def test_a_child_agent_calls_its_mcp_tools_on_the_worker(
     assert record.ok and record.result == "echoed: deep"
     done = await runner.client.get_workflow_handle("mcp-child.1.c1").result()
     assert [r.result for r in RunState.from_jsonable(done["state"]).tool_calls] == ["deep"]
+
+
+def servers_of(worker: WorkerProcess, script: Path) -> list[psutil.Process]:
+    """The live processes of ``script`` (a server) below the worker process."""
+    found = []
+    for child in psutil.Process(worker.process.pid).children(recursive=True):
+        try:
+            if str(script) in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+async def kill_the_server_when_asked(
+    run: TemporalRun, question: str, worker: WorkerProcess, script: Path
+) -> int:
+    """When the run asks ``question``, SIGKILL its server as a crash would; the server's pid.
+
+    It returns once the server no longer runs.
+    """
+    await wait_for(run, lambda p: p["question"] == question)
+    (server,) = servers_of(worker, script)
+    os.kill(server.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while alive(server.pid):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    return server.pid
+
+
+def left_behind(worker: WorkerProcess) -> list[psutil.Process]:
+    """The processes that remain of the worker: its children, and any carrying its mark."""
+    found = {}
+    if worker.process.poll() is None:
+        found = {child.pid: child for child in psutil.Process(worker.process.pid).children(True)}
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get(MARK, "").startswith(f"{worker.process.pid}-"):
+                found[process.pid] = process
+        except psutil.Error:  # gone meanwhile, or another user's
+            continue
+    return list(found.values())
+
+
+async def test_a_server_killed_mid_run_is_started_afresh_by_the_next_call(
+    tmp_path: Path, runner: TemporalRunner, temporal_server: DevServer, payload_db: Path
+) -> None:
+    responses = [
+        call("pid"),
+        call("spawn", leave_group=True),
+        call("ask_user", question="Go on?"),
+        call("pid"),
+        call("echo", text="still here"),
+        call("crash"),
+        call("pid"),
+        "done",
+    ]
+    spec = recipe(tmp_path, responses, mcp_servers=the_testing_server())
+    worker = WorkerProcess(temporal_server.address, runner.task_queue, payload_db, cwd=tmp_path)
+    try:
+        run = await runner.start(spec, "use the server", run_id=f"mcp-killed-{uuid.uuid4().hex}")
+        first = await kill_the_server_when_asked(run, "Go on?", worker, SERVER)
+        await run.answer("yes")
+        result = await run.result()
+        assert result.stop_reason is StopReason.COMPLETED
+        pid, spawn, asked, again, echo, crash, last = result.tool_calls
+        assert [r.ok for r in (pid, spawn, asked, again, echo, last)] == [True] * 6
+        # the call after the kill started a fresh server, which served the next call too
+        assert int(pid.result) == first
+        assert int(again.result) != first
+        assert echo.result == "still here"
+        # a crash during a call fails that call, naming the server; the next starts it again
+        assert crash.result == (
+            "crash failed: MCP server 'testing' closed the connection during the call "
+            "(its last output: about to crash)"
+        )
+        assert int(last.result) not in (first, int(again.result))
+        # nothing is left of the servers that died: not the processes, not what they started
+        (serving,) = servers_of(worker, SERVER)
+        assert serving.pid == int(last.result)
+        assert not alive(int(spawn.result))
+        assert [p.pid for p in left_behind(worker)] == [serving.pid]
+    finally:
+        worker.stop()
+    assert left_behind(worker) == []
+
+
+async def test_a_server_that_cannot_start_again_fails_that_call_and_the_next_tries_again(
+    tmp_path: Path, runner: TemporalRunner, temporal_server: DevServer, payload_db: Path
+) -> None:
+    script = tmp_path / "server.py"
+    script.write_bytes(SERVER.read_bytes())
+    servers = mcp_config([MCPServer.stdio("testing", sys.executable, [str(script)])])
+    responses = [
+        call("pid"),
+        call("ask_user", question="Broken?"),
+        call("echo", text="lost"),
+        call("ask_user", question="Mended?"),
+        call("echo", text="back"),
+        "done",
+    ]
+    spec = recipe(tmp_path, responses, mcp_servers=servers)
+    worker = WorkerProcess(temporal_server.address, runner.task_queue, payload_db, cwd=tmp_path)
+    try:
+        run = await runner.start(spec, "use the server", run_id=f"mcp-broken-{uuid.uuid4().hex}")
+        await kill_the_server_when_asked(run, "Broken?", worker, script)
+        script.rename(tmp_path / "moved.py")
+        await run.answer("yes")
+        await wait_for(run, lambda p: p["question"] == "Mended?")
+        (tmp_path / "moved.py").rename(script)
+        await run.answer("yes")
+        result = await run.result()
+        assert result.stop_reason is StopReason.COMPLETED
+        _, _, lost, _, back = result.tool_calls
+        assert lost.outcome == "failed"
+        assert lost.result.startswith(
+            "echo failed: MCP server 'testing' failed to start: it exited or closed the "
+            "connection before answering (its last output: "
+        )
+        assert "can't open file" in lost.result and "\n" not in lost.result
+        assert (back.outcome, back.result) == ("ok", "back")
+        (serving,) = servers_of(worker, script)
+        assert [p.pid for p in left_behind(worker)] == [serving.pid]
+    finally:
+        worker.stop()
+    assert left_behind(worker) == []

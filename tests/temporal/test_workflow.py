@@ -14,10 +14,10 @@ from temporalio.client import WorkflowHistory
 from chat_stub import ChatStub, completion
 from convergent import Limits, StopReason, Usage, build_agent
 from convergent.spec import GateSpec
-from convergent.temporal import TemporalRun, TemporalRunner, make_worker
+from convergent.temporal import TemporalRunner, make_worker
 from convergent.testing import answer, call, step, write_script
 
-from .conftest import WorkerProcess, recipe, replayer
+from .conftest import WorkerProcess, recipe, replayer, wait_for
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -30,16 +30,6 @@ def comparable(result: Any) -> dict[str, Any]:
     data = result.to_dict()
     data.pop("run_id")
     return data
-
-
-async def wait_for(run: TemporalRun, test: Any) -> dict[str, Any]:
-    """Poll the run's progress until ``test(progress)`` holds (a minute at most)."""
-    async with asyncio.timeout(60):
-        while True:
-            progress = await run.progress()
-            if test(progress):
-                return progress
-            await asyncio.sleep(0.1)
 
 
 async def test_a_run_on_temporal_ends_as_the_same_run_in_process(

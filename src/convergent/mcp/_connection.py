@@ -6,6 +6,9 @@ tools, then waits to be told to stop; tool calls come from the loop's tasks thro
 the client's session. A transport that fails ends only its owner task, never the run,
 and stopping is a message to the owner (never a cancellation, which could cut the
 transport's shutdown of the server process short).
+
+A connection made with ``restart=True`` (as on a Temporal worker, whose servers outlive
+any one run) starts a server that has ended afresh at the next call that needs it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from convergent.exceptions import ToolError, UserError
+from convergent.mcp._processes import server_alive
 from convergent.mcp._stdio import UNUSABLE, stdio_transport
 from convergent.mcp.config import MCPServer, expand_env
 
@@ -63,10 +67,17 @@ class ServerConnection:
 
     Args:
         server: The server to run or reach.
+        restart: Whether a call finding the server ended (its process exited, or the
+            connection closed during an earlier call) first starts it afresh; without
+            it, such calls fail, naming the server.
     """
 
-    def __init__(self, server: MCPServer) -> None:
+    def __init__(self, server: MCPServer, *, restart: bool = False) -> None:
         self.server = server
+        self.restart = restart
+        self._process: tuple[int, str] | None = None
+        self._restarting = asyncio.Lock()
+        self._starts = 0
         self._client: Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -86,7 +97,10 @@ class ServerConnection:
             UserError: In one line naming the server, if it cannot be started, does not
                 answer within its ``startup_timeout``, or fails the handshake.
         """
+        self._starts += 1
         self._stop = asyncio.Event()
+        self._ended = None
+        self._process = None
         self._ready = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._serve(), name=f"MCP server {self.name}")
         try:
@@ -121,6 +135,31 @@ class ServerConnection:
             task.cancel()  # still connecting: cut the handshake short, once
         await asyncio.gather(task, return_exceptions=True)
 
+    @property
+    def serving(self) -> bool:
+        """Whether the server is up: connected, and its process (if it runs one) alive."""
+        if self._client is None or self._ended is not None:
+            return False
+        return self._process is None or server_alive(*self._process)
+
+    async def _start_again(self) -> None:
+        """Start afresh a server that has ended, once for the caller that finds it so.
+
+        What is left of the old server is stopped first. Callers that wait meanwhile
+        find it serving again (or, if it could not start, try once more themselves).
+
+        Raises:
+            ToolError: In one line naming the server, if it cannot be started.
+        """
+        async with self._restarting:
+            if self.serving:
+                return
+            await self.stop()
+            try:
+                await self.start()
+            except UserError as exc:
+                raise ToolError(str(exc)) from None
+
     async def list_tools(self) -> list[types.Tool] | None:
         """The server's tools now; None if it is not running or does not answer."""
         client = self._client
@@ -135,10 +174,13 @@ class ServerConnection:
         """Call a tool of the server.
 
         Raises:
-            ToolError: If the server is not running, closes the connection during the
-                call (it crashed or was stopped), or answers with a protocol error.
+            ToolError: If the server is not running (with ``restart``: cannot be
+                started again), closes the connection during the call (it crashed or
+                was stopped), or answers with a protocol error.
         """
-        client = self._client
+        if self.restart and not self.serving:
+            await self._start_again()
+        client, start = self._client, self._starts
         if client is None or self._ended is not None:
             reason = f" ({self._ended})" if self._ended else ""
             raise ToolError(f"MCP server {self.name!r} is not running{reason}")
@@ -151,18 +193,23 @@ class ServerConnection:
             if exc.code != types.CONNECTION_CLOSED:
                 refused = f"MCP server {self.name!r} answered with an error: {exc.message}"
                 raise ToolError(refused) from None
-            raise ToolError(self._gone()) from None
+            raise ToolError(self._gone(start)) from None
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
-            raise ToolError(self._gone()) from None
+            raise ToolError(self._gone(start)) from None
         except Exception as exc:  # a malformed answer, whatever the SDK raised for it
             raise ToolError(
                 f"MCP server {self.name!r} sent an unusable answer: {type(exc).__name__}: {exc}"
             ) from None
 
-    def _gone(self) -> str:
-        """The message for a call the server dropped; later calls fail at once."""
+    def _gone(self, start: int) -> str:
+        """The message for a call the server dropped; later calls fail at once.
+
+        A call made before the server was started again (``start`` is the count of
+        starts it was made under) leaves the new server be.
+        """
         message = self._lost()
-        self._ended = "it closed the connection during an earlier call"
+        if start == self._starts:
+            self._ended = "it closed the connection during an earlier call"
         return message
 
     def _lost(self) -> str:
@@ -224,6 +271,7 @@ class ServerConnection:
                 },
                 cwd=server.cwd,
                 errlog=self._errlog,
+                started=self._started,
             )
         else:
             import httpx2
@@ -237,6 +285,9 @@ class ServerConnection:
             )
             transport = streamable_http_client(expand_env(server.url), http_client=http)
         return await stack.enter_async_context(Client(transport, cache=None))
+
+    def _started(self, pid: int, mark: str) -> None:
+        self._process = (pid, mark)
 
     async def _serve(self) -> None:
         """The owner task: connect, list the tools, wait for `stop`, disconnect."""

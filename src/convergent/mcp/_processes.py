@@ -16,7 +16,7 @@ import secrets
 
 import psutil
 
-__all__ = ["MARK", "end_server_processes", "new_mark"]
+__all__ = ["MARK", "end_server_processes", "new_mark", "server_alive"]
 
 MARK = "CONVERGENT_MCP_SERVER"
 """The environment variable that marks a server's processes."""
@@ -28,6 +28,19 @@ TERM_GRACE = 2.0
 def new_mark() -> str:
     """A value of `MARK` for one server start: this process's id and a random token."""
     return f"{os.getpid()}-{secrets.token_hex(8)}"
+
+
+def server_alive(pid: int, mark: str) -> bool:
+    """Whether the server process ``pid`` of the start marked ``mark`` still runs.
+
+    An exited process that its parent has not reaped yet (a zombie) does not run, and a
+    process that was given the number later carries no such mark.
+    """
+    try:
+        process = psutil.Process(pid)
+        return process.status() != psutil.STATUS_ZOMBIE and process.environ().get(MARK) == mark
+    except psutil.Error:  # gone, or its environment went with it
+        return False
 
 
 def _belongs(process: psutil.Process, group: int, mark: str) -> bool:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import signal
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import IO
 
@@ -152,8 +152,12 @@ async def stdio_transport(
     env: dict[str, str],
     cwd: str | None,
     errlog: IO[str],
+    started: Callable[[int, str], None] | None = None,
 ) -> AsyncIterator[TransportStreams]:
     """Start the server and yield the SDK's read and write streams to it.
+
+    ``started`` is told the server's process id and mark (`convergent.mcp._processes`)
+    as soon as it runs, so that its owner can tell whether it is still alive.
 
     Raises:
         OSError: If the command cannot be started.
@@ -166,6 +170,8 @@ async def stdio_transport(
         stderr=errlog,
         start_new_session=True,
     )
+    if started is not None:
+        started(process.pid, mark)
     # no awaits before the task group below, or a cancellation could leak the process
     incoming_send, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outgoing, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](0)

@@ -3,7 +3,9 @@
 `Agent` uses one when it is given ``mcp_servers``: the servers start when a run starts
 (or when the agent is entered with ``async with``) and stop when it ends, however it
 ends. The toolset counts its users, so runs that overlap share one set of servers.
-Each start lists the servers' tools afresh.
+Each start lists the servers' tools afresh. A toolset whose servers serve for longer
+than a run (a Temporal worker's) can be told to `restart` a server that has ended at
+the next call of one of its tools.
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ class MCPToolset:
                 raise UserError(f"two MCP servers are named {name!r}")
         self.servers = tuple(servers)
         self.reserved = frozenset(reserved)
+        self.restart = False
+        """Whether a call of a tool whose server has ended (its process exited, or the
+        connection closed) first starts that server afresh; set it before the start."""
         self._users = 0
         self._ready: asyncio.Task[list[Tool]] | None = None
         self._connections: list[ServerConnection] = []
@@ -117,7 +122,7 @@ class MCPToolset:
         _require_sdk()
         from convergent.mcp._connection import ServerConnection
 
-        connections = [ServerConnection(server) for server in self.servers]
+        connections = [ServerConnection(s, restart=self.restart) for s in self.servers]
         self._connections = list(connections)
         try:
             listings = await asyncio.gather(

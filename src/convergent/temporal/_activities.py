@@ -1,7 +1,8 @@
 """The side effects of a run, as Temporal activities on a worker.
 
 A worker builds each spec's agent once (its models and tools, with
-`convergent.builder.build_agent`; its MCP servers started when first needed) and runs,
+`convergent.builder.build_agent`; its MCP servers started when first needed, and again
+by the next call that needs one that has ended) and runs,
 for the workflows that drive it: the description of the agent, one model request, one
 tool call, and the wait for the result of a child run an earlier attempt started. A
 tool call is classified exactly as in a local run (`convergent._executor.invoke`), and
@@ -66,7 +67,9 @@ class AgentCache:
     """One agent per distinct spec, built on first use and closed with the worker.
 
     A spec's MCP servers are started by the first activity that needs its tools, once
-    per worker, and serve every run of that spec on the worker until it shuts down.
+    per worker, and serve every run of that spec on the worker until it shuts down. A
+    server that has ended meanwhile (crashed, killed) is started afresh by the next call
+    of one of its tools, what was left of it stopped first.
     """
 
     def __init__(self) -> None:
@@ -86,6 +89,8 @@ class AgentCache:
         agent = self._agents.get(key)
         if agent is None:
             agent = self._agents[key] = _build(spec)
+            if agent.mcp_toolset is not None:
+                agent.mcp_toolset.restart = True
         return agent
 
     async def with_servers(self, spec: dict[str, Any]) -> Agent:
