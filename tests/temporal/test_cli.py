@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -310,45 +311,97 @@ def wait_for_text(path: Path, text: str) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.slow
-def test_a_run_whose_worker_died_is_followed_without_a_flood(
-    tmp_path: Path, temporal_server: DevServer
-) -> None:
-    address, name = temporal_server.address, f"orphan-{uuid.uuid4().hex[:8]}"
-    db = tmp_path / ".convergent" / "runs.db"
-    target = ["--temporal", address, "--task-queue", name]
-    model = write_script(
-        tmp_path / "script.json", call("ask_user", question="Which colour?"), "painted"
-    )
-    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
-    first = WorkerProcess(address, name, db)
-    with out.open("w") as stdout, err.open("w") as stderr:
-        follower = subprocess.Popen(
-            [EXE, "run", "paint", "--model", model, "--ask-timeout", "600", "--run-id", "orphan"]
-            + target,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
+class Asking:
+    """A worker on a fresh task queue, and ``run --temporal`` following a run that asks.
+
+    The follower's output goes to ``out.txt`` and ``err.txt``; the run asks "Which
+    colour?" and, answered, completes with "painted".
+    """
+
+    def __init__(self, tmp_path: Path, address: str) -> None:
+        self.folder = tmp_path
+        self.address = address
+        self.run_id = f"asks-{uuid.uuid4().hex[:8]}"
+        self.db = tmp_path / ".convergent" / "runs.db"
+        self.target = ["--temporal", address, "--task-queue", self.run_id]
+        self.first = self.worker()
+        model = write_script(
+            tmp_path / "script.json", call("ask_user", question="Which colour?"), "painted"
         )
-    try:
-        wait_for_text(err, "the run asks Which colour?")
-        first.kill()
-        # the follower's queries now reach no worker: it says so once, then waits
-        wait_for_text(err, "do not answer; waiting for the run")
-        second = WorkerProcess(address, name, db)
+        self.err = tmp_path / "err.txt"
+        with (tmp_path / "out.txt").open("w") as stdout, self.err.open("w") as stderr:
+            self.follower = subprocess.Popen(
+                [EXE, "run", "paint", "--model", model, "--ask-timeout", "600"]
+                + ["--run-id", self.run_id, *self.target],
+                cwd=tmp_path,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+            )
+
+    def worker(self) -> WorkerProcess:
+        """Another worker process on the task queue."""
+        return WorkerProcess(self.address, self.run_id, self.db)
+
+    def answer(self) -> None:
+        """Answer the question with ``convergent resume``, which follows the run to its end."""
+        answered = cli("resume", self.run_id, "--answer", "blue", *self.target, cwd=self.folder)
+        assert answered.returncode == 0, answered.stderr
+
+    def end_on_a_second_worker(self, *, answer: bool) -> None:
+        """Start a second worker (answer the question then), and wait for the follower to end."""
+        second = self.worker()
         try:
-            answered = cli("resume", "orphan", "--answer", "blue", *target, cwd=tmp_path)
-            assert answered.returncode == 0, answered.stderr
-            assert follower.wait(timeout=120) == 0
+            if answer:
+                self.answer()
+            assert self.follower.wait(timeout=120) == 0
         finally:
             second.stop()
+
+    def shown(self) -> str:
+        """What the follower showed, once it is ended (killed if it still runs)."""
+        self.first.kill()
+        if self.follower.poll() is None:
+            self.follower.kill()
+            self.follower.wait()
+        return (self.folder / "out.txt").read_text() + self.err.read_text()
+
+
+@pytest.fixture
+def asking(tmp_path: Path, temporal_server: DevServer) -> Asking:
+    return Asking(tmp_path, temporal_server.address)
+
+
+@pytest.mark.slow
+def test_a_run_whose_worker_died_is_followed_without_a_flood(asking: Asking) -> None:
+    try:
+        wait_for_text(asking.err, "the run asks Which colour?")
+        asking.first.kill()
+        # the follower's queries now reach no worker: it says so once, then waits
+        wait_for_text(asking.err, "do not answer; waiting for the run")
+        asking.end_on_a_second_worker(answer=True)
     finally:
-        first.kill()
-        if follower.poll() is None:
-            follower.kill()
-            follower.wait()
-    shown = out.read_text() + err.read_text()
+        shown = asking.shown()
     assert "stopped: completed" in shown
     assert "WARN" not in shown and "consistent query" not in shown
     assert shown.count("do not answer") == 1
+
+
+@pytest.mark.slow
+def test_the_end_of_a_run_is_shown_when_no_worker_answers_the_first_look_after_it(
+    asking: Asking,
+) -> None:
+    try:
+        wait_for_text(asking.err, "the run asks Which colour?")
+        # frozen, the follower next looks at the run once it has ended and its worker is gone
+        asking.follower.send_signal(signal.SIGSTOP)
+        asking.answer()
+        asking.first.kill()
+        asking.follower.send_signal(signal.SIGCONT)
+        wait_for_text(asking.err, "the run has ended; waiting for a worker")
+        asking.end_on_a_second_worker(answer=False)
+    finally:
+        shown = asking.shown()
+    assert "stopped: completed" in shown
+    assert "painted" in shown
+    assert shown.count("waiting for a worker") == 1

@@ -162,7 +162,8 @@ class _Follower:
     Its events go to the view; its open question (``ask_user``) is shown with how to
     answer it. While the run waits on a question, the next typed line is its answer;
     otherwise a line steers the run, and ``/stop`` stops it. A run whose workers do
-    not answer is said once, not at every poll. The ``header`` line is shown with the
+    not answer is said once, not at every poll, and so is an ended run whose last
+    events wait for a worker. The ``header`` line is shown with the
     first event, once a worker has built the run's agent.
     """
 
@@ -187,10 +188,17 @@ class _Follower:
         self.seen = 0
         self.question: str | None = None
         self.silent = False
+        self.ending = False
         self.notes = Console(stderr=True, highlight=False)
 
     async def follow(self, ended: asyncio.Future[Any]) -> None:
-        """Follow until the run stops (or ``ended`` resolves and one last look is taken)."""
+        """Follow until the run stops, and its last events are shown.
+
+        Once ``ended`` resolves, a look that fails is taken again (said once) while the
+        task queue has workers: a worker answers the query on the ended run, and one
+        that has died may be sent it first, so a single failed look would lose the end
+        of the run.
+        """
         while True:
             finished = ended.done()
             if finished and ended.exception() is not None:
@@ -199,9 +207,29 @@ class _Follower:
             if progress is not None and not progress["running"]:
                 return
             if finished:
-                return
+                if progress is not None or not await self._wait_for_the_end():
+                    return
+                await asyncio.sleep(self.poll)
+                continue
             await self._relay()
             await asyncio.wait({ended}, timeout=self.poll)
+
+    async def _wait_for_the_end(self) -> bool:
+        """Whether to look again at the ended run: a worker may yet show its last events."""
+        queue = escape(self.run.runner.task_queue)
+        if not await self.run.runner.has_workers():
+            self.notes.print(
+                f"[dim]no worker of task queue {queue!r} answers: the run's last events are "
+                "not shown[/]"
+            )
+            return False
+        if not self.ending:
+            self.ending = True
+            self.notes.print(
+                f"[dim]the run has ended; waiting for a worker of task queue {queue!r} to "
+                "show its last events[/]"
+            )
+        return True
 
     async def _look(self) -> dict[str, Any] | None:
         try:
