@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 from convergent.cli._app import COMMAND_MODULES, register
+
+from ._probe import probe
 
 
 def _module_of(callback: object) -> str:
@@ -23,38 +24,14 @@ def test_the_table_names_every_command_with_the_module_that_defines_it() -> None
     assert found == COMMAND_MODULES
 
 
-PROBE = """
-import json, sys
-from convergent.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit as exc:
-    code = exc.code
-print(json.dumps({"code": code, "loaded": sorted(sys.modules)}), file=sys.stderr)
-"""
-
-
-def _loaded(folder: Path, *args: str) -> tuple[int, set[str]]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=folder,
-    )
-    report = json.loads(done.stderr.strip().splitlines()[-1])
-    return report["code"], set(report["loaded"])
-
-
 def test_a_coordinator_command_loads_neither_the_agent_nor_the_other_commands(
     tmp_path: Path,
 ) -> None:
-    assert _loaded(tmp_path, "coordinator", "init", "--check-command", "true")[0] == 0
-    code, loaded = _loaded(tmp_path, "coordinator", "record", "add", "docs")
-    assert code == 0
-    assert "convergent.cli.coordinator" in loaded
-    assert not {"convergent.agent", "convergent.cli.run", "convergent.gate"} & loaded
+    assert probe(tmp_path, "coordinator", "init", "--check-command", "true").code == 0
+    done = probe(tmp_path, "coordinator", "record", "add", "docs")
+    assert done.code == 0
+    assert "convergent.cli.coordinator" in done.loaded
+    assert not {"convergent.agent", "convergent.cli.run", "convergent.gate"} & done.loaded
 
 
 def test_help_lists_every_command() -> None:
