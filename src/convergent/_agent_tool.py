@@ -17,11 +17,12 @@ import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from convergent._run_id import MAX_RUN_ID
 from convergent.durability.protocol import Durability, RunJournal
 from convergent.exceptions import ToolError, UserError
+from convergent.limits import Limits
 from convergent.messages import Usage
 from convergent.models.base import Model
 from convergent.result import RunResult
@@ -30,10 +31,7 @@ from convergent.state import RunState
 from convergent.stop import StopReason
 from convergent.tools import Tool, tool
 
-if TYPE_CHECKING:
-    from convergent.agent import Agent
-
-__all__ = ["ChildEnd", "ChildRunner", "agent_tool", "child_run_id", "child_tool"]
+__all__ = ["ChildAgent", "ChildEnd", "ChildRunner", "agent_tool", "child_run_id", "child_tool"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -110,7 +108,25 @@ ChildRunner = Callable[[str, CallContext | None], Awaitable[ChildEnd]]
 """Runs (or finds) the child run of a call: its prompt and its caller (None outside a run)."""
 
 
-def agent_tool(agent: Agent, name: str, description: str, *, timeout: float | None) -> Tool:
+class ChildAgent(Protocol):
+    """What a child run needs of the agent it runs (`convergent.Agent` has it)."""
+
+    limits: Limits
+    """The agent's own budgets; a child gets at most what its caller has left of them."""
+
+    async def run(
+        self,
+        task: str | None = None,
+        *,
+        run_id: str | None = None,
+        state: RunState | None = None,
+        store: Durability | None = None,
+    ) -> RunResult:
+        """Run the agent on ``task``, or continue ``state``, stored in ``store``."""
+        ...
+
+
+def agent_tool(agent: ChildAgent, name: str, description: str, *, timeout: float | None) -> Tool:
     """A tool that runs ``agent`` on the call's task as a child run (see `Agent.as_tool`)."""
     return child_tool(name, description, functools.partial(_run_child, agent), timeout=timeout)
 
@@ -147,7 +163,7 @@ def child_tool(name: str, description: str, run: ChildRunner, *, timeout: float 
     return dataclasses.replace(made, spends_budget=True)
 
 
-async def _run_child(agent: Agent, prompt: str, caller: CallContext | None) -> ChildEnd:
+async def _run_child(agent: ChildAgent, prompt: str, caller: CallContext | None) -> ChildEnd:
     """Run (or find, or continue) the child run of the calling run's call."""
     if caller is None:
         return ChildEnd.of(await agent.run(prompt))

@@ -40,7 +40,6 @@ from convergent.messages import (
     SystemMessage,
     UserMessage,
 )
-from convergent.models._prices import unpriced_model
 from convergent.models.base import Model, ModelSettings
 from convergent.output import OutputSpec
 from convergent.result import RunResult
@@ -267,8 +266,15 @@ class Agent:
         Raises:
             UserError: If ``limits.max_cost`` is set and a model's price is unknown.
         """
-        if self.limits.max_cost is not None and (unpriced := unpriced_model(self.models)):
-            raise UserError(unpriced)
+        if self.limits.max_cost is None:
+            return
+        for model in self.models.values():
+            if model.price is None:
+                raise UserError(
+                    f"max_cost needs a price for {model.name}, and none is known: give one "
+                    "with --price IN,OUT or price=(IN, OUT), in US dollars per million input "
+                    "and output tokens"
+                )
 
     async def aclose(self) -> None:
         """Release what the agent holds: its MCP servers, its models' connections."""

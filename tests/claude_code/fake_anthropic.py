@@ -3,6 +3,8 @@
 `FakeAnthropic` answers ``POST /v1/messages`` (streamed as server-sent events, or as
 one JSON body), ``POST /v1/messages/count_tokens`` and ``GET /v1/models`` from a script:
 a list of `Reply` values consumed in order, or a function of the `MessagesRequest`.
+It serves them as routes of `convergent.testing.chat_server.ChatServer`, which streams
+each reply as `anthropic_stream` does.
 It records every request, so a test can assert what a client sent (for example that a
 hook's block reason reached the model). A request past the end of the script, a
 function that raises, or a path it does not serve is answered with an error and kept
@@ -20,11 +22,11 @@ import itertools
 import json
 import socketserver
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Self
+
+from convergent.testing.chat_server import SSE, ChatServer, Request, Response, anthropic_stream
 
 __all__ = [
     "FakeAnthropic",
@@ -163,138 +165,14 @@ Script = Sequence[Reply] | Callable[[MessagesRequest], Reply]
 """Replies in order, or a function choosing the reply for each request."""
 
 
-def _sse(event: str, data: dict[str, Any]) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
-
-
-def _block_events(index: int, block: Text | ToolUse) -> Iterator[bytes]:
-    if isinstance(block, Text):
-        start: dict[str, Any] = {"type": "text", "text": ""}
-        deltas = [{"type": "text_delta", "text": block.text}]
-    else:
-        start = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
-        whole = json.dumps(block.input)
-        middle = len(whole) // 2  # two pieces, so the client has to join partial JSON
-        deltas = [
-            {"type": "input_json_delta", "partial_json": piece}
-            for piece in (whole[:middle], whole[middle:])
-        ]
-    yield _sse(
-        "content_block_start",
-        {"type": "content_block_start", "index": index, "content_block": start},
-    )
-    for delta in deltas:
-        yield _sse(
-            "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
-        )
-    yield _sse("content_block_stop", {"type": "content_block_stop", "index": index})
+_PIECE = 16
+"""Characters per streamed delta: longer texts and tool inputs arrive in pieces to join."""
 
 
 def _block_json(block: Text | ToolUse) -> dict[str, Any]:
     if isinstance(block, Text):
         return {"type": "text", "text": block.text}
     return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, fake: FakeAnthropic) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.fake = fake
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def do_GET(self) -> None:  # noqa: N802  (http.server's naming)
-        if self.path.split("?")[0] != "/v1/models":
-            self._unknown()
-            return
-        self.server.fake.other_requests.append(f"GET {self.path}")
-        model = {
-            "type": "model",
-            "id": "claude-fake-1",
-            "display_name": "Fake",
-            "created_at": "2026-01-01T00:00:00Z",
-        }
-        self._json(200, {"data": [model], "has_more": False, "first_id": None, "last_id": None})
-
-    def do_POST(self) -> None:  # noqa: N802
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        route = self.path.split("?")[0]
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            self.server.fake.problems.append(f"POST {self.path}: body is not a JSON object")
-            self._error(400, "invalid_request_error", "body is not a JSON object")
-        elif route == "/v1/messages/count_tokens":
-            self.server.fake.other_requests.append(f"POST {self.path}")
-            self._json(200, {"input_tokens": 100})
-        elif route == "/v1/messages":
-            self._messages(MessagesRequest(self.path, dict(self.headers), body))
-        else:
-            self._unknown()
-
-    def _messages(self, request: MessagesRequest) -> None:
-        fake = self.server.fake
-        reply = fake.next_reply(request)
-        if isinstance(reply, str):
-            fake.problems.append(reply)
-            # 400 is not retried, so the client ends instead of looping
-            self._error(400, "invalid_request_error", reply)
-            return
-        message = _message(
-            f"msg_fake_{len(fake.requests):04d}", str(request.body.get("model", "fake")), reply
-        )
-        if request.body.get("stream"):
-            self._stream(message, reply)
-        else:
-            self._json(200, message)
-
-    def _stream(self, message: dict[str, Any], reply: Reply) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        start = {**message, "content": [], "stop_reason": None}
-        start["usage"] = {**message["usage"], "output_tokens": 1}
-        self.wfile.write(_sse("message_start", {"type": "message_start", "message": start}))
-        for index, block in enumerate(reply.content):
-            for event in _block_events(index, block):
-                self.wfile.write(event)
-                self.wfile.flush()
-        delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
-        usage = {"output_tokens": reply.output_tokens}
-        self.wfile.write(
-            _sse("message_delta", {"type": "message_delta", "delta": delta, "usage": usage})
-        )
-        self.wfile.write(_sse("message_stop", {"type": "message_stop"}))
-        self.wfile.flush()
-        self.close_connection = True
-
-    def _json(self, status: int, data: dict[str, Any]) -> None:
-        body = json.dumps(data).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _error(self, status: int, kind: str, message: str) -> None:
-        self._json(status, {"type": "error", "error": {"type": kind, "message": message}})
-
-    def _unknown(self) -> None:
-        self.server.fake.problems.append(f"{self.command} {self.path}: not served by the fake")
-        self._error(404, "not_found_error", f"{self.path} is not served here")
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 def _message(message_id: str, model: str, reply: Reply) -> dict[str, Any]:
@@ -311,30 +189,15 @@ def _message(message_id: str, model: str, reply: Reply) -> dict[str, Any]:
     }
 
 
-class _Serving:
-    """A server on a background thread while the ``with`` block runs; `url` reaches it."""
-
-    def __init__(self, server: socketserver.TCPServer) -> None:
-        self.server = server
-        self.url = f"http://127.0.0.1:{server.server_address[1]}"
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=10)
+def _json(data: dict[str, Any], status: int = 200) -> Response:
+    return Response(json.dumps(data).encode(), status=status)
 
 
-class FakeAnthropic(_Serving):
+def _error(status: int, kind: str, message: str) -> Response:
+    return _json({"type": "error", "error": {"type": kind, "message": message}}, status)
+
+
+class FakeAnthropic:
     """The Messages API on ``127.0.0.1`` (random port), answering from a script.
 
     Use as a context manager; `url` is the ``ANTHROPIC_BASE_URL`` to give a client.
@@ -345,12 +208,25 @@ class FakeAnthropic(_Serving):
         """Every ``/v1/messages`` request, in arrival order."""
         self.other_requests: list[str] = []
         """``METHOD path`` of every other request served (count_tokens, models)."""
-        self.problems: list[str] = []
-        """Requests the script could not answer, or paths the fake does not serve."""
+        self._problems: list[str] = []
         self._script = script
         self._served = 0
         self._lock = threading.Lock()
-        super().__init__(_Server(self))
+        self._server = ChatServer(
+            routes={
+                "POST /v1/messages": self._messages,
+                "POST /v1/messages/count_tokens": self._count_tokens,
+                "GET /v1/models": self._models,
+            }
+        )
+        self.url = self._server.url
+        """Where the fake listens (``ANTHROPIC_BASE_URL``)."""
+
+    @property
+    def problems(self) -> list[str]:
+        """Requests the script could not answer, then paths the fake does not serve."""
+        unserved = [f"{line}: not served by the fake" for line in self._server.unrouted]
+        return [*self._problems, *unserved]
 
     def unconsumed(self) -> int:
         """Scripted replies never requested (0 for a function script)."""
@@ -373,8 +249,56 @@ class FakeAnthropic(_Serving):
             self._served += 1
             return self._script[self._served - 1]
 
+    def _messages(self, request: Request) -> Response | SSE:
+        body = self._body(request)
+        if body is None:
+            return _error(400, "invalid_request_error", "body is not a JSON object")
+        reply = self.next_reply(MessagesRequest(request.path, request.headers, body))
+        if isinstance(reply, str):
+            self._problems.append(reply)
+            # 400 is not retried, so the client ends instead of looping
+            return _error(400, "invalid_request_error", reply)
+        message = _message(
+            f"msg_fake_{len(self.requests):04d}", str(body.get("model", "fake")), reply
+        )
+        return anthropic_stream(message, piece=_PIECE) if body.get("stream") else _json(message)
 
-class OutboundTrap(_Serving):
+    def _count_tokens(self, request: Request) -> Response:
+        if self._body(request) is None:
+            return _error(400, "invalid_request_error", "body is not a JSON object")
+        self.other_requests.append(f"POST {request.path}")
+        return _json({"input_tokens": 100})
+
+    def _models(self, request: Request) -> Response:
+        self.other_requests.append(f"GET {request.path}")
+        model = {
+            "type": "model",
+            "id": "claude-fake-1",
+            "display_name": "Fake",
+            "created_at": "2026-01-01T00:00:00Z",
+        }
+        return _json({"data": [model], "has_more": False, "first_id": None, "last_id": None})
+
+    def _body(self, request: Request) -> dict[str, Any] | None:
+        """The request's JSON object, or None (kept in `problems`) when it sent none."""
+        try:
+            body = request.json() if request.body else {}
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self._problems.append(f"POST {request.path}: body is not a JSON object")
+            return None
+        return body
+
+    def __enter__(self) -> Self:
+        self._server.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._server.__exit__(None, None, None)
+
+
+class OutboundTrap:
     """A proxy on loopback that records every request and forwards none (403)."""
 
     def __init__(self) -> None:
@@ -390,6 +314,17 @@ class OutboundTrap(_Serving):
                     b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                 )
 
-        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        super().__init__(server)
+        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        """The proxy's URL, for ``HTTPS_PROXY`` and ``HTTP_PROXY``."""
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)

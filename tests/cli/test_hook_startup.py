@@ -16,6 +16,8 @@ from convergent.coordinator import (
     WorkflowState,
 )
 
+from ._probe import probe
+
 FORBIDDEN = (
     "typer",
     "rich",
@@ -30,35 +32,13 @@ FORBIDDEN = (
     "convergent.tools",
 )
 
-PROBE = """
-import json, sys
-sys.argv = ["convergent", "hook", "stop"]
-from convergent.cli import main
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-loaded = sorted({name.split(".")[0] if not name.startswith("convergent") else name
-                 for name in sys.modules})
-print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
-"""
 
-
-def _probe(folder: Path) -> tuple[str, set[str]]:
+def _probe(folder: Path) -> tuple[str, frozenset[str]]:
     """The hook's stdout for a Stop in ``folder``, and the modules it loaded."""
     payload = json.dumps({"session_id": "s", "cwd": str(folder), "hook_event_name": "Stop"})
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        input=payload,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=folder,
-    )
-    report = json.loads(done.stderr.strip().splitlines()[-1])
-    assert report["code"] == 0
-    return done.stdout, set(report["loaded"])
+    done = probe(folder, "hook", "stop", stdin=payload)
+    assert done.code == 0
+    return done.stdout, done.loaded
 
 
 def test_the_hook_answers_without_loading_the_agent_stack(tmp_path: Path) -> None:

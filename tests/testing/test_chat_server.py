@@ -8,7 +8,14 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from convergent.testing.chat_server import SSE, ChatServer, anthropic_stream, completion
+from convergent.testing.chat_server import (
+    SSE,
+    ChatServer,
+    Request,
+    Response,
+    anthropic_stream,
+    completion,
+)
 
 
 def post(url: str, body: dict[str, Any], timeout: float = 30) -> tuple[str, bytes]:
@@ -101,3 +108,57 @@ def test_a_stream_can_carry_an_error_status_and_headers() -> None:
             assert events(exc.read()) == ['{"type": "overloaded"}']
         else:
             raise AssertionError("a 529 stream must fail the request")
+
+
+def test_routes_answer_by_method_and_path_and_the_rest_is_a_noted_404() -> None:
+    seen: list[Request] = []
+
+    def models(request: Request) -> Response:
+        seen.append(request)
+        return Response(b'{"data": []}', headers={"X-Served-By": "route"})
+
+    def count(request: Request) -> Response:
+        seen.append(request)
+        return Response(json.dumps({"tokens": len(request.json()["text"])}).encode(), status=201)
+
+    routes = {"GET /v1/models": models, "POST /v1/count": count}
+    with ChatServer(lambda n, body: completion(f"reply {n}"), routes=routes) as server:
+        with urllib.request.urlopen(f"{server.url}/v1/models?limit=5", timeout=30) as listed:
+            assert listed.headers["X-Served-By"] == "route"
+            assert json.loads(listed.read()) == {"data": []}
+        request = urllib.request.Request(
+            f"{server.url}/v1/count", data=b'{"text": "four"}', headers={"X-Key": "k"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as counted:
+            assert counted.status == 201
+            assert json.loads(counted.read()) == {"tokens": 4}
+        _, other = post(f"{server.url}/v1/chat/completions", {"messages": []})
+        try:
+            urllib.request.urlopen(f"{server.url}/v1/files", timeout=30)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 404
+        else:
+            raise AssertionError("a path without a route must be a 404")
+    assert [(r.method, r.path) for r in seen] == [
+        ("GET", "/v1/models?limit=5"),
+        ("POST", "/v1/count"),
+    ]
+    assert seen[1].headers["X-Key"] == "k"
+    assert json.loads(other)["choices"][0]["message"]["content"] == "reply 1"
+    assert server.requests == [{"messages": []}]
+    assert server.unrouted == ["GET /v1/files"]
+
+
+def test_without_a_reply_only_the_routes_are_served() -> None:
+    routes = {"POST /v1/messages": lambda request: Response(b"{}")}
+    with ChatServer(routes=routes) as server:
+        assert post(f"{server.url}/v1/messages", {})[1] == b"{}"
+        try:
+            post(f"{server.url}/v1/chat/completions", {})
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 404
+            assert json.loads(exc.read())["error"]["type"] == "not_found_error"
+        else:
+            raise AssertionError("a POST without a route or a reply must be a 404")
+    assert server.unrouted == ["POST /v1/chat/completions"]
+    assert server.requests == []

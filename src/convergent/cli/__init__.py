@@ -23,9 +23,9 @@ __all__ = ["app", "main"]
 
 def __getattr__(name: str) -> Any:
     if name == "app":
-        from convergent.cli._app import app
+        from convergent.cli._app import register
 
-        return app
+        return register()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -50,10 +50,14 @@ def main(argv: list[str] | None = None) -> None:
 def _run(argv: list[str]) -> None:
     import typer
 
-    from convergent.cli._app import app
-    from convergent.cli._gate import expand_gate_flag
+    from convergent.cli._app import register
 
-    args = expand_gate_flag(argv)
+    args = argv
+    if "--gate" in args:  # the gate package is loaded only by commands that take it
+        from convergent.cli._gate import expand_gate_flag
+
+        args = expand_gate_flag(args)
+    app = register(args[0] if args and not args[0].startswith("-") else None)
     # tools named package.module:attribute import from the current folder, as they would
     # under `python -m convergent`; appended, so the folder never shadows an installed module
     if os.getcwd() not in sys.path:

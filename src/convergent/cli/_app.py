@@ -24,21 +24,35 @@ def _root() -> None:
     """LLM agent loops that stop for objective reasons."""
 
 
-def _register() -> None:
-    """Import the command modules; each adds its commands to `app`."""
-    for module in (
-        "run",
-        "coordinator",
-        "hook",
-        "synthesize",
-        "runs",
-        "bench",
-        "worker",
-        "ui",
-        "mcp_tools",
-    ):
+COMMAND_MODULES: dict[str, str] = {
+    "run": "run",
+    "coordinator": "coordinator",
+    "hook": "hook",
+    "synthesize": "synthesize",
+    "runs": "runs",
+    "resume": "runs",
+    "rewind": "runs",
+    "steer": "runs",
+    "bench": "bench",
+    "worker": "worker",
+    "ui": "ui",
+    "mcp": "mcp_tools",
+}
+"""The module of `convergent.cli` that defines each top-level command (or group)."""
+
+
+def register(command: str | None = None) -> typer.Typer:
+    """`app` with the commands that ``command`` needs: its own module, or every module.
+
+    Each module adds its commands to `app` when imported. A known command loads only its
+    module, so ``convergent coordinator record resolve X`` (which agents run often)
+    does not load the agent stack; anything else (``--help``, a typo that typer answers
+    with suggestions) loads them all.
+    """
+    known = COMMAND_MODULES.get(command) if command else None
+    for module in [known] if known else dict.fromkeys(COMMAND_MODULES.values()):
         importlib.import_module(f"convergent.cli.{module}")
+    return app
 
 
 hide_flag_types()
-_register()

@@ -19,13 +19,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convergent.exceptions import UserError
 from convergent.messages import CURRENCY, Usage
-
-if TYPE_CHECKING:
-    from convergent.models.base import Model
 
 __all__ = [
     "CURRENCY",
@@ -41,7 +38,6 @@ __all__ = [
     "priced",
     "priced_for_limit",
     "token_price",
-    "unpriced_model",
 ]
 
 _PER = 1_000_000
@@ -281,15 +277,3 @@ def _from_table(prices: Any) -> TokenPrice | None:
         return base
     tiers = tuple((start, at(start + 1)) for start in thresholds)
     return TokenPrice(base.input, base.output, base.cache_read, base.cache_write, tiers)
-
-
-def unpriced_model(models: Mapping[str, Model]) -> str | None:
-    """Why a cost limit cannot hold for these models (the first without a price), or None."""
-    for model in models.values():
-        if model.price is None:
-            return (
-                f"max_cost needs a price for {model.name}, and none is known: give one with "
-                "--price IN,OUT or price=(IN, OUT), in US dollars per million input and "
-                "output tokens"
-            )
-    return None

@@ -4,6 +4,7 @@ It speaks OpenAI's chat completions, and streams them as server-sent events when
 request asks for ``stream``: a scripted completion is cut into chunks the way OpenAI
 sends them (`openai_stream`). `anthropic_stream` does the same for an Anthropic
 message, and a reply may be any `SSE` (an error event, a stream cut short...).
+Routes answer other methods and paths (a model list, a token count, a whole API).
 
 Example:
     >>> from convergent.models import OpenAIChatModel
@@ -15,11 +16,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass
@@ -40,9 +41,45 @@ class SSE:
     """More response headers."""
 
 
-Reply = Callable[[int, dict[str, Any]], "bytes | SSE | None"]
-"""``(request number from 1, request body) -> response``: a JSON body, a stream, or
-None (never answers)."""
+@dataclass
+class Response:
+    """A whole JSON answer, with a status and headers of your choice."""
+
+    body: bytes
+    """The JSON body."""
+    status: int = 200
+    """The HTTP status."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """More response headers."""
+
+
+Answer = bytes | SSE | Response | None
+"""A JSON body (status 200), a stream, a `Response`, or None (no answer until released)."""
+
+Reply = Callable[[int, dict[str, Any]], Answer]
+"""``(request number from 1, request body) -> answer``."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as it arrived, for a route."""
+
+    method: str
+    """``GET``, ``POST``..."""
+    path: str
+    """The path, query included (``/v1/messages?beta=true``)."""
+    headers: dict[str, str]
+    """The request headers, names as sent."""
+    body: bytes
+    """The raw body (empty when none was sent)."""
+
+    def json(self) -> Any:
+        """The body parsed as JSON; raises `ValueError` when it is not JSON."""
+        return json.loads(self.body)
+
+
+Route = Callable[[Request], Answer]
+"""Answers the requests of one method and path."""
 
 
 def _pieces(text: str, size: int) -> Iterator[str]:
@@ -159,17 +196,25 @@ def completion(
 
 
 class ChatServer:
-    """Answers each POST with ``reply(n, body)``; ``with`` starts and stops it.
+    """Answers each POST with ``reply(n, body)``, or by route; ``with`` starts and stops it.
 
     A JSON reply to a request that asks for ``stream`` is sent as `openai_stream`.
+    `routes` serve other endpoints, or the whole API: a request whose method and path
+    name a route (``"GET /v1/models"``, query left out) is answered by it; any other
+    POST by ``reply``; anything else with a 404, noted in `unrouted`.
 
     Args:
         reply: Makes the answer to each request from its number and its JSON body.
+        routes: Answers by ``"METHOD /path"``, each made from the whole `Request`.
     """
 
-    def __init__(self, reply: Reply) -> None:
+    def __init__(
+        self, reply: Reply | None = None, *, routes: Mapping[str, Route] | None = None
+    ) -> None:
         self.requests: list[dict[str, Any]] = []
-        """The JSON body of every request, in order of arrival."""
+        """The JSON body of every request ``reply`` answered, in order of arrival."""
+        self.unrouted: list[str] = []
+        """``METHOD path`` of every request nothing here answers (each got a 404)."""
         self.arrived = threading.Event()
         """Set when the first request arrives."""
         self.release = threading.Event()
@@ -177,25 +222,29 @@ class ChatServer:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802  (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                stub.requests.append(body)
+            def do_GET(self) -> None:  # noqa: N802  (http.server's naming)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                request = Request(self.command, self.path, dict(self.headers), body)
                 stub.arrived.set()
-                answer = reply(len(stub.requests), body)
+                self._send(stub._answer(request))
+
+            do_POST = do_PUT = do_PATCH = do_DELETE = do_GET  # noqa: N815
+
+            def _send(self, answer: Answer) -> None:
                 if answer is None:
                     stub.release.wait(60)
-                    return
-                if isinstance(answer, bytes) and body.get("stream"):
-                    usage = (body.get("stream_options") or {}).get("include_usage", False)
-                    answer = openai_stream(answer, include_usage=usage)
-                if isinstance(answer, SSE):
+                elif isinstance(answer, SSE):
                     self._stream(answer)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                else:
+                    whole = answer if isinstance(answer, Response) else Response(answer)
+                    self.send_response(whole.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(whole.body)))
+                    for header, value in whole.headers.items():
+                        self.send_header(header, value)
+                    self.end_headers()
+                    self.wfile.write(whole.body)
 
             def _stream(self, answer: SSE) -> None:
                 self.send_response(answer.status)
@@ -217,6 +266,8 @@ class ChatServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
+        self._reply = reply
+        self._routes = dict(routes or {})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         """The HTTP server, on a free port of the loopback interface."""
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -225,7 +276,23 @@ class ChatServer:
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
 
-    def __enter__(self) -> ChatServer:
+    def _answer(self, request: Request) -> Answer:
+        route = self._routes.get(f"{request.method} {request.path.split('?')[0]}")
+        if route is not None:
+            return route(request)
+        if request.method == "POST" and self._reply is not None:
+            body = request.json()
+            self.requests.append(body)
+            answer = self._reply(len(self.requests), body)
+            if isinstance(answer, bytes) and body.get("stream"):
+                usage = (body.get("stream_options") or {}).get("include_usage", False)
+                return openai_stream(answer, include_usage=usage)
+            return answer
+        self.unrouted.append(f"{request.method} {request.path}")
+        error = {"type": "not_found_error", "message": f"{request.path} is not served here"}
+        return Response(json.dumps({"type": "error", "error": error}).encode(), status=404)
+
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -18,19 +18,22 @@ back as it was.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from convergent.durability.protocol import Durability, RunJournal
 from convergent.durability.sqlite import _claims
+from convergent.durability.sqlite._access import StoreAccess
 from convergent.durability.sqlite.journal import SqliteJournal
 from convergent.exceptions import StorageError, UserError
 from convergent.models.base import Model
 from convergent.state import RunState
 from convergent.tools import Tool
 
-if TYPE_CHECKING:
-    from convergent.durability.sqlite.runs import RunStore
-
 __all__ = ["RunClaim"]
+
+
+class ClaimedStore(Durability, StoreAccess, Protocol):
+    """What a claim needs of its run database (`RunStore` has it)."""
 
 
 class RunClaim:
@@ -43,7 +46,9 @@ class RunClaim:
         previous: The holder the claim replaced, put back by `release`.
     """
 
-    def __init__(self, store: RunStore, run_id: str, token: str, previous: _claims.Holder) -> None:
+    def __init__(
+        self, store: ClaimedStore, run_id: str, token: str, previous: _claims.Holder
+    ) -> None:
         self.store = store
         self.run_id = run_id
         self.token = token
@@ -68,7 +73,7 @@ class RunClaim:
         recipe: Mapping[str, Any] | None = None,
         models: Mapping[str, Model] | None = None,
         parent: tuple[str, str] | None = None,
-    ) -> SqliteJournal:
+    ) -> RunJournal:
         """The journal that continues the claimed run, taking the claim over as it starts.
 
         A child run of the claimed run (``parent`` names it) is journaled in the store

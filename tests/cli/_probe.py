@@ -1,0 +1,46 @@
+"""The ``convergent`` command line run in a fresh process that reports what it imported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+_PROBE = """
+import json, sys
+from convergent.cli import main
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"code": code, "loaded": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+@dataclass(frozen=True)
+class Probed:
+    """What one command did, and every module its process had imported at the end."""
+
+    code: int
+    """The exit code."""
+    stdout: str
+    """Everything written to standard output."""
+    loaded: frozenset[str]
+    """The names in ``sys.modules`` once the command ended."""
+
+
+def probe(folder: Path, *args: str, stdin: str = "") -> Probed:
+    """Run ``convergent ARGS`` in ``folder`` in a fresh interpreter, reading ``stdin``."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=folder,
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    return Probed(report["code"], done.stdout, frozenset(report["loaded"]))
