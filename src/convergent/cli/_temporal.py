@@ -177,6 +177,7 @@ class _Follower:
         address: str,
         header: str | None = None,
         poll: float = 0.2,
+        end_wait: float = 60.0,
     ) -> None:
         self.header = header
         self.address = address
@@ -185,19 +186,22 @@ class _Follower:
         self.queue = queue
         self.interactive = interactive
         self.poll = poll
+        self.end_wait = end_wait
+        """Seconds after the run ended that its last events are waited for at most."""
         self.seen = 0
         self.question: str | None = None
         self.silent = False
-        self.ending = False
+        self.ending: float | None = None
+        """When the run was seen ended with its last events not yet shown."""
         self.notes = Console(stderr=True, highlight=False)
 
     async def follow(self, ended: asyncio.Future[Any]) -> None:
         """Follow until the run stops, and its last events are shown.
 
         Once ``ended`` resolves, a look that fails is taken again (said once) while the
-        task queue has workers: a worker answers the query on the ended run, and one
-        that has died may be sent it first, so a single failed look would lose the end
-        of the run.
+        task queue has workers, for at most ``end_wait`` seconds: a worker answers the
+        query on the ended run, and one that has died may be sent it first, so a single
+        failed look would lose the end of the run.
         """
         while True:
             finished = ended.done()
@@ -217,14 +221,21 @@ class _Follower:
     async def _wait_for_the_end(self) -> bool:
         """Whether to look again at the ended run: a worker may yet show its last events."""
         queue = escape(self.run.runner.task_queue)
+        now = asyncio.get_running_loop().time()
+        if self.ending is not None and now - self.ending > self.end_wait:
+            self.notes.print(
+                f"[dim]no worker of task queue {queue!r} showed the run's last events within "
+                f"{self.end_wait:g} s: they are not shown[/]"
+            )
+            return False
         if not await self.run.runner.has_workers():
             self.notes.print(
                 f"[dim]no worker of task queue {queue!r} answers: the run's last events are "
                 "not shown[/]"
             )
             return False
-        if not self.ending:
-            self.ending = True
+        if self.ending is None:
+            self.ending = now
             self.notes.print(
                 f"[dim]the run has ended; waiting for a worker of task queue {queue!r} to "
                 "show its last events[/]"
