@@ -10,6 +10,7 @@ in memory can never be one the file would refuse.
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import msgspec
@@ -20,6 +21,8 @@ ValidationError = msgspec.ValidationError
 """Raised for a value a record's schema refuses (a `ValueError`)."""
 
 _FIELD_TYPES: dict[type, dict[str, Any]] = {}
+_DECODING: ContextVar[bool] = ContextVar("decoding", default=False)
+"""Set while `from_data` decodes: msgspec has checked each field's value already."""
 _WHERE = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>[^`]*)`$")
 
@@ -28,8 +31,10 @@ class Record(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A struct that refuses unknown fields and values its field types do not allow."""
 
     def __post_init__(self) -> None:
-        for name, kind in _field_types(type(self)).items():
-            msgspec.Struct.__setattr__(self, name, _converted(name, getattr(self, name), kind))
+        if not _DECODING.get():
+            for name, kind in _field_types(type(self)).items():
+                value = _converted(name, getattr(self, name), kind)
+                msgspec.Struct.__setattr__(self, name, value)
         self._check()
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -99,7 +104,11 @@ def from_data(data: Any, kind: type[_T], *, strict: bool = True) -> _T:
 
     Unless ``strict``, text that spells a number or a boolean is accepted for one.
     """
-    return msgspec.convert(data, kind, strict=strict)
+    decoding = _DECODING.set(True)
+    try:
+        return msgspec.convert(data, kind, strict=strict)
+    finally:
+        _DECODING.reset(decoding)
 
 
 def to_data(record: msgspec.Struct, *, drop_none: bool = False) -> dict[str, Any]:
