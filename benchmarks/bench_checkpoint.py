@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, tool
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, StopPolicy, ToolCall, tool
 from convergent.durability.sqlite import RunStore, SqliteJournal
 from convergent.messages import Message, ToolSpec
 
@@ -85,7 +85,8 @@ def agent(cycles: int) -> Agent:
         script(cycles),
         [lookup],
         system_prompt="benchmark",
-        limits=Limits(max_cycles=cycles + 1, max_repeated_calls=cycles + 1),
+        limits=Limits(max_cycles=cycles + 1),
+        policy=StopPolicy(max_repeated_calls=cycles + 1),
         record_events=False,
     )
 
@@ -143,7 +144,8 @@ async def measure(cycles: int, folder: Path) -> dict[str, Any]:
     resumer = Agent(
         ScriptedModel(first, record_requests=False),
         [lookup],
-        limits=Limits(max_cycles=cycles + 2, max_repeated_calls=cycles + 1),
+        limits=Limits(max_cycles=cycles + 2),
+        policy=StopPolicy(max_repeated_calls=cycles + 1),
         record_events=False,
     )
     started = time.perf_counter()

@@ -15,8 +15,8 @@ from convergent import (
     calculator,
     tool,
 )
+from convergent.budget import shared
 from convergent.messages import CallOutcome
-from convergent.run_context import shared
 from convergent.testing import answer, call, scripted, step
 
 
@@ -172,15 +172,15 @@ async def test_children_of_one_response_share_what_is_left_and_never_overspend_i
     parent = Agent(
         scripted(step(call("helper", task="a"), call("helper", task="b")), "both stopped"),
         [child.as_tool("helper", "Calculates.")],
-        limits=Limits(max_cycles=7, max_total_tokens=125),
+        limits=Limits(max_cycles=7, max_total_tokens=400),
         final_answer=False,
     )
     result = await parent.run("delegate")
-    # 7 - 1 = 6 cycles and 125 tokens were left; each child had half: 3 cycles, 62 tokens
+    # 7 - 1 = 6 cycles and 400 tokens were left; each child had half: 3 cycles, 200 tokens
     assert sorted(counted) == ["a"] * 3 + ["b"] * 3
     assert [r.ok for r in result.tool_calls] == [False, False]
     assert all("stopped max_cycles" in r.result for r in result.tool_calls)
-    assert result.usage.total_tokens == 60 <= 125
+    assert result.usage.total_tokens == 60 <= 400
     assert result.stop_reason is StopReason.MAX_CYCLES
 
 

@@ -11,7 +11,16 @@ import pytest
 
 import convergent
 from cli_runner import Ran, invoke
-from convergent import Agent, AgentSpec, Limits, StopReason, Usage, UserError, build_agent
+from convergent import (
+    Agent,
+    AgentSpec,
+    Limits,
+    StopPolicy,
+    StopReason,
+    Usage,
+    UserError,
+    build_agent,
+)
 from convergent.builder import BuildContext, ModelRole, Toolbox, resolve_tools
 from convergent.durability.sqlite import RunStore
 from convergent.gate import ExecutiveGate, QueueChannel
@@ -55,13 +64,12 @@ def test_build_agent_builds_every_part(tmp_path: Path) -> None:
         workspace=str(tmp_path),
         gate=GateSpec(threshold=0.6),
         limits=Limits(max_cycles=4),
-        on_tool_error="stop",
-        max_consecutive_tool_errors=5,
+        policy=StopPolicy(on_tool_error="stop", max_repeated_failures=5),
     )
     agent = build_agent(spec)
     assert isinstance(agent.gate, ExecutiveGate) and agent.gate.threshold == 0.6
     assert set(agent.tools) == {"calculator", "read_file", "list_dir", "ask_user"}
-    assert agent.limits.max_cycles == 4 and agent.on_tool_error == "stop"
+    assert agent.limits.max_cycles == 4 and agent.policy.on_tool_error == "stop"
     assert agent.spec is not None and agent.spec["workspace"] == str(tmp_path)
     with pytest.raises(UserError, match="workspace folder not found"):
         build_agent(spec.model_copy(update={"workspace": str(tmp_path / "gone")}))

@@ -42,6 +42,7 @@ CORE = [
     "RunStore",
     "RunStream",
     "ScriptedModel",
+    "StopPolicy",
     "StopReason",
     "StorageError",
     "TextDelta",

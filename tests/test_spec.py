@@ -14,6 +14,7 @@ from convergent import (
     Agent,
     AgentSpec,
     Limits,
+    StopPolicy,
     StopReason,
     Usage,
     UserError,
@@ -33,8 +34,8 @@ def test_a_spec_round_trips_through_json() -> None:
         model="scripted:x.json",
         tools=("calculator", "write_file"),
         gate=GateSpec(threshold=0.7),
-        limits=Limits(max_cycles=7, max_cost=1.5),
-        on_tool_error="stop",
+        limits=Limits(max_cycles=7, max_cost=1.5, max_tool_calls=9),
+        policy=StopPolicy(on_tool_error="stop", max_repeated_calls=4),
     )
     assert AgentSpec.from_json(spec.model_dump_json()) == spec
     assert AgentSpec.from_json(spec.model_dump(mode="json")) == spec
@@ -51,19 +52,36 @@ def test_a_spec_from_a_newer_version_is_refused() -> None:
 def test_a_version_1_recipe_still_loads_with_the_new_fields_at_their_defaults() -> None:
     data = AgentSpec().model_dump(mode="json")
     data["version"] = 1
-    del data["final_answer"], data["limits"]["stall_nudges"]
+    del data["final_answer"], data["policy"]
     spec = AgentSpec.from_json(data)
-    assert spec.final_answer is True and spec.limits.stall_nudges == 1
-    assert AgentSpec(final_answer=False, limits=Limits(stall_nudges=0)).limits == (
-        Limits(stall_nudges=0)
+    assert spec.final_answer is True and spec.policy == StopPolicy()
+
+
+def test_a_version_5_spec_moves_its_stop_rules_into_the_policy_without_a_warning() -> None:
+    data = AgentSpec().model_dump(mode="json")
+    del data["policy"]
+    data["version"] = 5
+    data["limits"] |= {"max_repeated_calls": 4, "stall_nudges": 0}
+    data |= {"on_tool_error": "stop", "max_consecutive_tool_errors": 2}
+    spec = AgentSpec.from_json(data)
+    assert spec.policy == StopPolicy(
+        max_repeated_calls=4, notes=0, on_tool_error="stop", max_repeated_failures=2
     )
+    assert spec.limits == Limits()
+
+
+def test_the_earlier_spellings_of_a_spec_warn() -> None:
+    with pytest.warns(DeprecationWarning, match="policy"):
+        spec = AgentSpec(on_tool_error="stop")  # type: ignore[call-arg]
+    assert spec.policy.on_tool_error == "stop"
 
 
 @pytest.mark.parametrize(
     ("data", "message"),
     [
         ({"limits": {"max_cycles": -1}}, "invalid agent spec: limits.max_cycles"),
-        ({"on_tool_error": "ignore"}, "invalid agent spec: on_tool_error"),
+        ({"policy": {"on_tool_error": "ignore"}}, "invalid agent spec: policy.on_tool_error"),
+        ({"policy": {"notes": -1}}, r"invalid agent spec: policy.notes must be >= 0, got -1"),
         ({"surprise": True}, "invalid agent spec: surprise"),
         ("{not json", "invalid agent spec: not JSON"),
         ({"tools": ["calculator", "rm_rf"]}, "invalid agent spec: tools: unknown tool 'rm_rf'"),
@@ -81,16 +99,16 @@ def test_a_malformed_spec_is_one_user_error(data: object, message: str) -> None:
 def test_limits_are_validated_in_one_place_wherever_they_are_built() -> None:
     with pytest.raises(UserError, match=r"^max_cycles must be >= 0, got -1$"):
         Limits(max_cycles=-1)
-    with pytest.raises(UserError, match=r"^stall_nudges must be >= 0, got -2$"):
-        Limits(stall_nudges=-2)
+    with pytest.raises(UserError, match=r"^notes must be >= 0, got -2$"):
+        StopPolicy(notes=-2)
     with pytest.raises(UserError, match=r"^max_seconds must be a finite number, got inf$"):
         Limits(max_seconds=float("inf"))
     with pytest.raises(UserError, match=r"^max_turns is not a known field$"):
         Limits(max_turns=3)  # type: ignore[call-arg]
     # inside a spec, the same rule says where the bad value is
     with pytest.raises(ValidationError) as raised:
-        AgentSpec.model_validate({"limits": {"max_repeated_calls": 0}})
-    assert raised.value.errors()[0]["loc"] == ("limits", "max_repeated_calls")
+        AgentSpec.model_validate({"policy": {"max_repeated_calls": 0}})
+    assert raised.value.errors()[0]["loc"] == ("policy", "max_repeated_calls")
     assert AgentSpec(limits={"max_cycles": 4}).limits == Limits(max_cycles=4)  # type: ignore[arg-type]
 
 
@@ -181,7 +199,7 @@ async def test_a_run_stored_with_convergent_0_1_settings_loads_and_resumes(
     assert spec.tools == (
         "calculator", "read_file", "list_dir", "ask_user", "fail", "write_file", "edit_file"
     )  # fmt: skip
-    assert spec.on_tool_error == "stop" and spec.system_prompt == "You are careful."
+    assert spec.policy.on_tool_error == "stop" and spec.system_prompt == "You are careful."
     assert spec.gate == GateSpec(threshold=0.5, model=f"scripted:{tmp_path / 'scorer.json'}")
     result = await convergent.resume("old", store=db)
     assert result.stop_reason is StopReason.COMPLETED and result.output == "6 and 20"

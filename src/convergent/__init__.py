@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         ScriptedModel,
         model_from_string,
     )
+    from convergent.policy import StopPolicy
     from convergent.result import RunResult
     from convergent.spec import AgentSpec
     from convergent.state import RunState
@@ -92,6 +93,7 @@ __all__ = [
     "RunStore",
     "RunStream",
     "ScriptedModel",
+    "StopPolicy",
     "StopReason",
     "StorageError",
     "TextDelta",
@@ -157,6 +159,7 @@ _MODULE_OF = {
     "AgentSpec": "convergent.spec",
     "RunState": "convergent.state",
     "Limits": "convergent.limits",
+    "StopPolicy": "convergent.policy",
     "StopReason": "convergent.stop",
     "Tool": "convergent.tools",
     "tool": "convergent.tools",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field
 
@@ -23,8 +23,10 @@ __all__ = [
     "ToolCall",
     "ToolResultMessage",
     "ToolSpec",
+    "ReplyEnd",
     "Usage",
     "UserMessage",
+    "reply_end",
 ]
 
 
@@ -177,3 +179,25 @@ class ModelResponse:
     def to_message(self) -> AssistantMessage:
         """The assistant message this response adds to the conversation."""
         return AssistantMessage(content=self.content, tool_calls=self.tool_calls)
+
+
+ReplyEnd: TypeAlias = Literal["answer", "empty", "cut", "refused"]
+"""How a reply without tool calls ended: an answer, or not one (empty, cut, refused)."""
+
+_CUT = frozenset({"length", "max_tokens", "max_output_tokens", "model_context_window_exceeded"})
+_REFUSED = frozenset({"content_filter", "refusal", "safety", "recitation", "blocklist"})
+
+
+def reply_end(content: str, finish_reason: str | None) -> ReplyEnd:
+    """How a reply without tool calls ended, from its structure (never its wording).
+
+    A reply is an answer when it has text and the provider says the model ended its
+    turn; cut at the output token limit (``length``, ``max_tokens``) or withheld
+    (``content_filter``, ``refusal``) it is not, and neither is an empty one.
+    """
+    reason = (finish_reason or "").lower()
+    if reason in _CUT:
+        return "cut"
+    if reason in _REFUSED:
+        return "refused"
+    return "answer" if content.strip() else "empty"

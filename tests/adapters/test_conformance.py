@@ -24,24 +24,32 @@ NOT_EXPRESSIBLE: dict[tuple[str, str], str] = {
     **{
         ("langgraph", trajectory.name): _ROUTER_NUDGES
         for trajectory in TRAJECTORIES
-        if trajectory.limits.stall_nudges or trajectory.final_answer or trajectory.verifier
+        if trajectory.policy.notes or trajectory.final_answer or trajectory.verifier
     },
 }
 """(host, trajectory) pairs the host cannot express, and why."""
 
 _NO_NOTE = "a routing function cannot tell the model that most of its budget is used"
-_LATE = "a routing function sees a tool's result only when it routes the next response"
+_LATE = (
+    "a routing function sees a tool's result only when it routes the next response (a "
+    "read runs, and is judged on its result)"
+)
 
 DIFFERS: dict[tuple[str, str], tuple[Ending, str]] = {
     ("langgraph", "budget_plain"): (
-        Ending(StopReason.BUDGET_EXHAUSTED, 10, "", False),
-        _NO_NOTE,
-    ),
-    ("langgraph", "cost_budget_plain"): (
         Ending(StopReason.BUDGET_EXHAUSTED, 8, "", False),
         _NO_NOTE,
     ),
-    ("langgraph", "tool_errors_plain"): (Ending(StopReason.TOOL_ERROR, 4, "", False), _LATE),
+    ("langgraph", "cost_budget_plain"): (
+        Ending(StopReason.BUDGET_EXHAUSTED, 7, "", False),
+        _NO_NOTE,
+    ),
+    ("langgraph", "max_cycles_plain"): (
+        Ending(StopReason.MAX_CYCLES, 3, "", False),
+        _NO_NOTE,
+    ),
+    ("langgraph", "tool_errors_plain"): (Ending(StopReason.TOOL_ERROR, 6, NEVER, False), _LATE),
+    ("langgraph", "stalled_plain"): (Ending(StopReason.STALLED, 4, NEVER, False), _LATE),
     ("langgraph", "fatal_plain"): (Ending(StopReason.TOOL_ERROR, 2, NEVER, False), _LATE),
     ("langgraph", "handed_off_plain"): (Ending(StopReason.HANDED_OFF, 2, HANDED_OFF, False), _LATE),
 }

@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 from langgraph.prebuilt import tools_condition
 from pydantic import BaseModel
 
-from convergent import Limits, StopReason
+from convergent import Limits, StopPolicy, StopReason
 from convergent.adapters import NotExpressible
 from convergent.adapters.langgraph import ToolsCondition
 
@@ -28,10 +28,10 @@ def _calls(*paths: str) -> AIMessage:
 @pytest.mark.parametrize(
     "options",
     [
-        {"limits": Limits()},  # one nudge by default
+        {"policy": StopPolicy()},  # one note by default
         {"verifier": needs_citation},
         {"final_answer": True},
-        {"limits": Limits(max_seconds=60, stall_nudges=0)},
+        {"limits": Limits(max_seconds=60)},
     ],
     ids=["nudges", "verifier", "final_answer", "max_seconds"],
 )
@@ -63,7 +63,7 @@ def test_it_routes_as_tools_condition_does_while_nothing_stops_the_run(
     assert route(messages) == tools_condition(messages)  # type: ignore[arg-type]
 
 
-def test_a_stall_ends_the_run_before_the_repeated_call_runs() -> None:
+def test_a_repeated_read_ends_the_run_at_the_next_route() -> None:
     route = ToolsCondition(tools={"read_file": True})
     messages: list[AIMessage | HumanMessage | ToolMessage] = [HumanMessage("what is in a.txt?")]
     routes = []
@@ -71,13 +71,16 @@ def test_a_stall_ends_the_run_before_the_repeated_call_runs() -> None:
         messages.append(_calls("a.txt"))
         routes.append(route({"messages": messages}))
         messages.append(ToolMessage("contents of a.txt", tool_call_id="c0", name="read_file"))
-    assert routes == ["tools", "tools", "__end__"]
-    report = route.report({"messages": messages[:-1]})
-    assert (report.reason, report.cycles) == (StopReason.STALLED, 3)
+    assert routes == ["tools", "tools", "tools"]
+    # a read runs and is judged on its result: the next response routes to the end
+    messages.append(_calls("a.txt"))
+    assert route({"messages": messages}) == "__end__"
+    report = route.report({"messages": messages})
+    assert (report.reason, report.cycles) == (StopReason.STALLED, 4)
 
 
 def test_a_new_question_on_the_same_thread_is_a_new_run() -> None:
-    route = ToolsCondition(Limits(max_cycles=2, stall_nudges=0))
+    route = ToolsCondition(Limits(max_cycles=2))
     first = [HumanMessage("one"), _calls("a.txt")]
     assert route(first) == "tools"
     first += [ToolMessage("x", tool_call_id="c0"), _calls("b.txt")]
@@ -88,7 +91,7 @@ def test_a_new_question_on_the_same_thread_is_a_new_run() -> None:
 
 def test_a_replay_continued_from_the_cache_matches_a_fresh_one() -> None:
     """Each routing reads only what is new; the report replays the whole run: they agree."""
-    route = ToolsCondition(Limits(max_cycles=5, stall_nudges=0), tools={"read_file": True})
+    route = ToolsCondition(Limits(max_cycles=5), tools={"read_file": True})
     messages: list[AIMessage | HumanMessage | ToolMessage] = [HumanMessage("read them")]
     routes = []
     for n in range(5):
@@ -96,7 +99,7 @@ def test_a_replay_continued_from_the_cache_matches_a_fresh_one() -> None:
         routes.append(route({"messages": messages}))
         messages.append(ToolMessage(f"part {n}", tool_call_id="c0", name="read_file"))
     assert routes == ["tools"] * 4 + ["__end__"]
-    report = ToolsCondition(Limits(max_cycles=5, stall_nudges=0)).report(messages[:-1])
+    report = ToolsCondition(Limits(max_cycles=5)).report(messages[:-1])
     assert (report.reason, report.cycles) == (StopReason.MAX_CYCLES, 5)
 
 
@@ -109,7 +112,7 @@ async def test_a_graph_without_the_tool_wrappers_counts_error_results_as_rejecte
     steps = [(("read_file", {"file": "a.txt"}),)] * 3 + ["never asked"]
     model = langchain_model(steps)
     tools = langchain_tools(World())
-    route = ToolsCondition(max_consecutive_tool_errors=1)
+    route = ToolsCondition(policy=StopPolicy(notes=0, max_repeated_failures=1))
     builder = StateGraph(MessagesState)
     bound = model.bind_tools(tools)
     builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})

@@ -46,7 +46,7 @@ ADAPTERS: dict[str, tuple[Callable[..., object], str]] = {
     "pydantic_ai": (_pydantic_ai, "Convergence"),
 }
 
-COST_LIMIT = Limits(max_cost=0.5, stall_nudges=0)
+COST_LIMIT = Limits(max_cost=0.5)
 
 
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
@@ -69,4 +69,4 @@ def test_a_price_that_is_not_one_is_refused(adapter: str) -> None:
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
 def test_no_cost_limit_needs_no_price(adapter: str) -> None:
     build, _ = ADAPTERS[adapter]
-    assert build(limits=Limits(max_cycles=3, stall_nudges=0)) is not None
+    assert build(limits=Limits(max_cycles=3)) is not None

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from convergent import Limits, StopReason
+from convergent import Limits, StopPolicy, StopReason
+from convergent.budget import FINAL_ANSWER_TOKENS
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification
-from convergent.monitor import FINAL_ANSWER_TOKENS
 
 Call = tuple[str, dict[str, object]]
 Step = tuple[Call, ...] | str
@@ -95,6 +95,7 @@ class Trajectory:
     output: str
     after_stop: bool
     limits: Limits = field(default_factory=Limits)
+    policy: StopPolicy = field(default_factory=StopPolicy)
     verifier: bool = False
     final_answer: bool = True
     notes: tuple[str, ...] = ()
@@ -156,11 +157,11 @@ TRAJECTORIES = [
     Trajectory(
         "parallel_failures",
         [
-            *[(("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1})) for n in range(4)],
+            *[(("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1})) for n in range(6)],
             "best answer",
         ],
         StopReason.TOOL_ERROR,
-        cycles=4,
+        cycles=6,
         output="best answer",
         after_stop=True,
         notes=("tool_error", "final"),
@@ -173,7 +174,7 @@ TRAJECTORIES = [
         output="best answer",
         after_stop=True,
         limits=Limits(max_total_tokens=10_000),
-        notes=("final",),
+        notes=("budget", "final"),
         final_cap=FINAL_ANSWER_TOKENS,
     ),
     Trajectory(
@@ -184,7 +185,7 @@ TRAJECTORIES = [
         output="best answer",
         after_stop=True,
         limits=Limits(max_cost=0.015),
-        notes=("final",),
+        notes=("budget", "final"),
         final_cap=FINAL_ANSWER_TOKENS,
         price=PRICE,
     ),
@@ -196,7 +197,7 @@ TRAJECTORIES = [
         output="best answer",
         after_stop=True,
         limits=Limits(max_cycles=3),
-        notes=("final",),
+        notes=("budget", "final"),
     ),
     Trajectory(
         "completed",
@@ -235,7 +236,13 @@ TRAJECTORIES = [
     ),
     Trajectory(
         "tool_error_nudge",
-        [*[(("flaky", {"item": n}),) for n in range(3)], _read("a.txt"), "a.txt holds it"],
+        [
+            (("flaky", {"item": 1}),),
+            (("flaky", {"item": 2}), ("flaky", {"item": 1})),
+            (("flaky", {"item": 3}), ("flaky", {"item": 2})),
+            _read("a.txt"),
+            "a.txt holds it",
+        ],
         StopReason.COMPLETED,
         cycles=5,
         output="a.txt holds it",
@@ -251,7 +258,8 @@ TRAJECTORIES = [
             cycles,
             output,
             after_stop=False,
-            limits=Limits(**limits, stall_nudges=0),
+            limits=Limits(**limits),
+            policy=StopPolicy(notes=0),
             final_answer=False,
             notes=notes,
             price=PRICE if "max_cost" in limits else None,
@@ -288,13 +296,13 @@ TRAJECTORIES = [
                 3,
                 "",
                 {"max_cycles": 3},
-                (),
+                ("budget",),
             ),
             (
                 "budget",
                 [*[_read(f"part{n}.txt") for n in range(11)], NEVER],
                 StopReason.BUDGET_EXHAUSTED,
-                10,
+                8,
                 "",
                 {"max_total_tokens": 10_000},
                 ("budget",),
@@ -303,7 +311,7 @@ TRAJECTORIES = [
                 "cost_budget",
                 [*[_read(f"part{n}.txt") for n in range(9)], NEVER],
                 StopReason.BUDGET_EXHAUSTED,
-                8,
+                7,
                 "",
                 {"max_cost": 0.015},
                 ("budget",),
@@ -313,12 +321,12 @@ TRAJECTORIES = [
                 [
                     *[
                         (("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1}))
-                        for n in range(4)
+                        for n in range(5)
                     ],
                     NEVER,
                 ],
                 StopReason.TOOL_ERROR,
-                3,
+                5,
                 "",
                 {},
                 (),
@@ -331,7 +339,7 @@ TRAJECTORIES = [
 
 
 NOTES = {
-    "stall": "Not run: you have requested",
+    "stall": "you have requested",
     "tool_error": "Note: tool calls have failed",
     "budget": "Budget note:",
     "verifier": "Verification failed:",

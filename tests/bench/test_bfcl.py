@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("bfcl_eval")
 
+from convergent import StopPolicy
 from convergent.agent import Agent  # noqa: E402
 from convergent.bench import bfcl  # noqa: E402
 from convergent.bench.bfcl import (  # noqa: E402
@@ -78,7 +79,7 @@ async def test_backend_error_values_are_tool_failures() -> None:
     tool = bfcl.backend_tool("GorillaFileSystem", "cd", methods["cd"], log)
     assert tool.parameters["type"] == "object"
     model = scripted(call("cd", folder="__missing__"), "done")
-    result = await Agent(model, [tool], on_tool_error="stop").run("go")
+    result = await Agent(model, [tool], policy=StopPolicy(on_tool_error="stop")).run("go")
     assert result.stop_reason is StopReason.TOOL_ERROR
     assert result.tool_calls[0].outcome == "failed"
     assert "No such file or directory" in result.tool_calls[0].result

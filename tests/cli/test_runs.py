@@ -166,7 +166,9 @@ def test_steer_message_to_a_stopped_run_is_queued_for_resume(tmp_path: Path) -> 
     assert resumed.returncode == 0, resumed.stderr
     with RunStore(tmp_path / ".convergent" / "runs.db") as store:
         users = [m.content for m in store.load("r").messages if m.role == "user"]
-    assert users == ["t", "count to three"]
+    # the task, the budget note before the only cycle, then the message on resume
+    assert users[0] == "t" and users[1].startswith("Budget note:")
+    assert users[2:] == ["count to three"]
 
 
 def test_steer_and_resume_both_refuse_a_completed_run(tmp_path: Path) -> None:

@@ -5,7 +5,16 @@ from collections.abc import Sequence
 
 import pytest
 
-from convergent import Agent, Limits, ModelResponse, RunState, ScriptedModel, StopReason, UserError
+from convergent import (
+    Agent,
+    Limits,
+    ModelResponse,
+    RunState,
+    ScriptedModel,
+    StopPolicy,
+    StopReason,
+    UserError,
+)
 from convergent.events import Event, event_to_dict
 from convergent.extensions import FollowUpGate
 from convergent.gate import (
@@ -362,7 +371,11 @@ async def test_the_gate_never_turns_pending_calls_into_completed(scores: list[ob
     asker = AskUser(QueueChannel(answers=[f"answer {n}" for n in range(10)]), timeout=5)
     gate = ExecutiveGate(scorer_model(*scores), asker)  # type: ignore[arg-type]
     agent = Agent(
-        model, [clicks.tool()], gate=gate, limits=Limits(max_cycles=6, max_repeated_calls=99)
+        model,
+        [clicks.tool()],
+        gate=gate,
+        limits=Limits(max_cycles=6),
+        policy=StopPolicy(max_repeated_calls=99),
     )
 
     result = await agent.run("loop")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from convergent import AgentSpec, Limits, StopReason, Usage
+from convergent import AgentSpec, Limits, StopPolicy, StopReason, Usage
 from convergent.messages import CallOutcome, ModelResponse
 from convergent.spec import AgentToolSpec
 from convergent.temporal import DevServer, TemporalRunner
@@ -36,7 +36,8 @@ def researcher(folder: Path, responses: list[Any], **limits: Any) -> AgentToolSp
         agent=AgentSpec(
             model=write_script(folder / "child.json", *responses),
             tools=("fx:step",),
-            limits=Limits(max_repeated_calls=5, **limits),
+            limits=Limits(**limits),
+            policy=StopPolicy(max_repeated_calls=5),
         ),
     )
 
@@ -71,7 +72,8 @@ async def test_a_child_agent_is_a_child_workflow_within_the_parents_budget(
         tmp_path,
         [ask("c1", "find the number", usage=10), answer("41", usage=Usage(input_tokens=20))],
         agents=(child,),
-        limits=Limits(max_cycles=6, max_total_tokens=1000, max_repeated_calls=5),
+        limits=Limits(max_cycles=6, max_total_tokens=1000),
+        policy=StopPolicy(max_repeated_calls=5),
     )
     run = await runner.start(parent, "delegate", run_id="kids")
     result = await run.result()
@@ -119,7 +121,8 @@ async def test_a_child_that_runs_out_of_cycles_is_a_failed_call_with_its_answer(
         tmp_path,
         [ask("c1", "count"), "the parent's answer after its stop"],
         agents=(child,),
-        limits=Limits(max_cycles=3, max_repeated_calls=5),
+        limits=Limits(max_cycles=3),
+        policy=StopPolicy(max_repeated_calls=5),
     )
     run = await runner.start(parent, "delegate", run_id="kids-short")
     result = await run.result()

@@ -14,7 +14,8 @@ A routing function adds nothing to the state and makes no request, so it cannot
 express:
 
 - a nudge before a stall or tool-error stop, or the verifier's feedback:
-  ``Limits(stall_nudges=0)`` is required, and a verifier is refused (`NotExpressible`);
+  ``StopPolicy(notes=0)`` is required (and the default), and a verifier is refused
+  (`NotExpressible`);
 - a final answer after a stop (``final_answer=True`` is refused): the output is the
   model's last text;
 - the budget note (it changes no stop; the model is simply not told);
@@ -44,10 +45,11 @@ from convergent.adapters._langchain_common import (
     usage_of,
     wrap_tool_call,
 )
-from convergent.driver import CycleDriver, PolicyOptions, StopReport
-from convergent.limits import Limits
+from convergent.driver import CycleDriver, PolicyOptions, StopReport, resolved_policy
+from convergent.limits import Limits, without_legacy
 from convergent.messages import ToolCall
 from convergent.models._prices import PriceLike, priced_for_limit
+from convergent.policy import StopPolicy
 from convergent.stop import Stop
 
 __all__ = ["ToolsCondition", "awrap_tool_call", "wrap_tool_call"]
@@ -76,7 +78,7 @@ class ToolsCondition:
 
     Example:
         ```python
-        route = ToolsCondition(Limits(max_cycles=20, stall_nudges=0))
+        route = ToolsCondition(Limits(max_cycles=20))
         builder.add_node("tools", ToolNode(tools, wrap_tool_call=wrap_tool_call))
         builder.add_conditional_edges("agent", route)  # instead of tools_condition
         ...
@@ -84,14 +86,14 @@ class ToolsCondition:
         ```
 
     Args:
-        limits: Budgets and thresholds (default ``Limits(stall_nudges=0)``); nudges and
-            ``max_seconds`` cannot be expressed.
+        limits: Budgets; ``max_seconds`` cannot be expressed.
         messages_key: Where the state keeps its messages (as for ``tools_condition``).
         price: The model's price (`TokenPrice` or ``(input, output)`` in US dollars per
             million tokens): the host reports tokens, not cost, so each response is
             costed at it. Required with ``max_cost``.
-        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`); a
-            ``verifier`` and a ``final_answer`` cannot be expressed.
+        **options: The stop policy and the rest (`convergent.driver.PolicyOptions`); a
+            ``verifier``, a ``final_answer`` and notes cannot be expressed (the policy
+            defaults to ``StopPolicy(notes=0)``).
 
     Raises:
         NotExpressible: For a verifier, a final answer, nudges or ``max_seconds``.
@@ -106,8 +108,12 @@ class ToolsCondition:
         price: PriceLike | None = None,
         **options: Unpack[PolicyOptions],
     ) -> None:
-        limits = limits if limits is not None else Limits(stall_nudges=0)
-        _refuse(limits, options.get("verifier"), options.get("final_answer", False))
+        limits = limits if limits is not None else Limits()
+        policy = resolved_policy(options.get("policy") or _NO_NOTES, limits, options)
+        _refuse(limits, policy, options.get("verifier"), options.get("final_answer", False))
+        limits = without_legacy(limits)
+        options = {key: value for key, value in options.items() if key not in _LEGACY}  # type: ignore[assignment]
+        options["policy"] = policy
         self.limits = limits
         self.price = priced_for_limit(price, limits.max_cost, "ToolsCondition")
         """The model's price, which responses are costed at."""
@@ -161,14 +167,18 @@ class ToolsCondition:
         return replay
 
 
-def _refuse(limits: Limits, verifier: object, final_answer: bool) -> None:
+_NO_NOTES = StopPolicy(notes=0)
+_LEGACY = ("on_tool_error", "max_consecutive_tool_errors")
+
+
+def _refuse(limits: Limits, policy: StopPolicy, verifier: object, final_answer: bool) -> None:
     why = (
         "a verifier's feedback cannot be delivered"
         if verifier is not None
         else "no request can be made for a final answer"
         if final_answer
-        else "a nudge cannot be delivered: use Limits(stall_nudges=0)"
-        if limits.stall_nudges
+        else "a note cannot be delivered: use StopPolicy(notes=0)"
+        if policy.notes
         else "it has no clock of the run: max_seconds cannot be checked"
         if limits.max_seconds is not None
         else None

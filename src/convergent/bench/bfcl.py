@@ -53,6 +53,7 @@ from convergent.exceptions import ScriptExhaustedError, ToolError, UserError
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, Message, SystemMessage, UserMessage
 from convergent.models.scripted import ScriptedModel
+from convergent.policy import StopPolicy
 from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.stop import StopReason
@@ -530,7 +531,7 @@ class _Session:
             model,
             tools,
             limits=Limits(max_cycles=max_cycles),
-            on_tool_error=on_tool_error,
+            policy=StopPolicy(on_tool_error=on_tool_error),
             record_events=False,
         )
         new = _turn_messages(self.entry, turn)

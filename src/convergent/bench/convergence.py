@@ -81,6 +81,7 @@ from convergent.bench.report import EMPTY_STATS, PolicyStats, SuiteResult
 from convergent.events import Event, Nudged
 from convergent.extensions import Verification
 from convergent.limits import Limits
+from convergent.policy import StopPolicy
 from convergent.stop import StopReason
 
 __all__ = [
@@ -332,7 +333,7 @@ async def _run_objective(task: Task, world: World, max_cycles: int, verified: bo
         scripted_model(task),
         world.tools(task.tools),
         limits=Limits(max_cycles=max_cycles, max_total_tokens=task.max_total_tokens),
-        on_tool_error=task.on_tool_error,
+        policy=StopPolicy(on_tool_error=task.on_tool_error),
         verifier=_verifier(task, world) if verified else None,
         record_events=False,
     )

@@ -21,6 +21,7 @@ from convergent.cli._options import (
     OtlpOption,
     TraceOption,
 )
+from convergent.cli._policy import parse_policy, parse_tool_caps
 from convergent.cli._session import Session, default_steer, new_run_id, open_store
 from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import TaskQueueOption, TemporalOption, start_run
@@ -140,8 +141,31 @@ def run_command(
     ] = "continue",
     max_tool_errors: Annotated[
         int,
-        typer.Option(help="Failing steps in a row that stop the run, after a nudge (0: never)."),
+        typer.Option(
+            help="Failing steps in a row, each repeating a failed call, that stop the run "
+            "after a note (0: never; the policy's max_repeated_failures)."
+        ),
     ] = 3,
+    max_tool_calls: Annotated[
+        int | None, typer.Option(help="Tool calls the run may make in all.")
+    ] = None,
+    max_calls_per_tool: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--max-calls-per-tool",
+            metavar="[TOOL=]N",
+            help="Calls each tool may get (N), or one tool (TOOL=N; repeatable).",
+        ),
+    ] = None,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            metavar="RULE=VALUE",
+            help="A stop rule of StopPolicy, e.g. max_repeated_calls=4, notes=0, "
+            "max_failing_steps=none (repeatable; see docs/loop.md).",
+        ),
+    ] = None,
     final_answer: Annotated[
         bool,
         typer.Option(
@@ -280,9 +304,14 @@ def run_command(
                 "max_total_tokens": max_tokens,
                 "max_seconds": max_seconds,
                 "max_cost": max_cost,
+                "max_tool_calls": max_tool_calls,
+                "max_calls_per_tool": parse_tool_caps(max_calls_per_tool or []),
             },
-            "on_tool_error": tool_error,
-            "max_consecutive_tool_errors": max_tool_errors or None,
+            "policy": {
+                "on_tool_error": tool_error,
+                "max_repeated_failures": max_tool_errors or None,
+                **parse_policy(policy or []),
+            },
             "final_answer": final_answer,
             "output_schema": (
                 load_output_schema(output_schema) if output_schema is not None else None

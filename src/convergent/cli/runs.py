@@ -162,7 +162,7 @@ def _more(limits: Limits, state: RunState, added: Limits) -> Limits:
     """The run's limits with the budgets a resumption adds (counted from the run's start)."""
     return replace(
         limits,
-        max_cycles=state.cycles + state.monitor.child_cycles + (added.max_cycles or 0),
+        max_cycles=state.cycles + state.monitor.budget.child_cycles + (added.max_cycles or 0),
         max_total_tokens=(
             None
             if added.max_total_tokens is None

@@ -96,7 +96,9 @@ def _from_settings(config: Mapping[str, Any]) -> AgentSpec:
             ),
             "ask_via": config.get("ask_via") or "none",
             "ask_timeout": config.get("ask_timeout") or 300.0,
-            "on_tool_error": "stop" if config.get("tool_error") == "stop" else "continue",
+            "policy": {
+                "on_tool_error": "stop" if config.get("tool_error") == "stop" else "continue"
+            },
         }
     )
 

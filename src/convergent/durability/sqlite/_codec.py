@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from convergent.budget import BudgetState
 from convergent.clock import now
 from convergent.messages import CallOutcome, Message, Usage
 from convergent.monitor import MonitorState
@@ -29,7 +30,8 @@ __all__ = [
 ]
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
-_MONITOR_FIELDS = tuple(f.name for f in fields(MonitorState))
+_MONITOR_FIELDS = tuple(f.name for f in fields(MonitorState) if f.name != "budget")
+_BUDGET_FIELDS = tuple(f.name for f in fields(BudgetState))
 
 
 def dump_message(message: Message) -> str:
@@ -64,7 +66,10 @@ def usage_json(usage: Usage) -> str:
 
 def monitor_json(monitor: MonitorState) -> str:
     """A run's monitor state as JSON text (plain data: the C encoder writes it quickly)."""
-    return _ENCODER.encode({name: getattr(monitor, name) for name in _MONITOR_FIELDS})
+    data = {name: getattr(monitor, name) for name in _MONITOR_FIELDS}
+    budget = monitor.budget
+    data["budget"] = {name: getattr(budget, name) for name in _BUDGET_FIELDS}
+    return _ENCODER.encode(data)
 
 
 def parse_usage(text: str) -> Usage:
