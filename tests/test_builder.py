@@ -268,4 +268,4 @@ async def test_a_spec_builds_its_agents_as_tools_and_a_stored_run_stores_the_chi
     (child,) = store.children("p")
     assert (child.run_id, child.parent_call_id) == ("p.1.c1", "c1")
     # a child that names no workspace works in its caller's
-    assert child.recipe is not None and child.recipe["workspace"] == str(tmp_path)
+    assert child.spec is not None and child.spec["workspace"] == str(tmp_path)

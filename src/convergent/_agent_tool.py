@@ -68,7 +68,7 @@ class _ChildStore:
         *,
         tools: Sequence[Tool] = (),
         workspace: str | None = None,
-        recipe: Mapping[str, Any] | None = None,
+        spec: Mapping[str, Any] | None = None,
         models: Mapping[str, Model] | None = None,
         parent: tuple[str, str] | None = None,
     ) -> RunJournal:
@@ -76,7 +76,7 @@ class _ChildStore:
             run_id,
             tools=tools,
             workspace=workspace,
-            recipe=recipe,
+            spec=spec,
             models=models,
             parent=self.parent,
         )

@@ -445,7 +445,7 @@ class Agent:
                 state.run_id,
                 tools=tuple(self.tools.values()),
                 workspace=self.workspace,
-                recipe=self.spec,
+                spec=self.spec,
                 models=self.models,
             )
             if steering is None:

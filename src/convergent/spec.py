@@ -15,8 +15,7 @@ Example:
     >>> agent = build_agent(spec)
 
 A spec carries a ``version``; one written by a newer convergent is refused with a clear
-error rather than half-understood. Specs stored by earlier versions (their run
-recipes) load as they are.
+error rather than half-understood. Specs stored by earlier versions load as they are.
 """
 
 from __future__ import annotations
@@ -55,7 +54,7 @@ __all__ = [
 SPEC_VERSION = 5
 """Version of the spec's shape; bumped when a field is added or changes meaning.
 
-Version 1 (convergent's run recipes) had no ``final_answer`` and no
+Version 1 (what convergent stored with runs before `AgentSpec`) had no ``final_answer`` and no
 ``limits.stall_nudges``; version 2 added them, version 3 ``price``, version 4
 ``output_schema``, version 5 ``agents`` (each takes its default when absent)."""
 

@@ -290,9 +290,9 @@ def test_literal_env_values_are_not_stored_and_resume_reads_them_again(tmp_path:
     assert first.returncode == 1, first.stderr
     assert json.loads(first.stdout)["tool_calls"][0]["result"] == "s3cr3t"
     with sqlite3.connect(tmp_path / ".convergent" / "runs.db") as db:
-        (recipe,) = db.execute("SELECT recipe FROM runs WHERE run_id = 'r1'").fetchone()
-    assert "s3cr3t" not in recipe
-    assert json.loads(recipe)["mcp_servers"]["testing"]["env"] == {"API_TOKEN": "${API_TOKEN}"}
+        (stored,) = db.execute("SELECT recipe FROM runs WHERE run_id = 'r1'").fetchone()
+    assert "s3cr3t" not in stored
+    assert json.loads(stored)["mcp_servers"]["testing"]["env"] == {"API_TOKEN": "${API_TOKEN}"}
     without = run_cli("resume", "r1", "--json", cwd=tmp_path)
     assert without.returncode == 2
     assert without.stderr.strip().splitlines()[-1] == (

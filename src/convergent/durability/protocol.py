@@ -84,7 +84,7 @@ class Durability(Protocol):
         *,
         tools: Sequence[Tool] = (),
         workspace: str | None = None,
-        recipe: Mapping[str, Any] | None = None,
+        spec: Mapping[str, Any] | None = None,
         models: Mapping[str, Model] | None = None,
         parent: tuple[str, str] | None = None,
     ) -> RunJournal:
@@ -94,7 +94,7 @@ class Durability(Protocol):
             run_id: The run.
             tools: The agent's tools (to know which modify files).
             workspace: Folder file-modifying tools work in (snapshots for rewind).
-            recipe: How to rebuild the agent in another process (an `AgentSpec` as JSON),
+            spec: How to rebuild the agent in another process (an `AgentSpec` as JSON),
                 stored with the run.
             models: The run's models by role, whose replay position is kept with the run
                 (a `ScriptedModel` continues where it stopped when the run resumes).

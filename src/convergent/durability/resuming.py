@@ -3,8 +3,8 @@
 A run started from Python (``build_agent(spec).run(task, store=store)``) or from the
 command line (``convergent run``) stores its `AgentSpec`; ``resume(run_id)`` reads it
 back, builds the same agent and continues where the run stopped, from Python or from
-``convergent resume`` alike. Runs stored by earlier versions (a run recipe, or the
-settings of convergent 0.1's command line) are read as specs.
+``convergent resume`` alike. Runs stored by earlier versions (a spec of an earlier shape, or
+the settings of convergent 0.1's command line) are read as specs.
 
 A resumption first claims the run (`RunStore.claim`), before anything else happens: of
 any number of processes or tasks resuming one run at once, one continues it and the
@@ -60,8 +60,8 @@ def spec_of(run: RunSummary) -> AgentSpec:
     Raises:
         UserError: If the run has no spec, or one from a newer convergent.
     """
-    if run.recipe is not None:
-        return AgentSpec.from_json(run.recipe)
+    if run.spec is not None:
+        return AgentSpec.from_json(run.spec)
     if run.config:
         return _from_settings(run.config)
     raise UserError(

@@ -70,7 +70,7 @@ class RunClaim:
         *,
         tools: Sequence[Tool] = (),
         workspace: str | None = None,
-        recipe: Mapping[str, Any] | None = None,
+        spec: Mapping[str, Any] | None = None,
         models: Mapping[str, Model] | None = None,
         parent: tuple[str, str] | None = None,
     ) -> RunJournal:
@@ -85,7 +85,7 @@ class RunClaim:
         options: dict[str, Any] = {
             "tools": tools,
             "workspace": workspace,
-            "recipe": recipe,
+            "spec": spec,
             "models": models,
         }
         if parent is not None and parent[0] == self.run_id:

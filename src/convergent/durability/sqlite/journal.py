@@ -81,7 +81,7 @@ class SqliteJournal:
         run_id: The run.
         tools: The agent's tools (file-modifying ones get snapshots; MCP tools their server).
         workspace: Folder to snapshot files in; None disables snapshots.
-        recipe: Stored with the run (an `AgentSpec` as JSON), so another process can
+        spec: Stored with the run (an `AgentSpec` as JSON), so another process can
             rebuild its agent.
         models: The run's models by role; replayed ones have their position stored.
         claim: Token of a claim taken on the stored run for this journal (see
@@ -100,7 +100,7 @@ class SqliteJournal:
         *,
         tools: Sequence[Tool] = (),
         workspace: str | None = None,
-        recipe: Mapping[str, Any] | None = None,
+        spec: Mapping[str, Any] | None = None,
         models: Mapping[str, Model] | None = None,
         claim: str | None = None,
         parent: tuple[str, str] | None = None,
@@ -109,7 +109,7 @@ class SqliteJournal:
         self.run_id = run_id
         self._sources = {t.name: getattr(t, "source", None) for t in tools}
         self._workspace = Path(workspace) if workspace is not None else None
-        self._recipe = recipe
+        self._spec = spec
         self._replayed = {
             role: model
             for role, model in (models or {}).items()
@@ -354,7 +354,7 @@ class SqliteJournal:
                 _claims.own_start(),
                 self._token,
                 str(self._workspace) if self._workspace is not None else None,
-                json.dumps(self._recipe) if self._recipe is not None else None,
+                json.dumps(self._spec) if self._spec is not None else None,
                 state.schema_version,
                 *(self._parent or (None, None)),
             ),
@@ -388,7 +388,7 @@ class SqliteJournal:
             "output_after_stop = 0, output_data = NULL, recipe = COALESCE(?, recipe), "
             "workspace = COALESCE(?, workspace) WHERE run_id = ?",
             (
-                json.dumps(self._recipe) if self._recipe is not None else None,
+                json.dumps(self._spec) if self._spec is not None else None,
                 str(self._workspace) if self._workspace is not None else None,
                 self.run_id,
             ),

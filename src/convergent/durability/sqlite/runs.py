@@ -3,7 +3,8 @@
 One database file (WAL mode) holds any number of runs:
 
 - ``runs``: one row per run with the live summary (cycles, usage, status, stop reason),
-  its agent spec (column ``recipe``), and where its conversation is (``epoch``, ``message_count``);
+  its agent spec (in the column ``recipe``, its first name) and where its conversation is
+  (``epoch``, ``message_count``);
 - ``messages``: the conversation, append-only; compaction or a rewind writes it again
   under a new ``epoch`` and older epochs stay, so older checkpoints remain readable;
 - ``checkpoints``: one row per finished cycle, the points a rewind can return to;
@@ -26,6 +27,7 @@ import json
 import os
 import sqlite3
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -126,7 +128,7 @@ class RunSummary:
     """Total usage so far."""
     elapsed: float = 0.0
     """Seconds spent running so far."""
-    recipe: dict[str, Any] | None = None
+    spec: dict[str, Any] | None = None
     """How to rebuild its agent (a `convergent.spec.AgentSpec`, as JSON), if stored."""
     config: dict[str, Any] = field(default_factory=dict)
     """Settings stored by convergent 0.1's command line (read as a spec when resuming)."""
@@ -141,6 +143,14 @@ class RunSummary:
     output_data: Any = None
     """The output as JSON data, validated against the agent's output type (``completed``
     runs of agents that declare one); else None."""
+
+    @property
+    def recipe(self) -> dict[str, Any] | None:
+        """Deprecated name of `spec`."""
+        warnings.warn(
+            "RunSummary.recipe is deprecated; use RunSummary.spec", DeprecationWarning, stacklevel=2
+        )
+        return self.spec
 
     @property
     def status(self) -> str:
@@ -371,7 +381,7 @@ class RunStore:
         *,
         tools: Sequence[Tool] = (),
         workspace: str | None = None,
-        recipe: Mapping[str, Any] | None = None,
+        spec: Mapping[str, Any] | None = None,
         models: Mapping[str, Model] | None = None,
         parent: tuple[str, str] | None = None,
     ) -> SqliteJournal:
@@ -381,7 +391,7 @@ class RunStore:
             run_id: The run.
             tools: The agent's tools (to know which modify files).
             workspace: Folder file-modifying tools work in (snapshots for rewind).
-            recipe: How to rebuild the agent in another process, stored with the run.
+            spec: How to rebuild the agent in another process, stored with the run.
             models: The run's models by role; a `Replayable` one's place in its script
                 is kept with the run (beside its state) for `model_positions`.
             parent: ``(run id, call id)`` of the tool call that started this run as a
@@ -396,7 +406,7 @@ class RunStore:
             run_id,
             tools=tools,
             workspace=workspace,
-            recipe=recipe,
+            spec=spec,
             models=models,
             parent=parent,
         )
@@ -448,7 +458,7 @@ class RunStore:
             config,
             usage,
             elapsed,
-            recipe,
+            spec,
             pid_start,
             claim,
             after_stop,
@@ -470,7 +480,7 @@ class RunStore:
             workspace=workspace,
             usage=parse_usage(usage),
             elapsed=elapsed,
-            recipe=json.loads(recipe) if recipe else None,
+            spec=json.loads(spec) if spec else None,
             config=json.loads(config),
             pid=pid,
             output_after_stop=bool(after_stop),
