@@ -20,7 +20,6 @@ error rather than half-understood. Specs stored by earlier versions load as they
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -33,6 +32,7 @@ from pydantic import (
     field_validator,
 )
 
+from convergent._json import UnusableJson, load_json
 from convergent._validation import problem
 from convergent.exceptions import UserError
 from convergent.gate.executive import DEFAULT_THRESHOLD
@@ -231,9 +231,9 @@ class AgentSpec(BaseModel):
         """
         if isinstance(data, str | bytes):
             try:
-                data = json.loads(data)
-            except ValueError:
-                raise UserError("invalid agent spec: not JSON") from None
+                data = load_json(data)
+            except UnusableJson as exc:
+                raise UserError(f"invalid agent spec: {exc}") from None
         if isinstance(data, Mapping):
             version = data.get("version", SPEC_VERSION)
             if isinstance(version, int) and version > SPEC_VERSION:

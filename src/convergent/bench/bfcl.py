@@ -47,6 +47,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, create_model
 from pydantic.fields import FieldInfo
 
+from convergent._json import UnusableJson, load_json
 from convergent.agent import Agent
 from convergent.bench.report import PolicyStats, SuiteResult
 from convergent.exceptions import ScriptExhaustedError, ToolError, UserError
@@ -134,7 +135,16 @@ def _package_root() -> Path:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    """The JSON object on each line of a data file of ``bfcl-eval``.
+
+    Raises:
+        UserError: If a line is not JSON (the installed data is damaged).
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        return [load_json(line) for line in lines if line]
+    except UnusableJson as exc:
+        raise UserError(f"the BFCL data file {path} is {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
