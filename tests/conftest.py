@@ -42,13 +42,6 @@ def _loopback_only(self: socket.socket, address: Any) -> None:
     _real_connect(self, address)
 
 
-@pytest.fixture(autouse=True)
-def _no_real_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _PROVIDER_ENV:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(socket.socket, "connect", _loopback_only)
-
-
 CHECKOUT = Path(__file__).resolve().parents[1]
 """The folder the tests may read but not write."""
 NOT_WATCHED = frozenset(
@@ -125,12 +118,30 @@ def _checkout() -> CheckoutGuard:
 
 
 @pytest.fixture(autouse=True)
-def _writes_only_to_temporary_folders(_checkout: CheckoutGuard) -> Iterator[None]:
+def _checkout_untouched(_checkout: CheckoutGuard) -> Iterator[None]:
+    """Fail a test that leaves something in the checkout, or the working folder changed.
+
+    Autouse fixtures are set up in the order of their names: this one comes first, so it
+    checks after the others (and the ``monkeypatch`` they use) have undone their changes.
+    """
+    folder = os.getcwd()
     yield
     left = _checkout.sweep()
     if left:
         shown = ", ".join(str(path.relative_to(CHECKOUT)) for path in left)
         pytest.fail(f"the test wrote into the checkout (removed now): {shown}; use tmp_path")
+    if os.getcwd() != folder:
+        os.chdir(folder)
+        pytest.fail(
+            "the test changed the working folder and left it changed; use monkeypatch.chdir"
+        )
+
+
+@pytest.fixture(autouse=True)
+def _no_real_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _PROVIDER_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(socket.socket, "connect", _loopback_only)
 
 
 @pytest.hookimpl(tryfirst=True)
