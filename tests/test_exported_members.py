@@ -240,6 +240,7 @@ _DURABILITY = [
     "DEFAULT_DB_PATH",
     "DatabaseSteering",
     "Durability",
+    "JournaledRun",
     "PendingQuestion",
     "RewindResult",
     "RunClaim",

@@ -20,8 +20,8 @@ from convergent import (
     build_agent,
     calculator,
 )
-from convergent.durability.resuming import spec_of
 from convergent.durability.sqlite import RunStore
+from convergent.resuming import spec_of
 from convergent.spec import BUILTIN_TOOLS, SPEC_VERSION, AgentToolSpec, GateSpec
 from convergent.testing import answer, call, step, write_script
 

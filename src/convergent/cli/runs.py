@@ -26,11 +26,11 @@ from convergent.cli._temporal import (
     steer_run,
 )
 from convergent.cli.run import absolute_model_spec
-from convergent.durability.resuming import prepare_resume, spec_of, steerable_run
 from convergent.durability.sqlite import DEFAULT_DB_PATH, RunStore, RunSummary
 from convergent.exceptions import UserError
 from convergent.limits import Limits
 from convergent.models._prices import CURRENCY, format_cost, parse_price
+from convergent.resuming import prepare_resume, spec_of, steerable_run
 from convergent.state import RunState
 from convergent.stop import StopReason
 

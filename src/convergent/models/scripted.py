@@ -13,8 +13,9 @@ a run (``resume --model``) finds none of its responses and starts at its first.
 
 Some requests leave no reply in the conversation: the answer asked for after a stop,
 a summary for compaction, a gate's scoring. So that a resumed run plays no response
-twice, a script is `Replayable`: a durable run stores its `position` beside the
-conversation (not in the run's state) and `convergent.resume` `seek`s it there.
+twice, a script is `Replayable` (`convergent.models.base`): a durable run stores its
+`position` beside the conversation (not in the run's state) and `convergent.resume`
+`seek`s it there. Durability knows only that protocol, never this model.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import inspect
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
+from typing import Any, NamedTuple, TypeAlias
 
 from convergent._json import UnusableJson, load_json
 from convergent.exceptions import ScriptExhaustedError, UserError
@@ -37,7 +38,7 @@ from convergent.messages import (
     Usage,
 )
 from convergent.models._prices import FREE, PriceLike, TokenPrice, priced, token_price
-from convergent.models.base import Model, ModelSettings
+from convergent.models.base import Model, ModelSettings, Replayable
 
 __all__ = [
     "Replayable",
@@ -53,19 +54,6 @@ ScriptFunction: TypeAlias = Callable[
 """A function that computes the reply for each request."""
 
 ScriptItem: TypeAlias = "ModelResponse | Mapping[str, Any] | str"
-
-
-@runtime_checkable
-class Replayable(Protocol):
-    """A model that replays a script, whose place a durable run keeps to resume it."""
-
-    def position(self) -> int | None:
-        """Responses given so far (None: nothing to keep, e.g. a wrapped live model)."""
-        ...
-
-    def seek(self, position: int) -> None:
-        """Continue the script after ``position`` responses."""
-        ...
 
 
 class ScriptedRequest(NamedTuple):

@@ -28,7 +28,7 @@ import os
 import sqlite3
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,6 +39,7 @@ import psutil
 
 from convergent._run_id import check_run_id
 from convergent.clock import now
+from convergent.durability.protocol import JournaledRun
 from convergent.durability.sqlite import _claims, rollback
 from convergent.durability.sqlite._codec import (
     insert_messages,
@@ -54,11 +55,9 @@ from convergent.durability.sqlite.claim import RunClaim
 from convergent.durability.sqlite.journal import SqliteJournal
 from convergent.exceptions import UserError
 from convergent.messages import CallOutcome, ToolResultMessage, Usage
-from convergent.models.base import Model
 from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason
-from convergent.tools import Tool
 
 __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_DB_PATH", "PendingQuestion", "RunStore", "RunSummary"]
 
@@ -375,41 +374,29 @@ class RunStore:
         """
         return int(self.query("PRAGMA data_version")[0][0]), self._sent
 
-    def journal(
-        self,
-        run_id: str,
-        *,
-        tools: Sequence[Tool] = (),
-        workspace: str | None = None,
-        spec: Mapping[str, Any] | None = None,
-        models: Mapping[str, Model] | None = None,
-        parent: tuple[str, str] | None = None,
-    ) -> SqliteJournal:
-        """The journal that writes run ``run_id`` here (see `convergent.durability.protocol`).
+    def journal(self, run: JournaledRun | str, **legacy: Any) -> SqliteJournal:
+        """The journal that writes ``run`` here (see `convergent.durability.protocol`).
 
-        Args:
-            run_id: The run.
-            tools: The agent's tools (to know which modify files).
-            workspace: Folder file-modifying tools work in (snapshots for rewind).
-            spec: How to rebuild the agent in another process, stored with the run.
-            models: The run's models by role; a `Replayable` one's place in its script
-                is kept with the run (beside its state) for `model_positions`.
-            parent: ``(run id, call id)`` of the tool call that started this run as a
-                child run, stored with it when it is first written.
+        A run id with the options as keywords (``tools=``, ``workspace=``, ``spec=``,
+        ``models=``, ``parent=``) is the old spelling, kept with a `DeprecationWarning`.
 
         Raises:
-            UserError: If ``run_id`` breaks the rule of `convergent._run_id`.
+            UserError: If the run id breaks the rule of `convergent._run_id`.
         """
-        check_run_id(run_id)
-        return SqliteJournal(
-            self,
-            run_id,
-            tools=tools,
-            workspace=workspace,
-            spec=spec,
-            models=models,
-            parent=parent,
-        )
+        if isinstance(run, str):
+            warnings.warn(
+                "RunStore.journal(run_id, **options) is deprecated; pass a "
+                "convergent.durability.JournaledRun",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if "recipe" in legacy:
+                legacy["spec"] = legacy.pop("recipe")
+            run = JournaledRun(run_id=run, **legacy)
+        elif legacy:
+            raise TypeError(f"unexpected options beside a JournaledRun: {', '.join(legacy)}")
+        check_run_id(run.run_id)
+        return SqliteJournal(self, run)
 
     # -- runs -------------------------------------------------------------------------
 

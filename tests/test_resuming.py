@@ -8,8 +8,8 @@ import pytest
 
 import convergent
 from convergent import Agent, Limits, ScriptedModel, StopReason, UserError, calculator
-from convergent.durability.resuming import answers_for
 from convergent.durability.sqlite import PendingQuestion, RunStore
+from convergent.resuming import answers_for
 from convergent.testing import call, step
 
 
@@ -57,3 +57,17 @@ def test_answers_are_checked_against_the_questions_the_run_waits_on() -> None:
     with pytest.raises(UserError, match="is not waiting for an answer"):
         answers_for("r", [], "blue")
     assert answers_for("r", [], None) == {}
+
+
+def test_the_old_import_paths_of_resume_still_work_with_a_deprecation() -> None:
+    import importlib
+    import sys
+
+    import convergent.durability
+
+    sys.modules.pop("convergent.durability.resuming", None)
+    with pytest.warns(DeprecationWarning, match=r"import from convergent\.resuming"):
+        old = importlib.import_module("convergent.durability.resuming")
+    assert old.resume is convergent.resume and old.answers_for is answers_for
+    with pytest.warns(DeprecationWarning, match=r"use convergent\.resume"):
+        assert convergent.durability.resume is convergent.resume
