@@ -19,6 +19,7 @@ above the loop and its durability backends.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +46,13 @@ from convergent.steering import SteeringQueue
 
 __all__ = [
     "Continuation",
+    "added",
     "answers_for",
+    "budgets_used",
+    "check_room",
     "pending_answers",
     "prepare_resume",
+    "renewed",
     "resumable_run",
     "resume",
     "spec_of",
@@ -200,6 +205,58 @@ class Continuation:
             self.claim.release()
 
 
+_BUDGETS = ("max_cycles", "max_total_tokens", "max_seconds", "max_cost")
+"""The budgets of `Limits`, each counted from the run's start."""
+
+
+def budgets_used(state: RunState) -> dict[str, Any]:
+    """What a run has used of each budget: cycles (its children's too), tokens, seconds, cost."""
+    return {
+        "max_cycles": state.cycles + state.monitor.child_cycles,
+        "max_total_tokens": state.usage.total_tokens,
+        "max_seconds": state.elapsed,
+        "max_cost": state.usage.cost,
+    }
+
+
+def renewed(limits: Limits, state: RunState) -> Limits:
+    """``limits`` with each budget the run has used up granted once more, from where it is.
+
+    A run that stopped ``max_cycles`` after 50 of 50 cycles may go on to 100; a budget
+    with room left, or none set, stays as it is.
+    """
+    used = budgets_used(state)
+    more: dict[str, Any] = {}
+    for name in _BUDGETS:
+        maximum = getattr(limits, name)
+        if maximum is not None and maximum > 0 and used[name] >= maximum:
+            more[name] = used[name] + maximum
+    return dataclasses.replace(limits, **more) if more else limits
+
+
+def added(limits: Limits, state: RunState, more: Mapping[str, Any]) -> Limits:
+    """``limits`` with ``more`` of some budgets (by field name) on top of what the run used."""
+    used = budgets_used(state)
+    return dataclasses.replace(limits, **{name: used[name] + more[name] for name in more})
+
+
+def check_room(limits: Limits, state: RunState) -> None:
+    """Refuse budgets that would stop the run before its first request.
+
+    Raises:
+        UserError: Naming the budget the run has used up under ``limits``.
+    """
+    used = budgets_used(state)
+    for name in _BUDGETS:
+        maximum = getattr(limits, name)
+        if maximum is not None and used[name] >= maximum:
+            raise UserError(
+                f"run {state.run_id!r} has used {used[name]:g} of {name}={maximum:g}: budgets "
+                "count from the run's start, so give a larger one (resume(limits=...); on "
+                "the command line --max-* counts from the start, --more-* adds)"
+            )
+
+
 def prepare_resume(
     store: RunStore,
     run_id: str,
@@ -225,7 +282,9 @@ def prepare_resume(
         answer: The reply to the question it waits on.
         answers: Replies by call id, instead of ``answer`` (given as they are).
         message: New instructions, queued for its next cycle.
-        limits: Budgets instead of the spec's (with the spec's agent).
+        limits: Budgets instead of the spec's (with the spec's agent), counted from the
+            run's start; default: the spec's, each one the run used up granted once
+            more (`renewed`).
         model: A model spec instead of the spec's (without the spec's price).
         claim: A claim already taken on the run (default: one is taken now).
         price: The model's price, (input, output) in US dollars per million tokens,
@@ -233,7 +292,8 @@ def prepare_resume(
 
     Raises:
         UserError: If the run cannot be resumed, ``run_id`` is not a valid id, another
-            process or task holds the run, or ``agent`` comes with spec changes.
+            process or task holds the run, ``agent`` comes with spec changes, or the
+            budgets leave the run no room (`check_room`).
     """
     check_run_id(run_id)
     if agent is not None and (limits, model, price) != (None, None, None):
@@ -242,11 +302,11 @@ def prepare_resume(
         raise UserError("give resume() an answer or answers by call id, not both")
     held = claim if claim is not None else store.claim(run_id)
     try:
+        state = store.load(run_id)
         if agent is None:
-            agent = _rebuilt(store, run_id, limits=limits, model=model, price=price)
+            agent = _rebuilt(store, state, limits=limits, model=model, price=price)
         if answers is None:
             answers = pending_answers(store, run_id, answer)
-        state = store.load(run_id)
         if message is not None:
             if not message.strip():
                 raise UserError("the message is empty")
@@ -259,22 +319,29 @@ def prepare_resume(
 
 def _rebuilt(
     store: RunStore,
-    run_id: str,
+    state: RunState,
     *,
     limits: Limits | None,
     model: str | None,
     price: tuple[float, float] | None,
 ) -> Agent:
-    """The agent the run's stored spec describes, with the changes asked for."""
+    """The agent the run's stored spec describes, with the changes asked for.
+
+    Raises:
+        UserError: If its budgets (``limits``, else the spec's renewed) leave it no room.
+    """
+    run_id = state.run_id
     spec = spec_of(store.get_run(run_id))
+    chosen = limits if limits is not None else renewed(spec.limits, state)
+    check_room(chosen, state)
     changes: dict[str, Any] = {}
     if model is not None:
         changes["model"] = model
         changes["price"] = None  # the stored price was the stored model's
     if price is not None:
         changes["price"] = price
-    if limits is not None:
-        changes["limits"] = limits
+    if chosen != spec.limits:
+        changes["limits"] = chosen
     if changes:
         spec = spec.model_copy(update=changes)
     agent = build_agent(spec, context=BuildContext(run_id=run_id, store=store))
@@ -315,8 +382,10 @@ async def resume(
         answer: The reply to the question the run stopped ``needs_user`` on.
         answers: Replies by call id, instead of ``answer``.
         message: New instructions, delivered before its next cycle.
-        limits: Budgets for the continued run (absolute: cycles, tokens, seconds and
-            cost count from the run's start); default: the spec's.
+        limits: Budgets for the continued run, as everywhere counted from the run's
+            start (``Limits(max_cycles=60)`` after 50 cycles allows 10 more); default:
+            the spec's, with each budget the run used up granted once more, so that a
+            run that stopped ``max_cycles`` or ``budget_exhausted`` goes on.
         model: Continue with this model spec instead of the spec's.
         on_event: Called with every event, in order.
         steering: Steering queue (default: the commands stored for the run).
@@ -326,7 +395,8 @@ async def resume(
     Raises:
         UserError: If the run cannot be resumed (unknown, completed, waiting for an
             answer that was not given, spec from a newer convergent, an invalid run
-            id), or another process or task is running it (``run ID is running (pid N)``).
+            id, budgets that leave it no room), or another process or task is running it
+            (``run ID is running (pid N)``).
     """
     check_run_id(run_id)
     opened = store if isinstance(store, RunStore) else RunStore(store)

@@ -88,7 +88,7 @@ def test_a_price_is_used_shown_stored_and_kept_by_a_resume(tmp_path: Path) -> No
     assert usage["cost"] == priced(1000, 100) and usage["currency"] == "USD"
     assert stored_spec(tmp_path, "priced")["price"] == [1.0, 4.0]
 
-    resumed = run_cli("resume", "priced", "--json", cwd=tmp_path)
+    resumed = run_cli("resume", "priced", "--more-cycles", "5", "--json", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     usage = json.loads(resumed.stdout)["usage"]
     assert usage["cost"] == priced(1000, 100) + priced(1500, 100) + priced(2000, 10)
