@@ -32,7 +32,6 @@ atomically in call order, as BFCL's own executor does.
 from __future__ import annotations
 
 import ast
-import asyncio
 import copy
 import functools
 import importlib
@@ -73,7 +72,6 @@ __all__ = [
     "parse_call",
     "probe_entry",
     "replay_entry",
-    "run_bfcl",
     "run_bfcl_async",
 ]
 
@@ -875,14 +873,6 @@ async def run_bfcl_async(
                 on_entry(entry.id)
     summary = summarize(replays, probe_results, time.perf_counter() - started)
     return summary, replays, probe_results
-
-
-def run_bfcl(
-    categories: Sequence[str] = CATEGORIES, *, limit: int | None = None, probes: bool = True
-) -> SuiteResult:
-    """Synchronous wrapper of `run_bfcl_async` returning the summary only."""
-    summary, _, _ = asyncio.run(run_bfcl_async(categories, limit=limit, probes=probes))
-    return summary
 
 
 def entry_count(categories: Sequence[str] = CATEGORIES, limit: int | None = None) -> int:
