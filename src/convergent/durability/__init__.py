@@ -52,23 +52,11 @@ __all__ = [
     "SqliteJournal",
 ]
 
+_PROTOCOL = ("Durability", "JournaledRun", "RunJournal")
+
 _MODULE_OF = {
-    "Durability": "convergent.durability.protocol",
-    "JournaledRun": "convergent.durability.protocol",
-    "RunJournal": "convergent.durability.protocol",
-    **{
-        name: "convergent.durability.sqlite"
-        for name in (
-            "DEFAULT_DB_PATH",
-            "DatabaseSteering",
-            "PendingQuestion",
-            "RewindResult",
-            "RunClaim",
-            "RunStore",
-            "RunSummary",
-            "SqliteJournal",
-        )
-    },
+    name: "convergent.durability.protocol" if name in _PROTOCOL else "convergent.durability.sqlite"
+    for name in __all__
 }
 """The module that defines each exported name, imported when the name is first used."""
 
