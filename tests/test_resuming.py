@@ -60,17 +60,18 @@ def test_answers_are_checked_against_the_questions_the_run_waits_on() -> None:
 
 
 def test_the_old_import_paths_of_resume_still_work_with_a_deprecation() -> None:
-    import importlib
-    import sys
-
     import convergent.durability
+    import convergent.durability.resuming as old
 
-    sys.modules.pop("convergent.durability.resuming", None)
-    with pytest.warns(DeprecationWarning, match=r"import from convergent\.resuming"):
-        old = importlib.import_module("convergent.durability.resuming")
-    assert old.resume is convergent.resume and old.answers_for is answers_for
+    with pytest.warns(DeprecationWarning, match=r"import it from convergent\.resuming"):
+        assert old.resume is convergent.resume
+    with pytest.warns(DeprecationWarning, match=r"import it from convergent\.resuming"):
+        from convergent.durability.resuming import answers_for as moved
+    assert moved is answers_for
     with pytest.warns(DeprecationWarning, match=r"use convergent\.resume"):
         assert convergent.durability.resume is convergent.resume
+    with pytest.raises(AttributeError, match="nothing"):
+        _ = old.nothing
 
 
 async def test_resume_limits_count_from_the_runs_start_and_a_used_up_budget_is_renewed(
