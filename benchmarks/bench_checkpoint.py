@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from convergent import Agent, Limits, ModelResponse, ScriptedModel, StopPolicy, ToolCall, tool
+from convergent.durability.protocol import JournaledRun
 from convergent.durability.sqlite import RunStore, SqliteJournal
 from convergent.messages import Message, ToolSpec
 
@@ -64,8 +65,8 @@ class TimedStore(RunStore):
     spent: list[float]
     transactions: int
 
-    def journal(self, run_id: str, **kwargs: Any) -> SqliteJournal:
-        journal = super().journal(run_id, **kwargs)
+    def journal(self, run: JournaledRun | str, **legacy: Any) -> SqliteJournal:
+        journal = super().journal(run, **legacy)
         for step in STEPS:
             original = getattr(journal, step)
 

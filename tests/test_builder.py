@@ -135,7 +135,7 @@ async def test_a_run_started_in_python_resumes_from_the_cli(tmp_path: Path) -> N
     first = await build_agent(spec).run("calc", run_id="py1", store=store)
     assert first.stop_reason is StopReason.MAX_CYCLES
     store.close()
-    proc = cli("resume", "py1", "--json", cwd=tmp_path)
+    proc = cli("resume", "py1", "--more-cycles", "5", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     # the script continues where the first run stopped: no reply is played twice
@@ -185,7 +185,7 @@ def test_a_gate_scorer_script_continues_where_it_stopped(tmp_path: Path) -> None
     args = ["--model", model, "--gate", "0.5", "--gate-model", scorer, "--json"]
     first = cli("run", "t", *args, "--max-cycles", "1", "--run-id", "g", cwd=tmp_path)
     assert json.loads(first.stdout)["stop_reason"] == "max_cycles", first.stderr
-    resumed = cli("resume", "g", "--json", cwd=tmp_path)
+    resumed = cli("resume", "g", "--more-cycles", "5", "--json", cwd=tmp_path)
     # the second step gets the scorer's second (low) score, so the gate asks the user
     assert json.loads(resumed.stdout)["stop_reason"] == "needs_user", resumed.stderr
 
@@ -276,4 +276,4 @@ async def test_a_spec_builds_its_agents_as_tools_and_a_stored_run_stores_the_chi
     (child,) = store.children("p")
     assert (child.run_id, child.parent_call_id) == ("p.1.c1", "c1")
     # a child that names no workspace works in its caller's
-    assert child.recipe is not None and child.recipe["workspace"] == str(tmp_path)
+    assert child.spec is not None and child.spec["workspace"] == str(tmp_path)

@@ -241,6 +241,7 @@ _DURABILITY = [
     "DEFAULT_DB_PATH",
     "DatabaseSteering",
     "Durability",
+    "JournaledRun",
     "PendingQuestion",
     "RewindResult",
     "RunClaim",

@@ -28,12 +28,12 @@ from convergent import (
     tool,
 )
 from convergent.builtin_tools import fail
-from convergent.durability.resuming import resume
 from convergent.durability.sqlite import RunStore
 from convergent.events import Nudged, RunStopped
 from convergent.messages import Message, ToolSpec, UserMessage
 from convergent.models import TokenPrice
 from convergent.models._prices import FREE
+from convergent.resuming import resume
 from convergent.steering import SteeringQueue
 from convergent.testing import answer, call, scripted, step
 

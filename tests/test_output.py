@@ -18,10 +18,10 @@ from convergent import (
     build_agent,
     calculator,
 )
-from convergent.durability.resuming import resume
 from convergent.durability.sqlite import RunStore
 from convergent.events import Verified
 from convergent.output import OutputSpec
+from convergent.resuming import resume
 from convergent.stop import OUTPUT_FEEDBACK, StopReason
 from convergent.testing import call, scripted, write_script
 

@@ -21,8 +21,8 @@ from convergent import (
     build_agent,
     calculator,
 )
-from convergent.durability.resuming import spec_of
 from convergent.durability.sqlite import RunStore
+from convergent.resuming import spec_of
 from convergent.spec import BUILTIN_TOOLS, SPEC_VERSION, AgentToolSpec, GateSpec
 from convergent.testing import answer, call, step, write_script
 
@@ -49,7 +49,7 @@ def test_a_spec_from_a_newer_version_is_refused() -> None:
         AgentSpec.from_json(data)
 
 
-def test_a_version_1_recipe_still_loads_with_the_new_fields_at_their_defaults() -> None:
+def test_a_version_1_spec_still_loads_with_the_new_fields_at_their_defaults() -> None:
     data = AgentSpec().model_dump(mode="json")
     data["version"] = 1
     del data["final_answer"], data["policy"]
@@ -83,7 +83,8 @@ def test_the_earlier_spellings_of_a_spec_warn() -> None:
         ({"policy": {"on_tool_error": "ignore"}}, "invalid agent spec: policy.on_tool_error"),
         ({"policy": {"notes": -1}}, r"invalid agent spec: policy.notes must be >= 0, got -1"),
         ({"surprise": True}, "invalid agent spec: surprise"),
-        ("{not json", "invalid agent spec: not JSON"),
+        ("{not json", r"invalid agent spec: not valid JSON \(line 1, column 2"),
+        ('{"a":' * 100_000 + "1" + "}" * 100_000, "invalid agent spec: nested too deeply"),
         ({"tools": ["calculator", "rm_rf"]}, "invalid agent spec: tools: unknown tool 'rm_rf'"),
         ({"tools": ["shop:"]}, r"tools: tool 'shop:': an import path is package.module:attr"),
         ({"gate": {"threshold": 1.5}}, r"invalid agent spec: gate.threshold must be <= 1, got 1.5"),
@@ -150,14 +151,14 @@ def scripts(folder: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "price", "cost"),
     [
-        ("recipe.v1.json", None, 0.0),
-        ("recipe.v2.json", None, 0.0),
+        ("spec.v1.json", None, 0.0),
+        ("spec.v2.json", None, 0.0),
         # three requests of 1,000 input tokens at $1 and 100 output tokens at $4 per million
-        ("recipe.v3.json", (1.0, 4.0), 3 * 1400 / 1e6),
-        ("recipe.v4.json", (1.0, 4.0), 3 * 1400 / 1e6),
+        ("spec.v3.json", (1.0, 4.0), 3 * 1400 / 1e6),
+        ("spec.v4.json", (1.0, 4.0), 3 * 1400 / 1e6),
     ],
 )
-async def test_a_run_stored_with_an_older_recipe_loads_and_resumes(
+async def test_a_run_stored_with_an_older_spec_loads_and_resumes(
     name: str, price: tuple[float, float] | None, cost: float, tmp_path: Path
 ) -> None:
     scripts(tmp_path)
@@ -168,11 +169,11 @@ async def test_a_run_stored_with_an_older_recipe_loads_and_resumes(
     assert spec.price == price
     db = tmp_path / "runs.db"
     with RunStore(db) as store:
-        # the first part runs one cycle, and stores the recipe exactly as it was written
+        # the first part runs one cycle, and stores the spec exactly as it was written
         agent = build_agent(spec, spec=stored, limits=Limits(max_cycles=1), final_answer=False)
         first = await agent.run("calculate", run_id="old", store=store)
         assert first.stop_reason is StopReason.MAX_CYCLES
-        assert store.get_run("old").recipe == stored
+        assert store.get_run("old").spec == stored
     result = await convergent.resume("old", store=db)
     assert result.stop_reason is StopReason.COMPLETED and result.output == "6 and 20"
     assert [c.arguments["expression"] for c in result.tool_calls] == ["2*3", "4*5"]
@@ -190,7 +191,7 @@ async def test_a_run_stored_with_convergent_0_1_settings_loads_and_resumes(
         agent = Agent(model, [calculator], limits=Limits(max_cycles=1), final_answer=False)
         first = await agent.run("calculate", run_id="old", store=store)
         assert first.stop_reason is StopReason.MAX_CYCLES
-    with sqlite3.connect(db) as connection:  # what 0.1 left: settings, no recipe
+    with sqlite3.connect(db) as connection:  # what 0.1 left: settings, no spec
         connection.execute(
             "UPDATE runs SET config = ? WHERE run_id = 'old'", [json.dumps(settings)]
         )

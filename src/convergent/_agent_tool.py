@@ -15,16 +15,15 @@ import dataclasses
 import functools
 import hashlib
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from convergent._run_id import MAX_RUN_ID
-from convergent.durability.protocol import Durability, RunJournal
+from convergent.durability.protocol import Durability, JournaledRun, RunJournal
 from convergent.exceptions import ToolError, UserError
 from convergent.limits import Limits
 from convergent.messages import Usage
-from convergent.models.base import Model
 from convergent.result import RunResult
 from convergent.run_context import CallContext, current_call
 from convergent.state import RunState
@@ -62,24 +61,8 @@ class _ChildStore:
     def send_steering(self, run_id: str, kind: str, text: str = "") -> None:
         self.store.send_steering(run_id, kind, text)
 
-    def journal(
-        self,
-        run_id: str,
-        *,
-        tools: Sequence[Tool] = (),
-        workspace: str | None = None,
-        recipe: Mapping[str, Any] | None = None,
-        models: Mapping[str, Model] | None = None,
-        parent: tuple[str, str] | None = None,
-    ) -> RunJournal:
-        return self.store.journal(
-            run_id,
-            tools=tools,
-            workspace=workspace,
-            recipe=recipe,
-            models=models,
-            parent=self.parent,
-        )
+    def journal(self, run: JournaledRun) -> RunJournal:
+        return self.store.journal(dataclasses.replace(run, parent=self.parent))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,14 +13,14 @@ import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from convergent._agent_tool import agent_tool
 from convergent._cycle import Run
 from convergent._instrument import run_tracer
 from convergent.clock import current_clock
 from convergent.driver import resolved_policy
-from convergent.durability.protocol import Durability
+from convergent.durability.protocol import Durability, JournaledRun
 from convergent.events import (
     Event,
     EventHandler,
@@ -34,8 +34,6 @@ from convergent.extensions import (
     Verifier,
 )
 from convergent.limits import Limits, without_legacy
-from convergent.mcp.config import MCPServer
-from convergent.mcp.toolset import MCPToolset
 from convergent.messages import (
     Message,
     SystemMessage,
@@ -59,6 +57,10 @@ from convergent.stop import (
     StopReason,
 )
 from convergent.tools import Tool
+
+if TYPE_CHECKING:
+    from convergent.mcp.config import MCPServer
+    from convergent.mcp.toolset import MCPToolset
 
 __all__ = ["Agent", "RunStream"]
 
@@ -160,9 +162,11 @@ class Agent:
         self._own_tools = tuple(tools)
         self._install_tools(())
         self.mcp_servers = tuple(mcp_servers)
-        self._toolset = (
-            MCPToolset(self.mcp_servers, reserved=self.tool_names) if self.mcp_servers else None
-        )
+        self._toolset: MCPToolset | None = None
+        if self.mcp_servers:
+            from convergent.mcp.toolset import MCPToolset  # MCP only for agents with servers
+
+            self._toolset = MCPToolset(self.mcp_servers, reserved=self.tool_names)
         self._entered = 0
         self.system_prompt = system_prompt
         self.final_answer = final_answer
@@ -454,11 +458,13 @@ class Agent:
         store = store if store is not None else self.store
         if store is not None:
             journal = store.journal(
-                state.run_id,
-                tools=tuple(self.tools.values()),
-                workspace=self.workspace,
-                recipe=self.spec,
-                models=self.models,
+                JournaledRun(
+                    run_id=state.run_id,
+                    tools=tuple(self.tools.values()),
+                    workspace=self.workspace,
+                    spec=self.spec,
+                    models=self.models,
+                )
             )
             if steering is None:
                 steering = journal.steering

@@ -15,13 +15,11 @@ Example:
     >>> agent = build_agent(spec)
 
 A spec carries a ``version``; one written by a newer convergent is refused with a clear
-error rather than half-understood. Specs stored by earlier versions (their run
-recipes) load as they are.
+error rather than half-understood. Specs stored by earlier versions load as they are.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -36,6 +34,7 @@ from pydantic import (
     model_validator,
 )
 
+from convergent._json import UnusableJson, load_json
 from convergent._validation import problem
 from convergent.exceptions import UserError
 from convergent.gate.executive import DEFAULT_THRESHOLD
@@ -58,7 +57,7 @@ __all__ = [
 SPEC_VERSION = 6
 """Version of the spec's shape; bumped when a field is added or changes meaning.
 
-Version 1 (convergent's run recipes) had no ``final_answer`` and no
+Version 1 (what convergent stored with runs before `AgentSpec`) had no ``final_answer`` and no
 ``limits.stall_nudges``; version 2 added them, version 3 ``price``, version 4
 ``output_schema``, version 5 ``agents`` (each takes its default when absent). Version 6
 moved the stop rules (``limits.max_repeated_calls``, ``limits.stall_nudges``,
@@ -272,9 +271,9 @@ class AgentSpec(BaseModel):
         """
         if isinstance(data, str | bytes):
             try:
-                data = json.loads(data)
-            except ValueError:
-                raise UserError("invalid agent spec: not JSON") from None
+                data = load_json(data)
+            except UnusableJson as exc:
+                raise UserError(f"invalid agent spec: {exc}") from None
         if isinstance(data, Mapping):
             version = data.get("version", SPEC_VERSION)
             if isinstance(version, int) and version > SPEC_VERSION:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from convergent.bench.bfcl import (  # noqa: E402
     replay_entry,
     run_bfcl_async,
 )
+from convergent.exceptions import UserError  # noqa: E402
 from convergent.stop import StopReason  # noqa: E402
 from convergent.testing import call, scripted
 
@@ -193,3 +195,12 @@ def test_all_800_entries_replay() -> None:
     assert sum(p.kind == "bfcl_step_limit" for p in probes) == 2
     for policy in summary.policies.values():
         assert policy.false_positives == 0 and policy.false_negatives == 0
+
+
+def test_damaged_data_is_one_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = tmp_path / "data" / "possible_answer"
+    answers.mkdir(parents=True)
+    (answers / "BFCL_v4_multi_turn_base.json").write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    monkeypatch.setattr(bfcl, "_package_root", lambda: tmp_path)
+    with pytest.raises(UserError, match=r"BFCL_v4_multi_turn_base.json is nested too deeply"):
+        load_entries("base")

@@ -46,7 +46,7 @@ def test_a_tool_from_the_current_folder_is_offered_and_kept_for_resume(project: 
     assert [(c["name"], c["result"]) for c in data["tool_calls"]] == [("shout", "HEY!")]
     whisper = call("whisper", text="QUIET")
     second = write_script(project / "b.json", call("shout", text="again"), whisper, "done")
-    resumed = cli("resume", "r", "--model", second, "--json", cwd=project)
+    resumed = cli("resume", "r", "--model", second, "--more-cycles", "5", "--json", cwd=project)
     assert resumed.returncode == 0, resumed.stderr
     results = [c["result"] for c in json.loads(resumed.stdout)["tool_calls"]]
     assert results == ["HEY!", "AGAIN!", "quiet"]

@@ -125,7 +125,7 @@ def replayer(runner: TemporalRunner) -> Replayer:
     )
 
 
-def recipe(folder: Path, responses: list[Any], **changes: Any) -> AgentSpec:
+def scripted_spec(folder: Path, responses: list[Any], **changes: Any) -> AgentSpec:
     """The test tools' agent, replaying ``responses`` (written to ``folder/script.json``)."""
     base = AgentSpec(
         model=write_script(folder / "script.json", *responses),

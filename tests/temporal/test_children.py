@@ -18,7 +18,7 @@ from convergent.temporal import DevServer, TemporalRunner
 from convergent.temporal._children import CHILD_RESULT
 from convergent.testing import answer, call, step, write_script
 
-from .conftest import recipe, replayer
+from .conftest import replayer, scripted_spec
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal, pytest.mark.slow]
 
@@ -68,7 +68,7 @@ async def test_a_child_agent_is_a_child_workflow_within_the_parents_budget(
         tmp_path,
         [call("step", n=1), answer("found: 41", usage=Usage(input_tokens=100))],
     )
-    parent = recipe(
+    parent = scripted_spec(
         tmp_path,
         [ask("c1", "find the number", usage=10), answer("41", usage=Usage(input_tokens=20))],
         agents=(child,),
@@ -117,7 +117,7 @@ async def test_a_child_that_runs_out_of_cycles_is_a_failed_call_with_its_answer(
         tmp_path,
         [call("step", n=1), call("step", n=2), "best so far: step 2"],
     )
-    parent = recipe(
+    parent = scripted_spec(
         tmp_path,
         [ask("c1", "count"), "the parent's answer after its stop"],
         agents=(child,),
@@ -144,7 +144,7 @@ async def test_a_child_an_earlier_attempt_finished_is_not_run_again(
     earlier = await runner.start(child.agent, "find the number", run_id="again.1.c1")
     assert (await earlier.result()).output == "found: 41"
     assert effects_in(effects) == ["step 1"]
-    parent = recipe(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
+    parent = scripted_spec(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
     result = await (await runner.start(parent, "delegate", run_id="again")).result()
     assert result.stop_reason is StopReason.COMPLETED
     (record,) = result.tool_calls
@@ -162,7 +162,7 @@ async def test_a_child_an_earlier_attempt_started_is_waited_for_not_run_again(
         update={"agent": asking.agent.model_copy(update={"tools": ("fx:step", "ask_user")})}
     )
     earlier = await runner.start(child.agent, "find the number", run_id="wait.1.c1")
-    parent = recipe(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
+    parent = scripted_spec(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
     run = await runner.start(parent, "delegate", run_id="wait")
     # the parent's call found the child running: it waits for it in an activity
     async with asyncio.timeout(60):
@@ -202,7 +202,7 @@ async def test_a_child_that_did_not_finish_is_started_again(
     )
     earlier = await runner.start(asking, "find the number", run_id="gone.1.c1")
     await earlier.handle.terminate("the parent was reset")
-    parent = recipe(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
+    parent = scripted_spec(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
     result = await (await runner.start(parent, "delegate", run_id="gone")).result()
     (record,) = result.tool_calls
     assert record.ok and record.result == "found: 41"

@@ -21,7 +21,6 @@ Install with ``pip install convergent[openai-agents]``.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
@@ -47,6 +46,7 @@ from agents.run_error_handlers import RunErrorHandlerInput, RunErrorHandlerResul
 from agents.tool import FunctionToolResult
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
+from convergent._json import UnusableJson, load_json
 from convergent.adapters import NotExpressible
 from convergent.driver import (
     CycleDriver,
@@ -370,8 +370,8 @@ _RAN: tuple[CallOutcome, bool] = (CallOutcome.OK, False)
 
 def _tool_call(item: ResponseFunctionToolCall) -> ToolCall:
     try:
-        arguments = json.loads(item.arguments) if item.arguments else {}
-    except json.JSONDecodeError as exc:
+        arguments = load_json(item.arguments) if item.arguments else {}
+    except UnusableJson as exc:
         return ToolCall(id=item.call_id, name=item.name, parse_error=str(exc))
     if not isinstance(arguments, dict):
         arguments = {"value": arguments}

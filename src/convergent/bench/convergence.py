@@ -44,7 +44,6 @@ response: a model asked again after answering restates its answer.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -93,7 +92,6 @@ __all__ = [
     "TaskOutcome",
     "build_tasks",
     "judge",
-    "run_convergence",
     "run_task",
     "subjective_converged",
 ]
@@ -527,14 +525,3 @@ async def run_convergence_async(
         ),
         outcomes,
     )
-
-
-def run_convergence(
-    seed: int = 0,
-    per_scenario: int = 10,
-    *,
-    on_progress: Callable[[TaskOutcome], None] | None = None,
-) -> SuiteResult:
-    """Synchronous wrapper of `run_convergence_async` returning the summary only."""
-    result, _ = asyncio.run(run_convergence_async(seed, per_scenario, on_progress=on_progress))
-    return result

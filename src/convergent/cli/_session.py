@@ -27,7 +27,6 @@ from convergent.cli._gate import GateView
 from convergent.cli._live import LiveView
 from convergent.cli._terminal import HELP, TerminalSteering
 from convergent.clock import current_clock
-from convergent.durability.resuming import Continuation
 from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.events import (
     Event,
@@ -40,6 +39,7 @@ from convergent.events import (
 from convergent.exceptions import StorageError, UserError
 from convergent.gate import ASK_USER
 from convergent.result import RunResult
+from convergent.resuming import Continuation
 from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
 from convergent.ui.live_text import LiveTextWriter

@@ -27,6 +27,7 @@ from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import TaskQueueOption, TemporalOption, start_run
 from convergent.durability.sqlite import DEFAULT_DB_PATH
 from convergent.exceptions import UserError
+from convergent.limits import Limits
 from convergent.mcp.config import MCPServer, load_mcp_config, mcp_config, server_from_command
 from convergent.models._prices import parse_price
 from convergent.models.registry import default_model_spec
@@ -34,6 +35,9 @@ from convergent.output import load_output_schema
 from convergent.spec import AgentSpec, command_line_tools
 
 __all__ = ["mcp_servers", "read_task", "run_command"]
+
+DEFAULT_MAX_CYCLES = Limits().max_cycles
+"""The cycle limit of a run that sets none: `Limits`' own, the same from Python and here."""
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful assistant that solves tasks with tools. Call a tool whenever it "
@@ -118,7 +122,13 @@ def run_command(
     task: Annotated[str, typer.Argument(help="What the agent should do ('-': read stdin).")],
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
-    max_cycles: Annotated[int, typer.Option(help="Maximum model requests.")] = 20,
+    max_cycles: Annotated[
+        int | None,
+        typer.Option(
+            help=f"Maximum model requests (default: {DEFAULT_MAX_CYCLES}, as in Python).",
+            show_default=False,
+        ),
+    ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Token budget (input + output).")] = None,
     max_seconds: Annotated[float | None, typer.Option(help="Wall-time budget in seconds.")] = None,
     max_cost: Annotated[
@@ -300,7 +310,7 @@ def run_command(
             "ask_via": ask_via or "auto",
             "ask_timeout": ask_timeout,
             "limits": {
-                "max_cycles": max_cycles,
+                "max_cycles": DEFAULT_MAX_CYCLES if max_cycles is None else max_cycles,
                 "max_total_tokens": max_tokens,
                 "max_seconds": max_seconds,
                 "max_cost": max_cost,

@@ -30,8 +30,14 @@ from convergent.messages import (
 )
 from convergent.models._prices import TokenPrice
 from convergent.models._thought_stream import ThoughtStream
-from convergent.models.base import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
-from convergent.models.scripted import Replayable
+from convergent.models.base import (
+    Model,
+    ModelSettings,
+    Replayable,
+    StreamPart,
+    TextChunk,
+    ToolCallChunk,
+)
 
 __all__ = [
     "ANSWER_FIELD",

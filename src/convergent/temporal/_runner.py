@@ -33,11 +33,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
-from convergent.durability.resuming import answers_for
 from convergent.durability.sqlite import PendingQuestion
 from convergent.exceptions import ToolDefinitionError, UserError
 from convergent.messages import UserMessage
 from convergent.result import RunResult
+from convergent.resuming import answers_for
 from convergent.spec import AgentSpec
 from convergent.state import RunState
 from convergent.steering import SteeringKind

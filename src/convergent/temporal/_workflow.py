@@ -159,7 +159,7 @@ class ActivityModel(Model):
     """A model whose every request is an activity on a worker.
 
     Args:
-        recipe: The run's agent spec, as JSON (the worker builds the model from it).
+        spec: The run's agent spec, as JSON (the worker builds the model from it).
         role: Which of the spec's models (``model`` or ``scorer``).
         name: The model's name, as the worker reported it.
         context_window: Its context window, as the worker reported it.
@@ -168,13 +168,13 @@ class ActivityModel(Model):
 
     def __init__(
         self,
-        recipe: dict[str, Any],
+        spec: dict[str, Any],
         role: str,
         name: str,
         context_window: int | None,
         price: TokenPrice | None = None,
     ) -> None:
-        self.recipe = recipe
+        self.spec = spec
         self.role = role
         self._price = price
         self._name = name
@@ -217,7 +217,7 @@ class ActivityModel(Model):
             and all(a is b or a == b for a, b in zip(sent, fresh, strict=False))
         )
         call = ModelCall(
-            recipe=self.recipe,
+            recipe=self.spec,
             role=self.role,
             messages=dump_messages(fresh[len(sent) :] if extends else fresh),
             tools=dump_specs(list(tools)),
@@ -243,13 +243,13 @@ class ActivityModel(Model):
         return load_response(answer.response)
 
 
-def _remote(blueprint: ToolBlueprint, recipe: dict[str, Any], run_id: str) -> Tool:
+def _remote(blueprint: ToolBlueprint, spec: dict[str, Any], run_id: str) -> Tool:
     attempts = 3 if blueprint.idempotent else 1
     limit = timedelta(seconds=(blueprint.timeout or 24 * 3600) + 30)
 
     async def run_on_worker(**arguments: Any) -> str:
         run = ToolRun(
-            recipe=recipe,
+            recipe=spec,
             run_id=run_id,
             call=dump_call(ToolCall(id="worker", name=blueprint.name, arguments=arguments)),
         )

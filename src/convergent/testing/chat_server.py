@@ -22,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
+from convergent._json import load_json
+
 
 @dataclass
 class SSE:
@@ -74,8 +76,8 @@ class Request:
     """The raw body (empty when none was sent)."""
 
     def json(self) -> Any:
-        """The body parsed as JSON; raises `ValueError` when it is not JSON."""
-        return json.loads(self.body)
+        """The body parsed as JSON; raises `ValueError` when it is not JSON or too deep."""
+        return load_json(self.body)
 
 
 Route = Callable[[Request], Answer]

@@ -1,7 +1,7 @@
 """A whole run as one JSON document, written a few rows at a time.
 
 Pages cut long values (see `convergent.ui.timeline.CLIP`); the run's download has them
-all: its summary and recipe, its current conversation, every finished tool call and
+all: its summary and agent spec, its current conversation, every finished tool call and
 every stored event. Rows are read `ROWS` at a time, each after the last one sent, so
 the server holds a few rows of a run of any size, never the whole of it.
 """
@@ -48,7 +48,7 @@ def run_json(store: RunStore, run_id: str) -> Iterator[bytes]:
         "started_at": run.started_at,
         "updated_at": run.updated_at,
         "workspace": run.workspace,
-        "recipe": run.recipe,
+        "spec": run.spec,
     }
     del run
     return _document(store, run_id, epoch, summary)

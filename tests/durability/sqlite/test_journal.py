@@ -15,6 +15,7 @@ from convergent import (
     Agent,
     Limits,
     ModelResponse,
+    ScriptedModel,
     StopReason,
     StorageError,
     Usage,
@@ -23,6 +24,7 @@ from convergent import (
     calculator,
     tool,
 )
+from convergent.durability import JournaledRun
 from convergent.durability.sqlite import RunStore
 from convergent.gate import AskUser, ExecutiveGate, GateDecided, QueueChannel
 from convergent.testing import answer, call, scripted, step
@@ -251,3 +253,15 @@ def test_a_write_goes_after_the_writes_queued_before_it(tmp_path: Path) -> None:
     assert order == ["free", "queued", "after"]
     with RunStore(tmp_path / "synced.db", durable=True) as synced:
         assert not synced.write_if_free(insert("synced"))  # each commit syncs: the writer's
+
+
+async def test_a_journal_opened_the_old_way_still_writes_with_a_deprecation(
+    store: RunStore,
+) -> None:
+    with pytest.warns(DeprecationWarning, match=r"pass a convergent\.durability\.JournaledRun"):
+        journal = store.journal("old", recipe={"model": "scripted:x.json"}, workspace=None)
+    state = Agent(ScriptedModel(["done"])).new_state("t", run_id="old")
+    await journal.started(state, resumed=False)
+    assert store.get_run("old").spec == {"model": "scripted:x.json"}
+    with pytest.raises(TypeError, match="workspace"):
+        store.journal(JournaledRun(run_id="new"), workspace="x")

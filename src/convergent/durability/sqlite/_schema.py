@@ -17,12 +17,12 @@ claimed by one process or task at a time (see `convergent.durability.sqlite._cla
 Version 2 changed version 1 so that a cycle writes fewer pages: finished calls are
 clustered by run and cycle (no separate index), and repeated-call counts were derived
 from them instead of being written (``call_counts`` keeps version-1 counts). It added
-each run's recipe, replay positions and tool-error streak; per-checkpoint replay
-positions; the MCP server (``source``) of each finished call; an ``events`` table for
-the events worth keeping (gate decisions, verifier verdicts, redirects, compaction,
-answers); and a ``questions`` table through which a run's ``ask_user`` can be answered
-from another process (the web console). The replay positions are kept beside the
-run's state, not in it (`RunStore.model_positions`).
+each run's agent spec (column ``recipe``), replay positions and tool-error streak;
+per-checkpoint replay positions; the MCP server (``source``) of each finished call; an
+``events`` table for the events worth keeping (gate decisions, verifier verdicts,
+redirects, compaction, answers); and a ``questions`` table through which a run's
+``ask_user`` can be answered from another process (the web console). The replay
+positions are kept beside the run's state, not in it (`RunStore.model_positions`).
 
 An older database is upgraded in place when it is opened for writing.
 """

@@ -3,7 +3,8 @@
 One database file (WAL mode) holds any number of runs:
 
 - ``runs``: one row per run with the live summary (cycles, usage, status, stop reason),
-  its agent spec (column ``recipe``), and where its conversation is (``epoch``, ``message_count``);
+  its agent spec (in the column ``recipe``, its first name) and where its conversation is
+  (``epoch``, ``message_count``);
 - ``messages``: the conversation, append-only; compaction or a rewind writes it again
   under a new ``epoch`` and older epochs stay, so older checkpoints remain readable;
 - ``checkpoints``: one row per finished cycle, the points a rewind can return to;
@@ -26,7 +27,8 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ import psutil
 
 from convergent._run_id import check_run_id
 from convergent.clock import now
+from convergent.durability.protocol import JournaledRun
 from convergent.durability.sqlite import _claims, rollback
 from convergent.durability.sqlite._codec import (
     insert_messages,
@@ -52,11 +55,9 @@ from convergent.durability.sqlite.claim import RunClaim
 from convergent.durability.sqlite.journal import SqliteJournal
 from convergent.exceptions import UserError
 from convergent.messages import CallOutcome, ToolResultMessage, Usage
-from convergent.models.base import Model
 from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason
-from convergent.tools import Tool
 
 __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_DB_PATH", "PendingQuestion", "RunStore", "RunSummary"]
 
@@ -126,7 +127,7 @@ class RunSummary:
     """Total usage so far."""
     elapsed: float = 0.0
     """Seconds spent running so far."""
-    recipe: dict[str, Any] | None = None
+    spec: dict[str, Any] | None = None
     """How to rebuild its agent (a `convergent.spec.AgentSpec`, as JSON), if stored."""
     config: dict[str, Any] = field(default_factory=dict)
     """Settings stored by convergent 0.1's command line (read as a spec when resuming)."""
@@ -141,6 +142,14 @@ class RunSummary:
     output_data: Any = None
     """The output as JSON data, validated against the agent's output type (``completed``
     runs of agents that declare one); else None."""
+
+    @property
+    def recipe(self) -> dict[str, Any] | None:
+        """Deprecated name of `spec`."""
+        warnings.warn(
+            "RunSummary.recipe is deprecated; use RunSummary.spec", DeprecationWarning, stacklevel=2
+        )
+        return self.spec
 
     @property
     def status(self) -> str:
@@ -365,41 +374,29 @@ class RunStore:
         """
         return int(self.query("PRAGMA data_version")[0][0]), self._sent
 
-    def journal(
-        self,
-        run_id: str,
-        *,
-        tools: Sequence[Tool] = (),
-        workspace: str | None = None,
-        recipe: Mapping[str, Any] | None = None,
-        models: Mapping[str, Model] | None = None,
-        parent: tuple[str, str] | None = None,
-    ) -> SqliteJournal:
-        """The journal that writes run ``run_id`` here (see `convergent.durability.protocol`).
+    def journal(self, run: JournaledRun | str, **legacy: Any) -> SqliteJournal:
+        """The journal that writes ``run`` here (see `convergent.durability.protocol`).
 
-        Args:
-            run_id: The run.
-            tools: The agent's tools (to know which modify files).
-            workspace: Folder file-modifying tools work in (snapshots for rewind).
-            recipe: How to rebuild the agent in another process, stored with the run.
-            models: The run's models by role; a `Replayable` one's place in its script
-                is kept with the run (beside its state) for `model_positions`.
-            parent: ``(run id, call id)`` of the tool call that started this run as a
-                child run, stored with it when it is first written.
+        A run id with the options as keywords (``tools=``, ``workspace=``, ``spec=``,
+        ``models=``, ``parent=``) is the old spelling, kept with a `DeprecationWarning`.
 
         Raises:
-            UserError: If ``run_id`` breaks the rule of `convergent._run_id`.
+            UserError: If the run id breaks the rule of `convergent._run_id`.
         """
-        check_run_id(run_id)
-        return SqliteJournal(
-            self,
-            run_id,
-            tools=tools,
-            workspace=workspace,
-            recipe=recipe,
-            models=models,
-            parent=parent,
-        )
+        if isinstance(run, str):
+            warnings.warn(
+                "RunStore.journal(run_id, **options) is deprecated; pass a "
+                "convergent.durability.JournaledRun",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if "recipe" in legacy:
+                legacy["spec"] = legacy.pop("recipe")
+            run = JournaledRun(run_id=run, **legacy)
+        elif legacy:
+            raise TypeError(f"unexpected options beside a JournaledRun: {', '.join(legacy)}")
+        check_run_id(run.run_id)
+        return SqliteJournal(self, run)
 
     # -- runs -------------------------------------------------------------------------
 
@@ -448,7 +445,7 @@ class RunStore:
             config,
             usage,
             elapsed,
-            recipe,
+            spec,
             pid_start,
             claim,
             after_stop,
@@ -470,7 +467,7 @@ class RunStore:
             workspace=workspace,
             usage=parse_usage(usage),
             elapsed=elapsed,
-            recipe=json.loads(recipe) if recipe else None,
+            spec=json.loads(spec) if spec else None,
             config=json.loads(config),
             pid=pid,
             output_after_stop=bool(after_stop),
