@@ -65,6 +65,7 @@ PASSTHROUGH: Sequence[str] = (
     "rpds",
     "attrs",
     "attr",
+    "re2",
 )
 """Modules the sandbox shares with the worker instead of re-importing per workflow."""
 
