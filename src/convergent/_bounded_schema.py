@@ -68,8 +68,10 @@ class Unchecked(ConvergentError):
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """How much one check may do: steps (keyword evaluations and the errors they make),
-    and optionally seconds."""
+    """How much one check may do: steps, and optionally seconds.
+
+    A step is one keyword evaluated, or one error it makes.
+    """
 
     steps: int
     """Steps for any value."""
@@ -240,7 +242,7 @@ def _items(node: dict[str, Any] | list[Any]) -> Iterator[Any]:
 
 def unsupported_patterns(schema: Mapping[str, Any]) -> list[str]:
     """The regular expressions of ``schema`` that RE2 cannot run (they go unchecked)."""
-    found = []
+    found: list[str] = []
     for node in _walk(dict(schema)):
         if not isinstance(node, dict):
             continue
@@ -282,8 +284,11 @@ def _root_uri(schema: Mapping[str, Any]) -> str:
 
 
 def _local_registry(schema: Mapping[str, Any]) -> Registry[Any]:
-    resource = Resource.from_contents(dict(schema), default_specification=DRAFT202012)
-    return Registry().with_resource(_root_uri(schema), resource).crawl()
+    resource: Resource[Any] = Resource.from_contents(
+        dict(schema), default_specification=DRAFT202012
+    )
+    registry: Registry[Any] = Registry().with_resource(_root_uri(schema), resource)
+    return registry.crawl()
 
 
 def _clipped(text: str, limit: int = _MAX_SHOWN) -> str:
@@ -346,8 +351,7 @@ class BoundedValidator:
             found = list(self._validator.iter_errors(instance))
         except _OutOfSteps:
             raise Unchecked(
-                f"checking it took more than {steps:,} steps "
-                "(the schema's alternatives multiply)"
+                f"checking it took more than {steps:,} steps (the schema's alternatives multiply)"
             ) from None
         except _OutOfTime:
             raise Unchecked(

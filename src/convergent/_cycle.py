@@ -279,13 +279,14 @@ class Run(CycleDriver):
         if self.listening:
             self.sink.cycle_started(cycle, len(state.messages))
         started = self.clock.monotonic()
+        settings = _within(agent.settings, self.time_left())
         try:
             response = await (
                 streamed_request(
-                    agent.model, state.messages, agent.tool_specs, agent.settings, self.sink, cycle
+                    agent.model, state.messages, agent.tool_specs, settings, self.sink, cycle
                 )
                 if self.sink.streaming
-                else agent.model.request(state.messages, agent.tool_specs, agent.settings)
+                else agent.model.request(state.messages, agent.tool_specs, settings)
             )
         except ModelError as exc:
             # any backend's error text, masked once more: it is stored and printed
@@ -579,6 +580,16 @@ class Run(CycleDriver):
             return None
         self.add_usage(response.usage)
         return response.content
+
+
+def _within(settings: ModelSettings | None, seconds: float | None) -> ModelSettings | None:
+    """``settings`` with the request bounded by ``seconds`` (None: unbounded)."""
+    if seconds is None:
+        return settings
+    given = settings.timeout if settings is not None else None
+    if given is not None and given <= seconds:
+        return settings
+    return dataclasses.replace(settings or ModelSettings(), timeout=seconds)
 
 
 def _outside(taken: Taken, paused: bool = False) -> Facts:

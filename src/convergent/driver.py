@@ -38,6 +38,7 @@ from convergent.stop import (
     Facts,
     HandOff,
     Interrupted,
+    LimitReached,
     Nudge,
     Stop,
     StopReason,
@@ -414,8 +415,21 @@ class CycleDriver:
         )
 
     def model_failed(self, error: str) -> Decision:
-        """The model backend failed after its retries, with this text: a `Stop`."""
-        return self._decided(decide(Facts(model_error=error)))
+        """The model backend failed after its retries, with this text: a `Stop`.
+
+        A request that failed once the run's time was up (it was given only the time
+        left, see `time_left`) stops for ``max_seconds``, which comes first.
+        """
+        maximum, elapsed = self.limits.max_seconds, self.elapsed()
+        limit = None
+        if maximum is not None and elapsed >= maximum:
+            limit = LimitReached(limit="max_seconds", used=elapsed, maximum=maximum)
+        return self._decided(decide(Facts(model_error=error, limit=limit)))
+
+    def time_left(self) -> float | None:
+        """Seconds left of ``max_seconds`` (None: no time limit): a request's bound."""
+        maximum = self.limits.max_seconds
+        return None if maximum is None else max(maximum - self.elapsed(), 0.0)
 
     # -- after a response without tool calls --------------------------------------------
 

@@ -29,7 +29,13 @@ from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 from convergent._json import UnusableJson, load_json
 from convergent.exceptions import UserError
 
-__all__ = ["OUTPUT_STEPS", "OUTPUT_STEPS_PER_ITEM", "OutputCheck", "OutputSpec", "load_output_schema"]
+__all__ = [
+    "OUTPUT_STEPS",
+    "OUTPUT_STEPS_PER_ITEM",
+    "OutputCheck",
+    "OutputSpec",
+    "load_output_schema",
+]
 
 _MAX_ERRORS = 8
 """Validation errors shown to the model; the rest are counted."""
@@ -105,9 +111,9 @@ class OutputSpec:
 
         The check is `convergent._bounded_schema.BoundedValidator`'s, as for an MCP
         tool's arguments: patterns on RE2, references only within the schema, at most
-        `OUTPUT_STEPS` steps (more for a big answer) and 100 levels of nesting, so the same answer gets
-        the same verdict everywhere (a Temporal workflow replays it). An answer that
-        cannot be checked within them is not accepted.
+        `OUTPUT_STEPS` steps (more for a big answer) and 100 levels of nesting, so the
+        same answer gets the same verdict everywhere (a Temporal workflow replays it).
+        An answer that cannot be checked within them is not accepted.
 
         Raises:
             UserError: If ``schema`` is not a valid JSON Schema, refers outside itself,

@@ -55,7 +55,5 @@ class ArgumentCheck:
         except Unchecked:
             return
         if errors:
-            problems = "; ".join(
-                shown_error(error, "arguments") for error in errors[:3]
-            )
+            problems = "; ".join(shown_error(error, "arguments") for error in errors[:3])
             raise ToolArgumentsError(f"invalid arguments for {self.tool_name}: {problems}")
