@@ -291,6 +291,7 @@ class Run(CycleDriver):
         except ModelError as exc:
             # any backend's error text, masked once more: it is stored and printed
             return self.model_failed(redact(str(exc), known_secrets()))
+        response = response.with_unique_call_ids()
         self.responded(response.usage)
         state.messages.append(response.to_message())
         self.mark = len(state.messages)

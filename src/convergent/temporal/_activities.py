@@ -287,8 +287,11 @@ class Activities:
             done: dict[str, Any] = await _heartbeating(handle.result())
         except WorkflowFailureError as exc:
             cause = exc.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            raise ApplicationError(_clip(message), non_retryable=True) from None
+            if isinstance(cause, ApplicationError):  # its details: what the child spent
+                raise ApplicationError(
+                    _clip(cause.message), *cause.details, non_retryable=True
+                ) from None
+            raise ApplicationError(_clip(str(cause)), non_retryable=True) from None
         return done
 
     def all(self) -> list[Any]:

@@ -2,9 +2,10 @@
 
 A call of an agent the spec lists in ``agents`` starts a run workflow of its own, as
 a child of the calling run's workflow, under the id a local child run would have
-(`convergent._agent_tool.child_run_id`: the caller's id, cycle and call id). The child
-gets at most what the caller has left of its budgets, and its usage and cycles count
-as the caller's, as in a local run.
+(`convergent._run_id.child_run_id`: the caller's id, cycle and call id). The child
+gets at most what the caller has left of its budgets, and what it spends counts as the
+caller's, as in a local run: also when it fails, or is cancelled when its call times
+out (it then fails, its spend in the failure's details).
 
 A caller that makes a call again without its result (its workflow reset to before it,
 a run started again from a state without it) never runs a finished child again: it
@@ -15,6 +16,8 @@ is started afresh under its id.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -28,16 +31,18 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from convergent._agent_tool import ChildEnd, child_run_id, child_tool
+    from convergent._agent_tool import ChildEnd, ChildSpent, child_tool, run_depth
+    from convergent._run_id import child_run_id
     from convergent.builder import child_spec
     from convergent.exceptions import ToolError
+    from convergent.messages import Usage
     from convergent.run_context import CallContext
     from convergent.spec import AgentToolSpec
     from convergent.state import RunState
     from convergent.temporal._payloads import TASK_PREVIEW, RunStart
     from convergent.tools import Tool
 
-__all__ = ["CHILD_RESULT", "child_workflow_tool"]
+__all__ = ["CHILD_RESULT", "child_workflow_tool", "spend_details"]
 
 CHILD_RESULT = "convergent.child_result"
 """Name of the activity that waits for the result of a child started earlier."""
@@ -59,12 +64,13 @@ def child_workflow_tool(child: AgentToolSpec, workspace: str | None, workflow_na
     async def run(prompt: str, caller: CallContext | None) -> ChildEnd:
         if caller is None:
             raise ToolError("an agent tool of a Temporal run is called only by the run")
-        run_id = child_run_id(caller)
+        run_id = child_run_id(caller.run_id, caller.cycle, caller.call_id)
         limits = caller.child_limits(spec.limits)
         start = RunStart(
             recipe=spec.model_copy(update={"limits": limits}).to_json(),
             run_id=run_id,
             task=prompt,
+            depth=run_depth(),
         )
         try:
             done: dict[str, Any] = await workflow.execute_child_workflow(
@@ -83,7 +89,7 @@ def child_workflow_tool(child: AgentToolSpec, workspace: str | None, workflow_na
         except WorkflowAlreadyStartedError:
             done = await _earlier_child(run_id)
         except ChildWorkflowError as exc:
-            raise ToolError(f"the agent's run failed: {_reason(exc)}") from None
+            raise _failed(exc) from None
         return ChildEnd.of(RunState.from_jsonable(done["state"]))
 
     return child_tool(child.name, child.description, run, timeout=child.timeout)
@@ -101,16 +107,33 @@ async def _earlier_child(run_id: str) -> dict[str, Any]:
             retry_policy=RetryPolicy(maximum_attempts=3),
         )
     except ActivityError as exc:
-        raise ToolError(f"the agent's run failed: {_reason(exc)}") from None
+        raise _failed(exc) from None
     return done
 
 
-def _reason(exc: ChildWorkflowError | ActivityError) -> str:
-    """The innermost message of a failure (the child's own error)."""
+def spend_details(usage: Usage, cycles: int) -> dict[str, Any]:
+    """What a run spent, as the details of the failure that ends it (see `_failed`)."""
+    return {"usage": dataclasses.asdict(usage), "cycles": cycles}
+
+
+def _failed(exc: ChildWorkflowError | ActivityError) -> ToolError | ChildSpent:
+    """The call's failure: the child's own error, with what it spent when it says."""
     cause: BaseException | None = exc
-    message = str(exc)
+    message, spent = str(exc), None
     while cause is not None:
-        if isinstance(cause, ApplicationError) and cause.message:
-            message = cause.message
+        if isinstance(cause, ApplicationError):
+            message = cause.message or message
+            spent = spent or _spent(cause.details)
         cause = cause.__cause__
-    return message
+    error = ToolError(f"the agent's run failed: {message}")
+    if spent is None:
+        return error
+    usage, cycles = spent
+    return ChildSpent(usage, cycles, error)
+
+
+def _spent(details: Sequence[Any]) -> tuple[Usage, int] | None:
+    for detail in details:
+        if isinstance(detail, dict) and {"usage", "cycles"} <= detail.keys():
+            return Usage(**detail["usage"]), int(detail["cycles"])
+    return None
