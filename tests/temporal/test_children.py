@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from convergent import AgentSpec, Limits, StopReason, Usage
-from convergent.messages import CallOutcome, ModelResponse
+from convergent.messages import CallOutcome, ModelResponse, ToolCall
 from convergent.spec import AgentToolSpec
 from convergent.temporal import DevServer, TemporalRunner
 from convergent.temporal._children import CHILD_RESULT
 from convergent.testing import answer, call, step, write_script
+from convergent.testing.chat_server import ChatServer, completion
 
 from .conftest import recipe, replayer
 
@@ -203,3 +204,55 @@ async def test_a_child_that_did_not_finish_is_started_again(
     result = await (await runner.start(parent, "delegate", run_id="gone")).result()
     (record,) = result.tool_calls
     assert record.ok and record.result == "found: 41"
+
+
+def echoing(n: int, body: dict[str, Any]) -> bytes:
+    """A child model that answers with its task."""
+    return completion(f"did {body['messages'][-1]['content']}")
+
+
+@pytest.mark.parametrize("ids", [("call/1", "call-1"), ("same", "same")], ids=["alike", "equal"])
+async def test_two_calls_whose_ids_collide_run_two_child_workflows(
+    tmp_path: Path, runner: TemporalRunner, worker: None, ids: tuple[str, str]
+) -> None:
+    with ChatServer(echoing) as server:
+        child = AgentToolSpec(
+            name="researcher",
+            description="Does a task.",
+            agent=AgentSpec(model="openai:stub", base_url=f"{server.url}/v1"),
+        )
+        calls = tuple(
+            ToolCall(id=call_id, name="researcher", arguments={"task": task})
+            for call_id, task in zip(ids, ("north", "south"), strict=True)
+        )
+        parent = recipe(tmp_path, [ModelResponse(tool_calls=calls), "both done"], agents=(child,))
+        result = await (await runner.start(parent, "split", run_id=f"collide-{ids[0]}")).result()
+        tasks = sorted(body["messages"][-1]["content"] for body in server.requests)
+    # the second call once took the first child's answer as its own, never running
+    assert tasks == ["north", "south"]
+    assert [(r.ok, r.result) for r in result.tool_calls] == [
+        (True, "did north"),
+        (True, "did south"),
+    ]
+
+
+async def test_a_child_whose_call_times_out_stops_and_its_spend_counts(
+    tmp_path: Path, runner: TemporalRunner, worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "20")
+    slow = researcher(
+        tmp_path, [step(call("step", n=1), usage=Usage(input_tokens=700)), "never requested"]
+    )
+    child = slow.model_copy(update={"timeout": 2.0})
+    parent = recipe(
+        tmp_path, [ask("c1", "find the number", usage=10), "it timed out"], agents=(child,)
+    )
+    result = await (await runner.start(parent, "delegate", run_id="slow-child")).result()
+    (record,) = result.tool_calls
+    # the call's timeout asked the child to stop and interrupted its step
+    assert record.result == (
+        "researcher failed: the agent stopped stopped (its caller's timeout of 2s for this "
+        "call); its final answer: (none)"
+    )
+    assert result.usage.input_tokens == 710
+    assert result.stop_reason is StopReason.COMPLETED

@@ -7,6 +7,9 @@ gets at most what the caller has left of its budgets, and what it spends counts 
 caller's, as in a local run: also when it fails, or is cancelled when its call times
 out (it then fails, its spend in the failure's details).
 
+A call's timeout asks the child to stop and cancels what it has in flight: it ends
+``stopped`` at its next boundary, its usage counted, and the call fails.
+
 A caller that makes a call again without its result (its workflow reset to before it,
 a run started again from a state without it) never runs a finished child again: it
 takes the child's result, waiting for it if it still runs. Only a child that did not
@@ -29,6 +32,7 @@ from temporalio.exceptions import (
     ChildWorkflowError,
     WorkflowAlreadyStartedError,
 )
+from temporalio.workflow import ChildWorkflowHandle
 
 with workflow.unsafe.imports_passed_through():
     from convergent._agent_tool import ChildEnd, ChildSpent, child_tool, run_depth
@@ -73,7 +77,7 @@ def child_workflow_tool(child: AgentToolSpec, workspace: str | None, workflow_na
             depth=run_depth(),
         )
         try:
-            done: dict[str, Any] = await workflow.execute_child_workflow(
+            handle = await workflow.start_child_workflow(
                 workflow_name,
                 start,
                 id=run_id,
@@ -88,11 +92,33 @@ def child_workflow_tool(child: AgentToolSpec, workspace: str | None, workflow_na
             )
         except WorkflowAlreadyStartedError:
             done = await _earlier_child(run_id)
-        except ChildWorkflowError as exc:
-            raise _failed(exc) from None
+        else:
+            done = await _ended(handle, child.timeout)
         return ChildEnd.of(RunState.from_jsonable(done["state"]))
 
-    return child_tool(child.name, child.description, run, timeout=child.timeout)
+    # the call's timeout is the child's stop request (see `_ended`), not a cancellation
+    return child_tool(child.name, child.description, run, timeout=None)
+
+
+async def _ended(handle: ChildWorkflowHandle[Any, Any], seconds: float | None) -> dict[str, Any]:
+    """The child's result; after ``seconds``, it is asked to stop, and its stop awaited.
+
+    The work it has in flight is cancelled (a tool call is reported interrupted to
+    it), and the stop ends it ``stopped`` at its next boundary, with its usage.
+    """
+    if seconds is not None:
+        try:
+            await workflow.wait_condition(handle.done, timeout=seconds)
+        except TimeoutError:
+            reason = f"its caller's timeout of {seconds:g}s for this call"
+            stopping = workflow.get_external_workflow_handle(handle.id)
+            await stopping.signal("steer", args=["stop", reason])
+            handle.cancel()  # interrupts the work in flight; the stop ends the run
+    try:
+        done: dict[str, Any] = await handle
+    except ChildWorkflowError as exc:
+        raise _failed(exc) from None
+    return done
 
 
 async def _earlier_child(run_id: str) -> dict[str, Any]:
