@@ -41,11 +41,14 @@ from convergent.exceptions import UserError
 
 __all__ = [
     "OFFLOAD_THRESHOLD",
+    "PAYLOAD_DAMAGED",
     "PAYLOAD_MISSING",
+    "UNREADABLE",
     "PayloadStore",
     "data_converter",
     "driver_of",
     "read_probe",
+    "store_name",
     "store_probe",
 ]
 
@@ -54,6 +57,12 @@ OFFLOAD_THRESHOLD = 16 * 1024
 
 PAYLOAD_MISSING = "PayloadMissing"
 """Error type of a reference whose payload the store does not hold (another store)."""
+
+PAYLOAD_DAMAGED = "PayloadDamaged"
+"""Error type of a reference whose payload the store holds damaged (its bytes changed)."""
+
+UNREADABLE = frozenset({PAYLOAD_MISSING, PAYLOAD_DAMAGED})
+"""Error types of a payload the store cannot give back: retrying cannot help."""
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS temporal_payloads (
@@ -105,7 +114,12 @@ class PayloadStore(StorageDriver):
             return self._db
 
     def put(self, payloads: Sequence[Payload]) -> list[str]:
-        """Store payloads (each once, however often it is stored); their digests."""
+        """Store payloads (each once, however often it is stored); their digests.
+
+        Storing a payload again marks it as stored now (``stored_at``, which retention
+        reads), and replaces a damaged copy: the digest names the bytes, so the new
+        copy is the right one.
+        """
         rows = []
         for payload in payloads:
             data = payload.SerializeToString(deterministic=True)
@@ -113,8 +127,9 @@ class PayloadStore(StorageDriver):
             rows.append((digest, len(data), zlib.compress(data, 1), time.time()))
         with self.open().transaction("store payloads in") as conn:
             conn.executemany(
-                "INSERT OR IGNORE INTO temporal_payloads (digest, size, data, stored_at) "
-                "VALUES (?, ?, ?, ?)",
+                "INSERT INTO temporal_payloads (digest, size, data, stored_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (digest) DO UPDATE SET "
+                "size = excluded.size, data = excluded.data, stored_at = excluded.stored_at",
                 rows,
             )
         return [row[0] for row in rows]
@@ -124,19 +139,28 @@ class PayloadStore(StorageDriver):
 
         Raises:
             ApplicationError: Non-retryable, if this store does not hold it (the writer
-                used another store): retrying cannot help, so the run fails at once.
+                used another store, or its row was deleted) or holds it damaged:
+                retrying cannot help, so the run ends at once, naming the store.
         """
         rows = self.open().query("SELECT data FROM temporal_payloads WHERE digest = ?", (digest,))
-        try:
-            data = zlib.decompress(rows[0][0]) if rows else b""
-        except zlib.error:  # damaged: no better than missing
-            data = b""
-        if hashlib.sha256(data).hexdigest() != digest:
+        if not rows:
             raise ApplicationError(
                 f"the payload store {self.path.absolute()} does not hold payload "
                 f"{digest[:12]}: every worker and client of a cluster must use the same "
                 "store (--db)",
                 type=PAYLOAD_MISSING,
+                non_retryable=True,
+            )
+        try:
+            data = zlib.decompress(rows[0][0])
+        except zlib.error:
+            data = None
+        if data is None or hashlib.sha256(data).hexdigest() != digest:
+            raise ApplicationError(
+                f"the payload store {self.path.absolute()} holds payload {digest[:12]} "
+                "damaged (its bytes no longer match their digest): it cannot be read back, "
+                "and the runs that refer to it cannot go on",
+                type=PAYLOAD_DAMAGED,
                 non_retryable=True,
             )
         return Payload.FromString(data)
@@ -173,6 +197,11 @@ def data_converter(driver: StorageDriver) -> DataConverter:
             drivers=[driver], payload_size_threshold=OFFLOAD_THRESHOLD
         ),
     )
+
+
+def store_name(driver: StorageDriver) -> str:
+    """How messages name a store: a `PayloadStore`'s file, another driver's name."""
+    return str(driver.path.absolute()) if isinstance(driver, PayloadStore) else driver.name()
 
 
 def driver_of(client: Client) -> StorageDriver:
