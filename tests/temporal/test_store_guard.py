@@ -68,8 +68,13 @@ async def test_a_worker_on_another_store_refuses_to_start_while_runs_are_in_flig
     elsewhere_folder.mkdir()
     command = [str(Path(sys.executable).with_name("convergent")), "worker"]
     target = ["--temporal", temporal_server.address, "--task-queue", runner.task_queue]
-    proc = subprocess.run(
-        [*command, *target], capture_output=True, text=True, timeout=120, cwd=elsewhere_folder
+    proc = await asyncio.to_thread(
+        subprocess.run,
+        [*command, *target],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=elsewhere_folder,
     )
     assert (proc.returncode, proc.stdout) == (2, "")
     store = elsewhere_folder / ".convergent" / "runs.db"
@@ -143,3 +148,24 @@ def test_a_damaged_copy_is_said_to_be_damaged_and_storing_the_payload_again_repa
         store.get("0" * 64)
     assert missing.value.type == PAYLOAD_MISSING
     store.close()
+
+
+@pytest.mark.slow
+async def test_a_full_payload_store_ends_the_run_naming_it(
+    tmp_path: Path, runner: TemporalRunner, worker: None, payload_db: Path
+) -> None:
+    made = recipe(tmp_path, [call("bulk", n=n, kb=40) for n in range(5)] + ["collected"])
+    run = await runner.start(made, "collect", run_id="full-disk")
+    await wait_for(run, lambda progress: progress["cycles"] >= 1)
+    # the store's file may not grow: as on a full disk, SQLite answers SQLITE_FULL
+    assert isinstance(runner.payloads, PayloadStore)
+    with runner.payloads.open().transaction() as conn:
+        (pages,) = conn.execute("PRAGMA page_count").fetchone()
+        conn.execute(f"PRAGMA max_page_count = {pages + 1}")
+    with pytest.raises(UserError) as raised:
+        # it used to wait for ever, or end tool_error blaming the tool
+        await asyncio.wait_for(run.result(), 60)
+    assert str(raised.value) == (
+        f"cannot store payloads in {payload_db}: database or disk is full; the run cannot "
+        "go on without its payloads"
+    )

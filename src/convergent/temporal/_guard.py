@@ -8,10 +8,12 @@ deaf to ``steer --stop``. Two guards keep that from happening:
 - A worker refuses to start on a store that holds none of the payloads of the runs in
   flight on its task queue (each run's memo keeps the claim of the probe its client
   stored, see `store_probe`): it is not the cluster's store.
-- A worker that meets a payload its store cannot read ends the run it belongs to at
-  once, by terminating its workflow with a reason that names the store and the
-  payload (details: the failure's type), which clients report as the run's one-line
-  error.
+- A worker that meets a payload its store cannot read, or a store that cannot keep
+  one (a full disk), ends the run it belongs to at once, by terminating its workflow
+  with a reason that names the store and what is wrong (details: the failure's type),
+  which clients report as the run's one-line error. (Otherwise a workflow task that
+  cannot store its commands' payloads would be retried for ever, and a tool whose
+  result cannot be kept would be blamed for it.)
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from convergent.exceptions import UserError
-from convergent.temporal._store import UNREADABLE, driver_of, read_probe, store_name
+from convergent.temporal._store import ENDS_RUN, UNREADABLE, driver_of, read_probe, store_name
 
 __all__ = ["PROBE_MEMO", "check_store", "worker_client"]
 
@@ -71,8 +73,13 @@ class _EndingDriver(StorageDriver):
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
-        """Store payloads in the store."""
-        return await self.inner.store(context, payloads)
+        """Store payloads; a store that cannot keep them (a full disk) ends the workflow."""
+        try:
+            return await self.inner.store(context, payloads)
+        except ApplicationError as exc:
+            if exc.type in ENDS_RUN:
+                await self.ending(self.workflow_id, exc)
+            raise
 
     async def retrieve(
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
@@ -81,7 +88,7 @@ class _EndingDriver(StorageDriver):
         try:
             return await self.inner.retrieve(context, claims)
         except ApplicationError as exc:
-            if exc.type in UNREADABLE:
+            if exc.type in ENDS_RUN:
                 await self.ending(self.workflow_id, exc)
             raise
 

@@ -45,7 +45,7 @@ from convergent.stop import StopReason
 from convergent.temporal._guard import PROBE_MEMO
 from convergent.temporal._payloads import TASK_PREVIEW, USER_ERROR, RunStart, item_too_large
 from convergent.temporal._store import (
-    UNREADABLE,
+    ENDS_RUN,
     PayloadStore,
     data_converter,
     driver_of,
@@ -63,7 +63,7 @@ _ADDRESS = re.compile(
     r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?):(?P<port>[0-9]+)"
 )
 
-_USER_ERRORS = frozenset({USER_ERROR, *UNREADABLE, ToolDefinitionError.__name__})
+_USER_ERRORS = frozenset({USER_ERROR, *ENDS_RUN, ToolDefinitionError.__name__})
 """Failure types of a run that ended on a caller's mistake or a payload its workers could
 not read (reported as a `UserError`, in one line)."""
 
@@ -229,8 +229,8 @@ class TemporalRun:
             cause = exc.cause
             if isinstance(cause, ApplicationError) and cause.type in _USER_ERRORS:
                 raise UserError(cause.message) from None
-            if isinstance(cause, TerminatedError) and UNREADABLE & set(map(str, cause.details)):
-                raise UserError(cause.message) from None  # a worker could not read its payloads
+            if isinstance(cause, TerminatedError) and ENDS_RUN & set(map(str, cause.details)):
+                raise UserError(cause.message) from None  # its workers could not go on
             raise UserError(f"run {self.run_id!r} failed on the cluster: {cause}") from None
         except ApplicationError as exc:  # this client's store lacks the result
             raise UserError(exc.message) from None

@@ -37,12 +37,15 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 
 from convergent.durability.sqlite import DEFAULT_DB_PATH, RunStore
-from convergent.exceptions import UserError
+from convergent.durability.sqlite._schema import LOCKED
+from convergent.exceptions import StorageError, UserError
 
 __all__ = [
     "OFFLOAD_THRESHOLD",
+    "ENDS_RUN",
     "PAYLOAD_DAMAGED",
     "PAYLOAD_MISSING",
+    "PAYLOAD_UNWRITABLE",
     "UNREADABLE",
     "PayloadStore",
     "data_converter",
@@ -61,8 +64,14 @@ PAYLOAD_MISSING = "PayloadMissing"
 PAYLOAD_DAMAGED = "PayloadDamaged"
 """Error type of a reference whose payload the store holds damaged (its bytes changed)."""
 
+PAYLOAD_UNWRITABLE = "PayloadStoreUnwritable"
+"""Error type of a store that cannot keep a payload (a full disk, a read-only file)."""
+
 UNREADABLE = frozenset({PAYLOAD_MISSING, PAYLOAD_DAMAGED})
 """Error types of a payload the store cannot give back: retrying cannot help."""
+
+ENDS_RUN = UNREADABLE | {PAYLOAD_UNWRITABLE}
+"""Error types of a store a run cannot go on with: a worker ends the run, naming it."""
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS temporal_payloads (
@@ -119,19 +128,33 @@ class PayloadStore(StorageDriver):
         Storing a payload again marks it as stored now (``stored_at``, which retention
         reads), and replaces a damaged copy: the digest names the bytes, so the new
         copy is the right one.
+
+        Raises:
+            StorageError: If the database is locked past the wait (a retry may succeed).
+            ApplicationError: Non-retryable, if the store cannot be written otherwise
+                (a full disk, a read-only file): the run cannot go on.
         """
         rows = []
         for payload in payloads:
             data = payload.SerializeToString(deterministic=True)
             digest = hashlib.sha256(data).hexdigest()
             rows.append((digest, len(data), zlib.compress(data, 1), time.time()))
-        with self.open().transaction("store payloads in") as conn:
-            conn.executemany(
-                "INSERT INTO temporal_payloads (digest, size, data, stored_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (digest) DO UPDATE SET "
-                "size = excluded.size, data = excluded.data, stored_at = excluded.stored_at",
-                rows,
-            )
+        try:
+            with self.open().transaction("store payloads in") as conn:
+                conn.executemany(
+                    "INSERT INTO temporal_payloads (digest, size, data, stored_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (digest) DO UPDATE SET "
+                    "size = excluded.size, data = excluded.data, stored_at = excluded.stored_at",
+                    rows,
+                )
+        except StorageError as exc:
+            if LOCKED in str(exc):
+                raise
+            raise ApplicationError(
+                f"{exc}; the run cannot go on without its payloads",
+                type=PAYLOAD_UNWRITABLE,
+                non_retryable=True,
+            ) from None
         return [row[0] for row in rows]
 
     def get(self, digest: str) -> Payload:
