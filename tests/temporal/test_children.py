@@ -256,3 +256,44 @@ async def test_a_child_whose_call_times_out_stops_and_its_spend_counts(
     )
     assert result.usage.input_tokens == 710
     assert result.stop_reason is StopReason.COMPLETED
+
+
+async def test_max_cycles_holds_for_three_levels_of_child_workflows(
+    tmp_path: Path, runner: TemporalRunner, worker: None, effects: Path
+) -> None:
+    grandchild = AgentToolSpec(
+        name="counter",
+        description="Counts with the step tool.",
+        agent=AgentSpec(
+            model=write_script(
+                tmp_path / "grandchild.json", *[call("step", n=n) for n in range(9)], "counted"
+            ),
+            tools=("fx:step",),
+            limits=Limits(max_repeated_calls=5),
+        ),
+    )
+    child = AgentToolSpec(
+        name="researcher",
+        description="Asks the counter.",
+        agent=AgentSpec(
+            model=write_script(
+                tmp_path / "child.json", call("counter", call_id="g1", task="count"), "found"
+            ),
+            agents=(grandchild,),
+            limits=Limits(max_repeated_calls=5),
+        ),
+    )
+    parent = recipe(
+        tmp_path,
+        [ask("c1", "find"), ask("c2", "find again"), "done"],
+        agents=(child,),
+        limits=Limits(max_cycles=6, max_repeated_calls=5),
+    )
+    result = await (await runner.start(parent, "delegate", run_id="tree")).result()
+    # 1 cycle of the parent's, 1 of the child's, 4 of the grandchild's: the budget is
+    # spent after the first call (each level used to report its own cycles alone)
+    assert result.stop_reason is StopReason.MAX_CYCLES
+    assert result.cycles == 1
+    assert len(effects_in(effects)) == 4
+    grandchild_run = await runner.run("tree.1.c1.1.g1").outcome()
+    assert grandchild_run[0].cycles == 4
