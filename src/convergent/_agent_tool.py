@@ -232,10 +232,9 @@ def child_tool(
         if ended.stop_reason is StopReason.COMPLETED:
             return ended.output
         detail = f" ({ended.stop_detail})" if ended.stop_detail else ""
-        raise ToolError(
-            f"the agent stopped {ended.stop_reason.value}{detail}; "
-            f"its final answer: {ended.output or '(none)'}"
-        )
+        reason = ended.stop_reason
+        ending = "was stopped" if reason is StopReason.STOPPED else f"stopped {reason.value}"
+        raise ToolError(f"the agent {ending}{detail}; its final answer: {ended.output or '(none)'}")
 
     made = tool(name=name, description=description, timeout=timeout, idempotent=True)(run_agent)
     return dataclasses.replace(made, spends_budget=True)

@@ -251,7 +251,7 @@ async def test_a_child_whose_call_times_out_stops_and_its_spend_counts(
     (record,) = result.tool_calls
     # the call's timeout asked the child to stop and interrupted its step
     assert record.result == (
-        "researcher failed: the agent stopped stopped (its caller's timeout of 2s for this "
+        "researcher failed: the agent was stopped (its caller's timeout of 2s for this "
         "call); its final answer: (none)"
     )
     assert result.usage.input_tokens == 710
