@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
@@ -50,6 +50,8 @@ PROBE_MEMO = "probe"
 _RUNS_CHECKED = 20
 """Runs in flight whose probes a starting worker reads."""
 
+T = TypeVar("T")
+
 Ending = Callable[[str, ApplicationError], Awaitable[None]]
 """Ends the workflow of that id, which a payload its store cannot read belongs to."""
 
@@ -74,19 +76,17 @@ class _EndingDriver(StorageDriver):
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
         """Store payloads; a store that cannot keep them (a full disk) ends the workflow."""
-        try:
-            return await self.inner.store(context, payloads)
-        except ApplicationError as exc:
-            if exc.type in ENDS_RUN:
-                await self.ending(self.workflow_id, exc)
-            raise
+        return await self._ending_if_it_fails(self.inner.store(context, payloads))
 
     async def retrieve(
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
     ) -> list[Payload]:
         """The payloads of the claims; one the store cannot read ends the workflow."""
+        return await self._ending_if_it_fails(self.inner.retrieve(context, claims))
+
+    async def _ending_if_it_fails(self, work: Awaitable[T]) -> T:
         try:
-            return await self.inner.retrieve(context, claims)
+            return await work
         except ApplicationError as exc:
             if exc.type in ENDS_RUN:
                 await self.ending(self.workflow_id, exc)
