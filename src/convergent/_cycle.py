@@ -283,6 +283,7 @@ class Run:
         if self.listening:
             self.sink.cycle_started(cycle, len(state.messages))
         started = self.clock.monotonic()
+        settings = _bounded(settings, seconds)
         try:
             response = await _within(
                 seconds,
@@ -297,6 +298,7 @@ class Run:
             return driver.model_failed(redact(str(exc), known_secrets()))
         if response is None:
             return driver.ran_out("a model request")
+        response = response.with_unique_call_ids()
         driver.responded(response.usage)
         state.messages.append(response.to_message())
         self.mark = len(state.messages)
@@ -619,6 +621,16 @@ async def _within(seconds: float | None, work: Awaitable[T]) -> T | None:
         if scope.expired():
             return None
         raise
+
+
+def _bounded(settings: ModelSettings | None, seconds: float | None) -> ModelSettings | None:
+    """``settings`` with the request bounded by ``seconds`` (None: unbounded)."""
+    if seconds is None:
+        return settings
+    given = settings.timeout if settings is not None else None
+    if given is not None and given <= seconds:
+        return settings
+    return dataclasses.replace(settings or ModelSettings(), timeout=seconds)
 
 
 def _outside(taken: Taken, paused: bool = False) -> Facts:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, assert_never
 
-from convergent._agent_tool import agent_tool
+from convergent._agent_tool import DEFAULT_MAX_DEPTH, agent_tool
 from convergent._cycle import Run
 from convergent._instrument import run_tracer
 from convergent.clock import current_clock
@@ -241,27 +241,38 @@ class Agent:
         """The toolset that runs the agent's MCP servers (None without servers)."""
         return self._toolset
 
-    def as_tool(self, name: str, description: str, *, timeout: float | None = None) -> Tool:
+    def as_tool(
+        self,
+        name: str,
+        description: str,
+        *,
+        timeout: float | None = None,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+    ) -> Tool:
         """This agent as a tool another agent can call: each call is a child run.
 
         The tool's arguments are a ``task`` and an optional ``context``. The child runs
         within what is left of the calling run's budgets (cycles, tokens, cost,
-        seconds: each at most this agent's own ``limits``), and its usage and cycles
-        count as the caller's. A child that ends ``completed`` gives its answer as the
-        result; any other stop is a failed call whose text names the stop reason and
-        holds the child's final answer. A stored caller stores the child as its own run,
-        linked to the caller's run and call (see ``docs/agents-as-tools.md``).
+        seconds: each at most this agent's own ``limits``), and what it spends (its
+        usage, its cycles and its own children's) counts as the caller's, also when it
+        does not end. A child that ends ``completed`` gives its answer as the result;
+        any other stop is a failed call whose text names the stop reason and holds the
+        child's final answer. A stored caller stores the child as its own run, linked to
+        the caller's run and call (see ``docs/agents-as-tools.md``).
 
         Args:
             name: The tool's name.
             description: What the agent does, for the calling model.
             timeout: Seconds a call may take; None (the default): the child's own
                 ``max_seconds`` and the caller's remaining time bound it.
+            max_depth: A call from a run nested this many agent-tool calls deep fails
+                without running (5: five levels of agents below the top-level run).
 
         Raises:
             ToolDefinitionError: If ``name`` is not a valid tool name.
+            UserError: If ``max_depth`` is negative.
         """
-        return agent_tool(self, name, description, timeout=timeout)
+        return agent_tool(self, name, description, timeout=timeout, max_depth=max_depth)
 
     @property
     def models(self) -> dict[str, Model]:

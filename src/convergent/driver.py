@@ -429,8 +429,16 @@ class CycleDriver:
         return self._decided(decide(Facts(limit=limit)))
 
     def model_failed(self, error: str) -> Decision:
-        """The model backend failed after its retries, with this text: a `Stop`."""
-        return self._decided(decide(Facts(model_error=error)))
+        """The model backend failed after its retries, with this text: a `Stop`.
+
+        A request that failed once the run's time was up (it was given only the time
+        left, see `seconds_left`) stops for ``max_seconds``, which comes first.
+        """
+        maximum, elapsed = self.limits.max_seconds, self.elapsed()
+        limit = None
+        if maximum is not None and elapsed >= maximum:
+            limit = LimitReached(limit="max_seconds", used=elapsed, maximum=maximum)
+        return self._decided(decide(Facts(model_error=error, limit=limit)))
 
     def message(self, text: str) -> None:
         """A message from the user reached the run (steering): a new one restarts the counts."""

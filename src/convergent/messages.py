@@ -6,6 +6,7 @@ and serialised to JSON (see `RunState.to_jsonable`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeAlias
@@ -179,6 +180,33 @@ class ModelResponse:
     def to_message(self) -> AssistantMessage:
         """The assistant message this response adds to the conversation."""
         return AssistantMessage(content=self.content, tool_calls=self.tool_calls)
+
+    def with_unique_call_ids(self) -> ModelResponse:
+        """This response with its calls' ids unique in it (the loop tells calls apart by id).
+
+        Ids come from the provider or the model, which may give two calls one id, or
+        none: the first call keeps an id, a later one with the same id gets the next
+        free ``ID-N`` (from 2), one without an id ``call-N`` (N: its position, from 1).
+        A response whose ids are unique is returned as it is.
+        """
+        ids = [call.id for call in self.tool_calls]
+        if all(ids) and len(set(ids)) == len(ids):
+            return self
+        reserved, kept = set(ids), set[str]()
+        calls = []
+        for position, call in enumerate(self.tool_calls):
+            if call.id and call.id not in kept:
+                kept.add(call.id)
+                calls.append(call)
+                continue
+            base, number = (call.id, 2) if call.id else ("call", position + 1)
+            while f"{base}-{number}" in reserved:
+                number += 1
+            renamed = f"{base}-{number}"
+            reserved.add(renamed)
+            kept.add(renamed)
+            calls.append(dataclasses.replace(call, id=renamed))
+        return dataclasses.replace(self, tool_calls=tuple(calls))
 
 
 ReplyEnd: TypeAlias = Literal["answer", "empty", "cut", "refused"]

@@ -88,6 +88,10 @@ class ModelSettings:
     this schema, while tool calls stay allowed: backends with native structured output
     constrain the answer (see `OUTPUT_NAME`). The loop sets it from the agent's output
     type, and checks every answer itself."""
+    timeout: float | None = None
+    """Seconds the whole request may take, its reply included, when that is less than
+    the backend's own timeout (the loop sets what is left of ``max_seconds``). Past
+    it, a backend ends the request and raises `convergent.exceptions.ModelError`."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific request fields, passed through unchanged."""
 

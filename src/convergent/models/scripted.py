@@ -310,7 +310,8 @@ class ScriptedModel(Model):
         """Where the script goes on for ``messages``: after its last response among them.
 
         A reply the script may hold twice is taken at the earliest place not before its
-        place in the conversation (compaction only ever removes earlier replies).
+        place in the conversation (compaction only ever removes earlier replies). A
+        reply's calls are compared as the loop keeps them (with unique ids).
         """
         replies = [m for m in messages if isinstance(m, AssistantMessage)]
         for count in range(len(replies), 0, -1):
@@ -320,7 +321,7 @@ class ScriptedModel(Model):
                 for index, response in enumerate(self._responses)
                 if isinstance(response, ModelResponse)
                 and response.content == reply.content
-                and response.tool_calls == reply.tool_calls
+                and response.with_unique_call_ids().tool_calls == reply.tool_calls
             ]
             if places:
                 later = [index for index in places if index >= count - 1]

@@ -189,6 +189,8 @@ class RunStart:
     suggests it, as the history grows long)."""
     probe: dict[str, str] | None = None
     """Claim of a payload the client stored, which the workers must be able to read."""
+    depth: int = 0
+    """Agent-tool calls the run is nested in (0: no agent called it)."""
 
 
 @dataclass

@@ -18,6 +18,7 @@ that failed on it would fail again at every retry.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
+    from convergent._agent_tool import nesting, spent_cycles
     from convergent._cycle import RolledOver
     from convergent._executor import ClassifiedOutcome
     from convergent.agent import Agent
@@ -51,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from convergent.spec import AgentSpec
     from convergent.state import RunState
     from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue, Taken
-    from convergent.temporal._children import child_workflow_tool
+    from convergent.temporal._children import child_workflow_tool, spend_details
     from convergent.temporal._payloads import (
         USER_ERROR,
         Blueprint,
@@ -391,7 +393,7 @@ class AgentWorkflow:
             raise _run_failure(exc) from None
         agent = self._agent(spec, start, blueprint)
         result = None
-        with use_clock(WorkflowClock()):
+        with use_clock(WorkflowClock()), nesting(start.depth):
             try:
                 if start.state is not None:
                     state = RunState.from_jsonable(start.state)
@@ -404,6 +406,13 @@ class AgentWorkflow:
                     )
             except RolledOver:
                 pass  # the run goes on in a fresh workflow run, below
+            except ConvergentError as exc:
+                raise self._failure(str(exc), type(exc).__name__) from None
+            except asyncio.CancelledError:
+                if workflow.info().parent is None:
+                    raise
+                # a child cancelled as its call timed out: its caller counts its spend
+                raise self._failure("the run was cancelled by its caller", "Cancelled") from None
         final = self.recorder.state
         assert final is not None
         if result is None:
@@ -416,12 +425,19 @@ class AgentWorkflow:
                     paused=self.steering.paused,
                     cycles_per_run=start.cycles_per_run,
                     probe=start.probe,
+                    depth=start.depth,
                 )
             )
         self.finished = True
         workflow.upsert_memo({"stop_reason": result.stop_reason.value, "cycles": result.cycles})
         # the result is the final state's (the client rebuilds it): the conversation once
         return {"state": final.to_jsonable(), "recipe": start.recipe}
+
+    def _failure(self, message: str, kind: str) -> ApplicationError:
+        """The failure that ends a run before its stop, with what it had spent."""
+        state = self.recorder.state
+        spent = () if state is None else (spend_details(state.usage, spent_cycles(state)),)
+        return ApplicationError(message, *spent, type=kind, non_retryable=True)
 
     def _agent(self, spec: AgentSpec, start: RunStart, blueprint: Blueprint) -> Agent:
         """The spec's agent, built as for a local run, its models and tools on workers."""

@@ -194,13 +194,17 @@ ALTER TABLE runs ADD COLUMN output_data TEXT;
 """
 
 
+LOCKED = "the database is locked by another process"
+"""How a `StorageError` says that the database was busy (a wait, not a failure)."""
+
+
 def storage_error(path: Path, exc: sqlite3.Error, doing: str) -> StorageError:
     """A one-line `StorageError` for a SQLite failure, naming the file and the cause."""
     text = str(exc) or type(exc).__name__
     if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
         return StorageError(f"run database {path} is damaged ({text}); it was not changed")
     if "locked" in text or "busy" in text:
-        return StorageError(f"cannot {doing} {path}: the database is locked by another process")
+        return StorageError(f"cannot {doing} {path}: {LOCKED}")
     return StorageError(f"cannot {doing} {path}: {text}")
 
 

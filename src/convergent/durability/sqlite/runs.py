@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import psutil
 
-from convergent._run_id import check_run_id
+from convergent._run_id import check_run_id, child_run_id
 from convergent.clock import now
 from convergent.durability.protocol import JournaledRun
 from convergent.durability.sqlite import _claims, rollback
@@ -740,6 +740,25 @@ class RunStore:
                         is_error=outcome != CallOutcome.OK,
                     )
                 )
+                self._count_child(state, call.id)
+
+    def _count_child(self, state: RunState, call_id: str) -> None:
+        """Count what the child run of a recovered call spent, as its process had.
+
+        The process counted it when the call ended, but stored it only at its next
+        boundary, which it did not reach.
+        """
+        row = self._conn.execute(
+            "SELECT usage, cycles, monitor FROM runs "
+            "WHERE run_id = ? AND parent_run_id = ? AND parent_call_id = ?",
+            (child_run_id(state.run_id, state.cycles, call_id), state.run_id, call_id),
+        ).fetchone()
+        if row is None:
+            return
+        usage, cycles, monitor = row
+        state.usage = state.usage + Usage(**json.loads(usage))
+        grandchildren = _child_cycles(json.loads(monitor)) if monitor else 0
+        state.monitor.budget.child_cycles += cycles + grandchildren
 
     def model_positions(self, run_id: str) -> dict[str, int]:
         """Where each replayed model (by role) of the run is in its script, to resume it.
@@ -876,3 +895,14 @@ class RunStore:
                 )
                 rollback.drop_unused_blobs(conn)
         return result
+
+
+def _child_cycles(monitor: dict[str, object]) -> int:
+    """The cycles a stored run's children ran, from its monitor (of any stored version)."""
+    budget = monitor.get("budget")
+    found = (
+        budget.get("child_cycles", 0)
+        if isinstance(budget, dict)
+        else monitor.get("child_cycles", 0)
+    )
+    return int(found) if isinstance(found, int) else 0
