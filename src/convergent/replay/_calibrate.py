@@ -9,7 +9,8 @@ The search goes through the knobs in order, one at a time, starting from the lib
 own defaults: every candidate value of a knob is replayed with the values chosen so far
 for the others, and the knob keeps the value that cuts no successful run (or, with
 ``allow_real_loops``, none by the policy's fault) and saves the most recorded replies in
-failed runs; ties keep the default, then the more lenient value. Where no value cuts
+failed runs; among equals, the one that stops (then nudges) the most real loops of
+failed runs, then the default, then the more lenient value. Where no value cuts
 nothing, the knob keeps the one that cuts fewest. Every replay is a point of the
 trade-off curve: successful runs cut against failed-run replies saved.
 """
@@ -187,8 +188,9 @@ class Calibration:
         }
 
 
-def _rank(point: Point, allow_real_loops: bool) -> tuple[int, int, int]:
-    return (-point.cuts(allow_real_loops), point.replies_saved, point.loops[0])
+def _rank(point: Point, allow_real_loops: bool) -> tuple[int, int, int, int]:
+    """Fewest cuts, then most replies saved, then most real loops stopped, then nudged."""
+    return (-point.cuts(allow_real_loops), point.replies_saved, point.loops[0], point.loops[1])
 
 
 def search_knobs(

@@ -35,6 +35,7 @@ h3{font-size:1rem;margin:1.2rem 0 .3rem}
 table{border-collapse:collapse;margin:.5rem 0;font-size:13px}
 th,td{border:1px solid #d6dbe1;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#eef1f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
+#summary td.mono{word-break:break-all;max-width:22rem}
 code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
 pre{background:#f5f7f9;padding:.6rem;border:1px solid #d6dbe1;white-space:pre-wrap}
 .muted{color:#5d6773}.bad{color:#b3261e;font-weight:600}.good{color:#1b6e34;font-weight:600}
@@ -93,7 +94,7 @@ def _summary(report: ReplayReport) -> str:
     head = (
         "<tr><th>corpus</th><th>successful</th><th>failed</th><th>unlabelled</th>"
         "<th>successful cut</th><th>policy's fault</th><th>failed stopped</th>"
-        "<th>unlabelled stopped</th><th>real loops in failed runs: stopped, nudged, missed</th>"
+        "<th>unlabelled stopped</th><th>real loops of failed runs: stopped, nudged, missed</th>"
         "<th>failed-run replies saved</th><th>tokens saved</th><th>notes</th>"
         "<th>malformed</th></tr>"
     )
@@ -223,13 +224,17 @@ def _run(verdict: RunVerdict) -> str:
     )
 
 
+_SIDE = {True: "successful", False: "failed", None: "unlabelled"}
+
+
 def _runs(figures: CorpusFigures) -> str:
     if not figures.stopped and not figures.looping:
         return ""
     shown = figures.stopped[:MAX_RUNS_SHOWN]
     more = len(figures.stopped) - len(shown)
     loops = "".join(
-        f"<li><span class=mono>{escape(v.id)}</span>: real loop {escape(v.loop.fate)} "
+        f"<li><span class=mono>{escape(v.id)}</span> ({_SIDE[v.success]}): real loop "
+        f"{escape(v.loop.fate)} "
         f"({escape(v.loop.repeat.name)} x{v.loop.repeat.times}, turn {v.loop.turn + 1}, "
         f"replies {v.loop.repeat.start + 1}-{v.loop.repeat.reply + 1})</li>"
         for v in figures.looping

@@ -18,10 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from convergent import Agent, ModelResponse, ScriptedModel, StopReason, Tool, ToolCall, ToolError
+from convergent import Agent, ModelResponse, ScriptedModel, StopReason, ToolCall
+from convergent.exceptions import ToolError
 from convergent.messages import Message, ToolSpec
 from convergent.replay._recording import RecordedCall, RecordedReply, Trajectory, Turn, call_key
 from convergent.replay._settings import Settings, agent_arguments
+from convergent.tools import Tool
 
 __all__ = ["FINISHED", "RunReplay", "TurnReplay", "replay_run", "replay_turn"]
 
