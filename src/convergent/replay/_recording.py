@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from convergent.messages import Usage
 
@@ -24,11 +26,11 @@ class RecordedCall:
     """The tool's recorded result (None when the recording has none)."""
     failed: bool = False
     """Whether the recording marks the result as a failure."""
+    key: str = field(init=False, repr=False, compare=False)
+    """The same call: the same name and the same arguments, key order ignored."""
 
-    @property
-    def key(self) -> str:
-        """The same call: the same name and the same arguments, key order ignored."""
-        return call_key(self.name, self.arguments)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", call_key(self.name, self.arguments))
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,13 @@ class Malformed:
         return f"{self.where}: {self.why}"
 
 
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
 def call_key(name: str, arguments: Mapping[str, Any]) -> str:
     """A stable key for a call: the name and the arguments with sorted keys."""
-    return name + "\x00" + json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    try:
+        encoded = _encoder.encode(arguments).decode()
+    except (TypeError, ValueError, OverflowError):  # values JSON cannot hold: as text
+        encoded = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    return name + "\x00" + encoded

@@ -81,8 +81,8 @@ def as_arguments(raw: Any) -> Mapping[str, Any]:
         return {}
     if isinstance(raw, str):
         try:
-            decoded = json.loads(raw)
-        except ValueError:
+            decoded = _decoder.decode(raw)
+        except msgspec.DecodeError:
             decoded = _python_literal(raw)
         return decoded if isinstance(decoded, dict) else {"input": decoded}
     return {"input": raw}
