@@ -30,7 +30,7 @@ TOOLS = ("search", "read", "write", "status", "pay")
 FILES = 10
 
 
-def _call(rng: random.Random, number: int, tool: str, arguments: dict[str, Any]) -> Any:
+def _call(number: int, tool: str, arguments: dict[str, Any]) -> Any:
     function = {"name": tool, "arguments": json.dumps(arguments)}
     return {"id": f"c{number}", "type": "function", "function": function}
 
@@ -53,7 +53,8 @@ def synthetic_run(rng: random.Random, index: int) -> dict[str, Any]:
                 tool = rng.choice(TOOLS)
                 arguments = {"q": rng.randint(0, 50), "page": rng.randint(0, 3)}
                 result, failed = f"{tool} result {rng.randint(0, 10**6)}", False
-            messages.append({"role": "assistant", "tool_calls": [_call(rng, number, tool, arguments)]})
+            call = _call(number, tool, arguments)
+            messages.append({"role": "assistant", "tool_calls": [call]})
             content = {"role": "tool", "tool_call_id": f"c{number}", "content": result}
             messages.append({**content, "is_error": failed})
         messages.append({"role": "assistant", "content": f"answer {turn}"})
