@@ -223,18 +223,22 @@ def _header(fmt: str, path: Path, threshold: int, patterns: bool) -> str:
     runs = [run for run in read_runs([path], fmt) if isinstance(run, Trajectory)]
     models = Counter(run.model for run in runs)
     successful = sum(1 for run in runs if run.success)
+    failed = sum(1 for run in runs if run.success is False)
+    unlabelled = len(runs) - successful - failed
     looping = [
         run
         for run in runs
         if any(longest_repeat(t, read_only=run.read_only).times >= threshold for t in run.turns)
     ]
     in_successful = sum(1 for run in looping if run.success)
+    in_failed = sum(1 for run in looping if run.success is False)
     named = next(iter(models)) if len(models) == 1 else f"{len(models)} models ({_counts(models)})"
     line = (
-        f"== {path.name}: {len(runs)} runs ({successful} successful, "
-        f"{len(runs) - successful} failed) of {named}; {sum(len(r.turns) for r in runs)} agent "
-        f"turns; runs with a real loop (a call repeated x{threshold} with the same result, "
-        f"nothing changed): {in_successful} successful, {len(looping) - in_successful} failed"
+        f"== {path.name}: {len(runs)} runs ({successful} successful, {failed} failed"
+        + (f", {unlabelled} unlabelled" if unlabelled else "")
+        + f") of {named}; {sum(len(r.turns) for r in runs)} agent turns; runs with a real "
+        f"loop (a call repeated x{threshold} with the same result, nothing changed): "
+        f"{in_successful} successful, {in_failed} failed"
     )
     return line + ("\n" + "\n".join(summary(runs)) if patterns else "")
 
