@@ -18,10 +18,12 @@ from typing import Any
 
 import msgspec
 
+from convergent.exceptions import UserError
 from convergent.messages import Usage
 from convergent.replay._recording import RecordedCall, RecordedReply, Turn
 
 __all__ = [
+    "READ_ERRORS",
     "FormatMismatch",
     "TurnBuilder",
     "as_arguments",
@@ -33,8 +35,12 @@ __all__ = [
 ]
 
 
-class FormatMismatch(ValueError):
+class FormatMismatch(UserError):
     """A file or run that does not fit the format being read; the message says why."""
+
+
+READ_ERRORS = (FormatMismatch, KeyError, TypeError, ValueError, AttributeError, IndexError)
+"""What reading a run that does not fit its format raises: the run is reported, skipped."""
 
 
 _decoder = msgspec.json.Decoder()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from convergent.replay._readers._common import (
+    READ_ERRORS,
     FormatMismatch,
     TurnBuilder,
     as_arguments,
@@ -31,8 +32,6 @@ from convergent.replay._recording import Malformed, Trajectory
 from convergent.replay._tool_kinds import BFCL_READ_ONLY
 
 __all__ = ["BFCL"]
-
-_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 
 def _claims(path: Path, sample: Sample) -> bool:
@@ -63,7 +62,7 @@ def _read(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
                 turns=turns,
                 read_only=BFCL_READ_ONLY,
             )
-        except _ERRORS as exc:
+        except READ_ERRORS as exc:
             yield Malformed(where, f"not a BFCL multi-turn entry ({type(exc).__name__}: {exc})")
 
 

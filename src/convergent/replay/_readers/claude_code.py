@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from convergent.replay._readers._common import (
+    READ_ERRORS,
     FormatMismatch,
     TurnBuilder,
     as_arguments,
@@ -120,7 +121,7 @@ def _read(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
             turns=session.builder.turns(),
             read_only=CLAUDE_CODE_READ_ONLY,
         )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except READ_ERRORS as exc:
         yield Malformed(str(path), f"not a Claude Code transcript ({type(exc).__name__}: {exc})")
 
 

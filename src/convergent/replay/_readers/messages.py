@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from convergent.replay._readers._common import (
+    READ_ERRORS,
     FormatMismatch,
     TurnBuilder,
     as_arguments,
@@ -119,7 +120,7 @@ def _run(path: Path, where: str, run: Any) -> Trajectory | Malformed:
             success=_label(run),
             turns=_turns(run["messages"]),
         )
-    except (FormatMismatch, KeyError, TypeError, ValueError, AttributeError) as exc:
+    except READ_ERRORS as exc:
         return Malformed(f"{path} ({where})", f"not a message list ({type(exc).__name__}: {exc})")
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from convergent.replay._readers._common import (
+    READ_ERRORS,
     FormatMismatch,
     TurnBuilder,
     as_arguments,
@@ -66,7 +67,7 @@ def _read(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
     for trace, found in spans.items():
         try:
             run = _run(path, trace, names.get(trace, trace), found)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except READ_ERRORS as exc:
             yield Malformed(f"{path} {trace}", f"unreadable spans ({type(exc).__name__}: {exc})")
             continue
         if run is not None:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from convergent.replay._readers._common import (
+    READ_ERRORS,
     FormatMismatch,
     TurnBuilder,
     as_arguments,
@@ -134,14 +135,14 @@ def _read(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
         try:
             for span in _spans(request):
                 traces[span.trace].append(span)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except READ_ERRORS as exc:
             yield Malformed(
                 f"{path}:{number}", f"not OTLP JSON spans ({type(exc).__name__}: {exc})"
             )
     for trace, spans in traces.items():
         try:
             run = _run(path, trace, sorted(spans, key=lambda span: span.start))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except READ_ERRORS as exc:
             yield Malformed(
                 f"{path} trace {trace}", f"unreadable spans ({type(exc).__name__}: {exc})"
             )

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from convergent.replay._readers._common import (
+    READ_ERRORS,
     TurnBuilder,
     as_arguments,
     as_text,
@@ -34,7 +35,6 @@ from convergent.replay._tool_kinds import SWE_AGENT_READ_ONLY
 
 __all__ = ["MINI_SWE_AGENT", "SWE_AGENT"]
 
-_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 _BASH_BLOCK = re.compile(r"```(?:bash|mswea_bash_command)\s*\n(.*?)\n```", re.DOTALL)
 
 
@@ -65,7 +65,7 @@ def _read_mini(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
             success=swebench_label(path, instance),
             turns=(turn,) if turn else (),
         )
-    except _ERRORS as exc:
+    except READ_ERRORS as exc:
         yield Malformed(str(path), f"not a mini-swe-agent trajectory ({type(exc).__name__}: {exc})")
 
 
@@ -150,7 +150,7 @@ def _read_swe_agent(path: Path, sample: Sample) -> Iterator[Trajectory | Malform
             turns=turn[:1],
             read_only=SWE_AGENT_READ_ONLY,
         )
-    except _ERRORS as exc:
+    except READ_ERRORS as exc:
         yield Malformed(str(path), f"not a SWE-agent trajectory ({type(exc).__name__}: {exc})")
 
 

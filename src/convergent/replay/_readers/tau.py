@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from convergent.replay._readers._common import (
-    FormatMismatch,
+    READ_ERRORS,
     TurnBuilder,
     as_arguments,
     as_text,
@@ -30,8 +30,6 @@ from convergent.replay._recording import Malformed, Trajectory
 from convergent.replay._tool_kinds import TAU_READ_ONLY, TAU_TERMINAL
 
 __all__ = ["TAU2_BENCH", "TAU_BENCH"]
-
-_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 
 def _claims_tau(path: Path, sample: Sample) -> bool:
@@ -62,7 +60,7 @@ def _read_tau(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
                 read_only=TAU_READ_ONLY,
                 terminal=TAU_TERMINAL,
             )
-        except _ERRORS as exc:
+        except READ_ERRORS as exc:
             yield Malformed(where, f"not a tau-bench run ({type(exc).__name__}: {exc})")
 
 
@@ -135,7 +133,7 @@ def _read_tau2(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
                 read_only=TAU_READ_ONLY,
                 terminal=TAU_TERMINAL,
             )
-        except (*_ERRORS, FormatMismatch) as exc:
+        except READ_ERRORS as exc:
             yield Malformed(where, f"not a tau2-bench simulation ({type(exc).__name__}: {exc})")
 
 
