@@ -109,3 +109,14 @@ def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:
     here = replay([corpus]).to_dict()
     there = replay([corpus], workers=2).to_dict()
     assert there == here
+
+
+def test_a_run_nudged_but_not_stopped_is_listed_with_where(tmp_path: Path) -> None:
+    corpus = write_lines(
+        tmp_path / "runs.jsonl",
+        [labelled_run("reads-twice", [("status", {"job": 1}, "pending", False)] * 2, True)],
+    )
+    (figures,) = replay([corpus], settings={"max_repeated_calls": 2}).corpora.values()
+    (verdict,) = figures.nudged
+    assert verdict.nudges == ((1, 2, "status"),) and verdict.stops == ()
+    assert figures.to_dict()["nudged"][0]["name"] == "reads-twice"

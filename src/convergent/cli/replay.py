@@ -179,6 +179,11 @@ def _print_report(report: Any, details: bool, out: Console) -> None:
                     f"{loop.repeat.start + 1}-{loop.repeat.reply + 1})",
                     markup=False,
                 )
+            for verdict in figures.nudged:
+                places = ", ".join(f"{tool} (turn {t}, reply {r})" for t, r, tool in verdict.nudges)
+                out.print(
+                    f"  {figures.name}: nudged, not stopped: {verdict.id}: {places}", markup=False
+                )
     hidden = total.failed_stopped + total.verdicts["unlabelled, stopped"]
     if hidden and not details:
         out.print(f"  ({hidden} failed or unlabelled runs stopped: --details lists them)")

@@ -228,7 +228,7 @@ _SIDE = {True: "successful", False: "failed", None: "unlabelled"}
 
 
 def _runs(figures: CorpusFigures) -> str:
-    if not figures.stopped and not figures.looping:
+    if not figures.stopped and not figures.looping and not figures.nudged:
         return ""
     shown = figures.stopped[:MAX_RUNS_SHOWN]
     more = len(figures.stopped) - len(shown)
@@ -240,11 +240,22 @@ def _runs(figures: CorpusFigures) -> str:
         for v in figures.looping
         if v.loop is not None
     )
+    nudged = "".join(
+        f"<li><span class=mono>{escape(v.id)}</span> ({_SIDE[v.success]}): "
+        + ", ".join(f"{escape(tool)} (turn {t}, reply {r})" for t, r, tool in v.nudges)
+        + "</li>"
+        for v in figures.nudged[:MAX_RUNS_SHOWN]
+    )
     return (
         f"<h3>{escape(figures.name)}: {len(figures.stopped)} stopped runs</h3>"
         + "".join(_run(verdict) for verdict in shown)
         + (f"<p class=muted>{more} more in --json.</p>" if more else "")
         + (f"<p>Real loops not stopped:</p><ul>{loops}</ul>" if loops else "")
+        + (
+            f"<p>Nudged (a call answered with a note), not stopped:</p><ul>{nudged}</ul>"
+            if nudged
+            else ""
+        )
     )
 
 

@@ -68,6 +68,8 @@ class CorpusFigures:
     """Every run the loop cut, in input order."""
     looping: list[RunVerdict] = field(default_factory=list)
     """Every run whose real loop was nudged or missed (stopped ones are in ``stopped``)."""
+    nudged: list[RunVerdict] = field(default_factory=list)
+    """Every other run the loop answered with a note and did not stop."""
 
     def add(self, verdict: RunVerdict) -> None:
         """Count one judged run."""
@@ -92,6 +94,9 @@ class CorpusFigures:
             self.loops[f"{side} {verdict.loop.fate}"] += 1
             if not verdict.stops and verdict.loop.fate != "stopped":
                 self.looping.append(verdict)
+        shown = bool(verdict.stops) or (verdict.loop is not None and verdict.loop.fate != "stopped")
+        if verdict.nudges and not shown:
+            self.nudged.append(verdict)
 
     def merge(self, other: CorpusFigures) -> None:
         """Add another corpus's figures to these."""
@@ -107,6 +112,7 @@ class CorpusFigures:
         self.malformed += other.malformed
         self.stopped += other.stopped
         self.looping += other.looping
+        self.nudged += other.nudged
 
     @property
     def successful_cut(self) -> int:
@@ -168,6 +174,7 @@ class CorpusFigures:
             "answered_after_stop": self.answered_after_stop,
             "stopped": [_verdict_dict(verdict) for verdict in self.stopped],
             "loops_not_stopped": [_verdict_dict(verdict) for verdict in self.looping],
+            "nudged": [_verdict_dict(verdict) for verdict in self.nudged],
         }
 
 
@@ -219,7 +226,7 @@ class ReplayReport:
             "total": {
                 key: value
                 for key, value in self.total.to_dict().items()
-                if key not in ("stopped", "loops_not_stopped")
+                if key not in ("stopped", "loops_not_stopped", "nudged")
             },
             "malformed": [item.describe() for item in self.malformed],
         }

@@ -141,6 +141,8 @@ class RunVerdict:
     """The run's real loop and what became of it (None: the recording holds none)."""
     notes: int
     """Calls the loop answered with a note instead of running them, the run going on."""
+    nudges: tuple[tuple[int, int, str], ...] = ()
+    """Where: each such call as its turn and reply (1-based) and its tool."""
 
     @property
     def stop(self) -> Stop | None:
@@ -207,6 +209,11 @@ def judge(trajectory: Trajectory, replay: RunReplay, threshold: int = 3) -> RunV
         stops=stops,
         loop=loop_fate(trajectory, replay.turns, threshold),
         notes=sum(outcome.notes for outcome in replay.turns),
+        nudges=tuple(
+            (turn + 1, reply + 1, key.split("\x00", 1)[0])
+            for turn, outcome in enumerate(replay.turns)
+            for reply, key in outcome.replaced
+        ),
     )
 
 
