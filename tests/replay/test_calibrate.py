@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,3 +121,20 @@ def test_a_run_nudged_but_not_stopped_is_listed_with_where(tmp_path: Path) -> No
     (verdict,) = figures.nudged
     assert verdict.nudges == ((1, 2, "status"),) and verdict.stops == ()
     assert figures.to_dict()["nudged"][0]["name"] == "reads-twice"
+
+
+def test_a_value_equal_to_the_current_one_is_not_replayed_again(tmp_path: Path) -> None:
+    from convergent.replay._calibrate import search_knobs
+
+    corpus = labelled_corpus(tmp_path / "runs.jsonl")
+    replayed: list[dict[str, Any]] = []
+
+    def evaluate(settings: Any) -> Any:
+        replayed.append(dict(settings))
+        return replay([corpus], settings=settings)
+
+    knob = Knob("max_repeated_calls", (3, 4), lambda v: {"max_repeated_calls": v})
+    calibration = search_knobs(evaluate, knobs=(knob,))
+    assert replayed == [{}, {"max_repeated_calls": 4}]  # 3 is the library's default
+    assert [p.value for p in calibration.points] == [None, 3, 4]
+    assert calibration.points[1].replies_saved == calibration.baseline.replies_saved

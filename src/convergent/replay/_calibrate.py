@@ -17,13 +17,14 @@ trade-off curve: successful runs cut against failed-run replies saved.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from convergent.exceptions import UserError
 from convergent.replay._report import ReplayReport
-from convergent.replay._settings import Settings, agent_arguments, setting_names
+from convergent.replay._settings import Settings, same_policy, setting_names
 
 __all__ = ["KNOBS", "Calibration", "Knob", "Point", "available_knobs", "search_knobs"]
 
@@ -212,12 +213,12 @@ def search_knobs(
         UserError: If the runs have no success labels to calibrate against.
     """
     knobs = available_knobs() if knobs is None else tuple(knobs)
-    report = evaluate({})
-    baseline = Point.of("", None, {}, report)
+    first = evaluate({})
+    baseline = Point.of("", None, {}, first)
     if baseline.successful + baseline.failed == 0:
         raise UserError("--calibrate needs runs with success labels (a reward, --success ...)")
     result = Calibration(
-        allow_real_loops=allow_real_loops, baseline=baseline, points=[baseline], report=report
+        allow_real_loops=allow_real_loops, baseline=baseline, points=[baseline], report=first
     )
     if on_point is not None:
         on_point(baseline)
@@ -228,17 +229,22 @@ def search_knobs(
         for value in knob.values:
             settings = {**current, **knob.settings(value)}
             try:
-                agent_arguments(settings)
+                same = same_policy(settings, current)
             except UserError as exc:
                 result.refused.append(f"{knob.name}={value!r}: {exc}")
                 continue
-            report = evaluate(settings)
-            point = Point.of(knob.name, value, settings, report)
+            report: ReplayReport | None = None
+            if same:  # the value the knob has now: measured already
+                point = dataclasses.replace(best, knob=knob.name, value=value, settings=settings)
+            else:
+                report = evaluate(settings)
+                point = Point.of(knob.name, value, settings, report)
             result.points.append(point)
             if on_point is not None:
                 on_point(point)
-            tried = [max(tried, key=lambda item: _rank(item[0], allow_real_loops))]
-            tried.append((point, report))
+            if report is not None:
+                tried = [max(tried, key=lambda item: _rank(item[0], allow_real_loops))]
+                tried.append((point, report))
         # the first of equals wins: the knob as it is, then the more lenient value
         top, top_report = max(tried, key=lambda item: _rank(item[0], allow_real_loops))
         if top is not best and top_report is not None:

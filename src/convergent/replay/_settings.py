@@ -18,7 +18,7 @@ from typing import Any
 import convergent
 from convergent.exceptions import UserError
 
-__all__ = ["Settings", "agent_arguments", "placed", "setting_names"]
+__all__ = ["Settings", "agent_arguments", "placed", "same_policy", "setting_names"]
 
 Settings = Mapping[str, Any]
 """Setting names and values; empty: the installed library's defaults."""
@@ -84,3 +84,19 @@ def agent_arguments(settings: Settings) -> dict[str, Any]:
         policy: Any = getattr(convergent, "StopPolicy")  # noqa: B009 (absent in older versions)
         arguments["policy"] = policy(**grouped["StopPolicy"])
     return arguments
+
+
+def same_policy(settings: Settings, other: Settings) -> bool:
+    """Whether two settings build the same agent (a value equal to a default is no change).
+
+    Raises:
+        UserError: If a name is unknown or a value is refused by the library.
+    """
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(convergent.Agent.__init__).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+    first = {**defaults, **agent_arguments(settings)}
+    second = {**defaults, **agent_arguments(other)}
+    return bool(first == second)
