@@ -250,6 +250,33 @@ _DURABILITY = [
     "RunSummary",
     "SqliteJournal",
 ]
+_REPLAY = [
+    "FORMATS",
+    "KNOBS",
+    "Calibration",
+    "CallLine",
+    "CorpusFigures",
+    "Knob",
+    "LoopFate",
+    "Malformed",
+    "Point",
+    "RecordedCall",
+    "RecordedReply",
+    "ReplayReport",
+    "RunReplay",
+    "RunVerdict",
+    "Stop",
+    "Trajectory",
+    "TurnReplay",
+    "available_knobs",
+    "calibrate",
+    "detect_format",
+    "html_page",
+    "judge",
+    "read_runs",
+    "replay",
+    "replay_run",
+]
 _TESTING = [
     "answer",
     "call",
@@ -268,6 +295,7 @@ SUBPACKAGES = {
     "convergent.telemetry": _TELEMETRY,
     "convergent.adapters": _ADAPTERS,
     "convergent.durability": _DURABILITY,
+    "convergent.replay": _REPLAY,
     "convergent.testing": _TESTING,
 }
 

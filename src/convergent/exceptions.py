@@ -8,6 +8,7 @@ ConvergentError
 │   ├── StateFileError        a coordinator state file that cannot be used (coordinator)
 │   ├── HookInputError        the hook's stdin is not what Claude Code sends (coordinator)
 │   ├── UnusableYaml          a YAML file that is not YAML, too deep, or repeats a key
+│   ├── FormatMismatch        a recorded run that does not fit its format (replay)
 │   └── NotExpressible        an adapter asked for what its host framework cannot do
 ├── ModelError                the model backend failed (after its own retries)
 │   ├── ModelHTTPError        ... with an HTTP status from the provider
@@ -32,9 +33,10 @@ Classes defined elsewhere: ``StateFileError`` and ``HookInputError`` in
 machinery (``_json``, ``_yaml``, ``_cycle``, ``_executor``, ``_agent_tool``,
 ``_bounded_schema``, ``models._deadline``), where each is caught and turned into a
 result or an error of its layer: only ``RolledOver`` leaves `Agent.run`, for a Temporal
-workflow's continue-as-new. Private helpers of single modules derive from the class they stand
-for, or from the base. ``ToolArgumentsError`` and ``UnusableJson`` are also
-``ValueError``s.
+workflow's continue-as-new. ``FormatMismatch`` is the replay's readers'
+(`convergent.replay`): a run that raises it is reported as malformed and skipped.
+Private helpers of single modules derive from the class they stand for, or from the
+base. ``ToolArgumentsError`` and ``UnusableJson`` are also ``ValueError``s.
 
 Tool failures and model mistakes inside a run do not escape `Agent.run`: they become
 tool results or a typed `StopReason`. What escapes is a caller's mistake.

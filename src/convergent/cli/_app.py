@@ -37,6 +37,7 @@ COMMAND_MODULES: dict[str, str] = {
     "worker": "worker",
     "ui": "ui",
     "mcp": "mcp_tools",
+    "replay": "replay",
 }
 """The module of `convergent.cli` that defines each top-level command (or group)."""
 

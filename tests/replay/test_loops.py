@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.replay.loops import longest_repeat
-from benchmarks.replay.trajectory import RecordedCall, RecordedReply, Turn
+from convergent.replay import RecordedCall, RecordedReply
+from convergent.replay._loops import longest_repeat
+from convergent.replay._recording import Turn
 
 READS = frozenset({"get", "think"})
 
 
-def call(name: str, result: str, failed: bool = False, **arguments: Any) -> RecordedCall:
+def call(name: str, result: str | None, failed: bool = False, **arguments: Any) -> RecordedCall:
     return RecordedCall(name, arguments, result, failed)
 
 
@@ -79,3 +80,8 @@ def test_a_tool_not_known_to_read_counts_as_a_change() -> None:
 def test_only_the_replies_asked_for_are_looked_at() -> None:
     reads = turn(*[call("get", "A", id=1)] * 5)
     assert longest_repeat(reads, replies=2, read_only=READS).times == 2
+
+
+def test_calls_without_recorded_results_prove_no_loop() -> None:
+    blind = turn(*[call("get", None, id=1)] * 4)
+    assert longest_repeat(blind, read_only=READS).times == 1

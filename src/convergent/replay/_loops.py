@@ -1,12 +1,11 @@
 """Where a recording objectively repeats itself: the same call, the same result, nothing changed.
 
 A call *repeats unchanged* when an earlier call had the same name and arguments, got a
-byte-identical result (or the same failure), and no other call that may change state ran
-in between. Calls of tools known to only read, and calls that failed, do not count as
-changes; any other call does, so a turn counts as a real loop only on evidence the
-recording itself gives. A run of
-``threshold`` such calls (the first one and its unchanged repeats) is a real loop:
-stopping it is right whatever the policy.
+byte-identical result (or the same failure), and no other call that may change state
+ran in between. Calls of tools known to only read, and calls that failed, do not count
+as changes; any other call does. A call without a recorded result proves nothing, so it
+never repeats unchanged. A run of ``threshold`` such calls (the first one and its
+unchanged repeats) is a *real loop*: stopping it is right whatever the policy.
 """
 
 from __future__ import annotations
@@ -14,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from benchmarks.replay.trajectory import RecordedCall, Turn
+from convergent.replay._recording import RecordedCall, Turn
+
+__all__ = ["Repeat", "longest_repeat"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +23,9 @@ class Repeat:
     """The longest unchanged repetition of one call in a stretch of a recording."""
 
     name: str
-    """The repeated tool."""
+    """The repeated tool ("" when nothing repeats)."""
     times: int
-    """How often the call was made with the same result and nothing changed."""
+    """How often the call was made with the same result while nothing changed."""
     reply: int
     """The reply (0-based, within the turn) where the repetition reached ``times``."""
     key: str = ""
@@ -44,7 +45,7 @@ def longest_repeat(turn: Turn, *, replies: int | None = None, read_only: Iterabl
             key = call.key
             before = seen.get(key)
             times, start = 1, index
-            if before is not None:
+            if before is not None and call.result is not None:
                 count, result, failed, writes_after, first = before
                 if writes_after == writes and (result, failed) == (call.result, call.failed):
                     times, start = count + 1, first

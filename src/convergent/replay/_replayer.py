@@ -1,13 +1,13 @@
 """Play a recorded turn through `Agent.run`: the model says what it said, tools answer as they did.
 
 A `ScriptedModel` function plays the recorded replies in order; each tool answers a call
-with the recorded result of the same call in the current reply, raising `ToolError` where
-the recording marks a failure. When the loop does not run a call (it stops, or it answers
-it with a note to the model instead), that recorded result is dropped so the next reply's
-calls still get their own. The recorded model never saw such a note, so after one the
-replay plays what it did next anyway: the worst case, a model that ignores the note.
-A request without the tools (the answer asked for after a stop) and requests past the
-recording get a short text reply.
+with the recorded result of the same call in the current reply, raising `ToolError`
+where the recording marks a failure. When the loop does not run a call (it stops, or it
+answers the call with a note to the model instead), that recorded result is dropped so
+the next reply's calls still get their own. The recorded model never saw such a note,
+so after one the replay plays what it did next anyway: the worst case, a model that
+ignores the note. A request without the tools (the answer asked for after a stop) and
+requests past the recording get a short text reply.
 """
 
 from __future__ import annotations
@@ -15,14 +15,17 @@ from __future__ import annotations
 import inspect
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.replay.trajectory import RecordedCall, RecordedReply, Trajectory, Turn, call_key
-from convergent import Agent, Limits, ModelResponse, ScriptedModel, StopReason, ToolCall
+from convergent import Agent, ModelResponse, ScriptedModel, StopReason, ToolCall
 from convergent.exceptions import ToolError
 from convergent.messages import Message, ToolSpec
+from convergent.replay._recording import RecordedCall, RecordedReply, Trajectory, Turn, call_key
+from convergent.replay._settings import Settings, agent_arguments
 from convergent.tools import Tool
+
+__all__ = ["FINISHED", "RunReplay", "TurnReplay", "replay_run", "replay_turn"]
 
 FINISHED = frozenset({StopReason.COMPLETED, StopReason.HANDED_OFF})
 """Stops that end a turn where the recording ends it: anything else cuts the turn short."""
@@ -49,6 +52,8 @@ class TurnReplay:
     replaced: tuple[tuple[int, str], ...] = ()
     """The recorded calls the loop answered with a note instead of running them and
     went on: each as its reply (0-based) and its `RecordedCall.key`."""
+    unrun: tuple[tuple[int, str], ...] = ()
+    """The calls of the last reply played that the loop never ran (it stopped first)."""
 
     @property
     def cut(self) -> bool:
@@ -58,25 +63,17 @@ class TurnReplay:
 
 @dataclass(frozen=True, slots=True)
 class RunReplay:
-    """The replay of one trajectory: every turn's outcome, in order."""
+    """The replay of one recorded run: every turn's outcome, in order."""
 
     id: str
-    """The trajectory's id."""
+    """The run's id."""
     turns: tuple[TurnReplay, ...]
     """One outcome per recorded turn."""
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form (for the worker that replays under another source tree)."""
-        return {"id": self.id, "turns": [asdict(turn) for turn in self.turns]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunReplay:
-        """Read back `to_dict`'s form."""
-        turns = tuple(
-            TurnReplay(**{**turn, "replaced": tuple(map(tuple, turn.get("replaced", ())))})
-            for turn in data["turns"]
-        )
-        return cls(id=data["id"], turns=turns)
+    @property
+    def first_cut(self) -> int | None:
+        """The first turn the loop cut short (0-based), if any."""
+        return next((index for index, turn in enumerate(self.turns) if turn.cut), None)
 
 
 class _Recording:
@@ -124,7 +121,9 @@ def _response(reply: RecordedReply, number: int) -> ModelResponse:
         ToolCall(id=f"r{number}c{index}", name=call.name, arguments=dict(call.arguments))
         for index, call in enumerate(reply.calls)
     )
-    return ModelResponse(content=reply.content, tool_calls=calls)
+    if reply.usage is None:
+        return ModelResponse(content=reply.content, tool_calls=calls)
+    return ModelResponse(content=reply.content, tool_calls=calls, usage=reply.usage)
 
 
 def _tools(recording: _Recording, trajectory: Trajectory, turn: Turn) -> list[Tool]:
@@ -148,21 +147,19 @@ def _tools(recording: _Recording, trajectory: Trajectory, turn: Turn) -> list[To
     return [make(name) for name in sorted(names)]
 
 
-async def replay_turn(trajectory: Trajectory, turn: Turn, options: Mapping[str, Any]) -> TurnReplay:
-    """Replay one turn under the agent options given (the policy under test).
+async def replay_turn(trajectory: Trajectory, turn: Turn, settings: Settings) -> TurnReplay:
+    """Replay one turn of a run under ``settings`` (the policy under test).
 
-    ``options`` are `Agent` options; a ``limits`` entry holds `Limits` fields.
+    Raises:
+        UserError: If a setting is unknown or refused by the installed convergent.
     """
     recording = _Recording(turn)
-    agent_options = dict(options)
-    limits = Limits(max_cycles=None, **agent_options.pop("limits", {}))
     agent = Agent(
         ScriptedModel(recording.respond, record_requests=False),
         _tools(recording, trajectory, turn),
-        limits=limits,
         record_events=False,
         instrument=False,
-        **agent_options,
+        **agent_arguments(settings),
     )
     result = await agent.run("replay")
     return TurnReplay(
@@ -173,10 +170,22 @@ async def replay_turn(trajectory: Trajectory, turn: Turn, options: Mapping[str, 
         notes=recording.notes,
         extra_requests=recording.extra_requests,
         replaced=tuple(recording.replaced),
+        unrun=tuple(
+            (recording.played - 1, key) for key, left in recording.pending.items() for _ in left
+        ),
     )
 
 
-async def replay(trajectory: Trajectory, options: Mapping[str, Any]) -> RunReplay:
-    """Replay every turn of a trajectory, each as its own run."""
-    turns = [await replay_turn(trajectory, turn, options) for turn in trajectory.turns]
+async def replay_run(trajectory: Trajectory, settings: Settings | None = None) -> RunReplay:
+    """Replay every turn of a recorded run through `Agent.run`, each turn as its own run.
+
+    Args:
+        trajectory: The recorded run.
+        settings: Setting names and values of the policy under test (default: the
+            installed library's own defaults).
+
+    Raises:
+        UserError: If a setting is unknown or refused by the installed convergent.
+    """
+    turns = [await replay_turn(trajectory, turn, settings or {}) for turn in trajectory.turns]
     return RunReplay(id=trajectory.id, turns=tuple(turns))
