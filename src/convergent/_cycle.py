@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
+from convergent._answer_check import Settled, detail_with_note
 from convergent._executor import execute_batch, start, wait_for_stragglers
 from convergent._redact import known_secrets, redact
 from convergent._streamed import streamed_request
@@ -513,7 +514,8 @@ class Run(CycleDriver):
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
         if stop.reason is not StopReason.COMPLETED:
             state.output_data = self.output_value = None
-        state.output, state.output_after_stop = await self._output(stop)
+        state.output, state.output_after_stop, note = await self._output(stop)
+        state.stop_detail = detail_with_note(stop.detail, note)
         state.elapsed = self.elapsed()
         if self.journal is not None:
             await self.journal.stopped(state, self.consumed)
@@ -525,7 +527,7 @@ class Run(CycleDriver):
                     run_id=state.run_id,
                     cycle=state.cycles,
                     reason=stop.reason,
-                    detail=stop.detail,
+                    detail=state.stop_detail,
                     output=state.output,
                     output_after_stop=state.output_after_stop,
                     usage=state.usage,
@@ -536,7 +538,7 @@ class Run(CycleDriver):
             output=state.output,
             output_after_stop=state.output_after_stop,
             stop_reason=stop.reason,
-            stop_detail=stop.detail,
+            stop_detail=state.stop_detail,
             cycles=state.cycles,
             tool_calls=tuple(state.tool_calls),
             usage=state.usage,
@@ -545,13 +547,14 @@ class Run(CycleDriver):
             events=self.sink.log(),
         )
 
-    async def _output(self, stop: Stop) -> tuple[str, bool]:
-        """The run's output, and whether it is an answer made after the stop."""
+    async def _output(self, stop: Stop) -> Settled:
+        """The run's output, whether it is an answer made after the stop, and a note."""
         state = self.state
         answer = None
         if self.calls_for_answer(stop):
             if state.output_after_stop and state.cycles == self.first_cycle:
-                return state.output, True  # resumed and stopped again: nothing new to answer
+                # resumed and stopped again: nothing new to answer
+                return Settled(state.output, True, "")
             answer = await self._final_answer(stop)
         return self.output(_last_text(state.messages), answer, stop)
 
@@ -566,11 +569,12 @@ class Run(CycleDriver):
         final = self.final_request(stop, wanted_tokens=wanted)
         if final is None:
             return None
-        if settings is not None and settings.output_schema is not None:
-            # the best answer so far, in words: it is not held to the output type
-            settings = dataclasses.replace(settings, output_schema=None)
+        # the best answer so far, in words: it is not held to the output type
+        settings = dataclasses.replace(
+            settings or ModelSettings(), output_schema=None, plain_answer=True
+        )
         if final.max_tokens is not None:
-            settings = dataclasses.replace(settings or ModelSettings(), max_tokens=final.max_tokens)
+            settings = dataclasses.replace(settings, max_tokens=final.max_tokens)
         messages = [*state.messages, UserMessage(content=final.prompt)]
         try:
             response = await agent.model.request(messages, (), settings)

@@ -87,6 +87,10 @@ class ModelSettings:
     this schema, while tool calls stay allowed: backends with native structured output
     constrain the answer (see `OUTPUT_NAME`). The loop sets it from the agent's output
     type, and checks every answer itself."""
+    plain_answer: bool = False
+    """The request wants an answer in plain words and nothing else (the answer after a
+    stop): backends that shape replies as JSON (the structured protocol, the embedded
+    model) constrain this one to a single ``answer`` text field, with no tool calls."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific request fields, passed through unchanged."""
 
