@@ -19,10 +19,10 @@ not the check the loop applies. The scenarios:
   one cycle;
 - ``own tool, stalled``: the same tool on a city it does not know, so the model repeats
   the call until the run stops ``stalled``;
-- ``own tool beside built-ins`` / ``own tool alone``: "What is the population of
-  Paris?" with the user's tool next to the built-in tools, and alone (what
-  ``convergent run --tool`` offers by default): does the model call the user's tool,
-  and does the run give its result?
+- ``own tool beside built-ins`` / ``own tool alone`` / ``own tool and ask_user``: "What
+  is the population of Paris?" with the user's tool next to the built-in tools, alone,
+  and next to ``ask_user`` only (what ``convergent run --tool`` offers by default): does
+  the model call the user's tool, and does the run give its result?
 
 Each scenario runs with seeds 0..N-1 at ``--temperature`` (0.7 by default, so seeds
 differ). ``--source LABEL=SRC`` (repeatable) runs the same plan under another tree of
@@ -131,6 +131,13 @@ SCENARIOS = (
         "own tool alone",
         "What is the population of Paris?",
         (OWN_TOOL,),
+        4,
+        r"2[.,]1 ?million|2,100,000",
+    ),
+    Scenario(
+        "own tool and ask_user",
+        "What is the population of Paris?",
+        ("ask_user", OWN_TOOL),
         4,
         r"2[.,]1 ?million|2,100,000",
     ),
