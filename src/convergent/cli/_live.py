@@ -33,6 +33,7 @@ from convergent.events import (
     ToolFinished,
     Verified,
 )
+from convergent.result import output_label
 from convergent.stop import StopReason
 
 __all__ = ["LiveView", "call_text"]
@@ -206,9 +207,10 @@ class LiveView:
                 style = _STYLE.get(reason, "bold red")
                 out.print(f"[{style}]stopped: {reason.value}[/] [dim]({escape(detail)})[/]")
                 out.print(f"[dim]tokens in={usage.input_tokens} out={usage.output_tokens}[/]")
-                if output and event.output_after_stop:
-                    out.print("[dim]best answer after the stop:[/]")
                 if output:
+                    label = output_label(reason, after_stop=event.output_after_stop)
+                    if label:
+                        out.print(f"[dim]{label}:[/]")
                     out.print(output, markup=False, highlight=False)
             case _:
                 pass

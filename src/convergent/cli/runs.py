@@ -60,6 +60,7 @@ def _summary_dict(run: RunSummary) -> dict[str, object]:
         "resumable": run.resumable,
         "parent_run_id": run.parent_run_id,
         "parent_call_id": run.parent_call_id,
+        "output_after_stop": run.output_after_stop,
         "output_data": run.output_data,
     }
 

@@ -410,6 +410,7 @@ class OpenTelemetryObserver:
         attributes: Attributes = {
             "convergent.stop_reason": reason.value,
             "convergent.cycles": event.cycle,
+            "convergent.output_after_stop": event.output_after_stop,
             INPUT_TOKENS: usage.input_tokens - run.input_tokens,
             OUTPUT_TOKENS: usage.output_tokens - run.output_tokens,
         }

@@ -36,6 +36,7 @@ def run_json(store: RunStore, run_id: str) -> Iterator[bytes]:
         "stop_reason": run.stop_reason.value if run.stop_reason else None,
         "stop_detail": run.stop_detail,
         "output": run.output,
+        "output_after_stop": run.output_after_stop,
         "output_data": run.output_data,
         "cycles": run.cycles,
         "usage": {

@@ -14,6 +14,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader
 
 from convergent.models._prices import format_cost
+from convergent.result import output_label
 from convergent.ui.timeline import CycleView
 
 __all__ = ["Chart", "build_chart", "environment"]
@@ -55,6 +56,7 @@ def environment() -> Environment:
     )
     env.filters.update(age=age, seconds=seconds, cost=format_cost, clock=clock)
     env.filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, indent=2)
+    env.globals["output_label"] = output_label
     return env
 
 
