@@ -27,8 +27,10 @@ from convergent.events import (
     EventHandler,
     Nudged,
     Redirected,
+    RunPaused,
     RunStarted,
     RunStopped,
+    RunUnpaused,
     Verified,
 )
 from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedError, UserError
@@ -210,7 +212,10 @@ class Run(CycleDriver):
     async def wait_while_paused(self) -> None:
         """Hold the run until its pause ends (a stop also ends it)."""
         if self.steering is not None:
+            state = self.state
+            self.sink.emit(RunPaused(run_id=state.run_id, cycle=state.cycles))
             await self.steering.wait_while_paused()
+            self.sink.emit(RunUnpaused(run_id=state.run_id, cycle=state.cycles))
 
     async def deliver(self, message: str) -> None:
         """Give the model a message: steering's redirect, or the verifier's feedback."""

@@ -319,3 +319,14 @@ def test_help_shows_no_value_type_for_flags(command: list[str]) -> None:
     assert "<bool>" not in proc.stdout
     (help_row,) = [line for line in proc.stdout.splitlines() if "--help" in line]
     assert help_row.split() == ["│", "--help", "Show", "this", "message", "and", "exit.", "│"]
+
+
+def test_a_run_whose_model_cannot_start_leaves_nothing_behind(tmp_path: Path) -> None:
+    proc = run_cli("run", "hi", "--model", f"local:{tmp_path / 'nope.gguf'}", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == f"error: model file not found: {tmp_path / 'nope.gguf'}"
+    )
+    with RunStore(tmp_path / ".convergent" / "runs.db") as store:
+        assert store.count_runs() == 0

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader
 
+from convergent.durability.sqlite import RunSummary
 from convergent.models._prices import format_cost
+from convergent.models.registry import costs_nothing
 from convergent.result import output_label
 from convergent.ui.timeline import CycleView
 
@@ -41,6 +43,11 @@ def seconds(value: float | None) -> str:
     return f"{minutes}m {rest:02d}s"
 
 
+def run_cost(run: RunSummary) -> str:
+    """A run's cost for people: ``$0`` for a free model, ``-`` when no price is known."""
+    return format_cost(run.usage.cost, free=costs_nothing(run.recipe))
+
+
 def clock(timestamp: float) -> str:
     """A Unix time as local date and time."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
@@ -54,7 +61,7 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(age=age, seconds=seconds, cost=format_cost, clock=clock)
+    env.filters.update(age=age, seconds=seconds, cost=run_cost, clock=clock)
     env.filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, indent=2)
     env.globals["output_label"] = output_label
     return env

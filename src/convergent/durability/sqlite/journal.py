@@ -36,6 +36,7 @@ from convergent.durability.sqlite._access import StoreAccess
 from convergent.durability.sqlite._codec import (
     dump_arguments,
     dump_message,
+    end_pause,
     insert_messages,
     insert_records,
     mark_consumed,
@@ -201,6 +202,7 @@ class SqliteJournal:
         else:
             _claims.take(conn, self.store.path, self.run_id, self._token, handed=self._claim)
             self._adopt(conn, state, epoch=row[0], count=row[1])
+            end_pause(conn, self.run_id)
         (self._event_seq,) = conn.execute(
             "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", (self.run_id,)
         ).fetchone()

@@ -141,12 +141,17 @@ class RunSummary:
     output_data: Any = None
     """The output as JSON data, validated against the agent's output type (``completed``
     runs of agents that declare one); else None."""
+    paused: bool = False
+    """Its running process took a pause (``steer --pause``) and holds the run."""
 
     @property
     def status(self) -> str:
-        """``running``, ``interrupted`` (its process died) or the stop reason."""
+        """Where the run is: ``running``, ``paused``, ``interrupted``, or its stop reason.
+
+        ``paused``: running, held by a pause; ``interrupted``: its process died.
+        """
         if self.running:
-            return "running"
+            return "paused" if self.paused else "running"
         if self.stop_reason is None:
             return "interrupted"
         return self.stop_reason.value
@@ -427,7 +432,10 @@ class RunStore:
     _SUMMARY_COLUMNS = (
         "run_id, task, model, status, stop_reason, stop_detail, output, cycles, started_at, "
         "updated_at, pid, workspace, config, usage, elapsed, recipe, pid_start, claim, "
-        "output_after_stop, parent_run_id, parent_call_id, output_data"
+        "output_after_stop, parent_run_id, parent_call_id, output_data, "
+        "(SELECT kind = 'pause' FROM steering s WHERE s.run_id = runs.run_id "
+        "AND s.kind IN ('pause', 'resume') AND s.consumed_at IS NOT NULL "
+        "ORDER BY s.id DESC LIMIT 1)"
     )
 
     @staticmethod
@@ -455,7 +463,9 @@ class RunStore:
             parent_run_id,
             parent_call_id,
             data,
+            paused,
         ) = row
+        running = status == "running" and _claims.holder_alive(pid, pid_start, claim)
         return RunSummary(
             run_id=run_id,
             task=task,
@@ -466,7 +476,8 @@ class RunStore:
             output=output,
             started_at=started,
             updated_at=updated,
-            running=status == "running" and _claims.holder_alive(pid, pid_start, claim),
+            running=running,
+            paused=running and bool(paused),
             workspace=workspace,
             usage=parse_usage(usage),
             elapsed=elapsed,
