@@ -34,7 +34,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from convergent._run_id import check_run_id
-from convergent.durability.sqlite import RunStore
+from convergent.durability.sqlite import RunStore, RunSummary
 from convergent.exceptions import ConvergentError, UserError
 from convergent.ui import actions
 from convergent.ui.auth import Address, TokenGuard, new_base
@@ -152,18 +152,34 @@ SEARCH_CHARACTERS = 200
 
 @dataclass(frozen=True, slots=True)
 class RunsQuery:
-    """What the runs page shows: a status, a search text and a page."""
+    """What the runs page shows: a status, a search text, a tool, errors, and a page."""
 
     status: str | None
     """Only runs with this status (one of `STATUSES`), or all."""
     search: str
-    """Only runs whose task or output contains it (empty: all)."""
+    """Only runs whose task or output, or a tool call's name, arguments or result,
+    contains it (empty: all)."""
     page: int
     """The page (1-based)."""
+    tool: str = ""
+    """Only runs that called this tool (empty: all)."""
+    errors: bool = False
+    """Only runs with a failed call or an error stop."""
+
+    @property
+    def filtered(self) -> bool:
+        """Whether any filter is set (then child runs are listed among the others)."""
+        return bool(self.status or self.search or self.tool or self.errors)
 
     def link(self, console: Console, page: int | None, path: str = "/runs") -> str:
         """The address of ``path`` for this query on ``page``."""
-        values = (("status", self.status), ("q", self.search), ("page", page))
+        values = (
+            ("status", self.status),
+            ("q", self.search),
+            ("tool", self.tool),
+            ("errors", "1" if self.errors else None),
+            ("page", page),
+        )
         query = urlencode({k: v for k, v in values if v})
         return f"{console.base}{path}" + (f"?{query}" if query else "")
 
@@ -177,26 +193,62 @@ def _runs_query(request: Request) -> RunsQuery:
     except ValueError:
         page = 1
     search = request.query_params.get("q", "").strip()[:SEARCH_CHARACTERS]
-    return RunsQuery(status, search, page)
+    tool = request.query_params.get("tool", "").strip()[:SEARCH_CHARACTERS]
+    errors = request.query_params.get("errors", "") not in ("", "0")
+    return RunsQuery(status, search, page, tool, errors)
+
+
+CHILD_DEPTH = 5
+"""Levels of child runs the runs page nests under a run (deeper ones: on their parent's page)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One row of the runs table: a run, and how deep it is nested under its parent."""
+
+    run: RunSummary
+    """The run."""
+    depth: int = 0
+    """0 for a run listed for itself; 1 for its child runs, 2 for theirs..."""
+
+
+def _with_children(store: RunStore, runs: list[RunSummary]) -> list[RunRow]:
+    """Each run followed by its child runs, nested (as ``convergent runs`` lists them)."""
+    rows: list[RunRow] = []
+
+    def add(run: RunSummary, depth: int) -> None:
+        rows.append(RunRow(run, depth))
+        if depth < CHILD_DEPTH:
+            for child in store.children(run.run_id, clip=CLIP):
+                add(child, depth + 1)
+
+    for run in runs:
+        add(run, 0)
+    return rows
 
 
 def _runs_fragments(console: Console, query: RunsQuery) -> dict[str, str]:
     store = console.store
-    search = query.search or None
-    total = store.count_runs(query.status, search=search)
+    filters: dict[str, Any] = {
+        "search": query.search or None,
+        "tool": query.tool or None,
+        "errors": query.errors,
+        "top_only": not query.filtered,
+    }
+    total = store.count_runs(query.status, **filters)
     pages = max(1, math.ceil(total / PAGE_SIZE))
     page = min(query.page, pages)
     runs = store.list_runs(
-        PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, status=query.status, clip=CLIP, search=search
+        PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, status=query.status, clip=CLIP, **filters
     )
+    rows = [RunRow(run) for run in runs] if query.filtered else _with_children(store, runs)
     table = console.render(
         "_runs_table.html",
-        runs=runs,
+        rows=rows,
         total=total,
         page=page,
         pages=pages,
-        status=query.status,
-        search=query.search,
+        query=query,
         link=lambda p: query.link(console, p),
     )
     return {"runs-table": table}
@@ -214,8 +266,8 @@ async def runs_page(request: Request) -> Response:
         hashes=_hashes(fragments),
         stream=query.link(console, query.page, "/runs/stream"),
         statuses=STATUSES,
-        chosen=query.status,
-        search=query.search,
+        query=query,
+        tools=await console.read(console.store.tool_names),
     )
 
 
