@@ -8,9 +8,8 @@ pytest.importorskip("starlette", reason="the console needs the extra ui")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from convergent.durability.sqlite import RunStore  # noqa: E402
-
 from convergent import calculator, tool  # noqa: E402
+from convergent.durability.sqlite import RunStore  # noqa: E402
 from convergent.testing import call  # noqa: E402
 
 from .conftest import BASE, SCRIPT_XSS, make_run  # noqa: E402
