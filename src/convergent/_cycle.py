@@ -206,6 +206,8 @@ class Run(CycleDriver):
                     model=agent.model.name,
                     tools=agent.tool_names,
                     resumed=resumed,
+                    elapsed=state.elapsed,
+                    tool_specs=tuple(dataclasses.asdict(spec) for spec in agent.tool_specs),
                 )
             )
 

@@ -70,6 +70,11 @@ class RunStarted(Event):
     """Names of the tools offered to the model."""
     resumed: bool = False
     """Whether the run continues from a checkpoint."""
+    elapsed: float = 0.0
+    """Seconds the run had been running before this start (0 for a new run)."""
+    tool_specs: tuple[dict[str, Any], ...] = ()
+    """The tools as the model is shown them: each one's ``name``, ``description`` and
+    ``parameters`` (the JSON schema of its arguments)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -410,12 +410,14 @@ class OpenTelemetryObserver:
         attributes: Attributes = {
             "convergent.stop_reason": reason.value,
             "convergent.cycles": event.cycle,
-            "convergent.output_after_stop": event.output_after_stop,
             INPUT_TOKENS: usage.input_tokens - run.input_tokens,
             OUTPUT_TOKENS: usage.output_tokens - run.output_tokens,
         }
         if usage.cost > run.cost:
             attributes[COST] = usage.cost - run.cost
+        if event.output_after_stop:
+            # the output is the answer asked for after the stop, not a completed answer
+            attributes["convergent.output_after_stop"] = True
         detail = self.record_content or reason not in _CONTENT_DETAILS
         if detail:
             attributes["convergent.stop_detail"] = event.detail

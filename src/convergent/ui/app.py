@@ -41,11 +41,12 @@ from convergent.ui.auth import Address, TokenGuard, new_base
 from convergent.ui.download import run_json
 from convergent.ui.explain import STATUSES, explain_stop
 from convergent.ui.live_text import live_version, read_live_text, show_live_text
+from convergent.ui.request import load_request
 from convergent.ui.rewind import plan_rewind
 from convergent.ui.sse import EventStreamResponse, FragmentStream, digest
 from convergent.ui.timeline import CLIP, load_run_view
+from convergent.ui.trace import draw, load_trace, running_clock
 from convergent.ui.views import build_chart, environment
-from convergent.ui.waterfall import build_waterfall
 from convergent.ui.workflow import load_workflow_view
 
 __all__ = ["Console", "console_of", "create_app"]
@@ -300,16 +301,30 @@ CHILD_TASK_SHOWN = 200
 
 
 def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> dict[str, str]:
-    view = load_run_view(console.store, run_id, upto=upto)
-    if view.summary.running:
-        show_live_text(view, read_live_text(console.store.path, run_id))
+    store = console.store
+    view = load_run_view(store, run_id, upto=upto)
+    run = view.summary
+    if run.running:
+        show_live_text(view, read_live_text(store.path, run_id))
+    clock = running_clock(store, run) if run.running else None
+    working = _working(view, clock)
+    shown_last = run.cycles - view.later
+    trace = load_trace(
+        store,
+        run_id,
+        view.hidden + 1,
+        shown_last,
+        working=working.cycle if working is not None else None,
+    )
     values = {
         "view": view,
-        "run": view.summary,
-        "why": explain_stop(view.summary),
+        "run": run,
+        "why": explain_stop(run),
         "chart": build_chart(view.cycles),
-        "waterfall": build_waterfall(view.cycles),
-        "children": console.store.children(run_id, clip=CHILD_TASK_SHOWN),
+        "trace": draw(trace) if trace is not None else None,
+        "children": store.children(run_id, clip=CHILD_TASK_SHOWN),
+        "clock": clock,
+        "working": working,
     }
     return {
         "summary": console.render("_run_summary.html", **values),
@@ -318,6 +333,29 @@ def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> di
         "chart": console.render("_run_chart.html", **values),
         "timeline": console.render("_run_timeline.html", **values),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Working:
+    """A running run's model request that has produced nothing yet."""
+
+    cycle: int
+    """The cycle whose request it is."""
+    seconds: float
+    """How long it has been working."""
+
+
+def _working(view: Any, clock: Any) -> Working | None:
+    """The model request in progress with no text yet, if the run is in one."""
+    run = view.summary
+    if clock is None or view.later or view.paused:
+        return None
+    if any(cycle.streaming for cycle in view.cycles):
+        return None
+    last = view.cycles[-1] if view.cycles else None
+    if last is not None and any(call.outcome in ("running",) for call in last.calls):
+        return None  # its tools are working, not the model
+    return Working(run.cycles + 1, clock.request_seconds)
 
 
 async def run_page(request: Request) -> Response:
@@ -354,6 +392,18 @@ async def run_stream(request: Request) -> Response:
         return (console.version(), live_version(path, run_id))
 
     return _stream(console, lambda: _run_fragments(console, run_id, upto), version=version)
+
+
+async def request_page(request: Request) -> Response:
+    """What one cycle's model request was sent: system prompt, messages and tools."""
+    console: Console = request.app.state.console
+    try:
+        run_id = _run_id(request)
+        cycle = _cycle(request.path_params["cycle"])
+        sent = await console.read(load_request, console.store, run_id, cycle)
+    except (ConvergentError, ValueError) as exc:
+        return _error(console, request, exc, 404)
+    return console.page(request, "request.html", sent=sent, stream=None)
 
 
 async def run_download(request: Request) -> Response:
@@ -611,6 +661,7 @@ def create_app(
             Route("/runs/{run_id}", run_page),
             Route("/runs/{run_id}/stream", run_stream),
             Route("/runs/{run_id}/download", run_download),
+            Route("/runs/{run_id}/cycles/{cycle}/request", request_page),
             Route("/runs/{run_id}/steer", steer_action, methods=["POST"]),
             Route("/runs/{run_id}/control", control_action, methods=["POST"]),
             Route("/runs/{run_id}/answer", answer_action, methods=["POST"]),

@@ -56,7 +56,7 @@ from convergent.tools import Tool
 
 __all__ = ["SqliteJournal"]
 
-_NOT_STORED = frozenset({"run_started", "cycle_started", "model_responded", "tool_started"})
+_NOT_STORED = frozenset({"cycle_started", "model_responded", "tool_started"})
 _UNRECORDED = (CallOutcome.NEEDS_USER, CallOutcome.NOT_EXECUTED)
 """Outcomes kept in ``finished_calls`` that are not among the run's executed calls."""
 """Events whose content the other tables already hold."""
@@ -167,7 +167,10 @@ class SqliteJournal:
         if getattr(event, "rewrites_history", False):
             self._rewrite = True
         self._event_seq += 1
-        data = json.dumps(event_to_dict(event), ensure_ascii=False, default=str)
+        stored = event_to_dict(event)
+        if event.type == "run_started":
+            stored["task"] = ""  # the run's row has it (a task may be long)
+        data = json.dumps(stored, ensure_ascii=False, default=str)
         self._events.append((self._event_seq, event.cycle, event.type, event.time, data))
 
     # -- the awaited steps --------------------------------------------------------------
