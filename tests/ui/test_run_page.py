@@ -65,7 +65,8 @@ def test_a_note_to_the_model_is_a_card_in_words_not_json(
 @pytest.mark.parametrize(
     ("event", "title", "detail"),
     [
-        ({"type": "run_paused", "cycle": 2}, "paused", "a pause held the run before its next cycle"),
+        ({"type": "run_paused", "cycle": 2}, "paused",
+         "a pause held the run before its next cycle"),
         ({"type": "run_started", "cycle": 3, "resumed": True, "tools": ["a", "b"]}, "resumed",
          "a new process went on from cycle 3 (tools: a, b)"),
         ({"type": "custom_thing", "cycle": 1, "level": 3, "why": "because"}, "custom thing",
