@@ -201,11 +201,17 @@ def _add_cycles(
         children = {child.parent_call_id: child for child in store.children(run_id, clip=1)}
     previous_end: float | None = None
     for cycle in range(first, last + 1):
-        made = calls.get(cycle, [])
         start = starts.get(cycle - 1, previous_end)
         if start is not None and previous_end is not None:
-            start = max(start, previous_end)  # the two clocks may differ by a few ms
+            start = max(start, previous_end)
+        made = calls.get(cycle, [])
+        if start is not None:
+            # calls are placed by the wall clock, cycles by the run's own: the two may
+            # differ by a few milliseconds, which must not put a call before its request
+            made = [(i, n, max(begin, start), max(done, start)) for i, n, begin, done in made]
         end = min((begin for _, _, begin, _ in made), default=starts.get(cycle))
+        if end is not None and start is not None:
+            end = max(end, start)
         if start is not None and end is not None:
             label = f"cycle {cycle} model"
             trace.spans.append(Span("model", label, origin + start, origin + end, depth, run_id))
@@ -281,6 +287,11 @@ class Drawing:
     """The axis's ticks: where (x) and the time."""
     top: int
     """Where the first row starts (room for the axis above)."""
+
+    @property
+    def nested(self) -> bool:
+        """Whether it shows a child run's rows."""
+        return any(bar.span.depth for bar in self.bars)
 
 
 def draw(trace: Trace, *, width: int = 900) -> Drawing:
