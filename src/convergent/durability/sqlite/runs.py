@@ -669,13 +669,21 @@ class RunStore:
         """Whether a run with this id is stored."""
         return bool(self.query("SELECT 1 FROM runs WHERE run_id = ?", [run_id]))
 
-    def get_run(self, run_id: str, *, clip: int | None = None) -> RunSummary:
+    def get_run(self, run_id: str, *, clip: int | None = None, data: bool = True) -> RunSummary:
         """The summary of one run (``clip`` as in `list_runs`).
+
+        Args:
+            run_id: The run.
+            clip: Cut its long texts to this many characters.
+            data: Read its ``output_data`` (False: None, however large it is).
 
         Raises:
             UserError: If no run has this id.
         """
-        rows = self.query(f"SELECT {self._columns(clip)} FROM runs WHERE run_id = ?", [run_id])
+        columns = self._columns(clip)
+        if not data:
+            columns = columns.replace(" output_data,", " NULL,", 1)
+        rows = self.query(f"SELECT {columns} FROM runs WHERE run_id = ?", [run_id])
         if not rows:
             raise UserError(f"no run {run_id!r} in {self.path}")
         return self._summary(rows[0])
