@@ -282,3 +282,14 @@ def test_a_pause_and_its_end_are_printed() -> None:
         "paused before cycle 3 (convergent steer r --resume continues it)",
         "pause ended",
     ]
+
+
+def test_a_stopped_runs_last_text_is_not_printed_as_its_answer() -> None:
+    out = io.StringIO()
+    view = LiveView(Console(file=out, force_terminal=False, width=200))
+    view(RunStopped(run_id="r", cycle=2, reason=StopReason.STOPPED, detail="stop requested",
+                    output="I need to check the file", usage=Usage()))  # fmt: skip
+    assert out.getvalue().splitlines()[-2:] == [
+        "the model's last text before the stop (not an answer):",
+        "I need to check the file",
+    ]
