@@ -41,7 +41,6 @@ import asyncio
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +49,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from benchmarks._sources import add_source_arguments, runs_by_source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -255,22 +256,6 @@ def plan_runs(runs: int, names: Sequence[str]) -> list[tuple[Scenario, int]]:
     return [(scenario, seed) for scenario in chosen for seed in range(runs)]
 
 
-def run_source(src: str, argv: Sequence[str]) -> list[RunOutcome]:
-    """Run the plan in a child process whose convergent comes from ``src``."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, str(ROOT)]))
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_answer_after_stop", *argv, "--worker"],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"bench_answer_after_stop: the runs under {src} failed")
-    return [RunOutcome(**row) for row in json.loads(done.stdout)]
-
-
 def summary(outcomes: Sequence[RunOutcome]) -> dict[str, dict[str, Any]]:
     """Per scenario: runs, stops, verdicts, answers after a stop, own-tool use."""
     table: dict[str, dict[str, Any]] = {}
@@ -325,15 +310,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=[s.name for s in SCENARIOS],
         help="run only this scenario (repeatable)",
     )
-    parser.add_argument(
-        "--source",
-        action="append",
-        default=[],
-        metavar="LABEL=SRC",
-        help="run under the convergent sources in SRC (repeat to compare)",
-    )
-    parser.add_argument("--json", action="store_true", help="print every run as JSON")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    add_source_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -346,19 +323,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     child = [f"--runs={args.runs}", f"--temperature={args.temperature}"]
     child += [f"--scenario={name}" for name in args.scenario]
-    sources: dict[str, list[RunOutcome]] = {}
-    if not args.source:
-        sources["installed"] = asyncio.run(run_all(plan, args.temperature))
-    for spec in args.source:
-        label, sep, src = spec.partition("=")
-        if not sep or not Path(src).is_dir():
-            print(
-                f"bench_answer_after_stop: --source {spec!r}: expected LABEL=SRC",
-                file=sys.stderr,
-            )
-            return 2
-        print(f"{label}: convergent from {Path(src).resolve()}", file=sys.stderr, flush=True)
-        sources[label] = run_source(str(Path(src).resolve()), child)
+    sources = runs_by_source(
+        "bench_answer_after_stop",
+        args.source,
+        child,
+        lambda: asyncio.run(run_all(plan, args.temperature)),
+        lambda row: RunOutcome(**row),
+    )
+    if sources is None:
+        return 2
     if args.json:
         print(json.dumps({label: [asdict(o) for o in runs] for label, runs in sources.items()}))
         return 0
