@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from benchmarks.bench_answer_after_stop import judge, lookup
 
 FACT = r"2[.,]1 ?million"
