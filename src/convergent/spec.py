@@ -93,9 +93,9 @@ def command_line_tools(
         model: The model spec; a scripted model gets ``fail`` too, to show the tool-error
             policy (a real model would only be distracted by a tool that always fails).
         allow_writes: Add ``write_file`` and ``edit_file``.
-        builtin: Offer `DEFAULT_TOOLS` (and ``fail``: ``--builtin-tools``) or only
-            ``ask_user`` (``--no-builtin-tools``: not even that); None (the default):
-            all of them, unless the user offers tools of their own.
+        builtin: True: offer `DEFAULT_TOOLS` (and ``fail``), ``--builtin-tools``;
+            False: none of them, ``--no-builtin-tools``; None (the default): all of
+            them, unless the user offers tools of their own.
         own_tools: The user offers tools of their own (``--tool``, ``--mcp``,
             ``--mcp-config``): by default the built-in tools that serve no particular
             task step back (`STEP_BACK_TOOLS`), so that a model picks the user's.
