@@ -150,3 +150,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.get_closest_marker(name) for name in _HEAVY_MARKERS):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say which groups of tests were skipped and why, one line per reason."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    groups: dict[str, dict[str, int]] = {}
+    for report in skipped:
+        longrepr = getattr(report, "longrepr", None)
+        reason = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        parts = report.nodeid.split("::")[0].split("/")
+        group = "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+        per = groups.setdefault(reason, {})
+        per[group] = per.get(group, 0) + 1
+    terminalreporter.section("skipped, by reason")
+    for reason, per in sorted(groups.items(), key=lambda item: -sum(item[1].values())):
+        where = ", ".join(f"{group} ({count})" for group, count in sorted(per.items()))
+        terminalreporter.write_line(f"{sum(per.values())} skipped: {reason} -- in {where}")

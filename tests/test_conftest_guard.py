@@ -61,3 +61,42 @@ def test_a_check_while_nothing_changed_lists_no_folder(
     listed: list[object] = []
     monkeypatch.setattr(os, "scandir", lambda path: listed.append(path))
     assert guard.sweep() == [] and listed == []
+
+
+class _Report:
+    def __init__(self, nodeid: str, reason: str) -> None:
+        self.nodeid = nodeid
+        self.longrepr = (nodeid.split("::")[0], 1, f"Skipped: {reason}")
+
+
+class _Terminal:
+    def __init__(self, skipped: list[_Report]) -> None:
+        self.stats = {"skipped": skipped}
+        self.lines: list[str] = []
+
+    def section(self, title: str) -> None:
+        self.lines.append(f"== {title} ==")
+
+    def write_line(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def test_the_summary_says_which_groups_were_skipped_and_why() -> None:
+    from conftest import pytest_terminal_summary
+
+    terminal = _Terminal(
+        [
+            _Report("tests/claude_code/test_hook.py::a", "the Claude Code CLI is not installed"),
+            _Report("tests/claude_code/test_sdk.py::b", "the Claude Code CLI is not installed"),
+            _Report("tests/ui/test_browser.py::c", "/usr/bin/chromium is missing"),
+        ]
+    )
+    pytest_terminal_summary(terminal)
+    assert terminal.lines == [
+        "== skipped, by reason ==",
+        "2 skipped: the Claude Code CLI is not installed -- in tests/claude_code (2)",
+        "1 skipped: /usr/bin/chromium is missing -- in tests/ui (1)",
+    ]
+    quiet = _Terminal([])
+    pytest_terminal_summary(quiet)
+    assert quiet.lines == []

@@ -213,7 +213,8 @@ class Meter(Model):
             call = ToolCall(id=f"c{n}", name="calculator", arguments={"expression": f"{n}*{n}"})
             content, calls, out = f"step {n}: " + "thinking " * 20, (call,), 80
         else:
-            content, calls, out = "final: " + "summary " * 200, (), 400
+            # distinct words: an answer that repeats itself is not used
+            content, calls, out = "final: " + " ".join(f"w{i:05}" for i in range(230)), (), 400
         if limit is not None:
             out = min(out, limit)
             content = content[: out * 4]

@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
+from convergent._answer_check import Settled, detail_with_note
 from convergent._executor import execute_batch, start, wait_for_stragglers
 from convergent._redact import known_secrets, redact
 from convergent._streamed import streamed_request
@@ -29,8 +30,10 @@ from convergent.events import (
     EventHandler,
     Nudged,
     Redirected,
+    RunPaused,
     RunStarted,
     RunStopped,
+    RunUnpaused,
     Verified,
 )
 from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedError, UserError
@@ -204,13 +207,18 @@ class Run:
                     model=agent.model.name,
                     tools=agent.tool_names,
                     resumed=resumed,
+                    elapsed=state.elapsed,
+                    tool_specs=tuple(dataclasses.asdict(spec) for spec in agent.tool_specs),
                 )
             )
 
     async def wait_while_paused(self) -> None:
         """Hold the run until its pause ends (a stop also ends it)."""
         if self.steering is not None:
+            state = self.state
+            self.sink.emit(RunPaused(run_id=state.run_id, cycle=state.cycles))
             await self.steering.wait_while_paused()
+            self.sink.emit(RunUnpaused(run_id=state.run_id, cycle=state.cycles))
 
     async def deliver(self, message: str) -> None:
         """Give the model a message: steering's redirect, or the verifier's feedback."""
@@ -539,7 +547,8 @@ class Run:
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
         if stop.reason is not StopReason.COMPLETED:
             state.output_data = driver.output_value = None
-        state.output, state.output_after_stop = await self._output(stop)
+        state.output, state.output_after_stop, note = await self._output(stop)
+        state.stop_detail = detail_with_note(stop.detail, note)
         state.elapsed = driver.elapsed()
         if self.journal is not None:
             await self.journal.stopped(state, self.consumed)
@@ -551,7 +560,7 @@ class Run:
                     run_id=state.run_id,
                     cycle=state.cycles,
                     reason=stop.reason,
-                    detail=stop.detail,
+                    detail=state.stop_detail,
                     output=state.output,
                     output_after_stop=state.output_after_stop,
                     usage=state.usage,
@@ -562,7 +571,7 @@ class Run:
             output=state.output,
             output_after_stop=state.output_after_stop,
             stop_reason=stop.reason,
-            stop_detail=stop.detail,
+            stop_detail=state.stop_detail,
             cycles=state.cycles,
             tool_calls=tuple(state.tool_calls),
             usage=state.usage,
@@ -571,13 +580,14 @@ class Run:
             events=self.sink.log(),
         )
 
-    async def _output(self, stop: Stop) -> tuple[str, bool]:
-        """The run's output, and whether it is an answer made after the stop."""
+    async def _output(self, stop: Stop) -> Settled:
+        """The run's output, whether it is an answer made after the stop, and a note."""
         state = self.state
         answer = None
         if self.driver.calls_for_answer(stop):
             if state.output_after_stop and state.cycles == self.first_cycle:
-                return state.output, True  # resumed and stopped again: nothing new to answer
+                # resumed and stopped again: nothing new to answer
+                return Settled(state.output, True, "")
             answer = await self._final_answer(stop)
         return self.driver.output(_last_text(state.messages), answer, stop)
 
@@ -592,11 +602,13 @@ class Run:
         final = self.driver.final_request(stop, wanted_tokens=wanted)
         if final is None:
             return None
-        if settings is not None and settings.output_schema is not None:
-            # the best answer so far, in words: it is not held to the output type
-            settings = dataclasses.replace(settings, output_schema=None)
+        # the best answer so far, in words: it is not held to the output type
+        settings = dataclasses.replace(
+            settings or ModelSettings(), output_schema=None, plain_answer=True
+        )
         if final.max_tokens is not None:
-            settings = dataclasses.replace(settings or ModelSettings(), max_tokens=final.max_tokens)
+            settings = dataclasses.replace(settings, max_tokens=final.max_tokens)
+        settings = _bounded(settings, final.seconds)
         messages = [*state.messages, UserMessage(content=final.prompt)]
         try:
             response = await _within(final.seconds, agent.model.request(messages, (), settings))

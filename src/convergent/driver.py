@@ -28,6 +28,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
+from convergent._answer_check import Settled, detail_with_note, settle_output
 from convergent.budget import (
     CHARS_PER_MESSAGE,
     FINAL_ANSWER_TOKENS,
@@ -699,10 +700,12 @@ class CycleDriver:
         )
         return FinalRequest(prompt, room, seconds) if room else None
 
-    def output(
-        self, last_text: str, final: str | None = None, stop: Stop | None = None
-    ) -> tuple[str, bool]:
-        """The run's output, and whether it is an answer made after the stop.
+    def output(self, last_text: str, final: str | None = None, stop: Stop | None = None) -> Settled:
+        """The run's output, whether it is an answer made after the stop, and a note.
+
+        An answer after the stop that is no answer (empty, the request echoed, mostly
+        repetition, the protocol's JSON: `convergent._answer_check`) is left out; the
+        note says why.
 
         Args:
             last_text: The model's last text in the run (its answer, for ``completed``).
@@ -711,22 +714,22 @@ class CycleDriver:
         """
         stop = stop or self.stop
         if stop is not None and stop.output is not None:
-            return stop.output, False
-        if final is not None and final.strip():
-            return final, True
+            return Settled(stop.output, False, "")
         if stop is not None and stop.reason is StopReason.COMPLETED and self.answer:
-            return self.answer, False
-        return last_text, False
+            return Settled(self.answer, False, "")
+        if final is None or stop is None:
+            return Settled(last_text, False, "")
+        return settle_output(last_text, final, (FINAL_ANSWER_PROMPT.format(detail=stop.detail),))
 
     def report(self, last_text: str, final: str | None = None) -> StopReport:
         """How the run ended (see `output` for the arguments)."""
         stop = self.stop
         if stop is None:
             raise RuntimeError("the run has not stopped")
-        output, after = self.output(last_text, final, stop)
+        output, after, note = self.output(last_text, final, stop)
         return StopReport(
             reason=stop.reason,
-            detail=stop.detail,
+            detail=detail_with_note(stop.detail, note),
             cycles=self.tally.cycles,
             output=output,
             output_after_stop=after,

@@ -47,6 +47,7 @@ __all__ = [
     "BUILTIN_TOOLS",
     "DEFAULT_TOOLS",
     "SPEC_VERSION",
+    "STEP_BACK_TOOLS",
     "AgentSpec",
     "AgentToolSpec",
     "GateSpec",
@@ -78,9 +79,18 @@ BUILTIN_TOOLS = (
 DEFAULT_TOOLS = ("calculator", "read_file", "list_dir", "ask_user")
 """The tools of a spec that names none (and of ``convergent run``)."""
 
+STEP_BACK_TOOLS = ("calculator", "read_file", "list_dir")
+"""Built-in tools ``convergent run`` leaves out when the user offers tools of their own
+(measured: beside them, the embedded model called the calculator instead of the user's
+tool in 10 runs of 10; ``ask_user`` stays, it is how any run asks its user)."""
+
 
 def command_line_tools(
-    model: str, *, allow_writes: bool = False, builtin: bool = True
+    model: str,
+    *,
+    allow_writes: bool = False,
+    builtin: bool | None = None,
+    own_tools: bool = False,
 ) -> tuple[str, ...]:
     """The tools ``convergent run`` offers: `DEFAULT_TOOLS`, and more on request.
 
@@ -88,12 +98,19 @@ def command_line_tools(
         model: The model spec; a scripted model gets ``fail`` too, to show the tool-error
             policy (a real model would only be distracted by a tool that always fails).
         allow_writes: Add ``write_file`` and ``edit_file``.
-        builtin: Offer `DEFAULT_TOOLS` (and ``fail``); without them only the write tools
-            are offered, if allowed (``--no-builtin-tools``).
+        builtin: True: offer `DEFAULT_TOOLS` (and ``fail``), ``--builtin-tools``;
+            False: none of them, ``--no-builtin-tools``; None (the default): all of
+            them, unless the user offers tools of their own.
+        own_tools: The user offers tools of their own (``--tool``, ``--mcp``,
+            ``--mcp-config``): by default the built-in tools that serve no particular
+            task step back (`STEP_BACK_TOOLS`), so that a model picks the user's.
     """
-    tools = list(DEFAULT_TOOLS) if builtin else []
-    if model.startswith("scripted:") and builtin:
-        tools.append("fail")
+    if builtin is None and own_tools:
+        tools = [name for name in DEFAULT_TOOLS if name not in STEP_BACK_TOOLS]
+    else:
+        tools = list(DEFAULT_TOOLS) if builtin is not False else []
+        if model.startswith("scripted:") and builtin is not False:
+            tools.append("fail")
     if allow_writes:
         tools += ["write_file", "edit_file"]
     return tuple(tools)

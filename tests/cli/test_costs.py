@@ -134,7 +134,10 @@ def metered(n: int, body: dict[str, Any]) -> bytes:
         finish = "tool_calls"
     else:
         output = body.get("max_tokens") or 4096
-        message = {"role": "assistant", "content": "best so far: " + "word " * output}
+        message = {
+            "role": "assistant",
+            "content": "best so far: " + " ".join(f"w{i}" for i in range(output)),
+        }
         finish = "length"
     usage = {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output}
     reply = {

@@ -329,3 +329,14 @@ def test_a_run_without_a_cycle_limit_gets_the_one_python_gets(tmp_path: Path) ->
         spec = store.get_run("d").spec
     assert spec is not None
     assert spec["limits"]["max_cycles"] == Limits().max_cycles == AgentSpec().limits.max_cycles
+
+
+def test_a_run_whose_model_cannot_start_leaves_nothing_behind(tmp_path: Path) -> None:
+    proc = run_cli("run", "hi", "--model", f"local:{tmp_path / 'nope.gguf'}", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == f"error: model file not found: {tmp_path / 'nope.gguf'}"
+    )
+    with RunStore(tmp_path / ".convergent" / "runs.db") as store:
+        assert store.count_runs() == 0

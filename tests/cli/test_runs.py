@@ -298,3 +298,44 @@ def test_resume_budgets_that_leave_no_room_are_one_line_errors(
     resumed = cli("resume", "r", *options, cwd=tmp_path)
     assert resumed.returncode == 2
     assert resumed.stderr.startswith(message) and len(resumed.stderr.splitlines()) == 1
+
+
+def test_a_paused_run_is_listed_paused_and_its_pause_is_printed(tmp_path: Path) -> None:
+    import asyncio
+    import threading
+    import time
+
+    from convergent import Agent, tool
+    from convergent.events import Event, RunPaused, RunUnpaused
+    from convergent.testing import scripted
+
+    release = threading.Event()
+
+    @tool
+    def wait() -> str:
+        """Wait until the test lets the call end."""
+        release.wait(30)
+        return "done"
+
+    db = tmp_path / ".convergent" / "runs.db"
+    db.parent.mkdir()
+    seen: list[Event] = []
+    with RunStore(db) as store:
+        agent = Agent(scripted(call("wait"), "finished"), [wait], store=store)
+        run = threading.Thread(
+            target=asyncio.run, args=(agent.run("w", run_id="p", on_event=seen.append),)
+        )
+        run.start()
+        while not store.exists("p"):
+            time.sleep(0.01)
+        assert cli("steer", "p", "--pause", cwd=tmp_path).returncode == 0
+        release.set()  # the cycle ends; the pause holds the run before the next one
+        while not any(isinstance(event, RunPaused) for event in seen):
+            time.sleep(0.01)
+        listed = json.loads(cli("runs", "--json", cwd=tmp_path).stdout)
+        assert [(r["run_id"], r["status"]) for r in listed] == [("p", "paused")]
+        assert cli("runs", cwd=tmp_path).stdout.splitlines()[1].split()[:2] == ["p", "paused"]
+        assert cli("steer", "p", "--resume", cwd=tmp_path).returncode == 0
+        run.join()
+        assert any(isinstance(event, RunUnpaused) for event in seen)
+        assert store.get_run("p").status == "completed"

@@ -352,7 +352,8 @@ def test_a_server_tool_named_like_a_builtin_is_prefixed_with_the_server(tmp_path
         call("clash_server_calculator", expression="2+2"),
         "done",
     )
-    proc = run_cli("run", "x", "--model", model, "--json", "--mcp", CLASH, cwd=tmp_path)
+    proc = run_cli("run", "x", "--model", model, "--json", "--mcp", CLASH, "--builtin-tools",
+                   cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     calls = json.loads(proc.stdout)["tool_calls"]
     assert [(c["name"], c["result"]) for c in calls] == [

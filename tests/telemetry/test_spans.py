@@ -252,6 +252,9 @@ async def test_a_stall_stops_the_run_with_a_stall_event_and_no_span_for_the_unru
     run = spans.root()
     assert attributes(run)["convergent.stop_reason"] == "stalled"
     assert attributes(run)["convergent.cycles"] == 4
+    # its output is the answer asked for after the stop, marked as the --json output is
+    assert result.output == "2" and result.output_after_stop
+    assert attributes(run)["convergent.output_after_stop"] is True
     assert [e.name for e in run.events].count("convergent.nudged") == 1
     assert run.status.status_code is StatusCode.UNSET
     (stall,) = [e for e in run.events if e.name == "convergent.stall"]

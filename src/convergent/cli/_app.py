@@ -6,7 +6,7 @@ import importlib
 
 import typer
 
-from convergent.cli._help import hide_flag_types
+from convergent.cli._help import hide_flag_types, name_arguments_plainly
 
 __all__ = ["app"]
 
@@ -57,3 +57,4 @@ def register(command: str | None = None) -> typer.Typer:
 
 
 hide_flag_types()
+name_arguments_plainly()

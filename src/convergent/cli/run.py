@@ -233,13 +233,15 @@ def run_command(
         typer.Option("--skills", help="A skill folder, or a folder of them (repeatable)."),
     ] = None,
     builtin_tools: Annotated[
-        bool,
+        bool | None,
         typer.Option(
             "--builtin-tools/--no-builtin-tools",
             help="Offer the built-in tools (calculator, read_file, list_dir, ask_user); "
-            "without them only --tool, --allow-writes and MCP tools are offered.",
+            "without them only --tool, --allow-writes and MCP tools are offered. Default: "
+            "all of them, or only ask_user beside tools of your own (--tool, --mcp).",
+            show_default=False,
         ),
-    ] = True,
+    ] = None,
     tool: Annotated[
         list[str] | None,
         typer.Option(
@@ -300,7 +302,12 @@ def run_command(
             "temperature": temperature,
             "system_prompt": system or DEFAULT_SYSTEM_PROMPT,
             "tools": [
-                *command_line_tools(model_spec, allow_writes=allow_writes, builtin=builtin_tools),
+                *command_line_tools(
+                    model_spec,
+                    allow_writes=allow_writes,
+                    builtin=builtin_tools,
+                    own_tools=bool(tool or servers),
+                ),
                 *own_tools(tool or [], workspace),
             ],
             "workspace": _workspace(workspace),

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from convergent._printable import printable
 from convergent._run_id import check_run_id
 from convergent.cli._app import app
 from convergent.cli._checked import LIMIT_OPTIONS, checked
@@ -30,6 +31,7 @@ from convergent.durability.sqlite import DEFAULT_DB_PATH, RunStore, RunSummary
 from convergent.exceptions import UserError
 from convergent.limits import Limits
 from convergent.models._prices import CURRENCY, format_cost, parse_price
+from convergent.models.registry import costs_nothing
 from convergent.resuming import added, prepare_resume, renewed, spec_of, steerable_run
 from convergent.state import RunState
 from convergent.stop import StopReason
@@ -60,6 +62,7 @@ def _summary_dict(run: RunSummary) -> dict[str, object]:
         "resumable": run.resumable,
         "parent_run_id": run.parent_run_id,
         "parent_call_id": run.parent_call_id,
+        "output_after_stop": run.output_after_stop,
         "output_data": run.output_data,
     }
 
@@ -110,12 +113,6 @@ def _print_json(runs: Iterable[RunSummary]) -> None:
     out.flush()
 
 
-def _printable(text: str) -> str:
-    """Text on one line, without control characters (a task may hold terminal escapes)."""
-    text = " ".join(text.split())
-    return text if text.isprintable() else "".join(c for c in text if c.isprintable())
-
-
 def _print_table(store: RunStore, runs: Iterable[RunSummary]) -> bool:
     """The runs as aligned columns, written as they are read; False if there were none.
 
@@ -142,10 +139,10 @@ def _print_table(store: RunStore, runs: Iterable[RunSummary]) -> bool:
         )
 
     def write(run: RunSummary, indent: str) -> None:
-        task = _printable(run.task)
+        task = printable(run.task, one_line=True)
         if len(task) > TASK_SHOWN:
             task = task[: TASK_SHOWN - 1] + "…"
-        cost = format_cost(run.usage.cost)
+        cost = format_cost(run.usage.cost, free=costs_nothing(run.recipe))
         age = _age(now - run.updated_at)
         out.write(line(indent + run.run_id, run.status, str(run.cycles), cost, age, task))
         for child in store.children(run.run_id, clip=TASK_SHOWN * 4):

@@ -92,6 +92,10 @@ class ModelSettings:
     """Seconds the whole request may take, its reply included, when that is less than
     the backend's own timeout (the loop sets what is left of ``max_seconds``). Past
     it, a backend ends the request and raises `convergent.exceptions.ModelError`."""
+    plain_answer: bool = False
+    """The request wants an answer in plain words and nothing else (the answer after a
+    stop): backends that shape replies as JSON (the structured protocol, the embedded
+    model) constrain this one to a single ``answer`` text field, with no tool calls."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific request fields, passed through unchanged."""
 

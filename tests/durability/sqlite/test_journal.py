@@ -71,8 +71,11 @@ async def test_rare_events_are_stored_with_the_run(store: RunStore) -> None:
     agent = Agent(model, [calculator], gate=gate, verifier=lambda _: next(verdicts), store=store)
     await agent.run("t", run_id="r")
     kinds = [event["type"] for _, event in store.events("r")]
-    assert kinds == [GateDecided.type, "verified", "verified"]
-    gate_event = store.events("r")[0][1]
+    assert kinds == ["run_started", GateDecided.type, "verified", "verified"]
+    started = store.events("r")[0][1]
+    # the start keeps the tools as the model saw them (the task is in the run's row)
+    assert started["task"] == "" and started["tool_specs"][0]["name"] == "calculator"
+    gate_event = store.events("r")[1][1]
     assert gate_event["decision"] == "executed" and gate_event["score"] == pytest.approx(0.95)
 
 

@@ -141,6 +141,25 @@ def next_epoch(conn: sqlite3.Connection, run_id: str) -> int:
     return int(last) + 1
 
 
+def end_pause(conn: sqlite3.Connection, run_id: str) -> None:
+    """Record that a run taken by a new process is not paused (inside a transaction).
+
+    A pause holds the process that took it; the process that continues the run starts
+    unpaused, and a consumed ``resume`` row says so to whoever reads the run's status.
+    """
+    last = conn.execute(
+        "SELECT kind FROM steering WHERE run_id = ? AND kind IN ('pause', 'resume') "
+        "AND consumed_at IS NOT NULL ORDER BY id DESC LIMIT 1",
+        (run_id,),
+    ).fetchone()
+    if last is not None and last[0] == "pause":
+        conn.execute(
+            "INSERT INTO steering (run_id, kind, text, created_at, consumed_at) "
+            "VALUES (?, 'resume', '', ?, ?)",
+            (run_id, now(), now()),
+        )
+
+
 def mark_consumed(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
     """Mark steering rows consumed (inside the caller's transaction)."""
     if ids:

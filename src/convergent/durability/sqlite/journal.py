@@ -36,6 +36,7 @@ from convergent.durability.sqlite._access import StoreAccess
 from convergent.durability.sqlite._codec import (
     dump_arguments,
     dump_message,
+    end_pause,
     insert_messages,
     insert_records,
     mark_consumed,
@@ -54,7 +55,7 @@ from convergent.tools import Tool
 
 __all__ = ["SqliteJournal"]
 
-_NOT_STORED = frozenset({"run_started", "cycle_started", "model_responded", "tool_started"})
+_NOT_STORED = frozenset({"cycle_started", "model_responded", "tool_started"})
 _UNRECORDED = (CallOutcome.NEEDS_USER, CallOutcome.NOT_EXECUTED)
 """Outcomes kept in ``finished_calls`` that are not among the run's executed calls."""
 """Events whose content the other tables already hold."""
@@ -152,7 +153,10 @@ class SqliteJournal:
         if getattr(event, "rewrites_history", False):
             self._rewrite = True
         self._event_seq += 1
-        data = json.dumps(event_to_dict(event), ensure_ascii=False, default=str)
+        stored = event_to_dict(event)
+        if event.type == "run_started":
+            stored["task"] = ""  # the run's row has it (a task may be long)
+        data = json.dumps(stored, ensure_ascii=False, default=str)
         self._events.append((self._event_seq, event.cycle, event.type, event.time, data))
 
     # -- the awaited steps --------------------------------------------------------------
@@ -187,6 +191,7 @@ class SqliteJournal:
         else:
             _claims.take(conn, self.store.path, self.run_id, self._token, handed=self._claim)
             self._adopt(conn, state, epoch=row[0], count=row[1])
+            end_pause(conn, self.run_id)
         (self._event_seq,) = conn.execute(
             "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", (self.run_id,)
         ).fetchone()

@@ -142,6 +142,8 @@ class RunSummary:
     output_data: Any = None
     """The output as JSON data, validated against the agent's output type (``completed``
     runs of agents that declare one); else None."""
+    paused: bool = False
+    """Its running process took a pause (``steer --pause``) and holds the run."""
 
     @property
     def recipe(self) -> dict[str, Any] | None:
@@ -153,9 +155,12 @@ class RunSummary:
 
     @property
     def status(self) -> str:
-        """``running``, ``interrupted`` (its process died) or the stop reason."""
+        """Where the run is: ``running``, ``paused``, ``interrupted``, or its stop reason.
+
+        ``paused``: running, held by a pause; ``interrupted``: its process died.
+        """
         if self.running:
-            return "running"
+            return "paused" if self.paused else "running"
         if self.stop_reason is None:
             return "interrupted"
         return self.stop_reason.value
@@ -424,7 +429,10 @@ class RunStore:
     _SUMMARY_COLUMNS = (
         "run_id, task, model, status, stop_reason, stop_detail, output, cycles, started_at, "
         "updated_at, pid, workspace, config, usage, elapsed, recipe, pid_start, claim, "
-        "output_after_stop, parent_run_id, parent_call_id, output_data"
+        "output_after_stop, parent_run_id, parent_call_id, output_data, "
+        "(SELECT kind = 'pause' FROM steering s WHERE s.run_id = runs.run_id "
+        "AND s.kind IN ('pause', 'resume') AND s.consumed_at IS NOT NULL "
+        "ORDER BY s.id DESC LIMIT 1)"
     )
 
     @staticmethod
@@ -452,7 +460,9 @@ class RunStore:
             parent_run_id,
             parent_call_id,
             data,
+            paused,
         ) = row
+        running = status == "running" and _claims.holder_alive(pid, pid_start, claim)
         return RunSummary(
             run_id=run_id,
             task=task,
@@ -463,7 +473,8 @@ class RunStore:
             output=output,
             started_at=started,
             updated_at=updated,
-            running=status == "running" and _claims.holder_alive(pid, pid_start, claim),
+            running=running,
+            paused=running and bool(paused),
             workspace=workspace,
             usage=parse_usage(usage),
             elapsed=elapsed,
@@ -495,6 +506,9 @@ class RunStore:
         status: str | None = None,
         clip: int | None = None,
         search: str | None = None,
+        tool: str | None = None,
+        errors: bool = False,
+        top_only: bool = False,
     ) -> list[RunSummary]:
         """Stored runs, most recently updated first.
 
@@ -508,16 +522,26 @@ class RunStore:
                 ``interrupted`` or a stop reason).
             clip: Cut the task, output and stop detail to this many characters (pages
                 that show a part of them need not read runs of many megabytes whole).
-            search: Only runs whose task or output contains this text (ignoring the
-                case of ASCII letters).
+            search: Only runs whose task or output, or one of whose tool calls' name,
+                arguments or result, contains this text (ignoring the case of ASCII
+                letters).
+            tool: Only runs that called the tool of this name.
+            errors: Only runs with an error: a tool call that failed, was invalid or
+                was interrupted, or a ``tool_error`` or ``model_error`` stop.
+            top_only: Leave out child runs (see `children`).
         """
-        where, params = self._filter(status, search)
+        where, params = self._filter(status, search, tool, errors, top_only)
         sql = (
             f"SELECT {self._columns(clip)} FROM runs {where} "
             "ORDER BY updated_at DESC, rowid DESC LIMIT ? OFFSET ?"
         )
         params += [-1 if limit is None else limit, offset]
         return [self._summary(row) for row in self.query(sql, params)]
+
+    def tool_names(self, limit: int = 200) -> list[str]:
+        """The names of the tools the stored runs called, in order (at most ``limit``)."""
+        rows = self.query("SELECT DISTINCT name FROM finished_calls ORDER BY name LIMIT ?", [limit])
+        return [name for (name,) in rows]
 
     def iter_runs(
         self,
@@ -593,31 +617,70 @@ class RunStore:
             [live],
         )
 
-    def _filter(self, status: str | None, search: str | None) -> tuple[str, list[Any]]:
-        """The ``WHERE`` clause for a status (see `_status_filter`) and a search text."""
-        where, params = self._status_filter(status)
-        if not search:
-            return where, params
-        # instr, not LIKE: the text's % and _ are searched for as they are
-        found = "(instr(lower(task), lower(?)) > 0 OR instr(lower(output), lower(?)) > 0)"
-        return f"{where} AND {found}" if where else f"WHERE {found}", [*params, search, search]
+    def _filter(
+        self,
+        status: str | None,
+        search: str | None,
+        tool: str | None = None,
+        errors: bool = False,
+        top_only: bool = False,
+    ) -> tuple[str, list[Any]]:
+        """The ``WHERE`` clause for a status (see `_status_filter`) and the other filters.
 
-    def count_runs(self, status: str | None = None, *, search: str | None = None) -> int:
-        """How many runs are stored (with this `RunSummary.status` and search text, if given)."""
-        where, params = self._filter(status, search)
+        See `list_runs` for what each filter keeps.
+        """
+        where, params = self._status_filter(status)
+        terms = [where.removeprefix("WHERE ")] if where else []
+        calls = "EXISTS (SELECT 1 FROM finished_calls f WHERE f.run_id = runs.run_id AND {})"
+        if search:
+            # instr, not LIKE: the text's % and _ are searched for as they are
+            columns = ("task", "output", "f.name", "f.arguments", "f.result")
+            found = [f"instr(lower({column}), lower(?)) > 0" for column in columns]
+            in_calls = calls.format(f"({' OR '.join(found[2:])})")
+            terms.append(f"({found[0]} OR {found[1]} OR {in_calls})")
+            params += [search] * len(columns)
+        if tool:
+            terms.append(calls.format("f.name = ?"))
+            params.append(tool)
+        if errors:
+            failed = calls.format("f.outcome IN ('failed', 'invalid', 'interrupted')")
+            terms.append(f"(stop_reason IN ('tool_error', 'model_error') OR {failed})")
+        if top_only:
+            terms.append("parent_run_id IS NULL")
+        return (f"WHERE {' AND '.join(terms)}" if terms else ""), params
+
+    def count_runs(
+        self,
+        status: str | None = None,
+        *,
+        search: str | None = None,
+        tool: str | None = None,
+        errors: bool = False,
+        top_only: bool = False,
+    ) -> int:
+        """How many runs are stored (with this status and the filters of `list_runs`)."""
+        where, params = self._filter(status, search, tool, errors, top_only)
         return int(self.query(f"SELECT COUNT(*) FROM runs {where}", params)[0][0])
 
     def exists(self, run_id: str) -> bool:
         """Whether a run with this id is stored."""
         return bool(self.query("SELECT 1 FROM runs WHERE run_id = ?", [run_id]))
 
-    def get_run(self, run_id: str, *, clip: int | None = None) -> RunSummary:
+    def get_run(self, run_id: str, *, clip: int | None = None, data: bool = True) -> RunSummary:
         """The summary of one run (``clip`` as in `list_runs`).
+
+        Args:
+            run_id: The run.
+            clip: Cut its long texts to this many characters.
+            data: Read its ``output_data`` (False: None, however large it is).
 
         Raises:
             UserError: If no run has this id.
         """
-        rows = self.query(f"SELECT {self._columns(clip)} FROM runs WHERE run_id = ?", [run_id])
+        columns = self._columns(clip)
+        if not data:
+            columns = columns.replace(" output_data,", " NULL,", 1)
+        rows = self.query(f"SELECT {columns} FROM runs WHERE run_id = ?", [run_id])
         if not rows:
             raise UserError(f"no run {run_id!r} in {self.path}")
         return self._summary(rows[0])
