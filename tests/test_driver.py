@@ -19,7 +19,7 @@ def test_a_response_without_a_cost_is_costed_at_the_price() -> None:
     driver.requested(TOKENS)
     driver.requested(TOKENS)
     assert driver.usage.cost == pytest.approx(0.004)
-    assert driver.last.cost == pytest.approx(0.002)
+    assert driver.budget.last.cost == pytest.approx(0.002)
 
 
 def test_a_reported_cost_is_kept() -> None:
@@ -33,7 +33,7 @@ def test_a_final_answer_is_costed_and_a_child_run_counts_as_reported() -> None:
     driver.add_usage(TOKENS)
     driver.add_usage(TOKENS, cycles=2)
     assert driver.usage.cost == pytest.approx(0.002)
-    assert driver.cycles_used() == 2
+    assert driver.budget.cycles_used() == 2
 
 
 def test_without_a_price_only_reported_costs_count() -> None:

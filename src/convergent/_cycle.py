@@ -11,15 +11,22 @@ frameworks take them; the decision goes back to `Agent.run`, which handles it wi
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Mapping, Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Mapping, Sequence
 
 from convergent._answer_check import Settled, detail_with_note
 from convergent._executor import execute_batch, start, wait_for_stragglers
 from convergent._redact import known_secrets, redact
+from convergent._run_parts import (
+    LoopSpec,
+    bounded,
+    last_text,
+    outside_facts,
+    record_of,
+    spending_calls,
+    within,
+)
 from convergent._streamed import streamed_request
 from convergent._trace import EventSink
 from convergent.clock import Clock, current_clock
@@ -37,52 +44,21 @@ from convergent.events import (
     Verified,
 )
 from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedError, UserError
-from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
-from convergent.limits import Limits
+from convergent.extensions import RunObserver
 from convergent.messages import (
     AssistantMessage,
     CallOutcome,
-    Message,
     ToolCall,
-    ToolSpec,
     UserMessage,
 )
-from convergent.models.base import Model, ModelSettings
-from convergent.output import OutputSpec
-from convergent.policy import StopPolicy
+from convergent.models.base import ModelSettings
 from convergent.result import RunResult
 from convergent.run_context import CallContext, entered
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import NO_COMMANDS, SteeringCommand, SteeringQueue, Taken
-from convergent.stop import CONTINUE, Decision, Facts, Interrupted, Nudge, Stop, StopReason
-from convergent.tools import Tool
+from convergent.stop import CONTINUE, Decision, Interrupted, Nudge, Stop, StopReason
 
 __all__ = ["LoopSpec", "RolledOver", "Run"]
-
-T = TypeVar("T")
-
-
-class LoopSpec(Protocol):
-    """What a run needs of its agent (`convergent.Agent` provides it)."""
-
-    model: Model
-    tools: dict[str, Tool]
-    tool_specs: tuple[ToolSpec, ...]
-    tool_names: tuple[str, ...]
-    terminal_tools: frozenset[str]
-    read_only_tools: dict[str, bool | None]
-    settings: ModelSettings | None
-    limits: Limits
-    policy: StopPolicy
-    final_answer: bool
-    verifier: Verifier | None
-    output: OutputSpec | None
-    context_policy: ContextPolicy | None
-    gate: ActionGate | None
-    follow_up: FollowUpGate | None
-    observers: list[RunObserver]
-    record_events: bool
-    parallel_tool_calls: bool
 
 
 class RolledOver(ConvergentError):  # noqa: N818  (a hand-over, not an error)
@@ -267,7 +243,7 @@ class Run:
         taken, paused = steering.take(), steering.paused
         if taken is NO_COMMANDS and not paused:
             return driver.before_request()
-        return self._settle(taken, driver.before_request(_outside(taken, paused)))
+        return self._settle(taken, driver.before_request(outside_facts(taken, paused)))
 
     def pending_chars(self) -> int:
         """Characters added to the conversation since the last model request."""
@@ -286,14 +262,14 @@ class Run:
         if agent.context_policy is not None:
             await agent.context_policy.maybe_compact(state, agent.model, self.sink.emit)
         settings = self._request_settings()
-        seconds = driver.seconds_left()
+        seconds = driver.budget.seconds_left()
         cycle = driver.start_request()
         if self.listening:
             self.sink.cycle_started(cycle, len(state.messages))
         started = self.clock.monotonic()
-        settings = _bounded(settings, seconds)
+        settings = bounded(settings, seconds)
         try:
-            response = await _within(
+            response = await within(
                 seconds,
                 streamed_request(
                     agent.model, state.messages, agent.tool_specs, settings, self.sink, cycle
@@ -327,7 +303,7 @@ class Run:
         """The agent's settings, with the output capped to what the budgets leave."""
         settings = self.agent.settings
         wanted = settings.max_tokens if settings is not None else None
-        cap = self.driver.request_tokens(wanted)
+        cap = self.driver.budget.request_tokens(self.driver.pending_chars(), wanted)
         if cap is None or cap == wanted:
             return settings
         return dataclasses.replace(settings or ModelSettings(), max_tokens=cap)
@@ -340,7 +316,7 @@ class Run:
         """
         taken = self.steering.take() if self.steering is not None else NO_COMMANDS
         if taken is not NO_COMMANDS:
-            return self._settle(taken, self.driver.judge_answer(None, _outside(taken)))
+            return self._settle(taken, self.driver.judge_answer(None, outside_facts(taken)))
         decision = await self.driver.answered_async(
             content, finish_reason, on_verdict=self._verified
         )
@@ -370,7 +346,7 @@ class Run:
                 self._nudged(review.decision)
         if self.journal is not None:
             await self.journal.requested(self.state, cycle, calls)
-        self.sharing = _spending(calls, self.agent.tools, notes) if len(calls) > 1 else 1
+        self.sharing = spending_calls(calls, self.agent.tools, notes) if len(calls) > 1 else 1
         if notes:
             records = await self._run_some(calls, notes)
         elif len(calls) == 1:
@@ -409,7 +385,7 @@ class Run:
         state, journal = self.state, self.journal
         records = {}
         for position, text in results.items():
-            record = _record_of(calls[position], CallOutcome.NOT_EXECUTED, text, state.cycles)
+            record = record_of(calls[position], CallOutcome.NOT_EXECUTED, text, state.cycles)
             if journal is not None:
                 await journal.finished(state, record, position)
             records[position] = record
@@ -435,7 +411,7 @@ class Run:
                 call_id=call.id,
                 cycle=cycle,
                 store=self.store,
-                budget=self.driver,
+                budget=self.driver.budget,
                 sharing=self.sharing,
             )
         )
@@ -444,14 +420,14 @@ class Run:
             if isinstance(ended, tuple):
                 kind, text, fatal = ended
             else:
-                finished = await _within(self.driver.seconds_left(), ended)
+                finished = await within(self.driver.budget.seconds_left(), ended)
                 kind, text, fatal = finished if finished is not None else self._out_of_time()
         finally:
             # a coroutine closed from another context (a Temporal workflow evicted from
             # its worker's cache) cannot reset; that context is gone with it
             with contextlib.suppress(ValueError):
                 token.var.reset(token)
-        record = _record_of(call, kind, text, cycle, clock.monotonic() - started, fatal)
+        record = record_of(call, kind, text, cycle, clock.monotonic() - started, fatal)
         self._report(record)
         if journal is not None:
             await journal.finished(state, record, position)
@@ -524,7 +500,7 @@ class Run:
                     "interrupted: the run stopped before this call finished; "
                     "it was not retried because the tool is not idempotent"
                 )
-            record = _record_of(call, outcome, text, state.cycles)
+            record = record_of(call, outcome, text, state.cycles)
             self._report(record)
             state.messages.append(record.to_message())
             state.tool_calls.append(record)
@@ -589,7 +565,7 @@ class Run:
                 # resumed and stopped again: nothing new to answer
                 return Settled(state.output, True, "")
             answer = await self._final_answer(stop)
-        return self.driver.output(_last_text(state.messages), answer, stop)
+        return self.driver.output(last_text(state.messages), answer, stop)
 
     async def _final_answer(self, stop: Stop) -> str | None:
         """One request with no tools for the best answer so far; None if it fails or cannot fit.
@@ -608,10 +584,10 @@ class Run:
         )
         if final.max_tokens is not None:
             settings = dataclasses.replace(settings, max_tokens=final.max_tokens)
-        settings = _bounded(settings, final.seconds)
+        settings = bounded(settings, final.seconds)
         messages = [*state.messages, UserMessage(content=final.prompt)]
         try:
-            response = await _within(final.seconds, agent.model.request(messages, (), settings))
+            response = await within(final.seconds, agent.model.request(messages, (), settings))
         except (ModelError, ScriptExhaustedError):
             # no answer is better than a crash: the run keeps its last text
             return None
@@ -619,79 +595,3 @@ class Run:
             return None
         self.driver.add_usage(response.usage)
         return response.content
-
-
-async def _within(seconds: float | None, work: Awaitable[T]) -> T | None:
-    """``work``'s result, or None when it did not finish within ``seconds`` (cancelled)."""
-    if seconds is None:
-        return await work
-    scope = asyncio.timeout(seconds)
-    try:
-        async with scope:
-            return await work
-    except TimeoutError:
-        if scope.expired():
-            return None
-        raise
-
-
-def _bounded(settings: ModelSettings | None, seconds: float | None) -> ModelSettings | None:
-    """``settings`` with the request bounded by ``seconds`` (None: unbounded)."""
-    if seconds is None:
-        return settings
-    given = settings.timeout if settings is not None else None
-    if given is not None and given <= seconds:
-        return settings
-    return dataclasses.replace(settings or ModelSettings(), timeout=seconds)
-
-
-def _outside(taken: Taken, paused: bool = False) -> Facts:
-    """The steering commands taken (and a pause) as the facts `decide` reads."""
-    stop, messages = taken.stop, taken.messages
-    return Facts(
-        stop_requested=stop is not None,
-        stop_text=stop.text if stop is not None else "",
-        redirect="\n\n".join(command.text for command in messages) if messages else None,
-        paused=paused,
-        roll_over=taken.roll_over,
-    )
-
-
-def _record_of(
-    call: ToolCall,
-    outcome: CallOutcome,
-    text: str,
-    cycle: int,
-    duration: float = 0.0,
-    fatal: bool = False,
-) -> ToolCallRecord:
-    return ToolCallRecord(
-        cycle=cycle,
-        id=call.id,
-        name=call.name,
-        arguments=call.arguments,
-        ok=outcome == CallOutcome.OK,
-        outcome=outcome,
-        result=text,
-        duration=duration,
-        fatal=fatal,
-    )
-
-
-def _last_text(messages: Sequence[Message]) -> str:
-    for message in reversed(messages):
-        if message.role == "assistant" and message.content:
-            return message.content
-    return ""
-
-
-def _spending(
-    calls: Sequence[ToolCall], tools: Mapping[str, Tool], skipped: Mapping[int, str]
-) -> int:
-    """How many of the calls that run spend the run's budgets (at least one)."""
-    spending = 0
-    for position, call in enumerate(calls):
-        tool = tools.get(call.name)
-        if position not in skipped and tool is not None and tool.spends_budget:
-            spending += 1
-    return max(spending, 1)

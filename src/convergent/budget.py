@@ -476,6 +476,13 @@ class Budget:
                 return 0  # a cost without token counts: the answer's cost cannot be bounded
         return room if room >= MIN_FINAL_ANSWER_TOKENS else 0
 
+    def time_up(self, during: str = "", *, force: bool = False) -> LimitReached | None:
+        """``max_seconds`` as a limit reached, once the run's time is up (or ``force``)."""
+        maximum, elapsed = self.limits.max_seconds, self.elapsed()
+        if maximum is None or (elapsed < maximum and not force):
+            return None
+        return LimitReached(limit="max_seconds", used=elapsed, maximum=maximum, during=during)
+
     def final_seconds(self) -> float | None:
         """Seconds the answer after a stop may take (None: no time budget)."""
         seconds = self.limits.max_seconds

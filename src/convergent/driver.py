@@ -23,10 +23,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import time
-import warnings
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Unpack
 
 from convergent._answer_check import Settled, detail_with_note, settle_output
 from convergent.budget import (
@@ -36,21 +34,31 @@ from convergent.budget import (
     RunTally,
     Tally,
 )
-from convergent.exceptions import ToolError
-from convergent.extensions import Verification, Verifier
+from convergent.driving import (
+    ANSWER_AFTER_STOP,
+    FINAL_ANSWER_PROMPT,
+    MAX_CALLS_PER_RESPONSE,
+    RUN_ALL,
+    FinalRequest,
+    PolicyOptions,
+    Review,
+    StopReport,
+    failure_result,
+    message_chars,
+    verdict_feedback,
+)
+from convergent.extensions import Verification
 from convergent.limits import Limits
 from convergent.messages import (
     NO_USAGE,
-    AssistantMessage,
     CallOutcome,
-    Message,
     ToolCall,
     Usage,
     reply_end,
 )
 from convergent.monitor import MonitorState, RunMonitor
-from convergent.output import OutputCheck, OutputSpec
-from convergent.policy import UNSET, StopPolicy, ToolErrorPolicy, policy_of
+from convergent.output import OutputCheck
+from convergent.policy import resolved_policy
 from convergent.stop import (
     CONTINUE,
     Decision,
@@ -72,6 +80,7 @@ __all__ = [
     "ANSWER_AFTER_STOP",
     "FINAL_ANSWER_PROMPT",
     "MAX_CALLS_PER_RESPONSE",
+    "RUN_ALL",
     "CycleDriver",
     "FinalRequest",
     "PolicyOptions",
@@ -81,140 +90,9 @@ __all__ = [
     "Tally",
     "failure_result",
     "message_chars",
+    "resolved_policy",
+    "verdict_feedback",
 ]
-
-ANSWER_AFTER_STOP = frozenset(
-    {
-        StopReason.MAX_CYCLES,
-        StopReason.STALLED,
-        StopReason.BUDGET_EXHAUSTED,
-        StopReason.TOOL_ERROR,
-    }
-)
-"""Stops after which the run asks the model for its best answer, with no tools."""
-
-FINAL_ANSWER_PROMPT = (
-    "The run has stopped ({detail}), and you cannot call tools any more. Reply with your "
-    "best answer to the task from what you have found so far, and say briefly what is "
-    "missing or uncertain, and why."
-)
-"""The request for the final answer after a stop."""
-
-MAX_CALLS_PER_RESPONSE = 256
-"""A response with more tool calls than this runs none of them: the run stops
-``model_error`` (no task needs them in one step, and each costs bookkeeping)."""
-
-
-def failure_result(tool: str, error: BaseException) -> tuple[str, bool]:
-    """A tool's exception as the model reads it, and whether the tool declared it fatal.
-
-    An exception whose text cannot be made (its ``__str__`` raises) is named by its type.
-    """
-    try:
-        text = str(error)
-    except Exception:  # the tool's own exception class is broken: name it
-        text = f"<{type(error).__name__} whose message could not be read>"
-    if isinstance(error, ToolError):
-        return f"{tool} failed: {text}", error.fatal
-    return f"{tool} raised {type(error).__name__}: {text}", False
-
-
-def message_chars(message: Message) -> int:
-    """Characters of a message as a model sees it: its text, call arguments and framing."""
-    if isinstance(message, AssistantMessage) and message.tool_calls:
-        return (
-            CHARS_PER_MESSAGE
-            + len(message.content)
-            + sum(
-                CHARS_PER_MESSAGE + len(call.name) + len(str(call.arguments))
-                for call in message.tool_calls
-            )
-        )
-    return CHARS_PER_MESSAGE + len(message.content)
-
-
-def verdict_feedback(verdict: Verification) -> str:
-    """What the model is told of a failed verdict ("" when it passed)."""
-    return "" if verdict.passed else verdict.feedback or "the answer failed verification"
-
-
-class PolicyOptions(TypedDict, total=False):
-    """What a run's stop decisions need besides its `Limits` and `StopPolicy`.
-
-    The loop's `Agent` and every adapter take these.
-    """
-
-    policy: StopPolicy | None
-    """The rules that judge progress (default `StopPolicy()`)."""
-    tools: Mapping[str, bool | None] | None
-    """Tool names with their ``read_only`` flag (True, False, or None when unknown);
-    None (the default): every name is a tool with an unknown flag."""
-    terminal_tools: Collection[str]
-    """Tools whose successful call hands the run off (its result is the output)."""
-    verifier: Verifier | None
-    """An external check of an answer without tool calls; while it fails, its feedback
-    goes to the model and the run goes on."""
-    output: OutputSpec | None
-    """The type an answer without tool calls must have (`convergent.output`); while it
-    does not validate, the errors go to the model and the run goes on. It is checked
-    before the verifier, which judges only a valid answer."""
-    final_answer: bool
-    """Ask for one answer without tools after a stop for ``max_cycles``, ``stalled``,
-    ``budget_exhausted`` or ``tool_error`` (the default); room for it is kept in the
-    token, cost and time budgets."""
-    max_consecutive_tool_errors: int | None
-    """Deprecated: `StopPolicy.max_repeated_failures`."""
-    on_tool_error: ToolErrorPolicy
-    """Deprecated: `StopPolicy.on_tool_error`."""
-
-
-class Review:
-    """What the driver makes of a response's tool calls before they run."""
-
-    __slots__ = ("decision", "skipped")
-
-    def __init__(self, decision: Decision, skipped: Mapping[int, str]) -> None:
-        self.decision = decision
-        """`CONTINUE`, a stall `Nudge`, or a `Stop`."""
-        self.skipped = skipped
-        """Calls that must not run, by position in the batch, with the text the model
-        gets as their result (the note, or why the run stopped)."""
-
-
-RUN_ALL = Review(CONTINUE, {})
-"""The review of a batch whose calls all run."""
-
-
-@dataclass(frozen=True, slots=True)
-class FinalRequest:
-    """The one request without tools after a stop, for the best answer so far."""
-
-    prompt: str
-    """What the model is asked, appended to the conversation as a user message."""
-    max_tokens: int | None
-    """The output cap that keeps the answer within the token and cost budgets; None
-    when no such budget is set (the host's own setting applies)."""
-    seconds: float | None = None
-    """The time the request may take within ``max_seconds``; None: no time budget."""
-
-
-@dataclass(frozen=True, slots=True)
-class StopReport:
-    """How a host's run ended, in convergent's terms."""
-
-    reason: StopReason
-    """The objective reason."""
-    detail: str
-    """The reason in words, with the numbers that triggered it."""
-    cycles: int
-    """Model requests made before the stop (the final answer's request is not one)."""
-    output: str
-    """The final answer: the model's answer, a hand-off's result, or the answer the
-    model gave after the stop (then ``output_after_stop``)."""
-    output_after_stop: bool = False
-    """The output was asked for after the stop, with no tools."""
-    usage: Usage = NO_USAGE
-    """Usage the host reported for the run's requests, the final one included."""
 
 
 class CycleDriver:
@@ -327,22 +205,9 @@ class CycleDriver:
         """Usage reported so far."""
         return self.budget.tally.usage
 
-    @property
-    def last(self) -> Usage:
-        """The latest request's usage."""
-        return self.budget.last
-
     def elapsed(self) -> float:
         """Seconds the run has taken."""
         return self.budget.elapsed()
-
-    def cycles_used(self) -> int:
-        """Cycles counted against ``max_cycles``: the run's own and its child runs'."""
-        return self.budget.cycles_used()
-
-    def remaining(self) -> Limits:
-        """What is left of each budget now (a child run called as a tool gets at most this)."""
-        return self.budget.remaining()
 
     def pending_chars(self) -> int:
         """Characters added to the conversation since the last response, for estimates."""
@@ -383,17 +248,6 @@ class CycleDriver:
             self.pending += len(note) + CHARS_PER_MESSAGE
         return note
 
-    def request_tokens(self, wanted: int | None = None) -> int | None:
-        """The output cap of the next request that keeps it within the budgets.
-
-        None: the request's own setting (``wanted``) applies, or none is needed.
-        """
-        return self.budget.request_tokens(self.pending_chars(), wanted)
-
-    def seconds_left(self) -> float | None:
-        """Seconds the next request or batch may take within ``max_seconds`` (None: no limit)."""
-        return self.budget.seconds_left()
-
     def start_request(self) -> int:
         """A model request is about to be made: returns its cycle number."""
         return self.budget.start_request()
@@ -422,24 +276,15 @@ class CycleDriver:
 
     def ran_out(self, during: str) -> Decision:
         """``max_seconds`` ran out while a request or the tools ran (they were cancelled)."""
-        limits = self.limits
-        assert limits.max_seconds is not None
-        limit = LimitReached(
-            limit="max_seconds", used=self.elapsed(), maximum=limits.max_seconds, during=during
-        )
-        return self._decided(decide(Facts(limit=limit)))
+        return self._decided(decide(Facts(limit=self.budget.time_up(during, force=True))))
 
     def model_failed(self, error: str) -> Decision:
         """The model backend failed after its retries, with this text: a `Stop`.
 
         A request that failed once the run's time was up (it was given only the time
-        left, see `seconds_left`) stops for ``max_seconds``, which comes first.
+        left, `Budget.seconds_left`) stops for ``max_seconds``, which comes first.
         """
-        maximum, elapsed = self.limits.max_seconds, self.elapsed()
-        limit = None
-        if maximum is not None and elapsed >= maximum:
-            limit = LimitReached(limit="max_seconds", used=elapsed, maximum=maximum)
-        return self._decided(decide(Facts(model_error=error, limit=limit)))
+        return self._decided(decide(Facts(model_error=error, limit=self.budget.time_up())))
 
     def message(self, text: str) -> None:
         """A message from the user reached the run (steering): a new one restarts the counts."""
@@ -524,14 +369,8 @@ class CycleDriver:
 
     def answered(self, text: str, finish_reason: str | None = None) -> Decision:
         """A reply without tool calls, judged: is it an answer, of the output type, verified?"""
-        unfinished = self.unfinished(text, finish_reason)
-        if unfinished is not None:
-            return unfinished
-        text = self.answer or text
-        errors = self._output_errors(text)
-        if errors is not None:
-            return self.judge_answer(None, output_errors=errors)
-        return self.judge_answer(self.verify(text))
+        ready = self._answer_to_verify(text, finish_reason, None)
+        return ready if not isinstance(ready, str) else self.judge_answer(self.verify(ready))
 
     async def answered_async(
         self,
@@ -548,22 +387,33 @@ class CycleDriver:
             on_verdict: Told each verdict (passed, feedback): the output type's, then the
                 verifier's.
         """
+        ready = self._answer_to_verify(text, finish_reason, on_verdict)
+        if not isinstance(ready, str) or self.verifier is None:
+            return ready if not isinstance(ready, str) else self.judge_answer(None)
+        verdict = await self.verify_async(ready)
+        assert verdict is not None
+        if on_verdict is not None:
+            on_verdict(verdict.passed, verdict_feedback(verdict))
+        return self.judge_answer(verdict)
+
+    def _answer_to_verify(
+        self, text: str, finish_reason: str | None, on_verdict: Callable[[bool, str], None] | None
+    ) -> Decision | str:
+        """What a reply gives the verifier: the answer, cut parts joined; else a decision.
+
+        The decision is the one on a reply that is not an answer, or not of the output
+        type.
+        """
         unfinished = self.unfinished(text, finish_reason)
         if unfinished is not None:
             return unfinished
         text = self.answer or text
         errors = self._output_errors(text)
-        if errors is not None:
-            if on_verdict is not None:
-                on_verdict(False, f"output: {errors}")
-            return self.judge_answer(None, output_errors=errors)
-        if self.verifier is None:
-            return self.judge_answer(None)
-        verdict = await self.verify_async(text)
-        assert verdict is not None
+        if errors is None:
+            return text
         if on_verdict is not None:
-            on_verdict(verdict.passed, verdict_feedback(verdict))
-        return self.judge_answer(verdict)
+            on_verdict(False, f"output: {errors}")
+        return self.judge_answer(None, output_errors=errors)
 
     def _output_errors(self, text: str) -> str | None:
         check = self.check_output(text)
@@ -640,13 +490,7 @@ class CycleDriver:
         """
         failure, stall = self.monitor.end_step()
         handoff, capped = self._handoff, self._capped
-        if (
-            handoff is None
-            and failure is None
-            and stall is None
-            and needs_user is None
-            and capped is None
-        ):
+        if all(fact is None for fact in (handoff, failure, stall, needs_user, capped)):
             return CONTINUE
         self._handoff = self._capped = None
         facts = Facts(
@@ -735,28 +579,6 @@ class CycleDriver:
             output_after_stop=after,
             usage=self.tally.usage,
         )
-
-
-def resolved_policy(
-    policy: StopPolicy | None, limits: Limits, options: Mapping[str, Any]
-) -> StopPolicy:
-    """The policy of a run from its arguments: ``policy``, and the legacy options given.
-
-    The legacy options are ``Limits(max_repeated_calls=, stall_nudges=)`` and the
-    ``on_tool_error`` and ``max_consecutive_tool_errors`` keywords (`StopPolicy` holds
-    them now); each warns once where it is given.
-    """
-    given = limits.legacy_policy()
-    if given:  # `Limits` warned when it was built
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            policy = policy_of(policy, **given)
-    legacy: dict[str, Any] = {
-        name: options.get(name, UNSET) for name in ("on_tool_error", "max_consecutive_tool_errors")
-    }
-    if all(value is UNSET for value in legacy.values()):
-        return policy if policy is not None else StopPolicy()
-    return policy_of(policy, **legacy)
 
 
 def _stop_text(limit: LimitReached) -> str:

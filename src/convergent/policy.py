@@ -14,14 +14,18 @@ Each rule and its evidence are described in ``docs/loop.md`` and ``docs/evidence
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from enum import Enum
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from convergent._validation import raises_user_errors
 from convergent.exceptions import UserError
+
+if TYPE_CHECKING:
+    from convergent.limits import Limits
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -32,6 +36,7 @@ __all__ = [
     "ToolErrorPolicy",
     "Unset",
     "policy_of",
+    "resolved_policy",
 ]
 
 ToolErrorPolicy = Literal["continue", "stop"]
@@ -138,6 +143,28 @@ def policy_of(policy: StopPolicy | None = None, /, **legacy: Any) -> StopPolicy:
                 raise UserError(f"{name} is set twice: in policy= and as a legacy option")
     fields = {name: getattr(base, name) for name in _FIELDS} | renamed
     return StopPolicy(**fields)
+
+
+def resolved_policy(
+    policy: StopPolicy | None, limits: Limits, options: Mapping[str, Any]
+) -> StopPolicy:
+    """The policy of a run from its arguments: ``policy``, and the legacy options given.
+
+    The legacy options are ``Limits(max_repeated_calls=, stall_nudges=)`` and the
+    ``on_tool_error`` and ``max_consecutive_tool_errors`` keywords (`StopPolicy` holds
+    them now); each warns once where it is given.
+    """
+    given = limits.legacy_policy()
+    if given:  # `Limits` warned when it was built
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            policy = policy_of(policy, **given)
+    legacy: dict[str, Any] = {
+        name: options.get(name, UNSET) for name in ("on_tool_error", "max_consecutive_tool_errors")
+    }
+    if all(value is UNSET for value in legacy.values()):
+        return policy if policy is not None else StopPolicy()
+    return policy_of(policy, **legacy)
 
 
 _FIELDS = tuple(StopPolicy.__dataclass_fields__)

@@ -1,0 +1,135 @@
+"""The stateless parts of a run's cycle: what a run needs of its agent, and helpers.
+
+`convergent._cycle.Run` does each step of a cycle; what it needs of its agent
+(`LoopSpec`), how it bounds a request by the time left (`within`, `bounded`), reads
+steering as facts (`outside_facts`) and records a call (`record_of`) live here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Protocol, TypeVar
+
+from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
+from convergent.limits import Limits
+from convergent.messages import CallOutcome, Message, ToolCall, ToolSpec
+from convergent.models.base import Model, ModelSettings
+from convergent.output import OutputSpec
+from convergent.policy import StopPolicy
+from convergent.state import ToolCallRecord
+from convergent.steering import Taken
+from convergent.stop import Facts
+from convergent.tools import Tool
+
+__all__ = [
+    "LoopSpec",
+    "bounded",
+    "last_text",
+    "outside_facts",
+    "record_of",
+    "spending_calls",
+    "within",
+]
+
+T = TypeVar("T")
+
+
+class LoopSpec(Protocol):
+    """What a run needs of its agent (`convergent.Agent` provides it)."""
+
+    model: Model
+    tools: dict[str, Tool]
+    tool_specs: tuple[ToolSpec, ...]
+    tool_names: tuple[str, ...]
+    terminal_tools: frozenset[str]
+    read_only_tools: dict[str, bool | None]
+    settings: ModelSettings | None
+    limits: Limits
+    policy: StopPolicy
+    final_answer: bool
+    verifier: Verifier | None
+    output: OutputSpec | None
+    context_policy: ContextPolicy | None
+    gate: ActionGate | None
+    follow_up: FollowUpGate | None
+    observers: list[RunObserver]
+    record_events: bool
+    parallel_tool_calls: bool
+
+
+async def within(seconds: float | None, work: Awaitable[T]) -> T | None:
+    """``work``'s result, or None when it did not finish within ``seconds`` (cancelled)."""
+    if seconds is None:
+        return await work
+    scope = asyncio.timeout(seconds)
+    try:
+        async with scope:
+            return await work
+    except TimeoutError:
+        if scope.expired():
+            return None
+        raise
+
+
+def bounded(settings: ModelSettings | None, seconds: float | None) -> ModelSettings | None:
+    """``settings`` with the request bounded by ``seconds`` (None: unbounded)."""
+    if seconds is None:
+        return settings
+    given = settings.timeout if settings is not None else None
+    if given is not None and given <= seconds:
+        return settings
+    return dataclasses.replace(settings or ModelSettings(), timeout=seconds)
+
+
+def outside_facts(taken: Taken, paused: bool = False) -> Facts:
+    """The steering commands taken (and a pause) as the facts `decide` reads."""
+    stop, messages = taken.stop, taken.messages
+    return Facts(
+        stop_requested=stop is not None,
+        stop_text=stop.text if stop is not None else "",
+        redirect="\n\n".join(command.text for command in messages) if messages else None,
+        paused=paused,
+        roll_over=taken.roll_over,
+    )
+
+
+def record_of(
+    call: ToolCall,
+    outcome: CallOutcome,
+    text: str,
+    cycle: int,
+    duration: float = 0.0,
+    fatal: bool = False,
+) -> ToolCallRecord:
+    return ToolCallRecord(
+        cycle=cycle,
+        id=call.id,
+        name=call.name,
+        arguments=call.arguments,
+        ok=outcome == CallOutcome.OK,
+        outcome=outcome,
+        result=text,
+        duration=duration,
+        fatal=fatal,
+    )
+
+
+def last_text(messages: Sequence[Message]) -> str:
+    for message in reversed(messages):
+        if message.role == "assistant" and message.content:
+            return message.content
+    return ""
+
+
+def spending_calls(
+    calls: Sequence[ToolCall], tools: Mapping[str, Tool], skipped: Mapping[int, str]
+) -> int:
+    """How many of the calls that run spend the run's budgets (at least one)."""
+    spending = 0
+    for position, call in enumerate(calls):
+        tool = tools.get(call.name)
+        if position not in skipped and tool is not None and tool.spends_budget:
+            spending += 1
+    return max(spending, 1)
