@@ -274,7 +274,7 @@ async def test_max_cycles_holds_for_three_levels_of_child_workflows(
                 tmp_path / "grandchild.json", *[call("step", n=n) for n in range(9)], "counted"
             ),
             tools=("fx:step",),
-            limits=Limits(max_repeated_calls=5),
+            policy=StopPolicy(max_repeated_calls=5),
         ),
     )
     child = AgentToolSpec(
@@ -285,14 +285,14 @@ async def test_max_cycles_holds_for_three_levels_of_child_workflows(
                 tmp_path / "child.json", call("counter", call_id="g1", task="count"), "found"
             ),
             agents=(grandchild,),
-            limits=Limits(max_repeated_calls=5),
+            policy=StopPolicy(max_repeated_calls=5),
         ),
     )
     parent = scripted_spec(
         tmp_path,
         [ask("c1", "find"), ask("c2", "find again"), "done"],
         agents=(child,),
-        limits=Limits(max_cycles=6, max_repeated_calls=5),
+        limits=Limits(max_cycles=6),
     )
     result = await (await runner.start(parent, "delegate", run_id="tree")).result()
     # 1 cycle of the parent's, 1 of the child's, 4 of the grandchild's: the budget is

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from convergent import Limits, StopReason, build_agent
+from convergent import Limits, StopPolicy, StopReason, build_agent
 from convergent.temporal import TemporalRunner
-from convergent.testing import call
+from convergent.testing import answer, call
 
 from .conftest import scripted_spec
 
@@ -30,8 +30,8 @@ def lookup(customer: str) -> str:
 '''
 
 
-DEFAULTS = Limits()
-"""The default limits (the shared spec allows more repeats)."""
+DEFAULTS = StopPolicy()
+"""The default rules (the shared spec allows more repeats)."""
 
 
 def comparable(result: Any) -> dict[str, Any]:
@@ -45,18 +45,18 @@ def comparable(result: Any) -> dict[str, Any]:
 TRAJECTORIES: dict[str, tuple[list[Any], dict[str, Any], StopReason]] = {
     "stalled after a nudge": (
         [call("calculator", expression="6*7")] * 4 + ["42, I think"],
-        {"limits": DEFAULTS},
+        {"policy": DEFAULTS},
         StopReason.STALLED,
     ),
     "a two-call cycle": (
         [call("calculator", expression="1+1"), call("look", n=1)] * 2
         + [call("calculator", expression="1+1")] * 2
         + ["stuck"],
-        {"limits": DEFAULTS},
+        {"policy": DEFAULTS},
         StopReason.STALLED,
     ),
     "a broken tool, nudged then stopped": (
-        [call("lookup", customer=f"c{n}") for n in range(4)] + ["cannot look it up"],
+        [call("lookup", customer=f"c{n}") for n in range(6)] + ["cannot look it up"],
         {"tools": ("calculator", "fx:look", "broken:lookup")},
         StopReason.TOOL_ERROR,
     ),
@@ -64,6 +64,16 @@ TRAJECTORIES: dict[str, tuple[list[Any], dict[str, Any], StopReason]] = {
         [call("calculator", expression=f"{n}+1") for n in range(2)] + ["1, 2"],
         {"limits": Limits(max_cycles=2)},
         StopReason.MAX_CYCLES,
+    ),
+    "calls to tools that do not exist, a new name each time": (
+        [call(f"search_{n}", q="x") for n in range(5)] + ["no such tool"],
+        {"policy": DEFAULTS},
+        StopReason.STALLED,
+    ),
+    "a reply cut at the token limit, then its end": (
+        [answer("The answer is ", finish_reason="length"), answer("forty-two.")],
+        {},
+        StopReason.COMPLETED,
     ),
     "distinct reads": (
         [call("calculator", expression=f"{n}*0+{n}") for n in range(5)] + ["done"],

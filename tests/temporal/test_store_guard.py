@@ -32,7 +32,7 @@ async def in_flight(tmp_path: Path, runner: TemporalRunner, run_id: str) -> Temp
     """A run with big results in the store, left in flight when its worker stops."""
     responses = [call("bulk", n=n, kb=40) for n in range(3)]
     responses += [call("step", n=n) for n in range(20)] + ["done"]
-    made = scripted_spec(tmp_path, responses, limits=Limits(max_cycles=30, max_repeated_calls=5))
+    made = scripted_spec(tmp_path, responses, limits=Limits(max_cycles=30))
     async with make_worker(runner.client, runner.task_queue):
         run = await runner.start(made, "collect, then step", run_id=run_id)
         await wait_for(run, lambda progress: progress["cycles"] >= 5)

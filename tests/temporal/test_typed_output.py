@@ -66,6 +66,8 @@ async def test_a_typed_run_on_temporal_that_stays_invalid_stops_at_its_limit(
     notes = [m.content for m in state.messages if m.role == "user"][1:]
     assert notes == [
         OUTPUT_FEEDBACK.format(errors="(answer): 42 is not of type 'object'"),
+        "Budget note: this run is near the end of its budget. Left: 1 of 2 cycles. Plan to "
+        "finish: give your best answer before the budget runs out.",
         OUTPUT_FEEDBACK.format(
             errors="the answer is not valid JSON (line 1, column 1: Expecting value)"
         ),

@@ -64,7 +64,11 @@ def step(
 
 
 def answer(
-    text: str, *, usage: Usage = NO_USAGE, metadata: Mapping[str, Any] | None = None
+    text: str,
+    *,
+    usage: Usage = NO_USAGE,
+    metadata: Mapping[str, Any] | None = None,
+    finish_reason: str = "stop",
 ) -> ModelResponse:
     """A final response: ``text`` and no tool calls, so the run completes.
 
@@ -73,11 +77,14 @@ def answer(
         usage: The tokens, requests and cost the response reports (none by default,
             like a plain string in a `ScriptedModel`'s script).
         metadata: Other fields the model reports, as in `step`.
+        finish_reason: How the provider says the reply ended: ``stop`` (an answer), or
+            ``length`` for a reply cut at the output token limit, ``content_filter``
+            for one withheld (neither is an answer: the loop asks to continue).
     """
     return ModelResponse(
         content=text,
         usage=usage,
-        finish_reason="stop",
+        finish_reason=finish_reason,
         model_name="scripted",
         metadata=dict(metadata or {}),
     )
@@ -146,6 +153,8 @@ def _as_dict(response: ModelResponse | ModelError) -> dict[str, Any]:
     if isinstance(response, ModelError):
         return {"error": str(response)}
     data: dict[str, Any] = {**response.metadata, "content": response.content}
+    if response.finish_reason not in (None, "stop", "tool_calls"):
+        data["finish_reason"] = response.finish_reason
     if response.tool_calls:
         data["tool_calls"] = [
             {"id": call.id, "name": call.name, "arguments": call.arguments}
