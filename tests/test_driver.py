@@ -40,3 +40,14 @@ def test_without_a_price_only_reported_costs_count() -> None:
     driver = CycleDriver(Limits(max_cost=1.0))
     driver.requested(TOKENS)
     assert driver.usage.cost == 0.0
+
+
+def test_the_policy_options_are_validated_on_the_adapter_path_too() -> None:
+    from convergent import StopPolicy, UserError
+
+    with pytest.raises(UserError, match="on_tool_error must be"):
+        CycleDriver(policy=StopPolicy(on_tool_error="bogus"))  # type: ignore[arg-type]
+    with pytest.warns(DeprecationWarning), pytest.raises(UserError, match="on_tool_error"):
+        CycleDriver(on_tool_error="bogus")  # type: ignore[typeddict-item]
+    with pytest.warns(DeprecationWarning), pytest.raises(UserError, match="must be >= 1"):
+        CycleDriver(max_consecutive_tool_errors=-5)

@@ -277,3 +277,18 @@ def test_older_databases_are_upgraded_and_load_without_output_data(
         run_id = f"fixture-v{version}"
         assert store.get_run(run_id).output_data is None
         assert store.load(run_id).output_data is None
+
+
+def test_v5_state_json_loads_with_its_counters() -> None:
+    """``state.v5.json`` (run state version 5, ``write_state_v5.py``): a status read that
+    repeated with a new clock time, noted then stopped; counters kept across a resume."""
+    data = json.loads((FIXTURES / "state.v5.json").read_text())
+    assert data["schema_version"] == 5
+    state = RunState.from_jsonable(data)
+    assert state.stop_reason is StopReason.STALLED and state.cycles == 5
+    monitor = state.monitor
+    assert monitor.notes_given == 1 and len(monitor.watched) == 1
+    assert [count for _, count in monitor.stretch.values()] == [1, 4]
+    assert monitor.budget.tool_calls == 5
+    again = RunState.from_jsonable(json.loads(json.dumps(state.to_jsonable())))
+    assert again.monitor == monitor
