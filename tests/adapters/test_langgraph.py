@@ -8,11 +8,15 @@ from langgraph.prebuilt import tools_condition
 from pydantic import BaseModel
 
 from convergent import Limits, StopReason
-from convergent.adapters import NotExpressible
+from convergent.adapters import NotExpressible, PolicyAdapted
 from convergent.adapters.langgraph import ToolsCondition
+from convergent.output import OutputSpec
 
-from .hosts import langchain_model, langchain_tools
-from .trajectories import World, needs_citation
+from .hosts import hand_built_graph, langchain_model, langchain_tools
+from .trajectories import NOTES, Report, World, needs_citation
+
+PLAIN = Limits(stall_nudges=0)
+"""Limits a routing function delivers as they are."""
 
 
 def _calls(*paths: str) -> AIMessage:
@@ -28,16 +32,82 @@ def _calls(*paths: str) -> AIMessage:
 @pytest.mark.parametrize(
     "options",
     [
-        {"limits": Limits()},  # one nudge by default
         {"verifier": needs_citation},
-        {"final_answer": True},
-        {"limits": Limits(max_seconds=60, stall_nudges=0)},
+        {"output": OutputSpec.of_type(Report)},
+        {"limits": Limits(max_seconds=60)},
     ],
-    ids=["nudges", "verifier", "final_answer", "max_seconds"],
+    ids=["verifier", "output", "max_seconds"],
 )
 def test_what_a_routing_function_cannot_express_is_refused(options: dict[str, object]) -> None:
     with pytest.raises(NotExpressible, match="a LangGraph routing function adds no message"):
         ToolsCondition(**options)  # type: ignore[arg-type]
+
+
+def test_the_first_limits_a_user_writes_work_without_their_nudges() -> None:
+    with pytest.warns(PolicyAdapted, match="nudges are off") as warned:
+        route = ToolsCondition(Limits(max_cycles=20), tools={"read_file": True})
+    assert len(warned) == 1
+    assert (route.limits.max_cycles, route.limits.stall_nudges) == (20, 0)
+    messages: list[AIMessage | HumanMessage | ToolMessage] = [HumanMessage("what is in a.txt?")]
+    routes = []
+    for _ in range(3):
+        messages.append(_calls("a.txt"))
+        routes.append(route({"messages": messages}))
+        messages.append(ToolMessage("contents of a.txt", tool_call_id="c0", name="read_file"))
+    assert routes == ["tools", "tools", "__end__"]  # the loop would nudge the third, then stop
+
+
+async def test_the_answer_node_adds_the_answer_after_a_stop_to_the_state() -> None:
+    seen: list[tuple[str, int | None]] = []
+    steps = [(("read_file", {"path": f"part{n}.txt"}),) for n in range(3)]
+    model = langchain_model([*steps, "parts 0-2 read; part 3 is missing"], seen, max_tokens=300)
+    route = ToolsCondition(
+        Limits(max_cycles=3, max_total_tokens=50_000, stall_nudges=0), tools={"read_file": True}
+    )
+    graph = hand_built_graph(model, langchain_tools(World()), route)
+    state = await graph.ainvoke({"messages": [HumanMessage("read the parts")]})
+    last = state["messages"][-1]
+    assert isinstance(last, AIMessage) and last.text == "parts 0-2 read; part 3 is missing"
+    assert [m.text for m in state["messages"] if isinstance(m, ToolMessage)] == [
+        f"contents of part{n}.txt"
+        for n in range(3)  # the third batch ran before the stop
+    ]
+    report = route.report(state)
+    assert (report.reason, report.cycles) == (StopReason.MAX_CYCLES, 3)
+    assert (report.output, report.output_after_stop) == (last.text, True)
+    assert report.usage.requests == 4  # the answer's request counts, as a request
+    final_request, cap = seen[-1]
+    assert NOTES["final"] in final_request and cap == 300  # the model's own cap fits
+
+
+async def test_without_the_tool_edge_the_answer_follows_not_executed_results() -> None:
+    """A route alone stops at a limit before the last batch runs; the answer's request
+    still gives each of its calls a result, as providers require."""
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    steps = [(("read_file", {"path": f"part{n}.txt"}),) for n in range(2)]
+    seen: list[tuple[str, int | None]] = []
+    model = langchain_model([*steps, "part 0 read"], seen)
+    tools = langchain_tools(World())
+    route = ToolsCondition(Limits(max_cycles=2, stall_nudges=0))
+    builder = StateGraph(MessagesState)
+    bound = model.bind_tools(tools)
+    builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})
+    builder.add_node("tools", ToolNode(tools))
+    builder.add_node("final_answer", route.final_answer(model))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route)
+    builder.add_edge("tools", "agent")
+    state = builder.compile().invoke({"messages": [HumanMessage("read the parts")]})
+    results = [m.text for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert results == ["contents of part0.txt", "not executed: reached max_cycles=2"]
+    report = route.report(state)
+    assert (report.reason, report.cycles, report.output) == (
+        StopReason.MAX_CYCLES,
+        2,
+        "part 0 read",
+    )
 
 
 class Conversation(BaseModel):
@@ -57,14 +127,14 @@ class Conversation(BaseModel):
 def test_it_routes_as_tools_condition_does_while_nothing_stops_the_run(
     messages: list[AIMessage | HumanMessage],
 ) -> None:
-    route = ToolsCondition(messages_key="chat")
+    route = ToolsCondition(PLAIN, messages_key="chat")
     assert route({"chat": messages}) == tools_condition({"chat": messages}, messages_key="chat")
     assert route(Conversation(chat=messages)) == tools_condition(messages)  # type: ignore[arg-type]
     assert route(messages) == tools_condition(messages)  # type: ignore[arg-type]
 
 
 def test_a_stall_ends_the_run_before_the_repeated_call_runs() -> None:
-    route = ToolsCondition(tools={"read_file": True})
+    route = ToolsCondition(PLAIN, tools={"read_file": True})
     messages: list[AIMessage | HumanMessage | ToolMessage] = [HumanMessage("what is in a.txt?")]
     routes = []
     for _ in range(3):
@@ -109,7 +179,7 @@ async def test_a_graph_without_the_tool_wrappers_counts_error_results_as_rejecte
     steps = [(("read_file", {"file": "a.txt"}),)] * 3 + ["never asked"]
     model = langchain_model(steps)
     tools = langchain_tools(World())
-    route = ToolsCondition(max_consecutive_tool_errors=1)
+    route = ToolsCondition(PLAIN, max_consecutive_tool_errors=1)
     builder = StateGraph(MessagesState)
     bound = model.bind_tools(tools)
     builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})
