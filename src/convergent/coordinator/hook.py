@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,6 +41,11 @@ from typing import Any
 
 import msgspec
 
+from convergent._claude_code import (
+    BLOCK_CAP_VARIABLE,
+    CLAUDE_CODE_BLOCK_CAP,
+    claude_code_block_cap,
+)
 from convergent._json import UnusableJson, load_json
 from convergent.coordinator._record import ValidationError, describe, from_data
 from convergent.coordinator.actions import record_verification
@@ -84,12 +88,6 @@ __all__ = [
 
 HOOK_LOCK_TIMEOUT = 10.0
 """Seconds the hook waits for the state lock before allowing the stop instead."""
-
-BLOCK_CAP_VARIABLE = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
-"""Claude Code's setting for how many stop-hook blocks in a row it delivers."""
-
-CLAUDE_CODE_BLOCK_CAP = 8
-"""Claude Code's cap when `BLOCK_CAP_VARIABLE` is unset or not a number."""
 
 _MAX_LISTED_ATOMS = 10
 _PREFIX = "convergent"
@@ -190,21 +188,6 @@ def _block(reason: str, message: str | None = None) -> HookAnswer:
 
 def _halt(reason: str) -> HookAnswer:
     return HookAnswer(HookAction.HALT, {"continue": False, "stopReason": reason})
-
-
-def claude_code_block_cap(environ: Mapping[str, str]) -> int | None:
-    """How many stop-hook blocks in a row Claude Code delivers; None when it has no cap.
-
-    Read as Claude Code reads `BLOCK_CAP_VARIABLE`: the leading integer of the value
-    (``"12"``, ``" 12"``, ``"12.5"`` all give 12), `CLAUDE_CODE_BLOCK_CAP` when there is
-    none, and no cap at all for zero or a negative number. Past its cap Claude Code ends
-    the turn whatever the hook answers.
-    """
-    match = re.match(r"\s*([+-]?\d+)", environ.get(BLOCK_CAP_VARIABLE, ""))
-    if match is None:
-        return CLAUDE_CODE_BLOCK_CAP
-    cap = int(match.group(1))
-    return cap if cap > 0 else None
 
 
 def parse_hook_input(raw: str) -> HookInput:
