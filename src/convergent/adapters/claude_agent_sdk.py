@@ -309,7 +309,8 @@ class Convergence:
             return _context(event, prompt) if prompt else _end(decision)
         if isinstance(decision, Nudge):
             return _context(event, decision.note)
-        return {}
+        note = driver.budget_note()
+        return _context(event, note) if note is not None else {}
 
     def _end_step(self) -> Decision:
         """A response's calls are done: the step's decision, then the limits."""
@@ -351,7 +352,9 @@ class Convergence:
             if isinstance(driver.before_request(), Stop):
                 pass  # a limit: the answer after the stop is asked for below
             elif self.block_cap is None or self._blocks < self.block_cap:
-                return {"decision": "block", "reason": decision.message}
+                note = driver.budget_note()
+                reason = decision.message if note is None else f"{decision.message}\n\n{note}"
+                return {"decision": "block", "reason": reason}
             else:
                 driver.stop = Stop(  # the last block Claude Code delivers: used for the answer
                     StopReason.STALLED,
