@@ -18,8 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
+from convergent.coordinator._lock import LockTimeout, StateLock
 from convergent.coordinator.state import StateFileError, WorkflowState, dump_state, parse_state
 
 __all__ = ["DEFAULT_STATE_FILE", "StateStore", "read_state_file"]
@@ -74,7 +73,7 @@ class StateStore:
         """
         self.path = Path(path)
         self.lock_timeout = lock_timeout
-        self._lock = FileLock(f"{self.path}.lock", timeout=lock_timeout)
+        self._lock = StateLock(f"{self.path}.lock", timeout=lock_timeout)
 
     @property
     def base_dir(self) -> Path:
@@ -121,7 +120,7 @@ class StateStore:
         try:
             with self._lock:
                 yield
-        except Timeout:
+        except LockTimeout:
             raise StateFileError(
                 f"state file {self.path} is locked by another process "
                 f"(waited {self.lock_timeout:g}s)"
