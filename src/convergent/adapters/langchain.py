@@ -3,9 +3,11 @@
 `ConvergenceMiddleware` drives a `CycleDriver` from two of the agent's hooks, in the
 loop's order. ``wrap_model_call`` is the cycle: it judges the tool batch that just ran
 (a hand-off, a tool-error nudge or stop), adds the budget note, checks the limits,
-makes the request, then runs the verifier on an answer (its feedback goes back to the
-model within the same call) or reviews the tool calls before they run (a stalled call
-gets the nudge as its result instead of running). After a stop it makes the one final
+makes the request, then checks an answer (the output type, then the verifier; the
+feedback goes back to the model within the same call) or reviews the tool calls before
+they run (a stalled call gets the nudge as its result instead of running). A typed
+answer (``response_format``) is judged once LangChain has validated it; one it rejects
+is LangChain's to ask again for. After a stop it makes the one final
 request without tools (capped to what the token and cost budgets leave) and ends the
 run as LangChain's own limit middleware does (``jump_to`` the end); the agent's
 result carries a `StopReport` under ``"stop_report"``. ``wrap_tool_call`` turns a
