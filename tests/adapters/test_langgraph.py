@@ -43,17 +43,24 @@ def test_what_a_routing_function_cannot_express_is_refused(options: dict[str, ob
         ToolsCondition(**options)  # type: ignore[arg-type]
 
 
-def test_the_first_limits_a_user_writes_work_without_their_nudges() -> None:
-    with pytest.warns(PolicyAdapted, match="nudges are off") as warned:
-        route = ToolsCondition(Limits(max_cycles=20), tools={"read_file": True})
-    assert len(warned) == 1
-    assert (route.limits.max_cycles, route.limits.stall_nudges) == (20, 0)
-    messages: list[AIMessage | HumanMessage | ToolMessage] = [HumanMessage("what is in a.txt?")]
+def _three_reads(route: ToolsCondition) -> tuple[list[str], list[AnyMessage]]:
+    """Route three reads of the same file; the routes, and the conversation (with the
+    last read's result)."""
+    messages: list[AnyMessage] = [HumanMessage("what is in a.txt?")]
     routes = []
     for _ in range(3):
         messages.append(_calls("a.txt"))
         routes.append(route({"messages": messages}))
         messages.append(ToolMessage("contents of a.txt", tool_call_id="c0", name="read_file"))
+    return routes, messages
+
+
+def test_the_first_limits_a_user_writes_work_without_their_nudges() -> None:
+    with pytest.warns(PolicyAdapted, match="nudges are off") as warned:
+        route = ToolsCondition(Limits(max_cycles=20), tools={"read_file": True})
+    assert len(warned) == 1
+    assert (route.limits.max_cycles, route.limits.stall_nudges) == (20, 0)
+    routes, _ = _three_reads(route)
     assert routes == ["tools", "tools", "__end__"]  # the loop would nudge the third, then stop
 
 
@@ -135,12 +142,7 @@ def test_it_routes_as_tools_condition_does_while_nothing_stops_the_run(
 
 def test_a_stall_ends_the_run_before_the_repeated_call_runs() -> None:
     route = ToolsCondition(PLAIN, tools={"read_file": True})
-    messages: list[AIMessage | HumanMessage | ToolMessage] = [HumanMessage("what is in a.txt?")]
-    routes = []
-    for _ in range(3):
-        messages.append(_calls("a.txt"))
-        routes.append(route({"messages": messages}))
-        messages.append(ToolMessage("contents of a.txt", tool_call_id="c0", name="read_file"))
+    routes, messages = _three_reads(route)
     assert routes == ["tools", "tools", "__end__"]
     report = route.report({"messages": messages[:-1]})
     assert (report.reason, report.cycles) == (StopReason.STALLED, 3)

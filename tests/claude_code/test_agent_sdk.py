@@ -201,15 +201,20 @@ async def test_a_tool_error_streak_is_nudged_then_the_answer_asked_for(
     assert not report.output_after_stop  # it called a tool instead of answering: ended
 
 
+def cites(answer: str) -> Verification:
+    """A verifier the drafts never pass."""
+    return Verification("[source]" in answer, "cite the source as [source]")
+
+
+DRAFTS = [*(text(f"draft {n}") for n in range(3)), text("my best answer"), text("never")]
+"""Three answers that fail the verifier, then the answer after the stop."""
+
+
 async def test_a_verifier_that_never_passes_ends_at_max_cycles_with_an_answer(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def cites(answer: str) -> Verification:
-        return Verification("[source]" in answer, "cite the source as [source]")
-
     convergence = Convergence(Limits(max_cycles=3), verifier=cites)
-    script = [text(f"draft {n}") for n in range(3)] + [text("my best answer"), text("never")]
-    with FakeAnthropic(script) as fake:
+    with FakeAnthropic(DRAFTS) as fake:
         report = await converge(claude_code, monkeypatch, convergence, fake, "answer it")
 
     assert len(fake.requests) == 4 and fake.requests[3].mentions(ASKED)
@@ -220,12 +225,8 @@ async def test_a_verifier_that_never_passes_ends_at_max_cycles_with_an_answer(
 async def test_claude_codes_block_cap_ends_a_rejected_answer_stalled_not_completed(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def cites(answer: str) -> Verification:
-        return Verification("[source]" in answer, "cite the source as [source]")
-
     convergence = Convergence(Limits(max_cycles=20), verifier=cites)
-    script = [text(f"draft {n}") for n in range(3)] + [text("my best answer"), text("never")]
-    with FakeAnthropic(script) as fake:
+    with FakeAnthropic(DRAFTS) as fake:
         report = await converge(
             claude_code,
             monkeypatch,
