@@ -233,6 +233,7 @@ _ADAPTERS = [
     "CycleDriver",
     "FinalRequest",
     "NotExpressible",
+    "PolicyAdapted",
     "Review",
     "StopReport",
 ]

@@ -19,18 +19,19 @@ ConvergentError
 ├── StorageError              the run store cannot be read or written
 ├── UnusableJson              text from a file, a provider or a model that is not JSON
 ├── RolledOver                Agent.run hands its state over to continue in a new process
-└── ClassifiedOutcome         a tool call already run and classified elsewhere (a worker)
+├── ClassifiedOutcome         a tool call already run and classified elsewhere (a worker)
+└── PolicyAdapted             a warning, not raised: an adapter fitted the policy to its host
 ```
 
 Classes defined elsewhere: ``StateFileError`` and ``HookInputError`` in
-`convergent.coordinator`, ``AskTimedOut`` in `convergent.gate`, ``NotExpressible`` in
-`convergent.adapters`; ``UnusableJson``, ``UnusableYaml``, ``RolledOver`` and
-``ClassifiedOutcome`` in the machinery (``_json``, ``_yaml``, ``_cycle``,
-``_executor``), where each is caught and turned into a result or
-an error of its layer: only ``RolledOver`` leaves `Agent.run`, for a Temporal workflow's
-continue-as-new. Private helpers of single modules derive from the class they stand
-for, or from the base. ``ToolArgumentsError`` and ``UnusableJson`` are also
-``ValueError``s.
+`convergent.coordinator`, ``AskTimedOut`` in `convergent.gate`, ``NotExpressible`` and
+the ``PolicyAdapted`` warning (a ``UserWarning`` too) in `convergent.adapters`;
+``UnusableJson``, ``UnusableYaml``, ``RolledOver`` and ``ClassifiedOutcome`` in the
+machinery (``_json``, ``_yaml``, ``_cycle``, ``_executor``), where each is caught and
+turned into a result or an error of its layer: only ``RolledOver`` leaves `Agent.run`,
+for a Temporal workflow's continue-as-new. Private helpers of single modules derive from
+the class they stand for, or from the base. ``ToolArgumentsError`` and ``UnusableJson``
+are also ``ValueError``s.
 
 Tool failures and model mistakes inside a run do not escape `Agent.run`: they become
 tool results or a typed `StopReason`. What escapes is a caller's mistake.

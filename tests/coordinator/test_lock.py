@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from convergent.coordinator._lock import LockTimeout, StateLock
+from convergent.coordinator._lock import StateLock
 
 HOLD = """
 import sys, time
@@ -29,7 +29,7 @@ def test_another_process_holding_it_makes_a_taker_wait_then_give_up(tmp_path: Pa
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        with pytest.raises(LockTimeout), StateLock(path, timeout=0.2):
+        with pytest.raises(TimeoutError), StateLock(path, timeout=0.2):
             pass
     finally:
         holder.communicate("")

@@ -22,6 +22,7 @@ for explicitly is refused with `NotExpressible` when the adapter is built.
 from __future__ import annotations
 
 from convergent.driver import CycleDriver, FinalRequest, Review, StopReport
+from convergent.exceptions import ConvergentError as _ConvergentError
 from convergent.exceptions import UserError as _UserError
 
 __all__ = [
@@ -43,7 +44,7 @@ class NotExpressible(_UserError):
     """
 
 
-class PolicyAdapted(UserWarning):
+class PolicyAdapted(_ConvergentError, UserWarning):
     """An adapter changed the stop policy to what its host can deliver (said once).
 
     For example a LangGraph routing function, which cannot add a message, turns the

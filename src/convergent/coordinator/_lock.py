@@ -12,14 +12,10 @@ import threading
 import time
 from types import TracebackType
 
-__all__ = ["LockTimeout", "StateLock"]
+__all__ = ["StateLock"]
 
 _POLL = 0.01
 """Seconds between two tries of a lock another process holds."""
-
-
-class LockTimeout(TimeoutError):
-    """The lock was not free within the timeout."""
 
 
 class StateLock:
@@ -27,7 +23,7 @@ class StateLock:
 
     Args:
         path: The lock file (created if missing; a symbolic link is refused).
-        timeout: Seconds to wait for another holder before `LockTimeout`.
+        timeout: Seconds to wait for another holder before a `TimeoutError`.
     """
 
     def __init__(self, path: str, timeout: float) -> None:
@@ -41,7 +37,7 @@ class StateLock:
     def __enter__(self) -> StateLock:
         deadline = time.monotonic() + self.timeout
         if not self._thread.acquire(timeout=max(self.timeout, 0)):
-            raise LockTimeout(self.path)
+            raise TimeoutError(self.path)
         try:
             if self._depth == 0:
                 self._take(deadline)
@@ -78,7 +74,7 @@ class StateLock:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     os.close(fd)
-                    raise LockTimeout(self.path) from None
+                    raise TimeoutError(self.path) from None
                 time.sleep(_POLL)
             else:
                 self._fd = fd
@@ -91,7 +87,7 @@ class StateLock:
         try:
             lock.acquire()
         except Timeout:
-            raise LockTimeout(self.path) from None
+            raise TimeoutError(self.path) from None
         self._portable = lock
 
     def _give_back(self) -> None:

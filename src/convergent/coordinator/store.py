@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from convergent.coordinator._lock import LockTimeout, StateLock
+from convergent.coordinator._lock import StateLock
 from convergent.coordinator.state import StateFileError, WorkflowState, dump_state, parse_state
 
 __all__ = ["DEFAULT_STATE_FILE", "StateStore", "read_state_file"]
@@ -133,7 +133,7 @@ class StateStore:
         try:
             with self._lock:
                 yield
-        except LockTimeout:
+        except TimeoutError:
             raise StateFileError(
                 f"state file {self.path} is locked by another process "
                 f"(waited {self.lock_timeout:g}s)"
