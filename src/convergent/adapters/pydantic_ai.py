@@ -8,15 +8,20 @@ order, so `Convergence` is one capability rather than four pieces the user must 
 in step:
 
 - ``after_node_run`` sees each model request before it is made (the finished tool batch
-  is judged, notes are added, the limits are checked) and each response before its
-  tools run (the calls are reviewed for a stall; an answer goes to the verifier). A stop
-  ends the run by returning ``End`` with the final output, asked for once without
-  tools; the verifier's feedback redirects the run to a new request. PydanticAI calls
-  this hook for every node of every run, where ``wrap_node_run`` would add a wrapper
-  around each node that costs the host more than the adapter's own work.
+  is judged, notes are added, the limits are checked), each response before its tools
+  run (the calls are reviewed for a stall), and each answer once PydanticAI has judged
+  it against the agent's output type: a value it accepted goes to ``output`` and the
+  verifier, whose feedback redirects the run to a new request; one it sent back counts
+  as a rejected answer, and its own retry goes ahead. A stop ends the run by returning
+  ``End`` with the final output, asked for once without tools. PydanticAI calls this
+  hook for every node of every run, where ``wrap_node_run`` would add a wrapper around
+  each node that costs the host more than the adapter's own work.
+- ``on_node_run_error`` ends a run whose output retries ran out ``stalled``, with the
+  answer after the stop, instead of `UnexpectedModelBehavior`.
 - ``wrap_tool_execute`` gives a stalled call the nudge as its result instead of
   running it, and turns a tool's exception into an error result for the model.
-- ``before_model_request`` removes the tools from the final request.
+- ``before_model_request`` learns the output's shape, and sends the final request
+  without tools and without an output type.
 
 `UsageLimits` raise `UsageLimitExceeded` and lose the answer; an output validator's
 retries are capped by the output retry budget and end in an error; ``Agent.iter`` puts
@@ -56,6 +61,7 @@ from convergent.driver import (
     StopReport,
     failure_result,
 )
+from convergent.exceptions import UserError
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.models._prices import PriceLike, priced_for_limit
@@ -106,8 +112,15 @@ class Convergence(AbstractCapability[Any]):
         """How the latest run ended."""
 
     def report_for(self, result: AgentRunResult[Any]) -> StopReport:
-        """How the run behind ``result`` ended."""
-        return self.reports[result.run_id]
+        """How the run behind ``result`` ended.
+
+        Raises:
+            UserError: For a run this capability did not take part in.
+        """
+        report = self.reports.get(result.run_id)
+        if report is None:
+            raise UserError(f"no report for run {result.run_id}: it ran without this capability")
+        return report
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
         """A fresh instance with its own driver: runs never share counters."""
