@@ -149,7 +149,7 @@ def langgraph(way: Way) -> Run:
     from convergent.adapters.langgraph import ToolsCondition
 
     # no seam is added: the routing function replaces LangGraph's own
-    route = ToolsCondition(Limits(max_cycles=CYCLES + 5, stall_nudges=0), tools=READ_ONLY)
+    route = ToolsCondition(Limits(max_cycles=CYCLES + 5), tools=READ_ONLY)
     condition = route if way == "adapter" else tools_condition
     graph = hand_built_graph(langchain_model(STEPS), langchain_tools(World()), condition)
     return lambda: graph.ainvoke(_task(), {"recursion_limit": 500})

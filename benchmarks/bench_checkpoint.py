@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, tool
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, StopPolicy, ToolCall, tool
+from convergent.durability.protocol import JournaledRun
 from convergent.durability.sqlite import RunStore, SqliteJournal
 from convergent.messages import Message, ToolSpec
 
@@ -64,8 +65,8 @@ class TimedStore(RunStore):
     spent: list[float]
     transactions: int
 
-    def journal(self, run_id: str, **kwargs: Any) -> SqliteJournal:
-        journal = super().journal(run_id, **kwargs)
+    def journal(self, run: JournaledRun | str, **legacy: Any) -> SqliteJournal:
+        journal = super().journal(run, **legacy)
         for step in STEPS:
             original = getattr(journal, step)
 
@@ -85,7 +86,8 @@ def agent(cycles: int) -> Agent:
         script(cycles),
         [lookup],
         system_prompt="benchmark",
-        limits=Limits(max_cycles=cycles + 1, max_repeated_calls=cycles + 1),
+        limits=Limits(max_cycles=cycles + 1),
+        policy=StopPolicy(max_repeated_calls=cycles + 1),
         record_events=False,
     )
 
@@ -143,7 +145,8 @@ async def measure(cycles: int, folder: Path) -> dict[str, Any]:
     resumer = Agent(
         ScriptedModel(first, record_requests=False),
         [lookup],
-        limits=Limits(max_cycles=cycles + 2, max_repeated_calls=cycles + 1),
+        limits=Limits(max_cycles=cycles + 2),
+        policy=StopPolicy(max_repeated_calls=cycles + 1),
         record_events=False,
     )
     started = time.perf_counter()

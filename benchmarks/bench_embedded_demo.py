@@ -36,7 +36,6 @@ import asyncio
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +44,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from benchmarks._sources import add_source_arguments, runs_by_source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -184,22 +185,6 @@ def plan_runs(runs: int, other_runs: int) -> list[tuple[str, int]]:
     return plan
 
 
-def run_source(src: str, argv: Sequence[str]) -> list[RunOutcome]:
-    """Run the plan in a child process whose convergent comes from ``src``."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, str(ROOT)]))
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_embedded_demo", *argv, "--worker"],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"bench_embedded_demo: the runs under {src} failed")
-    return [RunOutcome(**row) for row in json.loads(done.stdout)]
-
-
 def summary(outcomes: Sequence[RunOutcome]) -> dict[str, Any]:
     """Counts per outcome for the demo task and for the other tasks."""
     demo = [o for o in outcomes if o.task == DEMO_TASK]
@@ -279,15 +264,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=50, help="runs of the demo task")
     parser.add_argument("--other-runs", type=int, default=10, help="runs of each other task")
     parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument(
-        "--source",
-        action="append",
-        default=[],
-        metavar="LABEL=SRC",
-        help="run under the convergent sources in SRC (repeat to compare)",
-    )
-    parser.add_argument("--json", action="store_true", help="print every run as JSON")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    add_source_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -300,16 +277,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     child = [f"--runs={args.runs}", f"--other-runs={args.other_runs}"]
     child.append(f"--temperature={args.temperature}")
-    sources: dict[str, list[RunOutcome]] = {}
-    if not args.source:
-        sources["installed"] = asyncio.run(run_all(plan, args.temperature))
-    for spec in args.source:
-        label, sep, src = spec.partition("=")
-        if not sep or not Path(src).is_dir():
-            print(f"bench_embedded_demo: --source {spec!r}: expected LABEL=SRC", file=sys.stderr)
-            return 2
-        print(f"{label}: convergent from {Path(src).resolve()}", file=sys.stderr, flush=True)
-        sources[label] = run_source(str(Path(src).resolve()), child)
+    sources = runs_by_source(
+        "bench_embedded_demo",
+        args.source,
+        child,
+        lambda: asyncio.run(run_all(plan, args.temperature)),
+        lambda row: RunOutcome(**row),
+    )
+    if sources is None:
+        return 2
     if args.json:
         print(json.dumps({label: [asdict(o) for o in runs] for label, runs in sources.items()}))
         return 0

@@ -27,7 +27,16 @@ from typing import Any
 
 import httpx
 
-from convergent import Agent, Limits, Model, ModelSettings, Verification, calculator, file_tools
+from convergent import (
+    Agent,
+    Limits,
+    Model,
+    ModelSettings,
+    StopPolicy,
+    Verification,
+    calculator,
+    file_tools,
+)
 from convergent.messages import UserMessage
 from convergent.models import StructuredToolCalling
 from convergent.models.local import LocalModel
@@ -72,8 +81,8 @@ async def five_cycles(model: LocalModel) -> dict[str, Any]:
         agent = Agent(
             model,
             [calculator, *file_tools(folder)],
-            limits=Limits(max_cycles=5, max_repeated_calls=10),
-            on_tool_error="continue",
+            limits=Limits(max_cycles=5),
+            policy=StopPolicy(max_repeated_calls=10),
             verifier=lambda answer: Verification(False, "check it again with a tool"),
         )
         started = time.perf_counter()
@@ -106,7 +115,7 @@ async def protocol_row(label: str, model: Model, folder: str) -> tuple[str, ...]
     right = calls = ok = completed = cycles = 0
     started = time.perf_counter()
     for task, expected in TASKS:
-        agent = Agent(model, tools, limits=Limits(max_cycles=5), on_tool_error="continue")
+        agent = Agent(model, tools, limits=Limits(max_cycles=5))
         result = await agent.run(task)
         cycles += result.cycles
         completed += result.stop_reason.value == "completed"

@@ -25,7 +25,7 @@ import tracemalloc
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from convergent import Agent, Limits, ModelResponse, ScriptedModel, ToolCall, tool
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, StopPolicy, ToolCall, tool
 from convergent.messages import AssistantMessage, Message, ToolResultMessage, ToolSpec, UserMessage
 from convergent.tools import to_text
 
@@ -66,7 +66,8 @@ def convergent_runner(cycles: int, yields: bool) -> Callable[[], Coroutine[Any, 
     agent = Agent(
         ScriptedModel(Replies(cycles, yields), record_requests=False),
         [echo],
-        limits=Limits(max_cycles=cycles + 1, max_repeated_calls=cycles + 1),
+        limits=Limits(max_cycles=cycles + 1),
+        policy=StopPolicy(max_repeated_calls=cycles + 1),
     )
 
     async def run() -> None:

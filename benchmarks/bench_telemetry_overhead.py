@@ -26,7 +26,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from bench_loop_overhead import Replies, echo
-from convergent import Agent, Limits, ScriptedModel
+from convergent import Agent, Limits, ScriptedModel, StopPolicy
 from convergent.extensions import RunObserver
 
 Runner = Callable[[], Coroutine[Any, Any, None]]
@@ -36,7 +36,8 @@ def runner(cycles: int, **options: Any) -> Runner:
     agent = Agent(
         ScriptedModel(Replies(cycles, False), record_requests=False),
         [echo],
-        limits=Limits(max_cycles=cycles + 1, max_repeated_calls=cycles + 1),
+        limits=Limits(max_cycles=cycles + 1),
+        policy=StopPolicy(max_repeated_calls=cycles + 1),
         **options,
     )
 

@@ -60,7 +60,7 @@ from typing import Any
 
 import httpx
 
-from convergent import Agent, Limits, ScriptedModel, calculator, tool
+from convergent import Agent, Limits, ScriptedModel, StopPolicy, calculator, tool
 from convergent.durability.sqlite import RunStore
 from convergent.ui.server import serve_in_thread
 
@@ -73,7 +73,7 @@ RECIPE = json.dumps(
         "tools": ["calculator", "read_file", "list_dir", "ask_user"],
         "workspace": "/home/user/project",
         "system_prompt": "You are a careful assistant that solves tasks with tools. " * 3,
-        "limits": {"max_cycles": 20, "max_repeated_calls": 3},
+        "limits": {"max_cycles": 20},
         "ask_via": "auto",
         "ask_timeout": 300.0,
     }
@@ -91,7 +91,7 @@ def script(messages, tools):
     return ModelResponse(content=f"step {count}", tool_calls=(call,))
 store = RunStore(sys.argv[1])
 agent = Agent(ScriptedModel(script, record_requests=False), [calculator], store=store,
-              limits=Limits(max_cycles=1_000_000, max_repeated_calls=10))
+              limits=Limits(max_cycles=1_000_000))
 asyncio.run(agent.run("write as fast as possible", run_id="live-writer"))
 """
 
@@ -175,7 +175,8 @@ def long_run(store: RunStore, cycles: int) -> None:
         model,
         [calculator],
         store=store,
-        limits=Limits(max_cycles=cycles, max_repeated_calls=cycles),
+        limits=Limits(max_cycles=cycles),
+        policy=StopPolicy(max_repeated_calls=cycles),
     )
     asyncio.run(agent.run("a long run", run_id="long-run"))
 

@@ -1,9 +1,10 @@
-"""Replay recorded agent runs (τ-bench, τ²-bench) through the loop and report its stops.
+"""Replay the evidence corpora under several sources and policies (over `convergent.replay`).
 
-Every agent turn of every recorded run is replayed through `Agent.run`: a `ScriptedModel`
-plays the recorded replies and each tool answers with its recorded result. The report
-counts, per corpus and per policy, successful runs cut short (and whether the recording
-shows a real loop there), failed runs stopped, and the real loops caught. See
+Every agent turn of every recorded run is replayed through `Agent.run`, as
+``convergent replay`` does; this script adds the comparison of source trees in one
+command, named policy variants and the corpora's call patterns. The report counts, per
+corpus and per policy, successful runs cut short (and whether the recording shows a
+real loop there), failed runs stopped, and the real loops caught. See
 docs/evidence.md for the corpora and the figures.
 
 Run from the repository root:

@@ -6,15 +6,16 @@ Needs: pip install --no-deps bfcl-eval mpmath
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 
-from convergent.bench.bfcl import run_bfcl
+from convergent.bench.bfcl import run_bfcl_async
 
 
 def main() -> None:
     limit = int(sys.argv[1]) if len(sys.argv) > 1 else None
-    result = run_bfcl(limit=limit)
+    result, _, _ = asyncio.run(run_bfcl_async(limit=limit))
     for category, counts in result.details["pass_counts"].items():
         for mode in ("one_per_response", "batched"):
             c = counts[mode]

@@ -4,6 +4,11 @@ Provider keys are removed from the environment and sockets may only connect to t
 loopback interface, so a test that would reach a hosted model fails instead of spending
 money or depending on the network (local stub servers and the embedded model still work).
 
+A test writes only under its temporary folders: one that leaves a new file or folder in
+the checkout fails, and what it left is removed. The check compares each folder's
+modification time with the one seen before the test (a few dozen ``stat`` calls), and
+lists only a folder that changed.
+
 A test that needs the Temporal dev server, the embedded model, a browser, Xvfb or
 Claude Code is also marked ``slow``, so ``pytest -m "not slow"`` leaves them out.
 """
@@ -11,7 +16,11 @@ Claude Code is also marked ``slow``, so ``pytest -m "not slow"`` leaves them out
 from __future__ import annotations
 
 import ipaddress
+import os
+import shutil
 import socket
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +42,101 @@ def _loopback_only(self: socket.socket, address: Any) -> None:
     _real_connect(self, address)
 
 
+CHECKOUT = Path(__file__).resolve().parents[1]
+"""The folder the tests may read but not write."""
+NOT_WATCHED = frozenset(
+    {
+        ".git",
+        "__pycache__",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".hypothesis",
+        ".venv",
+        "node_modules",
+        "test-artifacts",
+    }
+)
+"""Names the checkout guard ignores: the test tools' caches (Hypothesis keeps the examples
+that failed in ``.hypothesis``, to try them first next time), and where screenshots of
+failures go."""
+
+
+class CheckoutGuard:
+    """Notices what appears in a folder tree, and removes it.
+
+    Each watched folder's modification time is kept with the names in it; a check
+    lists again only the folders whose time changed, so it costs one ``stat`` per
+    folder while nothing changes.
+
+    Args:
+        root: The tree (the checkout).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.folders: dict[Path, tuple[int, frozenset[str]]] = {}
+        self._list(root)
+
+    def _list(self, top: Path) -> None:
+        pending = [top]
+        while pending:
+            folder = pending.pop()
+            with os.scandir(folder) as entries:
+                kept = [e for e in entries if e.name not in NOT_WATCHED]
+            self.folders[folder] = (folder.stat().st_mtime_ns, frozenset(e.name for e in kept))
+            pending.extend(Path(e.path) for e in kept if e.is_dir(follow_symlinks=False))
+
+    def sweep(self) -> list[Path]:
+        """Remove what appeared since the last check; the paths removed."""
+        found: list[Path] = []
+        changed = False
+        for folder, (mtime, names) in self.folders.items():
+            try:
+                if folder.stat().st_mtime_ns == mtime:
+                    continue
+                changed = True
+                with os.scandir(folder) as entries:
+                    now = {e.name for e in entries if e.name not in NOT_WATCHED}
+            except FileNotFoundError:
+                continue
+            found.extend(folder / name for name in sorted(now - names))
+        for path in found:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        if changed:
+            self.folders.clear()
+            self._list(self.root)
+        return found
+
+
+@pytest.fixture(scope="session")
+def _checkout() -> CheckoutGuard:
+    return CheckoutGuard(CHECKOUT)
+
+
+@pytest.fixture(autouse=True)
+def _checkout_untouched(_checkout: CheckoutGuard) -> Iterator[None]:
+    """Fail a test that leaves something in the checkout, or the working folder changed.
+
+    Autouse fixtures are set up in the order of their names: this one comes first, so it
+    checks after the others (and the ``monkeypatch`` they use) have undone their changes.
+    """
+    folder = os.getcwd()
+    yield
+    left = _checkout.sweep()
+    if left:
+        shown = ", ".join(str(path.relative_to(CHECKOUT)) for path in left)
+        pytest.fail(f"the test wrote into the checkout (removed now): {shown}; use tmp_path")
+    if os.getcwd() != folder:
+        os.chdir(folder)
+        pytest.fail(
+            "the test changed the working folder and left it changed; use monkeypatch.chdir"
+        )
+
+
 @pytest.fixture(autouse=True)
 def _no_real_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in _PROVIDER_ENV:
@@ -46,3 +150,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.get_closest_marker(name) for name in _HEAVY_MARKERS):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say which groups of tests were skipped and why, one line per reason."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    groups: dict[str, dict[str, int]] = {}
+    for report in skipped:
+        longrepr = getattr(report, "longrepr", None)
+        reason = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        parts = report.nodeid.split("::")[0].split("/")
+        group = "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+        per = groups.setdefault(reason, {})
+        per[group] = per.get(group, 0) + 1
+    terminalreporter.section("skipped, by reason")
+    for reason, per in sorted(groups.items(), key=lambda item: -sum(item[1].values())):
+        where = ", ".join(f"{group} ({count})" for group, count in sorted(per.items()))
+        terminalreporter.write_line(f"{sum(per.values())} skipped: {reason} -- in {where}")

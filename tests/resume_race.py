@@ -35,7 +35,7 @@ from typing import Any
 import psutil
 
 import convergent
-from convergent import AgentSpec, Limits, build_agent, tool
+from convergent import AgentSpec, Limits, StopPolicy, build_agent, tool
 from convergent.durability.sqlite import RunStore
 from convergent.exceptions import UserError
 from convergent.mcp import MCPServer, mcp_config
@@ -77,7 +77,7 @@ SCENARIOS: dict[str, tuple[StopReason, list[Any], dict[str, Any]]] = {
     "tool_error": (
         StopReason.TOOL_ERROR,
         [call("fail", message="disk full"), call("record", note="resumed"), "done"],
-        {"on_tool_error": "stop", "final_answer": False},
+        {"policy": StopPolicy(on_tool_error="stop"), "final_answer": False},
     ),
     "stalled": (
         StopReason.STALLED,
@@ -87,7 +87,7 @@ SCENARIOS: dict[str, tuple[StopReason, list[Any], dict[str, Any]]] = {
             call("record", note="resumed"),
             "done",
         ],
-        {"limits": Limits(max_repeated_calls=2, stall_nudges=0), "final_answer": False},
+        {"policy": StopPolicy(max_repeated_calls=2, notes=0), "final_answer": False},
     ),
 }
 """How a run stops, by name: the stop reason, its script, and spec settings (no final

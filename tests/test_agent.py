@@ -14,6 +14,7 @@ from convergent import (
     ModelError,
     ModelResponse,
     ScriptedModel,
+    StopPolicy,
     StopReason,
     ToolCall,
     ToolFinished,
@@ -76,7 +77,7 @@ async def test_task_done_after_two_cycles_stops_at_two() -> None:
 
 async def test_failing_tool_stops_at_once_under_the_stop_policy() -> None:
     model = ScriptedModel([step(call("fail", message="disk on fire")), "unreachable"])
-    result = await Agent(model, [fail], on_tool_error="stop").run("try")
+    result = await Agent(model, [fail], policy=StopPolicy(on_tool_error="stop")).run("try")
     assert result.stop_reason is StopReason.TOOL_ERROR
     assert "disk on fire" in result.stop_detail
     assert result.cycles == 1
@@ -178,7 +179,7 @@ async def test_sync_tools_of_one_batch_run_in_threads_concurrently() -> None:
 
 async def test_continue_policy_feeds_the_error_back() -> None:
     model = ScriptedModel([step(call("fail", message="nope")), "recovered"])
-    result = await Agent(model, [fail], on_tool_error="continue").run("try")
+    result = await Agent(model, [fail], policy=StopPolicy(on_tool_error="continue")).run("try")
     assert result.stop_reason is StopReason.COMPLETED
     sent = model.requests[1][0]
     error = [m for m in sent if isinstance(m, ToolResultMessage)][0]
@@ -218,7 +219,7 @@ async def test_tool_timeout_is_a_tool_failure() -> None:
         return "unreachable"
 
     model = ScriptedModel([step(call("hang"))])
-    result = await Agent(model, [hang], on_tool_error="stop").run("x")
+    result = await Agent(model, [hang], policy=StopPolicy(on_tool_error="stop")).run("x")
     assert result.stop_reason is StopReason.TOOL_ERROR
     assert "timed out" in result.stop_detail
 
@@ -226,16 +227,15 @@ async def test_tool_timeout_is_a_tool_failure() -> None:
 # --- stall and limits ---------------------------------------------------------------
 
 
-async def test_the_same_call_is_nudged_at_the_third_request_and_stalls_at_the_fourth() -> None:
+async def test_the_same_read_gets_a_note_after_the_third_and_stalls_at_the_fourth() -> None:
     model = ScriptedModel([step(calc("1+1"))] * 4 + ["2, as far as I can tell"])
     result = await Agent(model, [calculator]).run("loop")
     assert result.stop_reason is StopReason.STALLED
     assert result.cycles == 4
-    assert len(result.tool_calls) == 2  # the third and fourth identical calls do not run
-    results = [m for m in result.messages if isinstance(m, ToolResultMessage)]
-    nudge, stopped = results[2], results[3]
-    assert nudge.is_error and 'requested calculator(expression="1+1") 3 times' in nudge.content
-    assert stopped.is_error and stopped.content.startswith("not executed: ")
+    # a read runs and is judged on its result: all four ran, the note came after the third
+    assert len(result.tool_calls) == 4
+    notes = [m for m in result.messages if isinstance(m, UserMessage)][1:]
+    assert 'Note: you have requested calculator(expression="1+1") 3 times' in notes[0].content
     nudges = [e for e in result.events if isinstance(e, Nudged)]
     assert [(e.about, e.cycle) for e in nudges] == [("stalled", 3)]
     # the answer after the stop: one last request, without tools
@@ -243,12 +243,31 @@ async def test_the_same_call_is_nudged_at_the_third_request_and_stalls_at_the_fo
     assert model.requests[-1].tools == ()
 
 
-async def test_no_nudges_stall_at_the_third_request() -> None:
+async def test_an_unannotated_call_is_nudged_at_the_third_request_and_not_run() -> None:
+    @tool
+    def charge(amount: int) -> str:
+        """Charge the card.
+
+        Args:
+            amount: Amount.
+        """
+        return "charged"
+
+    model = ScriptedModel([step(call("charge", amount=5))] * 4 + ["charged once or twice"])
+    result = await Agent(model, [charge]).run("charge 5")
+    assert result.stop_reason is StopReason.STALLED and result.cycles == 4
+    assert len(result.tool_calls) == 2  # the third and fourth identical calls do not run
+    results = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert results[2].is_error and "requested charge(amount=5) 3 times" in results[2].content
+    assert results[3].is_error and results[3].content.startswith("not executed: ")
+
+
+async def test_no_notes_stall_at_the_third_request() -> None:
     model = ScriptedModel([step(calc("1+1"))] * 3)
-    limits = Limits(stall_nudges=0)
-    result = await Agent(model, [calculator], limits=limits, final_answer=False).run("loop")
+    policy = StopPolicy(notes=0)
+    result = await Agent(model, [calculator], policy=policy, final_answer=False).run("loop")
     assert result.stop_reason is StopReason.STALLED
-    assert result.cycles == 3 and len(result.tool_calls) == 2
+    assert result.cycles == 3 and len(result.tool_calls) == 3
     assert result.output == "" and not result.output_after_stop
     model.assert_consumed()
 
@@ -268,8 +287,8 @@ async def test_argument_order_does_not_hide_a_repeat() -> None:
         step(call("pair", a=1, b=2)),
         step(call("pair", b=2, a=1)),
     ]
-    limits = Limits(max_repeated_calls=2, stall_nudges=0)
-    result = await Agent(ScriptedModel(script), [pair], limits=limits, final_answer=False).run("x")
+    policy = StopPolicy(max_repeated_calls=2, notes=0)
+    result = await Agent(ScriptedModel(script), [pair], policy=policy, final_answer=False).run("x")
     assert result.stop_reason is StopReason.STALLED
 
 
@@ -291,13 +310,13 @@ async def test_token_budget() -> None:
         )
         for i in range(5)
     ]
-    # without a final answer a budget is checked before each request, as it stands
+    # without a final answer room is still kept for the next request: it would not fit
     result = await Agent(
         ScriptedModel(heavy), [calculator], limits=Limits(max_total_tokens=1000), final_answer=False
     ).run("x")
     assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
-    assert result.cycles == 2
-    assert result.usage.total_tokens == 1400
+    assert result.cycles == 1
+    assert result.usage.total_tokens == 700
 
 
 async def test_wall_time_budget() -> None:
@@ -308,8 +327,8 @@ async def test_wall_time_budget() -> None:
         return "z"
 
     model = ScriptedModel([step(call("nap"))] * 2 + ["late"])
-    limits = Limits(max_seconds=0.01, max_repeated_calls=100)
-    result = await Agent(model, [nap], limits=limits).run("x")
+    limits, policy = Limits(max_seconds=0.01), StopPolicy(max_repeated_calls=100)
+    result = await Agent(model, [nap], limits=limits, policy=policy).run("x")
     assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
     assert result.cycles == 1
 
@@ -317,8 +336,8 @@ async def test_wall_time_budget() -> None:
 async def test_cost_budget() -> None:
     priced = step(call("calculator", expression="1"), usage=Usage(requests=1, cost=0.6))
     model = ScriptedModel([priced, priced, "x"])
-    limits = Limits(max_cost=1.0, max_repeated_calls=10)
-    result = await Agent(model, [calculator], limits=limits).run("x")
+    limits, policy = Limits(max_cost=1.0), StopPolicy(max_repeated_calls=10)
+    result = await Agent(model, [calculator], limits=limits, policy=policy).run("x")
     assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
     assert result.cycles == 2
 

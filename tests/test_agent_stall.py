@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from convergent import Agent, Limits, ModelResponse, ScriptedModel, StopReason, ToolError, tool
+from convergent import (
+    Agent,
+    ModelResponse,
+    ScriptedModel,
+    StopPolicy,
+    StopReason,
+    ToolError,
+    tool,
+)
 from convergent.events import Nudged
 from convergent.messages import ToolResultMessage, UserMessage
 from convergent.models.anthropic import _to_anthropic
@@ -155,9 +163,10 @@ async def test_the_same_read_four_times_stalls_after_a_nudge() -> None:
     script = [step(call("read", path="a"))] * 4 + ["a holds its contents"]
     result, model, _ = await run(script)
     assert result.stop_reason is StopReason.STALLED
-    assert result.cycles == 4 and len(result.tool_calls) == 2
+    # a read runs: the note follows the third, the fourth ends the run once it ran
+    assert result.cycles == 4 and len(result.tool_calls) == 4
     assert result.stop_detail == (
-        'read(path="a") was requested 3 times with the same result and nothing changed in between'
+        'read(path="a") was requested 4 times with the same result and nothing changed in between'
     )
     assert result.output == "a holds its contents" and result.output_after_stop
 
@@ -170,49 +179,48 @@ async def test_one_payment_sent_again_and_again_stalls() -> None:
     assert result.cycles == 4
 
 
-async def test_a_two_call_cycle_stalls_after_a_nudge() -> None:
-    write = step(call("write", path="a", text="x"))
-    cycle = [write, step(call("run_tests"))]
-    # the third repetition starts with a nudge instead of the write; the write again stops
-    result, model, _ = await run([*cycle, *cycle, write, write, "stuck"])
+async def test_a_two_call_cycle_gets_a_note_then_its_next_call_stops_the_run() -> None:
+    delete = step(call("delete_file", path="gone"))
+    cycle = [delete, step(call("run_tests"))]
+    # the third repetition starts with a note instead of the delete; the tests again stop
+    result, model, _ = await run([*cycle, *cycle, *cycle, "stuck"])
     assert result.stop_reason is StopReason.STALLED and result.cycles == 6
-    assert result.stop_detail.startswith(
-        'the cycle of 2 calls starting with write(path="a", text="x") was requested 3 times'
-    )
     nudges = [e for e in result.events if isinstance(e, Nudged)]
     assert [(e.about, e.cycle) for e in nudges] == [("stalled", 5)]
+    assert result.output == "stuck" and result.output_after_stop
     model.assert_consumed()
 
 
-async def test_a_cycle_that_goes_on_in_step_after_its_nudge_stalls_too() -> None:
+async def test_the_same_write_with_checks_between_stalls_at_its_fourth() -> None:
     cycle = [step(call("write", path="a", text="x")), step(call("run_tests"))]
     result, _, _ = await run(cycle * 8 + ["stuck"])
     assert result.stop_reason is StopReason.STALLED
-    assert result.cycles <= 10
+    # the first check said something new (it may have changed something): the writes
+    # count from the second; the note replaces the fifth write, the sixth ends the run
+    assert result.cycles == 11 and len(result.tool_calls) == 9
 
 
-async def test_calls_to_a_tool_the_agent_lacks_stall_by_name() -> None:
-    script = [step(call("search", query=f"q{n}")) for n in range(4)] + ["no search here"]
+async def test_calls_to_tools_the_agent_lacks_form_a_streak_whatever_their_names() -> None:
+    script = [step(call(f"search_{n}", query=f"q{n}")) for n in range(5)] + ["no search here"]
     result, _, _ = await run(script)
-    assert result.stop_reason is StopReason.STALLED
-    assert [r.outcome for r in result.tool_calls] == ["invalid", "invalid"]
+    assert result.stop_reason is StopReason.STALLED and result.cycles == 5
+    assert "in 5 steps in a row" in result.stop_detail
+    assert [r.outcome for r in result.tool_calls] == ["invalid"] * 5
 
 
 # --- the nudge ---------------------------------------------------------------------------
 
 
 async def test_a_stall_nudge_replaces_only_the_repeated_call_of_a_batch() -> None:
-    script = [step(call("read", path="a"))] * 2 + [
-        step(call("read", path="b"), call("read", path="a")),
-        "done",
-    ]
-    result, model, _ = await run(script)
+    pay = call("send_payment", amount=5, to="acme")
+    script = [step(pay)] * 2 + [step(call("read", path="b"), pay), "done"]
+    result, model, world = await run(script)
     assert result.stop_reason is StopReason.COMPLETED
     third = [m for m in model.requests[3].messages if isinstance(m, ToolResultMessage)][-2:]
     assert third[0].content == "contents of b" and not third[0].is_error
     assert third[1].is_error and third[1].content.startswith("Not run: you have requested")
     assert "change your approach, or answer" in third[1].content
-    assert [r.arguments["path"] for r in result.tool_calls] == ["a", "a", "b"]
+    assert world.payments == 2
 
 
 async def test_a_tool_error_nudge_follows_the_results_in_a_valid_sequence() -> None:
@@ -226,7 +234,8 @@ async def test_a_tool_error_nudge_follows_the_results_in_a_valid_sequence() -> N
         raise ToolError("database unreachable")
 
     model = ScriptedModel([step(call("lookup", customer=f"c{n}")) for n in range(3)] + ["sorry"])
-    result = await Agent(model, [lookup]).run("find them")
+    policy = StopPolicy(max_failing_steps=3)
+    result = await Agent(model, [lookup], policy=policy).run("find them")
     assert result.stop_reason is StopReason.COMPLETED
     sent = model.requests[3].messages
     assert isinstance(sent[-2], ToolResultMessage) and isinstance(sent[-1], UserMessage)
@@ -243,7 +252,7 @@ async def test_a_tool_error_nudge_follows_the_results_in_a_valid_sequence() -> N
 
 async def test_zero_nudges_keeps_the_hard_stop() -> None:
     script = [step(call("read", path="a"))] * 3
-    result, model, _ = await run(script, limits=Limits(stall_nudges=0), final_answer=False)
+    result, model, _ = await run(script, policy=StopPolicy(notes=0), final_answer=False)
     assert result.stop_reason is StopReason.STALLED and result.cycles == 3
     model.assert_consumed()
 

@@ -15,8 +15,10 @@ from convergent import (
     calculator,
     tool,
 )
+from convergent.budget import shared
+from convergent.events import CycleStarted, Event
 from convergent.messages import CallOutcome
-from convergent.run_context import shared
+from convergent.state import RunState
 from convergent.testing import answer, call, scripted, step
 
 
@@ -172,15 +174,15 @@ async def test_children_of_one_response_share_what_is_left_and_never_overspend_i
     parent = Agent(
         scripted(step(call("helper", task="a"), call("helper", task="b")), "both stopped"),
         [child.as_tool("helper", "Calculates.")],
-        limits=Limits(max_cycles=7, max_total_tokens=125),
+        limits=Limits(max_cycles=7, max_total_tokens=400),
         final_answer=False,
     )
     result = await parent.run("delegate")
-    # 7 - 1 = 6 cycles and 125 tokens were left; each child had half: 3 cycles, 62 tokens
+    # 7 - 1 = 6 cycles and 400 tokens were left; each child had half: 3 cycles, 200 tokens
     assert sorted(counted) == ["a"] * 3 + ["b"] * 3
     assert [r.ok for r in result.tool_calls] == [False, False]
     assert all("stopped max_cycles" in r.result for r in result.tool_calls)
-    assert result.usage.total_tokens == 60 <= 125
+    assert result.usage.total_tokens == 60 <= 400
     assert result.stop_reason is StopReason.MAX_CYCLES
 
 
@@ -191,3 +193,159 @@ def test_a_share_divides_cycles_tokens_and_cost_but_not_time() -> None:
     )
     assert shared(left, 1) == left
     assert shared(Limits(max_cycles=None), 3).max_cycles is None
+
+
+# -- budgets hold for the whole tree of runs ------------------------------------------
+
+
+class Cycles:
+    """Counts every cycle of the runs it observes (a parent's observers reach its children)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_event(self, event: Event, state: RunState) -> None:
+        if isinstance(event, CycleStarted):
+            self.count += 1
+
+
+def delegating(tool_name: str) -> ScriptedModel:
+    """A model that calls ``tool_name`` at every request, or answers when it has none."""
+
+    def reply(messages: Any, tools: Any) -> ModelResponse:
+        if not tools:
+            return answer("the best so far", usage=Usage(input_tokens=1, requests=1))
+        return step(call(tool_name, task="go deeper"), usage=Usage(input_tokens=1, requests=1))
+
+    return ScriptedModel(reply)
+
+
+async def test_max_cycles_holds_for_three_levels_of_agents() -> None:
+    cycles = Cycles()
+    grandchild = Agent(delegating("calculator"), [calculator], observers=[cycles])
+    child = Agent(delegating("grandchild"), [grandchild.as_tool("grandchild", "Goes.")])
+    child.observers.append(cycles)
+    parent = Agent(
+        delegating("child"),
+        [child.as_tool("child", "Goes.")],
+        limits=Limits(max_cycles=10),
+        observers=[cycles],
+    )
+    result = await parent.run("go")
+    # the grandchild's cycles count toward its parent and its grandparent: 10 in all
+    # (when each level reported only its own cycles, these 3 levels made 23)
+    assert cycles.count == 10
+    assert result.stop_reason is StopReason.MAX_CYCLES
+
+
+async def test_a_self_calling_agent_stops_within_its_budget_and_its_depth() -> None:
+    requests: list[int] = []
+    cycles = Cycles()
+
+    def reply(messages: Any, tools: Any) -> ModelResponse:
+        requests.append(len(messages))
+        if not tools:
+            return answer("the best so far")
+        return step(call("me", task="again"))
+
+    agent = Agent(ScriptedModel(reply), limits=Limits(max_cycles=20), observers=[cycles])
+    agent.tools["me"] = agent.as_tool("me", "Calls itself.", max_depth=3)
+    agent.tool_specs = tuple(t.spec for t in agent.tools.values())
+    result = await agent.run("go")
+    assert cycles.count == 20  # 6,613 requests at max_cycles=25 when each level counted its own
+    # a run that stops on a budget asks once more for its answer, and each child run
+    # starts from a cycle of its parent: 20 cycles and 21 runs at most
+    assert len(requests) <= 20 + 21
+    assert result.stop_reason is StopReason.MAX_CYCLES
+
+
+async def test_a_call_past_the_depth_limit_fails_without_running() -> None:
+    ran: list[str] = []
+
+    @tool
+    def leaf(task: str) -> str:
+        """Do it.
+
+        Args:
+            task: What.
+        """
+        ran.append(task)
+        return "done"
+
+    deepest = Agent(scripted(step(call("leaf", task="x")), "leaf done"), [leaf])
+    middle = Agent(
+        scripted(step(call("deepest", task="x")), "deepest did not run"),
+        [deepest.as_tool("deepest", "Goes.", max_depth=1)],
+    )
+    top = Agent(
+        scripted(step(call("middle", task="x")), "middle answered"),
+        [middle.as_tool("middle", "Goes.", max_depth=1)],
+    )
+    result = await top.run("go")
+    assert result.tool_calls[0].result == "deepest did not run"
+    # the middle run is 1 level down: its call of `deepest` was refused
+    assert ran == []
+    assert result.stop_reason is StopReason.COMPLETED
+
+
+async def test_the_depth_limit_is_said_to_the_model() -> None:
+    model = ScriptedModel([step(call("me", task="again")), "fine, alone"])
+    agent = Agent(model)
+    made = agent.as_tool("me", "Calls itself.", max_depth=0)
+    agent.tools["me"] = made
+    agent.tool_specs = (made.spec,)
+    result = await agent.run("go")
+    (record,) = result.tool_calls
+    assert record.outcome == CallOutcome.FAILED and not record.fatal
+    assert record.result == (
+        "me failed: not run: agents called as tools nest at most 0 levels deep (max_depth), "
+        "and this run is 0 levels down; answer without it"
+    )
+
+
+# -- what a child spends counts, whether it ends or not -------------------------------
+
+
+async def test_a_child_whose_call_times_out_counts_what_it_spent() -> None:
+    @tool
+    async def wait(seconds: float) -> str:
+        """Wait.
+
+        Args:
+            seconds: How long.
+        """
+        await asyncio.sleep(seconds)
+        return "waited"
+
+    child = Agent(
+        ScriptedModel([step(call("wait", seconds=60), usage=Usage(input_tokens=700))]),
+        [wait],
+    )
+    parent = Agent(
+        scripted(ask("wait", usage=10), "it timed out"),
+        [child.as_tool("helper", "Waits.", timeout=0.5)],
+    )
+    result = await parent.run("delegate")
+    (record,) = result.tool_calls
+    assert record.result == "helper timed out after 0.5s"
+    assert result.usage.total_tokens == 710  # the child's 700 were lost
+    assert result.stop_reason is StopReason.COMPLETED
+
+
+async def test_a_child_that_crashes_counts_what_it_spent() -> None:
+    def child_model(messages: Any, tools: Any) -> ModelResponse:
+        if messages[-1].role == "tool":
+            raise RuntimeError("the child's model crashed")
+        return step(call("calculator", expression="1+1"), usage=Usage(input_tokens=700))
+
+    child = Agent(ScriptedModel(child_model), [calculator])
+    parent = Agent(
+        scripted(ask("add", usage=10), "it crashed"),
+        [child.as_tool("helper", "Adds.")],
+        limits=Limits(max_cycles=10),
+    )
+    result = await parent.run("delegate")
+    (record,) = result.tool_calls
+    assert record.result == "helper raised RuntimeError: the child's model crashed"
+    assert result.usage.total_tokens == 710
+    assert result.stop_reason is StopReason.COMPLETED

@@ -11,7 +11,16 @@ import pytest
 
 import convergent
 from cli_runner import Ran, invoke
-from convergent import Agent, AgentSpec, Limits, StopReason, Usage, UserError, build_agent
+from convergent import (
+    Agent,
+    AgentSpec,
+    Limits,
+    StopPolicy,
+    StopReason,
+    Usage,
+    UserError,
+    build_agent,
+)
 from convergent.builder import BuildContext, ModelRole, Toolbox, resolve_tools
 from convergent.durability.sqlite import RunStore
 from convergent.gate import ExecutiveGate, QueueChannel
@@ -55,13 +64,12 @@ def test_build_agent_builds_every_part(tmp_path: Path) -> None:
         workspace=str(tmp_path),
         gate=GateSpec(threshold=0.6),
         limits=Limits(max_cycles=4),
-        on_tool_error="stop",
-        max_consecutive_tool_errors=5,
+        policy=StopPolicy(on_tool_error="stop", max_repeated_failures=5),
     )
     agent = build_agent(spec)
     assert isinstance(agent.gate, ExecutiveGate) and agent.gate.threshold == 0.6
     assert set(agent.tools) == {"calculator", "read_file", "list_dir", "ask_user"}
-    assert agent.limits.max_cycles == 4 and agent.on_tool_error == "stop"
+    assert agent.limits.max_cycles == 4 and agent.policy.on_tool_error == "stop"
     assert agent.spec is not None and agent.spec["workspace"] == str(tmp_path)
     with pytest.raises(UserError, match="workspace folder not found"):
         build_agent(spec.model_copy(update={"workspace": str(tmp_path / "gone")}))
@@ -127,7 +135,7 @@ async def test_a_run_started_in_python_resumes_from_the_cli(tmp_path: Path) -> N
     first = await build_agent(spec).run("calc", run_id="py1", store=store)
     assert first.stop_reason is StopReason.MAX_CYCLES
     store.close()
-    proc = cli("resume", "py1", "--json", cwd=tmp_path)
+    proc = cli("resume", "py1", "--more-cycles", "5", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     # the script continues where the first run stopped: no reply is played twice
@@ -177,7 +185,7 @@ def test_a_gate_scorer_script_continues_where_it_stopped(tmp_path: Path) -> None
     args = ["--model", model, "--gate", "0.5", "--gate-model", scorer, "--json"]
     first = cli("run", "t", *args, "--max-cycles", "1", "--run-id", "g", cwd=tmp_path)
     assert json.loads(first.stdout)["stop_reason"] == "max_cycles", first.stderr
-    resumed = cli("resume", "g", "--json", cwd=tmp_path)
+    resumed = cli("resume", "g", "--more-cycles", "5", "--json", cwd=tmp_path)
     # the second step gets the scorer's second (low) score, so the gate asks the user
     assert json.loads(resumed.stdout)["stop_reason"] == "needs_user", resumed.stderr
 
@@ -268,4 +276,4 @@ async def test_a_spec_builds_its_agents_as_tools_and_a_stored_run_stores_the_chi
     (child,) = store.children("p")
     assert (child.run_id, child.parent_call_id) == ("p.1.c1", "c1")
     # a child that names no workspace works in its caller's
-    assert child.recipe is not None and child.recipe["workspace"] == str(tmp_path)
+    assert child.spec is not None and child.spec["workspace"] == str(tmp_path)

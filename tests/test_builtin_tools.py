@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from convergent import (
     Agent,
+    StopPolicy,
     StopReason,
     ToolArgumentsError,
     ToolError,
@@ -113,7 +114,7 @@ async def test_a_bad_expression_goes_back_to_the_model_and_the_run_goes_on() -> 
         call("calculator", expression="17 * 23"),
         "391",
     )
-    result = await Agent(model, [calculator], on_tool_error="stop").run("17*23?")
+    result = await Agent(model, [calculator], policy=StopPolicy(on_tool_error="stop")).run("17*23?")
     assert result.stop_reason is StopReason.COMPLETED
     assert [r.outcome for r in result.tool_calls] == ["invalid", "ok"]
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import os
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +32,71 @@ def test_tests_of_heavy_components_are_slow() -> None:
     items = [_Item("temporal"), _Item("local_model"), _Item("browser"), _Item("asyncio"), _Item()]
     pytest_collection_modifyitems(items)  # type: ignore[arg-type]
     assert ["slow" in item.markers for item in items] == [True, True, True, False, False]
+
+
+def test_what_a_test_leaves_in_the_checkout_is_found_and_removed(tmp_path: Path) -> None:
+    from conftest import CheckoutGuard
+
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    kept = tmp_path / "src" / "pkg" / "module.py"
+    kept.write_text("")
+    guard = CheckoutGuard(tmp_path)
+    (tmp_path / ".convergent").mkdir()
+    (tmp_path / ".convergent" / "runs.db").write_bytes(b"")
+    (tmp_path / "src" / "pkg" / "stray.json").write_text("{}")
+    (tmp_path / "src" / "pkg" / "__pycache__").mkdir()
+    assert guard.sweep() == [tmp_path / ".convergent", tmp_path / "src" / "pkg" / "stray.json"]
+    assert not (tmp_path / ".convergent").exists()
+    assert kept.exists() and (tmp_path / "src" / "pkg" / "__pycache__").exists()
+    assert guard.sweep() == []
+
+
+def test_a_check_while_nothing_changed_lists_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import CHECKOUT, CheckoutGuard
+
+    guard = CheckoutGuard(CHECKOUT)
+    assert len(guard.folders) > 10, "the whole checkout is watched"
+    listed: list[object] = []
+    monkeypatch.setattr(os, "scandir", lambda path: listed.append(path))
+    assert guard.sweep() == [] and listed == []
+
+
+class _Report:
+    def __init__(self, nodeid: str, reason: str) -> None:
+        self.nodeid = nodeid
+        self.longrepr = (nodeid.split("::")[0], 1, f"Skipped: {reason}")
+
+
+class _Terminal:
+    def __init__(self, skipped: list[_Report]) -> None:
+        self.stats = {"skipped": skipped}
+        self.lines: list[str] = []
+
+    def section(self, title: str) -> None:
+        self.lines.append(f"== {title} ==")
+
+    def write_line(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def test_the_summary_says_which_groups_were_skipped_and_why() -> None:
+    from conftest import pytest_terminal_summary
+
+    terminal = _Terminal(
+        [
+            _Report("tests/claude_code/test_hook.py::a", "the Claude Code CLI is not installed"),
+            _Report("tests/claude_code/test_sdk.py::b", "the Claude Code CLI is not installed"),
+            _Report("tests/ui/test_browser.py::c", "/usr/bin/chromium is missing"),
+        ]
+    )
+    pytest_terminal_summary(terminal)
+    assert terminal.lines == [
+        "== skipped, by reason ==",
+        "2 skipped: the Claude Code CLI is not installed -- in tests/claude_code (2)",
+        "1 skipped: /usr/bin/chromium is missing -- in tests/ui (1)",
+    ]
+    quiet = _Terminal([])
+    pytest_terminal_summary(quiet)
+    assert quiet.lines == []

@@ -67,3 +67,14 @@ def test_block_runs_as_written(where: str, code: str, reason: str | None, tmp_pa
         check=False,
     )
     assert done.returncode == 0, f"{where} failed:\n{done.stderr[-2000:]}"
+
+
+def test_the_versions_the_docs_give_are_the_codes() -> None:
+    from convergent.durability.sqlite._schema import DB_SCHEMA_VERSION
+    from convergent.spec import SPEC_VERSION
+    from convergent.state import STATE_SCHEMA_VERSION
+
+    text = " ".join((ROOT / "docs" / "durable-runs.md").read_text(encoding="utf-8").split())
+    assert f"`DB_SCHEMA_VERSION`, now {DB_SCHEMA_VERSION}" in text
+    assert f"`STATE_SCHEMA_VERSION` ({STATE_SCHEMA_VERSION})" in text
+    assert f"`SPEC_VERSION` ({SPEC_VERSION})" in text

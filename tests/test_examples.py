@@ -42,6 +42,7 @@ def test_scripted_run_file(tmp_path: Path) -> None:
         text=True,
         timeout=60,
         check=False,
+        cwd=tmp_path,
     )
     data = json.loads(proc.stdout)
     assert data["stop_reason"] == "completed" and data["cycles"] == 3

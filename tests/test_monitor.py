@@ -1,4 +1,5 @@
-"""`RunMonitor`: progress-aware repeats, tool-error steps, nudges and budgets."""
+"""`RunMonitor`: progress judged by what results mean, reads judged on their results,
+cycles of 2 to 5 calls, time between polls, and a streak for every kind of non-progress."""
 
 from __future__ import annotations
 
@@ -6,18 +7,11 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import pytest
 from pydantic import TypeAdapter
 
-from convergent import Limits, ToolCall, Usage
-from convergent.models import TokenPrice
-from convergent.monitor import (
-    FINAL_ANSWER_TOKENS,
-    FINAL_PROMPT_TOKENS,
-    MonitorState,
-    RunMonitor,
-    describe_call,
-)
+from convergent import StopPolicy, ToolCall
+from convergent.messages import CallOutcome
+from convergent.monitor import MonitorState, RunMonitor, describe_call
 from convergent.stop import Nudge, Stall, StopReason, ToolFailure
 from convergent.testing import call
 
@@ -26,36 +20,70 @@ TOOLS: dict[str, bool | None] = {
     "read": READ,
     "list_files": READ,
     "job_status": READ,
-    "run_tests": None,
-    "edit": None,
-    "delete_file": None,
-    "send_payment": None,
+    "status": UNKNOWN,
+    "run_tests": UNKNOWN,
+    "edit": UNKNOWN,
+    "delete_file": UNKNOWN,
+    "send_payment": UNKNOWN,
+    "pay": WRITE,
     "write": WRITE,
-    "lookup": None,
+    "wait": WRITE,
+    "cd": WRITE,
+    "lookup": UNKNOWN,
+    "a": UNKNOWN,
+    "b": UNKNOWN,
+    "c": UNKNOWN,
+    "d": UNKNOWN,
+    "e": UNKNOWN,
 }
 
 
-def monitor(tools: Mapping[str, bool | None] | None = None, **limits: Any) -> RunMonitor:
-    return RunMonitor(Limits(**limits), tools=TOOLS if tools is None else tools)
+class Idle:
+    """Seconds outside model requests, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
-def step(m: RunMonitor, *made: tuple[ToolCall, str], outcome: str = "ok") -> Stall | None:
-    """Review a batch; run it unless a stall is found; return the finding."""
+def monitor(
+    tools: Mapping[str, bool | None] | None = None, idle: Idle | None = None, **rules: Any
+) -> RunMonitor:
+    return RunMonitor(StopPolicy(**rules), tools=TOOLS if tools is None else tools, idle=idle)
+
+
+def step(
+    m: RunMonitor, *made: tuple[ToolCall, str], outcome: str = "ok"
+) -> Stall | ToolFailure | None:
+    """Review a batch; unless a call would repeat, run it; return what was found."""
     calls = [c for c, _ in made]
     found = m.review(calls)
-    if found is None:
-        for c, result in made:
-            m.observe(c, outcome, result)
-        m.end_step()
-    return found
+    if found is not None:
+        return found
+    for c, result in made:
+        m.observe(c, CallOutcome(outcome), result)
+    failure, stall = m.end_step()
+    return failure or stall
 
 
 def trajectory(m: RunMonitor, steps: Iterable[tuple[ToolCall, str]]) -> list[int]:
-    """Run single-call steps; return the positions (0-based) of the findings."""
-    return [n for n, made in enumerate(steps) if step(m, made) is not None]
+    """Run single-call steps; return the positions (0-based) of the findings.
+
+    A finding with a note left is noted (as the loop would); the call then did not run.
+    """
+    found = []
+    for n, made in enumerate(steps):
+        finding = step(m, made)
+        if finding is not None:
+            found.append(n)
+            if isinstance(finding, Stall) and finding.nudge:
+                m.noted(Nudge(StopReason.STALLED, "note", finding.kind))
+    return found
 
 
-# --- the must-holds -------------------------------------------------------------------
+# --- progress that must never stall ---------------------------------------------------
 
 
 def test_edit_then_test_loops_never_stall() -> None:
@@ -69,18 +97,10 @@ def test_edit_then_test_loops_never_stall() -> None:
     assert trajectory(m, steps) == []
 
 
-def test_edit_then_test_with_unchanged_test_results_never_stalls_while_edits_differ() -> None:
-    m = monitor()
-    steps = []
-    for n in range(6):
-        steps += [(call("edit", patch=f"p{n}"), "edited"), (call("run_tests"), "3 failing")]
-    assert trajectory(m, steps) == []
-
-
 def test_polling_whose_results_change_never_stalls() -> None:
     m = monitor()
     polls = [f"running ({n} of 6 steps)" for n in range(6)] + ["done"]
-    assert trajectory(m, [(call("job_status", job="j1"), text) for text in polls]) == []
+    assert trajectory(m, [(call("status", job="j1"), text) for text in polls]) == []
 
 
 def test_checking_a_write_never_counts_toward_a_stall() -> None:
@@ -89,61 +109,9 @@ def test_checking_a_write_never_counts_toward_a_stall() -> None:
     for n in range(5):
         steps += [
             (call("list_files"), "a.txt b.txt"),
-            (call("delete_file", path=f"tmp{n}"), f"deleted tmp{n}"),
+            (call("delete_file", path=f"t{n}"), f"del t{n}"),
         ]
-    steps.append((call("list_files"), "a.txt b.txt"))
     assert trajectory(m, steps) == []
-
-
-def test_the_same_read_with_the_same_result_stalls_at_the_third_request() -> None:
-    m = monitor()
-    found = [step(m, (call("read", path="a"), "hello")) for _ in range(3)]
-    assert found[:2] == [None, None]
-    assert found[2] == Stall(what='read(path="a")', times=3, nudge=True, positions=(0,))
-
-
-def test_one_payment_sent_again_and_again_stalls_whatever_the_tool_declares() -> None:
-    for flag in (None, False):
-        m = monitor({"send_payment": flag})
-        pay = [(call("send_payment", amount=100, to="acct-1"), "payment sent") for _ in range(4)]
-        assert trajectory(m, pay)[0] == 2, flag
-
-
-def test_repeats_count_per_stretch_of_no_progress_not_per_run() -> None:
-    m = monitor()
-    steps = []
-    for n in range(4):
-        steps += [(call("read", path="a"), "hello"), (call("write", n=n), "written")]
-    assert trajectory(m, steps) == []
-
-
-# --- the rule for read_only, branch by branch -------------------------------------
-
-
-def test_a_read_only_call_with_an_unchanged_result_never_resets_other_counts() -> None:
-    m = monitor()
-    steps = [
-        (call("read", path="a"), "x"),
-        (call("list_files"), "a b"),
-        (call("read", path="a"), "x"),
-        (call("list_files"), "a b"),
-        (call("read", path="a"), "x"),
-    ]
-    assert trajectory(m, steps) == [4]
-
-
-def test_a_repeated_call_whose_result_changed_restarts_every_count() -> None:
-    m = monitor()
-    steps = [
-        (call("read", path="a"), "x"),
-        (call("list_files"), "a b"),
-        (call("read", path="a"), "x"),
-        (call("list_files"), "a b c"),  # the same call answered differently: the world moved
-        (call("read", path="a"), "x"),
-        (call("read", path="a"), "x"),
-        (call("read", path="a"), "x"),
-    ]
-    assert trajectory(m, steps) == [6]
 
 
 def test_a_declared_state_changing_call_always_resets_other_counts() -> None:
@@ -154,296 +122,389 @@ def test_a_declared_state_changing_call_always_resets_other_counts() -> None:
     assert trajectory(m, steps) == []
 
 
-def test_a_failed_call_changes_nothing_whatever_the_tool_declares() -> None:
+# --- results compared by meaning --------------------------------------------------------
+
+
+def test_a_status_that_differs_only_in_its_clock_time_is_a_repeat() -> None:
     m = monitor()
-    stalled_reads = []
+    polls = [(call("status", job="j1"), f"running (as of 12:00:{n:02d})") for n in range(12)]
+    assert trajectory(m, polls)[:2] == [2, 3]
+
+
+def test_a_count_that_moves_is_progress_even_beside_a_clock_time() -> None:
+    m = monitor()
+    polls = [
+        (call("status", job="j1"), f"running {10 * n} % (as of 12:00:{n:02d})") for n in range(8)
+    ]
+    assert trajectory(m, polls) == []
+
+
+def test_the_same_payment_with_a_new_receipt_each_time_is_stopped() -> None:
+    m = monitor()
+    pays = [(call("pay", to="ACME", amount=15), f"payment P-{1001 + n} sent") for n in range(8)]
+    # an action may be meant to repeat: the note comes at the fourth, the stop at the fifth
+    assert trajectory(m, pays)[:2] == [3, 4]
+
+
+def test_a_read_keeps_its_numbered_steps() -> None:
+    m = monitor()
+    reads = [(call("read", path="log"), f"processing chunk_{n:04d}") for n in range(6)]
+    assert trajectory(m, reads) == []
+
+
+# --- reads are judged on their result ---------------------------------------------------
+
+
+def test_a_read_runs_and_a_new_result_is_progress() -> None:
+    m = monitor()
+    assert step(m, (call("job_status", job="j"), "running")) is None
+    assert step(m, (call("job_status", job="j"), "running")) is None
+    # the third poll is not replaced by a note: it runs and says something new
+    assert m.review([call("job_status", job="j")]) is None
+    assert step(m, (call("job_status", job="j"), "done")) is None
+
+
+def test_a_read_that_repeats_gets_the_note_after_it_ran_then_stops() -> None:
+    m = monitor()
+    found = trajectory(m, [(call("read", path="a"), "hello")] * 5)
+    assert found[:2] == [2, 3]
+
+
+def test_the_third_identical_read_is_found_with_its_count() -> None:
+    m = monitor()
+    step(m, (call("read", path="a"), "x"))
+    step(m, (call("read", path="a"), "x"))
+    found = step(m, (call("read", path="a"), "x"))
+    assert found == Stall(what='read(path="a")', times=3, nudge=True, kind="repeat")
+
+
+def test_an_unannotated_call_is_judged_before_it_runs() -> None:
+    m = monitor()
+    step(m, (call("status", job="j"), "running"))
+    step(m, (call("status", job="j"), "running"))
+    found = m.review([call("status", job="j")])
+    assert found == Stall(what='status(job="j")', times=3, nudge=True, positions=(0,))
+
+
+# --- time between polls -----------------------------------------------------------------
+
+
+def test_a_poll_after_real_time_passed_is_a_fresh_look() -> None:
+    idle = Idle()
+    m = monitor(idle=idle, poll_gap=10.0)
+    found = []
+    for n in range(6):
+        idle.now += 30.0  # a slow job: half a minute outside model requests between polls
+        if step(m, (call("status", job="j"), "running")) is not None:
+            found.append(n)
+    assert found == []
+
+
+def test_a_tight_loop_of_instant_identical_polls_still_stops_at_the_third() -> None:
+    idle = Idle()
+    m = monitor(idle=idle, poll_gap=10.0)
+    polls = [(call("status", job="j"), "running")] * 5
+    assert trajectory(m, polls)[:2] == [2, 3]
+
+
+def test_time_never_counts_without_a_clock_or_a_gap() -> None:
+    idle = Idle()
+    m = monitor(idle=idle, poll_gap=None)
+    found = []
     for n in range(4):
-        if step(m, (call("read", path="a"), "x")) is not None:
-            stalled_reads.append(n)
-        # writes that fail, each time with new arguments and a new error
-        step(m, (call("write", v=n), f"refused {n}"), outcome="failed")
-        step(m, (call("edit", v=n), f"no such line {n}"), outcome="failed")
-    # the third read of a, with only failures in between, repeats itself
-    assert stalled_reads == [2, 3]
+        idle.now += 300.0
+        if step(m, (call("status", job="j"), "running")) is not None:
+            found.append(n)
+    assert found[:1] == [2]
 
 
-def test_an_unannotated_call_changes_state_only_with_a_new_call_result_pair() -> None:
-    def steps(edit_results: list[str]) -> list[tuple[ToolCall, str]]:
-        first, second, third = edit_results
-        return [
-            (call("edit", v=1), first),
-            (call("read", path="a"), "x"),
-            (call("edit", v=1), second),
-            (call("list_files"), "a b"),
-            (call("read", path="a"), "x"),
-            (call("edit", v=1), third),
-            (call("read", path="b"), "y"),
-            (call("read", path="a"), "x"),
-        ]
-
-    # new results each time: each edit may have changed something
-    assert trajectory(monitor(), steps(["edit 1", "edit 2", "edit 3"])) == []
-    # the same edit with the same result evidently changed nothing after the first: the
-    # third edit repeats itself, and the third read of a counts every read since the first
-    assert trajectory(monitor(), steps(["edited"] * 3)) == [5, 7]
-
-
-def test_an_unannotated_tool_counts_as_unknown_when_no_tools_are_declared() -> None:
-    m = RunMonitor(Limits())
-    steps = [(call("read", path="a"), "x"), (call("poke"), "done")] * 3
-    assert trajectory(m, steps) != []  # the cycle read, poke with unchanged results
-
-
-# --- short cycles, unknown tools, batches ----------------------------------------------
-
-
-def test_a_two_call_cycle_stalls_at_the_start_of_its_third_repetition() -> None:
+def test_a_declared_wait_between_polls_breaks_the_cycle() -> None:
     m = monitor()
-    assert trajectory(m, [(call("write", v=1), "ok"), (call("run_tests"), "3 failing")] * 2) == []
-    assert m.review([call("write", v=1)]) == Stall(
-        what="the cycle of 2 calls starting with write(v=1)", times=3, nudge=True, positions=(0,)
-    )
+    steps = [(call("status", job="j"), "running"), (call("wait", seconds=10), "waited")] * 6
+    # not the cycle at the third poll (position 4): the same wait, a fourth time, at once
+    assert trajectory(m, steps)[0] == 7
 
 
-def test_a_three_call_cycle_stalls_too() -> None:
-    m = monitor()
-    steps = [
-        (call("write", v=1), "ok"),
-        (call("read", path="a"), "x"),
-        (call("run_tests"), "1 failing"),
-    ] * 3
-    assert trajectory(m, steps) == [6]
+def test_a_declared_wait_that_takes_time_lets_a_poll_run_until_the_job_is_done() -> None:
+    idle = Idle()
+    m = monitor(idle=idle, poll_gap=10.0)
+    found = []
+    for _ in range(12):
+        found.append(step(m, (call("status", job="j"), "running")))
+        wait = call("wait", seconds=15)
+        found.append(m.review([wait]))
+        idle.now += 15.0
+        m.observe(wait, CallOutcome.OK, "waited")
+        found += m.end_step()
+    assert [finding for finding in found if finding is not None] == []
+
+
+def test_an_unannotated_wait_that_takes_time_breaks_the_cycle_too() -> None:
+    idle = Idle()
+    m = monitor({**TOOLS, "wait": None}, idle=idle, poll_gap=10.0)
+    found = []
+    for n in range(6):
+        if step(m, (call("status", job="j"), "running")) is not None:
+            found.append(n)
+        wait = call("wait", seconds=15)
+        found.append(m.review([wait]))
+        idle.now += 15.0  # the wait took 15 seconds
+        m.observe(wait, CallOutcome.OK, "waited")
+        found += [finding for finding in m.end_step() if finding is not None]
+    assert [finding for finding in found if finding is not None] == []
+
+
+def test_a_slow_identical_call_is_a_fresh_look_each_time() -> None:
+    idle = Idle()
+    m = monitor(idle=idle, poll_gap=10.0)
+    for _ in range(5):
+        slow = call("run_tests")
+        assert m.review([slow]) is None
+        idle.now += 20.0  # the test run takes 20 seconds: time passed, the rule lets it be
+        m.observe(slow, CallOutcome.OK, "3 failing")
+        assert m.end_step() == (None, None)
+
+
+# --- cycles of 2 to 5 calls -----------------------------------------------------------
+
+
+def test_cycles_of_two_to_five_calls_get_the_note_at_their_third_repetition() -> None:
+    for period in range(2, 6):
+        m = monitor()
+        names = "abcde"[:period]
+        steps = [(call(name), f"{name} result") for name in names] * 4
+        found = trajectory(m, steps)
+        # the note at the first call of the third repetition, the stop at the next call
+        assert found[:2] == [2 * period, 2 * period + 1], period
+
+
+def test_a_cycle_longer_than_the_policy_watches_is_found_later_by_its_repeats() -> None:
+    steps = [(call(name), f"{name} result") for name in "abcd"] * 4
+    assert trajectory(monitor(), steps)[0] == 8
+    # unwatched, the cycle is found only when one of its calls repeats three times
+    assert trajectory(monitor(max_cycle_length=3), steps)[0] == 11
 
 
 def test_a_cycle_whose_results_change_is_progress() -> None:
     m = monitor()
     steps = []
     for n in range(5):
-        steps += [(call("write", v=1), "ok"), (call("run_tests"), f"{5 - n} failing")]
+        steps += [(call("edit", v=1), "ok"), (call("run_tests"), f"{5 - n} failing")]
     assert trajectory(m, steps) == []
 
 
-def test_calls_to_a_tool_the_run_lacks_stall_by_name_whatever_the_arguments() -> None:
+def test_a_declared_state_changing_call_breaks_any_cycle() -> None:
     m = monitor()
-    error = "unknown tool 'search'; available tools: read"
-    found = []
-    for n in range(3):
-        made = call("search", q=f"q{n}")
-        found.append(m.review([made]))
-        m.observe(made, "invalid", error)
-        m.end_step()
-    assert found[:2] == [None, None] and found[2] is not None
+    steps = [(call("read", path="a"), "x"), (call("write", v=1), "ok")] * 5
+    # not the cycle (it would be found at the fifth call): the same write a fourth time
+    assert trajectory(m, steps)[0] == 7
 
 
-def test_calls_of_one_batch_count_in_call_order() -> None:
+def test_after_a_note_on_a_cycle_any_call_of_it_stops_the_run() -> None:
     m = monitor()
-    same = [call("read", path="a") for _ in range(3)]
-    assert m.review(same) == Stall(what='read(path="a")', times=3, nudge=True, positions=(2,))
-    # a call that may change something lets the calls after it count afresh
-    for _ in range(2):
-        step(m, (call("read", path="b"), "y"))
-    assert m.review([call("read", path="b")]) is not None
-    assert m.review([call("edit", v=9), call("read", path="b")]) is None
+    steps = [(call("a"), "ra"), (call("b"), "rb")] * 2
+    assert trajectory(m, steps) == []
+    note = m.review([call("a")])
+    assert note is not None and note.kind == "cycle" and note.nudge
+    m.noted(Nudge(StopReason.STALLED, "note", "cycle"))
+    stop = m.review([call("b")])  # call 6
+    assert stop is not None and not stop.nudge
 
 
-# --- nudges ------------------------------------------------------------------------------
+# --- state-changing calls repeated ---------------------------------------------------------
 
 
-def test_a_nudge_is_given_once_per_episode() -> None:
+def test_a_state_changing_call_may_repeat_once_more_than_a_read() -> None:
     m = monitor()
-    for _ in range(2):
-        step(m, (call("read", path="a"), "x"))
-    first = m.review([call("read", path="a")])
-    assert first is not None and first.nudge
-    m.nudged(Nudge(StopReason.STALLED, "note"))
-    again = m.review([call("read", path="a")])
-    assert again is not None and not again.nudge
-    # progress (something new) ends the episode: the next stall gets a fresh nudge
-    step(m, (call("list_files"), "brand new listing"))
-    fresh = m.review([call("read", path="a")])
-    assert fresh is not None and fresh.nudge
+    ups = [(call("cd", folder=".."), "{}")] * 3
+    assert trajectory(m, ups) == []
+    assert m.review([call("cd", folder="..")]) is not None
 
 
-def test_no_nudges_configured_means_no_nudge() -> None:
-    m = monitor(stall_nudges=0)
-    for _ in range(2):
-        step(m, (call("read", path="a"), "x"))
-    found = m.review([call("read", path="a")])
-    assert found is not None and not found.nudge
+# --- the model's mistakes --------------------------------------------------------------
 
 
-def test_new_instructions_start_a_fresh_stretch() -> None:
-    m = monitor()
-    for _ in range(2):
-        step(m, (call("read", path="a"), "x"))
-    m.changed()
-    assert m.review([call("read", path="a")]) is None
+def mistake(m: RunMonitor, name: str, text: str = "unknown tool") -> Stall | ToolFailure | None:
+    made = call(name, q="x")
+    assert m.review([made]) is None
+    m.observe(made, CallOutcome.INVALID, text)
+    failure, stall = m.end_step()
+    return failure or stall
 
 
-# --- tool-error steps ---------------------------------------------------------------------
+def test_calls_to_tools_that_do_not_exist_form_a_streak_whatever_their_names() -> None:
+    m = monitor(max_mistakes=4)
+    found = [mistake(m, f"tool_{n}") for n in range(5)]
+    assert found[:3] == [None, None, None]
+    assert isinstance(found[3], Stall) and found[3].kind == "mistakes" and found[3].nudge
+
+
+def test_a_garbled_name_repeated_is_a_mistake_not_a_repeat() -> None:
+    m = monitor(max_mistakes=4)
+    found = [mistake(m, "echo<|channel|>commentary") for _ in range(3)]
+    assert found == [None, None, None]
+
+
+def test_a_successful_call_ends_the_mistake_streak() -> None:
+    m = monitor(max_mistakes=3)
+    mistake(m, "x1")
+    mistake(m, "x2")
+    assert step(m, (call("read", path="a"), "fine")) is None
+    assert mistake(m, "x3") is None
+
+
+# --- failing steps ----------------------------------------------------------------------
 
 
 def fail_step(m: RunMonitor, *failures: tuple[ToolCall, str], ok: int = 0) -> ToolFailure | None:
     for c, text in failures:
-        m.observe(c, "failed", text)
+        m.observe(c, CallOutcome.FAILED, text)
     for _ in range(ok):
-        m.observe(call("read", path="ok"), "ok", "fine")
-    return m.end_step()
+        m.observe(call("read", path="ok"), CallOutcome.OK, "fine")
+    failure, _ = m.end_step()
+    return failure
 
 
 def test_a_batch_is_one_step_however_many_calls_fail() -> None:
     m = monitor()
     found = fail_step(
         m,
-        (call("lookup", id="1"), "lookup failed: no user 1"),
-        (call("lookup", id="2"), "lookup failed: no user 2"),
-        (call("lookup", id="3"), "lookup failed: no user 3"),
+        (call("lookup", id="1"), "no user 1"),
+        (call("lookup", id="2"), "no user 2"),
+        (call("lookup", id="3"), "no user 3"),
     )
-    assert found is None and m.state.error_streak == 1
+    assert found is None and m.state.failing_steps == 1
 
 
-def test_searching_with_new_calls_and_new_errors_does_not_add_to_the_streak() -> None:
+def test_failing_steps_with_new_arguments_and_errors_meet_the_backstop() -> None:
+    m = monitor(max_failing_steps=5)
+    found = [fail_step(m, (call("lookup", id=str(n)), f"error {n}")) for n in range(6)]
+    assert found[:4] == [None] * 4
+    assert found[4] == ToolFailure(
+        error="error 4", streak=5, at_limit=True, nudge=True, kind="steps"
+    )
+
+
+def test_the_same_error_with_new_arguments_is_the_model_searching() -> None:
+    m = monitor(max_failing_steps=5)
+    text = "cannot fill above the tank capacity"
+    found = [fail_step(m, (call("lookup", amount=n), text)) for n in range(4)]
+    assert found == [None] * 4
+
+
+def test_a_repeated_failing_call_adds_to_the_repeated_streak() -> None:
     m = monitor()
-    for n in range(6):
-        assert fail_step(m, (call("lookup", id=str(n)), f"no user {n}")) is None
-    assert m.state.error_streak == 1
+    assert fail_step(m, (call("lookup", id="1"), "down")) is None
+    assert fail_step(m, (call("lookup", id="1"), "down again")) is None
+    found = fail_step(m, (call("lookup", id="1"), "down"))
+    assert found == ToolFailure(error="down", streak=3, at_limit=True, nudge=True)
 
 
-def test_a_repeated_failing_call_or_error_text_adds_to_the_streak() -> None:
-    m = monitor()
-    assert fail_step(m, (call("lookup", id="1"), "no user 1")) is None
-    assert fail_step(m, (call("lookup", id="1"), "no user 1 (retry)")) is None  # same call
-    found = fail_step(m, (call("lookup", id="7"), "no user 1"))  # same error text
-    assert found == ToolFailure(error="no user 1", streak=3, at_limit=True, nudge=True)
-
-
-def test_a_broken_tool_fails_the_same_way_whatever_the_arguments() -> None:
-    m = monitor()
-    found = [fail_step(m, (call("lookup", id=str(n)), "connection refused")) for n in range(3)]
-    assert found[:2] == [None, None] and found[2] is not None and found[2].streak == 3
-
-
-def test_any_success_resets_the_streak() -> None:
+def test_any_success_resets_the_failure_streaks() -> None:
     m = monitor()
     for _ in range(2):
         fail_step(m, (call("lookup", id="1"), "down"))
     assert fail_step(m, (call("lookup", id="1"), "down"), ok=1) is None
-    assert m.state.error_streak == 0
-    assert fail_step(m, (call("lookup", id="1"), "down")) is None
+    assert m.state.failing_steps == m.state.repeated_failures == 0
 
 
 def test_fatal_failures_and_the_stop_policy_stop_at_once() -> None:
     m = monitor()
-    fatal = call("send_payment", amount=1)
-    m.observe(fatal, "failed", "card revoked", fatal=True)
-    assert m.end_step() == ToolFailure(error="card revoked", fatal=True)
-    strict = RunMonitor(Limits(), on_tool_error="stop")
+    m.observe(call("send_payment", amount=1), CallOutcome.FAILED, "card revoked", fatal=True)
+    assert m.end_step() == (ToolFailure(error="card revoked", fatal=True), None)
+    strict = monitor(on_tool_error="stop")
     assert fail_step(strict, (call("lookup", id="1"), "nope"), ok=1) == ToolFailure(
         error="nope", policy=True
     )
 
 
-def test_a_tool_error_nudge_is_given_once_per_streak() -> None:
+def test_a_failure_note_is_given_once_per_streak() -> None:
     m = monitor()
     for _ in range(2):
         fail_step(m, (call("lookup", id="1"), "down"))
     first = fail_step(m, (call("lookup", id="1"), "down"))
     assert first is not None and first.nudge
-    m.nudged(Nudge(StopReason.TOOL_ERROR, "note"))
+    m.noted(Nudge(StopReason.TOOL_ERROR, "note", "repeated"))
     again = fail_step(m, (call("lookup", id="1"), "down"))
     assert again is not None and again.streak == 4 and not again.nudge
 
 
-# --- budgets --------------------------------------------------------------------------------
+# --- rejected answers, unfinished replies, messages --------------------------------------
 
 
-def test_the_budget_note_comes_once_at_80_percent() -> None:
-    m = monitor(max_cycles=10, max_total_tokens=1000)
-    usage = Usage(input_tokens=300, output_tokens=100)
-    assert m.budget_note(cycles=7, usage=usage, elapsed=0.0) is None
-    note = m.budget_note(cycles=8, usage=usage, elapsed=0.0)
-    assert note is not None and "2 of 10 cycles" in note and "600 of 1000 tokens" in note
-    assert m.budget_note(cycles=9, usage=usage, elapsed=0.0) is None
+def test_rejected_answers_form_a_streak_until_something_new_is_found() -> None:
+    m = monitor(max_rejected_answers=3)
+    assert m.rejected("the verifier") is None
+    assert m.rejected("the verifier") is None
+    third = m.rejected("the verifier")
+    assert third is not None and third.kind == "rejected" and third.nudge
+    step(m, (call("read", path="new"), "something new"))
+    assert m.rejected("the verifier") is None
 
 
-def test_room_is_kept_for_one_more_cycle_and_the_final_answer() -> None:
-    m = monitor(max_total_tokens=10_000)
-    last = Usage(input_tokens=1000, output_tokens=200)
-    # the next request: 1,200 tokens plus what came since (300 characters: 100 tokens);
-    # a cycle like the last adds 200; the final request adds that cycle's 100 and a prompt
-    cycle = 1300 + 200
-    final = cycle + 100 + FINAL_PROMPT_TOKENS
-    reserved = cycle + final + FINAL_ANSWER_TOKENS
-    assert reserved == 3812
-    assert m.limit(cycles=3, usage=Usage(input_tokens=6000), elapsed=0, last=last) is None
-    reached = m.limit(
-        cycles=3, usage=Usage(input_tokens=6200), elapsed=0, last=last, pending_chars=300
-    )
-    assert reached is not None and reached.limit == "max_total_tokens"
-    assert reached.reserved == reserved
-    # without a final answer no room is kept
-    assert m.limit(cycles=3, usage=Usage(input_tokens=9000), elapsed=0) is None
+def test_cut_replies_are_joined_and_counted() -> None:
+    m = monitor(max_continuations=2)
+    first = m.unfinished("cut", "The answer is ")
+    second = m.unfinished("cut", "forty")
+    third = m.unfinished("cut", "-two")
+    assert (first.left, second.left, third.left) == (True, True, False)
+    assert third.text == "The answer is forty-two"
+    assert m.finished_reply("!") == "The answer is forty-two!"
+    assert m.state.continuations == 0 and m.state.partial == ""
 
 
-def test_the_final_answer_is_capped_to_what_remains_or_skipped() -> None:
-    m = monitor(max_total_tokens=3000, max_cost=1.0)
-    last = Usage(input_tokens=800, output_tokens=200, cost=0.01)
-    used = Usage(input_tokens=900, output_tokens=300, cost=0.2)
-    # 3000 - 1200 used - (1000 + 20 for 60 characters) leaves 780: capped to the default
-    assert m.final_answer_tokens(usage=used, last=last, pending_chars=60) == FINAL_ANSWER_TOKENS
-    assert m.final_answer_tokens(usage=used, last=last, pending_chars=60, wanted=5000) == 780
-    tight = Usage(input_tokens=1700, output_tokens=290, cost=0.2)
-    assert m.final_answer_tokens(usage=tight, last=last, pending_chars=60) == 0
-    # the cost budget bounds it too, with output priced 8 times the blended price
-    pricey = Usage(input_tokens=900, output_tokens=300, cost=0.995)
-    price = 0.01 / 1000
-    expected = int((1.0 - 0.995 - price * 1020) / (price * 8))
-    assert expected < 32
-    assert m.final_answer_tokens(usage=pricey, last=last, pending_chars=60) == 0
+def test_a_repeated_message_is_not_new_but_a_new_instruction_is() -> None:
+    m = monitor()
+    m.task("Pay the rent to ACME.")
+    assert not m.message("Pay the rent to ACME.")
+    assert not m.message("  Pay the rent   to ACME. ")
+    assert m.message("Pay the rent to ACME, then stop.")
+    assert not m.message("Pay the rent to ACME, then stop.")
 
 
-def test_a_known_price_keeps_room_at_its_input_and_output_prices() -> None:
-    price = TokenPrice(1.0, 4.0, tiers=((3_000, TokenPrice(2.0, 8.0)),))
-    m = RunMonitor(Limits(max_cost=1.0), tools=TOOLS, price=price)
-    last = Usage(input_tokens=1000, output_tokens=200, cost=price.cost(1000, 200))
-    # the next cycle: 1,300 tokens in (1,200 and 100 for 300 characters), 200 out; then
-    # the final request: 1,800 in (with the prompt), the answer out, both below the tier
-    size, final = 1300, 1300 + 200 + 100 + FINAL_PROMPT_TOKENS
-    kept = price.cost(size, 200) + price.cost(final, FINAL_ANSWER_TOKENS)
-    spent = Usage(input_tokens=5000, cost=1.0 - kept)
-    reached = m.limit(cycles=3, usage=spent, elapsed=0, last=last, pending_chars=300)
-    assert reached is not None and reached.limit == "max_cost"
-    assert reached.reserved == pytest.approx(kept)
-    less = Usage(input_tokens=5000, cost=0.999 - kept)
-    assert m.limit(cycles=3, usage=less, elapsed=0, last=last, pending_chars=300) is None
-    # the blended guess (output 8 times the average token) keeps more
-    guess = RunMonitor(Limits(max_cost=1.0), tools=TOOLS)
-    guessed = guess.limit(cycles=3, usage=less, elapsed=0, last=last, pending_chars=300)
-    assert guessed is not None and guessed.reserved > 1.5 * kept
-    # past the tier's threshold every token of the request pays the tier's price
-    long = Usage(input_tokens=4000, output_tokens=100, cost=price.cost(4000, 100))
-    reached = m.limit(cycles=3, usage=Usage(cost=0.5), elapsed=0, last=long)
-    assert reached is None
-    big = RunMonitor(Limits(max_cost=0.1), tools=TOOLS, price=price)
-    reached = big.limit(cycles=3, usage=Usage(cost=0.08), elapsed=0, last=long)
-    assert reached is not None
-    expected = price.cost(4100, 100) + price.cost(4100 + 100 + FINAL_PROMPT_TOKENS, 512)
-    assert reached.reserved == pytest.approx(expected) == pytest.approx(0.021896)
-    # at the base prices the same room would have fitted
-    assert 0.08 + TokenPrice(1.0, 4.0).cost(4100, 100) + TokenPrice(1.0, 4.0).cost(4400, 512) < 0.1
+def test_new_instructions_start_a_fresh_stretch() -> None:
+    m = monitor()
+    for _ in range(2):
+        step(m, (call("status", job="j"), "x"))
+    m.changed()
+    assert m.review([call("status", job="j")]) is None
 
 
-def test_a_known_price_caps_the_final_answer_at_its_output_price() -> None:
-    price = TokenPrice(1.0, 4.0)
-    m = RunMonitor(Limits(max_cost=0.01), tools=TOOLS, price=price)
-    last = Usage(input_tokens=800, output_tokens=200, cost=price.cost(800, 200))
-    # the final request's prompt: 1,000 tokens and 20 for 60 characters, at $1 a million
-    prompt = price.cost(1020, 0)
-    used = Usage(input_tokens=5000, cost=0.01 - prompt - 100 * 4.0 / 1e6)
-    room = m.final_answer_tokens(usage=used, last=last, pending_chars=60)
-    assert room in (99, 100)  # 100 output tokens at $4 a million, less any rounding
-    assert m.final_answer_tokens(usage=Usage(cost=0.01 - prompt), last=last, pending_chars=60) == 0
-    assert m.final_answer_tokens(usage=Usage(cost=0.0099999), last=last, pending_chars=60) == 0
+# --- batches, notes, state ------------------------------------------------------------
+
+
+def test_calls_of_one_batch_count_in_call_order() -> None:
+    m = monitor()
+    same = [call("status", job="a") for _ in range(3)]
+    found = m.review(same)
+    assert found is not None and found.positions == (2,)
+    for _ in range(2):
+        step(m, (call("status", job="b"), "y"))
+    assert m.review([call("status", job="b")]) is not None
+    # a call that may change something lets the calls after it count afresh
+    assert m.review([call("edit", v=9), call("status", job="b")]) is None
+
+
+def test_a_note_is_given_once_per_episode() -> None:
+    m = monitor()
+    for _ in range(2):
+        step(m, (call("status", job="a"), "x"))
+    first = m.review([call("status", job="a")])
+    assert first is not None and first.nudge
+    m.noted(Nudge(StopReason.STALLED, "note"))
+    again = m.review([call("status", job="a")])
+    assert again is not None and not again.nudge
+    step(m, (call("list_files"), "brand new listing"))
+    fresh = m.review([call("status", job="a")])
+    assert fresh is not None and fresh.nudge
+
+
+def test_no_notes_configured_means_no_note() -> None:
+    m = monitor(notes=0)
+    for _ in range(2):
+        step(m, (call("status", job="a"), "x"))
+    found = m.review([call("status", job="a")])
+    assert found is not None and not found.nudge
 
 
 def test_the_state_survives_json() -> None:
@@ -451,13 +512,12 @@ def test_the_state_survives_json() -> None:
     for n in range(2):
         fail_step(m, (call("lookup", id=str(n)), "down"))
     for _ in range(2):
-        step(m, (call("read", path="a"), "x"))
-    m.budget_note(cycles=0, usage=Usage(), elapsed=0.0)
+        step(m, (call("status", job="a"), "x"))
     adapter = TypeAdapter(MonitorState)
     again = adapter.validate_python(json.loads(adapter.dump_json(m.state)))
     assert again == m.state
-    resumed = RunMonitor(Limits(), tools=TOOLS, state=again)
-    assert resumed.review([call("read", path="a")]) is not None
+    resumed = RunMonitor(StopPolicy(), tools=TOOLS, state=again)
+    assert resumed.review([call("status", job="a")]) is not None
 
 
 def test_describe_call_is_short_and_readable() -> None:

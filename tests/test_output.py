@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,13 @@ from convergent import (
     build_agent,
     calculator,
 )
-from convergent.durability.resuming import resume
 from convergent.durability.sqlite import RunStore
 from convergent.events import Verified
 from convergent.output import OutputSpec
+from convergent.resuming import resume
 from convergent.stop import OUTPUT_FEEDBACK, StopReason
 from convergent.testing import call, scripted, write_script
+from convergent.testing.chat_server import ChatServer
 
 
 class City(BaseModel):
@@ -182,3 +184,85 @@ async def test_build_agent_checks_answers_against_the_specs_schema(tmp_path: Pat
     result = await agent.run("1+1?")
     assert result.stop_reason is StopReason.COMPLETED and result.cycles == 2
     assert result.output_data == {"total": 2}
+
+
+# -- a schema and an answer from outside: the check stays bounded ---------------------
+
+TREE = {
+    "$defs": {"node": {"type": "object", "properties": {"child": {"$ref": "#/$defs/node"}}}},
+    "$ref": "#/$defs/node",
+}
+
+
+def nested(levels: int) -> str:
+    return '{"child": ' * levels + "{}" + "}" * levels
+
+
+def multiplying(levels: int) -> dict[str, object]:
+    """A schema whose ``anyOf`` alternatives double at each of ``levels`` levels."""
+    defs: dict[str, object] = {
+        f"a{i}": {"anyOf": [{"$ref": f"#/$defs/a{i + 1}"}, {"$ref": f"#/$defs/a{i + 1}"}]}
+        for i in range(levels)
+    }
+    defs[f"a{levels}"] = {"type": "string"}
+    return {"$defs": defs, "$ref": "#/$defs/a0"}
+
+
+async def test_an_answer_nested_too_deep_to_check_goes_back_to_the_model() -> None:
+    # 400 levels used to exhaust the stack: RecursionError ended the run
+    model = ScriptedModel([nested(400), nested(3)])
+    result = await Agent(model, output_schema=TREE).run("a tree")
+    assert result.stop_reason is StopReason.COMPLETED
+    feedback = [m.content for m in result.messages if m.role == "user"][1]
+    assert feedback == OUTPUT_FEEDBACK.format(
+        errors="the answer cannot be checked against the schema: it is nested more than "
+        "100 levels deep"
+    )
+
+
+def test_a_pattern_runs_in_linear_time() -> None:
+    # Python's engine takes about 2**40 steps to refuse this answer
+    spec = OutputSpec.of_schema({"type": "string", "pattern": "^(a+)+$"})
+    assert spec.check('"' + "a" * 40 + '!"').errors == (
+        "(answer): '" + "a" * 40 + "!' does not match '^(a+)+$'"
+    )
+    assert spec.check('"aaaa"').errors is None
+
+
+def test_alternatives_that_multiply_end_within_the_step_budget() -> None:
+    # 2**30 paths: without a budget the check ran for hours and took gigabytes
+    spec = OutputSpec.of_schema(multiplying(30))
+    errors = spec.check("1").errors
+    assert errors == (
+        "the answer cannot be checked against the schema: checking it took more than 100,000 "
+        "steps (the schema's alternatives multiply)"
+    )
+    assert spec.check('"text"').errors is None  # the first path that fits is enough
+
+
+def test_a_big_answer_gets_steps_in_proportion() -> None:
+    items = {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+    spec = OutputSpec.of_schema(items)
+    answer = json.dumps([{"n": n} for n in range(30_000)])
+    assert spec.check(answer).errors is None
+
+
+def test_a_schema_that_refers_outside_itself_is_refused_and_nothing_is_fetched() -> None:
+    with ChatServer() as server:
+        for reference in (f"{server.url}/schema.json", "file:///etc/passwd", "#/$defs/none"):
+            with pytest.raises(UserError) as raised:
+                OutputSpec.of_schema({"$ref": reference})
+            assert str(raised.value) == (
+                f"the output schema refers to {reference!r}, which is not within it "
+                "(references to other files or addresses are not followed)"
+            )
+        assert server.unrouted == []  # no GET reached it
+
+
+def test_a_pattern_re2_cannot_run_is_refused() -> None:
+    with pytest.raises(UserError) as raised:
+        OutputSpec.of_schema({"type": "string", "pattern": "(a)\\1"})
+    assert str(raised.value) == (
+        "the output schema's pattern '(a)\\\\1' cannot be checked: patterns run on RE2, "
+        "which has no backreferences or lookaround"
+    )

@@ -9,7 +9,7 @@ import pytest
 
 import convergent
 from convergent import Agent, Limits, UserError, calculator
-from convergent._run_id import MAX_RUN_ID, check_run_id
+from convergent._run_id import MAX_RUN_ID, check_run_id, child_run_id
 from convergent.durability.sqlite import RunStore
 from convergent.testing import call, scripted
 
@@ -65,3 +65,13 @@ def test_an_id_that_passes_is_stored_and_resumed(tmp_path: Path) -> None:
         )
         agent.run_sync("task", run_id="ok-1.x_2")
         assert store.get_run("ok-1.x_2").cycles == 1
+
+
+def test_a_child_run_id_is_the_parents_cycle_and_call_and_never_shared() -> None:
+    assert child_run_id("p", 3, "call_abc-1") == "p.3.call_abc-1"  # a plain id is kept
+    alike = {child_run_id("p", 3, call_id) for call_id in ("call/1", "call-1", "call.1")}
+    assert len(alike) == 3
+    for made in alike:
+        assert check_run_id(made) == made
+    long = child_run_id("p" * 120, 3, "c" * 40)
+    assert len(long) == MAX_RUN_ID and check_run_id(long) == long

@@ -14,14 +14,15 @@ from convergent import (
     Agent,
     AgentSpec,
     Limits,
+    StopPolicy,
     StopReason,
     Usage,
     UserError,
     build_agent,
     calculator,
 )
-from convergent.durability.resuming import spec_of
 from convergent.durability.sqlite import RunStore
+from convergent.resuming import spec_of
 from convergent.spec import BUILTIN_TOOLS, SPEC_VERSION, AgentToolSpec, GateSpec
 from convergent.testing import answer, call, step, write_script
 
@@ -33,8 +34,8 @@ def test_a_spec_round_trips_through_json() -> None:
         model="scripted:x.json",
         tools=("calculator", "write_file"),
         gate=GateSpec(threshold=0.7),
-        limits=Limits(max_cycles=7, max_cost=1.5),
-        on_tool_error="stop",
+        limits=Limits(max_cycles=7, max_cost=1.5, max_tool_calls=9),
+        policy=StopPolicy(on_tool_error="stop", max_repeated_calls=4),
     )
     assert AgentSpec.from_json(spec.model_dump_json()) == spec
     assert AgentSpec.from_json(spec.model_dump(mode="json")) == spec
@@ -48,24 +49,42 @@ def test_a_spec_from_a_newer_version_is_refused() -> None:
         AgentSpec.from_json(data)
 
 
-def test_a_version_1_recipe_still_loads_with_the_new_fields_at_their_defaults() -> None:
+def test_a_version_1_spec_still_loads_with_the_new_fields_at_their_defaults() -> None:
     data = AgentSpec().model_dump(mode="json")
     data["version"] = 1
-    del data["final_answer"], data["limits"]["stall_nudges"]
+    del data["final_answer"], data["policy"]
     spec = AgentSpec.from_json(data)
-    assert spec.final_answer is True and spec.limits.stall_nudges == 1
-    assert AgentSpec(final_answer=False, limits=Limits(stall_nudges=0)).limits == (
-        Limits(stall_nudges=0)
+    assert spec.final_answer is True and spec.policy == StopPolicy()
+
+
+def test_a_version_5_spec_moves_its_stop_rules_into_the_policy_without_a_warning() -> None:
+    data = AgentSpec().model_dump(mode="json")
+    del data["policy"]
+    data["version"] = 5
+    data["limits"] |= {"max_repeated_calls": 4, "stall_nudges": 0}
+    data |= {"on_tool_error": "stop", "max_consecutive_tool_errors": 2}
+    spec = AgentSpec.from_json(data)
+    assert spec.policy == StopPolicy(
+        max_repeated_calls=4, notes=0, on_tool_error="stop", max_repeated_failures=2
     )
+    assert spec.limits == Limits()
+
+
+def test_the_earlier_spellings_of_a_spec_warn() -> None:
+    with pytest.warns(DeprecationWarning, match="policy"):
+        spec = AgentSpec(on_tool_error="stop")  # type: ignore[call-arg]
+    assert spec.policy.on_tool_error == "stop"
 
 
 @pytest.mark.parametrize(
     ("data", "message"),
     [
         ({"limits": {"max_cycles": -1}}, "invalid agent spec: limits.max_cycles"),
-        ({"on_tool_error": "ignore"}, "invalid agent spec: on_tool_error"),
+        ({"policy": {"on_tool_error": "ignore"}}, "invalid agent spec: policy.on_tool_error"),
+        ({"policy": {"notes": -1}}, r"invalid agent spec: policy.notes must be >= 0, got -1"),
         ({"surprise": True}, "invalid agent spec: surprise"),
-        ("{not json", "invalid agent spec: not JSON"),
+        ("{not json", r"invalid agent spec: not valid JSON \(line 1, column 2"),
+        ('{"a":' * 100_000 + "1" + "}" * 100_000, "invalid agent spec: nested too deeply"),
         ({"tools": ["calculator", "rm_rf"]}, "invalid agent spec: tools: unknown tool 'rm_rf'"),
         ({"tools": ["shop:"]}, r"tools: tool 'shop:': an import path is package.module:attr"),
         ({"gate": {"threshold": 1.5}}, r"invalid agent spec: gate.threshold must be <= 1, got 1.5"),
@@ -81,16 +100,16 @@ def test_a_malformed_spec_is_one_user_error(data: object, message: str) -> None:
 def test_limits_are_validated_in_one_place_wherever_they_are_built() -> None:
     with pytest.raises(UserError, match=r"^max_cycles must be >= 0, got -1$"):
         Limits(max_cycles=-1)
-    with pytest.raises(UserError, match=r"^stall_nudges must be >= 0, got -2$"):
-        Limits(stall_nudges=-2)
+    with pytest.raises(UserError, match=r"^notes must be >= 0, got -2$"):
+        StopPolicy(notes=-2)
     with pytest.raises(UserError, match=r"^max_seconds must be a finite number, got inf$"):
         Limits(max_seconds=float("inf"))
     with pytest.raises(UserError, match=r"^max_turns is not a known field$"):
         Limits(max_turns=3)  # type: ignore[call-arg]
     # inside a spec, the same rule says where the bad value is
     with pytest.raises(ValidationError) as raised:
-        AgentSpec.model_validate({"limits": {"max_repeated_calls": 0}})
-    assert raised.value.errors()[0]["loc"] == ("limits", "max_repeated_calls")
+        AgentSpec.model_validate({"policy": {"max_repeated_calls": 0}})
+    assert raised.value.errors()[0]["loc"] == ("policy", "max_repeated_calls")
     assert AgentSpec(limits={"max_cycles": 4}).limits == Limits(max_cycles=4)  # type: ignore[arg-type]
 
 
@@ -132,14 +151,14 @@ def scripts(folder: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "price", "cost"),
     [
-        ("recipe.v1.json", None, 0.0),
-        ("recipe.v2.json", None, 0.0),
+        ("spec.v1.json", None, 0.0),
+        ("spec.v2.json", None, 0.0),
         # three requests of 1,000 input tokens at $1 and 100 output tokens at $4 per million
-        ("recipe.v3.json", (1.0, 4.0), 3 * 1400 / 1e6),
-        ("recipe.v4.json", (1.0, 4.0), 3 * 1400 / 1e6),
+        ("spec.v3.json", (1.0, 4.0), 3 * 1400 / 1e6),
+        ("spec.v4.json", (1.0, 4.0), 3 * 1400 / 1e6),
     ],
 )
-async def test_a_run_stored_with_an_older_recipe_loads_and_resumes(
+async def test_a_run_stored_with_an_older_spec_loads_and_resumes(
     name: str, price: tuple[float, float] | None, cost: float, tmp_path: Path
 ) -> None:
     scripts(tmp_path)
@@ -150,11 +169,11 @@ async def test_a_run_stored_with_an_older_recipe_loads_and_resumes(
     assert spec.price == price
     db = tmp_path / "runs.db"
     with RunStore(db) as store:
-        # the first part runs one cycle, and stores the recipe exactly as it was written
+        # the first part runs one cycle, and stores the spec exactly as it was written
         agent = build_agent(spec, spec=stored, limits=Limits(max_cycles=1), final_answer=False)
         first = await agent.run("calculate", run_id="old", store=store)
         assert first.stop_reason is StopReason.MAX_CYCLES
-        assert store.get_run("old").recipe == stored
+        assert store.get_run("old").spec == stored
     result = await convergent.resume("old", store=db)
     assert result.stop_reason is StopReason.COMPLETED and result.output == "6 and 20"
     assert [c.arguments["expression"] for c in result.tool_calls] == ["2*3", "4*5"]
@@ -172,7 +191,7 @@ async def test_a_run_stored_with_convergent_0_1_settings_loads_and_resumes(
         agent = Agent(model, [calculator], limits=Limits(max_cycles=1), final_answer=False)
         first = await agent.run("calculate", run_id="old", store=store)
         assert first.stop_reason is StopReason.MAX_CYCLES
-    with sqlite3.connect(db) as connection:  # what 0.1 left: settings, no recipe
+    with sqlite3.connect(db) as connection:  # what 0.1 left: settings, no spec
         connection.execute(
             "UPDATE runs SET config = ? WHERE run_id = 'old'", [json.dumps(settings)]
         )
@@ -181,7 +200,7 @@ async def test_a_run_stored_with_convergent_0_1_settings_loads_and_resumes(
     assert spec.tools == (
         "calculator", "read_file", "list_dir", "ask_user", "fail", "write_file", "edit_file"
     )  # fmt: skip
-    assert spec.on_tool_error == "stop" and spec.system_prompt == "You are careful."
+    assert spec.policy.on_tool_error == "stop" and spec.system_prompt == "You are careful."
     assert spec.gate == GateSpec(threshold=0.5, model=f"scripted:{tmp_path / 'scorer.json'}")
     result = await convergent.resume("old", store=db)
     assert result.stop_reason is StopReason.COMPLETED and result.output == "6 and 20"

@@ -217,7 +217,10 @@ def test_decide_follows_stop_priority_as_it_stands(monkeypatch: pytest.MonkeyPat
         ),
         (
             Facts(tool_failure=ToolFailure(error="e", streak=4, at_limit=True)),
-            Stop(StopReason.TOOL_ERROR, "tool calls failed in 4 steps in a row; the last: e"),
+            Stop(
+                StopReason.TOOL_ERROR,
+                "tool calls failed in 4 steps in a row, each repeating a failed call; the last: e",
+            ),
         ),
         (
             Facts(stall=Stall(what='read(path="a")', times=4)),
@@ -290,8 +293,8 @@ def test_limits_report_which_budget_and_its_numbers_without_choosing_a_reason() 
     )
 
 
-def test_stall_nudges_must_not_be_negative() -> None:
-    from convergent import UserError
+def test_notes_must_not_be_negative() -> None:
+    from convergent import StopPolicy, UserError
 
-    with pytest.raises(UserError, match="stall_nudges"):
-        Limits(stall_nudges=-1)
+    with pytest.raises(UserError, match="notes"):
+        StopPolicy(notes=-1)

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from convergent import Agent, ScriptedModel, StopReason, ToolError, UserError, calculator, tool
+from convergent import (
+    Agent,
+    Limits,
+    ScriptedModel,
+    StopPolicy,
+    StopReason,
+    ToolError,
+    UserError,
+    calculator,
+    tool,
+)
 from convergent.builtin_tools import fail
 from convergent.messages import ToolResultMessage, UserMessage
 from convergent.stop import STOP_PRIORITY
@@ -65,29 +75,47 @@ def lookup(customer: str) -> str:
     raise ToolError("database unreachable")
 
 
-async def test_a_tool_failing_the_same_way_is_nudged_then_stops_with_tool_error() -> None:
+async def test_a_tool_failing_whatever_the_arguments_is_noted_then_stops_with_tool_error() -> None:
     model = ScriptedModel(
-        [step(call("lookup", customer=f"c{n}")) for n in range(4)] + ["could not look it up"]
+        [step(call("lookup", customer=f"c{n}")) for n in range(6)] + ["could not look it up"]
     )
     result = await Agent(model, [lookup]).run("find the customer")
     assert result.stop_reason is StopReason.TOOL_ERROR
-    assert result.cycles == 4
+    assert result.cycles == 6
     assert result.stop_detail == (
-        "tool calls failed in 4 steps in a row; the last: lookup failed: database unreachable"
+        "tool calls failed in 6 steps in a row; the last: lookup failed: database unreachable"
     )
-    # the nudge came after the third failing step, as a note after its results
-    fourth_request = model.requests[3].messages
-    assert isinstance(fourth_request[-1], UserMessage)
-    assert "failed in 3 steps in a row" in fourth_request[-1].content
-    assert isinstance(fourth_request[-2], ToolResultMessage)
+    # the note came after the fifth failing step, after its results
+    sixth_request = model.requests[5].messages
+    assert isinstance(sixth_request[-1], UserMessage)
+    assert "failed in 5 steps in a row" in sixth_request[-1].content
+    assert isinstance(sixth_request[-2], ToolResultMessage)
     assert result.output == "could not look it up" and result.output_after_stop
 
 
-async def test_failures_of_different_calls_are_the_model_searching() -> None:
-    model = ScriptedModel([step(call("book", flight=f"X{n}")) for n in range(6)] + ["none left"])
+async def test_a_failing_call_repeated_is_noted_at_its_third_step() -> None:
+    script = [
+        step(call("lookup", customer="c1")),
+        step(call("lookup", customer="c2"), call("lookup", customer="c1")),
+        step(call("lookup", customer="c3"), call("lookup", customer="c2")),
+        step(call("lookup", customer="c4"), call("lookup", customer="c3")),
+        "could not look it up",
+    ]
+    model = ScriptedModel(script)
+    result = await Agent(model, [lookup]).run("find the customer")
+    assert result.stop_reason is StopReason.TOOL_ERROR and result.cycles == 4
+    assert "each repeating a failed call" in result.stop_detail
+
+
+async def test_failures_of_different_calls_are_the_model_searching_for_a_while() -> None:
+    model = ScriptedModel([step(call("book", flight=f"X{n}")) for n in range(4)] + ["none left"])
     result = await Agent(model, [book]).run("book")
     assert result.stop_reason is StopReason.COMPLETED
-    assert [r.ok for r in result.tool_calls] == [False] * 6
+    assert [r.ok for r in result.tool_calls] == [False] * 4
+    # but not for ever: the sixth failing step in a row ends the run, after a note
+    model = ScriptedModel([step(call("book", flight=f"X{n}")) for n in range(8)] + ["none left"])
+    result = await Agent(model, [book]).run("book")
+    assert result.stop_reason is StopReason.TOOL_ERROR and result.cycles == 6
 
 
 async def test_a_success_resets_the_count_and_model_mistakes_do_not_count() -> None:
@@ -133,22 +161,36 @@ async def test_a_fatal_failure_stops_at_once() -> None:
 
 async def test_the_stop_policy_stops_at_the_first_failure() -> None:
     model = ScriptedModel([step(call("fail", message="no")), "unused"])
-    result = await Agent(model, [fail], on_tool_error="stop").run("x")
+    result = await Agent(model, [fail], policy=StopPolicy(on_tool_error="stop")).run("x")
     assert result.stop_reason is StopReason.TOOL_ERROR and result.cycles == 1
 
 
 async def test_no_limit_never_stops_on_failures() -> None:
-    model = ScriptedModel([step(call("fail", message=f"n{n}")) for n in range(6)] + ["done"])
-    result = await Agent(model, [fail], max_consecutive_tool_errors=None).run("x")
-    assert result.stop_reason is StopReason.COMPLETED and len(result.tool_calls) == 6
+    model = ScriptedModel([step(call("fail", message=f"n{n}")) for n in range(8)] + ["done"])
+    policy = StopPolicy(max_repeated_failures=None, max_failing_steps=None)
+    result = await Agent(model, [fail], policy=policy).run("x")
+    assert result.stop_reason is StopReason.COMPLETED and len(result.tool_calls) == 8
 
 
-def test_policy_options_are_checked() -> None:
-    model = ScriptedModel(["x"])
+def test_policy_options_are_checked_once_in_the_policy() -> None:
     with pytest.raises(UserError, match="on_tool_error"):
+        StopPolicy(on_tool_error="ignore")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="max_repeated_failures must be >= 1"):
+        StopPolicy(max_repeated_failures=0)
+
+
+def test_the_earlier_spellings_still_work_and_warn() -> None:
+    model = ScriptedModel(["x"])
+    with pytest.warns(DeprecationWarning, match="StopPolicy"):
+        agent = Agent(model, on_tool_error="stop", max_consecutive_tool_errors=5)
+    assert agent.policy.on_tool_error == "stop" and agent.policy.max_repeated_failures == 5
+    with pytest.warns(DeprecationWarning), pytest.raises(UserError, match="on_tool_error"):
         Agent(model, on_tool_error="ignore")  # type: ignore[arg-type]
-    with pytest.raises(UserError, match="max_consecutive_tool_errors"):
-        Agent(model, max_consecutive_tool_errors=0)
+    with pytest.warns(DeprecationWarning, match="StopPolicy"):
+        limits = Limits(max_repeated_calls=4, stall_nudges=0)
+    agent = Agent(model, limits=limits)
+    assert (agent.policy.max_repeated_calls, agent.policy.notes) == (4, 0)
+    assert agent.limits.max_repeated_calls is None
 
 
 async def test_a_terminal_tool_hands_the_run_off_with_its_result() -> None:

@@ -1,8 +1,17 @@
-"""Replay recorded agent runs through the loop and measure which of them it would stop.
+"""The evidence replay: the library's own corpora under several sources and policies.
 
-Each corpus format has a reader (`benchmarks.replay.readers`) that turns a file into
-`Trajectory` records: the agent's turns, each a list of recorded replies with their tool
-calls and results, plus the run's success label. `benchmarks.replay.replayer` plays every
-turn through `Agent.run`, `benchmarks.replay.loops` says objectively where a recording
-repeats itself with nothing changing, and `benchmarks.replay.report` counts and words it.
+`convergent.replay` reads, replays and judges recorded runs; this package adds what the
+evidence page needs on top: several trees of convergent's sources compared in one
+command (each replayed in its own process), named policy variants, and the call
+patterns each corpus holds (`benchmarks.replay.patterns`).
 """
+
+from pathlib import Path
+
+import convergent
+
+_OWN = str(Path(__file__).resolve().parents[2] / "src" / "convergent")
+if _OWN not in list(convergent.__path__):
+    # a tree of convergent's sources older than `convergent.replay` (``--source``) gets
+    # it from this checkout: only the loop under test comes from that tree
+    convergent.__path__.append(_OWN)

@@ -12,7 +12,7 @@ and failed runs:
 - ``errors in a row (calls)`` / ``(steps)``: the longest run of failed calls in call
   order, and of failing replies (at least one failed call, none that succeeded);
 - ``unchanged repeat``: the longest run of the same call with the same result while
-  nothing changed (`benchmarks.replay.loops.longest_repeat`).
+  nothing changed (`convergent.replay._loops.longest_repeat`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from benchmarks.replay.loops import longest_repeat
-from benchmarks.replay.trajectory import Trajectory, Turn
+from convergent.replay import Trajectory
+from convergent.replay._loops import longest_repeat
+from convergent.replay._recording import Turn
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from convergent.builder import build_agent
     from convergent.builtin_tools import calculator, default_tools, file_tools
     from convergent.durability.protocol import RunJournal
-    from convergent.durability.resuming import resume
     from convergent.durability.sqlite import RunStore
     from convergent.events import (
         CycleStarted,
@@ -61,7 +60,9 @@ if TYPE_CHECKING:
         ScriptedModel,
         model_from_string,
     )
+    from convergent.policy import StopPolicy
     from convergent.result import RunResult
+    from convergent.resuming import resume
     from convergent.spec import AgentSpec
     from convergent.state import RunState
     from convergent.stop import StopReason
@@ -92,6 +93,7 @@ __all__ = [
     "RunStore",
     "RunStream",
     "ScriptedModel",
+    "StopPolicy",
     "StopReason",
     "StorageError",
     "TextDelta",
@@ -123,7 +125,7 @@ _MODULE_OF = {
     "default_tools": "convergent.builtin_tools",
     "file_tools": "convergent.builtin_tools",
     "RunJournal": "convergent.durability.protocol",
-    "resume": "convergent.durability.resuming",
+    "resume": "convergent.resuming",
     "RunStore": "convergent.durability.sqlite",
     "CycleStarted": "convergent.events",
     "Event": "convergent.events",
@@ -157,6 +159,7 @@ _MODULE_OF = {
     "AgentSpec": "convergent.spec",
     "RunState": "convergent.state",
     "Limits": "convergent.limits",
+    "StopPolicy": "convergent.policy",
     "StopReason": "convergent.stop",
     "Tool": "convergent.tools",
     "tool": "convergent.tools",

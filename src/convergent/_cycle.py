@@ -1,33 +1,39 @@
 """One run of the loop in progress: its cycle, tool calls and outcomes (machinery).
 
 `Agent.run` holds the loop itself; `Run` holds what one run keeps while it goes (the
-state, the event sink, the journal) and does each step of a cycle. It is the run's
-`convergent.driver.CycleDriver`, which takes every stop decision (through
-`convergent.stop.decide`) at the same points as the adapters for other frameworks do;
-the decision goes back to `Agent.run`, which handles it with ``match``.
+state, the event sink, the journal) and does each step of a cycle: the I/O. Every stop
+decision is its `convergent.driver.CycleDriver`'s (through the run's
+`convergent.monitor.RunMonitor`, `convergent.budget.Budget` and
+`convergent.stop.decide`), taken at the same points as the adapters for other
+frameworks take them; the decision goes back to `Agent.run`, which handles it with
+``match``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Literal, Protocol
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Protocol, TypeVar
 
+from convergent._answer_check import Settled, detail_with_note
 from convergent._executor import execute_batch, start, wait_for_stragglers
 from convergent._redact import known_secrets, redact
 from convergent._streamed import streamed_request
 from convergent._trace import EventSink
 from convergent.clock import Clock, current_clock
-from convergent.driver import RUN_ALL, CycleDriver, message_chars, verdict_feedback
+from convergent.driver import RUN_ALL, CycleDriver, message_chars
 from convergent.durability.protocol import Durability, RunJournal
 from convergent.events import (
     Event,
     EventHandler,
     Nudged,
     Redirected,
+    RunPaused,
     RunStarted,
     RunStopped,
+    RunUnpaused,
     Verified,
 )
 from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedError, UserError
@@ -43,6 +49,7 @@ from convergent.messages import (
 )
 from convergent.models.base import Model, ModelSettings
 from convergent.output import OutputSpec
+from convergent.policy import StopPolicy
 from convergent.result import RunResult
 from convergent.run_context import CallContext, entered
 from convergent.state import RunState, ToolCallRecord
@@ -50,9 +57,9 @@ from convergent.steering import NO_COMMANDS, SteeringCommand, SteeringQueue, Tak
 from convergent.stop import CONTINUE, Decision, Facts, Interrupted, Nudge, Stop, StopReason
 from convergent.tools import Tool
 
-__all__ = ["LoopSpec", "RolledOver", "Run", "ToolErrorPolicy"]
+__all__ = ["LoopSpec", "RolledOver", "Run"]
 
-ToolErrorPolicy = Literal["stop", "continue"]
+T = TypeVar("T")
 
 
 class LoopSpec(Protocol):
@@ -66,8 +73,7 @@ class LoopSpec(Protocol):
     read_only_tools: dict[str, bool | None]
     settings: ModelSettings | None
     limits: Limits
-    on_tool_error: ToolErrorPolicy
-    max_consecutive_tool_errors: int | None
+    policy: StopPolicy
     final_answer: bool
     verifier: Verifier | None
     output: OutputSpec | None
@@ -101,12 +107,11 @@ class _HandlerObserver:
         self._handler(event)
 
 
-class Run(CycleDriver):
+class Run:
     """The mutable bookkeeping of one `Agent.run` call, and each step of its cycles.
 
-    It is the run's `CycleDriver`: the stop decisions come from there, in the order
-    every adapter takes them too; what is added here is the I/O (steering, events, the
-    journal, the model and the tools).
+    Its `driver` takes the stop decisions, in the order every adapter takes them too;
+    what is here is the I/O (steering, events, the journal, the model and the tools).
     """
 
     __slots__ = (
@@ -114,11 +119,11 @@ class Run(CycleDriver):
         "clock",
         "consumed",
         "delivering",
+        "driver",
         "first_cycle",
         "journal",
         "listening",
         "mark",
-        "output_value",
         "sharing",
         "sink",
         "state",
@@ -153,12 +158,11 @@ class Run(CycleDriver):
         self.clock: Clock = current_clock()
         self.sink = EventSink(state, observers, record=agent.record_events, clock=self.clock)
         self.listening = self.sink.active
-        super().__init__(
+        self.driver = CycleDriver(
             agent.limits,
+            policy=agent.policy,
             tools=agent.read_only_tools,
             terminal_tools=agent.terminal_tools,
-            max_consecutive_tool_errors=agent.max_consecutive_tool_errors,
-            on_tool_error=agent.on_tool_error,
             verifier=agent.verifier,
             output=agent.output,
             final_answer=agent.final_answer,
@@ -167,7 +171,9 @@ class Run(CycleDriver):
             clock=self.clock.monotonic,
             elapsed_before=state.elapsed,
             price=agent.model.price,
+            conversation=self.pending_chars,
         )
+        self.driver.monitor.task(state.task)
         self.first_cycle = state.cycles
         self.mark = 0
         """Messages in the conversation when this process's latest request was answered
@@ -176,8 +182,6 @@ class Run(CycleDriver):
         """The steering command that asked for the stop."""
         self.delivering: tuple[SteeringCommand, ...] = ()
         """Steering messages being delivered as the pending `Interrupted`."""
-        self.output_value: object = None
-        """The latest answer's value of the output type, once one validated."""
 
     def failed(self, error: BaseException) -> None:
         """An exception ends the run without a stop: tell observers that want to know.
@@ -203,13 +207,18 @@ class Run(CycleDriver):
                     model=agent.model.name,
                     tools=agent.tool_names,
                     resumed=resumed,
+                    elapsed=state.elapsed,
+                    tool_specs=tuple(dataclasses.asdict(spec) for spec in agent.tool_specs),
                 )
             )
 
     async def wait_while_paused(self) -> None:
         """Hold the run until its pause ends (a stop also ends it)."""
         if self.steering is not None:
+            state = self.state
+            self.sink.emit(RunPaused(run_id=state.run_id, cycle=state.cycles))
             await self.steering.wait_while_paused()
+            self.sink.emit(RunUnpaused(run_id=state.run_id, cycle=state.cycles))
 
     async def deliver(self, message: str) -> None:
         """Give the model a message: steering's redirect, or the verifier's feedback."""
@@ -218,7 +227,7 @@ class Run(CycleDriver):
         commands, self.delivering = self.delivering, ()
         if not commands:
             return
-        self.monitor.changed()
+        self.driver.message(message)
         if self.listening:
             self.sink.emit(Redirected(run_id=state.run_id, cycle=state.cycles, message=message))
         if self.journal is not None:
@@ -227,7 +236,7 @@ class Run(CycleDriver):
             self.steering.acknowledge(commands)
 
     def nudge(self, nudge: Nudge) -> None:
-        """Tell the model, after its failing results, that retrying will not help."""
+        """Tell the model, after its results, that going on like this will not help."""
         self.state.messages.append(UserMessage(content=nudge.note))
         self._nudged(nudge)
 
@@ -252,21 +261,22 @@ class Run(CycleDriver):
 
     def boundary(self) -> Decision:
         """Steering and limits, decided before every model request."""
-        steering = self.steering
+        steering, driver = self.steering, self.driver
         if steering is None:
-            return self.before_request()
+            return driver.before_request()
         taken, paused = steering.take(), steering.paused
         if taken is NO_COMMANDS and not paused:
-            return self.before_request()
-        return self._settle(taken, self.before_request(_outside(taken, paused)))
+            return driver.before_request()
+        return self._settle(taken, driver.before_request(_outside(taken, paused)))
 
     def pending_chars(self) -> int:
         """Characters added to the conversation since the last model request."""
         return sum(message_chars(message) for message in self.state.messages[self.mark :])
 
     async def cycle(self) -> Decision:
-        agent, state = self.agent, self.state
-        note = self.budget_note()
+        """One cycle: the budget note, compaction, the model request, then its answer or calls."""
+        agent, state, driver = self.agent, self.state, self.driver
+        note = driver.budget_note()
         if note is not None:
             state.messages.append(UserMessage(content=note))
             if self.listening:
@@ -275,28 +285,35 @@ class Run(CycleDriver):
                 )
         if agent.context_policy is not None:
             await agent.context_policy.maybe_compact(state, agent.model, self.sink.emit)
-        cycle = self.start_request()
+        settings = self._request_settings()
+        seconds = driver.seconds_left()
+        cycle = driver.start_request()
         if self.listening:
             self.sink.cycle_started(cycle, len(state.messages))
         started = self.clock.monotonic()
+        settings = _bounded(settings, seconds)
         try:
-            response = await (
+            response = await _within(
+                seconds,
                 streamed_request(
-                    agent.model, state.messages, agent.tool_specs, agent.settings, self.sink, cycle
+                    agent.model, state.messages, agent.tool_specs, settings, self.sink, cycle
                 )
                 if self.sink.streaming
-                else agent.model.request(state.messages, agent.tool_specs, agent.settings)
+                else agent.model.request(state.messages, agent.tool_specs, settings),
             )
         except ModelError as exc:
             # any backend's error text, masked once more: it is stored and printed
-            return self.model_failed(redact(str(exc), known_secrets()))
-        self.responded(response.usage)
+            return driver.model_failed(redact(str(exc), known_secrets()))
+        if response is None:
+            return driver.ran_out("a model request")
+        response = response.with_unique_call_ids()
+        driver.responded(response.usage)
         state.messages.append(response.to_message())
         self.mark = len(state.messages)
         if self.listening:
             self.sink.responded(cycle, response, self.clock.monotonic() - started)
         if not response.tool_calls:
-            return await self._on_answer(response.content)
+            return await self._on_answer(response.content, response.finish_reason)
         calls = response.tool_calls
         if agent.gate is not None:
             calls = await agent.gate.review(response, state, self.sink.emit)
@@ -306,26 +323,30 @@ class Run(CycleDriver):
                 state.messages[-1] = AssistantMessage(content=response.content, tool_calls=calls)
         return await self._run_tools(calls, cycle)
 
-    async def _on_answer(self, content: str) -> Decision:
-        """An answer without tool calls: steering that arrived meanwhile, then the checks.
+    def _request_settings(self) -> ModelSettings | None:
+        """The agent's settings, with the output capped to what the budgets leave."""
+        settings = self.agent.settings
+        wanted = settings.max_tokens if settings is not None else None
+        cap = self.driver.request_tokens(wanted)
+        if cap is None or cap == wanted:
+            return settings
+        return dataclasses.replace(settings or ModelSettings(), max_tokens=cap)
 
-        The output type's check comes first: the verifier judges only a valid answer.
+    async def _on_answer(self, content: str, finish_reason: str | None) -> Decision:
+        """A reply without tool calls: steering that arrived meanwhile, then the judgement.
+
+        The driver judges it: not an answer (empty, cut, refused), the output type, the
+        verifier.
         """
         taken = self.steering.take() if self.steering is not None else NO_COMMANDS
         if taken is not NO_COMMANDS:
-            return self._settle(taken, self.judge_answer(None, _outside(taken)))
-        check = self.check_output(content)
-        if check is not None:
-            if check.errors is not None:
-                self._verified(False, f"output: {check.errors}")
-                return self.judge_answer(None, output_errors=check.errors)
-            self.output_value, self.state.output_data = check.value, check.data
-        if self.verifier is None:
-            return self.judge_answer(None)
-        verdict = await self.verify_async(content)
-        assert verdict is not None
-        self._verified(verdict.passed, verdict_feedback(verdict))
-        return self.judge_answer(verdict)
+            return self._settle(taken, self.driver.judge_answer(None, _outside(taken)))
+        decision = await self.driver.answered_async(
+            content, finish_reason, on_verdict=self._verified
+        )
+        if isinstance(decision, Stop) and decision.reason is StopReason.COMPLETED:
+            self.state.output_data = self.driver.output_data
+        return decision
 
     def _verified(self, passed: bool, feedback: str) -> None:
         if self.listening:
@@ -338,15 +359,15 @@ class Run(CycleDriver):
         self, calls: Sequence[ToolCall], cycle: int, *, reviewed: bool = False
     ) -> Decision:
         """Review the calls for repeats, run them, and decide what their outcomes mean."""
-        review = RUN_ALL if reviewed else self.review(calls)
+        review = RUN_ALL if reviewed else self.driver.review(calls)
         notes = review.skipped
-        if notes:  # a stall: no call runs (a stop), or the repeated ones get the nudge
+        if notes:  # no call runs (a stop), or some get a note (a repeat, a cap) instead
             if isinstance(review.decision, Stop):
                 skipped = await self._not_run(calls, notes)
                 self.state.messages.extend(record.to_message() for record in skipped.values())
                 return review.decision
-            assert isinstance(review.decision, Nudge)
-            self._nudged(review.decision)
+            if isinstance(review.decision, Nudge):
+                self._nudged(review.decision)
         if self.journal is not None:
             await self.journal.requested(self.state, cycle, calls)
         self.sharing = _spending(calls, self.agent.tools, notes) if len(calls) > 1 else 1
@@ -414,13 +435,17 @@ class Run(CycleDriver):
                 call_id=call.id,
                 cycle=cycle,
                 store=self.store,
-                budget=self,
+                budget=self.driver,
                 sharing=self.sharing,
             )
         )
         try:
             ended = start(call, tools)
-            kind, text, fatal = ended if isinstance(ended, tuple) else await ended
+            if isinstance(ended, tuple):
+                kind, text, fatal = ended
+            else:
+                finished = await _within(self.driver.seconds_left(), ended)
+                kind, text, fatal = finished if finished is not None else self._out_of_time()
         finally:
             # a coroutine closed from another context (a Temporal workflow evicted from
             # its worker's cache) cannot reset; that context is gone with it
@@ -431,6 +456,15 @@ class Run(CycleDriver):
         if journal is not None:
             await journal.finished(state, record, position)
         return record
+
+    def _out_of_time(self) -> tuple[CallOutcome, str, bool]:
+        maximum = self.driver.limits.max_seconds
+        return (
+            CallOutcome.INTERRUPTED,
+            f"interrupted: the run's time ran out (max_seconds={maximum:g}) before this call "
+            "finished",
+            False,
+        )
 
     def _report(self, record: ToolCallRecord) -> None:
         if self.listening:
@@ -460,10 +494,10 @@ class Run(CycleDriver):
             if outcome == CallOutcome.NOT_EXECUTED:
                 continue
             history.append(record)
-            self.observe(call, outcome, record.result, fatal=record.fatal)
+            self.driver.observe(call, outcome, record.result, fatal=record.fatal)
         if question is None:
-            return self.end_step()
-        decision = self.end_step(question.result)
+            return self.driver.end_step()
+        decision = self.driver.end_step(question.result)
         if not (isinstance(decision, Stop) and decision.reason is StopReason.NEEDS_USER):
             # the run ends for another reason: the question gets its (unanswered) result
             messages.append(question.to_message())
@@ -494,27 +528,28 @@ class Run(CycleDriver):
             self._report(record)
             state.messages.append(record.to_message())
             state.tool_calls.append(record)
-            self.observe(call, outcome, text)
+            self.driver.observe(call, outcome, text)
             if self.journal is not None:
                 await self.journal.finished(state, record, -1)
         if not rerun:
-            self.monitor.end_step()
+            self.driver.monitor.end_step()
             return CONTINUE
         # these calls were reviewed for repeats when the model first requested them
         return await self._run_tools(rerun, state.cycles, reviewed=True)
 
     def rolled_over(self) -> RolledOver:
         """The run continues elsewhere: its state so far, to continue from."""
-        self.state.elapsed = self.elapsed()
+        self.state.elapsed = self.driver.elapsed()
         return RolledOver(self.state)
 
     async def finish(self, stop: Stop) -> RunResult:
-        state = self.state
+        state, driver = self.state, self.driver
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
         if stop.reason is not StopReason.COMPLETED:
-            state.output_data = self.output_value = None
-        state.output, state.output_after_stop = await self._output(stop)
-        state.elapsed = self.elapsed()
+            state.output_data = driver.output_value = None
+        state.output, state.output_after_stop, note = await self._output(stop)
+        state.stop_detail = detail_with_note(stop.detail, note)
+        state.elapsed = driver.elapsed()
         if self.journal is not None:
             await self.journal.stopped(state, self.consumed)
         elif self.steering is not None and self.consumed:
@@ -525,7 +560,7 @@ class Run(CycleDriver):
                     run_id=state.run_id,
                     cycle=state.cycles,
                     reason=stop.reason,
-                    detail=stop.detail,
+                    detail=state.stop_detail,
                     output=state.output,
                     output_after_stop=state.output_after_stop,
                     usage=state.usage,
@@ -536,24 +571,25 @@ class Run(CycleDriver):
             output=state.output,
             output_after_stop=state.output_after_stop,
             stop_reason=stop.reason,
-            stop_detail=stop.detail,
+            stop_detail=state.stop_detail,
             cycles=state.cycles,
             tool_calls=tuple(state.tool_calls),
             usage=state.usage,
             messages=tuple(state.messages),
-            output_data=self.output_value,
+            output_data=driver.output_value,
             events=self.sink.log(),
         )
 
-    async def _output(self, stop: Stop) -> tuple[str, bool]:
-        """The run's output, and whether it is an answer made after the stop."""
+    async def _output(self, stop: Stop) -> Settled:
+        """The run's output, whether it is an answer made after the stop, and a note."""
         state = self.state
         answer = None
-        if self.calls_for_answer(stop):
+        if self.driver.calls_for_answer(stop):
             if state.output_after_stop and state.cycles == self.first_cycle:
-                return state.output, True  # resumed and stopped again: nothing new to answer
+                # resumed and stopped again: nothing new to answer
+                return Settled(state.output, True, "")
             answer = await self._final_answer(stop)
-        return self.output(_last_text(state.messages), answer, stop)
+        return self.driver.output(_last_text(state.messages), answer, stop)
 
     async def _final_answer(self, stop: Stop) -> str | None:
         """One request with no tools for the best answer so far; None if it fails or cannot fit.
@@ -563,22 +599,50 @@ class Run(CycleDriver):
         agent, state = self.agent, self.state
         settings = agent.settings
         wanted = settings.max_tokens if settings is not None else None
-        final = self.final_request(stop, wanted_tokens=wanted)
+        final = self.driver.final_request(stop, wanted_tokens=wanted)
         if final is None:
             return None
-        if settings is not None and settings.output_schema is not None:
-            # the best answer so far, in words: it is not held to the output type
-            settings = dataclasses.replace(settings, output_schema=None)
+        # the best answer so far, in words: it is not held to the output type
+        settings = dataclasses.replace(
+            settings or ModelSettings(), output_schema=None, plain_answer=True
+        )
         if final.max_tokens is not None:
-            settings = dataclasses.replace(settings or ModelSettings(), max_tokens=final.max_tokens)
+            settings = dataclasses.replace(settings, max_tokens=final.max_tokens)
+        settings = _bounded(settings, final.seconds)
         messages = [*state.messages, UserMessage(content=final.prompt)]
         try:
-            response = await agent.model.request(messages, (), settings)
+            response = await _within(final.seconds, agent.model.request(messages, (), settings))
         except (ModelError, ScriptExhaustedError):
             # no answer is better than a crash: the run keeps its last text
             return None
-        self.add_usage(response.usage)
+        if response is None:
+            return None
+        self.driver.add_usage(response.usage)
         return response.content
+
+
+async def _within(seconds: float | None, work: Awaitable[T]) -> T | None:
+    """``work``'s result, or None when it did not finish within ``seconds`` (cancelled)."""
+    if seconds is None:
+        return await work
+    scope = asyncio.timeout(seconds)
+    try:
+        async with scope:
+            return await work
+    except TimeoutError:
+        if scope.expired():
+            return None
+        raise
+
+
+def _bounded(settings: ModelSettings | None, seconds: float | None) -> ModelSettings | None:
+    """``settings`` with the request bounded by ``seconds`` (None: unbounded)."""
+    if seconds is None:
+        return settings
+    given = settings.timeout if settings is not None else None
+    if given is not None and given <= seconds:
+        return settings
+    return dataclasses.replace(settings or ModelSettings(), timeout=seconds)
 
 
 def _outside(taken: Taken, paused: bool = False) -> Facts:

@@ -157,6 +157,7 @@ def _finished(run_id: str, record: ToolCallRecord, when: float) -> ToolFinished:
         outcome=record.outcome,
         result=record.result,
         duration=record.duration,
+        arguments=record.arguments,
         time=when,
     )
 

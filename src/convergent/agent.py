@@ -13,13 +13,14 @@ import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
-from convergent._agent_tool import agent_tool
-from convergent._cycle import Run, ToolErrorPolicy
+from convergent._agent_tool import DEFAULT_MAX_DEPTH, agent_tool
+from convergent._cycle import Run
 from convergent._instrument import run_tracer
 from convergent.clock import current_clock
-from convergent.durability.protocol import Durability
+from convergent.driver import resolved_policy
+from convergent.durability.protocol import Durability, JournaledRun
 from convergent.events import (
     Event,
     EventHandler,
@@ -32,9 +33,7 @@ from convergent.extensions import (
     RunObserver,
     Verifier,
 )
-from convergent.limits import Limits
-from convergent.mcp.config import MCPServer
-from convergent.mcp.toolset import MCPToolset
+from convergent.limits import Limits, without_legacy
 from convergent.messages import (
     Message,
     SystemMessage,
@@ -42,6 +41,7 @@ from convergent.messages import (
 )
 from convergent.models.base import Model, ModelSettings
 from convergent.output import OutputSpec
+from convergent.policy import UNSET, StopPolicy, ToolErrorPolicy, Unset
 from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.steering import SteeringQueue
@@ -58,6 +58,10 @@ from convergent.stop import (
 )
 from convergent.tools import Tool
 
+if TYPE_CHECKING:
+    from convergent.mcp.config import MCPServer
+    from convergent.mcp.toolset import MCPToolset
+
 __all__ = ["Agent", "RunStream"]
 
 
@@ -68,14 +72,12 @@ class Agent:
         model: The model backend.
         tools: Tools the model may call.
         system_prompt: Instructions placed before the task.
-        limits: Cycle, token, time and cost budgets, the repeated-call threshold and the
-            nudges before a stall or tool-error stop.
-        on_tool_error: ``continue`` (the default) sends a tool's failure back to the model
-            as its result and stops ``tool_error`` only when failures persist for
-            ``max_consecutive_tool_errors`` steps after a nudge, or at a failure the tool
-            marks fatal; ``stop`` ends the run at the first failure.
-        max_consecutive_tool_errors: Failing steps in a row (see `convergent.monitor`)
-            that call for a nudge, then a stop, under ``continue``; None never stops.
+        limits: Cycle, token, time, cost and tool-call budgets.
+        policy: The rules that stop a run that makes no progress: repeats, cycles, the
+            streaks of failures, mistakes and rejected answers, the notes before a stop,
+            the tool-error policy, replies that are not answers (`StopPolicy`).
+        on_tool_error: Deprecated: ``StopPolicy(on_tool_error=...)``.
+        max_consecutive_tool_errors: Deprecated: ``StopPolicy(max_repeated_failures=...)``.
         final_answer: After a stop for ``max_cycles``, ``stalled``, ``budget_exhausted``
             or ``tool_error``, make one last request without tools for the best answer
             so far (`RunResult.output`, with ``output_after_stop``).
@@ -125,8 +127,9 @@ class Agent:
         *,
         system_prompt: str | None = None,
         limits: Limits | None = None,
-        on_tool_error: ToolErrorPolicy = "continue",
-        max_consecutive_tool_errors: int | None = 3,
+        policy: StopPolicy | None = None,
+        on_tool_error: ToolErrorPolicy | Unset = UNSET,
+        max_consecutive_tool_errors: int | None | Unset = UNSET,
         final_answer: bool = True,
         settings: ModelSettings | None = None,
         verifier: Verifier | None = None,
@@ -143,26 +146,29 @@ class Agent:
         instrument: bool | None = None,
         mcp_servers: Sequence[MCPServer] = (),
     ) -> None:
-        if on_tool_error not in ("stop", "continue"):
-            raise UserError(f"on_tool_error must be 'stop' or 'continue', got {on_tool_error!r}")
-        if max_consecutive_tool_errors is not None and max_consecutive_tool_errors < 1:
-            raise UserError(
-                f"max_consecutive_tool_errors must be >= 1, got {max_consecutive_tool_errors}"
-            )
+        limits = limits or Limits()
+        self.policy = resolved_policy(
+            policy,
+            limits,
+            {
+                "on_tool_error": on_tool_error,
+                "max_consecutive_tool_errors": max_consecutive_tool_errors,
+            },
+        )
+        self.limits = without_legacy(limits)
         self.model = model
         # the protocol check is slow (it inspects members), so it is done once, here
         self.follow_up: FollowUpGate | None = gate if isinstance(gate, FollowUpGate) else None
         self._own_tools = tuple(tools)
         self._install_tools(())
         self.mcp_servers = tuple(mcp_servers)
-        self._toolset = (
-            MCPToolset(self.mcp_servers, reserved=self.tool_names) if self.mcp_servers else None
-        )
+        self._toolset: MCPToolset | None = None
+        if self.mcp_servers:
+            from convergent.mcp.toolset import MCPToolset  # MCP only for agents with servers
+
+            self._toolset = MCPToolset(self.mcp_servers, reserved=self.tool_names)
         self._entered = 0
         self.system_prompt = system_prompt
-        self.limits = limits or Limits()
-        self.on_tool_error: ToolErrorPolicy = on_tool_error
-        self.max_consecutive_tool_errors = max_consecutive_tool_errors
         self.final_answer = final_answer
         self.output = _output_spec(output_type, output_schema)
         if self.output is not None:
@@ -183,6 +189,16 @@ class Agent:
         self.spec = spec
         self.store = store
         self.instrument = instrument
+
+    @property
+    def on_tool_error(self) -> ToolErrorPolicy:
+        """The tool-error policy (`StopPolicy.on_tool_error`)."""
+        return self.policy.on_tool_error
+
+    @property
+    def max_consecutive_tool_errors(self) -> int | None:
+        """`StopPolicy.max_repeated_failures`, by its earlier name."""
+        return self.policy.max_repeated_failures
 
     def _install_tools(self, served: Sequence[Tool]) -> None:
         """Set the tools a run offers: the agent's own, the servers', the gate's."""
@@ -225,27 +241,38 @@ class Agent:
         """The toolset that runs the agent's MCP servers (None without servers)."""
         return self._toolset
 
-    def as_tool(self, name: str, description: str, *, timeout: float | None = None) -> Tool:
+    def as_tool(
+        self,
+        name: str,
+        description: str,
+        *,
+        timeout: float | None = None,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+    ) -> Tool:
         """This agent as a tool another agent can call: each call is a child run.
 
         The tool's arguments are a ``task`` and an optional ``context``. The child runs
         within what is left of the calling run's budgets (cycles, tokens, cost,
-        seconds: each at most this agent's own ``limits``), and its usage and cycles
-        count as the caller's. A child that ends ``completed`` gives its answer as the
-        result; any other stop is a failed call whose text names the stop reason and
-        holds the child's final answer. A stored caller stores the child as its own run,
-        linked to the caller's run and call (see ``docs/agents-as-tools.md``).
+        seconds: each at most this agent's own ``limits``), and what it spends (its
+        usage, its cycles and its own children's) counts as the caller's, also when it
+        does not end. A child that ends ``completed`` gives its answer as the result;
+        any other stop is a failed call whose text names the stop reason and holds the
+        child's final answer. A stored caller stores the child as its own run, linked to
+        the caller's run and call (see ``docs/agents-as-tools.md``).
 
         Args:
             name: The tool's name.
             description: What the agent does, for the calling model.
             timeout: Seconds a call may take; None (the default): the child's own
                 ``max_seconds`` and the caller's remaining time bound it.
+            max_depth: A call from a run nested this many agent-tool calls deep fails
+                without running (5: five levels of agents below the top-level run).
 
         Raises:
             ToolDefinitionError: If ``name`` is not a valid tool name.
+            UserError: If ``max_depth`` is negative.
         """
-        return agent_tool(self, name, description, timeout=timeout)
+        return agent_tool(self, name, description, timeout=timeout, max_depth=max_depth)
 
     @property
     def models(self) -> dict[str, Model]:
@@ -442,11 +469,13 @@ class Agent:
         store = store if store is not None else self.store
         if store is not None:
             journal = store.journal(
-                state.run_id,
-                tools=tuple(self.tools.values()),
-                workspace=self.workspace,
-                recipe=self.spec,
-                models=self.models,
+                JournaledRun(
+                    run_id=state.run_id,
+                    tools=tuple(self.tools.values()),
+                    workspace=self.workspace,
+                    spec=self.spec,
+                    models=self.models,
+                )
             )
             if steering is None:
                 steering = journal.steering
@@ -454,7 +483,7 @@ class Agent:
         run = Run(self, state, steering, on_event, journal, telemetry, store)
         if fresh_errors:
             # resuming after tool_error is a fresh chance: count failures from here
-            run.monitor.reset_errors()
+            run.driver.monitor.reset_errors()
         try:
             await run.start(resumed)
             outcome: Decision = CONTINUE

@@ -296,8 +296,7 @@ def build_agent(
         "tools": tools,
         "system_prompt": toolbox.system_prompt,
         "limits": spec.limits,
-        "on_tool_error": spec.on_tool_error,
-        "max_consecutive_tool_errors": spec.max_consecutive_tool_errors,
+        "policy": spec.policy,
         "final_answer": spec.final_answer,
         "settings": (
             ModelSettings(temperature=spec.temperature) if spec.temperature is not None else None

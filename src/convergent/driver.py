@@ -1,13 +1,15 @@
 """`CycleDriver`: one run's stop decisions in the loop's order, for the loop and any host.
 
 An agent loop decides at four points of each cycle: before a model request (outside
-events such as a stop request, then the limits), after a response without tool calls
-(the verifier, then completion), after a response with tool calls and before they run
-(a stall becomes a nudge or a stop), and after they ran (a hand-off, tool errors).
-`CycleDriver` keeps the `RunMonitor` and the run's counters between those points, asks
-`convergent.stop.decide` at each, gives the monitor back the nudges it decided, and
-after a stop says whether one final request without tools is due, with its prompt and
-its output cap (`final_request`). It does no I/O.
+events such as a stop request, then the budgets), after a response without tool calls
+(a reply that is not an answer, the output type, the verifier, then completion), after a
+response with tool calls and before they run (a repeat becomes a note or a stop; the
+tool-call caps), and after they ran (a hand-off, failures, mistakes, reads that repeat).
+`CycleDriver` holds the run's `convergent.budget.Budget` and
+`convergent.monitor.RunMonitor`, asks `convergent.stop.decide` at each point, gives the
+monitor back the notes it decided, and after a stop says whether one final request
+without tools is due, with its prompt and its output cap (`final_request`). It does no
+I/O.
 
 convergent's own loop (`Agent.run`) and every adapter in `convergent.adapters` call one
 driver per run at the same points, each making its requests and running its tools its
@@ -21,24 +23,43 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import time
+import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
+from convergent._answer_check import Settled, detail_with_note, settle_output
+from convergent.budget import (
+    CHARS_PER_MESSAGE,
+    FINAL_ANSWER_TOKENS,
+    Budget,
+    RunTally,
+    Tally,
+)
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification, Verifier
 from convergent.limits import Limits
-from convergent.messages import NO_USAGE, AssistantMessage, CallOutcome, Message, ToolCall, Usage
-from convergent.models._prices import priced
-from convergent.monitor import CHARS_PER_MESSAGE, FINAL_ANSWER_TOKENS, MonitorState, RunMonitor
+from convergent.messages import (
+    NO_USAGE,
+    AssistantMessage,
+    CallOutcome,
+    Message,
+    ToolCall,
+    Usage,
+    reply_end,
+)
+from convergent.monitor import MonitorState, RunMonitor
 from convergent.output import OutputCheck, OutputSpec
+from convergent.policy import UNSET, StopPolicy, ToolErrorPolicy, policy_of
 from convergent.stop import (
     CONTINUE,
     Decision,
     Facts,
     HandOff,
     Interrupted,
+    LimitReached,
     Nudge,
+    Stall,
     Stop,
     StopReason,
     decide,
@@ -50,6 +71,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ANSWER_AFTER_STOP",
     "FINAL_ANSWER_PROMPT",
+    "MAX_CALLS_PER_RESPONSE",
     "CycleDriver",
     "FinalRequest",
     "PolicyOptions",
@@ -78,12 +100,23 @@ FINAL_ANSWER_PROMPT = (
 )
 """The request for the final answer after a stop."""
 
+MAX_CALLS_PER_RESPONSE = 256
+"""A response with more tool calls than this runs none of them: the run stops
+``model_error`` (no task needs them in one step, and each costs bookkeeping)."""
+
 
 def failure_result(tool: str, error: BaseException) -> tuple[str, bool]:
-    """A tool's exception as the model reads it, and whether the tool declared it fatal."""
+    """A tool's exception as the model reads it, and whether the tool declared it fatal.
+
+    An exception whose text cannot be made (its ``__str__`` raises) is named by its type.
+    """
+    try:
+        text = str(error)
+    except Exception:  # the tool's own exception class is broken: name it
+        text = f"<{type(error).__name__} whose message could not be read>"
     if isinstance(error, ToolError):
-        return f"{tool} failed: {error}", error.fatal
-    return f"{tool} raised {type(error).__name__}: {error}", False
+        return f"{tool} failed: {text}", error.fatal
+    return f"{tool} raised {type(error).__name__}: {text}", False
 
 
 def message_chars(message: Message) -> int:
@@ -106,17 +139,18 @@ def verdict_feedback(verdict: Verification) -> str:
 
 
 class PolicyOptions(TypedDict, total=False):
-    """A run's stop policy besides its `Limits`: what the loop's `Agent` and every adapter take."""
+    """What a run's stop decisions need besides its `Limits` and `StopPolicy`.
 
+    The loop's `Agent` and every adapter take these.
+    """
+
+    policy: StopPolicy | None
+    """The rules that judge progress (default `StopPolicy()`)."""
     tools: Mapping[str, bool | None] | None
     """Tool names with their ``read_only`` flag (True, False, or None when unknown);
     None (the default): every name is a tool with an unknown flag."""
     terminal_tools: Collection[str]
     """Tools whose successful call hands the run off (its result is the output)."""
-    max_consecutive_tool_errors: int | None
-    """Failing steps in a row that stop the run, after a nudge (default 3); None never."""
-    on_tool_error: Literal["continue", "stop"]
-    """``stop``: any failure ends the run; ``continue`` (the default): streaks count."""
     verifier: Verifier | None
     """An external check of an answer without tool calls; while it fails, its feedback
     goes to the model and the run goes on."""
@@ -127,37 +161,24 @@ class PolicyOptions(TypedDict, total=False):
     final_answer: bool
     """Ask for one answer without tools after a stop for ``max_cycles``, ``stalled``,
     ``budget_exhausted`` or ``tool_error`` (the default); room for it is kept in the
-    token and cost budgets."""
+    token, cost and time budgets."""
+    max_consecutive_tool_errors: int | None
+    """Deprecated: `StopPolicy.max_repeated_failures`."""
+    on_tool_error: ToolErrorPolicy
+    """Deprecated: `StopPolicy.on_tool_error`."""
 
 
-class Tally(Protocol):
-    """Where a driver counts a run's requests and usage (`convergent.RunState` is one)."""
-
-    cycles: int
-    """Model requests made so far (a final answer's request is not one)."""
-    usage: Usage
-    """Usage reported so far, the final answer's included."""
-
-
-@dataclass(slots=True)
-class RunTally:
-    """A `Tally` of its own, for a host that keeps no run state of convergent's."""
-
-    cycles: int = 0
-    """Model requests made so far."""
-    usage: Usage = NO_USAGE
-    """Usage reported so far."""
-
-
-@dataclass(frozen=True, slots=True)
 class Review:
     """What the driver makes of a response's tool calls before they run."""
 
-    decision: Decision
-    """`CONTINUE`, a stall `Nudge`, or a `Stop`."""
-    skipped: Mapping[int, str]
-    """Calls that must not run, by position in the batch, with the text the model
-    gets as their result (the nudge's note, or why the run stopped)."""
+    __slots__ = ("decision", "skipped")
+
+    def __init__(self, decision: Decision, skipped: Mapping[int, str]) -> None:
+        self.decision = decision
+        """`CONTINUE`, a stall `Nudge`, or a `Stop`."""
+        self.skipped = skipped
+        """Calls that must not run, by position in the batch, with the text the model
+        gets as their result (the note, or why the run stopped)."""
 
 
 RUN_ALL = Review(CONTINUE, {})
@@ -173,6 +194,8 @@ class FinalRequest:
     max_tokens: int | None
     """The output cap that keeps the answer within the token and cost budgets; None
     when no such budget is set (the host's own setting applies)."""
+    seconds: float | None = None
+    """The time the request may take within ``max_seconds``; None: no time budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,42 +221,38 @@ class CycleDriver:
     """The stop decisions of one run, taken in the loop's order.
 
     Args:
-        limits: Budgets and thresholds (default `Limits()`).
+        limits: Budgets (default `Limits()`).
         tally: Where requests and usage are counted (a run's `RunState`); default a
             fresh `RunTally`.
-        monitor_state: The monitor's state to continue (a resumed run's).
-        clock: Monotonic seconds, for ``max_seconds``.
-        elapsed_before: Seconds the run took before this driver took it over (a
-            resumed run's).
+        monitor_state: The counters to continue (a resumed run's).
+        clock: Monotonic seconds, for ``max_seconds`` and the time between polls.
+        elapsed_before: Seconds the run took before this driver took it over.
         price: The model's price: a response whose usage reports no cost is costed at
             it, and so is the room kept for the next cycle and the final answer; None:
             only reported costs count, and the room is estimated from the latest
             request's cost.
-        **options: The rest of the stop policy (`PolicyOptions`).
-
-    A host that can measure its conversation may override `pending_chars`, as
-    convergent's loop does.
+        conversation: Characters added to the conversation since the last response,
+            measured by a host that keeps the conversation (convergent's loop); None:
+            the results, notes and feedback the driver saw are counted.
+        **options: The policy and the rest (`PolicyOptions`).
     """
 
     __slots__ = (
-        "_before",
-        "_budgets",
-        "_clock",
+        "_capped",
         "_handoff",
-        "_price",
-        "_reserve",
-        "_started",
-        "_timed",
+        "_measure",
+        "answer",
+        "budget",
         "final_answer",
-        "last",
-        "limits",
         "monitor",
+        "output_data",
+        "output_spec",
+        "output_value",
         "pending",
+        "policy",
         "stop",
-        "tally",
         "terminal_tools",
         "verifier",
-        "output_spec",
     )
 
     def __init__(
@@ -245,177 +264,187 @@ class CycleDriver:
         clock: Callable[[], float] = time.monotonic,
         elapsed_before: float = 0.0,
         price: TokenPrice | None = None,
+        conversation: Callable[[], int] | None = None,
         **options: Unpack[PolicyOptions],
     ) -> None:
-        self.monitor = RunMonitor(
+        limits = limits if limits is not None else Limits()
+        self.policy = policy = resolved_policy(options.get("policy"), limits, options)
+        state = monitor_state if monitor_state is not None else MonitorState()
+        final_answer = self.final_answer = options.get("final_answer", True)
+        self.budget = Budget(
             limits,
-            tools=options.get("tools"),
-            max_consecutive_tool_errors=options.get("max_consecutive_tool_errors", 3),
-            on_tool_error=options.get("on_tool_error", "continue"),
-            state=monitor_state,
+            tally=tally,
+            state=state.budget,
+            clock=clock,
+            elapsed_before=elapsed_before,
             price=price,
+            final_answer=final_answer,
         )
-        limits = self.limits = self.monitor.limits
-        self._price = self.monitor.price
+        self.monitor = RunMonitor(
+            policy, tools=options.get("tools"), state=state, idle=self.budget.idle
+        )
         terminal_tools = options.get("terminal_tools", ())
         self.terminal_tools = (
             terminal_tools if isinstance(terminal_tools, frozenset) else frozenset(terminal_tools)
         )
         self.verifier = options.get("verifier")
         self.output_spec = options.get("output")
-        final_answer = self.final_answer = options.get("final_answer", True)
-        self.tally: Tally = tally if tally is not None else RunTally()
-        self._clock = clock
-        self._started = clock()
-        self._before = elapsed_before
-        self._timed = limits.max_seconds is not None
-        budgets = limits.max_total_tokens is not None or limits.max_cost is not None
-        self._budgets = budgets or self._timed
-        # room is kept for the final answer only where a token or cost budget could run out
-        self._reserve = final_answer and budgets
-        self.last: Usage = NO_USAGE
-        """The latest request's usage (none yet: the estimates count what came since)."""
         self.pending = 0
         """Characters the driver saw added to the conversation since the last response."""
         self.stop: Stop | None = None
         """The first stop decided, once there is one."""
+        self.answer: str | None = None
+        """The latest answer judged (a reply cut at the token limit joined with the
+        rest), once there is one."""
+        self.output_value: object = None
+        """The latest answer's value of the output type, once one validated."""
+        self.output_data: Any = None
+        """The same as JSON data."""
         self._handoff: HandOff | None = None
+        self._capped: LimitReached | None = None
+        """A tool-call cap refused calls of the running batch."""
+        self._measure = conversation
+
+    # -- what the run spent (the budget's) ------------------------------------------------
+
+    @property
+    def limits(self) -> Limits:
+        """The run's budgets."""
+        return self.budget.limits
+
+    @property
+    def tally(self) -> Tally:
+        """Where requests and usage are counted."""
+        return self.budget.tally
 
     @property
     def cycles(self) -> int:
         """Model requests made so far (the final answer's request is not one)."""
-        return self.tally.cycles
+        return self.budget.tally.cycles
 
     @property
     def usage(self) -> Usage:
         """Usage reported so far."""
-        return self.tally.usage
+        return self.budget.tally.usage
+
+    @property
+    def last(self) -> Usage:
+        """The latest request's usage."""
+        return self.budget.last
 
     def elapsed(self) -> float:
         """Seconds the run has taken."""
-        return self._before + self._clock() - self._started
+        return self.budget.elapsed()
+
+    def cycles_used(self) -> int:
+        """Cycles counted against ``max_cycles``: the run's own and its child runs'."""
+        return self.budget.cycles_used()
+
+    def remaining(self) -> Limits:
+        """What is left of each budget now (a child run called as a tool gets at most this)."""
+        return self.budget.remaining()
 
     def pending_chars(self) -> int:
-        """Characters added to the conversation since the last response, for estimates.
-
-        Here: the results, notes and feedback the driver saw, with their framing.
-        """
-        return self.pending
+        """Characters added to the conversation since the last response, for estimates."""
+        return self._measure() if self._measure is not None else self.pending
 
     def _decided(self, decision: Decision) -> Decision:
         if isinstance(decision, Stop):
             if self.stop is None:
                 self.stop = decision
         elif isinstance(decision, Nudge):
-            self.monitor.nudged(decision)
+            self.monitor.noted(decision)
         return decision
 
     # -- before a model request ---------------------------------------------------------
 
     def before_request(self, outside: Facts | None = None) -> Decision:
-        """Outside events (a stop request, messages, a pause), then the limits.
+        """Outside events (a stop request, messages, a pause), then the budgets.
 
         Args:
             outside: What happened outside the run since the last decision (the
                 steering facts); None: nothing.
 
         Returns:
-            `CONTINUE`, or what ``decide`` makes of the facts: a `Stop` when a limit
-            forbids the request (room is kept for the final answer), or the decision
-            an outside event calls for.
+            `CONTINUE`, or what ``decide`` makes of the facts: a `Stop` when a budget
+            forbids the request (room is kept for it and for the final answer), or the
+            decision an outside event calls for.
         """
-        tally = self.tally
-        cycles = self.cycles_used()
-        if not self._budgets:
-            maximum = self.limits.max_cycles
-            limit = (
-                None
-                if maximum is None or cycles < maximum
-                else self.limits.reached(cycles, 0, 0.0, 0.0)
-            )
-        elif self._reserve and cycles:
-            limit = self.monitor.limit(
-                cycles=cycles,
-                usage=tally.usage,
-                elapsed=self.elapsed() if self._timed else 0.0,
-                last=self.last,
-                pending_chars=self.pending_chars(),
-            )
-        else:
-            usage = tally.usage
-            elapsed = self.elapsed() if self._timed else 0.0
-            limit = self.limits.reached(cycles, usage.total_tokens, elapsed, usage.cost)
+        limit = self.budget.limit(self.pending_chars())
         if limit is None and outside is None:
             return CONTINUE
         facts = Facts(limit=limit) if outside is None else dataclasses.replace(outside, limit=limit)
         return self._decided(decide(facts))
 
     def budget_note(self) -> str | None:
-        """Once per run, when 80 % of a budget is used: what is left, for the model."""
-        tally, monitor = self.tally, self.monitor
-        cycles = self.cycles_used()
-        if cycles < monitor.note_from:
-            return None
-        elapsed = self.elapsed() if self._timed else 0.0
-        note = monitor.budget_note(cycles=cycles, usage=tally.usage, elapsed=elapsed)
+        """Once per run, before a budget could stop it: what is left, for the model."""
+        note = self.budget.note(self.pending_chars())
         if note is not None:
             self.pending += len(note) + CHARS_PER_MESSAGE
         return note
 
+    def request_tokens(self, wanted: int | None = None) -> int | None:
+        """The output cap of the next request that keeps it within the budgets.
+
+        None: the request's own setting (``wanted``) applies, or none is needed.
+        """
+        return self.budget.request_tokens(self.pending_chars(), wanted)
+
+    def seconds_left(self) -> float | None:
+        """Seconds the next request or batch may take within ``max_seconds`` (None: no limit)."""
+        return self.budget.seconds_left()
+
     def start_request(self) -> int:
         """A model request is about to be made: returns its cycle number."""
-        tally = self.tally
-        tally.cycles += 1
-        return tally.cycles
+        return self.budget.start_request()
 
     def responded(self, usage: Usage) -> None:
         """The request was answered, with this usage (`NO_USAGE` when unknown).
 
         Usage that reports no cost is costed at the driver's price, if it has one.
         """
-        usage = priced(usage, self._price)
-        self.last = usage
+        self.budget.responded(usage)
         self.pending = 0
-        if usage.requests or usage.input_tokens or usage.output_tokens or usage.cost:
-            tally = self.tally
-            tally.usage = tally.usage + usage
 
     def requested(self, usage: Usage = NO_USAGE) -> int:
-        """A model request was made and answered: `start_request`, then `responded`."""
-        cycle = self.start_request()
-        self.responded(usage)
+        """A model request was made and answered, reported after the fact.
+
+        A host that can say when a request starts calls `start_request` and `responded`
+        instead, so that the time between polls can count (``StopPolicy.poll_gap``).
+        """
+        cycle = self.budget.requested(usage)
+        self.pending = 0
         return cycle
 
     def add_usage(self, usage: Usage, cycles: int = 0) -> None:
-        """Count usage that is not a cycle's: a final answer's, or a child run's and its cycles.
+        """Count usage that is not a cycle's: a final answer's, or a child run's and its cycles."""
+        self.budget.add_usage(usage, cycles)
 
-        A final answer's usage that reports no cost is costed at the driver's price; a
-        child run's (``cycles`` > 0) counts as its own run reported it.
-        """
-        if not cycles:
-            usage = priced(usage, self._price)
-        tally = self.tally
-        tally.usage = tally.usage + usage
-        self.monitor.state.child_cycles += cycles
-
-    def cycles_used(self) -> int:
-        """Cycles counted against ``max_cycles``: the run's own and its child runs'."""
-        return self.tally.cycles + self.monitor.state.child_cycles
-
-    def remaining(self) -> Limits:
-        """What is left of each budget now (a child run called as a tool gets at most this)."""
-        limits, usage = self.limits, self.tally.usage
-        return dataclasses.replace(
-            limits,
-            max_cycles=_left(limits.max_cycles, self.cycles_used()),
-            max_total_tokens=_left(limits.max_total_tokens, usage.total_tokens),
-            max_seconds=_left(limits.max_seconds, self.elapsed()),
-            max_cost=_left(limits.max_cost, usage.cost),
+    def ran_out(self, during: str) -> Decision:
+        """``max_seconds`` ran out while a request or the tools ran (they were cancelled)."""
+        limits = self.limits
+        assert limits.max_seconds is not None
+        limit = LimitReached(
+            limit="max_seconds", used=self.elapsed(), maximum=limits.max_seconds, during=during
         )
+        return self._decided(decide(Facts(limit=limit)))
 
     def model_failed(self, error: str) -> Decision:
-        """The model backend failed after its retries, with this text: a `Stop`."""
-        return self._decided(decide(Facts(model_error=error)))
+        """The model backend failed after its retries, with this text: a `Stop`.
+
+        A request that failed once the run's time was up (it was given only the time
+        left, see `seconds_left`) stops for ``max_seconds``, which comes first.
+        """
+        maximum, elapsed = self.limits.max_seconds, self.elapsed()
+        limit = None
+        if maximum is not None and elapsed >= maximum:
+            limit = LimitReached(limit="max_seconds", used=elapsed, maximum=maximum)
+        return self._decided(decide(Facts(model_error=error, limit=limit)))
+
+    def message(self, text: str) -> None:
+        """A message from the user reached the run (steering): a new one restarts the counts."""
+        if self.monitor.message(text):
+            self.monitor.changed()
 
     # -- after a response without tool calls --------------------------------------------
 
@@ -439,6 +468,22 @@ class CycleDriver:
         """An answer's check against the output type (None: no output type)."""
         return self.output_spec.check(text) if self.output_spec is not None else None
 
+    def unfinished(self, text: str, finish_reason: str | None) -> Decision | None:
+        """A reply without tool calls that is not an answer: continue, or stop.
+
+        Returns the request to continue, or the stop once the model was asked often
+        enough; None: the reply is an answer.
+        """
+        end = reply_end(text, finish_reason)
+        if end == "answer":
+            self.answer = self.monitor.finished_reply(text)
+            return None
+        facts = Facts(answered=True, unfinished=self.monitor.unfinished(end, text))
+        decision = decide(facts)
+        if isinstance(decision, Interrupted):
+            self.pending += len(decision.message) + CHARS_PER_MESSAGE
+        return self._decided(decision)
+
     def judge_answer(
         self,
         verdict: Verification | None,
@@ -459,56 +504,116 @@ class CycleDriver:
             return self._decided(decide(dataclasses.replace(outside, answered=True)))
         if verdict is None and output_errors is None:
             return self._decided(decide(_ANSWERED))
+        passed = verdict.passed if verdict is not None else None
+        stall: Stall | None = None
+        if output_errors is not None:
+            stall = self.monitor.rejected("the output type")
+        elif passed is False:
+            stall = self.monitor.rejected("the verifier")
         facts = Facts(
             answered=True,
-            verdict=verdict.passed if verdict is not None else None,
+            verdict=passed,
             feedback=verdict_feedback(verdict) if verdict is not None else "",
             output_errors=output_errors,
+            stall=stall,
         )
         decision = decide(facts)
-        if isinstance(decision, Interrupted):
-            self.pending += len(decision.message) + CHARS_PER_MESSAGE
+        if isinstance(decision, Interrupted | Nudge):
+            self.pending += len(_text_of(decision)) + CHARS_PER_MESSAGE
         return self._decided(decision)
 
-    def answered(self, text: str) -> Decision:
-        """`judge_answer` on ``text``: its output check, then the synchronous verifier."""
+    def answered(self, text: str, finish_reason: str | None = None) -> Decision:
+        """A reply without tool calls, judged: is it an answer, of the output type, verified?"""
+        unfinished = self.unfinished(text, finish_reason)
+        if unfinished is not None:
+            return unfinished
+        text = self.answer or text
         errors = self._output_errors(text)
         if errors is not None:
             return self.judge_answer(None, output_errors=errors)
         return self.judge_answer(self.verify(text))
 
-    async def answered_async(self, text: str) -> Decision:
-        """`judge_answer` on ``text``: its output check, then the verifier, awaited if async."""
+    async def answered_async(
+        self,
+        text: str,
+        finish_reason: str | None = None,
+        *,
+        on_verdict: Callable[[bool, str], None] | None = None,
+    ) -> Decision:
+        """`answered`, with the verifier awaited when it is async.
+
+        Args:
+            text: The reply's text.
+            finish_reason: The provider's finish reason, if known.
+            on_verdict: Told each verdict (passed, feedback): the output type's, then the
+                verifier's.
+        """
+        unfinished = self.unfinished(text, finish_reason)
+        if unfinished is not None:
+            return unfinished
+        text = self.answer or text
         errors = self._output_errors(text)
         if errors is not None:
+            if on_verdict is not None:
+                on_verdict(False, f"output: {errors}")
             return self.judge_answer(None, output_errors=errors)
-        return self.judge_answer(await self.verify_async(text))
+        if self.verifier is None:
+            return self.judge_answer(None)
+        verdict = await self.verify_async(text)
+        assert verdict is not None
+        if on_verdict is not None:
+            on_verdict(verdict.passed, verdict_feedback(verdict))
+        return self.judge_answer(verdict)
 
     def _output_errors(self, text: str) -> str | None:
         check = self.check_output(text)
-        return check.errors if check is not None else None
+        if check is None:
+            return None
+        if check.errors is None:
+            self.output_value, self.output_data = check.value, check.data
+        return check.errors
 
     # -- after a response with tool calls -----------------------------------------------
 
     def review(self, calls: Sequence[ToolCall]) -> Review:
         """The tool calls of a response, before they run: run them all, some, or none.
 
-        A stall with a nudge left skips the repeated calls (their result is the note);
-        a stall without one stops the run, and no call runs.
+        A repeat with a note left skips the repeated calls (their result is the note);
+        one without stops the run, and no call runs. Then the tool-call caps: the calls
+        past a cap do not run, and the run stops ``budget_exhausted``.
         """
+        self.monitor.finished_reply("")
+        if len(calls) > MAX_CALLS_PER_RESPONSE:
+            decision = self.model_failed(
+                f"the model asked for {len(calls)} tool calls in one response; at most "
+                f"{MAX_CALLS_PER_RESPONSE} are run"
+            )
+            assert isinstance(decision, Stop)
+            return self._skip_all(calls, decision)
         stall = self.monitor.review(calls)
-        if stall is None:
-            return RUN_ALL
-        decision = self._decided(decide(Facts(stall=stall)))
-        if isinstance(decision, Stop):
-            text = f"not executed: {decision.detail}"
-            skipped = dict.fromkeys(range(len(calls)), text)
-        elif isinstance(decision, Nudge):
-            skipped = dict.fromkeys(stall.positions, decision.note)
-        else:
+        skipped: dict[int, str] = {}
+        decision = CONTINUE
+        if stall is not None:
+            decision = self._decided(decide(Facts(stall=stall)))
+            if isinstance(decision, Stop):
+                return self._skip_all(calls, decision)
+            if isinstance(decision, Nudge):
+                skipped = dict.fromkeys(stall.positions, decision.note)
+        refused = self.budget.admit(calls, skipped)
+        if refused is not None:
+            first, self._capped = refused
+            text = f"not run: {_stop_text(self._capped)}"
+            later = (index for index in range(first, len(calls)) if index not in skipped)
+            skipped.update(dict.fromkeys(later, text))
+        if not skipped:
             return RUN_ALL
         self.pending += sum(len(text) + CHARS_PER_MESSAGE for text in skipped.values())
         return Review(decision, skipped)
+
+    def _skip_all(self, calls: Sequence[ToolCall], stop: Stop) -> Review:
+        text = f"not executed: {stop.detail}"
+        self.pending += (len(text) + CHARS_PER_MESSAGE) * len(calls)
+        return Review(stop, dict.fromkeys(range(len(calls)), text))
 
     def observe(
         self, call: ToolCall, outcome: CallOutcome, result: str, *, fatal: bool = False
@@ -524,23 +629,34 @@ class CycleDriver:
             self._handoff = HandOff(tool=call.name, result=result)
 
     def end_step(self, needs_user: str | None = None) -> Decision:
-        """The batch is complete: a hand-off, the tool-error policy, or `CONTINUE`.
+        """The batch is complete: a hand-off, failures, mistakes, a read that repeats.
 
         Args:
             needs_user: A question of the batch for the user that no channel can
                 answer now.
 
-        A tool-error `Nudge` carries a note the host adds to the conversation (as a
-        user message) before the next request.
+        A `Nudge` here carries a note the host adds to the conversation (as a user
+        message) before the next request.
         """
-        failure = self.monitor.end_step()
-        handoff = self._handoff
-        if handoff is None and failure is None and needs_user is None:
+        failure, stall = self.monitor.end_step()
+        handoff, capped = self._handoff, self._capped
+        if (
+            handoff is None
+            and failure is None
+            and stall is None
+            and needs_user is None
+            and capped is None
+        ):
             return CONTINUE
-        self._handoff = None
-        decision = self._decided(
-            decide(Facts(handed_off=handoff, tool_failure=failure, needs_user=needs_user))
+        self._handoff = self._capped = None
+        facts = Facts(
+            handed_off=handoff,
+            tool_failure=failure,
+            stall=stall,
+            needs_user=needs_user,
+            limit=capped,
         )
+        decision = self._decided(decide(facts))
         if isinstance(decision, Nudge):
             self.pending += len(decision.note) + CHARS_PER_MESSAGE
         return decision
@@ -565,27 +681,31 @@ class CycleDriver:
         Args:
             stop: The stop (default the first decided).
             wanted_tokens: The output tokens the host would allow the answer (its own
-                setting); default `convergent.monitor.FINAL_ANSWER_TOKENS`. Within a
+                setting); default `convergent.budget.FINAL_ANSWER_TOKENS`. Within a
                 token or cost budget the answer gets what is left, if that is enough.
         """
         stop = stop or self.stop
         if stop is None or not self.calls_for_answer(stop):
             return None
         prompt = FINAL_ANSWER_PROMPT.format(detail=stop.detail)
-        if not self._reserve:
-            return FinalRequest(prompt, None)
-        room = self.monitor.final_answer_tokens(
-            usage=self.tally.usage,
-            last=self.last,
-            pending_chars=self.pending_chars() + CHARS_PER_MESSAGE + len(prompt),
-            wanted=wanted_tokens or FINAL_ANSWER_TOKENS,
+        limits = self.limits
+        seconds = self.budget.final_seconds()
+        if seconds is not None and seconds <= 0:
+            return None
+        if limits.max_total_tokens is None and limits.max_cost is None:
+            return FinalRequest(prompt, None, seconds)
+        room = self.budget.final_request_tokens(
+            self.pending_chars() + CHARS_PER_MESSAGE + len(prompt),
+            wanted_tokens or FINAL_ANSWER_TOKENS,
         )
-        return FinalRequest(prompt, room) if room else None
+        return FinalRequest(prompt, room, seconds) if room else None
 
-    def output(
-        self, last_text: str, final: str | None = None, stop: Stop | None = None
-    ) -> tuple[str, bool]:
-        """The run's output, and whether it is an answer made after the stop.
+    def output(self, last_text: str, final: str | None = None, stop: Stop | None = None) -> Settled:
+        """The run's output, whether it is an answer made after the stop, and a note.
+
+        An answer after the stop that is no answer (empty, the request echoed, mostly
+        repetition, the protocol's JSON: `convergent._answer_check`) is left out; the
+        note says why.
 
         Args:
             last_text: The model's last text in the run (its answer, for ``completed``).
@@ -594,20 +714,22 @@ class CycleDriver:
         """
         stop = stop or self.stop
         if stop is not None and stop.output is not None:
-            return stop.output, False
-        if final is not None and final.strip():
-            return final, True
-        return last_text, False
+            return Settled(stop.output, False, "")
+        if stop is not None and stop.reason is StopReason.COMPLETED and self.answer:
+            return Settled(self.answer, False, "")
+        if final is None or stop is None:
+            return Settled(last_text, False, "")
+        return settle_output(last_text, final, (FINAL_ANSWER_PROMPT.format(detail=stop.detail),))
 
     def report(self, last_text: str, final: str | None = None) -> StopReport:
         """How the run ended (see `output` for the arguments)."""
         stop = self.stop
         if stop is None:
             raise RuntimeError("the run has not stopped")
-        output, after = self.output(last_text, final, stop)
+        output, after, note = self.output(last_text, final, stop)
         return StopReport(
             reason=stop.reason,
-            detail=stop.detail,
+            detail=detail_with_note(stop.detail, note),
             cycles=self.tally.cycles,
             output=output,
             output_after_stop=after,
@@ -615,11 +737,36 @@ class CycleDriver:
         )
 
 
+def resolved_policy(
+    policy: StopPolicy | None, limits: Limits, options: Mapping[str, Any]
+) -> StopPolicy:
+    """The policy of a run from its arguments: ``policy``, and the legacy options given.
+
+    The legacy options are ``Limits(max_repeated_calls=, stall_nudges=)`` and the
+    ``on_tool_error`` and ``max_consecutive_tool_errors`` keywords (`StopPolicy` holds
+    them now); each warns once where it is given.
+    """
+    given = limits.legacy_policy()
+    if given:  # `Limits` warned when it was built
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            policy = policy_of(policy, **given)
+    legacy: dict[str, Any] = {
+        name: options.get(name, UNSET) for name in ("on_tool_error", "max_consecutive_tool_errors")
+    }
+    if all(value is UNSET for value in legacy.values()):
+        return policy if policy is not None else StopPolicy()
+    return policy_of(policy, **legacy)
+
+
+def _stop_text(limit: LimitReached) -> str:
+    stop = decide(Facts(limit=limit))
+    assert isinstance(stop, Stop)
+    return stop.detail
+
+
+def _text_of(decision: Interrupted | Nudge) -> str:
+    return decision.message if isinstance(decision, Interrupted) else decision.note
+
+
 _ANSWERED = Facts(answered=True)
-
-
-_N = TypeVar("_N", int, float)
-
-
-def _left(budget: _N | None, used: _N) -> _N | None:
-    return None if budget is None else max(budget - used, 0)

@@ -30,8 +30,10 @@ __all__ = [
     "ModelResponded",
     "Nudged",
     "Redirected",
+    "RunPaused",
     "RunStarted",
     "RunStopped",
+    "RunUnpaused",
     "TextDelta",
     "ToolCallDelta",
     "ToolFinished",
@@ -68,6 +70,11 @@ class RunStarted(Event):
     """Names of the tools offered to the model."""
     resumed: bool = False
     """Whether the run continues from a checkpoint."""
+    elapsed: float = 0.0
+    """Seconds the run had been running before this start (0 for a new run)."""
+    tool_specs: tuple[dict[str, Any], ...] = ()
+    """The tools as the model is shown them: each one's ``name``, ``description`` and
+    ``parameters`` (the JSON schema of its arguments)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,6 +174,9 @@ class ToolFinished(Event):
     """Result text, or the error text."""
     duration: float
     """Seconds the call took."""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    """Arguments as the model sent them (also for a call that never started in this
+    process: one interrupted by a crash, reported when the run resumes)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,6 +209,20 @@ class Nudged(Event):
     ``budget`` (80 % of a budget is used)."""
     note: str
     """The note, as the model sees it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPaused(Event):
+    """A pause took hold (``steer --pause``): the run waits before its next cycle."""
+
+    type: ClassVar[str] = "run_paused"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunUnpaused(Event):
+    """The pause ended (``steer --resume``, or a stop): the run goes on, or stops."""
+
+    type: ClassVar[str] = "run_unpaused"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,9 +8,11 @@ ConvergentError
 │   ├── StateFileError        a coordinator state file that cannot be used (coordinator)
 │   ├── HookInputError        the hook's stdin is not what Claude Code sends (coordinator)
 │   ├── UnusableYaml          a YAML file that is not YAML, too deep, or repeats a key
+│   ├── FormatMismatch        a recorded run that does not fit its format (replay)
 │   └── NotExpressible        an adapter asked for what its host framework cannot do
 ├── ModelError                the model backend failed (after its own retries)
-│   └── ModelHTTPError        ... with an HTTP status from the provider
+│   ├── ModelHTTPError        ... with an HTTP status from the provider
+│   └── RequestTimedOut       ... or gave no complete reply within the request's time
 ├── ModelBehaviorError        the model produced something that cannot be used or fed back
 ├── ToolArgumentsError        a call's arguments do not fit the tool (the model's mistake)
 ├── ToolError                 raised by a tool to report a failure in its own words
@@ -20,18 +22,23 @@ ConvergentError
 ├── UnusableJson              text from a file, a provider or a model that is not JSON
 ├── RolledOver                Agent.run hands its state over to continue in a new process
 ├── ClassifiedOutcome         a tool call already run and classified elsewhere (a worker)
+├── ChildSpent                a child run that did not end, with what it had spent
+├── Unchecked                 a value a bounded schema check could not finish checking
 └── PolicyAdapted             a warning, not raised: an adapter fitted the policy to its host
 ```
 
 Classes defined elsewhere: ``StateFileError`` and ``HookInputError`` in
 `convergent.coordinator`, ``AskTimedOut`` in `convergent.gate`, ``NotExpressible`` and
 the ``PolicyAdapted`` warning (a ``UserWarning`` too) in `convergent.adapters`;
-``UnusableJson``, ``UnusableYaml``, ``RolledOver`` and ``ClassifiedOutcome`` in the
-machinery (``_json``, ``_yaml``, ``_cycle``, ``_executor``), where each is caught and
-turned into a result or an error of its layer: only ``RolledOver`` leaves `Agent.run`,
-for a Temporal workflow's continue-as-new. Private helpers of single modules derive from
-the class they stand for, or from the base. ``ToolArgumentsError`` and ``UnusableJson``
-are also ``ValueError``s.
+``UnusableJson``, ``UnusableYaml``, ``RolledOver``, ``ClassifiedOutcome``,
+``ChildSpent``, ``Unchecked`` and ``RequestTimedOut`` in the machinery (``_json``,
+``_yaml``, ``_cycle``, ``_executor``, ``_agent_tool``, ``_bounded_schema``,
+``models._deadline``), where each is caught and turned into a result or an error of its
+layer: only ``RolledOver`` leaves `Agent.run`, for a Temporal workflow's
+continue-as-new. ``FormatMismatch`` is the replay's readers' (`convergent.replay`): a run
+that raises it is reported as malformed and skipped. Private helpers of single modules
+derive from the class they stand for, or from the base. ``ToolArgumentsError`` and
+``UnusableJson`` are also ``ValueError``s.
 
 Tool failures and model mistakes inside a run do not escape `Agent.run`: they become
 tool results or a typed `StopReason`. What escapes is a caller's mistake.

@@ -1,24 +1,44 @@
-"""The budgets of a run: cycles, tokens, seconds and cost, checked before every request.
+"""The budgets of a run: cycles, tokens, seconds, cost and tool calls.
 
 They live apart from `convergent.stop` so that the stop decision loads without pydantic
 (the Claude Code hook takes it at every stop); `convergent.Limits` is the usual way in.
+The rules that judge progress (repeats, streaks, notes) are `convergent.StopPolicy`'s.
 """
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+import dataclasses
+import warnings
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from convergent._validation import raises_user_errors
 from convergent.stop import LimitReached
 
-__all__ = ["Limits"]
+__all__ = ["Limits", "without_legacy"]
+
+
+def _non_negative(caps: int | dict[str, int] | None) -> int | dict[str, int] | None:
+    values = caps.values() if isinstance(caps, Mapping) else () if caps is None else (caps,)
+    for value in values:
+        if value < 0:
+            raise ValueError(f"a cap must be >= 0, got {value}")
+    return caps
+
+
+_Caps = Annotated[int | dict[str, int] | None, AfterValidator(_non_negative)]
 
 
 @raises_user_errors
 @pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=ConfigDict(extra="forbid"))
 class Limits:
-    """Objective budgets for one run, checked before every model request.
+    """Objective budgets for one run: cycles, tokens, seconds, cost and tool calls.
+
+    Cycles, tokens, seconds and cost are checked before every model request; tool calls
+    before every call.
 
     ``None`` means unlimited. This class is the one place budgets are validated: a
     negative or non-finite value is refused when the object is built (`UserError`), or,
@@ -33,13 +53,45 @@ class Limits:
     """Maximum wall-clock seconds since the run started."""
     max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Maximum cost in the currency of the model's price table."""
-    max_repeated_calls: int = Field(default=3, ge=1)
-    """A call repeated this often with the same result while nothing changed (or a
-    short cycle of calls repeated this often) stalls the run."""
-    stall_nudges: int = Field(default=1, ge=0)
-    """Notes the model gets when a stall or a streak of tool errors reaches its
-    threshold, before the run stops on it (per stretch without progress); 0 stops at
-    once."""
+    max_tool_calls: int | None = Field(default=None, ge=0)
+    """Maximum tool calls the run may make, whatever the tools (calls past it do not
+    run, and the run stops ``budget_exhausted``)."""
+    max_calls_per_tool: _Caps = None
+    """Maximum calls of each tool: one number for every tool, or a number per tool name
+    (tools not named are not capped)."""
+    max_repeated_calls: int | None = Field(default=None, ge=1, exclude=True, repr=False)
+    """Deprecated: `convergent.StopPolicy.max_repeated_calls`."""
+    stall_nudges: int | None = Field(default=None, ge=0, exclude=True, repr=False)
+    """Deprecated: `convergent.StopPolicy.notes`."""
+
+    def __post_init__(self) -> None:
+        legacy = [
+            name
+            for name in ("max_repeated_calls", "stall_nudges")
+            if getattr(self, name) is not None
+        ]
+        if legacy:
+            warnings.warn(
+                f"Limits({', '.join(f'{name}=' for name in legacy)}...) moved to StopPolicy "
+                "(max_repeated_calls, notes): pass policy=StopPolicy(...) instead",
+                DeprecationWarning,
+                stacklevel=4,
+            )
+
+    def legacy_policy(self) -> dict[str, Any]:
+        """The deprecated policy options this object was given, by their old names."""
+        return {
+            name: getattr(self, name)
+            for name in ("max_repeated_calls", "stall_nudges")
+            if getattr(self, name) is not None
+        }
+
+    def tool_cap(self, name: str) -> int | None:
+        """The cap on calls of the tool ``name`` (None: not capped)."""
+        caps = self.max_calls_per_tool
+        if isinstance(caps, Mapping):
+            return caps.get(name)
+        return caps
 
     def reached(
         self,
@@ -78,3 +130,12 @@ class Limits:
                 limit="max_cost", used=cost, maximum=self.max_cost, reserved=reserved_cost
             )
         return None
+
+
+def without_legacy(limits: Limits) -> Limits:
+    """``limits`` without the deprecated policy options (once they went to a policy)."""
+    if limits.max_repeated_calls is None and limits.stall_nudges is None:
+        return limits
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return dataclasses.replace(limits, max_repeated_calls=None, stall_nudges=None)

@@ -6,9 +6,10 @@ and serialised to JSON (see `RunState.to_jsonable`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field
 
@@ -23,8 +24,10 @@ __all__ = [
     "ToolCall",
     "ToolResultMessage",
     "ToolSpec",
+    "ReplyEnd",
     "Usage",
     "UserMessage",
+    "reply_end",
 ]
 
 
@@ -177,3 +180,52 @@ class ModelResponse:
     def to_message(self) -> AssistantMessage:
         """The assistant message this response adds to the conversation."""
         return AssistantMessage(content=self.content, tool_calls=self.tool_calls)
+
+    def with_unique_call_ids(self) -> ModelResponse:
+        """This response with its calls' ids unique in it (the loop tells calls apart by id).
+
+        Ids come from the provider or the model, which may give two calls one id, or
+        none: the first call keeps an id, a later one with the same id gets the next
+        free ``ID-N`` (from 2), one without an id ``call-N`` (N: its position, from 1).
+        A response whose ids are unique is returned as it is.
+        """
+        ids = [call.id for call in self.tool_calls]
+        if all(ids) and len(set(ids)) == len(ids):
+            return self
+        reserved, kept = set(ids), set[str]()
+        calls = []
+        for position, call in enumerate(self.tool_calls):
+            if call.id and call.id not in kept:
+                kept.add(call.id)
+                calls.append(call)
+                continue
+            base, number = (call.id, 2) if call.id else ("call", position + 1)
+            while f"{base}-{number}" in reserved:
+                number += 1
+            renamed = f"{base}-{number}"
+            reserved.add(renamed)
+            kept.add(renamed)
+            calls.append(dataclasses.replace(call, id=renamed))
+        return dataclasses.replace(self, tool_calls=tuple(calls))
+
+
+ReplyEnd: TypeAlias = Literal["answer", "empty", "cut", "refused"]
+"""How a reply without tool calls ended: an answer, or not one (empty, cut, refused)."""
+
+_CUT = frozenset({"length", "max_tokens", "max_output_tokens", "model_context_window_exceeded"})
+_REFUSED = frozenset({"content_filter", "refusal", "safety", "recitation", "blocklist"})
+
+
+def reply_end(content: str, finish_reason: str | None) -> ReplyEnd:
+    """How a reply without tool calls ended, from its structure (never its wording).
+
+    A reply is an answer when it has text and the provider says the model ended its
+    turn; cut at the output token limit (``length``, ``max_tokens``) or withheld
+    (``content_filter``, ``refusal``) it is not, and neither is an empty one.
+    """
+    reason = (finish_reason or "").lower()
+    if reason in _CUT:
+        return "cut"
+    if reason in _REFUSED:
+        return "refused"
+    return "answer" if content.strip() else "empty"

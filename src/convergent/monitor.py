@@ -1,128 +1,155 @@
-"""`RunMonitor`: the counters behind a run's stop facts, kept between decisions.
+"""`RunMonitor`: the counters behind a run's progress facts, kept between decisions.
 
-`convergent.stop.decide` is pure; what it needs to know about the past (has this call
-come back with the same result while nothing changed? do tool failures persist? is a
-nudge still available? how much budget is left?) is counted here, one call at a time.
-The loop uses one monitor per run, and so can an adapter for another framework: feed
-it the calls and their results, and pass what it reports to `decide` inside `Facts`.
+`convergent.stop.decide` is pure; what it needs to know about the past (does this call
+come back with a result of the same meaning while nothing changed? do failures,
+mistakes or rejected answers persist? is a note still available?) is counted here, one
+call at a time, under the rules of a `convergent.StopPolicy`. The loop uses one monitor
+per run, and so does every adapter for another framework, through
+`convergent.driver.CycleDriver`. Budgets are `convergent.budget.Budget`'s.
 
 Progress, the rule behind stalls:
 
+- Results are compared by meaning (`convergent.meaning`): a result that differs from
+  the last one only in a clock time, a date or a fresh id is the same result.
 - An identical call (same name, same canonical arguments) counts while nothing has
-  changed. Its count starts again when its result differs from its last one, or when
-  a call that changed something ran since. A call whose result differs from its last
-  one (a poll whose status moved) shows that the world changed, so every count starts
-  again, whatever its tool declares.
+  changed. Its count starts again when its result means something else than its last
+  one, when a call that changed something ran since, or when real time passed since its
+  last call started (``poll_gap`` seconds outside model requests: a wait between polls,
+  a poll that waits itself, a pause). A slow command repeated without change is then
+  bounded by the budgets, not by this rule.
+  A call whose result moved shows that the world changed, so every count starts again,
+  whatever its tool declares.
 - A call *changed something* when its tool is declared state-changing
   (``read_only=False``), or when its tool is unannotated (``read_only=None``) and its
-  (call, result) pair is new since the last change: repeating an unannotated call and
-  getting the same result evidently changed nothing. A read-only tool
-  (``read_only=True``), a call to a tool the run does not have, a call rejected as the
-  model's mistake and a call that failed never change anything.
-- The request that would be the ``max_repeated_calls``-th identical call with the same
-  results while nothing changed is a stall finding; so is the first call of a short
-  cycle (2 or 3 calls) about to start its ``max_repeated_calls``-th repetition with
-  every result unchanged, whatever the tools declare (nothing in such a cycle moves;
-  found while ``max_repeated_calls`` is at most 11).
-  Calls to a tool the run does not have are counted by name, whatever the arguments.
+  (call, result) pair is new since the last change. A read-only tool, a call rejected as
+  the model's mistake and a call that failed never change anything. Calls to a tool the
+  run does not have are mistakes (see below), not repeats.
+- The ``max_repeated_calls``-th identical call with the same meaning while nothing
+  changed is a stall finding (for a call declared state-changing, one more: an action
+  may be meant to repeat, such as moving up a folder twice); so is the first call of a cycle of 2 to
+  ``max_cycle_length`` calls about to start its ``max_repeated_calls``-th repetition with
+  every result unchanged. A cycle never spans a call declared state-changing, nor a call
+  made after real time passed.
+- A call that may change something (not declared read-only) is judged before it runs:
+  at a finding it does not run. A read-only call always runs and is judged on its
+  result: a poll that says something new is progress, never replaced by a note.
 - Within one batch, calls count in call order, and a call that may change something
-  (anything not read-only) lets the calls after it count afresh.
+  lets the calls after it count afresh.
 
-A nudge is given once per episode (``Limits.stall_nudges``): an episode ends when a
-call brings something new (a call and result not among the last few calls).
+A note is given once per episode (``StopPolicy.notes``): an episode ends when a call
+brings something new (a call and result not among the last few calls). After a note,
+the next call of the same pattern (the repeated call, or any call of the cycle) stops
+the run.
 
-Tool-error streaks count *steps* (one response's batch): a step fails when at least one
-call failed and none succeeded; a success resets the streak. A failing step adds to it
-when it repeats a call that already failed in this streak, or an error text already
-seen in it (a broken tool fails the same way whatever the arguments); a step of new
-calls failing with new errors is the model searching and does not add. The first
-failing step starts the streak at 1.
+Streaks count *steps* (one response's batch) and answers:
+
+- failing steps (at least one call failed, none succeeded): every one counts toward
+  ``max_failing_steps``; one that repeats a call that already failed in the streak
+  counts toward ``max_repeated_failures`` too (the first failing step starts both);
+- mistakes (every call of the step was the model's mistake: an unknown tool, arguments
+  that do not parse or validate) count toward ``max_mistakes``;
+- answers rejected by the verifier or the output type count toward
+  ``max_rejected_answers`` until a call brings something new.
+
+A successful call ends the failure and mistake streaks.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from math import inf
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 from zlib import crc32
 
-from convergent.limits import Limits
-from convergent.messages import CallOutcome, ToolCall, Usage
-from convergent.stop import LimitReached, Nudge, Stall, StopReason, ToolFailure, canonical_call_key
+from convergent.budget import BudgetState
+from convergent.meaning import meaning
+from convergent.messages import CallOutcome, ToolCall
+from convergent.policy import DEFAULT_POLICY, StopPolicy
+from convergent.stop import (
+    Nudge,
+    Stall,
+    StallKind,
+    StopReason,
+    ToolFailure,
+    Unfinished,
+    canonical_call_key,
+)
 
-if TYPE_CHECKING:
-    from convergent.models._prices import TokenPrice
-
-__all__ = [
-    "CHARS_PER_MESSAGE",
-    "FINAL_ANSWER_TOKENS",
-    "MonitorState",
-    "RunMonitor",
-    "describe_call",
-]
-
-FINAL_ANSWER_TOKENS = 512
-"""Output tokens the final answer after a stop may use (less when a budget is short)."""
-FINAL_PROMPT_TOKENS = 200
-"""Tokens kept for the final request's own prompt (the request and the stop's detail)."""
-MIN_FINAL_ANSWER_TOKENS = 32
-"""A final answer with less room than this is not requested."""
-BUDGET_NOTE_AT = 0.8
-"""The share of a budget after which the model is told what remains."""
-OUTPUT_PRICE_FACTOR = 8
-"""Assumed upper bound of the price of an output token over an input token, for
-keeping a final answer within ``max_cost`` when only the blended price is known (a
-model without a `TokenPrice` of its own that reports each response's cost)."""
-CHARS_PER_TOKEN = 3
-"""Characters counted as one token when estimating text no provider has counted yet
-(on the high side for English text, so estimates err towards more tokens)."""
-CHARS_PER_MESSAGE = 16
-"""Characters added per message to its text when estimating, for the message's framing
-(role, ids: a few tokens in every provider's format)."""
+__all__ = ["MonitorState", "RunMonitor", "describe_call"]
 
 _STRETCH_SIZE = 32
 """Distinct calls remembered per stretch (the least recently seen goes first)."""
-_RECENT_SIZE = 30
-"""Calls remembered in order (short cycles are found for ``max_repeated_calls`` up to 11)."""
+_RECENT_SIZE = 40
+"""Calls remembered in order (cycles, and what is new)."""
 _ERRORS_KEPT = 32
-"""Failed calls and error texts remembered per streak."""
+"""Failed calls remembered per streak."""
+_MESSAGES_KEPT = 64
+"""Digests of the user's messages remembered, to tell a repeated one from a new one."""
 _OBSERVED = frozenset({CallOutcome.OK, CallOutcome.FAILED, CallOutcome.INVALID})
-_UNKNOWN_TOOL = "\x02"
 
 
 @dataclass(slots=True, kw_only=True)
 class MonitorState:
-    """What a `RunMonitor` remembers between decisions; serialisable, kept in `RunState`."""
+    """What a run's counters remember between decisions; serialisable, kept in `RunState`."""
 
     stretch: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Calls seen since the last change, least recently seen first: canonical key ->
-    (digest of its last result, how many times in a row it gave that result)."""
+    (digest of the meaning of its last result, how many times in a row it gave it)."""
+    started: dict[str, float] = field(default_factory=dict)
+    """When each recent call last started, in seconds outside model requests (kept
+    across changes: time passes whatever changed)."""
     recent: list[int] = field(default_factory=list)
     """The last calls, oldest first, each as one number: the digest of its canonical key
-    times 2**64 plus the digest of its result (short cycles, and what is new)."""
-    stall_nudges: int = 0
-    """Stall nudges given in the current episode."""
-    error_streak: int = 0
+    times 2**64 plus the digest of its result's meaning (cycles, and what is new)."""
+    since_break: int = 0
+    """Calls since the last one a cycle may not span (declared state-changing, or made
+    after real time passed)."""
+    notes_given: int = 0
+    """Stall notes given in the current episode."""
+    watched: list[int] = field(default_factory=list)
+    """Digests of the calls of the pattern a note was given for in this episode."""
+    failing_steps: int = 0
     """Failing steps in a row."""
-    error_calls: list[str] = field(default_factory=list)
+    repeated_failures: int = 0
+    """Failing steps in a row that repeated a call that failed in the streak."""
+    failed_calls: list[str] = field(default_factory=list)
     """Canonical keys of the calls that failed in this streak."""
-    error_texts: list[int] = field(default_factory=list)
-    """Digests of the error texts seen in this streak."""
-    error_nudges: int = 0
-    """Tool-error nudges given in this streak."""
-    budget_noted: bool = False
-    """The model was told that most of a budget is used (once per run)."""
-    child_cycles: int = 0
-    """Cycles run by child agents this run called as tools; they count against
-    ``max_cycles`` beside the run's own."""
+    failure_notes: int = 0
+    """Notes given for the failure streaks."""
+    mistakes: int = 0
+    """Steps in a row whose every call was the model's mistake."""
+    mistake_notes: int = 0
+    """Notes given for the mistake streak."""
+    rejections: int = 0
+    """Answers in a row rejected by the verifier or the output type."""
+    rejection_notes: int = 0
+    """Notes given for the rejected-answer streak."""
+    continuations: int = 0
+    """Replies in a row that were not an answer (empty, cut, refused)."""
+    partial: str = ""
+    """The text of the replies cut at the token limit so far, to be continued."""
+    messages: list[int] = field(default_factory=list)
+    """Digests of the user's messages (the task, steering), to tell a repeated one."""
+    budget: BudgetState = field(default_factory=BudgetState)
+    """What the run's budgets keep between decisions (`convergent.budget.Budget`)."""
+
+
+@dataclass(slots=True)
+class _Reviewed:
+    call: ToolCall
+    key: str
+    read_only: bool | None
+    digest: int
+    timed: bool
+    """Real time passed since the last identical call started."""
+    mark: float | None
+    """Seconds outside model requests when the call started (None: time does not count)."""
 
 
 @dataclass(slots=True)
 class _Failure:
     key: str
-    digest: int
     text: str
     fatal: bool
 
@@ -142,165 +169,176 @@ def _digest(text: str) -> int:
     return crc32(text.encode("utf-8", "surrogatepass")) | len(text) << 32
 
 
+def _message_digest(text: str) -> int:
+    return _digest(" ".join(meaning(text).split()))
+
+
 class RunMonitor:
-    """Counts repeats, tool-error streaks, nudges and budget use for one run.
+    """Counts repeats, streaks and notes for one run, under a `StopPolicy`.
 
     Args:
-        limits: The run's budgets and thresholds (default `Limits()`).
+        policy: The rules (default `StopPolicy()`).
         tools: The tools the run offers, by name, with their ``read_only`` flag (True,
-            False, or None when unknown); a call to another name is a call to a tool the
-            run does not have. None: every name is a tool with an unknown flag.
-        max_consecutive_tool_errors: Failing steps in a row that call for the
-            tool-error policy; None never.
-        on_tool_error: ``stop``: any failure ends the run; ``continue``: streaks count.
+            False, or None when unknown); a call to another name is the model's mistake.
+            None: every name is a tool with an unknown flag.
         state: The state to continue (a resumed run's), updated in place.
-        price: The model's price: the cost kept for the next cycle and the final answer
-            prices input and output tokens at it. None (or free): the last request's
-            blended price, with output assumed `OUTPUT_PRICE_FACTOR` times dearer.
+        idle: Seconds the run has spent outside model requests so far; None (or a
+            function returning None): time never counts as progress.
     """
 
     __slots__ = (
         "_failures",
+        "_finding",
+        "_invalid",
         "_ok",
-        "_cycle_span",
         "_recent_size",
         "_reviewed",
         "_tools",
         "_watch",
-        "limits",
-        "note_from",
-        "max_errors",
+        "idle",
         "policy",
-        "price",
         "state",
     )
 
     def __init__(
         self,
-        limits: Limits | None = None,
+        policy: StopPolicy | None = None,
         *,
         tools: Mapping[str, bool | None] | None = None,
-        max_consecutive_tool_errors: int | None = 3,
-        on_tool_error: Literal["continue", "stop"] = "continue",
         state: MonitorState | None = None,
-        price: TokenPrice | None = None,
+        idle: Callable[[], float | None] | None = None,
     ) -> None:
-        self.limits = limits or Limits()
-        self.price = price if price is not None and not price.free else None
+        self.policy = policy if policy is not None else DEFAULT_POLICY
         self._tools = tools
-        self.max_errors = max_consecutive_tool_errors
-        self.policy = on_tool_error
         self.state = state if state is not None else MonitorState()
+        self.idle: Callable[[], float | None] = idle or _no_time
         self._ok = False
+        self._invalid = False
         self._failures: list[_Failure] = []
-        self._reviewed: Sequence[tuple[ToolCall, str, bool | None, int]] = ()
-        """The calls last reviewed with their keys, for `observe` to reuse."""
-        limits = self.limits
-        self._recent_size = min(3 * limits.max_repeated_calls, _RECENT_SIZE)
-        # the shortest history a cycle can show: two calls, repeated once less than the limit
-        self._cycle_span = max(2 * (limits.max_repeated_calls - 1), 2)
-        watched = (limits.max_total_tokens, limits.max_cost, limits.max_seconds)
-        at_cycles = inf if limits.max_cycles is None else BUDGET_NOTE_AT * limits.max_cycles
-        self._watch = (
-            at_cycles,
-            None
-            if watched == (None, None, None)
-            else tuple(inf if m is None else BUDGET_NOTE_AT * m for m in watched),
+        self._reviewed: dict[int, _Reviewed] = {}
+        self._finding: Stall | None = None
+        """A stall found on a read's result, decided at the end of the step."""
+        self._watch: tuple[int, ...] = ()
+        """The calls of the pattern of the latest stall finding, watched once noted."""
+        self._recent_size = min(
+            self.policy.max_repeated_calls * max(self.policy.max_cycle_length, 2) + 1,
+            _RECENT_SIZE,
         )
-        """Where each budget reaches its note: cycles, then tokens, cost and seconds (None
-        when none of those three is set)."""
-        if self.state.budget_noted:
-            note_from = inf
-        elif watched == (None, None, None):
-            note_from = at_cycles
-        else:
-            note_from = 0.0
-        self.note_from: float = note_from
-        """The cycle from which `budget_note` may have a note (0: a token, cost or time
-        budget is watched; infinite once it was given), so that a loop can skip asking."""
+
+    @property
+    def tools(self) -> Mapping[str, bool | None] | None:
+        """The tools the run offers, with their ``read_only`` flag (None: any name)."""
+        return self._tools
 
     # -- repeats ------------------------------------------------------------------------
 
-    def _key(self, call: ToolCall) -> tuple[str, bool | None, int]:
-        """The call's canonical key, its tool's ``read_only`` flag, and the key's digest."""
-        for made, key, read_only, digest in self._reviewed:
-            if made is call:
-                return key, read_only, digest
-        return self._new_key(call)
-
-    def _new_key(self, call: ToolCall) -> tuple[str, bool | None, int]:
+    def _review_one(self, call: ToolCall, idle: float | None) -> _Reviewed | None:
+        """The call's key, flag, digest and whether time passed; None: not a known tool."""
         tools, name = self._tools, call.name
         if tools is None:
-            key, read_only = canonical_call_key(name, call.arguments), None
+            read_only = None
         elif name in tools:
-            key, read_only = canonical_call_key(name, call.arguments), tools[name]
-        else:  # a tool the run lacks: counted by name, and it cannot change anything
-            key, read_only = _UNKNOWN_TOOL + name, True
-        return key, read_only, _digest(key)
+            read_only = tools[name]
+        else:
+            return None
+        key = canonical_call_key(name, call.arguments)
+        timed = False
+        gap = self.policy.poll_gap
+        if gap is not None and idle is not None:
+            started = self.state.started.get(key)
+            timed = started is not None and idle - started >= gap
+        return _Reviewed(call, key, read_only, _digest(key), timed, idle)
 
     def review(self, calls: Sequence[ToolCall]) -> Stall | None:
         """Whether the calls about to run would repeat without progress (a prediction).
 
-        Returns the finding (which calls, how often, whether a nudge is left), or None.
-        Nothing is recorded: `observe` records the calls that run.
+        Only calls that may change something are judged here (a read runs and is judged
+        on its result, see `observe`). Returns the finding (which calls, how often,
+        whether a note is left), or None. Nothing is recorded: `observe` records the
+        calls that run.
         """
-        state = self.state
-        limit = self.limits.max_repeated_calls
-        stretch = state.stretch
-        reviewed: Sequence[tuple[ToolCall, str, bool | None, int]]
-        if len(calls) == 1:  # the common case, without the batch's bookkeeping
-            call = calls[0]
-            key, read_only, digest = self._new_key(call)
-            reviewed = self._reviewed = ((call, key, read_only, digest),)
-            entry = stretch.get(key)
-            recent = state.recent
-            if (entry[1] + 1 if entry is not None else 1) < limit and (
-                # only a call that starts the last period can start a cycle again
-                len(recent) < self._cycle_span
-                or not (
-                    recent[-2] >> 64 == digest or (len(recent) > 2 and recent[-3] >> 64 == digest)
-                )
-            ):
-                return None
-        else:
-            self._reviewed = ()
-            reviewed = self._reviewed = [(call, *self._key(call)) for call in calls]
+        idle = self.idle() if self.policy.poll_gap is not None else None
+        state, limit = self.state, self.policy.max_repeated_calls
+        reviewed = self._reviewed = {}
         fresh = False  # a call earlier in this batch may have changed something
         earlier: dict[str, int] = {}
         positions: list[int] = []
-        what, times = "", 0
-        for position, (call, key, read_only, digest) in enumerate(reviewed):
-            entry = None if fresh else stretch.get(key)
-            count = (entry[1] if entry is not None else 0) + earlier.get(key, 0) + 1
-            period = 0 if position or count >= limit else self._cycle(digest)
-            if count >= limit or period:
-                positions.append(position)
-                if not what:
-                    shown = describe_call(call.name, call.arguments)
-                    what = f"the cycle of {period} calls starting with {shown}" if period else shown
-                    times = limit if period else count
-            if read_only is True:
-                earlier[key] = earlier.get(key, 0) + 1
-            else:
-                fresh, earlier = True, {key: count}
-        if not positions:
-            return None
-        nudge = state.stall_nudges < self.limits.stall_nudges
-        return Stall(what=what, times=times, nudge=nudge, positions=tuple(positions))
-
-    def _cycle(self, call: int) -> int:
-        """The period of the short cycle a call (its key's digest) would start again; 0: none.
-
-        The call starts the ``max_repeated_calls``-th repetition of a cycle of 2 or 3
-        calls whose every result was unchanged.
-        """
-        repetitions = self.limits.max_repeated_calls - 1
-        recent = self.state.recent
-        for period in (2, 3):
-            span = repetitions * period
-            if repetitions < 1 or len(recent) < span or recent[-period] >> 64 != call:
+        finding: tuple[ToolCall, int, int, int, bool] | None = None
+        for position, call in enumerate(calls):
+            item = self._review_one(call, idle)
+            if item is None:
                 continue
-            tail = recent[-span:]
+            reviewed[id(call)] = item
+            key = item.key
+            if item.read_only is True:
+                earlier[key] = earlier.get(key, 0) + 1
+                continue
+            entry = None if fresh or item.timed else state.stretch.get(key)
+            count = (entry[1] if entry is not None else 0) + earlier.get(key, 0) + 1
+            watched = not fresh and not item.timed and item.digest in state.watched
+            # an action may be meant to repeat (moving up a folder twice): one more
+            own = limit + 1 if item.read_only is False else limit
+            period = 0
+            if not watched and count < own and not position:
+                period = self._cycle(item.digest, None)
+            if watched or count >= own or period:
+                positions.append(position)
+                if finding is None:
+                    finding = (call, item.digest, count, period, watched)
+            fresh, earlier = True, {key: count}
+        if finding is None:
+            return None
+        return self._stall(*finding, positions=tuple(positions))
+
+    def _stall(
+        self,
+        call: ToolCall,
+        digest: int,
+        count: int,
+        period: int,
+        watched: bool,
+        positions: tuple[int, ...] = (),
+    ) -> Stall:
+        """The finding for a call that repeats (alone, or starting a cycle of ``period``)."""
+        shown = describe_call(call.name, call.arguments)
+        limit = self.policy.max_repeated_calls
+        kind: StallKind = "repeat"
+        if watched:
+            what, times = shown, max(count, limit)
+        elif period:
+            what, times, kind = f"the cycle of {period} calls starting with {shown}", limit, "cycle"
+            self._watch = tuple({entry >> 64 for entry in self.state.recent[-period:]} | {digest})
+        else:
+            what, times = shown, count
+            self._watch = (digest,)
+        nudge = self.state.notes_given < self.policy.notes
+        return Stall(what=what, times=times, nudge=nudge, positions=positions, kind=kind)
+
+    def _cycle(self, call: int, pair: int | None) -> int:
+        """The period of the cycle a call would start again; 0: none.
+
+        The call would start the cycle's ``max_repeated_calls``-th repetition, every
+        result unchanged.
+
+        Args:
+            call: The digest of the call's key.
+            pair: Its (key, result) pair once it ran and was appended to the recent
+                calls; None: a prediction (its result is taken to be the last one).
+        """
+        repetitions = self.policy.max_repeated_calls - 1
+        recent = self.state.recent
+        # a prediction counts the call itself as one more
+        span_offset = 0 if pair is None else 1
+        for period in range(2, self.policy.max_cycle_length + 1):
+            span = repetitions * period
+            have = len(recent) - span_offset
+            if repetitions < 1 or have < span or self.state.since_break - span_offset < span:
+                continue
+            tail = recent[have - span : have]
+            if tail[-period] >> 64 != call:
+                continue
+            if pair is not None and tail[-period] != pair:
+                continue
             if any(tail[i] != tail[i + period] for i in range(span - period)):
                 continue
             if len({entry >> 64 for entry in tail[:period]}) < 2:
@@ -318,237 +356,243 @@ class RunMonitor:
         """
         if outcome not in _OBSERVED:
             return
-        reviewed = self._reviewed
-        if reviewed and reviewed[0][0] is call:
-            _, key, read_only, call_digest = reviewed[0]
+        if outcome is CallOutcome.OK:
+            self._ok = True
+        elif outcome is CallOutcome.FAILED:
+            self._failures.append(
+                _Failure(canonical_call_key(call.name, call.arguments), result, fatal)
+            )
         else:
-            key, read_only, call_digest = self._key(call)
-        digest = crc32(result.encode("utf-8", "surrogatepass")) | len(result) << 32
+            self._invalid = True
+        item = self._reviewed.get(id(call))
+        if item is None:
+            idle = self.idle() if self.policy.poll_gap is not None else None
+            item = self._review_one(call, idle)
+            if item is None:  # a tool the run does not have: a mistake, not a repeat
+                return
+        self._count(item, outcome, result)
+
+    def _count(self, item: _Reviewed, outcome: CallOutcome, result: str) -> None:
         state = self.state
+        read_only = item.read_only
+        digest = _digest(meaning(result, serials=read_only is not True))
         stretch = state.stretch
-        entry = stretch.pop(key, None)
-        pair = call_digest << 64 | digest
+        entry = stretch.pop(item.key, None)
+        pair = item.digest << 64 | digest
+        new = self._remember(item, pair)
+        if entry is None:  # an unannotated call changes something only with a new result
+            count, changed = 1, read_only is False or (read_only is None and new)
+        elif entry[0] != digest:  # the same call answered otherwise: the world changed
+            count, changed = 1, True
+        elif item.timed:  # the same answer after real time passed: a fresh look
+            count, changed = 1, False
+        else:
+            count, changed = entry[1] + 1, read_only is False
+        if changed and outcome is CallOutcome.OK:  # a failed or rejected call changed nothing
+            stretch.clear()
+        stretch[item.key] = (digest, count)
+        if len(stretch) > _STRETCH_SIZE:
+            del stretch[next(iter(stretch))]
+        if read_only is True and self._finding is None:
+            self._finding = self._judge_read(item, count, pair)
+
+    def _remember(self, item: _Reviewed, pair: int) -> bool:
+        """Record a call's (key, result) pair, and when it started; whether the pair is new.
+
+        Something new ends the episode: a later stall gets a note again.
+        """
+        state = self.state
         recent = state.recent
-        if state.stall_nudges and pair not in recent:
-            state.stall_nudges = 0  # something new: a later stall is a new episode
+        new = pair not in recent
+        if new:
+            if state.notes_given or state.watched:
+                state.notes_given, state.watched = 0, []
+            state.rejections = 0
         recent.append(pair)
         if len(recent) > self._recent_size:
             del recent[0]
-        if entry is None:
-            count, changed = 1, read_only is not True
-        elif entry[0] == digest:
-            count, changed = entry[1] + 1, read_only is False
-        else:  # the same call answered differently: the world changed, whatever it is
-            count, changed = 1, True
-        if changed and outcome == CallOutcome.OK:  # a failed or rejected call changed nothing
-            stretch.clear()
-            stretch[key] = (digest, count)
+        if item.timed:
+            state.since_break = 1
+        elif item.read_only is False:
+            state.since_break = 0
         else:
-            stretch[key] = (digest, count)
-            if len(stretch) > _STRETCH_SIZE:
-                del stretch[next(iter(stretch))]
-        if outcome == CallOutcome.OK:
-            self._ok = True
-        elif outcome == CallOutcome.FAILED:
-            self._failures.append(_Failure(key, digest, result, fatal))
+            state.since_break += 1
+        if item.mark is not None:
+            marks = state.started
+            marks.pop(item.key, None)
+            marks[item.key] = item.mark
+            if len(marks) > _STRETCH_SIZE:
+                del marks[next(iter(marks))]
+        return new
+
+    def _judge_read(self, item: _Reviewed, count: int, pair: int) -> Stall | None:
+        """A read that ran: whether its result repeats without progress.
+
+        A noted pattern that goes on (nothing new came back: the episode did not end)
+        stops; else the call's count, then a cycle it completes.
+        """
+        if item.digest in self.state.watched and not item.timed:
+            return self._stall(item.call, item.digest, count, 0, True)
+        if count >= self.policy.max_repeated_calls:
+            return self._stall(item.call, item.digest, count, 0, False)
+        period = self._cycle(item.digest, pair)
+        if period:
+            return self._stall(item.call, item.digest, count, period, False)
+        return None
 
     def changed(self) -> None:
         """Something outside the calls changed (new instructions): repeats count afresh."""
         state = self.state
         state.stretch.clear()
         state.recent.clear()
-        state.stall_nudges = 0
+        state.since_break = 0
+        state.notes_given, state.watched = 0, []
+        state.rejections = 0
 
-    # -- tool-error streaks -------------------------------------------------------------
+    def message(self, text: str) -> bool:
+        """A message from the user reached the run: whether it is new.
 
-    def end_step(self) -> ToolFailure | None:
-        """The batch recorded since the last step is complete: what its failures mean."""
-        ok, failures = self._ok, self._failures
-        self._ok = False
-        if not failures:
-            if ok and self.state.error_streak:
-                self._reset_streak()
-            return None
+        A new instruction lets every count start again; a message that repeats one the
+        run already had (a harness that sends the task again after every step) does not.
+        """
+        digest = _message_digest(text)
+        seen = self.state.messages
+        if digest in seen:
+            return False
+        seen.append(digest)
+        del seen[:-_MESSAGES_KEPT]
+        return True
+
+    def task(self, text: str) -> None:
+        """Remember the run's task, so that the same text sent again is not new."""
+        digest = _message_digest(text)
+        if digest not in self.state.messages:
+            self.state.messages.append(digest)
+
+    # -- streaks ------------------------------------------------------------------------
+
+    def end_step(self) -> tuple[ToolFailure | None, Stall | None]:
+        """The batch recorded since the last step is complete: what it means.
+
+        Returns the tool failure that calls for the tool-error policy, and a stall: a read
+        that repeated without progress, or a streak of the model's mistakes.
+        """
+        ok, invalid, failures = self._ok, self._invalid, self._failures
+        finding, self._finding = self._finding, None
+        self._ok = self._invalid = False
         self._failures = []
-        fatal = next((f for f in failures if f.fatal), None)
-        if fatal is not None:
-            return ToolFailure(error=fatal.text, fatal=True)
-        if self.policy == "stop":
-            return ToolFailure(error=failures[0].text, policy=True)
+        self._reviewed = {}
+        state, policy = self.state, self.policy
+        if failures:
+            fatal = next((f for f in failures if f.fatal), None)
+            if fatal is not None:
+                return ToolFailure(error=fatal.text, fatal=True), finding
+            if policy.on_tool_error == "stop":
+                return ToolFailure(error=failures[0].text, policy=True), finding
         if ok:
-            self._reset_streak()
-            return None
-        state = self.state
-        known_calls, known_texts = state.error_calls, state.error_texts
-        repeats = not state.error_streak or any(
-            f.key in known_calls or f.digest in known_texts for f in failures
-        )
+            self._reset_failures()
+            state.mistakes = state.mistake_notes = 0
+            return None, finding
+        if failures:
+            state.mistakes = 0
+            return self._failed(failures), finding
+        if not invalid:
+            return None, finding
+        state.mistakes += 1
+        limit = policy.max_mistakes
+        if finding is None and limit is not None and state.mistakes >= limit:
+            finding = Stall(
+                what="calls the run cannot make (tools it does not have, arguments that do "
+                "not parse or validate)",
+                times=state.mistakes,
+                nudge=state.mistake_notes < policy.notes,
+                kind="mistakes",
+            )
+        return None, finding
+
+    def _failed(self, failures: list[_Failure]) -> ToolFailure | None:
+        state, policy = self.state, self.policy
+        known = state.failed_calls
+        repeats = not state.failing_steps or any(f.key in known for f in failures)
         for failure in failures:
-            if failure.key not in known_calls:
-                known_calls.append(failure.key)
-            if failure.digest not in known_texts:
-                known_texts.append(failure.digest)
-        del known_calls[:-_ERRORS_KEPT], known_texts[:-_ERRORS_KEPT]
-        if not repeats:
-            return None
-        state.error_streak += 1
-        if self.max_errors is None or state.error_streak < self.max_errors:
+            if failure.key not in known:
+                known.append(failure.key)
+        del known[:-_ERRORS_KEPT]
+        state.failing_steps += 1
+        if repeats:
+            state.repeated_failures += 1
+        nudge = state.failure_notes < policy.notes
+        repeated, steps = policy.max_repeated_failures, policy.max_failing_steps
+        kind: Literal["repeated", "steps"]
+        if repeats and repeated is not None and state.repeated_failures >= repeated:
+            streak, kind = state.repeated_failures, "repeated"
+        elif steps is not None and state.failing_steps >= steps:
+            streak, kind = state.failing_steps, "steps"
+        else:
             return None
         return ToolFailure(
-            error=failures[0].text,
-            streak=state.error_streak,
-            at_limit=True,
-            nudge=state.error_nudges < self.limits.stall_nudges,
+            error=failures[0].text, streak=streak, at_limit=True, nudge=nudge, kind=kind
         )
 
-    def _reset_streak(self) -> None:
+    def _reset_failures(self) -> None:
         state = self.state
-        if state.error_streak or state.error_calls:
-            state.error_streak, state.error_nudges = 0, 0
-            state.error_calls.clear()
-            state.error_texts.clear()
+        if state.failing_steps or state.failed_calls:
+            state.failing_steps = state.repeated_failures = state.failure_notes = 0
+            state.failed_calls.clear()
 
     def reset_errors(self) -> None:
-        """Forget the tool-error streak (a resumed run gets a fresh chance)."""
-        self._reset_streak()
+        """Forget the failure streaks (a resumed run gets a fresh chance)."""
+        self._reset_failures()
 
-    def nudged(self, nudge: Nudge) -> None:
-        """Record that the model got ``nudge`` (it uses up one of the episode's nudges)."""
-        if nudge.reason is StopReason.STALLED:
-            self.state.stall_nudges += 1
-        else:
-            self.state.error_nudges += 1
-
-    # -- budgets ------------------------------------------------------------------------
-
-    def limit(
-        self,
-        *,
-        cycles: int,
-        usage: Usage,
-        elapsed: float,
-        last: Usage | None = None,
-        pending_chars: int = 0,
-    ) -> LimitReached | None:
-        """The budget that forbids another model request, if any.
-
-        Args:
-            cycles: Model requests made so far.
-            usage: Usage so far.
-            elapsed: Seconds since the run started.
-            last: The previous request's usage, to keep room for one more cycle like it
-                and for the final answer; None keeps no room (no final answer).
-            pending_chars: Characters added to the conversation since that request
-                (with `CHARS_PER_MESSAGE` more for each message).
-        """
-        limits = self.limits
-        reserved_tokens, reserved_cost = 0, 0.0
-        if last is not None and (
-            limits.max_total_tokens is not None or limits.max_cost is not None
-        ):
-            # one more cycle like the last (its input grown by what came since), then the
-            # final request: that conversation, what that cycle adds, the prompt, the answer
-            size = _request_size(last, pending_chars)
-            cycle = size + last.output_tokens
-            final = cycle + _tokens(pending_chars) + FINAL_PROMPT_TOKENS
-            answer = self._answer_allowance()
-            reserved_tokens = cycle + final + answer
-            if self.price is not None:
-                reserved_cost = self.price.cost(size, last.output_tokens) + self.price.cost(
-                    final, answer
-                )
-            else:
-                reserved_cost = _price(last) * (cycle + final + OUTPUT_PRICE_FACTOR * answer)
-        return limits.reached(
-            cycles, usage.total_tokens, elapsed, usage.cost, reserved_tokens, reserved_cost
+    def rejected(self, why: str) -> Stall | None:
+        """An answer was rejected (verifier or output type): the streak, at its threshold."""
+        state, policy = self.state, self.policy
+        state.rejections += 1
+        limit = policy.max_rejected_answers
+        if limit is None or state.rejections < limit:
+            return None
+        return Stall(
+            what=f"the answer ({why})",
+            times=state.rejections,
+            nudge=state.rejection_notes < policy.notes,
+            kind="rejected",
         )
 
-    def _answer_allowance(self) -> int:
-        budget = self.limits.max_total_tokens
-        return FINAL_ANSWER_TOKENS if budget is None else min(FINAL_ANSWER_TOKENS, budget // 10)
-
-    def final_answer_tokens(
-        self, *, usage: Usage, last: Usage, pending_chars: int, wanted: int | None = None
-    ) -> int:
-        """Output tokens a final request may have within the budgets (0: it does not fit).
-
-        Args:
-            usage: Usage so far.
-            last: The previous request's usage.
-            pending_chars: Characters of the conversation since that request, the final
-                request's own prompt included.
-            wanted: The output tokens asked for (default `FINAL_ANSWER_TOKENS`).
-        """
-        limits = self.limits
-        room = wanted if wanted is not None else FINAL_ANSWER_TOKENS
-        size = _request_size(last, pending_chars)
-        if limits.max_total_tokens is not None:
-            room = min(room, limits.max_total_tokens - usage.total_tokens - size)
-        if limits.max_cost is not None and self.price is not None:
-            prompt = self.price.cost(size, 0)
-            left = limits.max_cost - usage.cost - prompt
-            if left < 0:
-                return 0
-            # a million output tokens, at the tier this request's input falls in
-            output = self.price.cost(size, 1_000_000) - prompt
-            if output:
-                room = min(room, int(left * 1_000_000 / output))
-        elif limits.max_cost is not None and last.cost > 0:
-            price = _price(last)
-            if not price:
-                return 0  # a cost without token counts: the answer's cost cannot be bounded
-            left = limits.max_cost - usage.cost - price * size
-            room = min(room, int(left / (price * OUTPUT_PRICE_FACTOR)))
-        return room if room >= MIN_FINAL_ANSWER_TOKENS else 0
-
-    def budget_note(self, *, cycles: int, usage: Usage, elapsed: float) -> str | None:
-        """Once per run, when 80 % of any budget is used: what remains, for the model."""
-        state, limits = self.state, self.limits
-        at_cycles, others = self._watch
-        if state.budget_noted or (
-            cycles < at_cycles
-            and (
-                others is None
-                or (
-                    usage.total_tokens < others[0]
-                    and usage.cost < others[1]
-                    and elapsed < others[2]
-                )
-            )
-        ):
-            return None
-        parts: list[str] = []
-        for used, maximum, unit in (
-            (cycles, limits.max_cycles, "cycles"),
-            (usage.total_tokens, limits.max_total_tokens, "tokens"),
-            (usage.cost, limits.max_cost, "cost"),
-            (elapsed, limits.max_seconds, "seconds"),
-        ):
-            if maximum is None or maximum <= 0:
-                continue
-            left = max(maximum - used, 0)
-            shown = f"{left:.4g}" if unit == "cost" else f"{left:.0f}"
-            parts.append(f"{shown} of {maximum:g} {unit}")
-        if not parts:
-            return None
-        state.budget_noted = True
-        self.note_from = inf
-        return (
-            "Budget note: this run has used 80% or more of its budget. Left: "
-            + ", ".join(parts)
-            + ". Plan to finish: give your best answer before the budget runs out."
+    def unfinished(self, kind: Literal["empty", "cut", "refused"], text: str) -> Unfinished:
+        """A reply without tool calls that is not an answer: empty, cut or refused."""
+        state = self.state
+        state.continuations += 1
+        if kind == "cut":
+            state.partial += text
+        return Unfinished(
+            kind=kind,
+            times=state.continuations,
+            left=state.continuations <= self.policy.max_continuations,
+            text=state.partial or text,
         )
 
+    def finished_reply(self, text: str) -> str:
+        """A reply that is an answer or calls tools: the text it completes (cut parts first)."""
+        state = self.state
+        joined = state.partial + text if state.partial else text
+        state.continuations, state.partial = 0, ""
+        return joined
 
-def _tokens(chars: int) -> int:
-    return -(-chars // CHARS_PER_TOKEN)
+    def noted(self, nudge: Nudge) -> None:
+        """Record that the model got ``nudge`` (it uses up a note of its kind)."""
+        state = self.state
+        if nudge.reason is StopReason.TOOL_ERROR:
+            state.failure_notes += 1
+            return
+        match nudge.kind:
+            case "mistakes":
+                state.mistake_notes += 1
+            case "rejected":
+                state.rejection_notes += 1
+            case _:
+                state.notes_given += 1
+                state.watched = sorted(set(state.watched) | set(self._watch))
 
 
-def _request_size(last: Usage, pending_chars: int) -> int:
-    """Estimated input tokens of the next request: the last one, its reply, what came since."""
-    return last.input_tokens + last.output_tokens + _tokens(pending_chars)
-
-
-def _price(last: Usage) -> float:
-    """The blended price per token of the last request (0 when unknown)."""
-    return last.cost / last.total_tokens if last.total_tokens and last.cost else 0.0
+def _no_time() -> float | None:
+    return None

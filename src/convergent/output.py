@@ -29,10 +29,25 @@ from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 from convergent._json import UnusableJson, load_json
 from convergent.exceptions import UserError
 
-__all__ = ["OutputCheck", "OutputSpec", "load_output_schema"]
+__all__ = [
+    "OUTPUT_STEPS",
+    "OUTPUT_STEPS_PER_ITEM",
+    "OutputCheck",
+    "OutputSpec",
+    "load_output_schema",
+]
 
 _MAX_ERRORS = 8
 """Validation errors shown to the model; the rest are counted."""
+
+OUTPUT_STEPS = 100_000
+"""Steps (keyword evaluations and the errors they make) one check of an answer against
+an output schema may take, and `OUTPUT_STEPS_PER_ITEM` more per array or object in the
+answer: enough for answers of any size the model writes; a schema whose alternatives
+multiply runs out of them in about a second."""
+
+OUTPUT_STEPS_PER_ITEM = 20
+"""More steps for each array or object the answer holds."""
 
 _FENCED = re.compile(r"\A```[A-Za-z0-9_-]*\s*\n(.*?)\n?```\Z", re.DOTALL)
 
@@ -92,34 +107,59 @@ class OutputSpec:
 
     @classmethod
     def of_schema(cls, schema: Mapping[str, Any]) -> OutputSpec:
-        """The shape a JSON Schema describes, checked by ``jsonschema``.
+        """The shape a JSON Schema describes, checked within bounds.
+
+        The check is `convergent._bounded_schema.BoundedValidator`'s, as for an MCP
+        tool's arguments: patterns on RE2, references only within the schema, at most
+        `OUTPUT_STEPS` steps (more for a big answer) and 100 levels of nesting, so the
+        same answer gets the same verdict everywhere (a Temporal workflow replays it).
+        An answer that cannot be checked within them is not accepted.
 
         Raises:
-            UserError: If ``schema`` is not a valid JSON Schema.
+            UserError: If ``schema`` is not a valid JSON Schema, refers outside itself,
+                or has a pattern RE2 cannot run.
         """
         # imported here: most runs declare no schema, and the import takes a while
-        from jsonschema import validators
         from jsonschema.exceptions import SchemaError
+
+        from convergent._bounded_schema import (
+            BoundedValidator,
+            Budget,
+            Unchecked,
+            foreign_references,
+            shown_error,
+            unsupported_patterns,
+        )
 
         if not isinstance(schema, Mapping):
             raise UserError("an output schema must be a JSON object")
         schema = dict(schema)
-        validator_class = validators.validator_for(schema)
         try:
-            validator_class.check_schema(schema)
+            validator = BoundedValidator(schema, Budget(OUTPUT_STEPS, OUTPUT_STEPS_PER_ITEM))
         except SchemaError as exc:
             raise UserError(f"invalid output schema: {exc.message}") from None
-        validator = validator_class(schema)
+        for reference in foreign_references(schema):
+            raise UserError(
+                f"the output schema refers to {reference!r}, which is not within it "
+                "(references to other files or addresses are not followed)"
+            )
+        for pattern in unsupported_patterns(schema):
+            raise UserError(
+                f"the output schema's pattern {pattern!r} cannot be checked: patterns run "
+                "on RE2, which has no backreferences or lookaround"
+            )
 
         def check(text: str) -> OutputCheck:
             try:
                 data = load_json(_unfenced(text))
             except UnusableJson as exc:
                 return OutputCheck(f"the answer is {exc}")
-            found = sorted(validator.iter_errors(data), key=lambda error: list(error.path))
+            try:
+                found = validator.errors(data)
+            except Unchecked as exc:
+                return OutputCheck(f"the answer cannot be checked against the schema: {exc}")
             if found:
-                lines = [f"{_where(error.path)}: {error.message}" for error in found]
-                return OutputCheck(_joined(lines))
+                return OutputCheck(_joined([shown_error(error, "(answer)") for error in found]))
             return OutputCheck(None, data, data)
 
         return cls(schema, check)

@@ -13,7 +13,12 @@ from convergent.messages import CURRENCY, Message, Usage
 from convergent.state import ToolCallRecord
 from convergent.stop import StopReason
 
-__all__ = ["RunResult"]
+__all__ = ["AFTER_STOP_LABEL", "RunResult", "output_label"]
+
+AFTER_STOP_LABEL = "best answer after the stop"
+"""How every view names an output that is the answer asked for after a stop
+(``output_after_stop``): the command line, the console and telemetry say it alike, so
+that nobody takes it for a completed answer."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
@@ -95,6 +100,19 @@ class RunResult:
                 "currency": CURRENCY,
             },
         }
+
+
+def output_label(reason: StopReason | None, *, after_stop: bool) -> str:
+    """What a run's output is, when it is not simply its answer ("" when it is).
+
+    After a stop the output is the answer asked for then (`AFTER_STOP_LABEL`), or else
+    the model's last text, which may be the thinking it wrote before calling tools.
+    """
+    if after_stop:
+        return AFTER_STOP_LABEL
+    if reason in (StopReason.COMPLETED, StopReason.HANDED_OFF):
+        return ""
+    return "the model's last text before the stop (not an answer)"
 
 
 _JSON: TypeAdapter[Any] = TypeAdapter(Any)

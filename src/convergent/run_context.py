@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol
 
+from convergent.budget import narrowed, shared
 from convergent.limits import Limits
 from convergent.messages import Usage
 
 if TYPE_CHECKING:
     from convergent.durability.protocol import Durability
 
-__all__ = ["CallContext", "RunBudget", "current_call", "entered", "narrowed", "shared"]
-
-N = TypeVar("N", int, float)
+__all__ = ["CallContext", "RunBudget", "current_call", "entered"]
 
 
 class RunBudget(Protocol):
@@ -70,46 +69,3 @@ def entered(context: CallContext | None) -> Token[CallContext | None]:
     Undo it with the token (``token.var.reset(token)``).
     """
     return _CURRENT.set(context)
-
-
-def narrowed(limits: Limits, remaining: Limits) -> Limits:
-    """``limits`` with each budget cut to at most what ``remaining`` allows.
-
-    A budget unset in ``limits`` takes the remaining one; the thresholds
-    (``max_repeated_calls``, ``stall_nudges``) stay those of ``limits``.
-    """
-    return Limits(
-        max_cycles=least(limits.max_cycles, remaining.max_cycles),
-        max_total_tokens=least(limits.max_total_tokens, remaining.max_total_tokens),
-        max_seconds=least(limits.max_seconds, remaining.max_seconds),
-        max_cost=least(limits.max_cost, remaining.max_cost),
-        max_repeated_calls=limits.max_repeated_calls,
-        stall_nudges=limits.stall_nudges,
-    )
-
-
-def shared(remaining: Limits, parts: int) -> Limits:
-    """One of ``parts`` equal shares of the cycle, token and cost budgets in ``remaining``.
-
-    Calls that run side by side spend the same budgets, so none may have all of them;
-    time passes for all at once, so ``max_seconds`` is not divided.
-    """
-    if parts <= 1:
-        return remaining
-    return Limits(
-        max_cycles=None if remaining.max_cycles is None else remaining.max_cycles // parts,
-        max_total_tokens=(
-            None if remaining.max_total_tokens is None else remaining.max_total_tokens // parts
-        ),
-        max_seconds=remaining.max_seconds,
-        max_cost=None if remaining.max_cost is None else remaining.max_cost / parts,
-        max_repeated_calls=remaining.max_repeated_calls,
-        stall_nudges=remaining.stall_nudges,
-    )
-
-
-def least(own: N | None, left: N | None) -> N | None:
-    """The smaller of two budgets, None meaning unlimited."""
-    if own is None:
-        return left
-    return own if left is None else min(own, left)

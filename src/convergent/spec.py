@@ -15,13 +15,12 @@ Example:
     >>> agent = build_agent(spec)
 
 A spec carries a ``version``; one written by a newer convergent is refused with a clear
-error rather than half-understood. Specs stored by earlier versions (their run
-recipes) load as they are.
+error rather than half-understood. Specs stored by earlier versions load as they are.
 """
 
 from __future__ import annotations
 
-import json
+import warnings
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -32,19 +31,23 @@ from pydantic import (
     ValidationError,
     field_serializer,
     field_validator,
+    model_validator,
 )
 
+from convergent._json import UnusableJson, load_json
 from convergent._validation import problem
 from convergent.exceptions import UserError
 from convergent.gate.executive import DEFAULT_THRESHOLD
-from convergent.limits import Limits
+from convergent.limits import Limits, without_legacy
 from convergent.mcp.config import stored_mcp_config
 from convergent.output import OutputSpec
+from convergent.policy import LEGACY_POLICY_FIELDS, StopPolicy
 
 __all__ = [
     "BUILTIN_TOOLS",
     "DEFAULT_TOOLS",
     "SPEC_VERSION",
+    "STEP_BACK_TOOLS",
     "AgentSpec",
     "AgentToolSpec",
     "GateSpec",
@@ -52,12 +55,15 @@ __all__ = [
     "tool_name_problem",
 ]
 
-SPEC_VERSION = 5
+SPEC_VERSION = 6
 """Version of the spec's shape; bumped when a field is added or changes meaning.
 
-Version 1 (convergent's run recipes) had no ``final_answer`` and no
+Version 1 (what convergent stored with runs before `AgentSpec`) had no ``final_answer`` and no
 ``limits.stall_nudges``; version 2 added them, version 3 ``price``, version 4
-``output_schema``, version 5 ``agents`` (each takes its default when absent)."""
+``output_schema``, version 5 ``agents`` (each takes its default when absent). Version 6
+moved the stop rules (``limits.max_repeated_calls``, ``limits.stall_nudges``,
+``on_tool_error``, ``max_consecutive_tool_errors``) into ``policy``; earlier specs are
+read with them moved."""
 
 BUILTIN_TOOLS = (
     "calculator",
@@ -73,9 +79,18 @@ BUILTIN_TOOLS = (
 DEFAULT_TOOLS = ("calculator", "read_file", "list_dir", "ask_user")
 """The tools of a spec that names none (and of ``convergent run``)."""
 
+STEP_BACK_TOOLS = ("calculator", "read_file", "list_dir")
+"""Built-in tools ``convergent run`` leaves out when the user offers tools of their own
+(measured: beside them, the embedded model called the calculator instead of the user's
+tool in 10 runs of 10; ``ask_user`` stays, it is how any run asks its user)."""
+
 
 def command_line_tools(
-    model: str, *, allow_writes: bool = False, builtin: bool = True
+    model: str,
+    *,
+    allow_writes: bool = False,
+    builtin: bool | None = None,
+    own_tools: bool = False,
 ) -> tuple[str, ...]:
     """The tools ``convergent run`` offers: `DEFAULT_TOOLS`, and more on request.
 
@@ -83,12 +98,19 @@ def command_line_tools(
         model: The model spec; a scripted model gets ``fail`` too, to show the tool-error
             policy (a real model would only be distracted by a tool that always fails).
         allow_writes: Add ``write_file`` and ``edit_file``.
-        builtin: Offer `DEFAULT_TOOLS` (and ``fail``); without them only the write tools
-            are offered, if allowed (``--no-builtin-tools``).
+        builtin: True: offer `DEFAULT_TOOLS` (and ``fail``), ``--builtin-tools``;
+            False: none of them, ``--no-builtin-tools``; None (the default): all of
+            them, unless the user offers tools of their own.
+        own_tools: The user offers tools of their own (``--tool``, ``--mcp``,
+            ``--mcp-config``): by default the built-in tools that serve no particular
+            task step back (`STEP_BACK_TOOLS`), so that a model picks the user's.
     """
-    tools = list(DEFAULT_TOOLS) if builtin else []
-    if model.startswith("scripted:") and builtin:
-        tools.append("fail")
+    if builtin is None and own_tools:
+        tools = [name for name in DEFAULT_TOOLS if name not in STEP_BACK_TOOLS]
+    else:
+        tools = list(DEFAULT_TOOLS) if builtin is not False else []
+        if model.startswith("scripted:") and builtin is not False:
+            tools.append("fail")
     if allow_writes:
         tools += ["write_file", "edit_file"]
     return tuple(tools)
@@ -170,13 +192,9 @@ class AgentSpec(BaseModel):
     ask_timeout: float = Field(default=300.0, gt=0, allow_inf_nan=False)
     """Seconds to wait for each answer."""
     limits: Limits = Field(default_factory=Limits)
-    """Budgets, the repeated-call threshold and the nudges before a stop."""
-    on_tool_error: Literal["continue", "stop"] = "continue"
-    """Tool-error policy: ``continue`` sends a failure back to the model, ``stop`` ends
-    the run at the first one (see `Agent`)."""
-    max_consecutive_tool_errors: int | None = Field(default=3, ge=1)
-    """Failing steps in a row that stop the run under ``continue`` (after a nudge);
-    None never stops."""
+    """Budgets: cycles, tokens, seconds, cost and tool calls."""
+    policy: StopPolicy = Field(default_factory=StopPolicy)
+    """The rules that stop a run that makes no progress (`convergent.StopPolicy`)."""
     final_answer: bool = True
     """After a stop for max_cycles, stalled, budget_exhausted or tool_error, ask the
     model once more, without tools, for its best answer."""
@@ -190,6 +208,44 @@ class AgentSpec(BaseModel):
     agents: tuple[AgentToolSpec, ...] = ()
     """Agents this agent calls as tools (`convergent.Agent.as_tool`), each call a child
     run; on Temporal, a child workflow."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _policy_moved(cls, data: Any) -> Any:
+        """Move the stop rules of earlier shapes into ``policy`` (warning when written now)."""
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        stored = isinstance(data.get("version"), int) and data["version"] < SPEC_VERSION
+        moved: dict[str, Any] = {}
+        for name in ("on_tool_error", "max_consecutive_tool_errors"):
+            if name in data:
+                moved[LEGACY_POLICY_FIELDS[name]] = data.pop(name)
+        limits = data.get("limits")
+        if isinstance(limits, Mapping):
+            limits = dict(limits)
+            for name in ("max_repeated_calls", "stall_nudges"):
+                if name in limits:
+                    moved[LEGACY_POLICY_FIELDS[name]] = limits.pop(name)
+            data["limits"] = limits
+        elif isinstance(limits, Limits) and limits.legacy_policy():
+            for name, value in limits.legacy_policy().items():
+                moved[LEGACY_POLICY_FIELDS[name]] = value
+            data["limits"] = without_legacy(limits)
+            stored = True  # Limits warned when it was built
+        if not moved:
+            return data
+        if not stored:
+            warnings.warn(
+                f"AgentSpec({', '.join(sorted(moved))}...) moved to AgentSpec(policy=...)",
+                DeprecationWarning,
+                stacklevel=4,
+            )
+        policy = data.get("policy")
+        if isinstance(policy, StopPolicy):
+            policy = {name: getattr(policy, name) for name in StopPolicy.__dataclass_fields__}
+        data["policy"] = {**(policy or {}), **moved}
+        return data
 
     @field_validator("tools")
     @classmethod
@@ -232,9 +288,9 @@ class AgentSpec(BaseModel):
         """
         if isinstance(data, str | bytes):
             try:
-                data = json.loads(data)
-            except ValueError:
-                raise UserError("invalid agent spec: not JSON") from None
+                data = load_json(data)
+            except UnusableJson as exc:
+                raise UserError(f"invalid agent spec: {exc}") from None
         if isinstance(data, Mapping):
             version = data.get("version", SPEC_VERSION)
             if isinstance(version, int) and version > SPEC_VERSION:

@@ -22,7 +22,7 @@ from convergent.stop import StopReason
 
 __all__ = ["STATE_SCHEMA_VERSION", "RunState", "ToolCallRecord"]
 
-STATE_SCHEMA_VERSION = 4
+STATE_SCHEMA_VERSION = 5
 """Bumped whenever the serialised shape of `RunState` changes."""
 
 
@@ -77,7 +77,7 @@ class RunState:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     """Executed tool calls so far."""
     monitor: MonitorState = field(default_factory=MonitorState)
-    """The counters behind the stop facts: repeats, tool-error streak, nudges, budget note."""
+    """The counters behind the stop facts: repeats, streaks, notes, and the budget's."""
     elapsed: float = 0.0
     """Wall-clock seconds spent running, summed over every process that ran it."""
     started_at: float = 0.0
@@ -120,7 +120,9 @@ class RunState:
         Version 1 lacked each record's ``fatal`` (it starts False). Versions 1 and 2 kept
         per-run repeat counts and a streak of failed calls instead of the ``monitor``:
         such a state continues with fresh counters. Versions before 4 lacked
-        ``output_data`` (None). Older states also held the replay positions of scripted
+        ``output_data`` (None). Version 4 counted repeats by exact results: its
+        repeat and streak counters start afresh, its budget note and child cycles stay.
+        Older states also held the replay positions of scripted
         models (``model_positions``), which the run store now keeps beside the state
         (`RunStore.model_positions`): here they are ignored.
 
@@ -137,12 +139,24 @@ class RunState:
             old = isinstance(version, int) and version < 3
             dropped = ("call_counts", "tool_error_streak") if old else ()
             data = {k: v for k, v in data.items() if k not in (*dropped, "model_positions")}
+            if isinstance(version, int) and version < 5 and isinstance(data.get("monitor"), dict):
+                data["monitor"] = upgraded_monitor(data["monitor"])
         try:
             state: RunState = _STATE.validate_python(data)
         except ValidationError as exc:
             raise UserError(f"malformed run state: {exc.errors()[0]['msg']}") from None
         state.schema_version = STATE_SCHEMA_VERSION
         return state
+
+
+def upgraded_monitor(old: dict[str, Any]) -> dict[str, Any]:
+    """A version-4 monitor as this version's: fresh counters, the budget's kept."""
+    return {
+        "budget": {
+            "noted": bool(old.get("budget_noted", False)),
+            "child_cycles": int(old.get("child_cycles", 0) or 0),
+        }
+    }
 
 
 _STATE: TypeAdapter[RunState] = TypeAdapter(RunState)

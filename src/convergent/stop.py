@@ -37,9 +37,11 @@ __all__ = [
     "Paused",
     "RollOver",
     "Stall",
+    "StallKind",
     "Stop",
     "StopReason",
     "ToolFailure",
+    "Unfinished",
     "canonical_call_key",
     "decide",
 ]
@@ -89,7 +91,14 @@ STOP_PRIORITY: tuple[StopReason, ...] = (
 )
 """The order in which `decide` tries the stop reasons: the first that holds wins."""
 
-LimitName = Literal["max_cycles", "max_total_tokens", "max_seconds", "max_cost"]
+LimitName = Literal[
+    "max_cycles",
+    "max_total_tokens",
+    "max_seconds",
+    "max_cost",
+    "max_tool_calls",
+    "max_calls_per_tool",
+]
 """A budget of `Limits`."""
 
 
@@ -107,6 +116,11 @@ class LimitReached:
     """Part of the budget kept for what must still fit after this point (the next
     cycle and the final answer); the limit is reached once ``used + reserved``
     reaches ``maximum``."""
+    tool: str = ""
+    """The tool whose cap was reached (``max_calls_per_tool``)."""
+    during: str = ""
+    """What the budget ran out during, when it was not between two requests (``a model
+    request``, ``the tool calls``)."""
 
 
 def canonical_call_key(name: str, arguments: Mapping[str, Any]) -> str:
@@ -128,18 +142,29 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 # --- facts ----------------------------------------------------------------------------
 
 
+StallKind = Literal["repeat", "cycle", "mistakes", "rejected"]
+"""What repeats without progress: one call, a cycle of calls, the model's mistakes, or
+answers the verifier or the output type rejects."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Stall:
-    """No progress: a call, or a short cycle of calls, repeats while nothing changes."""
+    """No progress: a call or cycle repeats, mistakes persist, or answers are rejected.
+
+    A call or a cycle of calls repeats while nothing changes, the model keeps making
+    calls the run cannot make, or its answers keep being rejected.
+    """
 
     what: str
-    """The repeated call (``read_file(path="a.txt")``) or cycle, in words."""
+    """The repeated call (``read_file(path="a.txt")``), cycle, or streak, in words."""
     times: int
-    """How often it was requested in this stretch, the intercepted request included."""
+    """How often it happened in this stretch, the intercepted request included."""
     nudge: bool = False
-    """A nudge is still available: the model is told instead of the run stopping."""
+    """A note is still available: the model is told instead of the run stopping."""
     positions: tuple[int, ...] = ()
     """Positions, in the response's batch, of the calls that would repeat (not run)."""
+    kind: StallKind = "repeat"
+    """What repeats."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -159,9 +184,27 @@ class ToolFailure:
     streak: int = 0
     """Failing steps in a row, as counted by `convergent.monitor.RunMonitor`."""
     at_limit: bool = False
-    """The streak just reached or passed ``max_consecutive_tool_errors``."""
+    """The streak just reached or passed its threshold."""
     nudge: bool = False
-    """A nudge is still available for this streak."""
+    """A note is still available for this streak."""
+    kind: Literal["repeated", "steps"] = "repeated"
+    """Which streak: failing steps that repeat a failed call (``max_repeated_failures``),
+    or failing steps whatever their calls (``max_failing_steps``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unfinished:
+    """A reply without tool calls that is not an answer, by the reply's structure."""
+
+    kind: Literal["empty", "cut", "refused"]
+    """Empty; cut at the output token limit; refused by the provider (a content filter
+    or a refusal)."""
+    times: int
+    """Such replies in a row, this one included."""
+    left: bool
+    """The model may still be asked to continue (``max_continuations``)."""
+    text: str = ""
+    """The best text these replies gave (the parts of a cut reply, joined)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,6 +238,8 @@ class Facts:
     """The model backend failed after its retries, with this text."""
     answered: bool = False
     """The model's latest response had no tool calls."""
+    unfinished: Unfinished | None = None
+    """That response is not an answer (empty, cut, refused)."""
     verdict: bool | None = None
     """The verifier's verdict on that answer; None: no verifier, or it was not asked."""
     feedback: str = ""
@@ -207,13 +252,23 @@ class Facts:
     tool_failure: ToolFailure | None = None
     """Tool failures that call for the tool-error policy."""
     stall: Stall | None = None
-    """The calls about to run would repeat without progress."""
+    """No progress: the calls about to run (or that ran) repeat, the model's mistakes
+    persist, or (with ``answered``) its answers keep being rejected."""
     needs_user: str | None = None
     """A question for the user that no channel can answer now."""
 
 
 NO_FACTS = Facts()
 """Nothing is known: `decide` returns `CONTINUE`."""
+
+CONTINUE_PROMPTS = {
+    "cut": "Your reply was cut off at the output token limit. Continue exactly where it "
+    "stopped, without repeating what you wrote.",
+    "empty": "Your reply was empty. Answer the task, or call a tool if you need one.",
+    "refused": "Your reply was withheld by the provider. Answer the task within its rules, "
+    "or say briefly why you cannot.",
+}
+"""What the model is told after a reply that is not an answer, by kind."""
 
 OUTPUT_FEEDBACK = (
     "Your final answer does not match the required output schema: {errors}. Reply with "
@@ -257,16 +312,18 @@ class Paused:
 
 @dataclass(frozen=True, slots=True)
 class Nudge:
-    """A stall or tool-error streak reached its threshold, and a nudge is still available.
+    """A stall or a streak reached its threshold, and a note is still available.
 
-    The model gets ``note`` (for a stall: as the result of the call it would have
-    repeated) and the run goes on; it stops only if the pattern goes on.
+    The model gets ``note`` (for a call that would repeat: as that call's result; else
+    as a message) and the run goes on; it stops only if the pattern goes on.
     """
 
     reason: Literal[StopReason.STALLED, StopReason.TOOL_ERROR]
     """The stop this note stands in for."""
     note: str
     """What was repeated, how often, and that the model must change approach or answer."""
+    kind: str = "repeat"
+    """What it is about: a `StallKind`, or for tool errors ``repeated`` or ``steps``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,19 +363,41 @@ def decide(facts: Facts) -> Decision:
         return Interrupted(facts.redirect)
     if stop is not None:
         return stop
-    if facts.answered and facts.output_errors is not None:
-        return Interrupted(OUTPUT_FEEDBACK.format(errors=facts.output_errors))
-    if facts.answered and facts.verdict is False:
-        feedback = facts.feedback or "the answer failed verification"
-        return Interrupted(f"Verification failed: {feedback}. Continue working on the task.")
+    failure, stall = facts.tool_failure, facts.stall
+    if facts.answered:
+        told = _answer_feedback(facts)
+        if told is not None:
+            return told
     if facts.paused:
         return PAUSED
-    failure, stall = facts.tool_failure, facts.stall
     if failure is not None and failure.at_limit and failure.nudge:
-        return Nudge(StopReason.TOOL_ERROR, _tool_error_note(failure))
+        return Nudge(StopReason.TOOL_ERROR, _tool_error_note(failure), failure.kind)
     if stall is not None and stall.nudge:
-        return Nudge(StopReason.STALLED, _stall_note(stall))
+        return Nudge(StopReason.STALLED, _stall_note(stall), stall.kind)
     return CONTINUE
+
+
+def _answer_feedback(facts: Facts) -> Interrupted | Nudge | None:
+    """What the model is told of a reply that was not accepted: continue, or why not."""
+    unfinished, stall = facts.unfinished, facts.stall
+    if unfinished is not None:
+        return Interrupted(CONTINUE_PROMPTS[unfinished.kind])
+    rejection = _rejection(facts)
+    if rejection is None:
+        return None
+    if stall is not None and stall.nudge:
+        return Nudge(StopReason.STALLED, f"{rejection} {_stall_note(stall)}", stall.kind)
+    return Interrupted(rejection)
+
+
+def _rejection(facts: Facts) -> str | None:
+    """What the model is told of an answer the output type or the verifier rejected."""
+    if facts.output_errors is not None:
+        return OUTPUT_FEEDBACK.format(errors=facts.output_errors)
+    if facts.verdict is False:
+        feedback = facts.feedback or "the answer failed verification"
+        return f"Verification failed: {feedback}. Continue working on the task."
+    return None
 
 
 def _first_stop(facts: Facts) -> Stop | None:
@@ -336,7 +415,12 @@ def _stopped(facts: Facts) -> Stop | None:
 
 
 def _completed(facts: Facts) -> Stop | None:
-    if not facts.answered or facts.verdict is False or facts.output_errors is not None:
+    if (
+        not facts.answered
+        or facts.unfinished is not None
+        or facts.verdict is False
+        or facts.output_errors is not None
+    ):
         return None
     if facts.verdict is None:
         return Stop(StopReason.COMPLETED, "the model answered without tool calls")
@@ -361,9 +445,10 @@ def _tool_error(facts: Facts) -> Stop | None:
         return None
     if failure.streak <= 1:
         return Stop(StopReason.TOOL_ERROR, failure.error)
+    how = ", each repeating a failed call" if failure.kind == "repeated" else ""
     return Stop(
         StopReason.TOOL_ERROR,
-        f"tool calls failed in {failure.streak} steps in a row; the last: {failure.error}",
+        f"tool calls failed in {failure.streak} steps in a row{how}; the last: {failure.error}",
     )
 
 
@@ -371,11 +456,17 @@ def _stalled(facts: Facts) -> Stop | None:
     stall = facts.stall
     if stall is None or stall.nudge:
         return None
-    return Stop(
-        StopReason.STALLED,
-        f"{stall.what} was requested {stall.times} times with the same result and "
-        "nothing changed in between",
-    )
+    match stall.kind:
+        case "mistakes":
+            detail = f"the model made {stall.what} in {stall.times} steps in a row"
+        case "rejected":
+            detail = f"{stall.what} was rejected {stall.times} times in a row"
+        case _:
+            detail = (
+                f"{stall.what} was requested {stall.times} times with the same result and "
+                "nothing changed in between"
+            )
+    return Stop(StopReason.STALLED, detail)
 
 
 def _max_cycles(facts: Facts) -> Stop | None:
@@ -395,19 +486,38 @@ def _budget_exhausted(facts: Facts) -> Stop | None:
             kept = f"{limit.reserved} tokens"
         case "max_seconds":
             detail = f"ran {limit.used:.1f}s of max_seconds={limit.maximum}"
+            kept = f"{limit.reserved:.1f}s"
+        case "max_tool_calls":
+            detail = f"made {limit.used:g} tool calls of max_tool_calls={limit.maximum:g}"
+            kept = ""
+        case "max_calls_per_tool":
+            detail = (
+                f"made {limit.used:g} calls of {limit.tool} of max_calls_per_tool={limit.maximum:g}"
+            )
             kept = ""
         case _:
             detail = f"cost {limit.used:.4f} reached max_cost={limit.maximum}"
             kept = f"{limit.reserved:.4f}"
-    if limit.reserved:
+    if limit.during:
+        detail += f", during {limit.during}"
+    elif limit.reserved and kept:
         detail += f" ({kept} kept for the next request and the final answer)"
     return Stop(StopReason.BUDGET_EXHAUSTED, detail)
 
 
 def _model_error(facts: Facts) -> Stop | None:
-    if facts.model_error is None:
-        return None
-    return Stop(StopReason.MODEL_ERROR, facts.model_error)
+    if facts.model_error is not None:
+        return Stop(StopReason.MODEL_ERROR, facts.model_error)
+    unfinished = facts.unfinished
+    if facts.answered and unfinished is not None and not unfinished.left:
+        what = {
+            "empty": "was empty",
+            "cut": "was cut at the output token limit",
+            "refused": "was withheld by the provider",
+        }[unfinished.kind]
+        detail = f"the model's reply {what} {unfinished.times} times in a row"
+        return Stop(StopReason.MODEL_ERROR, detail, unfinished.text or None)
+    return None
 
 
 def _needs_user(facts: Facts) -> Stop | None:
@@ -431,16 +541,29 @@ _RULES: dict[StopReason, Callable[[Facts], Stop | None]] = {
 
 
 def _stall_note(stall: Stall) -> str:
+    match stall.kind:
+        case "mistakes":
+            return (
+                f"Note: {stall.times} steps in a row were {stall.what}. Use only the tools "
+                "listed, with arguments that match their schema, or answer with what you have."
+            )
+        case "rejected":
+            return (
+                f"Your answer has been rejected {stall.times} times in a row. Change your "
+                "approach; another rejected answer ends the run."
+            )
+    ran = "Not run: you" if stall.positions else "Note: you"
     return (
-        f"Not run: you have requested {stall.what} {stall.times} times, and it returned "
+        f"{ran} have requested {stall.what} {stall.times} times, and it returned "
         "the same result each time while nothing changed. Repeating it will not help: "
         "change your approach, or answer with what you have."
     )
 
 
 def _tool_error_note(failure: ToolFailure) -> str:
+    how = ", the same way" if failure.kind == "repeated" else ""
     return (
-        f"Note: tool calls have failed in {failure.streak} steps in a row, the same way "
+        f"Note: tool calls have failed in {failure.streak} steps in a row{how} "
         f"(last error: {failure.error}). Retrying like this will not help: change your "
         "approach (other arguments or another tool), or answer with what you have."
     )

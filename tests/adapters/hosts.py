@@ -38,6 +38,7 @@ def _policy(trajectory: Trajectory) -> dict[str, Any]:
     """The trajectory's limits and stop policy, as every adapter takes them."""
     return {
         "limits": trajectory.limits,
+        "policy": trajectory.policy,
         "tools": READ_ONLY,
         "terminal_tools": TERMINAL,
         "verifier": _verifier(trajectory),
@@ -74,6 +75,7 @@ async def run_loop(trajectory: Trajectory) -> Ending:
         model,
         tools,
         limits=trajectory.limits,
+        policy=trajectory.policy,
         verifier=_verifier(trajectory),
         final_answer=trajectory.final_answer,
         output_type=Report if trajectory.typed else None,

@@ -14,7 +14,7 @@ from claude_agent_sdk import (
     tool,
 )
 
-from convergent import Limits, StopReason
+from convergent import Limits, StopPolicy, StopReason
 from convergent.adapters import NotExpressible
 from convergent.adapters.claude_agent_sdk import Convergence
 from convergent.exceptions import ToolError
@@ -31,11 +31,12 @@ async def call_hook(convergence: Convergence, event: str, data: dict[str, Any]) 
 
 
 async def read(convergence: Convergence, n: int) -> dict[str, Any]:
+    """One read of a.txt: the PreToolUse answer if it denied the call, else PostToolUse's."""
     call = {"tool_name": "Read", "tool_input": {"file_path": "a.txt"}, "tool_use_id": f"t{n}"}
     answer = await call_hook(convergence, "PreToolUse", call)
-    if not answer:
-        await call_hook(convergence, "PostToolUse", {**call, "tool_response": "same text"})
-    return answer
+    if answer:
+        return answer
+    return await call_hook(convergence, "PostToolUse", {**call, "tool_response": "same text"})
 
 
 def result(subtype: str = "success", turns: int = 5, text: str = "done") -> ResultMessage:
@@ -50,23 +51,44 @@ def result(subtype: str = "success", turns: int = 5, text: str = "done") -> Resu
     )
 
 
-async def test_a_repeated_call_is_denied_with_the_nudge_then_asked_for_the_answer() -> None:
+async def test_a_repeated_read_runs_gets_the_note_then_the_request_for_the_answer() -> None:
     convergence = Convergence(tools={"Read": True})
     assert await read(convergence, 1) == {}
     assert await read(convergence, 2) == {}
-    nudged = await read(convergence, 3)
-    decision = nudged["hookSpecificOutput"]
-    assert decision["permissionDecision"] == "deny"
-    assert decision["permissionDecisionReason"].startswith("Not run: you have requested Read(")
-    assert "continue_" not in nudged
+    # a read runs (a poll may say something new): the note comes after its result
+    noted = await read(convergence, 3)
+    assert noted["hookSpecificOutput"]["additionalContext"].startswith(
+        "Note: you have requested Read("
+    )
+    assert "continue_" not in noted
     stopped = await read(convergence, 4)
-    reason = stopped["hookSpecificOutput"]["permissionDecisionReason"]
-    assert reason.startswith("The run has stopped (Read(")  # the answer after the stop
+    asked = stopped["hookSpecificOutput"]["additionalContext"]
+    assert asked.startswith("The run has stopped (Read(")  # the answer after the stop
     assert "continue_" not in stopped
     stop = {"stop_hook_active": False, "last_assistant_message": "what I found"}
     assert await call_hook(convergence, "Stop", stop) == {}
     report = convergence.finish(result(turns=5, text="what I found"))
     assert (report.reason, report.output) == (StopReason.STALLED, "what I found")
+
+
+async def test_a_repeated_unannotated_call_is_denied_with_the_note_then_the_answer_asked() -> None:
+    convergence = Convergence(tools={"Bash": None})
+    call = {"tool_name": "Bash", "tool_input": {"command": "make status"}}
+    answers = []
+    for n in range(4):
+        pre = await call_hook(convergence, "PreToolUse", {**call, "tool_use_id": f"t{n}"})
+        answers.append(pre)
+        if not pre:
+            done = {**call, "tool_use_id": f"t{n}", "tool_response": "running"}
+            await call_hook(convergence, "PostToolUse", done)
+    assert answers[:2] == [{}, {}]
+    decision = answers[2]["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny"
+    assert decision["permissionDecisionReason"].startswith("Not run: you have requested Bash(")
+    assert answers[3]["hookSpecificOutput"]["permissionDecisionReason"].startswith(
+        "The run has stopped (Bash("
+    )
+    assert "continue_" not in answers[3]
 
 
 async def test_a_call_in_the_answer_after_the_stop_ends_the_session() -> None:
@@ -94,7 +116,7 @@ async def test_changing_results_are_progress() -> None:
 async def test_failing_calls_get_a_nudge_then_the_request_for_the_answer() -> None:
     convergence = Convergence()
     answers = []
-    for n in range(4):
+    for n in range(6):
         call = {
             "tool_name": "WebFetch",
             "tool_input": {"url": f"https://x/{n}"},
@@ -104,23 +126,23 @@ async def test_failing_calls_get_a_nudge_then_the_request_for_the_answer() -> No
         answers.append(
             await call_hook(convergence, "PostToolUseFailure", {**call, "error": "503 unavailable"})
         )
-    assert answers[:2] == [{}, {}]
-    assert answers[2]["hookSpecificOutput"]["additionalContext"].startswith("Note: tool calls")
-    asked = answers[3]["hookSpecificOutput"]["additionalContext"]
-    assert asked.startswith("The run has stopped (tool calls failed in 4 steps in a row")
+    assert answers[:4] == [{}] * 4
+    assert answers[4]["hookSpecificOutput"]["additionalContext"].startswith("Note: tool calls")
+    asked = answers[5]["hookSpecificOutput"]["additionalContext"]
+    assert asked.startswith("The run has stopped (tool calls failed in 6 steps in a row")
     # a call instead of the answer is denied, and ends the session
-    call = {"tool_name": "WebFetch", "tool_input": {"url": "https://x/4"}, "tool_use_id": "t4"}
+    call = {"tool_name": "WebFetch", "tool_input": {"url": "https://x/6"}, "tool_use_id": "t6"}
     denied = await call_hook(convergence, "PreToolUse", call)
     assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert denied["hookSpecificOutput"]["permissionDecisionReason"].startswith(
-        "not executed: tool calls failed in 4 steps in a row"
+        "not executed: tool calls failed in 6 steps in a row"
     )
     assert denied["continue_"] is False
-    assert convergence.finish(result(turns=5)).reason is StopReason.TOOL_ERROR
+    assert convergence.finish(result(turns=7)).reason is StopReason.TOOL_ERROR
 
 
 async def test_a_stopped_session_is_not_kept_going_by_the_verifier() -> None:
-    convergence = Convergence(verifier=needs_citation, on_tool_error="stop")
+    convergence = Convergence(verifier=needs_citation, policy=StopPolicy(on_tool_error="stop"))
     call = {"tool_name": "Bash", "tool_input": {"command": "make"}, "tool_use_id": "t1"}
     await call_hook(convergence, "PreToolUse", call)
     await call_hook(convergence, "PostToolUseFailure", {**call, "error": "make: no rule"})

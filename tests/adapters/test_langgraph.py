@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.prebuilt import tools_condition
 from pydantic import BaseModel
 
-from convergent import Limits, StopReason
+from convergent import Limits, StopPolicy, StopReason
 from convergent.adapters import NotExpressible, PolicyAdapted
 from convergent.adapters.langgraph import ToolsCondition
+from convergent.exceptions import UserError
 from convergent.output import OutputSpec
 
 from .hosts import hand_built_graph, langchain_model, langchain_tools
 from .trajectories import NOTES, Report, World, needs_citation
 
-PLAIN = Limits(stall_nudges=0)
-"""Limits a routing function delivers as they are."""
+PLAIN = StopPolicy(notes=0)
+"""A policy a routing function delivers as it is."""
 
 
 def _calls(*paths: str) -> AIMessage:
@@ -55,22 +58,39 @@ def _three_reads(route: ToolsCondition) -> tuple[list[str], list[AnyMessage]]:
     return routes, messages
 
 
-def test_the_first_limits_a_user_writes_work_without_their_nudges() -> None:
-    with pytest.warns(PolicyAdapted, match="nudges are off") as warned:
+def test_the_first_limits_a_user_writes_work_as_they_are() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         route = ToolsCondition(Limits(max_cycles=20), tools={"read_file": True})
+    routes, messages = _three_reads(route)
+    assert routes == ["tools", "tools", "tools"]  # a read runs, and is judged on its result
+    messages.append(_calls("a.txt"))
+    assert route({"messages": messages}) == "__end__"
+
+
+def test_a_policy_that_asks_for_notes_runs_without_them_and_says_so_once() -> None:
+    with pytest.warns(PolicyAdapted, match="notes are off") as warned:
+        route = ToolsCondition(policy=StopPolicy(max_repeated_calls=2))
     assert len(warned) == 1
-    assert (route.limits.max_cycles, route.limits.stall_nudges) == (20, 0)
-    routes, _ = _three_reads(route)
-    assert routes == ["tools", "tools", "__end__"]  # the loop would nudge the third, then stop
+    messages: list[AnyMessage] = [HumanMessage("what is in a.txt?"), _calls("a.txt")]
+    assert route({"messages": messages}) == "tools"
+    messages += [ToolMessage("same", tool_call_id="c0"), _calls("a.txt")]
+    # the loop would answer the repeat with a note instead of running it; here it stops
+    assert route({"messages": messages}) == "__end__"
+    report = route.report({"messages": messages})
+    assert (report.reason, report.cycles) == (StopReason.STALLED, 2)
+
+
+def test_a_bad_rule_is_refused_when_the_route_is_built() -> None:
+    with pytest.raises(UserError, match="on_tool_error"):
+        ToolsCondition(policy=StopPolicy(on_tool_error="bogus"))  # type: ignore[arg-type]
 
 
 async def test_the_answer_node_adds_the_answer_after_a_stop_to_the_state() -> None:
     seen: list[tuple[str, int | None]] = []
     steps = [(("read_file", {"path": f"part{n}.txt"}),) for n in range(3)]
     model = langchain_model([*steps, "parts 0-2 read; part 3 is missing"], seen, max_tokens=300)
-    route = ToolsCondition(
-        Limits(max_cycles=3, max_total_tokens=50_000, stall_nudges=0), tools={"read_file": True}
-    )
+    route = ToolsCondition(Limits(max_cycles=3, max_total_tokens=50_000), tools={"read_file": True})
     graph = hand_built_graph(model, langchain_tools(World()), route)
     state = await graph.ainvoke({"messages": [HumanMessage("read the parts")]})
     last = state["messages"][-1]
@@ -97,7 +117,7 @@ async def test_without_the_tool_edge_the_answer_follows_not_executed_results() -
     seen: list[tuple[str, int | None]] = []
     model = langchain_model([*steps, "part 0 read"], seen)
     tools = langchain_tools(World())
-    route = ToolsCondition(Limits(max_cycles=2, stall_nudges=0))
+    route = ToolsCondition(Limits(max_cycles=2))
     builder = StateGraph(MessagesState)
     bound = model.bind_tools(tools)
     builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})
@@ -134,22 +154,25 @@ class Conversation(BaseModel):
 def test_it_routes_as_tools_condition_does_while_nothing_stops_the_run(
     messages: list[AIMessage | HumanMessage],
 ) -> None:
-    route = ToolsCondition(PLAIN, messages_key="chat")
+    route = ToolsCondition(policy=PLAIN, messages_key="chat")
     assert route({"chat": messages}) == tools_condition({"chat": messages}, messages_key="chat")
     assert route(Conversation(chat=messages)) == tools_condition(messages)  # type: ignore[arg-type]
     assert route(messages) == tools_condition(messages)  # type: ignore[arg-type]
 
 
-def test_a_stall_ends_the_run_before_the_repeated_call_runs() -> None:
-    route = ToolsCondition(PLAIN, tools={"read_file": True})
+def test_a_repeated_read_ends_the_run_at_the_next_route() -> None:
+    route = ToolsCondition(policy=PLAIN, tools={"read_file": True})
     routes, messages = _three_reads(route)
-    assert routes == ["tools", "tools", "__end__"]
-    report = route.report({"messages": messages[:-1]})
-    assert (report.reason, report.cycles) == (StopReason.STALLED, 3)
+    assert routes == ["tools", "tools", "tools"]
+    # a read runs and is judged on its result: the next response routes to the end
+    messages.append(_calls("a.txt"))
+    assert route({"messages": messages}) == "__end__"
+    report = route.report({"messages": messages})
+    assert (report.reason, report.cycles) == (StopReason.STALLED, 4)
 
 
 def test_a_new_question_on_the_same_thread_is_a_new_run() -> None:
-    route = ToolsCondition(Limits(max_cycles=2, stall_nudges=0))
+    route = ToolsCondition(Limits(max_cycles=2))
     first = [HumanMessage("one"), _calls("a.txt")]
     assert route(first) == "tools"
     first += [ToolMessage("x", tool_call_id="c0"), _calls("b.txt")]
@@ -160,7 +183,7 @@ def test_a_new_question_on_the_same_thread_is_a_new_run() -> None:
 
 def test_a_replay_continued_from_the_cache_matches_a_fresh_one() -> None:
     """Each routing reads only what is new; the report replays the whole run: they agree."""
-    route = ToolsCondition(Limits(max_cycles=5, stall_nudges=0), tools={"read_file": True})
+    route = ToolsCondition(Limits(max_cycles=5), tools={"read_file": True})
     messages: list[AIMessage | HumanMessage | ToolMessage] = [HumanMessage("read them")]
     routes = []
     for n in range(5):
@@ -168,7 +191,7 @@ def test_a_replay_continued_from_the_cache_matches_a_fresh_one() -> None:
         routes.append(route({"messages": messages}))
         messages.append(ToolMessage(f"part {n}", tool_call_id="c0", name="read_file"))
     assert routes == ["tools"] * 4 + ["__end__"]
-    report = ToolsCondition(Limits(max_cycles=5, stall_nudges=0)).report(messages[:-1])
+    report = ToolsCondition(Limits(max_cycles=5)).report(messages[:-1])
     assert (report.reason, report.cycles) == (StopReason.MAX_CYCLES, 5)
 
 
@@ -181,7 +204,7 @@ async def test_a_graph_without_the_tool_wrappers_counts_error_results_as_rejecte
     steps = [(("read_file", {"file": "a.txt"}),)] * 3 + ["never asked"]
     model = langchain_model(steps)
     tools = langchain_tools(World())
-    route = ToolsCondition(PLAIN, max_consecutive_tool_errors=1)
+    route = ToolsCondition(policy=StopPolicy(notes=0, max_repeated_failures=1))
     builder = StateGraph(MessagesState)
     bound = model.bind_tools(tools)
     builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})

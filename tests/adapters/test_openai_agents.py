@@ -10,8 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, function_tool
+from agents import Agent, RunContextWrapper, Runner, function_tool
+from agents.items import ModelResponse
 from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.usage import Usage as SdkUsage
 
 from convergent import Limits, StopReason
 from convergent.adapters.openai_agents import Convergence, run, run_sync
@@ -54,7 +56,7 @@ async def test_a_typed_answer_the_sdk_rejected_goes_back_to_the_model() -> None:
 async def test_a_typed_answer_that_never_validates_ends_as_in_the_loop() -> None:
     never = next(t for t in TRAJECTORIES if t.name == "typed_never_valid")
     loop = await run_loop(never)
-    agent, _ = _agent([*[INVALID] * 5, "best answer"], Report)
+    agent, _ = _agent([*[INVALID] * loop.cycles, "best answer"], Report)
     ran = await run(agent, "count the files", limits=never.limits)
     assert (ran.report.reason, ran.report.cycles, ran.report.output_after_stop) == (
         loop.reason,
@@ -171,3 +173,21 @@ async def test_wired_by_hand_a_rejected_answer_waits_as_feedback() -> None:
     assert convergence.feedback == (
         "Verification failed: cite the source as [source]. Continue working on the task."
     )
+
+
+DEEP = '{"a":' * 100_000 + "1" + "}" * 100_000
+"""Arguments nested 100,000 deep: more than any parser's recursion can follow."""
+
+
+async def test_arguments_nested_too_deeply_reach_the_driver_as_unparsed() -> None:
+    convergence = Convergence(Limits(max_cycles=5))
+    response = ModelResponse(
+        output=[function_call("lookup", DEEP, call_id="c1")],
+        usage=SdkUsage(requests=1),
+        response_id=None,
+    )
+    await convergence.hooks.on_llm_end(RunContextWrapper(None), Agent(name="a"), response)
+    assert convergence.driver.cycles == 1
+    [converted] = convergence._calls.values()
+    assert (converted.name, converted.arguments) == ("lookup", {})
+    assert converted.parse_error == "nested too deeply"

@@ -6,47 +6,16 @@ How a priced run stops is in the conformance suite (the ``cost_budget`` trajecto
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
 from convergent import Limits
 from convergent.exceptions import UserError
 
+from .builders import PRICED
 
-def _langchain(**kwargs: Any) -> object:
-    from convergent.adapters.langchain import ConvergenceMiddleware
+ADAPTERS = PRICED
 
-    return ConvergenceMiddleware(**kwargs)
-
-
-def _langgraph(**kwargs: Any) -> object:
-    from convergent.adapters.langgraph import ToolsCondition
-
-    return ToolsCondition(**kwargs)
-
-
-def _openai_agents(**kwargs: Any) -> object:
-    from convergent.adapters.openai_agents import Convergence
-
-    return Convergence(**kwargs)
-
-
-def _pydantic_ai(**kwargs: Any) -> object:
-    from convergent.adapters.pydantic_ai import Convergence
-
-    return Convergence(**kwargs)
-
-
-ADAPTERS: dict[str, tuple[Callable[..., object], str]] = {
-    "langchain": (_langchain, "ConvergenceMiddleware"),
-    "langgraph": (_langgraph, "ToolsCondition"),
-    "openai_agents": (_openai_agents, "Convergence"),
-    "pydantic_ai": (_pydantic_ai, "Convergence"),
-}
-
-COST_LIMIT = Limits(max_cost=0.5, stall_nudges=0)
+COST_LIMIT = Limits(max_cost=0.5)
 
 
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
@@ -69,4 +38,4 @@ def test_a_price_that_is_not_one_is_refused(adapter: str) -> None:
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
 def test_no_cost_limit_needs_no_price(adapter: str) -> None:
     build, _ = ADAPTERS[adapter]
-    assert build(limits=Limits(max_cycles=3, stall_nudges=0)) is not None
+    assert build(limits=Limits(max_cycles=3)) is not None

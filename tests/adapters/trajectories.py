@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from convergent import Limits, StopReason
+from convergent import Limits, StopPolicy, StopReason
+from convergent.budget import FINAL_ANSWER_TOKENS
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification
-from convergent.monitor import FINAL_ANSWER_TOKENS
 
 Call = tuple[str, dict[str, object]]
 Step = tuple[Call, ...] | str
@@ -122,6 +122,7 @@ class Trajectory:
     output: str = ""
     after_stop: bool = False
     limits: Limits = field(default_factory=Limits)
+    policy: StopPolicy = field(default_factory=StopPolicy)
     verifier: bool = False
     typed: bool = False
     """Answers must validate as a `Report`."""
@@ -185,11 +186,11 @@ TRAJECTORIES = [
     Trajectory(
         "parallel_failures",
         [
-            *[(("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1})) for n in range(4)],
+            *[(("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1})) for n in range(6)],
             "best answer",
         ],
         StopReason.TOOL_ERROR,
-        cycles=4,
+        cycles=6,
         output="best answer",
         after_stop=True,
         notes=("tool_error", "final"),
@@ -202,7 +203,7 @@ TRAJECTORIES = [
         output="best answer",
         after_stop=True,
         limits=Limits(max_total_tokens=10_000),
-        notes=("final",),
+        notes=("budget", "final"),
         final_cap=FINAL_ANSWER_TOKENS,
     ),
     Trajectory(
@@ -213,7 +214,7 @@ TRAJECTORIES = [
         output="best answer",
         after_stop=True,
         limits=Limits(max_cost=0.015),
-        notes=("final",),
+        notes=("budget", "final"),
         final_cap=FINAL_ANSWER_TOKENS,
         price=PRICE,
     ),
@@ -225,7 +226,7 @@ TRAJECTORIES = [
         output="best answer",
         after_stop=True,
         limits=Limits(max_cycles=3),
-        notes=("final",),
+        notes=("budget", "final"),
     ),
     Trajectory(
         "completed",
@@ -264,7 +265,13 @@ TRAJECTORIES = [
     ),
     Trajectory(
         "tool_error_nudge",
-        [*[(("flaky", {"item": n}),) for n in range(3)], _read("a.txt"), "a.txt holds it"],
+        [
+            (("flaky", {"item": 1}),),
+            (("flaky", {"item": 2}), ("flaky", {"item": 1})),
+            (("flaky", {"item": 3}), ("flaky", {"item": 2})),
+            _read("a.txt"),
+            "a.txt holds it",
+        ],
         StopReason.COMPLETED,
         cycles=5,
         output="a.txt holds it",
@@ -334,7 +341,8 @@ TRAJECTORIES = [
             cycles,
             output,
             after_stop=False,
-            limits=Limits(**limits, stall_nudges=0),
+            limits=Limits(**limits),
+            policy=StopPolicy(notes=0),
             final_answer=False,
             notes=notes,
             price=PRICE if "max_cost" in limits else None,
@@ -371,13 +379,13 @@ TRAJECTORIES = [
                 3,
                 "",
                 {"max_cycles": 3},
-                (),
+                ("budget",),
             ),
             (
                 "budget",
                 [*[_read(f"part{n}.txt") for n in range(11)], NEVER],
                 StopReason.BUDGET_EXHAUSTED,
-                10,
+                8,
                 "",
                 {"max_total_tokens": 10_000},
                 ("budget",),
@@ -386,7 +394,7 @@ TRAJECTORIES = [
                 "cost_budget",
                 [*[_read(f"part{n}.txt") for n in range(9)], NEVER],
                 StopReason.BUDGET_EXHAUSTED,
-                8,
+                7,
                 "",
                 {"max_cost": 0.015},
                 ("budget",),
@@ -396,12 +404,12 @@ TRAJECTORIES = [
                 [
                     *[
                         (("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1}))
-                        for n in range(4)
+                        for n in range(5)
                     ],
                     NEVER,
                 ],
                 StopReason.TOOL_ERROR,
-                3,
+                5,
                 "",
                 {},
                 (),
@@ -414,7 +422,7 @@ TRAJECTORIES = [
 
 
 NOTES = {
-    "stall": "Not run: you have requested",
+    "stall": "you have requested",
     "tool_error": "Note: tool calls have failed",
     "budget": "Budget note:",
     "verifier": "Verification failed:",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("bfcl_eval")
 
+from convergent import StopPolicy
 from convergent.agent import Agent  # noqa: E402
 from convergent.bench import bfcl  # noqa: E402
 from convergent.bench.bfcl import (  # noqa: E402
@@ -20,6 +22,7 @@ from convergent.bench.bfcl import (  # noqa: E402
     replay_entry,
     run_bfcl_async,
 )
+from convergent.exceptions import UserError  # noqa: E402
 from convergent.stop import StopReason  # noqa: E402
 from convergent.testing import call, scripted
 
@@ -78,7 +81,7 @@ async def test_backend_error_values_are_tool_failures() -> None:
     tool = bfcl.backend_tool("GorillaFileSystem", "cd", methods["cd"], log)
     assert tool.parameters["type"] == "object"
     model = scripted(call("cd", folder="__missing__"), "done")
-    result = await Agent(model, [tool], on_tool_error="stop").run("go")
+    result = await Agent(model, [tool], policy=StopPolicy(on_tool_error="stop")).run("go")
     assert result.stop_reason is StopReason.TOOL_ERROR
     assert result.tool_calls[0].outcome == "failed"
     assert "No such file or directory" in result.tool_calls[0].result
@@ -192,3 +195,12 @@ def test_all_800_entries_replay() -> None:
     assert sum(p.kind == "bfcl_step_limit" for p in probes) == 2
     for policy in summary.policies.values():
         assert policy.false_positives == 0 and policy.false_negatives == 0
+
+
+def test_damaged_data_is_one_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = tmp_path / "data" / "possible_answer"
+    answers.mkdir(parents=True)
+    (answers / "BFCL_v4_multi_turn_base.json").write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    monkeypatch.setattr(bfcl, "_package_root", lambda: tmp_path)
+    with pytest.raises(UserError, match=r"BFCL_v4_multi_turn_base.json is nested too deeply"):
+        load_entries("base")

@@ -127,10 +127,10 @@ def test_subjective_is_measurably_worse_on_every_adversarial_scenario(
 @pytest.mark.slow
 def test_overall_rates_beside_each_other(suite: SuiteResult) -> None:
     structural = suite.details["structural"]
-    # the one structural scenario the library misses: a payment whose receipt is new each time
-    missed = suite.breakdown["repeated_payment_new_ids"]["objective"].false_negatives
+    # results compared by meaning: a payment whose receipt is new each time is stopped too
+    assert suite.breakdown["repeated_payment_new_ids"]["objective"].false_negatives == 0
     assert structural["objective"]["false_positive_rate"] == 0.0
-    assert structural["objective"]["false_negatives"] == missed == 10
+    assert structural["objective"]["false_negatives"] == 0
     assert structural["counting"]["false_positives"] == 60  # six progress scenarios, 10 each
     # hallucinated confidence and a finish with a call pending, 10 each
     assert structural["subjective"]["false_positives"] == 20

@@ -1,25 +1,18 @@
-"""A case the convergence suite finds the stop rules getting wrong, as a small run.
+"""Cases the convergence suite found the stop rules getting wrong, as small runs.
 
-The test states what the loop should do and is expected to fail while the rule stands
-(``xfail`` is strict, so a fix makes it fail as unexpectedly passing, and the marker
-goes). See docs/benchmark.md, "What the stop-rule scenarios found".
+Each test states what the loop should do. While a rule stood wrong its test was marked
+``xfail`` (strictly, so that the fix showed as an unexpected pass); the fixed ones stay
+here. See docs/benchmark.md, "What the stop-rule scenarios found".
 """
 
 from __future__ import annotations
 
 import itertools
 
-import pytest
-
 from convergent import Agent, Limits, ScriptedModel, StopReason, tool
 from convergent.testing import call, step
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a write repeated with the same arguments counts afresh whenever its result "
-    "differs, so a new receipt id each time hides the loop",
-)
 def test_the_same_payment_with_a_new_receipt_each_time_is_stopped() -> None:
     receipts = itertools.count(1001)
 

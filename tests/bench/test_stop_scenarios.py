@@ -49,8 +49,12 @@ def test_the_third_identical_read_gets_a_note_and_the_answer_still_comes() -> No
 @pytest.mark.parametrize("scenario", CAUGHT)
 def test_a_stuck_model_is_stopped_one_cycle_after_its_note(scenario: str) -> None:
     expected = "tool_error" if scenario == "broken_tool" else "stalled"
+    # the stop comes one cycle after the note; the note comes at the counting policy's stop
+    # for a read cycle, one repeat later for a payment (an action may be meant to repeat),
+    # and at the fifth failing step for a tool failing whatever the arguments
+    extra = {"abab_loop": 1, "repeated_payment": 2, "broken_tool": 3}[scenario]
     library = outcomes(scenario, "objective")
-    assert {(run.stop, run.extra_cycles, run.nudges) for run in library} == {(expected, 1, 1)}
+    assert {(run.stop, run.extra_cycles, run.nudges) for run in library} == {(expected, extra, 1)}
     assert all(run.answer_after_stop for run in library)
     counting = outcomes(scenario, "counting")
     assert {(run.stop, run.extra_cycles, run.answer_after_stop) for run in counting} == {
@@ -58,16 +62,14 @@ def test_a_stuck_model_is_stopped_one_cycle_after_its_note(scenario: str) -> Non
     }
 
 
-def test_the_same_payment_is_sent_twice_under_both_policies() -> None:
-    for policy in ("objective", "counting"):
-        assert [run.payments for run in outcomes("repeated_payment", policy, 3)] == [2, 2, 2]
+def test_the_same_payment_is_sent_at_most_three_times() -> None:
+    assert [run.payments for run in outcomes("repeated_payment", "objective", 3)] == [3, 3, 3]
+    assert [run.payments for run in outcomes("repeated_payment", "counting", 3)] == [2, 2, 2]
 
 
-def test_a_payment_with_a_new_receipt_each_time_is_a_missed_stop_for_the_library() -> None:
+def test_a_payment_with_a_new_receipt_each_time_is_stopped_too() -> None:
     library = outcomes("repeated_payment_new_ids", "objective", 2)
-    assert [(run.stop, run.false_negative, run.payments) for run in library] == [
-        ("max_cycles", True, 20)
-    ] * 2
+    assert [(run.stop, run.correct, run.payments) for run in library] == [("stalled", True, 3)] * 2
     counting = outcomes("repeated_payment_new_ids", "counting", 2)
     assert [(run.stop, run.correct, run.payments) for run in counting] == [("stalled", True, 2)] * 2
 

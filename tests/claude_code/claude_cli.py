@@ -17,6 +17,7 @@ check the trap's ``attempts`` and call `reap` with the token, as `ClaudeCode.run
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -39,6 +40,8 @@ __all__ = [
     "LeftoverProcesses",
     "Session",
     "UnexpectedTraffic",
+    "cli_version",
+    "expected_version",
     "find_claude",
     "reap",
 ]
@@ -71,12 +74,35 @@ class LeftoverProcesses(AssertionError):
 
 
 def find_claude() -> Path | None:
-    """The pinned CLI from ``.ci/run``'s install, else ``claude`` on ``PATH``, else None."""
+    """The CLI the tests drive: the pinned one from ``.ci/run``'s install, else ``claude``
+    on ``PATH``, else the one ``claude-agent-sdk`` ships, else None."""
     pinned = _PIN_DIR / "node_modules" / ".bin" / "claude"
     if pinned.exists():
         return pinned
     found = shutil.which("claude")
-    return Path(found) if found else None
+    if found:
+        return Path(found)
+    spec = importlib.util.find_spec("claude_agent_sdk")
+    for folder in (spec.submodule_search_locations or ()) if spec is not None else ():
+        bundled = Path(folder) / "_bundled" / "claude"
+        if bundled.is_file() and os.access(bundled, os.X_OK):
+            return bundled
+    return None
+
+
+def cli_version(binary: Path) -> str:
+    """The version a Claude Code CLI reports (``2.1.330``)."""
+    done = subprocess.run(
+        [str(binary), "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    return done.stdout.split()[0] if done.stdout.split() else ""
+
+
+def expected_version(binary: Path) -> str:
+    """The version a session of ``binary`` must report: the pinned one for the pinned
+    install; for another CLI (on ``PATH``, or the SDK's), the one it says it is."""
+    pinned = _PIN_DIR / "node_modules" / ".bin" / "claude"
+    return PINNED_VERSION if binary == pinned else cli_version(binary)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ def claude_binary() -> Path:
     if binary is None:
         pytest.skip(
             "the Claude Code CLI is not installed: run .ci/run "
-            "(npm ci --prefix .ci/claude-code) or put `claude` on PATH"
+            "(npm ci --prefix .ci/claude-code), put `claude` on PATH or install claude-agent-sdk"
         )
     return binary
 

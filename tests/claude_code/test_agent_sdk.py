@@ -20,6 +20,7 @@ from .fake_anthropic import FakeAnthropic, MessagesRequest, Reply, text, tool_us
 pytestmark = [pytest.mark.slow, pytest.mark.claude_code]
 
 NUDGE = "Not run: you have requested Read("
+NOTE = "Note: you have requested Read("
 ASKED = "The run has stopped ("
 
 
@@ -36,7 +37,7 @@ def tool_results(request: MessagesRequest) -> list[str]:
     return found
 
 
-async def test_pre_tool_use_denies_a_stalled_call_with_the_nudge(
+async def test_a_repeated_read_gets_the_note_then_the_request_for_the_answer(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     notes = claude_code.project / "notes.txt"
@@ -56,13 +57,10 @@ async def test_pre_tool_use_denies_a_stalled_call_with_the_nudge(
         )
 
     assert len(fake.requests) == 5 and fake.unconsumed() == 1  # the answer, then nothing
-    assert [NUDGE in r for r in tool_results(fake.requests[2])] == [False]
-    assert [r.startswith("1\tTODO: write the report") for r in tool_results(fake.requests[2])]
-    denied = tool_results(fake.requests[3])
-    assert len(denied) == 1 and NUDGE in denied[0]  # the reason the model reads
-    assert "3 times, and it returned the same result each time" in denied[0]
-    asked = tool_results(fake.requests[4])
-    assert len(asked) == 1 and ASKED in asked[0]  # the request for the answer after the stop
+    noted = [r.mentions(NOTE) for r in fake.requests]
+    assert noted == [False, False, False, True, True]  # a read runs; the note follows it
+    assert [r.startswith("1\tTODO: write the report") for r in tool_results(fake.requests[3])]
+    assert fake.requests[4].mentions(ASKED)  # the request for the answer after the stop
     assert (report.reason, report.cycles) == (StopReason.STALLED, 4)  # as convergent's loop
     assert report.detail.startswith('Read(file_path="')
     assert (report.output, report.output_after_stop) == (
@@ -105,8 +103,11 @@ async def test_post_tool_use_records_results_for_progress(
             6,
             "the build finished",
         )
-    else:  # the same result three times is a stall: nudged, then stopped
-        assert len(polls) == 2 and NUDGE.replace("Read", "mcp__ci__poll") in results[2][0]
+    else:  # the same result three times is a stall: noted, then stopped
+        assert len(polls) == 4  # a read runs, and is judged on its result
+        noted = [r.mentions(NOTE.replace("Read", "mcp__ci__poll")) for r in fake.requests]
+        assert noted == [False, False, False, True, True]
+        assert fake.requests[4].mentions(ASKED)
         assert (report.reason, report.cycles) == (StopReason.STALLED, 4)
         assert (report.output, report.output_after_stop) == ("", False)  # a call, not an answer
 
@@ -146,7 +147,7 @@ async def test_a_fatal_tool_error_stops_the_run_and_asks_for_the_answer(
     convergence = Convergence()
     script: Sequence[Reply] = [
         tool_use("mcp__shop__pay", {"amount": 120}),
-        text("The payment failed: the card was cancelled."),
+        text("Nothing was paid: the customer needs to give another card."),
     ]
     with FakeAnthropic(script) as fake:
         report = await converge(
@@ -164,7 +165,7 @@ async def test_a_fatal_tool_error_stops_the_run_and_asks_for_the_answer(
         1,  # as in convergent's loop: no cycle after a fatal error
         "pay failed: the card was cancelled",
     )
-    assert report.output == "The payment failed: the card was cancelled."
+    assert report.output == "Nothing was paid: the customer needs to give another card."
     assert report.output_after_stop
 
 
@@ -179,7 +180,7 @@ async def test_a_tool_error_streak_is_nudged_then_the_answer_asked_for(
         raise ConnectionError("503 service unavailable")
 
     convergence = Convergence()
-    calls = [tool_use("mcp__web__fetch", {"url": f"https://x/{n}"}) for n in range(5)]
+    calls = [tool_use("mcp__web__fetch", {"url": f"https://x/{n}"}) for n in range(7)]
     with FakeAnthropic([*calls, text("never asked")]) as fake:
         report = await converge(
             claude_code,
@@ -192,12 +193,12 @@ async def test_a_tool_error_streak_is_nudged_then_the_answer_asked_for(
 
     error = "fetch raised ConnectionError: 503 service unavailable"
     assert tool_results(fake.requests[1])[0].startswith(error)  # in convergent's words
-    nudged = [r.mentions("Note: tool calls have failed in 3 steps in a row") for r in fake.requests]
-    assert nudged == [False, False, False, True, True]
-    assert fake.requests[4].mentions(ASKED)
-    assert fetched == [f"https://x/{n}" for n in range(4)]  # the fifth call never ran
-    assert (report.reason, report.cycles) == (StopReason.TOOL_ERROR, 4)  # as in the loop
-    assert report.detail == f"tool calls failed in 4 steps in a row; the last: {error}"
+    nudged = [r.mentions("Note: tool calls have failed in 5 steps in a row") for r in fake.requests]
+    assert nudged == [False] * 5 + [True, True]
+    assert fake.requests[6].mentions(ASKED)
+    assert fetched == [f"https://x/{n}" for n in range(6)]  # the seventh call never ran
+    assert (report.reason, report.cycles) == (StopReason.TOOL_ERROR, 6)  # as in the loop
+    assert report.detail.startswith(f"tool calls failed in 6 steps in a row; the last: {error}")
     assert not report.output_after_stop  # it called a tool instead of answering: ended
 
 

@@ -60,10 +60,11 @@ _PER_CALL = (
 
 DIFFERS: dict[str, tuple[Ending, str]] = {
     "parallel_failures": (
-        Ending(StopReason.TOOL_ERROR, 3, "", False, ("tool_error", "final")),
+        Ending(StopReason.TOOL_ERROR, 4, "", False, ("tool_error", "final")),
         _PER_CALL,
     ),
-    "tool_errors_plain": (Ending(StopReason.TOOL_ERROR, 2, "", False), _PER_CALL),
+    "tool_errors_plain": (Ending(StopReason.TOOL_ERROR, 4, "", False), _PER_CALL),
+    "tool_error_nudge": (Ending(StopReason.COMPLETED, 5, "a.txt holds it", False), _PER_CALL),
     "cost_budget": (Ending(StopReason.BUDGET_EXHAUSTED, 3, "", False), _OWN_COST),
     "cost_budget_plain": (Ending(StopReason.BUDGET_EXHAUSTED, 3, "", False), _OWN_COST),
 }
@@ -101,6 +102,7 @@ async def run_claude_code(
     world = World()
     convergence = Convergence(
         trajectory.limits,
+        policy=trajectory.policy,
         tools={_named(name): flag for name, flag in READ_ONLY.items()},
         terminal_tools=[_named(name) for name in TERMINAL],
         verifier=needs_citation if trajectory.verifier else None,

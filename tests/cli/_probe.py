@@ -1,4 +1,4 @@
-"""The ``convergent`` command line run in a fresh process that reports what it imported."""
+"""A fresh process that reports what it imported: the ``convergent`` command line, or an import."""
 
 from __future__ import annotations
 
@@ -47,3 +47,12 @@ def probe(folder: Path, *args: str, stdin: str = "") -> Probed:
     )
     report = json.loads(done.stderr.strip().splitlines()[-1])
     return Probed(report["code"], done.stdout, frozenset(report["loaded"]))
+
+
+def imported_by(statement: str) -> frozenset[str]:
+    """The names in ``sys.modules`` of a fresh interpreter after ``statement`` ran."""
+    code = f"{statement}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    return frozenset(json.loads(done.stdout))

@@ -22,10 +22,10 @@ def priced(input_tokens: int, output_tokens: int) -> float:
     return (input_tokens * 1 + output_tokens * 4) / 1e6
 
 
-def stored_recipe(folder: Path, run_id: str) -> dict[str, Any]:
+def stored_spec(folder: Path, run_id: str) -> dict[str, Any]:
     with sqlite3.connect(folder / ".convergent" / "runs.db") as db:
-        (recipe,) = db.execute("SELECT recipe FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    data: dict[str, Any] = json.loads(recipe)
+        (stored,) = db.execute("SELECT recipe FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    data: dict[str, Any] = json.loads(stored)
     return data
 
 
@@ -86,9 +86,9 @@ def test_a_price_is_used_shown_stored_and_kept_by_a_resume(tmp_path: Path) -> No
     assert first.returncode == 1, first.stderr
     usage = json.loads(first.stdout)["usage"]
     assert usage["cost"] == priced(1000, 100) and usage["currency"] == "USD"
-    assert stored_recipe(tmp_path, "priced")["price"] == [1.0, 4.0]
+    assert stored_spec(tmp_path, "priced")["price"] == [1.0, 4.0]
 
-    resumed = run_cli("resume", "priced", "--json", cwd=tmp_path)
+    resumed = run_cli("resume", "priced", "--more-cycles", "5", "--json", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     usage = json.loads(resumed.stdout)["usage"]
     assert usage["cost"] == priced(1000, 100) + priced(1500, 100) + priced(2000, 10)
@@ -134,7 +134,10 @@ def metered(n: int, body: dict[str, Any]) -> bytes:
         finish = "tool_calls"
     else:
         output = body.get("max_tokens") or 4096
-        message = {"role": "assistant", "content": "best so far: " + "word " * output}
+        message = {
+            "role": "assistant",
+            "content": "best so far: " + " ".join(f"w{i}" for i in range(output)),
+        }
         finish = "length"
     usage = {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output}
     reply = {

@@ -27,7 +27,7 @@ from convergent import (
     Usage,
 )
 from convergent.cli._live import LiveView
-from convergent.events import ToolCallDelta
+from convergent.events import Nudged, Redirected, RunPaused, RunUnpaused, ToolCallDelta
 
 CALL = ToolCall(id="c1", name="calculator", arguments={"expression": "17 * 23"})
 
@@ -207,3 +207,89 @@ def test_convergent_run_streams_the_text_to_a_pipe(tmp_path: Path) -> None:
     assert "the text above is its thinking, not an answer" in lines[first + 1]
     assert "model working" not in done.stdout
     assert lines[-1] == "The answer is 391."
+
+
+HOSTILE = "\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b]0;pwned\x07\x1b[2J\u202eevil\x9b31m"
+"""A clipboard write (OSC 52), a title change, a screen clear, a bidi override and a
+C1 control sequence introducer."""
+
+
+def hostile_run() -> list[Event]:
+    common: dict[str, Any] = {"run_id": "r", "finish_reason": None, "usage": Usage()}
+    common |= {"metadata": {"note": HOSTILE}, "duration": 1.0}
+    call = ToolCall(id="c1", name="calculator", arguments={"expression": HOSTILE})
+    return [
+        RunStarted(run_id="r", cycle=0, task=HOSTILE, model=HOSTILE, tools=("calculator",)),
+        CycleStarted(run_id="r", cycle=1, message_count=1),
+        TextDelta(run_id="r", cycle=1, text=HOSTILE),
+        ModelResponded(cycle=1, content=HOSTILE, tool_calls=(call,), **common),
+        ToolFinished(
+            run_id="r",
+            cycle=1,
+            call_id="c1",
+            name="calculator",
+            ok=False,
+            outcome="failed",
+            result=HOSTILE,
+            duration=0.0,
+        ),  # fmt: skip
+        Nudged(run_id="r", cycle=1, about="stalled", note=HOSTILE),
+        Redirected(run_id="r", cycle=1, message=HOSTILE),
+        RunStopped(
+            run_id="r",
+            cycle=1,
+            reason=StopReason.STALLED,
+            detail=HOSTILE,
+            output=HOSTILE,
+            usage=Usage(),
+            output_after_stop=True,
+        ),  # fmt: skip
+    ]
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "terminal"])
+def test_escape_sequences_from_models_and_tools_never_reach_the_terminal(terminal: bool) -> None:
+    out = io.StringIO()
+    view = LiveView(Console(file=out, force_terminal=terminal, width=300))
+    for event in hostile_run():
+        view(event)
+    view.close()
+    printed = out.getvalue()
+    for raw in ("\x1b]", "\x07", "\x1b[2J", "\u202e", "\x9b"):
+        assert raw not in printed
+    # shown as text instead, so the reader still sees what was sent
+    assert "\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in printed
+    if not terminal:
+        assert "\x1b" not in printed  # no colour codes on a pipe either
+
+
+def test_a_call_interrupted_by_a_crash_is_printed_with_its_arguments() -> None:
+    out = io.StringIO()
+    view = LiveView(Console(file=out, force_terminal=False, width=200))
+    view(RunStarted(run_id="r", cycle=1, task="t", model="m", tools=(), resumed=True))
+    view(ToolFinished(run_id="r", cycle=1, call_id="c1", name="deploy", ok=False,
+                      outcome="interrupted", result="interrupted", duration=0.0,
+                      arguments={"service": "web"}))  # fmt: skip
+    assert '  error deploy(service="web") -> interrupted 0 ms' in out.getvalue().splitlines()
+
+
+def test_a_pause_and_its_end_are_printed() -> None:
+    out = io.StringIO()
+    view = LiveView(Console(file=out, force_terminal=False, width=200))
+    view(RunPaused(run_id="r", cycle=2))
+    view(RunUnpaused(run_id="r", cycle=2))
+    assert out.getvalue().splitlines() == [
+        "paused before cycle 3 (convergent steer r --resume continues it)",
+        "pause ended",
+    ]
+
+
+def test_a_stopped_runs_last_text_is_not_printed_as_its_answer() -> None:
+    out = io.StringIO()
+    view = LiveView(Console(file=out, force_terminal=False, width=200))
+    view(RunStopped(run_id="r", cycle=2, reason=StopReason.STOPPED, detail="stop requested",
+                    output="I need to check the file", usage=Usage()))  # fmt: skip
+    assert out.getvalue().splitlines()[-2:] == [
+        "the model's last text before the stop (not an answer):",
+        "I need to check the file",
+    ]

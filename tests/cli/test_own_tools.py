@@ -46,7 +46,7 @@ def test_a_tool_from_the_current_folder_is_offered_and_kept_for_resume(project: 
     assert [(c["name"], c["result"]) for c in data["tool_calls"]] == [("shout", "HEY!")]
     whisper = call("whisper", text="QUIET")
     second = write_script(project / "b.json", call("shout", text="again"), whisper, "done")
-    resumed = cli("resume", "r", "--model", second, "--json", cwd=project)
+    resumed = cli("resume", "r", "--model", second, "--more-cycles", "5", "--json", cwd=project)
     assert resumed.returncode == 0, resumed.stderr
     results = [c["result"] for c in json.loads(resumed.stdout)["tool_calls"]]
     assert results == ["HEY!", "AGAIN!", "quiet"]
@@ -69,3 +69,17 @@ def test_a_bad_tool_path_is_one_line_and_exit_2(project: Path, path: str, messag
     assert proc.returncode == 2
     assert proc.stderr.strip() == message
     assert proc.stdout == ""
+
+
+def test_beside_your_own_tools_the_general_builtins_step_back(project: Path) -> None:
+    script = write_script(project / "s.json", call("calculator", expression="6 * 7"),
+                          call("ask_user", question="which?"), "done")  # fmt: skip
+    own = ("--tool", "mytools:shout", "--ask-via", "none", "--json")
+    proc = cli("run", "x", "--model", script, "--run-id", "own", *own, cwd=project)
+    outcomes = [(c["name"], c["outcome"]) for c in json.loads(proc.stdout)["tool_calls"]]
+    # no calculator beside the user's tool; ask_user stays (it stops the run: no one to ask)
+    assert outcomes[0] == ("calculator", "invalid")
+    assert json.loads(proc.stdout)["stop_reason"] == "needs_user"
+    back = cli("run", "x", "--model", script, "--run-id", "all", *own, "--builtin-tools",
+               cwd=project)  # fmt: skip
+    assert [c["outcome"] for c in json.loads(back.stdout)["tool_calls"]][0] == "ok"

@@ -44,3 +44,15 @@ def test_help_lists_every_command() -> None:
     )
     assert done.returncode == 0
     assert all(name in done.stdout for name in COMMAND_MODULES)
+
+
+def test_usage_lines_name_arguments_in_capitals(tmp_path: Path) -> None:
+    from cli_runner import invoke
+
+    usage = {
+        command: next(line for line in invoke(command, "--help", cwd=tmp_path).stdout.splitlines()
+                      if "Usage:" in line)
+        for command in ("run", "steer")
+    }  # fmt: skip
+    assert usage["run"].split()[-2:] == ["[OPTIONS]", "TASK"]
+    assert usage["steer"].split()[-3:] == ["[OPTIONS]", "RUN_ID", "[MESSAGE]"]

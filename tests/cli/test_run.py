@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli_runner import EXE, Ran, invoke
+from convergent import AgentSpec, Limits
 from convergent.durability.sqlite import RunStore
 from convergent.messages import ToolCall
 from convergent.testing import answer, call, step, write_script
@@ -319,3 +320,23 @@ def test_help_shows_no_value_type_for_flags(command: list[str]) -> None:
     assert "<bool>" not in proc.stdout
     (help_row,) = [line for line in proc.stdout.splitlines() if "--help" in line]
     assert help_row.split() == ["│", "--help", "Show", "this", "message", "and", "exit.", "│"]
+
+
+def test_a_run_without_a_cycle_limit_gets_the_one_python_gets(tmp_path: Path) -> None:
+    model = write_script(tmp_path / "s.json", "hi")
+    assert run_cli("run", "x", "--model", model, "--run-id", "d", cwd=tmp_path).returncode == 0
+    with RunStore(tmp_path / ".convergent" / "runs.db") as store:
+        spec = store.get_run("d").spec
+    assert spec is not None
+    assert spec["limits"]["max_cycles"] == Limits().max_cycles == AgentSpec().limits.max_cycles
+
+
+def test_a_run_whose_model_cannot_start_leaves_nothing_behind(tmp_path: Path) -> None:
+    proc = run_cli("run", "hi", "--model", f"local:{tmp_path / 'nope.gguf'}", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == f"error: model file not found: {tmp_path / 'nope.gguf'}"
+    )
+    with RunStore(tmp_path / ".convergent" / "runs.db") as store:
+        assert store.count_runs() == 0

@@ -166,7 +166,9 @@ def test_steer_message_to_a_stopped_run_is_queued_for_resume(tmp_path: Path) -> 
     assert resumed.returncode == 0, resumed.stderr
     with RunStore(tmp_path / ".convergent" / "runs.db") as store:
         users = [m.content for m in store.load("r").messages if m.role == "user"]
-    assert users == ["t", "count to three"]
+    # the task, the budget note before the only cycle, then the message on resume
+    assert users[0] == "t" and users[1].startswith("Budget note:")
+    assert users[2:] == ["count to three"]
 
 
 def test_steer_and_resume_both_refuse_a_completed_run(tmp_path: Path) -> None:
@@ -249,3 +251,91 @@ def test_runs_shows_child_runs_indented_under_their_parent(tmp_path: Path) -> No
         "fixture-v5.1.ask-1": ("fixture-v5", "ask-1"),
         "grandchild": ("fixture-v5.1.ask-1", "c9"),
     }
+
+
+def capped_run(folder: Path) -> None:
+    """Run ``r`` stopped ``max_cycles`` after 2 of 2 cycles, with calls left in its script."""
+    script = write_script(
+        folder / "a.json", *[call("calculator", expression=f"{n}+1") for n in range(8)]
+    )
+    options = ["--max-cycles", "2", "--max-cost", "5", "--no-final-answer", "--run-id", "r"]
+    proc = cli("run", "add", "--model", script, *options, "--json", cwd=folder)
+    assert json.loads(proc.stdout)["stop_reason"] == "max_cycles", proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "cycles"),
+    [
+        (["--max-cycles", "3"], 3),  # counted from the run's start, as for run
+        (["--more-cycles", "3"], 5),  # on top of the 2 it used
+        ([], 4),  # its own limit of 2, granted once more
+    ],
+)
+def test_resume_budgets_count_from_the_runs_start_and_more_adds(
+    tmp_path: Path, options: list[str], cycles: int
+) -> None:
+    capped_run(tmp_path)
+    resumed = cli("resume", "r", *options, "--json", cwd=tmp_path)
+    data = json.loads(resumed.stdout)
+    assert (data["stop_reason"], data["cycles"]) == ("max_cycles", cycles), resumed.stderr
+    with RunStore(tmp_path / ".convergent" / "runs.db") as store:
+        limits = store.get_run("r").spec
+    assert limits is not None and limits["limits"]["max_cost"] == 5, "the other budgets stay"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--max-cycles", "2"], "error: run 'r' has used 2 of max_cycles=2: budgets count"),
+        (["--max-cycles", "5", "--more-cycles", "1"], "error: give --max-cycles or --more-c"),
+        (["--more-tokens", "-1"], "error: --more-tokens must be >= 0, got -1"),
+    ],
+)
+def test_resume_budgets_that_leave_no_room_are_one_line_errors(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    capped_run(tmp_path)
+    resumed = cli("resume", "r", *options, cwd=tmp_path)
+    assert resumed.returncode == 2
+    assert resumed.stderr.startswith(message) and len(resumed.stderr.splitlines()) == 1
+
+
+def test_a_paused_run_is_listed_paused_and_its_pause_is_printed(tmp_path: Path) -> None:
+    import asyncio
+    import threading
+    import time
+
+    from convergent import Agent, tool
+    from convergent.events import Event, RunPaused, RunUnpaused
+    from convergent.testing import scripted
+
+    release = threading.Event()
+
+    @tool
+    def wait() -> str:
+        """Wait until the test lets the call end."""
+        release.wait(30)
+        return "done"
+
+    db = tmp_path / ".convergent" / "runs.db"
+    db.parent.mkdir()
+    seen: list[Event] = []
+    with RunStore(db) as store:
+        agent = Agent(scripted(call("wait"), "finished"), [wait], store=store)
+        run = threading.Thread(
+            target=asyncio.run, args=(agent.run("w", run_id="p", on_event=seen.append),)
+        )
+        run.start()
+        while not store.exists("p"):
+            time.sleep(0.01)
+        assert cli("steer", "p", "--pause", cwd=tmp_path).returncode == 0
+        release.set()  # the cycle ends; the pause holds the run before the next one
+        while not any(isinstance(event, RunPaused) for event in seen):
+            time.sleep(0.01)
+        listed = json.loads(cli("runs", "--json", cwd=tmp_path).stdout)
+        assert [(r["run_id"], r["status"]) for r in listed] == [("p", "paused")]
+        assert cli("runs", cwd=tmp_path).stdout.splitlines()[1].split()[:2] == ["p", "paused"]
+        assert cli("steer", "p", "--resume", cwd=tmp_path).returncode == 0
+        run.join()
+        assert any(isinstance(event, RunUnpaused) for event in seen)
+        assert store.get_run("p").status == "completed"

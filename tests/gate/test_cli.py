@@ -14,8 +14,11 @@ from convergent.messages import ModelResponse
 from convergent.testing import answer, call, step, write_script
 
 
-def run_cli(*args: str, stdin: str = "", env: dict[str, str | None] | None = None) -> Ran:
-    return invoke(*args, stdin=stdin, env=env)
+def run_cli(
+    folder: Path, *args: str, stdin: str = "", env: dict[str, str | None] | None = None
+) -> Ran:
+    """``convergent ARGS`` run in ``folder``, where its run database goes."""
+    return invoke(*args, cwd=folder, stdin=stdin, env=env)
 
 
 def calc(expression: str, thought: str) -> ModelResponse:
@@ -50,6 +53,7 @@ def test_gate_asks_over_stdin_and_the_answer_steers_the_run(tmp_path: Path) -> N
         scorer,
         "--json",
         stdin="17 and 23\n",
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -65,14 +69,18 @@ def test_gate_asks_over_stdin_and_the_answer_steers_the_run(tmp_path: Path) -> N
 def test_live_view_shows_gate_decisions(tmp_path: Path) -> None:
     model = write_script(tmp_path / "model.json", calc("1+1", "sure"), "2")
     scorer = write_script(tmp_path / "scorer.json", verdict(0.9))
-    proc = run_cli("run", "1+1", "--model", model, "--gate-model", scorer, "--gate", "0.8")
+    proc = run_cli(
+        tmp_path, "run", "1+1", "--model", model, "--gate-model", scorer, "--gate", "0.8"
+    )
     assert proc.returncode == 0, proc.stderr
     assert "gate score 0.90 >= 0.80: executing" in proc.stdout
 
 
 def test_without_a_user_the_run_stops_needs_user(tmp_path: Path) -> None:
     model = write_script(tmp_path / "model.json", call("ask_user", question="Which file?"))
-    proc = run_cli("run", "read the file", "--model", model, "--json")  # stdin is not a TTY
+    proc = run_cli(
+        tmp_path, "run", "read the file", "--model", model, "--json"
+    )  # stdin is not a TTY
     assert proc.returncode == 1
     data = json.loads(proc.stdout)
     assert (data["stop_reason"], data["stop_detail"]) == ("needs_user", "Which file?")
@@ -94,7 +102,7 @@ def test_bad_gate_options_are_one_line_errors(
     tmp_path: Path, args: list[str], message: str
 ) -> None:
     model = write_script(tmp_path / "model.json", "hi")
-    proc = run_cli("run", "task", "--model", model, *args)
+    proc = run_cli(tmp_path, "run", "task", "--model", model, *args)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert proc.stderr.startswith(message)
@@ -103,7 +111,7 @@ def test_bad_gate_options_are_one_line_errors(
 def test_dialog_without_a_display_is_refused_up_front(tmp_path: Path) -> None:
     env: dict[str, str | None] = {"DISPLAY": None, "WAYLAND_DISPLAY": None}
     model = write_script(tmp_path / "model.json", "hi")
-    proc = run_cli("run", "task", "--model", model, "--ask-via", "dialog", env=env)
+    proc = run_cli(tmp_path, "run", "task", "--model", model, "--ask-via", "dialog", env=env)
     assert proc.returncode == 2
     assert (
         proc.stderr.strip()

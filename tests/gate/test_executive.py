@@ -5,7 +5,16 @@ from collections.abc import Sequence
 
 import pytest
 
-from convergent import Agent, Limits, ModelResponse, RunState, ScriptedModel, StopReason, UserError
+from convergent import (
+    Agent,
+    Limits,
+    ModelResponse,
+    RunState,
+    ScriptedModel,
+    StopPolicy,
+    StopReason,
+    UserError,
+)
 from convergent.events import Event, event_to_dict
 from convergent.extensions import FollowUpGate
 from convergent.gate import (
@@ -20,6 +29,7 @@ from convergent.gate import (
 )
 from convergent.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, ToolSpec
 from convergent.testing import call, step
+from convergent.tools import tool
 
 from .conftest import Clicks, scorer_model
 
@@ -362,7 +372,11 @@ async def test_the_gate_never_turns_pending_calls_into_completed(scores: list[ob
     asker = AskUser(QueueChannel(answers=[f"answer {n}" for n in range(10)]), timeout=5)
     gate = ExecutiveGate(scorer_model(*scores), asker)  # type: ignore[arg-type]
     agent = Agent(
-        model, [clicks.tool()], gate=gate, limits=Limits(max_cycles=6, max_repeated_calls=99)
+        model,
+        [clicks.tool()],
+        gate=gate,
+        limits=Limits(max_cycles=6),
+        policy=StopPolicy(max_repeated_calls=99),
     )
 
     result = await agent.run("loop")
@@ -445,3 +459,22 @@ async def test_a_run_resumed_without_an_answer_asks_again_through_the_new_channe
     assert result.stop_reason is StopReason.COMPLETED
     assert channel.asked == ["Cancel or Submit?"] and clicks.clicked == ["Submit"]
     assert [e.status for e in result.events if isinstance(e, UserAnswered)] == ["answered"]
+
+
+DEEP = '{"a":' * 100_000 + "1" + "}" * 100_000
+"""A JSON object nested 100,000 deep: more than any parser's recursion can follow."""
+
+
+async def test_a_tool_result_nested_too_deeply_is_no_ambiguity_and_no_crash() -> None:
+    @tool
+    def deep() -> str:
+        """Return a document nested too deeply to parse."""
+        return DEEP
+
+    model = ScriptedModel([step(call("deep")), "done"])
+    asker = AskUser(NonInteractiveChannel(), timeout=1.0)
+    gate = ExecutiveGate(scorer_model(0.95), asker)
+    result = await Agent(model, [deep], gate=gate, limits=Limits(max_cycles=4)).run("t")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert tool_results(result.messages, "deep")[0].content == DEEP
+    assert [d.trigger for d in gate_events(result.events)] == ["score"]

@@ -15,6 +15,7 @@ from convergent import (
     Agent,
     ModelResponse,
     ScriptedModel,
+    StopPolicy,
     StopReason,
     ToolCall,
     ToolStarted,
@@ -87,7 +88,9 @@ async def test_an_is_error_result_is_a_tool_error_under_the_policy() -> None:
         "failed",
         f"refuse failed: {REFUSED}: no",
     )
-    strict = Agent(scripted(refuse), mcp_servers=[stdio_testing()], on_tool_error="stop")
+    strict = Agent(
+        scripted(refuse), mcp_servers=[stdio_testing()], policy=StopPolicy(on_tool_error="stop")
+    )
     stopped = await strict.run("x")
     assert stopped.stop_reason is StopReason.TOOL_ERROR
     assert stopped.stop_detail == f"refuse failed: {REFUSED}: no"

@@ -213,7 +213,7 @@ def test_resume_restarts_the_servers(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert first.returncode == 1 and json.loads(first.stdout)["stop_reason"] == "max_cycles"
-    second = run_cli("resume", "r1", "--json", cwd=tmp_path)
+    second = run_cli("resume", "r1", "--more-cycles", "5", "--json", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     data = json.loads(second.stdout)
     assert data["stop_reason"] == "completed"
@@ -290,17 +290,17 @@ def test_literal_env_values_are_not_stored_and_resume_reads_them_again(tmp_path:
     assert first.returncode == 1, first.stderr
     assert json.loads(first.stdout)["tool_calls"][0]["result"] == "s3cr3t"
     with sqlite3.connect(tmp_path / ".convergent" / "runs.db") as db:
-        (recipe,) = db.execute("SELECT recipe FROM runs WHERE run_id = 'r1'").fetchone()
-    assert "s3cr3t" not in recipe
-    assert json.loads(recipe)["mcp_servers"]["testing"]["env"] == {"API_TOKEN": "${API_TOKEN}"}
-    without = run_cli("resume", "r1", "--json", cwd=tmp_path)
+        (stored,) = db.execute("SELECT recipe FROM runs WHERE run_id = 'r1'").fetchone()
+    assert "s3cr3t" not in stored
+    assert json.loads(stored)["mcp_servers"]["testing"]["env"] == {"API_TOKEN": "${API_TOKEN}"}
+    without = run_cli("resume", "r1", "--more-cycles", "5", "--json", cwd=tmp_path)
     assert without.returncode == 2
     assert without.stderr.strip().splitlines()[-1] == (
         "error: MCP server 'testing' failed to start: environment variable API_TOKEN is not "
         "set (used as ${API_TOKEN})"
     )
     resumed = subprocess.run(
-        [sys.executable, "-m", "convergent", "resume", "r1", "--json"],
+        [sys.executable, "-m", "convergent", "resume", "r1", "--more-cycles", "5", "--json"],
         cwd=tmp_path,
         env={**os.environ, "API_TOKEN": "given-again"},
         capture_output=True,
@@ -352,7 +352,8 @@ def test_a_server_tool_named_like_a_builtin_is_prefixed_with_the_server(tmp_path
         call("clash_server_calculator", expression="2+2"),
         "done",
     )
-    proc = run_cli("run", "x", "--model", model, "--json", "--mcp", CLASH, cwd=tmp_path)
+    proc = run_cli("run", "x", "--model", model, "--json", "--mcp", CLASH, "--builtin-tools",
+                   cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     calls = json.loads(proc.stdout)["tool_calls"]
     assert [(c["name"], c["result"]) for c in calls] == [

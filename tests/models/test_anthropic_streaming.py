@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -109,3 +110,42 @@ async def test_a_stream_without_its_end_stops_the_run_model_error() -> None:
         result = await Agent(model_at(stub)).run("x", on_event=lambda e: None)
     assert result.stop_reason is StopReason.MODEL_ERROR
     assert "ended before the reply was finished" in result.stop_detail
+
+
+def with_block_index(stream: SSE, position: int, index: object) -> SSE:
+    """``stream`` with the events of the block at ``position`` renumbered ``index``."""
+    events = []
+    for name, data in stream.events:
+        event = json.loads(data)
+        if event.get("index") == position:
+            event["index"] = index
+        events.append((name, json.dumps(event)))
+    return SSE(events, done=False)
+
+
+@pytest.mark.parametrize("index", ["b", 0.5, None, -1])
+async def test_a_block_index_that_is_not_a_whole_number_stops_the_run_model_error(
+    index: object,
+) -> None:
+    odd = with_block_index(anthropic_stream(exchange("anthropic_tool_use")), 1, index)
+    with ChatServer(lambda n, body: odd) as stub:
+        result = await Agent(model_at(stub), [calculator]).run("x", on_event=lambda e: None)
+    assert result.stop_reason is StopReason.MODEL_ERROR
+    assert result.stop_detail == (
+        f"anthropic:claude-sonnet-5-5: a stream event is malformed (the index {index!r} is "
+        "not a whole number from 0)"
+    )
+
+
+async def test_a_trickling_stream_ends_at_the_models_timeout() -> None:
+    slow = anthropic_stream(exchange("anthropic_answer"))
+    with ChatServer(lambda n, body: SSE(slow.events, done=False, pace=1.0)) as stub:
+        model = AnthropicModel(
+            "claude-sonnet-5-5", api_key="test", base_url=stub.url, max_retries=0, timeout=1.0
+        )
+        result = await asyncio.wait_for(Agent(model).run("x", on_event=lambda e: None), 60)
+        assert await asyncio.to_thread(stub.dropped.wait, 30)
+    assert result.stop_reason is StopReason.MODEL_ERROR
+    assert result.stop_detail == (
+        "anthropic:claude-sonnet-5-5: no complete reply within 1s; the request was ended"
+    )

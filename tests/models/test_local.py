@@ -23,6 +23,7 @@ from convergent import (
     ModelResponded,
     ModelSettings,
     RunResult,
+    StopPolicy,
     StopReason,
     Tool,
     calculator,
@@ -97,7 +98,9 @@ async def test_run_ends_with_a_typed_stop_reason_and_well_formed_calls(
     async with LocalModel(max_tokens=MAX_TOKENS) as model:
         assert model.base_url == shared_server.address
         assert model.active_protocol == "structured"
-        agent = Agent(model, tools, limits=Limits(max_cycles=4), on_tool_error="continue")
+        agent = Agent(
+            model, tools, limits=Limits(max_cycles=4), policy=StopPolicy(on_tool_error="continue")
+        )
         result = await agent.run(task)
     assert_well_formed(result, tools, max_cycles=4)
     assert result.usage.output_tokens > 0

@@ -22,7 +22,7 @@ from convergent import (
     calculator,
     file_tools,
 )
-from convergent.messages import AssistantMessage, ToolResultMessage, UserMessage
+from convergent.messages import AssistantMessage, SystemMessage, ToolResultMessage, UserMessage
 from convergent.models import _llama_server, model_from_string
 from convergent.models.local import (
     LocalModel,
@@ -31,6 +31,7 @@ from convergent.models.local import (
     step_schema,
 )
 from convergent.models.openai import OpenAIChatModel
+from convergent.models.structured import plain_answer_schema
 
 CALC = calculator.spec
 READ, LIST = (t.spec for t in file_tools("."))
@@ -317,3 +318,30 @@ def test_tool_call_in_a_reply_cut_off_by_max_tokens_is_marked_invalid() -> None:
     assert reply.finish_reason == "length"
     assert reply.tool_calls[0].parse_error is not None
     assert reply.tool_calls[0].arguments == {}
+
+
+async def test_the_answer_after_a_stop_is_one_question_with_its_facts() -> None:
+    inner = recorder([('{"answer": "17 * 23 = 391"}', "stop")])
+    model = _LocalStructured(inner, examples=True)
+    history = [
+        SystemMessage(content="Be careful."),
+        *GUESSED_THEN_CALLED,
+        UserMessage(content="The run has stopped (reached max_cycles=1) ..."),
+    ]
+    reply = await model.request(history, [], ModelSettings(plain_answer=True))
+    assert (reply.content, reply.tool_calls) == ("17 * 23 = 391", ())
+    sent_messages, _, sent_settings = inner.requests[0]
+    assert sent_settings is not None and sent_settings.json_schema == plain_answer_schema()
+    question = sent_messages[-1].content
+    # the task and the result by its call; no guess, no protocol JSON, no loop prompt to copy
+    assert question.startswith("What is 17 * 23?\n\nTool results:\n")
+    assert 'calculator(expression="17 * 23") result: 391' in question
+    assert "341" not in question and "tool_calls" not in question and "stopped" not in question
+    assert [m.content for m in sent_messages[:2]][1] == "Be careful."
+
+
+async def test_a_cut_off_plain_answer_is_left_as_it_came() -> None:
+    inner = recorder([('{"answer": "3220000000', "length")])
+    model = _LocalStructured(inner, examples=False)
+    reply = await model.request([UserMessage(content="x")], [], ModelSettings(plain_answer=True))
+    assert reply.content == '{"answer": "3220000000' and not reply.tool_calls

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from convergent import (
     Agent,
     Event,
+    Limits,
     ModelResponded,
     ModelResponse,
     OpenAIChatModel,
@@ -160,3 +162,67 @@ async def test_a_failure_before_the_stream_is_retried() -> None:
         result = await Agent(model_at(stub, max_retries=1)).run("x", on_event=lambda e: None)
     assert result.stop_reason is StopReason.COMPLETED and result.output == "17 * 23 = 391."
     assert len(stub.requests) == 2
+
+
+def with_call_index(stream: SSE, position: int, index: object) -> SSE:
+    """``stream`` with the tool-call chunks of the call at ``position`` renumbered ``index``."""
+    events = []
+    for name, data in stream.events:
+        chunk = json.loads(data)
+        for choice in chunk.get("choices") or ():
+            for call in (choice.get("delta") or {}).get("tool_calls") or ():
+                if call["index"] == position:
+                    call["index"] = index
+        events.append((name, json.dumps(chunk)))
+    return SSE(events)
+
+
+@pytest.mark.parametrize("index", ["x", 0.5, None, -1])
+async def test_a_tool_call_index_that_is_not_a_whole_number_stops_the_run_model_error(
+    index: object,
+) -> None:
+    odd = with_call_index(openai_stream(exchange("openai_tool_call")), 1, index)
+    with ChatServer(lambda n, body: odd) as stub:
+        agent = Agent(model_at(stub), [calculator])
+        result = await agent.run("x", on_event=lambda e: None)
+    assert result.stop_reason is StopReason.MODEL_ERROR
+    assert result.stop_detail == (
+        f"openai:gpt-4o-mini: a streamed chunk is malformed (the index {index!r} is not a "
+        "whole number from 0)"
+    )
+
+
+def trickling(n: int, body: dict[str, Any]) -> bytes | SSE:
+    """The first reply one byte a second (about five minutes of it), the next at once."""
+    answer = exchange("openai_answer")
+    return SSE(openai_stream(answer).events, pace=1.0) if n == 1 else answer
+
+
+async def test_a_trickling_stream_ends_at_the_runs_time_limit() -> None:
+    with ChatServer(trickling) as stub:
+        agent = Agent(model_at(stub), limits=Limits(max_seconds=1.5))
+        result = await asyncio.wait_for(agent.run("x", on_event=lambda e: None), 60)
+        assert await asyncio.to_thread(stub.dropped.wait, 30)  # the connection was closed
+    assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
+    assert result.stop_detail.endswith("of max_seconds=1.5")
+    assert result.output == "17 * 23 = 391." and result.output_after_stop
+
+
+async def test_a_trickling_stream_ends_at_the_models_timeout() -> None:
+    with ChatServer(trickling) as stub:
+        model = model_at(stub, timeout=1.0)
+        result = await asyncio.wait_for(Agent(model).run("x", on_event=lambda e: None), 60)
+    assert result.stop_reason is StopReason.MODEL_ERROR
+    assert result.stop_detail == (
+        "openai:gpt-4o-mini: no complete reply within 1s; the request was ended"
+    )
+
+
+async def test_a_cancelled_stream_closes_its_connection_at_once() -> None:
+    with ChatServer(trickling) as stub:
+        reading = asyncio.ensure_future(streamed(model_at(stub), "x"))
+        assert await asyncio.to_thread(stub.arrived.wait, 30)
+        reading.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(reading, 30)
+        assert await asyncio.to_thread(stub.dropped.wait, 30)

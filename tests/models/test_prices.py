@@ -121,6 +121,7 @@ def test_a_price_survives_json() -> None:
 
 def test_costs_read_as_dollars() -> None:
     assert format_cost(0) == "-"
+    assert format_cost(0, free=True) == "$0"
     assert format_cost(0.00264) == "$0.00264"
     assert format_cost(0.0123456) == "$0.0123"
     assert format_cost(12.3456) == "$12.35"

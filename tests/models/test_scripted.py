@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from convergent import ModelResponse, ScriptedModel, UserError
-from convergent.exceptions import ScriptExhaustedError
+from convergent.exceptions import ModelError, ScriptExhaustedError
 from convergent.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 
 
@@ -49,6 +49,9 @@ async def test_call_ids_are_unique_across_the_script() -> None:
         ('[{"tool_calls": [{"arguments": {}}]}]', "string 'name'"),
         ('[{"tool_calls": [{"name": "x", "arguments": []}]}]', "must be an object"),
         ("[1]", "must be an object"),
+        ('[{"error": ""}]', "a scripted error must be a non-empty string"),
+        ('[{"error": 503}]', "a scripted error must be a non-empty string"),
+        ('[{"error": "down", "content": "x"}]', "alone, not with content"),
     ],
 )
 def test_bad_script_files_are_user_errors(tmp_path: Path, content: str, message: str) -> None:
@@ -125,3 +128,15 @@ async def test_a_script_that_gave_no_reply_of_the_conversation_starts_at_its_fir
     messages = await conversation(ScriptedModel(lookups(4)), 3)
     other = ScriptedModel(["another script"])
     assert (await other.request(messages, [])).content == "another script"
+
+
+async def test_a_scripted_failure_is_raised_for_its_request_and_the_script_goes_on() -> None:
+    model = ScriptedModel(["a", ModelError("the provider is down"), {"error": "again"}, "b"])
+    assert (await model.request([], [])).content == "a"
+    with pytest.raises(ModelError, match="the provider is down"):
+        await model.request([], [])
+    assert model.position() == 2
+    with pytest.raises(ModelError, match="^again$"):
+        await model.request([], [])
+    assert (await model.request([], [])).content == "b"
+    model.assert_consumed()

@@ -5,9 +5,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from convergent import Agent, ModelResponse, ScriptedModel, StopReason, calculator
+from convergent import Agent, Limits, ModelResponse, ScriptedModel, StopReason, calculator
 from convergent.messages import UserMessage
 from convergent.models import StructuredToolCalling
+from convergent.models.structured import plain_answer_schema
 
 
 def recorder(replies: list[dict[str, Any] | str]) -> ScriptedModel:
@@ -93,31 +94,49 @@ async def test_a_deeply_nested_structured_reply_is_a_plain_answer() -> None:
     assert result.output == deep
 
 
-async def test_the_answer_after_a_stop_is_a_reply_with_no_calls_allowed() -> None:
+async def test_the_answer_after_a_stop_is_asked_for_as_plain_words_only() -> None:
     inner = recorder(
         [
             {
                 "thought": "count",
                 "tool_calls": [{"name": "calculator", "arguments": {"expression": "1+1"}}],
             },
-            {"thought": "2, not double-checked", "tool_calls": []},
+            {"answer": "2, not double-checked"},
         ]
     )
-    from convergent import Limits
-
     result = await Agent(
         StructuredToolCalling(inner), [calculator], limits=Limits(max_cycles=1)
     ).run("1+1")
     assert result.stop_reason is StopReason.MAX_CYCLES
     assert result.output == "2, not double-checked" and result.output_after_stop
     final = inner.requests[-1]
-    assert final.settings is not None and final.settings.json_schema is not None
-    assert final.settings.json_schema["properties"]["tool_calls"] == {
-        "type": "array",
-        "maxItems": 0,
-    }
+    assert final.settings is not None and final.settings.json_schema == plain_answer_schema()
+    assert final.settings.json_schema["required"] == ["answer"]
     assert "No tools can be called now" in final.messages[0].content
     assert final.messages[-2].content == "Tool results:\ncalculator result: 2"
+
+
+async def test_the_protocol_json_given_as_the_answer_after_a_stop_is_not_the_output() -> None:
+    # a backend that ignores the schema answers in the protocol's shape, copying its prompt
+    copied = {"thought": "The run has stopped, you cannot call tools", "tool_calls": []}
+    inner = recorder(
+        [
+            {
+                "thought": "I will count",
+                "tool_calls": [{"name": "calculator", "arguments": {"expression": "1+1"}}],
+            },
+            copied,
+        ]
+    )
+    result = await Agent(
+        StructuredToolCalling(inner), [calculator], limits=Limits(max_cycles=1)
+    ).run("1+1")
+    assert result.stop_reason is StopReason.MAX_CYCLES
+    assert result.output == "I will count" and not result.output_after_stop
+    assert result.stop_detail == (
+        "reached max_cycles=1; the answer asked for after the stop was not used: "
+        "it was the tool-call protocol's JSON"
+    )
 
 
 async def test_a_typed_answer_is_asked_for_in_the_schema_and_becomes_the_answer() -> None:

@@ -15,10 +15,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from convergent import (
     Agent,
-    Limits,
     ModelError,
     ModelResponse,
     ScriptedModel,
+    StopPolicy,
     StopReason,
     ToolError,
     Usage,
@@ -192,7 +192,7 @@ async def test_failed_tool_calls_are_error_spans_named_by_their_exception(
         ]
     )
     tools = [fail, broken, hangs, calculator]
-    agent = Agent(model, tools, observers=[observer], max_consecutive_tool_errors=5)
+    agent = Agent(model, tools, observers=[observer], policy=StopPolicy(max_repeated_failures=5))
     result = await agent.run("try tools")
     assert result.stop_reason is StopReason.COMPLETED
     spans = tree(exporter)
@@ -219,7 +219,7 @@ async def test_a_tool_error_stop_marks_the_run_span_as_an_error(
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
     model = ScriptedModel([step(call("fail", message="no"))])
-    agent = Agent(model, [fail], observers=[observer], on_tool_error="stop")
+    agent = Agent(model, [fail], observers=[observer], policy=StopPolicy(on_tool_error="stop"))
     result = await agent.run("fail")
     assert result.stop_reason is StopReason.TOOL_ERROR
     run = tree(exporter).root()
@@ -229,19 +229,32 @@ async def test_a_tool_error_stop_marks_the_run_span_as_an_error(
     assert attributes(run)["convergent.stop_reason"] == "tool_error"
 
 
+@tool
+def charge(amount: int) -> str:
+    """Charge the card (it may change something: a repeat is judged before it runs).
+
+    Args:
+        amount: Amount.
+    """
+    return "charged"
+
+
 async def test_a_stall_stops_the_run_with_a_stall_event_and_no_span_for_the_unrun_call(
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
-    same = step(call("calculator", expression="1+1"))
+    same = step(call("charge", amount=5))
     # a nudge at the third identical request, the stop at the fourth, then the answer
     model = ScriptedModel([same, same, same, same, "2"])
-    agent = Agent(model, [calculator], observers=[observer], limits=Limits(max_repeated_calls=3))
+    agent = Agent(model, [charge], observers=[observer], policy=StopPolicy(max_repeated_calls=3))
     result = await agent.run("loop")
     assert result.stop_reason is StopReason.STALLED
     spans = tree(exporter)
     run = spans.root()
     assert attributes(run)["convergent.stop_reason"] == "stalled"
     assert attributes(run)["convergent.cycles"] == 4
+    # its output is the answer asked for after the stop, marked as the --json output is
+    assert result.output == "2" and result.output_after_stop
+    assert attributes(run)["convergent.output_after_stop"] is True
     assert [e.name for e in run.events].count("convergent.nudged") == 1
     assert run.status.status_code is StatusCode.UNSET
     (stall,) = [e for e in run.events if e.name == "convergent.stall"]

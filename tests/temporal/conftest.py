@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from temporalio.worker import Replayer
 
-from convergent import AgentSpec, Limits
+from convergent import AgentSpec, Limits, StopPolicy
 from convergent.temporal import (
     AgentWorkflow,
     DevServer,
@@ -125,13 +125,14 @@ def replayer(runner: TemporalRunner) -> Replayer:
     )
 
 
-def recipe(folder: Path, responses: list[Any], **changes: Any) -> AgentSpec:
+def scripted_spec(folder: Path, responses: list[Any], **changes: Any) -> AgentSpec:
     """The test tools' agent, replaying ``responses`` (written to ``folder/script.json``)."""
     base = AgentSpec(
         model=write_script(folder / "script.json", *responses),
         workspace=str(folder),
         tools=("calculator", "fx:step", "fx:look", "fx:bulk", "ask_user"),
-        limits=Limits(max_cycles=30, max_repeated_calls=5),
+        limits=Limits(max_cycles=30),
+        policy=StopPolicy(max_repeated_calls=5),
     )
     return base.model_copy(update=changes)
 

@@ -30,7 +30,7 @@ def activities(tmp_path: Path) -> Activities:
     return Activities(ConversationLog(PayloadStore(tmp_path / "runs.db")))
 
 
-def recipe(tmp_path: Path, responses: list[Any], **changes: Any) -> dict[str, Any]:
+def spec_json(tmp_path: Path, responses: list[Any], **changes: Any) -> dict[str, Any]:
     model = write_script(tmp_path / "script.json", *responses)
     made = AgentSpec(model=model, **{"tools": ("calculator",), **changes})
     return made.model_dump(mode="json")
@@ -43,11 +43,11 @@ async def fails_for_good(work: Any, *args: Any) -> ApplicationError:
     return raised.value
 
 
-async def test_a_recipe_the_worker_cannot_build_fails_every_activity_for_good(
+async def test_a_spec_the_worker_cannot_build_fails_every_activity_for_good(
     tmp_path: Path, activities: Activities
 ) -> None:
     missing = AgentSpec(model="scripted:/nonexistent.json").model_dump(mode="json")
-    unknown_tool = recipe(tmp_path, ["hi"], tools=("nowhere:tool",))
+    unknown_tool = spec_json(tmp_path, ["hi"], tools=("nowhere:tool",))
     failures = [
         await fails_for_good(activities.describe, DescribeRun(missing)),
         await fails_for_good(
@@ -71,7 +71,7 @@ async def test_a_recipe_the_worker_cannot_build_fails_every_activity_for_good(
 async def test_a_model_request_extends_the_stored_conversation(
     tmp_path: Path, activities: Activities
 ) -> None:
-    made = recipe(tmp_path, ["one", "two"])
+    made = spec_json(tmp_path, ["one", "two"])
     first = await ActivityEnvironment().run(
         activities.model_request,
         ModelCall(
@@ -98,7 +98,7 @@ async def test_a_model_request_extends_the_stored_conversation(
 async def test_a_gate_without_a_model_of_its_own_scores_with_the_agents_model(
     tmp_path: Path, activities: Activities
 ) -> None:
-    made = recipe(tmp_path, ["scored"], gate={"threshold": 0.5})
+    made = spec_json(tmp_path, ["scored"], gate={"threshold": 0.5})
     answer = await ActivityEnvironment().run(
         activities.model_request,
         ModelCall(
@@ -114,6 +114,6 @@ async def test_a_gate_without_a_model_of_its_own_scores_with_the_agents_model(
 def test_one_agent_serves_a_spec_whatever_its_limits(tmp_path: Path) -> None:
     # each call of an agent tool narrows its limits: the worker builds the agent once
     cache = AgentCache()
-    first = cache.agent(recipe(tmp_path, ["a"], limits=Limits(max_cycles=5)))
-    assert cache.agent(recipe(tmp_path, ["a"], limits=Limits(max_cycles=4))) is first
-    assert cache.agent(recipe(tmp_path, ["a"], system_prompt="other")) is not first
+    first = cache.agent(spec_json(tmp_path, ["a"], limits=Limits(max_cycles=5)))
+    assert cache.agent(spec_json(tmp_path, ["a"], limits=Limits(max_cycles=4))) is first
+    assert cache.agent(spec_json(tmp_path, ["a"], system_prompt="other")) is not first

@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from convergent import AgentSpec, Limits, StopReason, Usage
-from convergent.messages import CallOutcome, ModelResponse
+from convergent import AgentSpec, Limits, StopPolicy, StopReason, Usage
+from convergent.messages import CallOutcome, ModelResponse, ToolCall
 from convergent.spec import AgentToolSpec
 from convergent.temporal import DevServer, TemporalRunner
 from convergent.temporal._children import CHILD_RESULT
 from convergent.testing import answer, call, step, write_script
+from convergent.testing.chat_server import ChatServer, completion
 
-from .conftest import recipe, replayer
+from .conftest import replayer, scripted_spec
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal, pytest.mark.slow]
 
@@ -36,7 +37,8 @@ def researcher(folder: Path, responses: list[Any], **limits: Any) -> AgentToolSp
         agent=AgentSpec(
             model=write_script(folder / "child.json", *responses),
             tools=("fx:step",),
-            limits=Limits(max_repeated_calls=5, **limits),
+            limits=Limits(**limits),
+            policy=StopPolicy(max_repeated_calls=5),
         ),
     )
 
@@ -67,11 +69,12 @@ async def test_a_child_agent_is_a_child_workflow_within_the_parents_budget(
         tmp_path,
         [call("step", n=1), answer("found: 41", usage=Usage(input_tokens=100))],
     )
-    parent = recipe(
+    parent = scripted_spec(
         tmp_path,
         [ask("c1", "find the number", usage=10), answer("41", usage=Usage(input_tokens=20))],
         agents=(child,),
-        limits=Limits(max_cycles=6, max_total_tokens=1000, max_repeated_calls=5),
+        limits=Limits(max_cycles=6, max_total_tokens=1000),
+        policy=StopPolicy(max_repeated_calls=5),
     )
     run = await runner.start(parent, "delegate", run_id="kids")
     result = await run.result()
@@ -115,11 +118,12 @@ async def test_a_child_that_runs_out_of_cycles_is_a_failed_call_with_its_answer(
         tmp_path,
         [call("step", n=1), call("step", n=2), "best so far: step 2"],
     )
-    parent = recipe(
+    parent = scripted_spec(
         tmp_path,
         [ask("c1", "count"), "the parent's answer after its stop"],
         agents=(child,),
-        limits=Limits(max_cycles=3, max_repeated_calls=5),
+        limits=Limits(max_cycles=3),
+        policy=StopPolicy(max_repeated_calls=5),
     )
     run = await runner.start(parent, "delegate", run_id="kids-short")
     result = await run.result()
@@ -141,7 +145,7 @@ async def test_a_child_an_earlier_attempt_finished_is_not_run_again(
     earlier = await runner.start(child.agent, "find the number", run_id="again.1.c1")
     assert (await earlier.result()).output == "found: 41"
     assert effects_in(effects) == ["step 1"]
-    parent = recipe(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
+    parent = scripted_spec(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
     result = await (await runner.start(parent, "delegate", run_id="again")).result()
     assert result.stop_reason is StopReason.COMPLETED
     (record,) = result.tool_calls
@@ -159,7 +163,7 @@ async def test_a_child_an_earlier_attempt_started_is_waited_for_not_run_again(
         update={"agent": asking.agent.model_copy(update={"tools": ("fx:step", "ask_user")})}
     )
     earlier = await runner.start(child.agent, "find the number", run_id="wait.1.c1")
-    parent = recipe(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
+    parent = scripted_spec(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
     run = await runner.start(parent, "delegate", run_id="wait")
     # the parent's call found the child running: it waits for it in an activity
     async with asyncio.timeout(60):
@@ -199,7 +203,102 @@ async def test_a_child_that_did_not_finish_is_started_again(
     )
     earlier = await runner.start(asking, "find the number", run_id="gone.1.c1")
     await earlier.handle.terminate("the parent was reset")
-    parent = recipe(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
+    parent = scripted_spec(tmp_path, [ask("c1", "find the number"), "41"], agents=(child,))
     result = await (await runner.start(parent, "delegate", run_id="gone")).result()
     (record,) = result.tool_calls
     assert record.ok and record.result == "found: 41"
+
+
+def echoing(n: int, body: dict[str, Any]) -> bytes:
+    """A child model that answers with its task."""
+    return completion(f"did {body['messages'][-1]['content']}")
+
+
+@pytest.mark.parametrize("ids", [("call/1", "call-1"), ("same", "same")], ids=["alike", "equal"])
+async def test_two_calls_whose_ids_collide_run_two_child_workflows(
+    tmp_path: Path, runner: TemporalRunner, worker: None, ids: tuple[str, str]
+) -> None:
+    with ChatServer(echoing) as server:
+        child = AgentToolSpec(
+            name="researcher",
+            description="Does a task.",
+            agent=AgentSpec(model="openai:stub", base_url=f"{server.url}/v1"),
+        )
+        calls = tuple(
+            ToolCall(id=call_id, name="researcher", arguments={"task": task})
+            for call_id, task in zip(ids, ("north", "south"), strict=True)
+        )
+        parent = scripted_spec(
+            tmp_path, [ModelResponse(tool_calls=calls), "both done"], agents=(child,)
+        )
+        result = await (await runner.start(parent, "split", run_id=f"collide-{ids[0]}")).result()
+        tasks = sorted(body["messages"][-1]["content"] for body in server.requests)
+    # the second call once took the first child's answer as its own, never running
+    assert tasks == ["north", "south"]
+    assert [(r.ok, r.result) for r in result.tool_calls] == [
+        (True, "did north"),
+        (True, "did south"),
+    ]
+
+
+async def test_a_child_whose_call_times_out_stops_and_its_spend_counts(
+    tmp_path: Path, runner: TemporalRunner, worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "20")
+    slow = researcher(
+        tmp_path, [step(call("step", n=1), usage=Usage(input_tokens=700)), "never requested"]
+    )
+    child = slow.model_copy(update={"timeout": 2.0})
+    parent = scripted_spec(
+        tmp_path, [ask("c1", "find the number", usage=10), "it timed out"], agents=(child,)
+    )
+    result = await (await runner.start(parent, "delegate", run_id="slow-child")).result()
+    (record,) = result.tool_calls
+    # the call's timeout asked the child to stop and interrupted its step
+    assert record.result == (
+        "researcher failed: the agent was stopped (its caller's timeout of 2s for this "
+        "call); its final answer: (none)"
+    )
+    assert result.usage.input_tokens == 710
+    assert result.stop_reason is StopReason.COMPLETED
+
+
+async def test_max_cycles_holds_for_three_levels_of_child_workflows(
+    tmp_path: Path, runner: TemporalRunner, worker: None, effects: Path
+) -> None:
+    grandchild = AgentToolSpec(
+        name="counter",
+        description="Counts with the step tool.",
+        agent=AgentSpec(
+            model=write_script(
+                tmp_path / "grandchild.json", *[call("step", n=n) for n in range(9)], "counted"
+            ),
+            tools=("fx:step",),
+            limits=Limits(max_repeated_calls=5),
+        ),
+    )
+    child = AgentToolSpec(
+        name="researcher",
+        description="Asks the counter.",
+        agent=AgentSpec(
+            model=write_script(
+                tmp_path / "child.json", call("counter", call_id="g1", task="count"), "found"
+            ),
+            agents=(grandchild,),
+            limits=Limits(max_repeated_calls=5),
+        ),
+    )
+    parent = scripted_spec(
+        tmp_path,
+        [ask("c1", "find"), ask("c2", "find again"), "done"],
+        agents=(child,),
+        limits=Limits(max_cycles=6, max_repeated_calls=5),
+    )
+    result = await (await runner.start(parent, "delegate", run_id="tree")).result()
+    # 1 cycle of the parent's, 1 of the child's, 4 of the grandchild's: the budget is
+    # spent after the first call (each level used to report its own cycles alone)
+    assert result.stop_reason is StopReason.MAX_CYCLES
+    assert result.cycles == 1
+    assert len(effects_in(effects)) == 4
+    grandchild_run = await runner.run("tree.1.c1.1.g1").outcome()
+    assert grandchild_run[0].cycles == 4

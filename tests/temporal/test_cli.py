@@ -271,7 +271,7 @@ def test_run_with_no_worker_on_the_queue_is_one_line_and_exit_2(
     assert not {"idle-1", "idle-2"} & {run["run_id"] for run in listed}  # nothing was queued
 
 
-def test_a_recipe_the_workers_cannot_build_is_one_line_and_exit_2(
+def test_a_spec_the_workers_cannot_build_is_one_line_and_exit_2(
     tmp_path: Path, queue: tuple[str, str]
 ) -> None:
     address, name = queue

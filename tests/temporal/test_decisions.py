@@ -11,7 +11,7 @@ from convergent import Limits, StopReason, build_agent
 from convergent.temporal import TemporalRunner
 from convergent.testing import call
 
-from .conftest import recipe
+from .conftest import scripted_spec
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal, pytest.mark.slow]
 
@@ -31,7 +31,7 @@ def lookup(customer: str) -> str:
 
 
 DEFAULTS = Limits()
-"""The default limits (the shared recipe allows more repeats)."""
+"""The default limits (the shared spec allows more repeats)."""
 
 
 def comparable(result: Any) -> dict[str, Any]:
@@ -79,7 +79,7 @@ async def test_a_trajectory_ends_with_the_same_reason_and_cycle_on_both_backends
 ) -> None:
     (tmp_path / "broken.py").write_text(BROKEN)
     responses, changes, expected = TRAJECTORIES[name]
-    made = recipe(tmp_path, responses, **changes)
+    made = scripted_spec(tmp_path, responses, **changes)
     local = await build_agent(made).run("task", run_id="same")
     run = await runner.start(made, "task", run_id="same-" + name.replace(" ", "-").replace(",", ""))
     remote = await run.result()

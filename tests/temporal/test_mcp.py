@@ -24,7 +24,7 @@ from convergent.state import RunState
 from convergent.temporal import DevServer, TemporalRun, TemporalRunner, make_worker
 from convergent.testing import call, write_script
 
-from .conftest import WorkerProcess, recipe, replayer, wait_for
+from .conftest import WorkerProcess, replayer, scripted_spec, wait_for
 
 pytest.importorskip("mcp")
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal, pytest.mark.slow]
@@ -52,7 +52,9 @@ async def test_a_run_calls_mcp_tools_on_a_worker_that_starts_the_server_once(
     tmp_path: Path, runner: TemporalRunner
 ) -> None:
     responses = [call("echo", text="hi"), call("pid"), call("calculator", expression="2+2")]
-    spec = recipe(tmp_path, [*responses, call("pid"), "done"], mcp_servers=the_testing_server())
+    spec = scripted_spec(
+        tmp_path, [*responses, call("pid"), "done"], mcp_servers=the_testing_server()
+    )
     async with make_worker(runner.client, runner.task_queue):
         run = await runner.start(spec, "use the server", run_id="mcp-on-worker")
         result = await run.result()
@@ -80,7 +82,9 @@ async def test_a_server_that_cannot_start_fails_the_run_in_one_line(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
     ghost = mcp_config([MCPServer.stdio("ghost", "no-such-mcp-server")])
-    run = await runner.start(recipe(tmp_path, ["x"], mcp_servers=ghost), "t", run_id="mcp-ghost")
+    run = await runner.start(
+        scripted_spec(tmp_path, ["x"], mcp_servers=ghost), "t", run_id="mcp-ghost"
+    )
     with pytest.raises(UserError, match="MCP server 'ghost' failed to start") as failure:
         await run.result()
     assert "\n" not in str(failure.value)
@@ -138,7 +142,7 @@ async def test_a_child_agent_calls_its_mcp_tools_on_the_worker(
         ),
     )
     ask = call("echoer", call_id="c1", task="echo deep")
-    parent = recipe(tmp_path, [ask, "done"], agents=(child,))
+    parent = scripted_spec(tmp_path, [ask, "done"], agents=(child,))
     result = await (await runner.start(parent, "delegate", run_id="mcp-child")).result()
     (record,) = result.tool_calls
     assert record.ok and record.result == "echoed: deep"
@@ -202,7 +206,7 @@ async def test_a_server_killed_mid_run_is_started_afresh_by_the_next_call(
         call("pid"),
         "done",
     ]
-    spec = recipe(tmp_path, responses, mcp_servers=the_testing_server())
+    spec = scripted_spec(tmp_path, responses, mcp_servers=the_testing_server())
     worker = WorkerProcess(temporal_server.address, runner.task_queue, payload_db, cwd=tmp_path)
     try:
         run = await runner.start(spec, "use the server", run_id=f"mcp-killed-{uuid.uuid4().hex}")
@@ -246,7 +250,7 @@ async def test_a_server_that_cannot_start_again_fails_that_call_and_the_next_tri
         call("echo", text="back"),
         "done",
     ]
-    spec = recipe(tmp_path, responses, mcp_servers=servers)
+    spec = scripted_spec(tmp_path, responses, mcp_servers=servers)
     worker = WorkerProcess(temporal_server.address, runner.task_queue, payload_db, cwd=tmp_path)
     try:
         run = await runner.start(spec, "use the server", run_id=f"mcp-broken-{uuid.uuid4().hex}")

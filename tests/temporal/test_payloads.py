@@ -14,7 +14,7 @@ from convergent.exceptions import UserError
 from convergent.temporal import ITEM_LIMIT, DevServer, PayloadStore, TemporalRunner
 from convergent.testing import call
 
-from .conftest import recipe, replayer
+from .conftest import replayer, scripted_spec
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -42,7 +42,7 @@ def collect(cycles: int, kb: int) -> list[object]:
 async def test_history_bytes_per_cycle_do_not_grow_with_the_conversation(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
-    made = recipe(tmp_path, collect(12, 50))
+    made = scripted_spec(tmp_path, collect(12, 50))
     run = await runner.start(made, "collect the items", run_id="flat")
     result = await asyncio.wait_for(run.result(), 120)
     assert result.stop_reason is StopReason.COMPLETED, result.stop_detail
@@ -66,7 +66,7 @@ async def test_history_size_grows_by_the_same_bytes_per_cycle_at_any_length(
 ) -> None:
     sizes = {}
     for cycles in (4, 8, 16):
-        made = recipe(tmp_path, collect(cycles, 40), limits=Limits(max_cycles=40))
+        made = scripted_spec(tmp_path, collect(cycles, 40), limits=Limits(max_cycles=40))
         run = await runner.start(made, "collect the items", run_id=f"length-{cycles}")
         assert (await asyncio.wait_for(run.result(), 120)).cycles == cycles + 1
         history = await run.handle.fetch_history()
@@ -83,7 +83,7 @@ async def test_a_run_whose_conversation_passes_the_payload_limit_completes(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
     # 40 results of 300 KB: a 12 MB conversation, six times Temporal's limit on one payload
-    made = recipe(tmp_path, collect(40, 300), limits=Limits(max_cycles=50))
+    made = scripted_spec(tmp_path, collect(40, 300), limits=Limits(max_cycles=50))
     run = await runner.start(made, "collect the items", run_id="twelve-mb")
     await run.steer("message", "take your time")
     result = await asyncio.wait_for(run.result(), 240)
@@ -104,7 +104,7 @@ async def test_a_run_whose_conversation_passes_the_payload_limit_completes(
 async def test_a_tool_result_over_the_item_limit_ends_the_run_tool_error(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
-    made = recipe(tmp_path, [call("bulk", n=1, kb=3 * 1024), "unused"])
+    made = scripted_spec(tmp_path, [call("bulk", n=1, kb=3 * 1024), "unused"])
     run = await runner.start(made, "fetch it", run_id="big-result")
     result = await asyncio.wait_for(run.result(), 120)
     assert result.stop_reason is StopReason.TOOL_ERROR
@@ -115,7 +115,7 @@ async def test_a_tool_result_over_the_item_limit_ends_the_run_tool_error(
 async def test_a_model_reply_over_the_item_limit_ends_the_run_model_error(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
-    made = recipe(tmp_path, ["y" * (3 * 1024 * 1024)])
+    made = scripted_spec(tmp_path, ["y" * (3 * 1024 * 1024)])
     run = await runner.start(made, "write a lot", run_id="big-reply")
     result = await asyncio.wait_for(run.result(), 120)
     assert result.stop_reason is StopReason.MODEL_ERROR
@@ -126,7 +126,7 @@ async def test_a_task_message_or_answer_over_the_item_limit_is_refused(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
     huge = "z" * (ITEM_LIMIT + 1)
-    made = recipe(tmp_path, [call("ask_user", question="Which?"), "done"], ask_timeout=60.0)
+    made = scripted_spec(tmp_path, [call("ask_user", question="Which?"), "done"], ask_timeout=60.0)
     with pytest.raises(UserError, match=f"^the task is 2.0 MB, {LIMIT_TEXT}$"):
         await runner.start(made, huge, run_id="huge-task")
     run = await runner.start(made, "ask", run_id="huge-signals")
@@ -153,7 +153,7 @@ async def test_a_client_with_another_payload_store_fails_the_run_saying_so(
         task_queue=runner.task_queue,
         payloads=PayloadStore(tmp_path / "elsewhere.db"),
     )
-    run = await elsewhere.start(recipe(tmp_path, ["hi"]), "t", run_id="other-store")
+    run = await elsewhere.start(scripted_spec(tmp_path, ["hi"]), "t", run_id="other-store")
     with pytest.raises(UserError) as raised:
         await asyncio.wait_for(run.result(), 60)
     message = str(raised.value)
@@ -164,7 +164,7 @@ async def test_a_client_with_another_payload_store_fails_the_run_saying_so(
 async def test_a_long_run_hands_a_state_over_the_payload_limit_to_its_next_workflow_run(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
-    made = recipe(tmp_path, collect(9, 400))
+    made = scripted_spec(tmp_path, collect(9, 400))
     run = await runner.start(made, "collect the items", run_id="handover", cycles_per_run=4)
     result = await asyncio.wait_for(run.result(), 120)
     assert result.stop_reason is StopReason.COMPLETED, result.stop_detail

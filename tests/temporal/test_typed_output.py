@@ -12,7 +12,7 @@ from convergent.stop import OUTPUT_FEEDBACK
 from convergent.temporal import TemporalRunner
 from convergent.testing import call
 
-from .conftest import recipe, replayer
+from .conftest import replayer, scripted_spec
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -33,7 +33,7 @@ async def test_a_typed_run_on_temporal_validates_and_ends_as_in_process(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
     responses = [call("calculator", expression="6*7"), "42", '{"total": "42"}', '{"total": 42}']
-    made = recipe(tmp_path, responses, output_schema=SCHEMA)
+    made = scripted_spec(tmp_path, responses, output_schema=SCHEMA)
     local = await build_agent(made).run("calc", run_id="typed")
     run = await runner.start(made, "calc", run_id="typed-temporal")
     remote = await run.result()
@@ -51,7 +51,7 @@ async def test_a_typed_run_on_temporal_validates_and_ends_as_in_process(
 async def test_a_typed_run_on_temporal_that_stays_invalid_stops_at_its_limit(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
-    made = recipe(
+    made = scripted_spec(
         tmp_path,
         ["42", "forty-two", "my best answer: 42"],
         output_schema=SCHEMA,

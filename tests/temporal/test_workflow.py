@@ -17,7 +17,7 @@ from convergent.spec import GateSpec
 from convergent.temporal import TemporalRunner, make_worker
 from convergent.testing import answer, call, step, write_script
 
-from .conftest import WorkerProcess, recipe, replayer, wait_for
+from .conftest import WorkerProcess, replayer, scripted_spec, wait_for
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -40,7 +40,7 @@ async def test_a_run_on_temporal_ends_as_the_same_run_in_process(
         [call("look", n=1), call("calculator", expression="2**")],
         "42, and item 1 looks fine",
     ]
-    made = recipe(tmp_path, responses)
+    made = scripted_spec(tmp_path, responses)
     local = await build_agent(made).run("calc", run_id="same")
     run = await runner.start(made, "calc", run_id="same-temporal")
     remote = await run.result()
@@ -59,7 +59,7 @@ async def test_a_priced_run_on_temporal_stops_on_its_cost_as_in_process(
     # $0.02 at $0.0038 a request keeps room for three cycles and the final answer
     tokens = Usage(input_tokens=3000, output_tokens=200)
     steps = [step(call("calculator", expression=f"{n}+1"), usage=tokens) for n in range(3)]
-    made = recipe(
+    made = scripted_spec(
         tmp_path,
         [*steps, answer("best so far", usage=tokens)],
         price=(1.0, 4.0),
@@ -77,7 +77,7 @@ async def test_a_model_that_fails_ends_model_error_after_its_retries(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
     run = await runner.start(
-        recipe(tmp_path, [call("calculator", expression="1")]), "t", run_id="me"
+        scripted_spec(tmp_path, [call("calculator", expression="1")]), "t", run_id="me"
     )
     result = await run.result()
     assert result.stop_reason is StopReason.MODEL_ERROR
@@ -98,7 +98,7 @@ async def test_a_killed_worker_is_replaced_and_no_finished_call_runs_twice(
     responses = [call("step", n=n) for n in range(steps)] + ["all steps done"]
     first = WorkerProcess(temporal_server.address, runner.task_queue, payload_db)
     try:
-        run = await runner.start(recipe(tmp_path, responses), "do the steps", run_id="kill")
+        run = await runner.start(scripted_spec(tmp_path, responses), "do the steps", run_id="kill")
         await wait_for(run, lambda p: p["cycles"] >= 3)
         first.kill()
         done_before = read_lines(effects)
@@ -125,7 +125,7 @@ async def test_a_worker_killed_during_a_model_request_is_replaced_in_seconds(
 ) -> None:
     # the first request is never answered: its worker is killed while it waits
     with ChatStub(lambda n, body: None if n == 1 else completion("answered")) as stub:
-        made = recipe(tmp_path, ["unused"]).model_copy(
+        made = scripted_spec(tmp_path, ["unused"]).model_copy(
             update={"model": "openai:stub", "base_url": f"{stub.url}/v1"}
         )
         first = WorkerProcess(temporal_server.address, runner.task_queue, payload_db)
@@ -151,7 +151,7 @@ async def test_a_worker_killed_during_a_model_request_is_replaced_in_seconds(
 async def test_two_hundred_runs_at_once(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
-    made = recipe(tmp_path, [call("calculator", expression="20*10"), "200"])
+    made = scripted_spec(tmp_path, [call("calculator", expression="20*10"), "200"])
     runs = await asyncio.gather(*(runner.start(made, "t", run_id=f"many-{n}") for n in range(200)))
     results = await asyncio.wait_for(asyncio.gather(*(run.result() for run in runs)), 240)
     assert Counter(result.stop_reason for result in results) == {StopReason.COMPLETED: 200}
@@ -169,7 +169,7 @@ async def test_recorded_histories_replay_deterministically(
         call("step", n=3),
         "done",
     ]
-    made = recipe(tmp_path, responses, gate=GateSpec(threshold=0.5, model=scorer))
+    made = scripted_spec(tmp_path, responses, gate=GateSpec(threshold=0.5, model=scorer))
     run = await runner.start(made, "t", run_id="replay")
     assert (await run.result()).stop_reason is StopReason.COMPLETED
     history = await run.handle.fetch_history()
@@ -191,7 +191,7 @@ async def test_signals_steer_and_stop_a_live_run(
 ) -> None:
     monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.2")
     responses = [call("step", n=n) for n in range(40)]
-    run = await runner.start(recipe(tmp_path, responses), "t", run_id="steer")
+    run = await runner.start(scripted_spec(tmp_path, responses), "t", run_id="steer")
     await wait_for(run, lambda p: p["cycles"] >= 2)
     await run.steer("message", "hurry up")
     await wait_for(run, lambda p: any(e["type"] == "redirected" for e in p["events"]))
@@ -206,7 +206,7 @@ async def test_a_pause_holds_the_run_until_resumed(
 ) -> None:
     monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.1")
     responses = [call("step", n=n) for n in range(6)] + ["done"]
-    run = await runner.start(recipe(tmp_path, responses), "t", run_id="pause")
+    run = await runner.start(scripted_spec(tmp_path, responses), "t", run_id="pause")
     await wait_for(run, lambda p: p["cycles"] >= 1)
     await run.steer("pause")
     held = await wait_for(run, lambda p: p["cycles"] >= 1)
@@ -220,7 +220,7 @@ async def test_ask_user_waits_durably_for_an_answer_signal(
     tmp_path: Path, runner: TemporalRunner
 ) -> None:
     responses = [call("ask_user", question="Which colour?"), "painting it blue"]
-    made = recipe(tmp_path, responses, ask_timeout=3600.0)
+    made = scripted_spec(tmp_path, responses, ask_timeout=3600.0)
     async with make_worker(runner.client, runner.task_queue):
         run = await runner.start(made, "paint", run_id="ask")
         await wait_for(run, lambda p: p["question"] == "Which colour?")
@@ -243,7 +243,7 @@ async def test_an_unanswered_question_stops_needs_user_and_resumes_with_the_answ
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
     responses = [call("ask_user", question="Which colour?"), "painting it green"]
-    made = recipe(tmp_path, responses, ask_timeout=1.0)
+    made = scripted_spec(tmp_path, responses, ask_timeout=1.0)
     run = await runner.start(made, "paint", run_id="late")
     first = await run.result()
     assert first.stop_reason is StopReason.NEEDS_USER
@@ -258,7 +258,7 @@ async def test_a_long_run_continues_in_fresh_workflow_runs(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
     responses = [call("calculator", expression=f"{n}+1") for n in range(8)] + ["done"]
-    made = recipe(tmp_path, responses)
+    made = scripted_spec(tmp_path, responses)
     local = await build_agent(made).run("count", run_id="long-local")
     run = await runner.start(made, "count", run_id="long", cycles_per_run=3)
     result = await run.result()

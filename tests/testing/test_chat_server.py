@@ -8,6 +8,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+import pytest
+
 from convergent.testing.chat_server import (
     SSE,
     ChatServer,
@@ -162,3 +164,9 @@ def test_without_a_reply_only_the_routes_are_served() -> None:
             raise AssertionError("a POST without a route or a reply must be a 404")
     assert server.unrouted == ["POST /v1/chat/completions"]
     assert server.requests == []
+
+
+def test_a_request_body_nested_too_deeply_is_a_value_error() -> None:
+    deep = Request("POST", "/", {}, b'{"a":' * 100_000 + b"1" + b"}" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        deep.json()

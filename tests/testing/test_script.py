@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import convergent
 from convergent import Agent, ScriptedModel, StopReason, Usage, calculator
+from convergent.durability.sqlite import RunStore
+from convergent.exceptions import ModelError
 from convergent.messages import ToolResultMessage
 from convergent.testing import answer, call, scripted, step, write_script
 
@@ -81,3 +84,23 @@ def test_metadata_of_a_response_is_recorded_and_survives_its_script_file(tmp_pat
     first, last = ScriptedModel.from_file(tmp_path / "script.json").unconsumed
     assert first.metadata == {"confidence": 0.9}
     assert last.metadata == {"confidence": 0.2, "action": "finish"}
+
+
+def test_a_scripted_model_error_stops_the_run_model_error_and_a_resume_goes_on(
+    tmp_path: Path,
+) -> None:
+    model = write_script(
+        tmp_path / "script.json",
+        call("calculator", expression="6*7"),
+        ModelError("HTTP 503: overloaded"),
+        "42",
+    )
+    spec = convergent.AgentSpec(model=model, tools=("calculator",), workspace=str(tmp_path))
+    with RunStore(tmp_path / "runs.db") as store:
+        failed = convergent.build_agent(spec).run_sync("6*7?", run_id="r", store=store)
+        assert (failed.stop_reason, failed.stop_detail) == (
+            StopReason.MODEL_ERROR,
+            "HTTP 503: overloaded",
+        )
+        resumed = asyncio.run(convergent.resume("r", store=store))
+    assert (resumed.stop_reason, resumed.output, resumed.cycles) == (StopReason.COMPLETED, "42", 3)

@@ -208,7 +208,7 @@ def test_run_page_shows_the_timeline_and_explains_the_stop(
     assert "Why it stopped: stalled" in page
     assert "same call with the same arguments" in page
     assert page.count('class="cycle"') == 4
-    assert "not_executed" in page and ">stall<" in page
+    assert ">stall<" in page
     assert "&#34;expression&#34;: &#34;1+1&#34;" in page
     assert "<svg" in page and 'class="line"' in page
     assert client.get(f"{BASE}/runs/nope").status_code == 404
@@ -330,7 +330,7 @@ def test_answering_a_needs_user_run_resumes_it(store: RunStore, client: TestClie
     page = client.get(f"{BASE}/runs/needs").text
     assert "Answer and resume" in page and "which?" in page
     response = post(client, f"{BASE}/runs/needs/answer", answer="the left one")
-    assert response.status_code == 303
+    assert response.status_code == 303, response.text[-2000:]
     launcher = console_of(client.app).launcher  # type: ignore[arg-type]
     assert launcher.children[0].wait(timeout=60) == 0
     run = store.get_run("needs")

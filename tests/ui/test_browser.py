@@ -29,13 +29,14 @@ from convergent import (
     ToolCall,
     Usage,
     calculator,
+    resume,
     tool,
 )
 from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.gate import AskUser
 from convergent.messages import Message, ToolSpec, UserMessage
 from convergent.models import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
-from convergent.testing import call, step
+from convergent.testing import call, scripted, step
 from convergent.ui import WebChannel
 from convergent.ui.app import console_of
 from convergent.ui.live_text import LiveTextWriter
@@ -304,12 +305,11 @@ def test_keyboard_only_steering_and_rewind(store: RunStore, console: Listening, 
     tab_to("e.textContent === 'keys'")
     page.keyboard.press("Enter")
     page.wait_for_url(f"{console.url}{console.base}/runs/keys")
-    tab_to("e.id === 'message'")
+    # a stopped run has one message box: the message its resumption will carry
+    tab_to("e.id === 'resume-message'")
     page.keyboard.type("look again")
-    tab_to("e.textContent === 'Send message'", limit=3)
-    page.keyboard.press("Enter")
-    page.wait_for_selector("text=message queued")
-    assert [t for _, _, t in store.stored_steering("keys", 0)] == ["look again"]
+    tab_to("e.textContent === 'Resume the run'", limit=3)
+    assert page.locator("#message").count() == 0
     tab_to("e.classList.contains('rewind')")
     # the focused element is visibly marked
     assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") == "solid"
@@ -550,7 +550,7 @@ def test_searching_the_runs_list_by_task_and_output(
     page.press("#search", "Enter")
     page.wait_for_url(re.compile(r"q=CAPITAL"))
     assert page.locator("table.runs tbody tr").count() == 2
-    assert "whose task or output contains “CAPITAL”" in page.inner_text("#runs-table")
+    assert "matching “CAPITAL”" in page.inner_text("#runs-table")
     page.fill("#search", "santiago")
     page.click("text=Filter")
     page.wait_for_url(re.compile(r"q=santiago"))
@@ -579,7 +579,7 @@ def test_the_rewind_page_lists_the_files_it_restores(
     assert (tmp_path / "ws" / "notes.txt").read_text() == "cycle 1\n"
 
 
-def test_the_waterfall_and_a_chart_without_token_counts(
+def test_the_timeline_of_a_run_and_a_chart_without_token_counts(
     store: RunStore, console: Listening, page: Any
 ) -> None:
     make_run(
@@ -593,17 +593,20 @@ def test_the_waterfall_and_a_chart_without_token_counts(
     chart = page.locator("#chart")
     assert "reported no token counts" in chart.inner_text()
     assert chart.locator("rect.bar").count() == 0
-    steps = page.locator("figure.waterfall g.step")
+    steps = page.locator("figure.trace g.step")
     assert steps.count() == 6  # three model requests, three calls
-    assert page.locator("figure.waterfall g.step.tool").count() == 3
-    # every row is drawn, and a call's tooltip gives its time (slow_step sleeps 0.25 s)
+    assert page.locator("figure.trace g.step.tool").count() == 3
+    # every row is drawn, the 1 ms echo too, and a call's tooltip gives its time
     for i in range(steps.count()):
-        assert steps.nth(i).locator("rect").bounding_box()["width"] > 0
+        assert steps.nth(i).locator("rect").bounding_box()["width"] >= 1
     tips = [steps.nth(i).locator("title").text_content() or "" for i in range(steps.count())]
-    slow = [float(t.split()[-2]) for t in tips if "slow_step" in t]
-    assert len(slow) == 2 and min(slow) >= 0.25
-    assert "slow_step" in page.locator("figure.waterfall").inner_text()
-    shot(page, "waterfall")
+    slow = [t for t in tips if t.startswith("slow_step")]
+    assert len(slow) == 2 and all(" ms, " in t or " s, " in t for t in slow)
+    # one axis for the whole run: each cycle's bars start after the one before
+    xs = [float(steps.nth(i).locator("rect").get_attribute("x") or 0) for i in range(6)]
+    assert xs[0] <= xs[1] <= xs[3] <= xs[4] < xs[5]
+    assert "echo · " in page.locator("figure.trace").inner_text()
+    shot(page, "timeline")
 
 
 def test_typed_output_shows_and_the_run_downloads_as_json(
@@ -627,3 +630,190 @@ def test_typed_output_shows_and_the_run_downloads_as_json(
     data = json.loads(Path(download.path()).read_text())
     assert data["run"]["output_data"] == {"name": "Lima", "population": 10000000}
     assert data["run"]["status"] == "completed"
+
+
+# -- the console as a trace view ----------------------------------------------------
+
+
+def test_child_runs_nest_and_the_runs_list_filters_by_tool_and_errors(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    helper = Agent(scripted(call("echo", text="inside"), "child done"), [echo]).as_tool(
+        "helper", "Helps."
+    )
+    make_run(store, "parent", [call("helper", task="go"), "done"], tools=[helper])
+    make_run(store, "broken", [call("calculator", expression="1/0"), "gave up"])
+    page.goto(console.entry)
+    rows = page.locator("table.runs tbody tr")
+    rows.first.wait_for()
+    assert rows.count() == 3  # the child is listed, under its parent
+    child = page.locator("table.runs tbody tr.child")
+    assert child.count() == 1 and "↳" in child.inner_text()
+    assert child.locator("td.run-id").bounding_box()["x"] >= 0
+    parent_cell = rows.nth(1).locator("td.run-id a").bounding_box()
+    child_cell = child.locator("td.run-id a").bounding_box()
+    assert child_cell["x"] > parent_cell["x"]  # indented
+    shot(page, "trace-runs-nested")
+    page.fill("#tool", "calculator")
+    page.click("text=Filter")
+    page.wait_for_url(re.compile(r"tool=calculator"))
+    assert page.locator("table.runs tbody tr").count() == 1
+    assert "broken" in page.inner_text("#runs-table")
+    page.fill("#tool", "")
+    page.check("#errors")
+    page.click("text=Filter")
+    page.wait_for_url(re.compile(r"errors=1"))
+    assert "1 run with errors" in page.inner_text("#runs-table")
+    page.fill("#search", "inside")  # a tool call's argument
+    page.uncheck("#errors")
+    page.click("text=Filter")
+    page.wait_for_url(re.compile(r"q=inside"))
+    assert "child of" in page.inner_text("#runs-table")
+    shot(page, "trace-runs-search")
+
+
+def test_the_timeline_nests_a_child_run_and_marks_a_resume(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    helper = Agent(scripted(call("echo", text="inner"), "child done"), [echo]).as_tool(
+        "helper", "Helps."
+    )
+    # the child's 2 cycles count as the caller's: 1 + 2 + 1 reach the limit of 4
+    make_run(
+        store,
+        "resumed",
+        [call("helper", task="go"), call("echo", text="first")],
+        tools=[helper, echo],
+        limits=Limits(max_cycles=4),
+    )
+    agent = Agent(scripted(call("echo", text="again"), "all done"), [helper, echo], store=store)
+    resumed = resume("resumed", store=store, agent=agent)
+    worker = threading.Thread(target=asyncio.run, args=(resumed,))
+    worker.start()
+    worker.join()
+    page.goto(console.entry)
+    open_run(page, "resumed")
+    trace = page.locator("figure.trace")
+    trace.wait_for()
+    labels = trace.locator("g.step text").all_text_contents()
+    assert [text.split(" · ")[0] for text in labels] == [
+        "cycle 1 model",
+        "helper",
+        "↳ cycle 1 model",
+        "↳ echo",
+        "↳ cycle 2 model",
+        "cycle 2 model",
+        "echo",
+        "cycle 3 model",
+        "echo",
+        "cycle 4 model",
+    ]
+    # the child's bars lie inside the helper call's bar
+    helper_bar = trace.locator("g.step.tool.depth-0 rect").first.bounding_box()
+    for index in range(trace.locator("g.step.depth-1").count()):
+        bar = trace.locator("g.step.depth-1 rect").nth(index).bounding_box()
+        assert helper_bar["x"] - 1 <= bar["x"] and bar["x"] + bar["width"] <= (
+            helper_bar["x"] + helper_bar["width"] + 2
+        )
+    mark = trace.locator("g.mark")
+    assert mark.count() == 1 and "resumed at cycle 2" in (mark.text_content() or "")
+    # the mark lies between the two processes' bars
+    mark_x = float(mark.locator("line").get_attribute("x1") or 0)
+    before = float(trace.locator("g.step rect").nth(6).get_attribute("x") or 0)
+    after = float(trace.locator("g.step rect").nth(7).get_attribute("x") or 0)
+    assert before <= mark_x <= after + 1
+    assert "resumed" in page.inner_text("#timeline")  # and a card where it went on
+    shot(page, "trace-timeline")
+
+
+def test_a_request_shows_what_the_model_was_sent(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    make_run(
+        store,
+        "sent",
+        [step(call("calculator", expression="6*7")), "42"],
+        task="What is 6*7?",
+        system_prompt="Answer in numbers.",
+    )
+    page.goto(console.entry)
+    open_run(page, "sent")
+    page.locator("#cycle-2 a.request").click()
+    page.wait_for_selector("h1:has-text('What the model was sent in cycle 2')")
+    roles = page.locator(".message .badge").all_inner_texts()
+    assert roles[:4] == ["system", "user", "assistant", "tool"]
+    assert "Answer in numbers." in page.inner_text(".message.system")
+    assert '"expression": "6*7"' in page.inner_text(".message.assistant")
+    page.click("summary:has-text('calculator')")
+    assert '"expression"' in page.inner_text("details.tool-spec pre")
+    shot(page, "trace-request")
+
+
+def test_a_stall_note_is_a_card_and_a_finished_run_takes_no_message(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    same = step(call("calculator", expression="1+1"))
+    make_run(store, "stuck", [same, same, same, same, "it is 2"])
+    page.goto(console.entry)
+    open_run(page, "stuck")
+    card = page.locator("#timeline .event.warn")
+    assert "note instead of stopping stalled" in card.first.inner_text()
+    assert "{" not in card.first.inner_text()
+    assert page.locator("textarea").count() == 1  # the resume box, and no other
+    assert page.locator("text=Send message").count() == 0
+    assert "Best answer after the stop" in page.inner_text("#summary")
+    shot(page, "trace-stalled")
+    make_run(store, "done", ["2"])
+    page.goto(f"{console.url}{console.base}/runs/done")
+    assert page.locator("textarea").count() == 0
+    assert "takes no more messages" in page.inner_text("#controls")
+
+
+def test_a_live_run_counts_its_time_and_shows_the_model_working(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    tool_done, answer_now = threading.Event(), threading.Event()
+
+    @tool
+    def hold() -> str:
+        """Wait for the test."""
+        tool_done.wait(60)
+        return "held"
+
+    def slow_model(messages: Any, tools: Any) -> ModelResponse:
+        if not any(message.role == "tool" for message in messages):
+            return ModelResponse(tool_calls=(call("hold"),))
+        answer_now.wait(60)  # the model "thinks" until the test lets it answer
+        return ModelResponse(content="finally")
+
+    def run(own: RunStore) -> Any:
+        return Agent(ScriptedModel(slow_model), [hold], store=own).run("wait", run_id="slow")
+
+    background = Background(store.path, run)
+    try:
+        page.goto(console.entry)
+        open_run(page, "slow")
+        clock = page.locator("#summary [data-tick]")
+        clock.wait_for()
+        page.wait_for_function(
+            "(before) => document.querySelector('#summary [data-tick]').textContent !== before",
+            arg=clock.inner_text(),
+        )
+        tool_done.set()  # the call ends; the model works on cycle 2, with no text yet
+        working = page.locator("#timeline .working")
+        working.wait_for()
+        assert working.inner_text().startswith("model working…")
+        counted = working.locator("[data-tick]").inner_text()
+        page.wait_for_function(
+            "(before) => document.querySelector('#timeline .working [data-tick]')"
+            ".textContent !== before",
+            arg=counted,
+        )
+        assert page.locator("figure.trace g.step.open").count() == 1
+        shot(page, "trace-live")
+    finally:
+        tool_done.set()
+        answer_now.set()
+    assert background.join().stop_reason is StopReason.COMPLETED
+    page.wait_for_selector("#summary >> text=Why it stopped: completed")
+    assert page.locator("#timeline .working").count() == 0

@@ -57,13 +57,13 @@ from claude_agent_sdk.types import HookCallback, Message
 
 from convergent._claude_code import claude_code_block_cap
 from convergent.adapters import NotExpressible
+from convergent.adapters._policy import settled, told
 from convergent.driver import CycleDriver, PolicyOptions, StopReport, failure_result
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.stop import (
     Decision,
     Facts,
-    Interrupted,
     LimitReached,
     Nudge,
     Stop,
@@ -116,7 +116,7 @@ class Convergence:
     """
 
     def __init__(self, limits: Limits | None = None, **options: Unpack[PolicyOptions]) -> None:
-        limits = limits or Limits()
+        limits, options = settled(limits, options)
         if limits.max_total_tokens is not None or limits.max_seconds is not None:
             raise NotExpressible(
                 "Claude Agent SDK hooks do not see model requests: a token or wall-time "
@@ -345,15 +345,16 @@ class Convergence:
         if not data.get("stop_hook_active"):
             self._blocks = 0
         decision = await driver.answered_async(text)
-        self._rejected = isinstance(decision, Interrupted)
-        if isinstance(decision, Interrupted):
+        feedback = told(decision)
+        self._rejected = feedback is not None
+        if feedback is not None:
             driver.tally.cycles = len(self._responses)
             self._blocks += 1
             if isinstance(driver.before_request(), Stop):
                 pass  # a limit: the answer after the stop is asked for below
             elif self.block_cap is None or self._blocks < self.block_cap:
                 note = driver.budget_note()
-                reason = decision.message if note is None else f"{decision.message}\n\n{note}"
+                reason = feedback if note is None else f"{feedback}\n\n{note}"
                 return {"decision": "block", "reason": reason}
             else:
                 driver.stop = Stop(  # the last block Claude Code delivers: used for the answer
@@ -444,7 +445,7 @@ class Convergence:
 
         The responses after the one the stop was decided at are the answer: not cycles.
         """
-        anchor = self._anchor
+        anchor = self._anchor if self._asked else None
         responses = list(self._responses.values())
         # an answer the stop was decided at is not the answer after it, even word for word
         newest = len(responses) - (2 if self._after is not None else 1)

@@ -41,6 +41,7 @@ from langgraph.types import Command
 
 from convergent.adapters._langchain_common import (
     awrap_tool_call,
+    finish_reason_of,
     last_text,
     outcome_of,
     to_tool_call,
@@ -48,12 +49,13 @@ from convergent.adapters._langchain_common import (
     usage_of_any,
     wrap_tool_call,
 )
+from convergent.adapters._policy import settled, told
 from convergent.driver import CycleDriver, PolicyOptions, StopReport
 from convergent.extensions import Verification
 from convergent.limits import Limits
 from convergent.messages import ToolCall
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.stop import Decision, Interrupted, Nudge, Stop, StopReason
+from convergent.stop import Decision, Nudge, Stop, StopReason
 
 __all__ = ["ConvergenceMiddleware", "ConvergenceState"]
 
@@ -126,10 +128,9 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
         **options: Unpack[PolicyOptions],
     ) -> None:
         super().__init__()
-        self.limits = limits or Limits()
+        self.limits, self._options = settled(limits, options)
         self.price = priced_for_limit(price, self.limits.max_cost, "ConvergenceMiddleware")
         """The model's price, which responses are costed at."""
-        self._options = options
 
     # -- the model call -----------------------------------------------------------------
 
@@ -230,15 +231,15 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
                 yield _respond(added, update, response)
                 return
             decision = yield from _judged(driver, ai, answered, response)
-            if isinstance(decision, Interrupted):
-                if answered and response.structured_response is None:
-                    yield _respond(added, update, response)  # the host asks again, its own way
-                    return
-                added.append(HumanMessage(decision.message))
+            hosts_turn = bool(answered) and response.structured_response is None
+            if _tell(decision, added, hosts_turn=hosts_turn) and not hosts_turn:
                 continue
-            if not isinstance(decision, Stop) or decision.reason is not StopReason.COMPLETED:
+            if not isinstance(decision, Stop):  # the host asks again, its own way
+                yield _respond(added, update, response)
+                return
+            if decision.reason is not StopReason.COMPLETED:
                 break
-            update["stop_report"] = driver.report(_answer_text(ai, answered))
+            update["stop_report"] = driver.report(driver.answer or _answer_text(ai, answered))
             yield _respond(added, update, response)
             return
         yield from _finish(driver, request, added, update)
@@ -269,6 +270,11 @@ def _judged(
         errors = "; ".join(m.text for m in response.result if isinstance(m, ToolMessage))
         return driver.judge_answer(None, output_errors=errors)
     text = _answer_text(message, answered)
+    if not answered:
+        unfinished = driver.unfinished(text, finish_reason_of(message))
+        if unfinished is not None:  # empty, cut or refused: the model is asked to go on
+            return unfinished
+        text = driver.answer or text
     check = driver.check_output(text)
     if check is not None and check.errors is not None:
         return driver.judge_answer(None, output_errors=check.errors)
@@ -278,13 +284,27 @@ def _judged(
     return driver.judge_answer(verdict)
 
 
+def _tell(decision: Decision, added: list[AnyMessage], *, hosts_turn: bool) -> bool:
+    """Add what the model is told of a reply that was not accepted; whether it was not.
+
+    When the host asks again its own way (a typed answer it rejected, with its own
+    why), only a note is added.
+    """
+    feedback = told(decision)
+    if feedback is None:
+        return False
+    if not hosts_turn or isinstance(decision, Nudge):
+        added.append(HumanMessage(feedback))
+    return True
+
+
 def _rejected(driver: CycleDriver, error: StructuredOutputError, added: list[AnyMessage]) -> None:
     """A provider's typed answer that did not validate: counted, and sent back with why."""
     driver.requested(usage_of(error.ai_message))
     added.append(error.ai_message)
-    decision = driver.judge_answer(None, output_errors=str(error))
-    if isinstance(decision, Interrupted):
-        added.append(HumanMessage(decision.message))
+    feedback = told(driver.judge_answer(None, output_errors=str(error)))
+    if feedback is not None:
+        added.append(HumanMessage(feedback))
 
 
 def _sent_back_by_us(request: ModelRequest[Any], error: StructuredOutputError) -> bool:

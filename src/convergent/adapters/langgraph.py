@@ -18,8 +18,8 @@ middleware ends a run with a message of its own.
 
 A routing function makes no other request and adds no other message, so:
 
-- the stall and tool-error nudges are turned off (the run stops where the loop would
-  nudge), said once with a `PolicyAdapted` warning;
+- the policy's notes are turned off (the run stops where the loop would send one),
+  said once with a `PolicyAdapted` warning when the policy asked for them;
 - a verifier or an output type is refused (`NotExpressible`): its feedback cannot
   reach the model;
 - the budget note is not sent (it changes no stop; the model is simply not told);
@@ -48,12 +48,14 @@ from langchain_core.runnables import RunnableLambda
 from convergent.adapters import NotExpressible, PolicyAdapted
 from convergent.adapters._langchain_common import (
     awrap_tool_call,
+    finish_reason_of,
     last_text,
     outcome_of,
     to_tool_calls,
     usage_of,
     wrap_tool_call,
 )
+from convergent.adapters._policy import given_policy, settled
 from convergent.driver import CycleDriver, FinalRequest, PolicyOptions, StopReport
 from convergent.limits import Limits
 from convergent.messages import ToolCall
@@ -100,15 +102,15 @@ class ToolsCondition:
         ```
 
     Args:
-        limits: Budgets and thresholds (default `Limits()`); its nudges are turned off
-            (`PolicyAdapted`), and ``max_seconds`` cannot be expressed.
+        limits: Budgets (default `Limits()`); ``max_seconds`` cannot be expressed.
         messages_key: Where the state keeps its messages (as for ``tools_condition``).
         price: The model's price (`TokenPrice` or ``(input, output)`` in US dollars per
             million tokens): the host reports tokens, not cost, so each response is
             costed at it. Required with ``max_cost``.
-        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`); a
-            ``verifier`` and an ``output`` type cannot be expressed, and the final
-            answer needs the `final_answer` node.
+        **options: The stop policy and the rest (`convergent.driver.PolicyOptions`):
+            the policy's notes are turned off (with a `PolicyAdapted` warning when it
+            asked for them); a ``verifier`` and an ``output`` type cannot be expressed,
+            and the final answer needs the `final_answer` node.
 
     Raises:
         NotExpressible: For a verifier, an output type or ``max_seconds``.
@@ -123,17 +125,20 @@ class ToolsCondition:
         price: PriceLike | None = None,
         **options: Unpack[PolicyOptions],
     ) -> None:
-        limits = limits if limits is not None else Limits()
+        given = given_policy(limits if limits is not None else Limits(), options)
+        limits, options = settled(limits, options)
         _refuse(limits, options)
-        if limits.stall_nudges:
+        policy = options["policy"]
+        assert policy is not None
+        if policy.notes and given:
             warnings.warn(
-                "a LangGraph routing function cannot add a note for the model: the stall "
-                "and tool-error nudges are off (stall_nudges=0), and the run stops where "
-                "convergent's loop would nudge",
+                "a LangGraph routing function cannot add a note for the model: notes are "
+                "off (StopPolicy(notes=0)), and the run stops where convergent's loop "
+                "would send one",
                 PolicyAdapted,
                 stacklevel=2,
             )
-            limits = dataclasses.replace(limits, stall_nudges=0)
+        options["policy"] = dataclasses.replace(policy, notes=0)
         self.limits = limits
         self.price = priced_for_limit(price, limits.max_cost, "ToolsCondition")
         """The model's price, which responses are costed at."""
@@ -359,7 +364,7 @@ def _read(replay: _Replay, run: Sequence[BaseMessage], *, early: bool = True) ->
         if driver.stop is not None:
             continue
         if not message.tool_calls:
-            driver.answered(message.text)
+            driver.answered(message.text, finish_reason_of(message))
             continue
         calls = to_tool_calls(message)
         if isinstance(driver.review(calls).decision, Stop):

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,6 +55,8 @@ from agents.run_error_handlers import RunErrorHandlerInput, RunErrorHandlerResul
 from agents.tool import FunctionToolResult
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
+from convergent._json import UnusableJson, load_json
+from convergent.adapters._policy import settled, told
 from convergent.driver import (
     CycleDriver,
     FinalRequest,
@@ -67,7 +68,7 @@ from convergent.exceptions import UserError
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.stop import Facts, Interrupted, LimitReached, Nudge, Stop, StopReason, decide
+from convergent.stop import Facts, LimitReached, Nudge, Stop, StopReason, decide
 
 __all__ = ["ConvergedRun", "Convergence", "run", "run_sync"]
 
@@ -126,9 +127,9 @@ class Convergence:
         price: PriceLike | None = None,
         **options: Unpack[PolicyOptions],
     ) -> None:
-        cost_limit = limits.max_cost if limits is not None else None
+        limits, options = settled(limits, options)
         self.driver = CycleDriver(
-            limits, price=priced_for_limit(price, cost_limit, "Convergence"), **options
+            limits, price=priced_for_limit(price, limits.max_cost, "Convergence"), **options
         )
         self.hooks: RunHooks[Any] = _Hooks(self)
         """Pass as ``Runner.run(..., hooks=...)``."""
@@ -284,11 +285,10 @@ class Convergence:
 
     async def _on_invalid_output(self, data: RunErrorHandlerInput[Any]) -> None:
         """The SDK rejected a typed answer: the run's decision, and the model told why."""
-        decision = self.driver.judge_answer(None, output_errors=str(data.error))
-        if isinstance(decision, Interrupted):
-            self.feedback = decision.message
-            self._resume = data.run_data.history
-        # None: the SDK raises its ModelBehaviorError, which `run` reads as sent back
+        self.feedback = told(self.driver.judge_answer(None, output_errors=str(data.error)))
+        self._resume = data.run_data.history
+        # None: the SDK raises its ModelBehaviorError; `run` sends the answer back, or
+        # ends the run where the rejected answers stopped it
 
     async def judge(self, result: RunResult) -> StopReport | None:
         """Judge the answer that ended an SDK run: its report, or None to send it back.
@@ -300,8 +300,9 @@ class Convergence:
             return self.report
         text = self._last_text if self._response is None else _text_of(self._response)
         decision = await self.driver.answered_async(text)
-        if isinstance(decision, Interrupted):
-            self.feedback = decision.message
+        feedback = told(decision)
+        if feedback is not None:
+            self.feedback = feedback
             self._resume = result.to_input_list()
             return None
         if isinstance(decision, Stop) and decision.reason is StopReason.COMPLETED:
@@ -458,8 +459,11 @@ async def run(
                 raise
             return convergence._converged(convergence._final)
         except ModelBehaviorError:
-            if convergence.feedback is None:
+            if convergence._resume is None:  # not an answer the adapter judged
                 raise
+            if convergence.driver.stop is not None:  # the rejected answers stopped the run
+                await convergence._finish(convergence._resume)
+                return convergence._converged(convergence._final or last)
         else:
             if await convergence.judge(last) is not None:
                 return convergence._converged(last)
@@ -522,8 +526,8 @@ def _plain(agent: Agent[Any]) -> bool:
 
 def _tool_call(item: ResponseFunctionToolCall) -> ToolCall:
     try:
-        arguments = json.loads(item.arguments) if item.arguments else {}
-    except json.JSONDecodeError as exc:
+        arguments = load_json(item.arguments) if item.arguments else {}
+    except UnusableJson as exc:
         return ToolCall(id=item.call_id, name=item.name, parse_error=str(exc))
     if not isinstance(arguments, dict):
         arguments = {"value": arguments}

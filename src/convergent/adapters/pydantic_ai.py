@@ -54,6 +54,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 from pydantic_graph import End
 
+from convergent.adapters._policy import settled, told
 from convergent.driver import (
     CycleDriver,
     FinalRequest,
@@ -65,7 +66,7 @@ from convergent.exceptions import UserError
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.stop import Facts, Interrupted, Nudge, Stop, StopReason, decide
+from convergent.stop import Facts, Nudge, Stop, StopReason, decide
 
 __all__ = ["Convergence"]
 
@@ -102,10 +103,9 @@ class Convergence(AbstractCapability[Any]):
         price: PriceLike | None = None,
         **options: Unpack[PolicyOptions],
     ) -> None:
-        self.limits = limits or Limits()
+        self.limits, self._options = settled(limits, options)
         self.price = priced_for_limit(price, self.limits.max_cost, "Convergence")
         """The model's price, which responses are costed at."""
-        self._options = options
         self.reports: dict[str, StopReport] = {}
         """How each run ended, by run id."""
         self.last_report: StopReport | None = None
@@ -196,15 +196,22 @@ class _RunConvergence(Convergence):
         driver = self.driver
         if isinstance(result, End):
             decision = await driver.answered_async(answer)
-            if isinstance(decision, Interrupted):
-                return ModelRequestNode(ModelRequest(parts=[UserPromptPart(decision.message)]))
+            feedback = told(decision)
+            if feedback is not None:
+                return ModelRequestNode(ModelRequest(parts=[UserPromptPart(feedback)]))
             if isinstance(decision, Stop) and decision.reason is StopReason.COMPLETED:
-                self._remember(driver.report(answer))
+                self._remember(driver.report(driver.answer or answer))
                 return result
             return ModelRequestNode(ModelRequest(parts=[]))  # a stop: the final request
         if isinstance(result, ModelRequestNode):  # the host asks again, with its own why
-            errors = _feedback(result.request)
-            driver.judge_answer(None, output_errors=errors or "rejected by PydanticAI")
+            errors = _feedback(result.request) or "rejected by PydanticAI"
+            decision = driver.judge_answer(None, output_errors=errors)
+            if isinstance(decision, Nudge):  # the host's why, then the note
+                request: ModelRequest = result.request
+                parts = [*request.parts, UserPromptPart(decision.note)]
+                return dataclasses.replace(
+                    result, request=dataclasses.replace(request, parts=parts)
+                )
         return result
 
     def _handed_back(self, result: End[Any]) -> None:

@@ -10,7 +10,10 @@ Three suites, each a module:
 - `live`: convergence tasks run on a real model, with verified completion.
 
 `report` turns results into JSON, markdown and PNG charts (charts need matplotlib).
-The ``convergent bench`` command drives all of them.
+The ``convergent bench`` command drives all of them, so the suites ship with the
+library; nothing in the loop imports this package. What only measures (speed,
+overheads, the gate's calibration, replays of recorded trajectories) and the scripts
+that print the documentation's tables live in ``benchmarks/`` of the repository.
 """
 
 from convergent.bench.report import BenchReport, PolicyStats, SuiteResult, write_report

@@ -32,7 +32,6 @@ atomically in call order, as BFCL's own executor does.
 from __future__ import annotations
 
 import ast
-import asyncio
 import copy
 import functools
 import importlib
@@ -47,12 +46,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, create_model
 from pydantic.fields import FieldInfo
 
+from convergent._json import UnusableJson, load_json
 from convergent.agent import Agent
 from convergent.bench.report import PolicyStats, SuiteResult
 from convergent.exceptions import ScriptExhaustedError, ToolError, UserError
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, Message, SystemMessage, UserMessage
 from convergent.models.scripted import ScriptedModel
+from convergent.policy import StopPolicy
 from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.stop import StopReason
@@ -72,7 +73,6 @@ __all__ = [
     "parse_call",
     "probe_entry",
     "replay_entry",
-    "run_bfcl",
     "run_bfcl_async",
 ]
 
@@ -134,7 +134,16 @@ def _package_root() -> Path:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    """The JSON object on each line of a data file of ``bfcl-eval``.
+
+    Raises:
+        UserError: If a line is not JSON (the installed data is damaged).
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        return [load_json(line) for line in lines if line]
+    except UnusableJson as exc:
+        raise UserError(f"the BFCL data file {path} is {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,7 +539,7 @@ class _Session:
             model,
             tools,
             limits=Limits(max_cycles=max_cycles),
-            on_tool_error=on_tool_error,
+            policy=StopPolicy(on_tool_error=on_tool_error),
             record_events=False,
         )
         new = _turn_messages(self.entry, turn)
@@ -865,14 +874,6 @@ async def run_bfcl_async(
                 on_entry(entry.id)
     summary = summarize(replays, probe_results, time.perf_counter() - started)
     return summary, replays, probe_results
-
-
-def run_bfcl(
-    categories: Sequence[str] = CATEGORIES, *, limit: int | None = None, probes: bool = True
-) -> SuiteResult:
-    """Synchronous wrapper of `run_bfcl_async` returning the summary only."""
-    summary, _, _ = asyncio.run(run_bfcl_async(categories, limit=limit, probes=probes))
-    return summary
 
 
 def entry_count(categories: Sequence[str] = CATEGORIES, limit: int | None = None) -> int:

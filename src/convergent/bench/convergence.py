@@ -44,7 +44,6 @@ response: a model asked again after answering restates its answer.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -81,6 +80,7 @@ from convergent.bench.report import EMPTY_STATS, PolicyStats, SuiteResult
 from convergent.events import Event, Nudged
 from convergent.extensions import Verification
 from convergent.limits import Limits
+from convergent.policy import StopPolicy
 from convergent.stop import StopReason
 
 __all__ = [
@@ -92,7 +92,6 @@ __all__ = [
     "TaskOutcome",
     "build_tasks",
     "judge",
-    "run_convergence",
     "run_task",
     "subjective_converged",
 ]
@@ -332,7 +331,7 @@ async def _run_objective(task: Task, world: World, max_cycles: int, verified: bo
         scripted_model(task),
         world.tools(task.tools),
         limits=Limits(max_cycles=max_cycles, max_total_tokens=task.max_total_tokens),
-        on_tool_error=task.on_tool_error,
+        policy=StopPolicy(on_tool_error=task.on_tool_error),
         verifier=_verifier(task, world) if verified else None,
         record_events=False,
     )
@@ -526,14 +525,3 @@ async def run_convergence_async(
         ),
         outcomes,
     )
-
-
-def run_convergence(
-    seed: int = 0,
-    per_scenario: int = 10,
-    *,
-    on_progress: Callable[[TaskOutcome], None] | None = None,
-) -> SuiteResult:
-    """Synchronous wrapper of `run_convergence_async` returning the summary only."""
-    result, _ = asyncio.run(run_convergence_async(seed, per_scenario, on_progress=on_progress))
-    return result

@@ -31,6 +31,7 @@ from convergent.exceptions import ConvergentError, UserError
 from convergent.extensions import Verification
 from convergent.limits import Limits
 from convergent.models.base import Model, ModelSettings
+from convergent.policy import StopPolicy
 from convergent.stop import StopReason
 
 __all__ = [
@@ -144,7 +145,7 @@ async def run_live_task(
         world.tools(task.tools),
         system_prompt=SYSTEM_PROMPT,
         limits=Limits(max_cycles=max_cycles),
-        on_tool_error=task.on_tool_error,
+        policy=StopPolicy(on_tool_error=task.on_tool_error),
         verifier=_checker(task, world, verdicts),
         settings=ModelSettings(temperature=0.0),
         record_events=False,

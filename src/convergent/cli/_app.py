@@ -6,7 +6,7 @@ import importlib
 
 import typer
 
-from convergent.cli._help import hide_flag_types
+from convergent.cli._help import hide_flag_types, name_arguments_plainly
 
 __all__ = ["app"]
 
@@ -37,6 +37,7 @@ COMMAND_MODULES: dict[str, str] = {
     "worker": "worker",
     "ui": "ui",
     "mcp": "mcp_tools",
+    "replay": "replay",
 }
 """The module of `convergent.cli` that defines each top-level command (or group)."""
 
@@ -56,3 +57,4 @@ def register(command: str | None = None) -> typer.Typer:
 
 
 hide_flag_types()
+name_arguments_plainly()

@@ -14,6 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from convergent._validation import problem
 from convergent.exceptions import UserError
+from convergent.policy import POLICY_RULES
 
 __all__ = ["LIMIT_OPTIONS", "SPEC_OPTIONS", "checked"]
 
@@ -24,6 +25,8 @@ LIMIT_OPTIONS = {
     "max_total_tokens": "--max-tokens",
     "max_seconds": "--max-seconds",
     "max_cost": "--max-cost",
+    "max_tool_calls": "--max-tool-calls",
+    "max_calls_per_tool": "--max-calls-per-tool",
 }
 """The options of `Limits`' fields, by field."""
 
@@ -40,10 +43,11 @@ SPEC_OPTIONS = {
     "gate.model": "--gate-model",
     "ask_via": "--ask-via",
     "ask_timeout": "--ask-timeout",
-    "on_tool_error": "--tool-error",
-    "max_consecutive_tool_errors": "--max-tool-errors",
     "output_schema": "--output-schema",
     **{f"limits.{field}": option for field, option in LIMIT_OPTIONS.items()},
+    **{f"policy.{rule}": f"--policy {rule}" for rule in POLICY_RULES},
+    "policy.on_tool_error": "--tool-error",
+    "policy.max_repeated_failures": "--max-tool-errors",
 }
 """The options of `AgentSpec`'s fields, by dotted path."""
 

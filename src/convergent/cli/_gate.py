@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
+from convergent._printable import printable
 from convergent.events import Event
 from convergent.exceptions import UserError
 from convergent.gate import DEFAULT_THRESHOLD, GateDecided, UserAnswered
@@ -61,7 +62,7 @@ def parse_threshold(value: str) -> float:
 
 
 def _clip(text: str, limit: int = 100) -> str:
-    text = " ".join(text.split())
+    text = printable(text, one_line=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

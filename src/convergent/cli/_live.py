@@ -6,6 +6,9 @@ text is redrawn in place and replaced by its labelled line once the reply is who
 written to a file or pipe, it is printed as it comes and the line after it says
 whether it was thinking. While the model has produced nothing, a terminal shows
 "model working… 12 s"; a pipe gets nothing until there is something to say.
+
+Everything a model, a tool or a user wrote is printed through `printable`: its control
+characters (terminal escape sequences among them) are shown, never sent raw.
 """
 
 from __future__ import annotations
@@ -20,19 +23,23 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from convergent._printable import printable
 from convergent.events import (
     CycleStarted,
     Event,
     ModelResponded,
     Nudged,
     Redirected,
+    RunPaused,
     RunStarted,
     RunStopped,
+    RunUnpaused,
     TextDelta,
     ToolCallDelta,
     ToolFinished,
     Verified,
 )
+from convergent.result import output_label
 from convergent.stop import StopReason
 
 __all__ = ["LiveView", "call_text"]
@@ -47,7 +54,8 @@ _TAIL_LINES = 6
 
 
 def _clip(text: str, limit: int = 100) -> str:
-    text = " ".join(text.split())
+    """``text`` on one line, safe to print, at most ``limit`` characters."""
+    text = printable(text, one_line=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -87,7 +95,7 @@ class _Reply:
         if len(lines) > _TAIL_LINES:
             text = "…" + "\n".join(lines[-_TAIL_LINES:])
         limit = 120 * _TAIL_LINES
-        return text if len(text) <= limit else "…" + text[-limit:]
+        return printable(text if len(text) <= limit else "…" + text[-limit:])
 
 
 class LiveView:
@@ -153,7 +161,7 @@ class LiveView:
             self._open_line = True
         reply.text.append(text)
         if self._live is None:
-            self.console.print(text, end="", markup=False, highlight=False)
+            self.console.print(printable(text), end="", markup=False, highlight=False)
             self.console.file.flush()
         elif len(reply.text) == 1:
             self._live.refresh()
@@ -171,24 +179,25 @@ class LiveView:
         self._arguments = {call.id: call.arguments for call in calls}
         what = f"{len(calls)} tool call(s)" if calls else "answer, no tool calls"
         meta = event.metadata
-        extra = f" [dim](metadata only: {escape(json.dumps(meta))})[/]" if meta else ""
+        extra = f" [dim](metadata only: {escape(printable(json.dumps(meta)))})[/]" if meta else ""
         if printed == "model" and calls:
             extra += " [dim]· the text above is its thinking, not an answer[/]"
         out.print(f"[cyan]cycle {event.cycle}[/] model: {what}{extra}")
         if content and calls and not printed:
-            out.print(f"  [dim]thinking: {escape(content.strip())}[/]")
+            out.print(f"  [dim]thinking: {escape(printable(content.strip()))}[/]")
 
     def _other(self, event: Event) -> None:
         out = self.console
         match event:
             case RunStarted(task=task, model=model, tools=tools, resumed=resumed):
                 verb = "resuming" if resumed else "run"
-                info = f"model={escape(model)} tools={len(tools)}"
+                info = f"model={escape(_clip(model))} tools={len(tools)}"
                 out.print(f"[bold]{verb}[/] {escape(_clip(task))}  [dim]{info}[/]")
             case ToolFinished(call_id=call_id, name=name, ok=ok, result=result, duration=duration):
                 mark = "[green]ok[/]" if ok else "[red]error[/]"
                 took = f"{duration * 1000:.0f} ms"
-                call = _clip(call_text(name, self._arguments.get(call_id, {})), 80)
+                arguments = event.arguments or self._arguments.get(call_id, {})
+                call = _clip(call_text(name, arguments), 80)
                 out.print(f"  {mark} {escape(call)} -> {escape(_clip(result, 80))} [dim]{took}[/]")
             case Verified(passed=passed, feedback=feedback):
                 verdict = (
@@ -200,15 +209,23 @@ class LiveView:
             case Nudged(about=about, note=note):
                 label = "budget note" if about == "budget" else f"nudge instead of {about}"
                 out.print(f"  [yellow]{label}[/] [dim]{escape(_clip(note, 160))}[/]")
+            case RunPaused(run_id=run_id):
+                self.close()
+                how = escape(f"convergent steer {printable(run_id)} --resume continues it")
+                out.print(f"[yellow]paused[/] before cycle {event.cycle + 1} [dim]({how})[/]")
+            case RunUnpaused():
+                out.print("[yellow]pause ended[/]")
             case RunStopped(reason=reason, detail=detail, output=output, usage=usage):
                 self.close()
                 self._reply = None
                 style = _STYLE.get(reason, "bold red")
-                out.print(f"[{style}]stopped: {reason.value}[/] [dim]({escape(detail)})[/]")
+                shown = escape(printable(detail))
+                out.print(f"[{style}]stopped: {reason.value}[/] [dim]({shown})[/]")
                 out.print(f"[dim]tokens in={usage.input_tokens} out={usage.output_tokens}[/]")
-                if output and event.output_after_stop:
-                    out.print("[dim]best answer after the stop:[/]")
                 if output:
-                    out.print(output, markup=False, highlight=False)
+                    label = output_label(reason, after_stop=event.output_after_stop)
+                    if label:
+                        out.print(f"[dim]{label}:[/]")
+                    out.print(printable(output), markup=False, highlight=False)
             case _:
                 pass

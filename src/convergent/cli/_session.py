@@ -27,7 +27,6 @@ from convergent.cli._gate import GateView
 from convergent.cli._live import LiveView
 from convergent.cli._terminal import HELP, TerminalSteering
 from convergent.clock import current_clock
-from convergent.durability.resuming import Continuation
 from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.events import (
     Event,
@@ -40,6 +39,7 @@ from convergent.events import (
 from convergent.exceptions import StorageError, UserError
 from convergent.gate import ASK_USER
 from convergent.result import RunResult
+from convergent.resuming import Continuation
 from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
 from convergent.ui.live_text import LiveTextWriter
@@ -171,7 +171,26 @@ class Session:
                 task, run_id=self.run_id, steering=steering, on_event=on_event, store=self.store
             )
 
-        self._report(self._outcome(agent, start))
+        try:
+            result = self._outcome(agent, start)
+        except UserError:
+            self._forget_unstarted()
+            raise
+        self._report(result)
+
+    def _forget_unstarted(self) -> None:
+        """Remove the new run if it failed before its first cycle ended.
+
+        Such a failure is bad input (a model file that does not exist): a run that
+        never started leaves nothing behind.
+        """
+        store = self.store
+        if store is None or not store.exists(self.run_id):
+            return
+        run = store.get_run(self.run_id, clip=1)
+        if run.cycles == 0 and run.stop_reason is None:
+            store.delete(self.run_id)
+            self.note(f"run {self.run_id} never started: it was not kept")
 
     def resume(self, ready: Continuation) -> None:
         """Continue a stored run made ready by `prepare_resume`, print the outcome, exit.

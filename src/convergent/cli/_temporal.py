@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shlex
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -21,6 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from convergent._printable import printable
 from convergent.cli._exit import mark_native_threads
 from convergent.cli._gate import GateView
 from convergent.cli._live import LiveView
@@ -110,6 +113,58 @@ def _quiet_runtime() -> Runtime:
     return Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(filter=quiet)))
 
 
+SDK_LOGGER = "convergent.worker.sdk"
+"""The logger a worker's SDK warnings go to (`WorkerWarnings` prints them)."""
+
+BENIGN_WARNINGS = ("Query not found when attempting to respond to it",)
+"""SDK warnings that say nothing is wrong: the client that asked a query gave up on it
+(a ``run`` that follows a run stops asking once the run ended)."""
+
+
+class WorkerWarnings(logging.Handler):
+    """Prints the SDK's warnings as one readable line each, ``worker: warning: ...``.
+
+    The SDK's core writes its own log lines (``WARN temporalio_sdk_core::...``) unless
+    they are forwarded; forwarded here, the ones in `BENIGN_WARNINGS` are dropped.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Print one forwarded record (its first line, made safe to print)."""
+        text = record.getMessage()
+        if any(text.startswith(benign) for benign in BENIGN_WARNINGS):
+            return
+        lines = text.strip().splitlines() or [""]
+        print(f"worker: warning: {printable(lines[0])}", file=sys.stderr, flush=True)
+
+
+@cache
+def _worker_runtime() -> Runtime:
+    """An SDK runtime whose warnings reach the worker's terminal as `WorkerWarnings`."""
+    from temporalio.runtime import (  # noqa: PLC0415  (optional extra)
+        LogForwardingConfig,
+        LoggingConfig,
+        Runtime,
+        TelemetryConfig,
+        TelemetryFilter,
+    )
+
+    logger = logging.getLogger(SDK_LOGGER)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    if not any(isinstance(h, WorkerWarnings) for h in logger.handlers):
+        logger.addHandler(WorkerWarnings())
+    forwarding = LogForwardingConfig(
+        logger=logger,
+        append_target_to_name=False,
+        prepend_target_on_message=False,
+        append_log_fields_to_message=False,
+    )
+    warnings = TelemetryFilter(core_level="WARN", other_level="ERROR")
+    return Runtime(
+        telemetry=TelemetryConfig(logging=LoggingConfig(filter=warnings, forwarding=forwarding))
+    )
+
+
 async def connect_runner(
     address: str,
     task_queue: str,
@@ -124,7 +179,8 @@ async def connect_runner(
         address: ``HOST:PORT`` of the cluster.
         task_queue: The workers' task queue.
         db: The payload store the cluster's workers and clients share.
-        quiet: Keep the SDK's own warnings (retried requests) off the terminal.
+        quiet: Keep the SDK's own warnings (retried requests) off the terminal; else
+            print them as `WorkerWarnings` (a worker's).
         need_workers: Refuse when no worker polls the task queue (work submitted
             there would wait for ever).
 
@@ -139,7 +195,7 @@ async def connect_runner(
         address,
         task_queue=task_queue,
         payloads=PayloadStore(db),
-        runtime=_quiet_runtime() if quiet else None,
+        runtime=_quiet_runtime() if quiet else _worker_runtime(),
     )
     if need_workers and not await runner.has_workers():
         raise UserError(

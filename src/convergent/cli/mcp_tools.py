@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from convergent._printable import printable
 from convergent.cli._app import app
 from convergent.cli._options import JsonOption, McpConfigOption
 from convergent.cli.run import mcp_servers
@@ -80,10 +81,10 @@ def tools_command(
     for row in rows:
         description = str(row["description"]).strip().splitlines()
         table.add_row(
-            escape(str(row["name"])),
-            escape(str(row["server"])),
+            escape(printable(str(row["name"]), one_line=True)),
+            escape(printable(str(row["server"]), one_line=True)),
             _READ_ONLY[row["read_only"]],  # type: ignore[index]
-            escape(description[0] if description else ""),
+            escape(printable(description[0] if description else "", one_line=True)),
         )
     Console(highlight=False).print(table)
 

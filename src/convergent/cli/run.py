@@ -21,11 +21,13 @@ from convergent.cli._options import (
     OtlpOption,
     TraceOption,
 )
+from convergent.cli._policy import parse_policy, parse_tool_caps
 from convergent.cli._session import Session, default_steer, new_run_id, open_store
 from convergent.cli._telemetry import otlp_export
 from convergent.cli._temporal import TaskQueueOption, TemporalOption, start_run
 from convergent.durability.sqlite import DEFAULT_DB_PATH
 from convergent.exceptions import UserError
+from convergent.limits import Limits
 from convergent.mcp.config import MCPServer, load_mcp_config, mcp_config, server_from_command
 from convergent.models._prices import parse_price
 from convergent.models.registry import default_model_spec
@@ -33,6 +35,9 @@ from convergent.output import load_output_schema
 from convergent.spec import AgentSpec, command_line_tools
 
 __all__ = ["mcp_servers", "read_task", "run_command"]
+
+DEFAULT_MAX_CYCLES = Limits().max_cycles
+"""The cycle limit of a run that sets none: `Limits`' own, the same from Python and here."""
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful assistant that solves tasks with tools. Call a tool whenever it "
@@ -117,7 +122,13 @@ def run_command(
     task: Annotated[str, typer.Argument(help="What the agent should do ('-': read stdin).")],
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
-    max_cycles: Annotated[int, typer.Option(help="Maximum model requests.")] = 20,
+    max_cycles: Annotated[
+        int | None,
+        typer.Option(
+            help=f"Maximum model requests (default: {DEFAULT_MAX_CYCLES}, as in Python).",
+            show_default=False,
+        ),
+    ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Token budget (input + output).")] = None,
     max_seconds: Annotated[float | None, typer.Option(help="Wall-time budget in seconds.")] = None,
     max_cost: Annotated[
@@ -140,8 +151,31 @@ def run_command(
     ] = "continue",
     max_tool_errors: Annotated[
         int,
-        typer.Option(help="Failing steps in a row that stop the run, after a nudge (0: never)."),
+        typer.Option(
+            help="Failing steps in a row, each repeating a failed call, that stop the run "
+            "after a note (0: never; the policy's max_repeated_failures)."
+        ),
     ] = 3,
+    max_tool_calls: Annotated[
+        int | None, typer.Option(help="Tool calls the run may make in all.")
+    ] = None,
+    max_calls_per_tool: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--max-calls-per-tool",
+            metavar="[TOOL=]N",
+            help="Calls each tool may get (N), or one tool (TOOL=N; repeatable).",
+        ),
+    ] = None,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            metavar="RULE=VALUE",
+            help="A stop rule of StopPolicy, e.g. max_repeated_calls=4, notes=0, "
+            "max_failing_steps=none (repeatable; see docs/loop.md).",
+        ),
+    ] = None,
     final_answer: Annotated[
         bool,
         typer.Option(
@@ -199,13 +233,15 @@ def run_command(
         typer.Option("--skills", help="A skill folder, or a folder of them (repeatable)."),
     ] = None,
     builtin_tools: Annotated[
-        bool,
+        bool | None,
         typer.Option(
             "--builtin-tools/--no-builtin-tools",
             help="Offer the built-in tools (calculator, read_file, list_dir, ask_user); "
-            "without them only --tool, --allow-writes and MCP tools are offered.",
+            "without them only --tool, --allow-writes and MCP tools are offered. Default: "
+            "all of them, or only ask_user beside tools of your own (--tool, --mcp).",
+            show_default=False,
         ),
-    ] = True,
+    ] = None,
     tool: Annotated[
         list[str] | None,
         typer.Option(
@@ -266,7 +302,12 @@ def run_command(
             "temperature": temperature,
             "system_prompt": system or DEFAULT_SYSTEM_PROMPT,
             "tools": [
-                *command_line_tools(model_spec, allow_writes=allow_writes, builtin=builtin_tools),
+                *command_line_tools(
+                    model_spec,
+                    allow_writes=allow_writes,
+                    builtin=builtin_tools,
+                    own_tools=bool(tool or servers),
+                ),
                 *own_tools(tool or [], workspace),
             ],
             "workspace": _workspace(workspace),
@@ -276,13 +317,18 @@ def run_command(
             "ask_via": ask_via or "auto",
             "ask_timeout": ask_timeout,
             "limits": {
-                "max_cycles": max_cycles,
+                "max_cycles": DEFAULT_MAX_CYCLES if max_cycles is None else max_cycles,
                 "max_total_tokens": max_tokens,
                 "max_seconds": max_seconds,
                 "max_cost": max_cost,
+                "max_tool_calls": max_tool_calls,
+                "max_calls_per_tool": parse_tool_caps(max_calls_per_tool or []),
             },
-            "on_tool_error": tool_error,
-            "max_consecutive_tool_errors": max_tool_errors or None,
+            "policy": {
+                "on_tool_error": tool_error,
+                "max_repeated_failures": max_tool_errors or None,
+                **parse_policy(policy or []),
+            },
             "final_answer": final_answer,
             "output_schema": (
                 load_output_schema(output_schema) if output_schema is not None else None

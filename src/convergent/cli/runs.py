@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from convergent._printable import printable
 from convergent._run_id import check_run_id
 from convergent.cli._app import app
 from convergent.cli._checked import LIMIT_OPTIONS, checked
@@ -26,11 +27,12 @@ from convergent.cli._temporal import (
     steer_run,
 )
 from convergent.cli.run import absolute_model_spec
-from convergent.durability.resuming import prepare_resume, spec_of, steerable_run
 from convergent.durability.sqlite import DEFAULT_DB_PATH, RunStore, RunSummary
 from convergent.exceptions import UserError
 from convergent.limits import Limits
 from convergent.models._prices import CURRENCY, format_cost, parse_price
+from convergent.models.registry import costs_nothing
+from convergent.resuming import added, prepare_resume, renewed, spec_of, steerable_run
 from convergent.state import RunState
 from convergent.stop import StopReason
 
@@ -60,6 +62,7 @@ def _summary_dict(run: RunSummary) -> dict[str, object]:
         "resumable": run.resumable,
         "parent_run_id": run.parent_run_id,
         "parent_call_id": run.parent_call_id,
+        "output_after_stop": run.output_after_stop,
         "output_data": run.output_data,
     }
 
@@ -110,12 +113,6 @@ def _print_json(runs: Iterable[RunSummary]) -> None:
     out.flush()
 
 
-def _printable(text: str) -> str:
-    """Text on one line, without control characters (a task may hold terminal escapes)."""
-    text = " ".join(text.split())
-    return text if text.isprintable() else "".join(c for c in text if c.isprintable())
-
-
 def _print_table(store: RunStore, runs: Iterable[RunSummary]) -> bool:
     """The runs as aligned columns, written as they are read; False if there were none.
 
@@ -142,10 +139,10 @@ def _print_table(store: RunStore, runs: Iterable[RunSummary]) -> bool:
         )
 
     def write(run: RunSummary, indent: str) -> None:
-        task = _printable(run.task)
+        task = printable(run.task, one_line=True)
         if len(task) > TASK_SHOWN:
             task = task[: TASK_SHOWN - 1] + "…"
-        cost = format_cost(run.usage.cost)
+        cost = format_cost(run.usage.cost, free=costs_nothing(run.recipe))
         age = _age(now - run.updated_at)
         out.write(line(indent + run.run_id, run.status, str(run.cycles), cost, age, task))
         for child in store.children(run.run_id, clip=TASK_SHOWN * 4):
@@ -158,19 +155,31 @@ def _print_table(store: RunStore, runs: Iterable[RunSummary]) -> bool:
     return True
 
 
-def _more(limits: Limits, state: RunState, added: Limits) -> Limits:
-    """The run's limits with the budgets a resumption adds (counted from the run's start)."""
-    return replace(
-        limits,
-        max_cycles=state.cycles + state.monitor.child_cycles + (added.max_cycles or 0),
-        max_total_tokens=(
-            None
-            if added.max_total_tokens is None
-            else state.usage.total_tokens + added.max_total_tokens
-        ),
-        max_seconds=None if added.max_seconds is None else state.elapsed + added.max_seconds,
-        max_cost=None if added.max_cost is None else state.usage.cost + added.max_cost,
-    )
+Budgets = Callable[[Limits, RunState], Limits]
+"""The budgets of a resumed run, from its stored ones and its state."""
+
+
+def _budget_options(given: Mapping[str, tuple[Any, Any]]) -> Budgets:
+    """The budgets ``resume``'s options ask for, by `Limits` field: (``--max-*``, ``--more-*``).
+
+    ``--max-*`` counts from the run's start, like ``convergent run``'s; ``--more-*`` adds
+    to what the run used. A budget with neither keeps the stored one (`renewed`).
+
+    Raises:
+        UserError: For both options of one budget, or a negative value.
+    """
+    absolute = {name: pair[0] for name, pair in given.items() if pair[0] is not None}
+    more = {name: pair[1] for name, pair in given.items() if pair[1] is not None}
+    for name in absolute.keys() & more.keys():
+        option = LIMIT_OPTIONS[name]
+        raise UserError(f"give {option} or {option.replace('--max-', '--more-')}, not both")
+    checked(Limits, absolute, LIMIT_OPTIONS)
+    checked(Limits, more, {f: o.replace("--max-", "--more-") for f, o in LIMIT_OPTIONS.items()})
+
+    def budgets(stored: Limits, state: RunState) -> Limits:
+        return replace(added(renewed(stored, state), state, more), **absolute)
+
+    return budgets
 
 
 @app.command("resume")
@@ -186,10 +195,20 @@ def resume_command(
     model: Annotated[
         str | None, typer.Option(help="Continue with this model instead of the run's.")
     ] = None,
-    max_cycles: Annotated[int, typer.Option(help="Cycles this resumption may add.")] = 20,
-    max_tokens: Annotated[int | None, typer.Option(help="Tokens it may add.")] = None,
-    max_seconds: Annotated[float | None, typer.Option(help="Seconds it may add.")] = None,
-    max_cost: Annotated[float | None, typer.Option(help="Cost it may add.")] = None,
+    max_cycles: Annotated[
+        int | None, typer.Option(help="Cycle limit, counted from the run's start.")
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Token budget, from the start.")] = None,
+    max_seconds: Annotated[
+        float | None, typer.Option(help="Wall-time budget, from the start.")
+    ] = None,
+    max_cost: Annotated[float | None, typer.Option(help="Cost budget, from the start.")] = None,
+    more_cycles: Annotated[
+        int | None, typer.Option(help="Cycles to allow on top of those the run used.")
+    ] = None,
+    more_tokens: Annotated[int | None, typer.Option(help="Tokens to add.")] = None,
+    more_seconds: Annotated[float | None, typer.Option(help="Seconds to add.")] = None,
+    more_cost: Annotated[float | None, typer.Option(help="Cost to add.")] = None,
     price: Annotated[
         str | None,
         typer.Option(
@@ -211,7 +230,11 @@ def resume_command(
         typer.Option(hidden=True, help="Take over this claim on the run (the console's)."),
     ] = None,
 ) -> None:
-    """Continue a run that was interrupted or stopped for a resumable reason."""
+    """Continue a run that was interrupted or stopped for a resumable reason.
+
+    Budgets count from the run's start, as in ``convergent run``; without a budget
+    option the run keeps its own, and one it used up is granted once more.
+    """
     check_run_id(run_id)
     if otlp is not None and temporal is not None:
         raise UserError("--otlp traces runs in this process; a --temporal run runs on a worker")
@@ -227,15 +250,13 @@ def resume_command(
             steer=default_steer(steer, json_output),
         )
         return
-    added = checked(
-        Limits,
+    budgets = _budget_options(
         {
-            "max_cycles": max_cycles,
-            "max_total_tokens": max_tokens,
-            "max_seconds": max_seconds,
-            "max_cost": max_cost,
-        },
-        LIMIT_OPTIONS,
+            "max_cycles": (max_cycles, more_cycles),
+            "max_total_tokens": (max_tokens, more_tokens),
+            "max_seconds": (max_seconds, more_seconds),
+            "max_cost": (max_cost, more_cost),
+        }
     )
     priced = parse_price(price) if price is not None else None
     with otlp_export(otlp):
@@ -247,7 +268,7 @@ def resume_command(
         except BaseException:
             held.release()
             raise
-        limits = _more(stored, state, added)
+        limits = budgets(stored, state)
         ready = prepare_resume(
             store,
             run_id,

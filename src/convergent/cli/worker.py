@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -52,7 +53,9 @@ def worker_command(
 ) -> None:
     """Run workflows and activities of convergent runs for a Temporal task queue."""
     require_extra()
-    from convergent.temporal import run_worker  # noqa: PLC0415  (optional extra)
+    from convergent.temporal import make_worker  # noqa: PLC0415  (optional extra)
+
+    store = Path(db).absolute()  # the default is relative: say which file it is
 
     async def serve() -> None:
         runner = await connect_runner(temporal, task_queue, db, quiet=False)
@@ -60,17 +63,16 @@ def worker_command(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-
-        async def announce() -> None:
+        # entering it refuses a payload store that is not the cluster's, before it polls
+        async with make_worker(runner.client, task_queue):
             # a client refuses to submit runs to a queue no worker polls: say "ready"
             # only once the server lists this worker
             await _polling(runner)
             print(
-                f"worker on {temporal}, task queue {task_queue!r}, payload store {db}; "
-                "Ctrl-C stops it",
+                f"worker on {temporal}, task queue {task_queue!r}, payload store "
+                f"{store}; Ctrl-C stops it",
                 flush=True,
             )
-
-        await asyncio.gather(run_worker(runner.client, task_queue, stop=stop), announce())
+            await stop.wait()
 
     asyncio.run(serve())

@@ -20,7 +20,8 @@ Every event also reaches `RunJournal.on_event`; one that rewrites the history
 The streaming deltas reach it too unless it sets ``receives_deltas = False`` (the
 SQLite journal does: it stores each final response, never its pieces).
 
-A `Durability` (the SQLite `RunStore`, or any other backend) opens one journal per run.
+A `Durability` (the SQLite `RunStore`, or any other backend) opens one journal per run,
+from a `JournaledRun`: the run's id and what the journal needs to know of its agent.
 Durable-execution engines such as Temporal need no journal: their own history records
 each model request and tool call, which run as activities.
 """
@@ -28,6 +29,7 @@ each model request and tool call, which run as activities.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from convergent.events import Event
@@ -37,7 +39,28 @@ from convergent.state import RunState, ToolCallRecord
 from convergent.steering import SteeringCommand, SteeringQueue
 from convergent.tools import Tool
 
-__all__ = ["Durability", "RunJournal"]
+__all__ = ["Durability", "JournaledRun", "RunJournal"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournaledRun:
+    """The run a journal persists, and what it needs to know of the run's agent."""
+
+    run_id: str
+    """The run (which may be new or stored)."""
+    tools: Sequence[Tool] = ()
+    """The agent's tools (to know which modify files, and their MCP servers)."""
+    workspace: str | None = None
+    """Folder file-modifying tools work in (snapshots for rewind)."""
+    spec: Mapping[str, Any] | None = None
+    """How to rebuild the agent in another process (an `AgentSpec` as JSON), stored
+    with the run."""
+    models: Mapping[str, Model] = field(default_factory=dict)
+    """The run's models by role; the place of each `convergent.models.base.Replayable`
+    one is kept with the run, so that a resumed run plays no response twice."""
+    parent: tuple[str, str] | None = None
+    """``(run id, call id)`` of the tool call that started this run as a child run (an
+    agent called as a tool), to store the link with it."""
 
 
 class RunJournal(Protocol):
@@ -78,26 +101,5 @@ class Durability(Protocol):
     def send_steering(self, run_id: str, kind: str, text: str = "") -> None:
         """Store a steering command for the run's next boundary."""
 
-    def journal(
-        self,
-        run_id: str,
-        *,
-        tools: Sequence[Tool] = (),
-        workspace: str | None = None,
-        recipe: Mapping[str, Any] | None = None,
-        models: Mapping[str, Model] | None = None,
-        parent: tuple[str, str] | None = None,
-    ) -> RunJournal:
-        """The journal of run ``run_id`` (which may be new or stored).
-
-        Args:
-            run_id: The run.
-            tools: The agent's tools (to know which modify files).
-            workspace: Folder file-modifying tools work in (snapshots for rewind).
-            recipe: How to rebuild the agent in another process (an `AgentSpec` as JSON),
-                stored with the run.
-            models: The run's models by role, whose replay position is kept with the run
-                (a `ScriptedModel` continues where it stopped when the run resumes).
-            parent: ``(run id, call id)`` of the tool call that started this run as a
-                child run (an agent called as a tool), to store the link with it.
-        """
+    def journal(self, run: JournaledRun) -> RunJournal:
+        """The journal of ``run`` (which may be new or stored)."""

@@ -33,6 +33,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
+from convergent._printable import printable
 from convergent.clock import current_clock
 from convergent.exceptions import ConvergentError, NeedsUserInput, UserError
 from convergent.gate.events import AskStatus
@@ -392,7 +393,7 @@ class StdinChannel:
             NeedsUserInput: At end of input.
         """
         if self._echo is not None:
-            self._echo.write(f"question: {question}\n")
+            self._echo.write(f"question: {printable(question)}\n")
             self._echo.flush()
         line = await self._read_line()
         if line is None:
@@ -428,7 +429,8 @@ class TerminalChannel:
         Raises:
             NeedsUserInput: If the terminal's input is closed.
         """
-        self.console.print(Panel(escape(question), title="the agent asks", title_align="left"))
+        shown = escape(printable(question))
+        self.console.print(Panel(shown, title="the agent asks", title_align="left"))
         self.console.print("[bold]answer>[/] ", end="")
         line = await self._read_line()
         if line is None:

@@ -222,8 +222,8 @@ def declared_ambiguity(record: ToolCallRecord) -> str | None:
     if not record.ok or not record.result.lstrip().startswith("{"):
         return None
     try:
-        data = json.loads(record.result)
-    except json.JSONDecodeError:
+        data = load_json(record.result)
+    except UnusableJson:
         return None
     if not isinstance(data, dict) or data.get("ambiguous") is not True:
         return None

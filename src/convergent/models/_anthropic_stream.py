@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from convergent.exceptions import ModelError
+from convergent.models._openai_stream import stream_index
 from convergent.models.base import TextChunk, ToolCallChunk
 from convergent.models.openai import parse_arguments
 
@@ -59,7 +60,7 @@ class MessageAssembly:
         """
         try:
             return list(self._pieces(event))
-        except (AttributeError, TypeError, KeyError) as exc:
+        except (AttributeError, TypeError, KeyError, ValueError) as exc:
             raise ModelError(f"{model_name}: a stream event is malformed ({exc})") from None
 
     def _pieces(self, event: Any) -> Iterator[TextChunk | ToolCallChunk]:
@@ -71,14 +72,14 @@ class MessageAssembly:
             self.input_tokens = message.usage.input_tokens or 0
             self.output_tokens = message.usage.output_tokens or 0
         elif kind == "content_block_start":
-            block = event.content_block
+            block, index = event.content_block, stream_index(event.index)
             if block.type == "text":
-                kept = self.blocks[event.index] = _Block("text")
+                kept = self.blocks[index] = _Block("text")
                 if block.text:
                     kept.pieces.append(block.text)
                     yield TextChunk(block.text)
             elif block.type == "tool_use":
-                kept = self.blocks[event.index] = _Block(
+                kept = self.blocks[index] = _Block(
                     "tool_use", block.id, block.name, call=self.calls
                 )
                 self.calls += 1
@@ -96,7 +97,7 @@ class MessageAssembly:
                 self.input_tokens = usage.input_tokens
 
     def _delta(self, event: Any) -> Iterator[TextChunk | ToolCallChunk]:
-        block = self.blocks.get(event.index)
+        block = self.blocks.get(stream_index(event.index))
         delta = event.delta
         if block is None:
             return

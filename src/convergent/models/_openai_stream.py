@@ -17,7 +17,18 @@ from typing import Any
 from convergent.exceptions import ModelError
 from convergent.models.base import TextChunk, ToolCallChunk
 
-__all__ = ["CompletionAssembly"]
+__all__ = ["CompletionAssembly", "stream_index"]
+
+
+def stream_index(value: object) -> int:
+    """A position a stream names (a tool call's, a content block's): a whole number from 0.
+
+    Raises:
+        ValueError: If ``value`` is anything else (a string, a fraction, a boolean...).
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"the index {value!r} is not a whole number from 0")
+    return value
 
 
 @dataclass(slots=True)
@@ -51,7 +62,7 @@ class CompletionAssembly:
         """
         try:
             return list(self._pieces(chunk))
-        except (AttributeError, TypeError, KeyError) as exc:
+        except (AttributeError, TypeError, KeyError, ValueError) as exc:
             raise ModelError(f"{model_name}: a streamed chunk is malformed ({exc})") from None
 
     def _pieces(self, chunk: Any) -> Iterator[TextChunk | ToolCallChunk]:
@@ -75,9 +86,10 @@ class CompletionAssembly:
                 yield self._call_piece(raw)
 
     def _call_piece(self, raw: Any) -> ToolCallChunk:
-        call = self.calls.get(raw.index)
+        index = stream_index(raw.index)
+        call = self.calls.get(index)
         if call is None:
-            call = self.calls[raw.index] = _Call()
+            call = self.calls[index] = _Call()
         function = raw.function
         name = (function.name if function is not None else None) or None
         arguments = (function.arguments if function is not None else None) or ""
@@ -89,7 +101,7 @@ class CompletionAssembly:
             call.name = new_name
         if arguments:
             call.arguments.append(arguments)
-        return ToolCallChunk(raw.index, new_id, new_name, arguments)
+        return ToolCallChunk(index, new_id, new_name, arguments)
 
     def completion(self, model_name: str) -> Any:
         """What the chunks add up to, shaped like a ``ChatCompletion``.

@@ -150,10 +150,14 @@ def priced_for_limit(
     return found
 
 
-def format_cost(cost: float) -> str:
-    """A cost for people: ``$0.00264``, ``$1.25``; ``-`` for none."""
+def format_cost(cost: float, *, free: bool = False) -> str:
+    """A cost for people: ``$0.00264``, ``$1.25``, and ``$0`` or ``-`` for none.
+
+    None is ``$0`` when the model is ``free`` (known to cost nothing), else ``-`` (no
+    price known).
+    """
     if not cost:
-        return "-"
+        return "$0" if free else "-"
     digits = 2 if cost >= 1 else 4 if cost >= 0.01 else 6
     shown = f"{cost:.{digits}f}".rstrip("0").rstrip(".")
     return f"${shown}" if shown != "0" else f"<${10**-digits:.{digits}f}"

@@ -25,6 +25,7 @@ from convergent.messages import (
 )
 from convergent.models._anthropic_stream import MessageAssembly
 from convergent.models._client import LoopClient
+from convergent.models._deadline import Deadline
 from convergent.models._prices import (
     PriceLike,
     TokenPrice,
@@ -105,6 +106,8 @@ class AnthropicModel(Model):
         api_key: Key (default: ``ANTHROPIC_API_KEY``).
         max_tokens: Default output budget per request (the API requires one).
         max_retries: Retries the SDK makes on connection errors and 429/5xx.
+        timeout: Seconds a request may take as a whole, its streamed reply included
+            (a request the settings give less time ends sooner, see `ModelSettings`).
         base_url: Alternative endpoint.
         client: A ready ``anthropic.AsyncAnthropic`` client (tests pass one).
         price: What its tokens cost (a `TokenPrice`, or ``(input, output)`` in US
@@ -119,12 +122,14 @@ class AnthropicModel(Model):
         api_key: str | None = None,
         max_tokens: int = 4096,
         max_retries: int = 2,
+        timeout: float = 600.0,
         base_url: str | None = None,
         client: Any = None,
         price: PriceLike | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
+        self.timeout = timeout
         self._secrets = known_secrets(api_key, *secrets_of_url(base_url))
         factory = None
         if client is None:
@@ -141,7 +146,7 @@ class AnthropicModel(Model):
 
             def factory() -> Any:
                 return anthropic.AsyncAnthropic(
-                    api_key=key, base_url=base_url, max_retries=max_retries
+                    api_key=key, base_url=base_url, max_retries=max_retries, timeout=timeout
                 )
 
         self._client = LoopClient(client, factory)
@@ -216,9 +221,10 @@ class AnthropicModel(Model):
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         """Send one Messages request and translate the reply."""
+        deadline = Deadline(self.name, self.timeout, settings)
         with self._errors():
-            reply = await self._client.get().messages.create(
-                **self.build_request(messages, tools, settings)
+            reply = await deadline.wait(
+                self._client.get().messages.create(**self.build_request(messages, tools, settings))
             )
         if not hasattr(reply, "content"):
             raise ModelError(f"{self.name}: the reply is not a message")
@@ -233,14 +239,16 @@ class AnthropicModel(Model):
         """Stream one Messages request: its text and tool-input chunks, then the reply.
 
         The usage comes from the stream itself (``message_start``, then the totals of
-        ``message_delta``). The SDK retries before the stream starts, never after.
+        ``message_delta``). The SDK retries before the stream starts, never after. The
+        whole stream must end within the request's time (see `Deadline`).
         """
         request = {**self.build_request(messages, tools, settings), "stream": True}
         assembly = MessageAssembly()
+        deadline = Deadline(self.name, self.timeout, settings)
         with self._errors():
-            stream = await self._client.get().messages.create(**request)
+            stream = await deadline.wait(self._client.get().messages.create(**request))
             async with stream:
-                async for event in stream:
+                async for event in deadline.each(aiter(stream)):
                     for part in assembly.add(event, self.name):
                         yield part
         reply, errors = assembly.message(self.name)

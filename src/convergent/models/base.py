@@ -13,7 +13,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from convergent.messages import Message, ModelResponse, ToolSpec
 from convergent.models._prices import TokenPrice
@@ -22,6 +22,7 @@ __all__ = [
     "OUTPUT_NAME",
     "Model",
     "ModelSettings",
+    "Replayable",
     "StreamPart",
     "TextChunk",
     "ToolCallChunk",
@@ -87,8 +88,36 @@ class ModelSettings:
     this schema, while tool calls stay allowed: backends with native structured output
     constrain the answer (see `OUTPUT_NAME`). The loop sets it from the agent's output
     type, and checks every answer itself."""
+    timeout: float | None = None
+    """Seconds the whole request may take, its reply included, when that is less than
+    the backend's own timeout (the loop sets what is left of ``max_seconds``). Past
+    it, a backend ends the request and raises `convergent.exceptions.ModelError`."""
+    plain_answer: bool = False
+    """The request wants an answer in plain words and nothing else (the answer after a
+    stop): backends that shape replies as JSON (the structured protocol, the embedded
+    model) constrain this one to a single ``answer`` text field, with no tool calls."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific request fields, passed through unchanged."""
+
+
+@runtime_checkable
+class Replayable(Protocol):
+    """A model that replays a script, whose place a durable run keeps to resume it.
+
+    A durable run stores the `position` of each of its replayed models with every
+    checkpoint, beside its state; resuming the run `seek`s a rebuilt model there, so
+    that no response is played twice (`convergent.models.scripted.ScriptedModel` is
+    one; a wrapper such as `convergent.models.structured.StructuredToolCalling` passes
+    its inner model's place through).
+    """
+
+    def position(self) -> int | None:
+        """Responses given so far (None: nothing to keep, e.g. a wrapped live model)."""
+        ...
+
+    def seek(self, position: int) -> None:
+        """Continue the script after ``position`` responses."""
+        ...
 
 
 class Model(ABC):

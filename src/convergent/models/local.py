@@ -43,7 +43,12 @@ from convergent.models import _llama_server
 from convergent.models._prices import FREE, PriceLike, TokenPrice, token_price
 from convergent.models.base import OUTPUT_NAME, Model, ModelSettings, StreamPart
 from convergent.models.openai import OpenAIChatModel
-from convergent.models.structured import Step, StructuredToolCalling, with_answer
+from convergent.models.structured import (
+    Step,
+    StructuredToolCalling,
+    plain_answer_step,
+    with_answer,
+)
 
 __all__ = ["LocalModel", "ToolProtocol", "chatml_tools_template"]
 
@@ -318,6 +323,10 @@ class _LocalStructured(StructuredToolCalling):
     ) -> Step:
         """One schema-constrained step, or plain chat when there is no tool to call."""
         base = settings or ModelSettings()
+        if base.plain_answer:
+            if not self.examples:
+                return plain_answer_step(self.translate(messages, ()), base)
+            return plain_answer_step(_answer_request(messages), base)
         answer = base.output_schema
         if not tools:
             # plain chat; calls and results of earlier cycles are shown as text
@@ -365,6 +374,44 @@ def _as_read_by_a_small_model(messages: Sequence[Message]) -> list[Message]:
             message = dataclasses.replace(message, name=_call_text(calls[message.tool_call_id]))
         shown.append(message)
     return shown
+
+
+def _answer_request(messages: Sequence[Message]) -> list[Message]:
+    """A request for the answer, as a small model answers best: one question with its facts.
+
+    A 135M model shown the whole conversation copies its last message (the loop's own
+    request) or the protocol's JSON. So it gets the system prompt, a worked example, and
+    one message: the task, each tool result labelled with its call, and the request
+    (the conversation's last message) in a sentence.
+    """
+    system = [m for m in messages if m.role == "system"]
+    task = next((m.content for m in messages if isinstance(m, UserMessage)), "")
+    calls = {
+        call.id: call
+        for message in messages
+        if isinstance(message, AssistantMessage)
+        for call in message.tool_calls
+    }
+    results = [
+        f"{_call_text(calls[m.tool_call_id]) if m.tool_call_id in calls else m.name} "
+        f"{'error' if m.is_error else 'result'}: {m.content}"
+        for m in messages
+        if isinstance(m, ToolResultMessage)
+    ]
+    found = "\n".join(results) if results else "(no tool results)"
+    question = f"{task}\n\nTool results:\n{found}\n\n{_ANSWER_NOW}"
+    return [*system, *_ANSWER_EXAMPLE, UserMessage(content=question)]
+
+
+_ANSWER_NOW = "No more tools can be called. Answer the task from these results."
+
+_ANSWER_EXAMPLE: tuple[Message, ...] = (
+    UserMessage(
+        content="What is 6 * 7?\n\nTool results:\n"
+        f'calculator(expression="6 * 7") result: 42\n\n{_ANSWER_NOW}'
+    ),
+    AssistantMessage(content=json.dumps({"answer": "6 * 7 = 42"})),
+)
 
 
 def _call_text(call: ToolCall) -> str:

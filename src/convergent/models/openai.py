@@ -23,6 +23,7 @@ from convergent.messages import (
     UserMessage,
 )
 from convergent.models._client import LoopClient
+from convergent.models._deadline import Deadline
 from convergent.models._openai_stream import CompletionAssembly
 from convergent.models._prices import (
     PriceLike,
@@ -98,7 +99,8 @@ class OpenAIChatModel(Model):
         base_url: Server URL (default: ``OPENAI_BASE_URL`` or OpenAI's own).
         api_key: Key (default: ``OPENAI_API_KEY``; a placeholder for local servers).
         max_retries: Retries the SDK makes on connection errors and 429/5xx.
-        timeout: Seconds per request.
+        timeout: Seconds a request may take as a whole, its streamed reply included
+            (a request the settings give less time ends sooner, see `ModelSettings`).
         price: What its tokens cost (a `TokenPrice`, or ``(input, output)`` in US
             dollars per million tokens); default: the price table's for an OpenAI model
             on OpenAI's API (or a provider's known API), else unknown.
@@ -119,6 +121,7 @@ class OpenAIChatModel(Model):
         client: Any = None,
     ) -> None:
         self.model = model
+        self.timeout = timeout
         price_url = base_url or client_url(client)
         self._context_window = context_window
         self._secrets = known_secrets(api_key, *secrets_of_url(base_url))
@@ -203,9 +206,12 @@ class OpenAIChatModel(Model):
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         """Send one chat completion request and translate the reply."""
+        deadline = Deadline(self.name, self.timeout, settings)
         with self._errors():
-            completion = await self._client.get().chat.completions.create(
-                **self.build_request(messages, tools, settings)
+            completion = await deadline.wait(
+                self._client.get().chat.completions.create(
+                    **self.build_request(messages, tools, settings)
+                )
             )
         if not hasattr(completion, "choices"):
             raise ModelError(f"{self.name}: the reply is not a chat completion")
@@ -221,15 +227,17 @@ class OpenAIChatModel(Model):
 
         The server is asked for its usage in the stream's last chunk
         (``stream_options.include_usage``), so the reply carries the same usage as an
-        unstreamed one. The SDK retries before the stream starts, never after.
+        unstreamed one. The SDK retries before the stream starts, never after. The
+        whole stream must end within the request's time (see `Deadline`).
         """
         request = {**self.build_request(messages, tools, settings), "stream": True}
         request.setdefault("stream_options", {"include_usage": True})
         assembly = CompletionAssembly()
+        deadline = Deadline(self.name, self.timeout, settings)
         with self._errors():
-            stream = await self._client.get().chat.completions.create(**request)
+            stream = await deadline.wait(self._client.get().chat.completions.create(**request))
             async with stream:
-                async for chunk in stream:
+                async for chunk in deadline.each(aiter(stream)):
                     for part in assembly.add(chunk, self.name):
                         yield part
         yield self.parse_completion(assembly.completion(self.name))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from convergent.exceptions import UserError
 from convergent.models._prices import PriceLike
 from convergent.models.base import Model
 
-__all__ = ["build_model", "default_model_spec", "model_from_string"]
+__all__ = ["build_model", "costs_nothing", "default_model_spec", "model_from_string"]
 
 _FORMS = "scripted:PATH, openai:MODEL, anthropic:MODEL, local or local:PATH.gguf"
 
@@ -20,6 +22,23 @@ def default_model_spec() -> str:
     if os.environ.get("ANTHROPIC_API_KEY"):
         return "anthropic:claude-haiku-5-5"
     return "local"
+
+
+def costs_nothing(recipe: Mapping[str, Any] | None) -> bool:
+    """Whether a stored run's model is known to be free.
+
+    It is when its spec's price is zero, or it is a local model without one (llama.cpp
+    on this machine costs nothing per token).
+
+    A zero cost means "free" only then; for any other model it means "no price known".
+    """
+    if not recipe:
+        return False
+    price = recipe.get("price")
+    if price is not None:
+        return isinstance(price, Sequence) and not any(price)
+    model = recipe.get("model")
+    return isinstance(model, str) and model.partition(":")[0] == "local"
 
 
 def model_from_string(

@@ -13,8 +13,13 @@ a run (``resume --model``) finds none of its responses and starts at its first.
 
 Some requests leave no reply in the conversation: the answer asked for after a stop,
 a summary for compaction, a gate's scoring. So that a resumed run plays no response
-twice, a script is `Replayable`: a durable run stores its `position` beside the
-conversation (not in the run's state) and `convergent.resume` `seek`s it there.
+twice, a script is `Replayable` (`convergent.models.base`): a durable run stores its
+`position` beside the conversation (not in the run's state) and `convergent.resume`
+`seek`s it there. Durability knows only that protocol, never this model.
+
+A script may also fail a request: an exception in the list (a `ModelError`, as a
+backend raises after its retries), or ``{"error": "..."}`` in a script file, is raised
+when its turn comes, so a test can see the run stop ``model_error`` and resume after it.
 """
 
 from __future__ import annotations
@@ -24,10 +29,10 @@ import inspect
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
+from typing import Any, NamedTuple, TypeAlias
 
 from convergent._json import UnusableJson, load_json
-from convergent.exceptions import ScriptExhaustedError, UserError
+from convergent.exceptions import ModelError, ScriptExhaustedError, UserError
 from convergent.messages import (
     AssistantMessage,
     Message,
@@ -37,7 +42,7 @@ from convergent.messages import (
     Usage,
 )
 from convergent.models._prices import FREE, PriceLike, TokenPrice, priced, token_price
-from convergent.models.base import Model, ModelSettings
+from convergent.models.base import Model, ModelSettings, Replayable
 
 __all__ = [
     "Replayable",
@@ -52,20 +57,7 @@ ScriptFunction: TypeAlias = Callable[
 ]
 """A function that computes the reply for each request."""
 
-ScriptItem: TypeAlias = "ModelResponse | Mapping[str, Any] | str"
-
-
-@runtime_checkable
-class Replayable(Protocol):
-    """A model that replays a script, whose place a durable run keeps to resume it."""
-
-    def position(self) -> int | None:
-        """Responses given so far (None: nothing to keep, e.g. a wrapped live model)."""
-        ...
-
-    def seek(self, position: int) -> None:
-        """Continue the script after ``position`` responses."""
-        ...
+ScriptItem: TypeAlias = "ModelResponse | Mapping[str, Any] | str | Exception"
 
 
 class ScriptedRequest(NamedTuple):
@@ -77,6 +69,21 @@ class ScriptedRequest(NamedTuple):
 
 
 _RESERVED = {"content", "tool_calls", "usage", "finish_reason"}
+
+
+def _scripted_error(data: Mapping[str, Any]) -> ModelError:
+    """The failure ``{"error": "message"}`` scripts: a `ModelError` with that message.
+
+    Raises:
+        UserError: If the message is not a non-empty string, or other keys come with it.
+    """
+    message = data["error"]
+    if not isinstance(message, str) or not message.strip():
+        raise UserError('a scripted error must be a non-empty string: {"error": "..."}')
+    if len(data) > 1:
+        others = ", ".join(sorted(key for key in data if key != "error"))
+        raise UserError(f'a scripted error is {{"error": ...}} alone, not with {others}')
+    return ModelError(message)
 
 
 def response_from_dict(
@@ -149,7 +156,9 @@ class ScriptedModel(Model):
 
     Args:
         script: A list of responses (`ModelResponse`, a dict in the CLI's script format,
-            or a plain string meaning a text reply with no tool calls), or a function
+            or a plain string meaning a text reply with no tool calls) and failures (an
+            exception, raised for its request: a `ModelError` stops the run
+            ``model_error``; ``{"error": "..."}`` is one), or a function
             ``(messages, tools) -> ModelResponse`` (sync or async) called per request.
         name: Name shown in traces.
         record_requests: Keep a copy of every request in `requests` (turn off for long
@@ -170,7 +179,7 @@ class ScriptedModel(Model):
         self._price = token_price(price)
         self._name = name
         self._function: ScriptFunction | None = None
-        self._responses: list[ModelResponse] = []
+        self._responses: list[ModelResponse | Exception] = []
         self._ids = (f"call_{n}" for n in itertools.count(1))
         if callable(script):
             self._function = script
@@ -206,11 +215,15 @@ class ScriptedModel(Model):
             raise UserError(f"script file {file} must hold a non-empty JSON list of responses")
         return cls(data, name=f"scripted:{file.name}", price=price)
 
-    def _coerce(self, item: ScriptItem) -> ModelResponse:
+    def _coerce(self, item: ScriptItem) -> ModelResponse | Exception:
         if isinstance(item, ModelResponse):
             return self._priced(item)
         if isinstance(item, str):
             return ModelResponse(content=item, finish_reason="stop", model_name="scripted")
+        if isinstance(item, Exception):
+            return item
+        if isinstance(item, Mapping) and "error" in item:
+            return _scripted_error(item)
         return self._priced(response_from_dict(item, call_ids=self._ids))
 
     def _priced(self, response: ModelResponse) -> ModelResponse:
@@ -246,8 +259,8 @@ class ScriptedModel(Model):
         self._next = position
 
     @property
-    def unconsumed(self) -> list[ModelResponse]:
-        """Scripted responses that no request has consumed yet."""
+    def unconsumed(self) -> list[ModelResponse | Exception]:
+        """Scripted responses (and failures) that no request has consumed yet."""
         return self._responses[self._next or 0 :]
 
     def assert_consumed(self) -> None:
@@ -263,7 +276,12 @@ class ScriptedModel(Model):
         tools: Sequence[ToolSpec],
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
-        """Return the next scripted response (or the function's reply)."""
+        """Return the next scripted response (or the function's reply).
+
+        Raises:
+            ScriptExhaustedError: On a request past the end of the script.
+            Exception: The failure scripted for this request (a `ModelError`, say).
+        """
         if self.record_requests:
             self.requests.append(ScriptedRequest(tuple(messages), tuple(tools), settings))
         if self._function is not None:
@@ -283,13 +301,17 @@ class ScriptedModel(Model):
                 f"but holds only {len(self._responses)} response(s)"
             )
         self._next = index + 1
-        return self._responses[index]
+        scripted = self._responses[index]
+        if isinstance(scripted, Exception):
+            raise scripted
+        return scripted
 
     def _place(self, messages: Sequence[Message]) -> int:
         """Where the script goes on for ``messages``: after its last response among them.
 
         A reply the script may hold twice is taken at the earliest place not before its
-        place in the conversation (compaction only ever removes earlier replies).
+        place in the conversation (compaction only ever removes earlier replies). A
+        reply's calls are compared as the loop keeps them (with unique ids).
         """
         replies = [m for m in messages if isinstance(m, AssistantMessage)]
         for count in range(len(replies), 0, -1):
@@ -297,7 +319,9 @@ class ScriptedModel(Model):
             places = [
                 index
                 for index, response in enumerate(self._responses)
-                if response.content == reply.content and response.tool_calls == reply.tool_calls
+                if isinstance(response, ModelResponse)
+                and response.content == reply.content
+                and response.with_unique_call_ids().tool_calls == reply.tool_calls
             ]
             if places:
                 later = [index for index in places if index >= count - 1]

@@ -30,15 +30,24 @@ from convergent.messages import (
 )
 from convergent.models._prices import TokenPrice
 from convergent.models._thought_stream import ThoughtStream
-from convergent.models.base import Model, ModelSettings, StreamPart, TextChunk, ToolCallChunk
-from convergent.models.scripted import Replayable
+from convergent.models.base import (
+    Model,
+    ModelSettings,
+    Replayable,
+    StreamPart,
+    TextChunk,
+    ToolCallChunk,
+)
 
 __all__ = [
     "ANSWER_FIELD",
+    "PLAIN_ANSWER_CHARS",
     "Step",
     "StructuredToolCalling",
     "parse_step",
     "parse_structured_reply",
+    "plain_answer_schema",
+    "plain_answer_text",
     "tool_call_schema",
     "with_answer",
 ]
@@ -56,11 +65,44 @@ Available tools:
 _NO_TOOLS = """No tools can be called now. Reply ONLY with a JSON object:
 {"thought": "<your answer>", "tool_calls": []}"""
 
+_PLAIN_ANSWER = """No tools can be called now. Reply ONLY with a JSON object:
+{"answer": "<your answer to the task, in plain words>"}"""
+
 _TYPED_ANSWER = """The final answer must be JSON under this schema: {schema}
 When you have it, reply with "tool_calls": [] and put the answer in "answer"."""
 
 ANSWER_FIELD = "answer"
 """Field of a structured reply that holds a typed answer (when an output schema is set)."""
+
+PLAIN_ANSWER_CHARS = 400
+"""Longest answer a plain-answer request allows (a small model that starts repeating
+itself stops there, well before the token limit)."""
+
+
+def plain_answer_schema(max_chars: int = PLAIN_ANSWER_CHARS) -> dict[str, Any]:
+    """JSON schema of a reply that is only an answer in words: ``{"answer": "..."}``."""
+    text = {"type": "string", "minLength": 1, "maxLength": max_chars}
+    return {
+        "type": "object",
+        "properties": {ANSWER_FIELD: text},
+        "required": [ANSWER_FIELD],
+        "additionalProperties": False,
+    }
+
+
+def plain_answer_text(reply: ModelResponse) -> ModelResponse:
+    """A reply to a plain-answer request with its ``answer`` field as its text.
+
+    A reply that is not that JSON (cut off, or from a backend that ignored the schema)
+    is left as it is: what the loop makes of it is the loop's business.
+    """
+    try:
+        data = load_json(reply.content)
+    except UnusableJson:
+        return reply
+    if not isinstance(data, dict) or not isinstance(data.get(ANSWER_FIELD), str):
+        return reply
+    return dataclasses.replace(reply, content=data[ANSWER_FIELD], tool_calls=())
 
 
 def tool_call_schema(
@@ -190,6 +232,8 @@ class StructuredToolCalling(Model):
     ) -> Step:
         """The request the inner model gets: the rewritten conversation under the schema."""
         base = settings or ModelSettings()
+        if base.plain_answer:
+            return plain_answer_step(self.translate(messages, ()), base)
         answer = base.output_schema
         constrained = ModelSettings(
             temperature=base.temperature,
@@ -212,6 +256,8 @@ class StructuredToolCalling(Model):
         A typed answer (the reply's `ANSWER_FIELD`) becomes the response's text, as JSON,
         so the loop validates it like any other final answer.
         """
+        if step.plain:
+            return plain_answer_text(reply)
         if not step.structured:
             return reply
         self._replies += 1
@@ -291,6 +337,24 @@ class Step(NamedTuple):
     """The request's settings, with the reply's JSON schema."""
     structured: bool = True
     """Whether the reply is structured JSON (False: plain chat, passed through)."""
+    plain: bool = False
+    """Whether the reply is a plain answer's JSON (see `plain_answer_step`)."""
+
+
+def plain_answer_step(conversation: list[Message], settings: ModelSettings) -> Step:
+    """A request for a plain answer: ``conversation`` under `plain_answer_schema`.
+
+    The reply can be nothing but ``{"answer": "<text>"}``: no call, no thought, no copy
+    of the protocol's JSON, and no longer than `PLAIN_ANSWER_CHARS`.
+    """
+    constrained = dataclasses.replace(
+        settings,
+        json_schema=plain_answer_schema(),
+        json_schema_name="plain_answer",
+        output_schema=None,
+        plain_answer=False,
+    )
+    return Step([SystemMessage(content=_PLAIN_ANSWER), *conversation], constrained, plain=True)
 
 
 def parse_step(reply: ModelResponse, *, id_prefix: str, max_tokens: int | None) -> ModelResponse:

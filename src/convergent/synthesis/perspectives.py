@@ -259,7 +259,6 @@ async def run_perspective(
         [research_tool] if research_tool is not None else [],
         system_prompt=system,
         limits=limits or DEFAULT_LIMITS,
-        on_tool_error="continue",
         settings=base,
         record_events=False,
     )

@@ -406,15 +406,7 @@ class OpenTelemetryObserver:
             error = reason.value if failed is not None else None
             self._end_chat(run, when, error, failed)
         span = run.span
-        usage = event.usage
-        attributes: Attributes = {
-            "convergent.stop_reason": reason.value,
-            "convergent.cycles": event.cycle,
-            INPUT_TOKENS: usage.input_tokens - run.input_tokens,
-            OUTPUT_TOKENS: usage.output_tokens - run.output_tokens,
-        }
-        if usage.cost > run.cost:
-            attributes[COST] = usage.cost - run.cost
+        attributes = _stop_attributes(event, run)
         detail = self.record_content or reason not in _CONTENT_DETAILS
         if detail:
             attributes["convergent.stop_detail"] = event.detail
@@ -501,3 +493,20 @@ class OpenTelemetryObserver:
     def _other(self, event: Event) -> None:
         """An event of a part this observer does not know: its name, as a span event."""
         self._add_event(event, f"convergent.{event.type}", {})
+
+
+def _stop_attributes(event: RunStopped, run: _OpenRun) -> Attributes:
+    """The run span's attributes at its stop: reason, cycles, this call's usage."""
+    usage = event.usage
+    attributes: Attributes = {
+        "convergent.stop_reason": event.reason.value,
+        "convergent.cycles": event.cycle,
+        INPUT_TOKENS: usage.input_tokens - run.input_tokens,
+        OUTPUT_TOKENS: usage.output_tokens - run.output_tokens,
+    }
+    if usage.cost > run.cost:
+        attributes[COST] = usage.cost - run.cost
+    if event.output_after_stop:
+        # the output is the answer asked for after the stop, not a completed answer
+        attributes["convergent.output_after_stop"] = True
+    return attributes

@@ -31,6 +31,7 @@ from convergent.agent import Agent
 from convergent.builder import build_agent
 from convergent.exceptions import ModelError, ModelHTTPError, UserError
 from convergent.messages import CallOutcome
+from convergent.models._deadline import RequestTimedOut
 from convergent.models._prices import dump_price
 from convergent.models.base import Model
 from convergent.models.scripted import ScriptedModel
@@ -178,7 +179,13 @@ def _clip(text: str, limit: int = 4000) -> str:
 
 
 def _retryable(exc: ModelError) -> bool:
-    """Transient failures are retried by Temporal; a request the provider refuses is not."""
+    """Whether Temporal retries a failed request: a transient failure, yes.
+
+    A request the provider refuses is not retried, nor one that had its whole time (the
+    run's time left, or the backend's timeout).
+    """
+    if isinstance(exc, RequestTimedOut):
+        return False
     if isinstance(exc, ModelHTTPError):
         return exc.status_code == 429 or exc.status_code >= 500
     return True
@@ -280,8 +287,11 @@ class Activities:
             done: dict[str, Any] = await _heartbeating(handle.result())
         except WorkflowFailureError as exc:
             cause = exc.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            raise ApplicationError(_clip(message), non_retryable=True) from None
+            if isinstance(cause, ApplicationError):  # its details: what the child spent
+                raise ApplicationError(
+                    _clip(cause.message), *cause.details, non_retryable=True
+                ) from None
+            raise ApplicationError(_clip(str(cause)), non_retryable=True) from None
         return done
 
     def all(self) -> list[Any]:

@@ -2,9 +2,13 @@
 
 A call of an agent the spec lists in ``agents`` starts a run workflow of its own, as
 a child of the calling run's workflow, under the id a local child run would have
-(`convergent._agent_tool.child_run_id`: the caller's id, cycle and call id). The child
-gets at most what the caller has left of its budgets, and its usage and cycles count
-as the caller's, as in a local run.
+(`convergent._run_id.child_run_id`: the caller's id, cycle and call id). The child
+gets at most what the caller has left of its budgets, and what it spends counts as the
+caller's, as in a local run: also when it fails, or is cancelled when its call times
+out (it then fails, its spend in the failure's details).
+
+A call's timeout asks the child to stop and cancels what it has in flight: it ends
+``stopped`` at its next boundary, its usage counted, and the call fails.
 
 A caller that makes a call again without its result (its workflow reset to before it,
 a run started again from a state without it) never runs a finished child again: it
@@ -15,6 +19,8 @@ is started afresh under its id.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -26,18 +32,21 @@ from temporalio.exceptions import (
     ChildWorkflowError,
     WorkflowAlreadyStartedError,
 )
+from temporalio.workflow import ChildWorkflowHandle
 
 with workflow.unsafe.imports_passed_through():
-    from convergent._agent_tool import ChildEnd, child_run_id, child_tool
+    from convergent._agent_tool import ChildEnd, ChildSpent, child_tool, run_depth
+    from convergent._run_id import child_run_id
     from convergent.builder import child_spec
     from convergent.exceptions import ToolError
+    from convergent.messages import Usage
     from convergent.run_context import CallContext
     from convergent.spec import AgentToolSpec
     from convergent.state import RunState
     from convergent.temporal._payloads import TASK_PREVIEW, RunStart
     from convergent.tools import Tool
 
-__all__ = ["CHILD_RESULT", "child_workflow_tool"]
+__all__ = ["CHILD_RESULT", "child_workflow_tool", "spend_details"]
 
 CHILD_RESULT = "convergent.child_result"
 """Name of the activity that waits for the result of a child started earlier."""
@@ -59,15 +68,16 @@ def child_workflow_tool(child: AgentToolSpec, workspace: str | None, workflow_na
     async def run(prompt: str, caller: CallContext | None) -> ChildEnd:
         if caller is None:
             raise ToolError("an agent tool of a Temporal run is called only by the run")
-        run_id = child_run_id(caller)
+        run_id = child_run_id(caller.run_id, caller.cycle, caller.call_id)
         limits = caller.child_limits(spec.limits)
         start = RunStart(
             recipe=spec.model_copy(update={"limits": limits}).to_json(),
             run_id=run_id,
             task=prompt,
+            depth=run_depth(),
         )
         try:
-            done: dict[str, Any] = await workflow.execute_child_workflow(
+            handle = await workflow.start_child_workflow(
                 workflow_name,
                 start,
                 id=run_id,
@@ -82,11 +92,33 @@ def child_workflow_tool(child: AgentToolSpec, workspace: str | None, workflow_na
             )
         except WorkflowAlreadyStartedError:
             done = await _earlier_child(run_id)
-        except ChildWorkflowError as exc:
-            raise ToolError(f"the agent's run failed: {_reason(exc)}") from None
+        else:
+            done = await _ended(handle, child.timeout)
         return ChildEnd.of(RunState.from_jsonable(done["state"]))
 
-    return child_tool(child.name, child.description, run, timeout=child.timeout)
+    # the call's timeout is the child's stop request (see `_ended`), not a cancellation
+    return child_tool(child.name, child.description, run, timeout=None)
+
+
+async def _ended(handle: ChildWorkflowHandle[Any, Any], seconds: float | None) -> dict[str, Any]:
+    """The child's result; after ``seconds``, it is asked to stop, and its stop awaited.
+
+    The work it has in flight is cancelled (a tool call is reported interrupted to
+    it), and the stop ends it ``stopped`` at its next boundary, with its usage.
+    """
+    if seconds is not None:
+        try:
+            await workflow.wait_condition(handle.done, timeout=seconds)
+        except TimeoutError:
+            reason = f"its caller's timeout of {seconds:g}s for this call"
+            stopping = workflow.get_external_workflow_handle(handle.id)
+            await stopping.signal("steer", args=["stop", reason])
+            handle.cancel()  # interrupts the work in flight; the stop ends the run
+    try:
+        done: dict[str, Any] = await handle
+    except ChildWorkflowError as exc:
+        raise _failed(exc) from None
+    return done
 
 
 async def _earlier_child(run_id: str) -> dict[str, Any]:
@@ -101,16 +133,33 @@ async def _earlier_child(run_id: str) -> dict[str, Any]:
             retry_policy=RetryPolicy(maximum_attempts=3),
         )
     except ActivityError as exc:
-        raise ToolError(f"the agent's run failed: {_reason(exc)}") from None
+        raise _failed(exc) from None
     return done
 
 
-def _reason(exc: ChildWorkflowError | ActivityError) -> str:
-    """The innermost message of a failure (the child's own error)."""
+def spend_details(usage: Usage, cycles: int) -> dict[str, Any]:
+    """What a run spent, as the details of the failure that ends it (see `_failed`)."""
+    return {"usage": dataclasses.asdict(usage), "cycles": cycles}
+
+
+def _failed(exc: ChildWorkflowError | ActivityError) -> ToolError | ChildSpent:
+    """The call's failure: the child's own error, with what it spent when it says."""
     cause: BaseException | None = exc
-    message = str(exc)
+    message, spent = str(exc), None
     while cause is not None:
-        if isinstance(cause, ApplicationError) and cause.message:
-            message = cause.message
+        if isinstance(cause, ApplicationError):
+            message = cause.message or message
+            spent = spent or _spent(cause.details)
         cause = cause.__cause__
-    return message
+    error = ToolError(f"the agent's run failed: {message}")
+    if spent is None:
+        return error
+    usage, cycles = spent
+    return ChildSpent(usage, cycles, error)
+
+
+def _spent(details: Sequence[Any]) -> tuple[Usage, int] | None:
+    for detail in details:
+        if isinstance(detail, dict) and {"usage", "cycles"} <= detail.keys():
+            return Usage(**detail["usage"]), int(detail["cycles"])
+    return None

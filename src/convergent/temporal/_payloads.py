@@ -3,7 +3,9 @@
 Messages, responses and states travel as the same JSON the run store keeps, so that a
 history recorded by one version of the worker reads back the same way. One item that
 enters a run (a task, a steering message, an answer, a tool result, a model reply) may
-be at most `ITEM_LIMIT` bytes.
+be at most `ITEM_LIMIT` bytes. The agent spec travels in fields named ``recipe``, the
+spec's first name, which the histories of runs in flight hold (as does a run workflow's
+result).
 """
 
 from __future__ import annotations
@@ -163,8 +165,7 @@ class DescribeRun:
     """What the ``describe`` activity builds the agent from."""
 
     recipe: dict[str, Any]
-    """The run's agent spec, as JSON (the field keeps its first name: runs in flight
-    still load)."""
+    """The run's agent spec, as JSON."""
     probe: dict[str, str] | None = None
     """Claim of a payload the client stored: the worker must read it from its store."""
 
@@ -188,6 +189,8 @@ class RunStart:
     suggests it, as the history grows long)."""
     probe: dict[str, str] | None = None
     """Claim of a payload the client stored, which the workers must be able to read."""
+    depth: int = 0
+    """Agent-tool calls the run is nested in (0: no agent called it)."""
 
 
 @dataclass

@@ -29,22 +29,23 @@ from temporalio.client import (
 )
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.converter import StorageDriver
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, TerminatedError
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
-from convergent.durability.resuming import answers_for
 from convergent.durability.sqlite import PendingQuestion
 from convergent.exceptions import ToolDefinitionError, UserError
 from convergent.messages import UserMessage
 from convergent.result import RunResult
+from convergent.resuming import answers_for
 from convergent.spec import AgentSpec
 from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason
+from convergent.temporal._guard import PROBE_MEMO
 from convergent.temporal._payloads import TASK_PREVIEW, USER_ERROR, RunStart, item_too_large
 from convergent.temporal._store import (
-    PAYLOAD_MISSING,
+    ENDS_RUN,
     PayloadStore,
     data_converter,
     driver_of,
@@ -62,8 +63,9 @@ _ADDRESS = re.compile(
     r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?):(?P<port>[0-9]+)"
 )
 
-_USER_ERRORS = frozenset({USER_ERROR, PAYLOAD_MISSING, ToolDefinitionError.__name__})
-"""Failure types of a run that ended on a caller's mistake (reported as a `UserError`)."""
+_USER_ERRORS = frozenset({USER_ERROR, *ENDS_RUN, ToolDefinitionError.__name__})
+"""Failure types of a run that ended on a caller's mistake or a payload its workers could
+not read (reported as a `UserError`, in one line)."""
 
 
 def check_address(address: str) -> None:
@@ -227,6 +229,8 @@ class TemporalRun:
             cause = exc.cause
             if isinstance(cause, ApplicationError) and cause.type in _USER_ERRORS:
                 raise UserError(cause.message) from None
+            if isinstance(cause, TerminatedError) and ENDS_RUN & set(map(str, cause.details)):
+                raise UserError(cause.message) from None  # its workers could not go on
             raise UserError(f"run {self.run_id!r} failed on the cluster: {cause}") from None
         except ApplicationError as exc:  # this client's store lacks the result
             raise UserError(exc.message) from None
@@ -398,7 +402,11 @@ class TemporalRunner:
     async def _start(
         self, start: RunStart, policy: WorkflowIDReusePolicy, task: str
     ) -> TemporalRun:
-        """Start the workflow; its memo keeps the task's start for `list_runs`."""
+        """Start the workflow, its memo keeping the task's start and the probe's claim.
+
+        `list_runs` shows the task; the workers check the probe before they start
+        (`convergent.temporal._guard.check_store`).
+        """
         start.probe = await store_probe(self.payloads, start.run_id)
         try:
             handle = await self.client.start_workflow(
@@ -408,7 +416,7 @@ class TemporalRunner:
                 task_queue=self.task_queue,
                 id_reuse_policy=policy,
                 execution_timeout=timedelta(days=30),
-                memo={"task": task[:TASK_PREVIEW]},
+                memo={"task": task[:TASK_PREVIEW], PROBE_MEMO: start.probe},
             )
         except RPCError as exc:
             raise UserError(f"cannot start run {start.run_id!r}: {exc.message}") from None

@@ -37,15 +37,21 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 
 from convergent.durability.sqlite import DEFAULT_DB_PATH, RunStore
-from convergent.exceptions import UserError
+from convergent.durability.sqlite._schema import LOCKED
+from convergent.exceptions import StorageError, UserError
 
 __all__ = [
     "OFFLOAD_THRESHOLD",
+    "ENDS_RUN",
+    "PAYLOAD_DAMAGED",
     "PAYLOAD_MISSING",
+    "PAYLOAD_UNWRITABLE",
+    "UNREADABLE",
     "PayloadStore",
     "data_converter",
     "driver_of",
     "read_probe",
+    "store_name",
     "store_probe",
 ]
 
@@ -54,6 +60,18 @@ OFFLOAD_THRESHOLD = 16 * 1024
 
 PAYLOAD_MISSING = "PayloadMissing"
 """Error type of a reference whose payload the store does not hold (another store)."""
+
+PAYLOAD_DAMAGED = "PayloadDamaged"
+"""Error type of a reference whose payload the store holds damaged (its bytes changed)."""
+
+PAYLOAD_UNWRITABLE = "PayloadStoreUnwritable"
+"""Error type of a store that cannot keep a payload (a full disk, a read-only file)."""
+
+UNREADABLE = frozenset({PAYLOAD_MISSING, PAYLOAD_DAMAGED})
+"""Error types of a payload the store cannot give back: retrying cannot help."""
+
+ENDS_RUN = UNREADABLE | {PAYLOAD_UNWRITABLE}
+"""Error types of a store a run cannot go on with: a worker ends the run, naming it."""
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS temporal_payloads (
@@ -105,18 +123,38 @@ class PayloadStore(StorageDriver):
             return self._db
 
     def put(self, payloads: Sequence[Payload]) -> list[str]:
-        """Store payloads (each once, however often it is stored); their digests."""
+        """Store payloads (each once, however often it is stored); their digests.
+
+        Storing a payload again marks it as stored now (``stored_at``, which retention
+        reads), and replaces a damaged copy: the digest names the bytes, so the new
+        copy is the right one.
+
+        Raises:
+            StorageError: If the database is locked past the wait (a retry may succeed).
+            ApplicationError: Non-retryable, if the store cannot be written otherwise
+                (a full disk, a read-only file): the run cannot go on.
+        """
         rows = []
         for payload in payloads:
             data = payload.SerializeToString(deterministic=True)
             digest = hashlib.sha256(data).hexdigest()
             rows.append((digest, len(data), zlib.compress(data, 1), time.time()))
-        with self.open().transaction("store payloads in") as conn:
-            conn.executemany(
-                "INSERT OR IGNORE INTO temporal_payloads (digest, size, data, stored_at) "
-                "VALUES (?, ?, ?, ?)",
-                rows,
-            )
+        try:
+            with self.open().transaction("store payloads in") as conn:
+                conn.executemany(
+                    "INSERT INTO temporal_payloads (digest, size, data, stored_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (digest) DO UPDATE SET "
+                    "size = excluded.size, data = excluded.data, stored_at = excluded.stored_at",
+                    rows,
+                )
+        except StorageError as exc:
+            if LOCKED in str(exc):
+                raise
+            raise ApplicationError(
+                f"{exc}; the run cannot go on without its payloads",
+                type=PAYLOAD_UNWRITABLE,
+                non_retryable=True,
+            ) from None
         return [row[0] for row in rows]
 
     def get(self, digest: str) -> Payload:
@@ -124,19 +162,28 @@ class PayloadStore(StorageDriver):
 
         Raises:
             ApplicationError: Non-retryable, if this store does not hold it (the writer
-                used another store): retrying cannot help, so the run fails at once.
+                used another store, or its row was deleted) or holds it damaged:
+                retrying cannot help, so the run ends at once, naming the store.
         """
         rows = self.open().query("SELECT data FROM temporal_payloads WHERE digest = ?", (digest,))
-        try:
-            data = zlib.decompress(rows[0][0]) if rows else b""
-        except zlib.error:  # damaged: no better than missing
-            data = b""
-        if hashlib.sha256(data).hexdigest() != digest:
+        if not rows:
             raise ApplicationError(
                 f"the payload store {self.path.absolute()} does not hold payload "
                 f"{digest[:12]}: every worker and client of a cluster must use the same "
                 "store (--db)",
                 type=PAYLOAD_MISSING,
+                non_retryable=True,
+            )
+        try:
+            data = zlib.decompress(rows[0][0])
+        except zlib.error:
+            data = None
+        if data is None or hashlib.sha256(data).hexdigest() != digest:
+            raise ApplicationError(
+                f"the payload store {self.path.absolute()} holds payload {digest[:12]} "
+                "damaged (its bytes no longer match their digest): it cannot be read back, "
+                "and the runs that refer to it cannot go on",
+                type=PAYLOAD_DAMAGED,
                 non_retryable=True,
             )
         return Payload.FromString(data)
@@ -173,6 +220,11 @@ def data_converter(driver: StorageDriver) -> DataConverter:
             drivers=[driver], payload_size_threshold=OFFLOAD_THRESHOLD
         ),
     )
+
+
+def store_name(driver: StorageDriver) -> str:
+    """How messages name a store: a `PayloadStore`'s file, another driver's name."""
+    return str(driver.path.absolute()) if isinstance(driver, PayloadStore) else driver.name()
 
 
 def driver_of(client: Client) -> StorageDriver:

@@ -20,8 +20,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from convergent.temporal._activities import Activities, AgentCache
 from convergent.temporal._bench import BenchWorkflow, bench_task
 from convergent.temporal._conversation import ConversationLog
+from convergent.temporal._guard import check_store, worker_client
 from convergent.temporal._store import driver_of
-from convergent.temporal._workflow import AgentWorkflow
+from convergent.temporal._workflow import WORKFLOW_NAME, AgentWorkflow
 
 __all__ = ["DEFAULT_TASK_QUEUE", "PASSTHROUGH", "make_worker", "run_worker", "workflow_runner"]
 
@@ -65,6 +66,7 @@ PASSTHROUGH: Sequence[str] = (
     "rpds",
     "attrs",
     "attr",
+    "re2",
 )
 """Modules the sandbox shares with the worker instead of re-importing per workflow."""
 
@@ -77,15 +79,33 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 
 
 class _ClosingWorker(Worker):
-    """A worker that closes its agents (models, MCP servers) once it has shut down."""
+    """A worker that checks its payload store, and closes its agents when it stops.
+
+    The store is checked before the worker starts; the agents (models, MCP servers)
+    are closed once it has shut down.
+    """
 
     def __init__(self, client: Client, *, cache: AgentCache, **options: Any) -> None:
         super().__init__(client, **options)
         self.cache = cache
+        self.client = client
+        self.queue = str(options["task_queue"])
+        self._checked = False
+
+    async def check(self) -> None:
+        """Refuse to start on a store that is not the cluster's (see `check_store`)."""
+        if not self._checked:
+            await check_store(self.client, self.queue, WORKFLOW_NAME)
+            self._checked = True
+
+    async def __aenter__(self) -> Worker:
+        await self.check()
+        return await super().__aenter__()
 
     async def run(self) -> None:
-        """Run until shut down, then close the agents the activities built."""
+        """Check the store, run until shut down, then close the agents the activities built."""
         try:
+            await self.check()
             await super().run()
         finally:
             await self.cache.aclose()
@@ -100,15 +120,19 @@ def make_worker(
 ) -> Worker:
     """A worker for ``task_queue`` (not started: run it, or use it as a context manager).
 
-    When it has shut down, it closes the agents its activities built: their models'
+    Before it starts (``run``, ``async with``) it refuses a payload store that holds
+    none of the runs in flight on its queue, and a payload it cannot read while it
+    runs ends that run, naming the store (see `convergent.temporal._guard`). When it
+    has shut down, it closes the agents its activities built: their models'
     connections, and the MCP servers it started for them.
 
     Raises:
-        UserError: If ``client`` has no payload store (connect it with `connect`).
+        UserError: If ``client`` has no payload store (connect it with `connect`); when
+            it starts, if its store is not the cluster's.
     """
     own = activities or Activities(ConversationLog(driver_of(client)), AgentCache())
     return _ClosingWorker(
-        client,
+        worker_client(client),
         cache=own.cache,
         task_queue=task_queue,
         workflows=[AgentWorkflow, BenchWorkflow],

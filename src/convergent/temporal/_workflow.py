@@ -18,6 +18,7 @@ that failed on it would fail again at every retry.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
+    from convergent._agent_tool import nesting, spent_cycles
     from convergent._cycle import RolledOver
     from convergent._executor import ClassifiedOutcome
     from convergent.agent import Agent
@@ -51,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from convergent.spec import AgentSpec
     from convergent.state import RunState
     from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue, Taken
-    from convergent.temporal._children import child_workflow_tool
+    from convergent.temporal._children import child_workflow_tool, spend_details
     from convergent.temporal._payloads import (
         USER_ERROR,
         Blueprint,
@@ -159,7 +161,7 @@ class ActivityModel(Model):
     """A model whose every request is an activity on a worker.
 
     Args:
-        recipe: The run's agent spec, as JSON (the worker builds the model from it).
+        spec: The run's agent spec, as JSON (the worker builds the model from it).
         role: Which of the spec's models (``model`` or ``scorer``).
         name: The model's name, as the worker reported it.
         context_window: Its context window, as the worker reported it.
@@ -168,13 +170,13 @@ class ActivityModel(Model):
 
     def __init__(
         self,
-        recipe: dict[str, Any],
+        spec: dict[str, Any],
         role: str,
         name: str,
         context_window: int | None,
         price: TokenPrice | None = None,
     ) -> None:
-        self.recipe = recipe
+        self.spec = spec
         self.role = role
         self._price = price
         self._name = name
@@ -217,7 +219,7 @@ class ActivityModel(Model):
             and all(a is b or a == b for a, b in zip(sent, fresh, strict=False))
         )
         call = ModelCall(
-            recipe=self.recipe,
+            recipe=self.spec,
             role=self.role,
             messages=dump_messages(fresh[len(sent) :] if extends else fresh),
             tools=dump_specs(list(tools)),
@@ -243,13 +245,13 @@ class ActivityModel(Model):
         return load_response(answer.response)
 
 
-def _remote(blueprint: ToolBlueprint, recipe: dict[str, Any], run_id: str) -> Tool:
+def _remote(blueprint: ToolBlueprint, spec: dict[str, Any], run_id: str) -> Tool:
     attempts = 3 if blueprint.idempotent else 1
     limit = timedelta(seconds=(blueprint.timeout or 24 * 3600) + 30)
 
     async def run_on_worker(**arguments: Any) -> str:
         run = ToolRun(
-            recipe=recipe,
+            recipe=spec,
             run_id=run_id,
             call=dump_call(ToolCall(id="worker", name=blueprint.name, arguments=arguments)),
         )
@@ -391,7 +393,7 @@ class AgentWorkflow:
             raise _run_failure(exc) from None
         agent = self._agent(spec, start, blueprint)
         result = None
-        with use_clock(WorkflowClock()):
+        with use_clock(WorkflowClock()), nesting(start.depth):
             try:
                 if start.state is not None:
                     state = RunState.from_jsonable(start.state)
@@ -404,6 +406,13 @@ class AgentWorkflow:
                     )
             except RolledOver:
                 pass  # the run goes on in a fresh workflow run, below
+            except ConvergentError as exc:
+                raise self._failure(str(exc), type(exc).__name__) from None
+            except asyncio.CancelledError:
+                if workflow.info().parent is None:
+                    raise
+                # a child cancelled as its call timed out: its caller counts its spend
+                raise self._failure("the run was cancelled by its caller", "Cancelled") from None
         final = self.recorder.state
         assert final is not None
         if result is None:
@@ -416,12 +425,19 @@ class AgentWorkflow:
                     paused=self.steering.paused,
                     cycles_per_run=start.cycles_per_run,
                     probe=start.probe,
+                    depth=start.depth,
                 )
             )
         self.finished = True
         workflow.upsert_memo({"stop_reason": result.stop_reason.value, "cycles": result.cycles})
         # the result is the final state's (the client rebuilds it): the conversation once
         return {"state": final.to_jsonable(), "recipe": start.recipe}
+
+    def _failure(self, message: str, kind: str) -> ApplicationError:
+        """The failure that ends a run before its stop, with what it had spent."""
+        state = self.recorder.state
+        spent = () if state is None else (spend_details(state.usage, spent_cycles(state)),)
+        return ApplicationError(message, *spent, type=kind, non_retryable=True)
 
     def _agent(self, spec: AgentSpec, start: RunStart, blueprint: Blueprint) -> Agent:
         """The spec's agent, built as for a local run, its models and tools on workers."""

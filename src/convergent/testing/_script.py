@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from convergent.exceptions import ModelError
 from convergent.messages import NO_USAGE, ModelResponse, ToolCall, Usage
 from convergent.models._prices import PriceLike
 from convergent.models.scripted import ScriptedModel
@@ -91,7 +92,8 @@ def scripted(
 
     Args:
         *responses: Each a response (`step`, `answer`), a single `ToolCall` or a list of
-            them (a `step` of those calls), or a string (an `answer`).
+            them (a `step` of those calls), a string (an `answer`), or a `ModelError`
+            (the model fails that request: the run stops ``model_error``).
         name: The model's name in traces.
         price: Prices the responses' tokens, as in `ScriptedModel`.
     """
@@ -117,14 +119,15 @@ def write_script(path: str | Path, *responses: ScriptItem) -> str:
     return f"scripted:{path}"
 
 
-ScriptItem = ModelResponse | ToolCall | Sequence[ToolCall] | str
-"""What a script is written with: a response, a call or a batch of calls, or an answer."""
+ScriptItem = ModelResponse | ToolCall | Sequence[ToolCall] | str | ModelError
+"""What a script is written with: a response, a call or a batch of calls, an answer, or a
+failure of the model (raised for its request)."""
 
 
-def _responses(items: Sequence[ScriptItem]) -> list[ModelResponse]:
-    script: list[ModelResponse] = []
+def _responses(items: Sequence[ScriptItem]) -> list[ModelResponse | ModelError]:
+    script: list[ModelResponse | ModelError] = []
     for item in items:
-        if isinstance(item, ModelResponse):
+        if isinstance(item, ModelResponse | ModelError):
             script.append(item)
         elif isinstance(item, ToolCall):
             script.append(step(item))
@@ -135,8 +138,13 @@ def _responses(items: Sequence[ScriptItem]) -> list[ModelResponse]:
     return script
 
 
-def _as_dict(response: ModelResponse) -> dict[str, Any]:
-    """A response as one entry of a script file (`response_from_dict` reads it back)."""
+def _as_dict(response: ModelResponse | ModelError) -> dict[str, Any]:
+    """A response as one entry of a script file (`response_from_dict` reads it back).
+
+    A failure is ``{"error": "message"}`` (read back as a `ModelError`).
+    """
+    if isinstance(response, ModelError):
+        return {"error": str(response)}
     data: dict[str, Any] = {**response.metadata, "content": response.content}
     if response.tool_calls:
         data["tool_calls"] = [

@@ -22,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
+from convergent._json import load_json
+
 
 @dataclass
 class SSE:
@@ -39,6 +41,9 @@ class SSE:
     """The HTTP status sent before the events."""
     headers: dict[str, str] = field(default_factory=dict)
     """More response headers."""
+    pace: float = 0.0
+    """Seconds between bytes: when set, the events trickle out one byte at a time
+    (until the client goes away or the server is stopped)."""
 
 
 @dataclass
@@ -74,8 +79,8 @@ class Request:
     """The raw body (empty when none was sent)."""
 
     def json(self) -> Any:
-        """The body parsed as JSON; raises `ValueError` when it is not JSON."""
-        return json.loads(self.body)
+        """The body parsed as JSON; raises `ValueError` when it is not JSON or too deep."""
+        return load_json(self.body)
 
 
 Route = Callable[[Request], Answer]
@@ -195,6 +200,69 @@ def completion(
     return json.dumps({**body, "choices": [choice], "usage": usage}).encode()
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """Answers one connection's requests for `stub`."""
+
+    stub: ChatServer
+
+    def do_GET(self) -> None:  # noqa: N802  (http.server's naming)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        request = Request(self.command, self.path, dict(self.headers), body)
+        self.stub.arrived.set()
+        self._send(self.stub._answer(request))
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET  # noqa: N815
+
+    def _send(self, answer: Answer) -> None:
+        if answer is None:
+            self.stub.release.wait(60)
+        elif isinstance(answer, SSE):
+            self._stream(answer)
+        else:
+            whole = answer if isinstance(answer, Response) else Response(answer)
+            self.send_response(whole.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(whole.body)))
+            for header, value in whole.headers.items():
+                self.send_header(header, value)
+            self.end_headers()
+            self.wfile.write(whole.body)
+
+    def _stream(self, answer: SSE) -> None:
+        self.send_response(answer.status)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        for header, value in answer.headers.items():
+            self.send_header(header, value)
+        self.end_headers()
+        events = list(answer.events)
+        if answer.done:
+            events.append((None, "[DONE]"))
+        try:
+            for position, (name, data) in enumerate(events):
+                if answer.hold is not None and position == answer.hold_at:
+                    answer.hold.wait(60)
+                head = f"event: {name}\n" if name else ""
+                self._write(f"{head}data: {data}\n\n".encode(), answer.pace)
+        except (BrokenPipeError, ConnectionResetError):
+            self.stub.dropped.set()
+
+    def _write(self, data: bytes, pace: float) -> None:
+        if not pace:
+            self.wfile.write(data)
+            self.wfile.flush()
+            return
+        for byte in data:
+            if self.stub.release.wait(pace):
+                return
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 class ChatServer:
     """Answers each POST with ``reply(n, body)``, or by route; ``with`` starts and stops it.
 
@@ -219,56 +287,13 @@ class ChatServer:
         """Set when the first request arrives."""
         self.release = threading.Event()
         """Set it to let requests whose reply is None end (also set on exit)."""
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802  (http.server's naming)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                request = Request(self.command, self.path, dict(self.headers), body)
-                stub.arrived.set()
-                self._send(stub._answer(request))
-
-            do_POST = do_PUT = do_PATCH = do_DELETE = do_GET  # noqa: N815
-
-            def _send(self, answer: Answer) -> None:
-                if answer is None:
-                    stub.release.wait(60)
-                elif isinstance(answer, SSE):
-                    self._stream(answer)
-                else:
-                    whole = answer if isinstance(answer, Response) else Response(answer)
-                    self.send_response(whole.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(whole.body)))
-                    for header, value in whole.headers.items():
-                        self.send_header(header, value)
-                    self.end_headers()
-                    self.wfile.write(whole.body)
-
-            def _stream(self, answer: SSE) -> None:
-                self.send_response(answer.status)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                for header, value in answer.headers.items():
-                    self.send_header(header, value)
-                self.end_headers()
-                events = list(answer.events)
-                if answer.done:
-                    events.append((None, "[DONE]"))
-                for position, (name, data) in enumerate(events):
-                    if answer.hold is not None and position == answer.hold_at:
-                        answer.hold.wait(60)
-                    head = f"event: {name}\n" if name else ""
-                    self.wfile.write(f"{head}data: {data}\n\n".encode())
-                    self.wfile.flush()
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
+        self.dropped = threading.Event()
+        """Set when a client went away before its streamed answer was sent."""
         self._reply = reply
         self._routes = dict(routes or {})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(
+            ("127.0.0.1", 0), type("Handler", (_Handler,), {"stub": self})
+        )
         """The HTTP server, on a free port of the loopback interface."""
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         """Where the server listens, without a path (OpenAI clients want ``url + "/v1"``)."""

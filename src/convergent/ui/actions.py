@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from convergent.durability.resuming import pending_answers, resumable_run, steerable_run
 from convergent.durability.sqlite import RunClaim, RunStore, RunSummary
 from convergent.exceptions import UserError
+from convergent.resuming import pending_answers, resumable_run, steerable_run
 from convergent.ui.questions import answer_question, open_questions
 
 __all__ = ["Launcher", "answer", "control", "resume", "rewind", "steer"]

@@ -34,18 +34,19 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from convergent._run_id import check_run_id
-from convergent.durability.sqlite import RunStore
+from convergent.durability.sqlite import RunStore, RunSummary
 from convergent.exceptions import ConvergentError, UserError
 from convergent.ui import actions
 from convergent.ui.auth import Address, TokenGuard, new_base
 from convergent.ui.download import run_json
 from convergent.ui.explain import STATUSES, explain_stop
 from convergent.ui.live_text import live_version, read_live_text, show_live_text
+from convergent.ui.request import load_request
 from convergent.ui.rewind import plan_rewind
 from convergent.ui.sse import EventStreamResponse, FragmentStream, digest
 from convergent.ui.timeline import CLIP, load_run_view
+from convergent.ui.trace import draw, load_trace, running_clock
 from convergent.ui.views import build_chart, environment
-from convergent.ui.waterfall import build_waterfall
 from convergent.ui.workflow import load_workflow_view
 
 __all__ = ["Console", "console_of", "create_app"]
@@ -152,18 +153,34 @@ SEARCH_CHARACTERS = 200
 
 @dataclass(frozen=True, slots=True)
 class RunsQuery:
-    """What the runs page shows: a status, a search text and a page."""
+    """What the runs page shows: a status, a search text, a tool, errors, and a page."""
 
     status: str | None
     """Only runs with this status (one of `STATUSES`), or all."""
     search: str
-    """Only runs whose task or output contains it (empty: all)."""
+    """Only runs whose task or output, or a tool call's name, arguments or result,
+    contains it (empty: all)."""
     page: int
     """The page (1-based)."""
+    tool: str = ""
+    """Only runs that called this tool (empty: all)."""
+    errors: bool = False
+    """Only runs with a failed call or an error stop."""
+
+    @property
+    def filtered(self) -> bool:
+        """Whether any filter is set (then child runs are listed among the others)."""
+        return bool(self.status or self.search or self.tool or self.errors)
 
     def link(self, console: Console, page: int | None, path: str = "/runs") -> str:
         """The address of ``path`` for this query on ``page``."""
-        values = (("status", self.status), ("q", self.search), ("page", page))
+        values = (
+            ("status", self.status),
+            ("q", self.search),
+            ("tool", self.tool),
+            ("errors", "1" if self.errors else None),
+            ("page", page),
+        )
         query = urlencode({k: v for k, v in values if v})
         return f"{console.base}{path}" + (f"?{query}" if query else "")
 
@@ -177,26 +194,62 @@ def _runs_query(request: Request) -> RunsQuery:
     except ValueError:
         page = 1
     search = request.query_params.get("q", "").strip()[:SEARCH_CHARACTERS]
-    return RunsQuery(status, search, page)
+    tool = request.query_params.get("tool", "").strip()[:SEARCH_CHARACTERS]
+    errors = request.query_params.get("errors", "") not in ("", "0")
+    return RunsQuery(status, search, page, tool, errors)
+
+
+CHILD_DEPTH = 5
+"""Levels of child runs the runs page nests under a run (deeper ones: on their parent's page)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One row of the runs table: a run, and how deep it is nested under its parent."""
+
+    run: RunSummary
+    """The run."""
+    depth: int = 0
+    """0 for a run listed for itself; 1 for its child runs, 2 for theirs..."""
+
+
+def _with_children(store: RunStore, runs: list[RunSummary]) -> list[RunRow]:
+    """Each run followed by its child runs, nested (as ``convergent runs`` lists them)."""
+    rows: list[RunRow] = []
+
+    def add(run: RunSummary, depth: int) -> None:
+        rows.append(RunRow(run, depth))
+        if depth < CHILD_DEPTH:
+            for child in store.children(run.run_id, clip=CLIP):
+                add(child, depth + 1)
+
+    for run in runs:
+        add(run, 0)
+    return rows
 
 
 def _runs_fragments(console: Console, query: RunsQuery) -> dict[str, str]:
     store = console.store
-    search = query.search or None
-    total = store.count_runs(query.status, search=search)
+    filters: dict[str, Any] = {
+        "search": query.search or None,
+        "tool": query.tool or None,
+        "errors": query.errors,
+        "top_only": not query.filtered,
+    }
+    total = store.count_runs(query.status, **filters)
     pages = max(1, math.ceil(total / PAGE_SIZE))
     page = min(query.page, pages)
     runs = store.list_runs(
-        PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, status=query.status, clip=CLIP, search=search
+        PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, status=query.status, clip=CLIP, **filters
     )
+    rows = [RunRow(run) for run in runs] if query.filtered else _with_children(store, runs)
     table = console.render(
         "_runs_table.html",
-        runs=runs,
+        rows=rows,
         total=total,
         page=page,
         pages=pages,
-        status=query.status,
-        search=query.search,
+        query=query,
         link=lambda p: query.link(console, p),
     )
     return {"runs-table": table}
@@ -214,8 +267,8 @@ async def runs_page(request: Request) -> Response:
         hashes=_hashes(fragments),
         stream=query.link(console, query.page, "/runs/stream"),
         statuses=STATUSES,
-        chosen=query.status,
-        search=query.search,
+        query=query,
+        tools=await console.read(console.store.tool_names),
     )
 
 
@@ -248,16 +301,30 @@ CHILD_TASK_SHOWN = 200
 
 
 def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> dict[str, str]:
-    view = load_run_view(console.store, run_id, upto=upto)
-    if view.summary.running:
-        show_live_text(view, read_live_text(console.store.path, run_id))
+    store = console.store
+    view = load_run_view(store, run_id, upto=upto)
+    run = view.summary
+    if run.running:
+        show_live_text(view, read_live_text(store.path, run_id))
+    clock = running_clock(store, run) if run.running else None
+    working = _working(view, clock)
+    shown_last = run.cycles - view.later
+    trace = load_trace(
+        store,
+        run_id,
+        view.hidden + 1,
+        shown_last,
+        working=working.cycle if working is not None else None,
+    )
     values = {
         "view": view,
-        "run": view.summary,
-        "why": explain_stop(view.summary),
+        "run": run,
+        "why": explain_stop(run),
         "chart": build_chart(view.cycles),
-        "waterfall": build_waterfall(view.cycles),
-        "children": console.store.children(run_id, clip=CHILD_TASK_SHOWN),
+        "trace": draw(trace) if trace is not None else None,
+        "children": store.children(run_id, clip=CHILD_TASK_SHOWN),
+        "clock": clock,
+        "working": working,
     }
     return {
         "summary": console.render("_run_summary.html", **values),
@@ -266,6 +333,29 @@ def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> di
         "chart": console.render("_run_chart.html", **values),
         "timeline": console.render("_run_timeline.html", **values),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Working:
+    """A running run's model request that has produced nothing yet."""
+
+    cycle: int
+    """The cycle whose request it is."""
+    seconds: float
+    """How long it has been working."""
+
+
+def _working(view: Any, clock: Any) -> Working | None:
+    """The model request in progress with no text yet, if the run is in one."""
+    run = view.summary
+    if clock is None or view.later or view.paused:
+        return None
+    if any(cycle.streaming for cycle in view.cycles):
+        return None
+    last = view.cycles[-1] if view.cycles else None
+    if last is not None and any(call.outcome in ("running",) for call in last.calls):
+        return None  # its tools are working, not the model
+    return Working(run.cycles + 1, clock.request_seconds)
 
 
 async def run_page(request: Request) -> Response:
@@ -302,6 +392,18 @@ async def run_stream(request: Request) -> Response:
         return (console.version(), live_version(path, run_id))
 
     return _stream(console, lambda: _run_fragments(console, run_id, upto), version=version)
+
+
+async def request_page(request: Request) -> Response:
+    """What one cycle's model request was sent: system prompt, messages and tools."""
+    console: Console = request.app.state.console
+    try:
+        run_id = _run_id(request)
+        cycle = _cycle(request.path_params["cycle"])
+        sent = await console.read(load_request, console.store, run_id, cycle)
+    except (ConvergentError, ValueError) as exc:
+        return _error(console, request, exc, 404)
+    return console.page(request, "request.html", sent=sent, stream=None)
 
 
 async def run_download(request: Request) -> Response:
@@ -559,6 +661,7 @@ def create_app(
             Route("/runs/{run_id}", run_page),
             Route("/runs/{run_id}/stream", run_stream),
             Route("/runs/{run_id}/download", run_download),
+            Route("/runs/{run_id}/cycles/{cycle}/request", request_page),
             Route("/runs/{run_id}/steer", steer_action, methods=["POST"]),
             Route("/runs/{run_id}/control", control_action, methods=["POST"]),
             Route("/runs/{run_id}/answer", answer_action, methods=["POST"]),

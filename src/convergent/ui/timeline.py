@@ -22,6 +22,7 @@ from typing import Any, Literal
 from convergent.durability.sqlite import PendingQuestion, RunStore, RunSummary
 from convergent.durability.sqlite._codec import parse_usage
 from convergent.messages import CallOutcome, Usage
+from convergent.ui.cards import EventView, describe_event
 from convergent.ui.questions import OpenQuestion, open_questions
 
 __all__ = ["CallView", "CycleView", "EventView", "RunView", "load_run_view"]
@@ -56,20 +57,6 @@ class CallView:
     """Characters of the result not shown."""
     finished_at: float | None = None
     """Unix time it finished, once finished."""
-
-
-@dataclass(frozen=True, slots=True)
-class EventView:
-    """A stored event (gate decision, verdict, steering, compaction, answer)."""
-
-    type: str
-    """The event's type (``gate_decided``, ``verified``...)."""
-    title: str
-    """A short label."""
-    detail: str
-    """What happened, in words."""
-    tone: str = "info"
-    """``info``, ``good`` or ``bad``: how the page colours it."""
 
 
 @dataclass(slots=True)
@@ -378,54 +365,6 @@ def _add_events(
         elif cycle < 1:
             before.append(view)
     return before
-
-
-def _score(value: Any) -> str:
-    return f"{value:.2f}" if isinstance(value, int | float) else "n/a"
-
-
-def describe_event(data: dict[str, Any]) -> EventView:
-    """A stored event as a title, a sentence and a tone."""
-    kind = str(data.get("type", "event"))
-    match kind:
-        case "gate_decided":
-            asked = data.get("decision") == "asked"
-            detail = (
-                f"{data.get('decision')} ({data.get('trigger')}): score {_score(data.get('score'))}"
-                f" against threshold {_score(data.get('threshold'))}; clarity "
-                f"{_score(data.get('clarity'))}, certainty {_score(data.get('certainty'))}"
-            )
-            if data.get("reason"):
-                detail += f". {data['reason']}"
-            if data.get("question"):
-                detail += f" Asked: {data['question']}"
-            return EventView(kind, "gate", detail, "bad" if asked else "good")
-        case "verified":
-            passed = bool(data.get("passed"))
-            detail = "passed" if passed else f"failed: {data.get('feedback', '')}"
-            return EventView(kind, "verifier", detail, "good" if passed else "bad")
-        case "redirected":
-            return EventView(kind, "steering", f"message delivered: {data.get('message', '')}")
-        case "context_compacted":
-            detail = (
-                f"{data.get('method')}: {data.get('messages_before')} -> "
-                f"{data.get('messages_after')} messages, {data.get('tokens_before')} -> "
-                f"{data.get('tokens_after')} tokens (window {data.get('window')})"
-            )
-            if data.get("error"):
-                detail += f"; summary failed: {data['error']}"
-            return EventView(kind, "compaction", detail)
-        case "user_answered":
-            status = data.get("status")
-            answer = data.get("answer")
-            detail = f"{data.get('question', '')} -> " + (
-                f"{answer}" if answer is not None else f"({status})"
-            )
-            tone = "good" if status == "answered" else "bad"
-            return EventView(kind, f"asked via {data.get('channel', '?')}", detail, tone)
-        case _:
-            rest = {k: v for k, v in data.items() if k not in ("type", "run_id", "cycle", "time")}
-            return EventView(kind, kind.replace("_", " "), json.dumps(rest, ensure_ascii=False))
 
 
 def _paused(store: RunStore, run_id: str) -> bool:

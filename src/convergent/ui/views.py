@@ -13,7 +13,10 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader
 
+from convergent.durability.sqlite import RunSummary
 from convergent.models._prices import format_cost
+from convergent.models.registry import costs_nothing
+from convergent.result import output_label
 from convergent.ui.timeline import CycleView
 
 __all__ = ["Chart", "build_chart", "environment"]
@@ -40,6 +43,20 @@ def seconds(value: float | None) -> str:
     return f"{minutes}m {rest:02d}s"
 
 
+def run_cost(run: RunSummary) -> str:
+    """A run's cost for people: ``$0`` for a free model, ``-`` when no price is known."""
+    return format_cost(run.usage.cost, free=costs_nothing(run.recipe))
+
+
+def round_seconds(value: float) -> str:
+    """A duration that counts up on the page (``12 s``, ``1m 05s``), as the script writes it."""
+    whole = int(value)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, rest = divmod(whole, 60)
+    return f"{minutes}m {rest:02d}s"
+
+
 def clock(timestamp: float) -> str:
     """A Unix time as local date and time."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
@@ -53,8 +70,11 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(age=age, seconds=seconds, cost=format_cost, clock=clock)
+    env.filters.update(
+        age=age, seconds=seconds, cost=run_cost, clock=clock, round_seconds=round_seconds
+    )
     env.filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, indent=2)
+    env.globals["output_label"] = output_label
     return env
 
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 import convergent
-from convergent import Agent, RunResult, ScriptedModel, StopReason, tool
+from convergent import Agent, ModelResponse, RunResult, ScriptedModel, StopReason, tool
 from convergent.durability.sqlite import RunStore
 from convergent.events import Event, RunStopped
-from convergent.messages import Usage
+from convergent.messages import ToolCall, Usage
 from convergent.state import RunState
 from convergent.testing import answer, call, step
 
@@ -166,3 +166,75 @@ async def test_a_resumed_parent_continues_a_child_that_had_not_finished(
     assert invocations == ["apples", "pears"]
     assert stored_child.stop_reason is StopReason.COMPLETED
     assert [(r.ok, r.result) for r in result.tool_calls] == [(True, "3 apples, 3 pears")]
+
+
+def echoing_child(ran: list[str]) -> Agent:
+    """A child that answers with its task, noting each task it ran."""
+
+    def reply(messages: Any, tools: Any) -> ModelResponse:
+        task = messages[-1].content
+        ran.append(task)
+        return answer(f"did {task}", usage=USED)
+
+    return Agent(ScriptedModel(reply))
+
+
+@pytest.mark.parametrize(
+    "ids", [("call/1", "call-1"), ("same", "same"), ("", "")], ids=["alike", "equal", "empty"]
+)
+async def test_two_calls_whose_ids_collide_run_two_children(
+    tmp_path: Path, ids: tuple[str, str]
+) -> None:
+    ran: list[str] = []
+    calls = tuple(
+        ToolCall(id=call_id, name="helper", arguments={"task": task})
+        for call_id, task in zip(ids, ("north", "south"), strict=True)
+    )
+    parent = Agent(
+        ScriptedModel([ModelResponse(tool_calls=calls, usage=USED), "both done"]),
+        [echoing_child(ran).as_tool("helper", "Does a task.")],
+    )
+    with RunStore(tmp_path / "runs.db") as store:
+        result = await parent.run("split", run_id="parent", store=store)
+        children = sorted((c.task, c.output) for c in store.children("parent"))
+    # the second call once took the first child's answer as its own, never running
+    assert sorted(ran) == ["north", "south"]
+    assert [(r.ok, r.result) for r in result.tool_calls] == [
+        (True, "did north"),
+        (True, "did south"),
+    ]
+    assert children == [("north", "did north"), ("south", "did south")]
+    assert len({r.id for r in result.tool_calls}) == 2
+
+
+async def test_a_resumed_parent_counts_a_child_it_had_recorded_but_not_stored(
+    tmp_path: Path,
+) -> None:
+    @tool
+    def crash() -> str:
+        """Crash the process."""
+        raise Crash
+
+    invocations: list[str] = []
+    child = counted_child(invocations)  # two requests of 10 tokens, then "3 apples"
+    parent = Agent(
+        ScriptedModel(
+            [
+                step(call("counter", task="count apples"), call("crash"), usage=USED),
+                answer("there are 3 apples", usage=USED),
+            ]
+        ),
+        [child.as_tool("counter", "Counts things."), crash],
+        parallel_tool_calls=False,
+    )
+    with RunStore(tmp_path / "runs.db") as store:
+        with pytest.raises(Crash):
+            await parent.run("how many apples?", run_id="parent", store=store)
+        # the child's call was recorded, then the process died before its next boundary
+        stored = store.load("parent")
+        result = await convergent.resume("parent", store=store, agent=parent)
+    assert stored.usage.total_tokens == 30  # the parent's request and the child's two
+    assert stored.monitor.child_cycles == 2
+    assert invocations == ["apples"]
+    assert [(r.name, r.ok) for r in result.tool_calls] == [("counter", True), ("crash", False)]
+    assert result.usage.total_tokens == 40  # 10 of them were lost

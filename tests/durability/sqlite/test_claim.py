@@ -116,7 +116,7 @@ async def test_the_journal_claims_a_run_resumed_without_a_claim(race: tuple[Path
     db, run_id = race
     with RunStore(db) as store:
         before = stored_rows(store, run_id)
-        spec = convergent.AgentSpec.model_validate(store.get_run(run_id).recipe)
+        spec = convergent.AgentSpec.model_validate(store.get_run(run_id).spec)
         agent = build_agent(spec)
         questions = store.pending_questions(run_id)
         held = store.claim(run_id)

@@ -4,7 +4,7 @@
 three times, wrote and edited a file, and stopped ``needs_user`` with a steering
 message queued; ``state.v1.json`` is that run's `RunState.to_jsonable` output.
 ``runs.v2.db`` and ``state.v2.json`` are the same for schema version 2: a run built from
-a recipe with a gate, which wrote a file and stopped ``needs_user`` with a message queued.
+a spec with a gate, which wrote a file and stopped ``needs_user`` with a message queued.
 ``runs.v3.db`` (schema version 3: runs name their holder's start time and claim) holds a
 run stopped ``needs_user`` with a message queued, and a run whose process was killed in
 its second cycle, so that its row still names that process as its holder.
@@ -115,14 +115,16 @@ def test_v2_state_json_loads() -> None:
     assert [c.name for c in state.pending_calls()] == ["ask_user"]
 
 
-def test_v2_database_loads_the_same_state_recipe_and_events(v2_store: RunStore) -> None:
+def test_v2_database_loads_the_same_state_spec_and_events(v2_store: RunStore) -> None:
     expected = RunState.from_jsonable(json.loads((FIXTURES / "state.v2.json").read_text()))
     assert v2_store.load("fixture-v2") == expected
     # the replay positions are kept beside the state, to resume its scripts
     assert v2_store.model_positions("fixture-v2") == {"model": 4, "scorer": 3}
     summary = v2_store.get_run("fixture-v2")
-    assert summary.status == "needs_user" and summary.recipe is not None
-    assert summary.recipe["version"] == 1 and summary.recipe["gate"]["threshold"] == 0.5
+    assert summary.status == "needs_user" and summary.spec is not None
+    assert summary.spec["version"] == 1 and summary.spec["gate"]["threshold"] == 0.5
+    with pytest.warns(DeprecationWarning, match=r"RunSummary\.spec"):
+        assert summary.recipe == summary.spec  # the spec's first name still reads
     kinds = [event["type"] for _, event in v2_store.events("fixture-v2")]
     assert kinds == ["gate_decided"] * 4 + ["user_answered"]
     assert v2_store.checkpoint_cycles("fixture-v2") == [0, 1, 2, 3, 4]
@@ -178,8 +180,8 @@ def test_v3_state_json_loads() -> None:
     assert state.run_id == "fixture-v4" and state.cycles == 6
     assert state.stop_reason is StopReason.STALLED
     assert state.output == "2, I believe" and state.output_after_stop
-    assert state.monitor.stall_nudges == 1
-    assert [count for _, count in state.monitor.stretch.values()] == [1, 2]
+    # a version-3 monitor counted repeats by exact results: its counts start afresh
+    assert state.monitor.notes_given == 0 and state.monitor.stretch == {}
     assert [r.name for r in state.tool_calls] == ["lookup", "lookup", "calculator", "calculator"]
 
 

@@ -15,6 +15,7 @@ from convergent import (
     Agent,
     Limits,
     ModelResponse,
+    ScriptedModel,
     StopReason,
     StorageError,
     Usage,
@@ -23,6 +24,7 @@ from convergent import (
     calculator,
     tool,
 )
+from convergent.durability import JournaledRun
 from convergent.durability.sqlite import RunStore
 from convergent.gate import AskUser, ExecutiveGate, GateDecided, QueueChannel
 from convergent.testing import answer, call, scripted, step
@@ -69,8 +71,11 @@ async def test_rare_events_are_stored_with_the_run(store: RunStore) -> None:
     agent = Agent(model, [calculator], gate=gate, verifier=lambda _: next(verdicts), store=store)
     await agent.run("t", run_id="r")
     kinds = [event["type"] for _, event in store.events("r")]
-    assert kinds == [GateDecided.type, "verified", "verified"]
-    gate_event = store.events("r")[0][1]
+    assert kinds == ["run_started", GateDecided.type, "verified", "verified"]
+    started = store.events("r")[0][1]
+    # the start keeps the tools as the model saw them (the task is in the run's row)
+    assert started["task"] == "" and started["tool_specs"][0]["name"] == "calculator"
+    gate_event = store.events("r")[1][1]
     assert gate_event["decision"] == "executed" and gate_event["score"] == pytest.approx(0.95)
 
 
@@ -251,3 +256,15 @@ def test_a_write_goes_after_the_writes_queued_before_it(tmp_path: Path) -> None:
     assert order == ["free", "queued", "after"]
     with RunStore(tmp_path / "synced.db", durable=True) as synced:
         assert not synced.write_if_free(insert("synced"))  # each commit syncs: the writer's
+
+
+async def test_a_journal_opened_the_old_way_still_writes_with_a_deprecation(
+    store: RunStore,
+) -> None:
+    with pytest.warns(DeprecationWarning, match=r"pass a convergent\.durability\.JournaledRun"):
+        journal = store.journal("old", recipe={"model": "scripted:x.json"}, workspace=None)
+    state = Agent(ScriptedModel(["done"])).new_state("t", run_id="old")
+    await journal.started(state, resumed=False)
+    assert store.get_run("old").spec == {"model": "scripted:x.json"}
+    with pytest.raises(TypeError, match="workspace"):
+        store.journal(JournaledRun(run_id="new"), workspace="x")

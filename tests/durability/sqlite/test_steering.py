@@ -155,3 +155,29 @@ async def test_terminal_lines_redirect_then_stop_a_run() -> None:
     redirects = [e.message for e in result.events if isinstance(e, Redirected)]
     assert redirects == ["use smaller numbers"]
     assert "unknown command /bogus; use /stop, /pause or /resume" in notices
+
+
+async def test_a_process_that_takes_a_paused_run_starts_it_unpaused(tmp_path: Path) -> None:
+    from convergent import resume
+
+    store = RunStore(tmp_path / "runs.db")
+    stopped = await Agent(
+        ScriptedModel([step(call("calculator", expression="1"))]),
+        [calculator],
+        store=store,
+        limits=Limits(max_cycles=1),
+    ).run("t", run_id="r")
+    assert stopped.stop_reason is StopReason.MAX_CYCLES
+    # its last process took a pause before it ended (no resume came)
+    store.send_steering("r", "pause")
+    store.consume_steering(row for row, _, _ in store.stored_steering("r", 0))
+    seen: list[str] = []
+
+    def script(messages: object, tools: object) -> ModelResponse:
+        seen.append(store.get_run("r").status)
+        return answer("done")
+
+    agent = Agent(ScriptedModel(script), [calculator], store=store)
+    result = await resume("r", store=store, agent=agent)
+    assert result.stop_reason is StopReason.COMPLETED
+    assert seen == ["running"]

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from convergent.budget import BudgetState
 from convergent.clock import now
 from convergent.messages import CallOutcome, Message, Usage
 from convergent.monitor import MonitorState
@@ -29,7 +30,8 @@ __all__ = [
 ]
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
-_MONITOR_FIELDS = tuple(f.name for f in fields(MonitorState))
+_MONITOR_FIELDS = tuple(f.name for f in fields(MonitorState) if f.name != "budget")
+_BUDGET_FIELDS = tuple(f.name for f in fields(BudgetState))
 
 
 def dump_message(message: Message) -> str:
@@ -64,7 +66,10 @@ def usage_json(usage: Usage) -> str:
 
 def monitor_json(monitor: MonitorState) -> str:
     """A run's monitor state as JSON text (plain data: the C encoder writes it quickly)."""
-    return _ENCODER.encode({name: getattr(monitor, name) for name in _MONITOR_FIELDS})
+    data = {name: getattr(monitor, name) for name in _MONITOR_FIELDS}
+    budget = monitor.budget
+    data["budget"] = {name: getattr(budget, name) for name in _BUDGET_FIELDS}
+    return _ENCODER.encode(data)
 
 
 def parse_usage(text: str) -> Usage:
@@ -134,6 +139,25 @@ def next_epoch(conn: sqlite3.Connection, run_id: str) -> int:
         "SELECT COALESCE(MAX(epoch), 0) FROM messages WHERE run_id = ?", (run_id,)
     ).fetchone()
     return int(last) + 1
+
+
+def end_pause(conn: sqlite3.Connection, run_id: str) -> None:
+    """Record that a run taken by a new process is not paused (inside a transaction).
+
+    A pause holds the process that took it; the process that continues the run starts
+    unpaused, and a consumed ``resume`` row says so to whoever reads the run's status.
+    """
+    last = conn.execute(
+        "SELECT kind FROM steering WHERE run_id = ? AND kind IN ('pause', 'resume') "
+        "AND consumed_at IS NOT NULL ORDER BY id DESC LIMIT 1",
+        (run_id,),
+    ).fetchone()
+    if last is not None and last[0] == "pause":
+        conn.execute(
+            "INSERT INTO steering (run_id, kind, text, created_at, consumed_at) "
+            "VALUES (?, 'resume', '', ?, ?)",
+            (run_id, now(), now()),
+        )
 
 
 def mark_consumed(conn: sqlite3.Connection, ids: Sequence[int]) -> None:

@@ -17,12 +17,12 @@ claimed by one process or task at a time (see `convergent.durability.sqlite._cla
 Version 2 changed version 1 so that a cycle writes fewer pages: finished calls are
 clustered by run and cycle (no separate index), and repeated-call counts were derived
 from them instead of being written (``call_counts`` keeps version-1 counts). It added
-each run's recipe, replay positions and tool-error streak; per-checkpoint replay
-positions; the MCP server (``source``) of each finished call; an ``events`` table for
-the events worth keeping (gate decisions, verifier verdicts, redirects, compaction,
-answers); and a ``questions`` table through which a run's ``ask_user`` can be answered
-from another process (the web console). The replay positions are kept beside the
-run's state, not in it (`RunStore.model_positions`).
+each run's agent spec (column ``recipe``), replay positions and tool-error streak;
+per-checkpoint replay positions; the MCP server (``source``) of each finished call; an
+``events`` table for the events worth keeping (gate decisions, verifier verdicts,
+redirects, compaction, answers); and a ``questions`` table through which a run's
+``ask_user`` can be answered from another process (the web console). The replay
+positions are kept beside the run's state, not in it (`RunStore.model_positions`).
 
 An older database is upgraded in place when it is opened for writing.
 """
@@ -194,13 +194,17 @@ ALTER TABLE runs ADD COLUMN output_data TEXT;
 """
 
 
+LOCKED = "the database is locked by another process"
+"""How a `StorageError` says that the database was busy (a wait, not a failure)."""
+
+
 def storage_error(path: Path, exc: sqlite3.Error, doing: str) -> StorageError:
     """A one-line `StorageError` for a SQLite failure, naming the file and the cause."""
     text = str(exc) or type(exc).__name__
     if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
         return StorageError(f"run database {path} is damaged ({text}); it was not changed")
     if "locked" in text or "busy" in text:
-        return StorageError(f"cannot {doing} {path}: the database is locked by another process")
+        return StorageError(f"cannot {doing} {path}: {LOCKED}")
     return StorageError(f"cannot {doing} {path}: {text}")
 
 

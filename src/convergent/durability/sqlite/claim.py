@@ -17,17 +17,14 @@ back as it was.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from convergent.durability.protocol import Durability, RunJournal
+from convergent.durability.protocol import Durability, JournaledRun, RunJournal
 from convergent.durability.sqlite import _claims
 from convergent.durability.sqlite._access import StoreAccess
 from convergent.durability.sqlite.journal import SqliteJournal
 from convergent.exceptions import StorageError, UserError
-from convergent.models.base import Model
 from convergent.state import RunState
-from convergent.tools import Tool
 
 __all__ = ["RunClaim"]
 
@@ -64,35 +61,20 @@ class RunClaim:
         """Queue a steering command (see `RunStore.send_steering`)."""
         self.store.send_steering(run_id, kind, text)
 
-    def journal(
-        self,
-        run_id: str,
-        *,
-        tools: Sequence[Tool] = (),
-        workspace: str | None = None,
-        recipe: Mapping[str, Any] | None = None,
-        models: Mapping[str, Model] | None = None,
-        parent: tuple[str, str] | None = None,
-    ) -> RunJournal:
+    def journal(self, run: JournaledRun) -> RunJournal:
         """The journal that continues the claimed run, taking the claim over as it starts.
 
-        A child run of the claimed run (``parent`` names it) is journaled in the store
-        under its own claim.
+        A child run of the claimed run (its ``parent`` names it) is journaled in the
+        store under its own claim.
 
         Raises:
             UserError: For another run than the claimed one or its child.
         """
-        options: dict[str, Any] = {
-            "tools": tools,
-            "workspace": workspace,
-            "recipe": recipe,
-            "models": models,
-        }
-        if parent is not None and parent[0] == self.run_id:
-            return self.store.journal(run_id, parent=parent, **options)
-        if run_id != self.run_id:
-            raise UserError(f"the claim is on run {self.run_id!r}, not {run_id!r}")
-        self._journal = SqliteJournal(self.store, run_id, claim=self.token, **options)
+        if run.parent is not None and run.parent[0] == self.run_id:
+            return self.store.journal(run)
+        if run.run_id != self.run_id:
+            raise UserError(f"the claim is on run {self.run_id!r}, not {run.run_id!r}")
+        self._journal = SqliteJournal(self.store, run, claim=self.token)
         return self._journal
 
     def release(self) -> None:

@@ -25,17 +25,18 @@ import concurrent.futures
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from convergent.clock import Clock, current_clock
+from convergent.durability.protocol import JournaledRun
 from convergent.durability.sqlite import _claims, rollback
 from convergent.durability.sqlite._access import StoreAccess
 from convergent.durability.sqlite._codec import (
     dump_arguments,
     dump_message,
+    end_pause,
     insert_messages,
     insert_records,
     mark_consumed,
@@ -47,15 +48,14 @@ from convergent.durability.sqlite.steering import DatabaseSteering
 from convergent.events import CycleStarted, Event, event_to_dict
 from convergent.exceptions import UserError
 from convergent.messages import AssistantMessage, CallOutcome, ToolCall, Usage
-from convergent.models.base import Model
-from convergent.models.scripted import Replayable
+from convergent.models.base import Replayable
 from convergent.state import RunState, ToolCallRecord
 from convergent.steering import SteeringCommand
 from convergent.tools import Tool
 
 __all__ = ["SqliteJournal"]
 
-_NOT_STORED = frozenset({"run_started", "cycle_started", "model_responded", "tool_started"})
+_NOT_STORED = frozenset({"cycle_started", "model_responded", "tool_started"})
 _UNRECORDED = (CallOutcome.NEEDS_USER, CallOutcome.NOT_EXECUTED)
 """Outcomes kept in ``finished_calls`` that are not among the run's executed calls."""
 """Events whose content the other tables already hold."""
@@ -78,45 +78,32 @@ class SqliteJournal:
 
     Args:
         store: The database.
-        run_id: The run.
-        tools: The agent's tools (file-modifying ones get snapshots; MCP tools their server).
-        workspace: Folder to snapshot files in; None disables snapshots.
-        recipe: Stored with the run (an `AgentSpec` as JSON), so another process can
-            rebuild its agent.
-        models: The run's models by role; replayed ones have their position stored.
+        run: The run, and what the journal needs to know of its agent: its tools
+            (file-modifying ones get snapshots; MCP tools their server), its workspace
+            (None disables snapshots), its spec (stored, so another process can rebuild
+            its agent), its models (replayed ones have their position stored) and the
+            call it is the child run of.
         claim: Token of a claim taken on the stored run for this journal (see
-            `convergent.durability.sqlite.claim.RunClaim`); without one, resuming claims the run
-            when it starts.
-        parent: ``(run id, call id)`` of the tool call whose child run this is.
+            `convergent.durability.sqlite.claim.RunClaim`); without one, resuming claims
+            the run when it starts.
     """
 
     receives_deltas = False
     """Streaming deltas are not journaled: the final response is."""
 
-    def __init__(
-        self,
-        store: StoreAccess,
-        run_id: str,
-        *,
-        tools: Sequence[Tool] = (),
-        workspace: str | None = None,
-        recipe: Mapping[str, Any] | None = None,
-        models: Mapping[str, Model] | None = None,
-        claim: str | None = None,
-        parent: tuple[str, str] | None = None,
-    ) -> None:
+    def __init__(self, store: StoreAccess, run: JournaledRun, *, claim: str | None = None) -> None:
         self.store = store
-        self.run_id = run_id
-        self._sources = {t.name: getattr(t, "source", None) for t in tools}
-        self._workspace = Path(workspace) if workspace is not None else None
-        self._recipe = recipe
+        self.run_id = run.run_id
+        self._sources = {t.name: getattr(t, "source", None) for t in run.tools}
+        self._workspace = Path(run.workspace) if run.workspace is not None else None
+        self._spec = run.spec
         self._replayed = {
             role: model
-            for role, model in (models or {}).items()
+            for role, model in run.models.items()
             if isinstance(model, Replayable) and model.position() is not None
         }
         self._positions_seen: tuple[tuple[int | None, ...], str] = ((), "{}")
-        self._steering = DatabaseSteering(store, run_id)
+        self._steering = DatabaseSteering(store, run.run_id)
         self._epoch = 0
         self._written = 0
         self._boundary: _Boundary | None = None
@@ -128,7 +115,7 @@ class SqliteJournal:
         self._started = 0.0
         self._elapsed_before = 0.0
         self._claim = claim
-        self._parent = parent
+        self._parent = run.parent
         self._token = _claims.new_token()
         self.claimed = False
         """Whether the run is held under this journal's own claim (once started)."""
@@ -166,7 +153,10 @@ class SqliteJournal:
         if getattr(event, "rewrites_history", False):
             self._rewrite = True
         self._event_seq += 1
-        data = json.dumps(event_to_dict(event), ensure_ascii=False, default=str)
+        stored = event_to_dict(event)
+        if event.type == "run_started":
+            stored["task"] = ""  # the run's row has it (a task may be long)
+        data = json.dumps(stored, ensure_ascii=False, default=str)
         self._events.append((self._event_seq, event.cycle, event.type, event.time, data))
 
     # -- the awaited steps --------------------------------------------------------------
@@ -201,6 +191,7 @@ class SqliteJournal:
         else:
             _claims.take(conn, self.store.path, self.run_id, self._token, handed=self._claim)
             self._adopt(conn, state, epoch=row[0], count=row[1])
+            end_pause(conn, self.run_id)
         (self._event_seq,) = conn.execute(
             "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", (self.run_id,)
         ).fetchone()
@@ -354,7 +345,7 @@ class SqliteJournal:
                 _claims.own_start(),
                 self._token,
                 str(self._workspace) if self._workspace is not None else None,
-                json.dumps(self._recipe) if self._recipe is not None else None,
+                json.dumps(self._spec) if self._spec is not None else None,
                 state.schema_version,
                 *(self._parent or (None, None)),
             ),
@@ -388,7 +379,7 @@ class SqliteJournal:
             "output_after_stop = 0, output_data = NULL, recipe = COALESCE(?, recipe), "
             "workspace = COALESCE(?, workspace) WHERE run_id = ?",
             (
-                json.dumps(self._recipe) if self._recipe is not None else None,
+                json.dumps(self._spec) if self._spec is not None else None,
                 str(self._workspace) if self._workspace is not None else None,
                 self.run_id,
             ),

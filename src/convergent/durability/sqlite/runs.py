@@ -3,7 +3,8 @@
 One database file (WAL mode) holds any number of runs:
 
 - ``runs``: one row per run with the live summary (cycles, usage, status, stop reason),
-  its agent spec (column ``recipe``), and where its conversation is (``epoch``, ``message_count``);
+  its agent spec (in the column ``recipe``, its first name) and where its conversation is
+  (``epoch``, ``message_count``);
 - ``messages``: the conversation, append-only; compaction or a rewind writes it again
   under a new ``epoch`` and older epochs stay, so older checkpoints remain readable;
 - ``checkpoints``: one row per finished cycle, the points a rewind can return to;
@@ -26,7 +27,8 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,8 +37,9 @@ from typing import Any, TypeVar
 
 import psutil
 
-from convergent._run_id import check_run_id
+from convergent._run_id import check_run_id, child_run_id
 from convergent.clock import now
+from convergent.durability.protocol import JournaledRun
 from convergent.durability.sqlite import _claims, rollback
 from convergent.durability.sqlite._codec import (
     insert_messages,
@@ -52,11 +55,9 @@ from convergent.durability.sqlite.claim import RunClaim
 from convergent.durability.sqlite.journal import SqliteJournal
 from convergent.exceptions import UserError
 from convergent.messages import CallOutcome, ToolResultMessage, Usage
-from convergent.models.base import Model
 from convergent.state import RunState
 from convergent.steering import SteeringKind
 from convergent.stop import StopReason
-from convergent.tools import Tool
 
 __all__ = ["DB_SCHEMA_VERSION", "DEFAULT_DB_PATH", "PendingQuestion", "RunStore", "RunSummary"]
 
@@ -126,7 +127,7 @@ class RunSummary:
     """Total usage so far."""
     elapsed: float = 0.0
     """Seconds spent running so far."""
-    recipe: dict[str, Any] | None = None
+    spec: dict[str, Any] | None = None
     """How to rebuild its agent (a `convergent.spec.AgentSpec`, as JSON), if stored."""
     config: dict[str, Any] = field(default_factory=dict)
     """Settings stored by convergent 0.1's command line (read as a spec when resuming)."""
@@ -141,12 +142,25 @@ class RunSummary:
     output_data: Any = None
     """The output as JSON data, validated against the agent's output type (``completed``
     runs of agents that declare one); else None."""
+    paused: bool = False
+    """Its running process took a pause (``steer --pause``) and holds the run."""
+
+    @property
+    def recipe(self) -> dict[str, Any] | None:
+        """Deprecated name of `spec`."""
+        warnings.warn(
+            "RunSummary.recipe is deprecated; use RunSummary.spec", DeprecationWarning, stacklevel=2
+        )
+        return self.spec
 
     @property
     def status(self) -> str:
-        """``running``, ``interrupted`` (its process died) or the stop reason."""
+        """Where the run is: ``running``, ``paused``, ``interrupted``, or its stop reason.
+
+        ``paused``: running, held by a pause; ``interrupted``: its process died.
+        """
         if self.running:
-            return "running"
+            return "paused" if self.paused else "running"
         if self.stop_reason is None:
             return "interrupted"
         return self.stop_reason.value
@@ -365,41 +379,29 @@ class RunStore:
         """
         return int(self.query("PRAGMA data_version")[0][0]), self._sent
 
-    def journal(
-        self,
-        run_id: str,
-        *,
-        tools: Sequence[Tool] = (),
-        workspace: str | None = None,
-        recipe: Mapping[str, Any] | None = None,
-        models: Mapping[str, Model] | None = None,
-        parent: tuple[str, str] | None = None,
-    ) -> SqliteJournal:
-        """The journal that writes run ``run_id`` here (see `convergent.durability.protocol`).
+    def journal(self, run: JournaledRun | str, **legacy: Any) -> SqliteJournal:
+        """The journal that writes ``run`` here (see `convergent.durability.protocol`).
 
-        Args:
-            run_id: The run.
-            tools: The agent's tools (to know which modify files).
-            workspace: Folder file-modifying tools work in (snapshots for rewind).
-            recipe: How to rebuild the agent in another process, stored with the run.
-            models: The run's models by role; a `Replayable` one's place in its script
-                is kept with the run (beside its state) for `model_positions`.
-            parent: ``(run id, call id)`` of the tool call that started this run as a
-                child run, stored with it when it is first written.
+        A run id with the options as keywords (``tools=``, ``workspace=``, ``spec=``,
+        ``models=``, ``parent=``) is the old spelling, kept with a `DeprecationWarning`.
 
         Raises:
-            UserError: If ``run_id`` breaks the rule of `convergent._run_id`.
+            UserError: If the run id breaks the rule of `convergent._run_id`.
         """
-        check_run_id(run_id)
-        return SqliteJournal(
-            self,
-            run_id,
-            tools=tools,
-            workspace=workspace,
-            recipe=recipe,
-            models=models,
-            parent=parent,
-        )
+        if isinstance(run, str):
+            warnings.warn(
+                "RunStore.journal(run_id, **options) is deprecated; pass a "
+                "convergent.durability.JournaledRun",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if "recipe" in legacy:
+                legacy["spec"] = legacy.pop("recipe")
+            run = JournaledRun(run_id=run, **legacy)
+        elif legacy:
+            raise TypeError(f"unexpected options beside a JournaledRun: {', '.join(legacy)}")
+        check_run_id(run.run_id)
+        return SqliteJournal(self, run)
 
     # -- runs -------------------------------------------------------------------------
 
@@ -427,7 +429,10 @@ class RunStore:
     _SUMMARY_COLUMNS = (
         "run_id, task, model, status, stop_reason, stop_detail, output, cycles, started_at, "
         "updated_at, pid, workspace, config, usage, elapsed, recipe, pid_start, claim, "
-        "output_after_stop, parent_run_id, parent_call_id, output_data"
+        "output_after_stop, parent_run_id, parent_call_id, output_data, "
+        "(SELECT kind = 'pause' FROM steering s WHERE s.run_id = runs.run_id "
+        "AND s.kind IN ('pause', 'resume') AND s.consumed_at IS NOT NULL "
+        "ORDER BY s.id DESC LIMIT 1)"
     )
 
     @staticmethod
@@ -448,14 +453,16 @@ class RunStore:
             config,
             usage,
             elapsed,
-            recipe,
+            spec,
             pid_start,
             claim,
             after_stop,
             parent_run_id,
             parent_call_id,
             data,
+            paused,
         ) = row
+        running = status == "running" and _claims.holder_alive(pid, pid_start, claim)
         return RunSummary(
             run_id=run_id,
             task=task,
@@ -466,11 +473,12 @@ class RunStore:
             output=output,
             started_at=started,
             updated_at=updated,
-            running=status == "running" and _claims.holder_alive(pid, pid_start, claim),
+            running=running,
+            paused=running and bool(paused),
             workspace=workspace,
             usage=parse_usage(usage),
             elapsed=elapsed,
-            recipe=json.loads(recipe) if recipe else None,
+            spec=json.loads(spec) if spec else None,
             config=json.loads(config),
             pid=pid,
             output_after_stop=bool(after_stop),
@@ -498,6 +506,9 @@ class RunStore:
         status: str | None = None,
         clip: int | None = None,
         search: str | None = None,
+        tool: str | None = None,
+        errors: bool = False,
+        top_only: bool = False,
     ) -> list[RunSummary]:
         """Stored runs, most recently updated first.
 
@@ -511,16 +522,26 @@ class RunStore:
                 ``interrupted`` or a stop reason).
             clip: Cut the task, output and stop detail to this many characters (pages
                 that show a part of them need not read runs of many megabytes whole).
-            search: Only runs whose task or output contains this text (ignoring the
-                case of ASCII letters).
+            search: Only runs whose task or output, or one of whose tool calls' name,
+                arguments or result, contains this text (ignoring the case of ASCII
+                letters).
+            tool: Only runs that called the tool of this name.
+            errors: Only runs with an error: a tool call that failed, was invalid or
+                was interrupted, or a ``tool_error`` or ``model_error`` stop.
+            top_only: Leave out child runs (see `children`).
         """
-        where, params = self._filter(status, search)
+        where, params = self._filter(status, search, tool, errors, top_only)
         sql = (
             f"SELECT {self._columns(clip)} FROM runs {where} "
             "ORDER BY updated_at DESC, rowid DESC LIMIT ? OFFSET ?"
         )
         params += [-1 if limit is None else limit, offset]
         return [self._summary(row) for row in self.query(sql, params)]
+
+    def tool_names(self, limit: int = 200) -> list[str]:
+        """The names of the tools the stored runs called, in order (at most ``limit``)."""
+        rows = self.query("SELECT DISTINCT name FROM finished_calls ORDER BY name LIMIT ?", [limit])
+        return [name for (name,) in rows]
 
     def iter_runs(
         self,
@@ -596,31 +617,70 @@ class RunStore:
             [live],
         )
 
-    def _filter(self, status: str | None, search: str | None) -> tuple[str, list[Any]]:
-        """The ``WHERE`` clause for a status (see `_status_filter`) and a search text."""
-        where, params = self._status_filter(status)
-        if not search:
-            return where, params
-        # instr, not LIKE: the text's % and _ are searched for as they are
-        found = "(instr(lower(task), lower(?)) > 0 OR instr(lower(output), lower(?)) > 0)"
-        return f"{where} AND {found}" if where else f"WHERE {found}", [*params, search, search]
+    def _filter(
+        self,
+        status: str | None,
+        search: str | None,
+        tool: str | None = None,
+        errors: bool = False,
+        top_only: bool = False,
+    ) -> tuple[str, list[Any]]:
+        """The ``WHERE`` clause for a status (see `_status_filter`) and the other filters.
 
-    def count_runs(self, status: str | None = None, *, search: str | None = None) -> int:
-        """How many runs are stored (with this `RunSummary.status` and search text, if given)."""
-        where, params = self._filter(status, search)
+        See `list_runs` for what each filter keeps.
+        """
+        where, params = self._status_filter(status)
+        terms = [where.removeprefix("WHERE ")] if where else []
+        calls = "EXISTS (SELECT 1 FROM finished_calls f WHERE f.run_id = runs.run_id AND {})"
+        if search:
+            # instr, not LIKE: the text's % and _ are searched for as they are
+            columns = ("task", "output", "f.name", "f.arguments", "f.result")
+            found = [f"instr(lower({column}), lower(?)) > 0" for column in columns]
+            in_calls = calls.format(f"({' OR '.join(found[2:])})")
+            terms.append(f"({found[0]} OR {found[1]} OR {in_calls})")
+            params += [search] * len(columns)
+        if tool:
+            terms.append(calls.format("f.name = ?"))
+            params.append(tool)
+        if errors:
+            failed = calls.format("f.outcome IN ('failed', 'invalid', 'interrupted')")
+            terms.append(f"(stop_reason IN ('tool_error', 'model_error') OR {failed})")
+        if top_only:
+            terms.append("parent_run_id IS NULL")
+        return (f"WHERE {' AND '.join(terms)}" if terms else ""), params
+
+    def count_runs(
+        self,
+        status: str | None = None,
+        *,
+        search: str | None = None,
+        tool: str | None = None,
+        errors: bool = False,
+        top_only: bool = False,
+    ) -> int:
+        """How many runs are stored (with this status and the filters of `list_runs`)."""
+        where, params = self._filter(status, search, tool, errors, top_only)
         return int(self.query(f"SELECT COUNT(*) FROM runs {where}", params)[0][0])
 
     def exists(self, run_id: str) -> bool:
         """Whether a run with this id is stored."""
         return bool(self.query("SELECT 1 FROM runs WHERE run_id = ?", [run_id]))
 
-    def get_run(self, run_id: str, *, clip: int | None = None) -> RunSummary:
+    def get_run(self, run_id: str, *, clip: int | None = None, data: bool = True) -> RunSummary:
         """The summary of one run (``clip`` as in `list_runs`).
+
+        Args:
+            run_id: The run.
+            clip: Cut its long texts to this many characters.
+            data: Read its ``output_data`` (False: None, however large it is).
 
         Raises:
             UserError: If no run has this id.
         """
-        rows = self.query(f"SELECT {self._columns(clip)} FROM runs WHERE run_id = ?", [run_id])
+        columns = self._columns(clip)
+        if not data:
+            columns = columns.replace(" output_data,", " NULL,", 1)
+        rows = self.query(f"SELECT {columns} FROM runs WHERE run_id = ?", [run_id])
         if not rows:
             raise UserError(f"no run {run_id!r} in {self.path}")
         return self._summary(rows[0])
@@ -743,6 +803,25 @@ class RunStore:
                         is_error=outcome != CallOutcome.OK,
                     )
                 )
+                self._count_child(state, call.id)
+
+    def _count_child(self, state: RunState, call_id: str) -> None:
+        """Count what the child run of a recovered call spent, as its process had.
+
+        The process counted it when the call ended, but stored it only at its next
+        boundary, which it did not reach.
+        """
+        row = self._conn.execute(
+            "SELECT usage, cycles, monitor FROM runs "
+            "WHERE run_id = ? AND parent_run_id = ? AND parent_call_id = ?",
+            (child_run_id(state.run_id, state.cycles, call_id), state.run_id, call_id),
+        ).fetchone()
+        if row is None:
+            return
+        usage, cycles, monitor = row
+        state.usage = state.usage + Usage(**json.loads(usage))
+        grandchildren = _child_cycles(json.loads(monitor)) if monitor else 0
+        state.monitor.budget.child_cycles += cycles + grandchildren
 
     def model_positions(self, run_id: str) -> dict[str, int]:
         """Where each replayed model (by role) of the run is in its script, to resume it.
@@ -879,3 +958,14 @@ class RunStore:
                 )
                 rollback.drop_unused_blobs(conn)
         return result
+
+
+def _child_cycles(monitor: dict[str, object]) -> int:
+    """The cycles a stored run's children ran, from its monitor (of any stored version)."""
+    budget = monitor.get("budget")
+    found = (
+        budget.get("child_cycles", 0)
+        if isinstance(budget, dict)
+        else monitor.get("child_cycles", 0)
+    )
+    return int(found) if isinstance(found, int) else 0

@@ -2,9 +2,35 @@
 // Each event carries changed fragments {id: [digest, html]}; the HTML was rendered
 // (and escaped) by the server. A fragment the page already shows is left alone, and
 // the keyboard focus is put back where it was when a fragment around it is replaced.
+// Elapsed times of a running run count up by themselves between updates.
 "use strict";
 
 (function () {
+  // durations that count up while the run goes on: [data-tick] holds the seconds at
+  // the time the server rendered it; each element counts from when it first appeared
+  function shown(seconds) {
+    var whole = Math.floor(seconds);
+    if (whole < 60) {
+      return whole + " s";
+    }
+    var rest = whole % 60;
+    return Math.floor(whole / 60) + "m " + (rest < 10 ? "0" : "") + rest + "s";
+  }
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll("[data-tick]").forEach(function (element) {
+      var since = Number(element.getAttribute("data-tick-since") || 0);
+      if (!since) {
+        since = now;
+        element.setAttribute("data-tick-since", String(now));
+      }
+      var base = Number(element.getAttribute("data-tick"));
+      element.textContent = shown(base + (now - since) / 1000);
+    });
+  }
+  tick();
+  window.setInterval(tick, 1000);
+
   var stream = document.body.getAttribute("data-stream");
   var badge = document.getElementById("live");
   if (!stream || !window.EventSource) {

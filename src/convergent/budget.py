@@ -1,0 +1,554 @@
+"""`Budget`: one run's budgets: what is used, what is left, what must be kept, the note.
+
+`convergent.Limits` says what a run may spend (cycles, tokens, seconds, cost, tool
+calls); a `Budget` counts what it spent and answers the questions the loop asks before
+each model request and each batch of calls:
+
+- may another request be made (`limit`), and how many output tokens may it have
+  (`request_tokens`) and how many seconds (`seconds_left`), so that the run never
+  spends past a budget, with room kept for the answer after a stop;
+- which calls of a batch may run within the tool-call caps (`admit`);
+- is it time to tell the model what is left (`note`), always before a budget can stop
+  the run;
+- how much may an answer after the stop have (`final_request_tokens`), and what is left
+  for a child run called as a tool (`remaining`).
+
+Token and cost figures of the next request are estimates (`CHARS_PER_TOKEN`
+characters a token, on the high side for English text and code): a text of one token
+per character can still overshoot (see ``docs/loop.md``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from math import inf
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from convergent.limits import Limits
+from convergent.messages import NO_USAGE, ToolCall, Usage
+from convergent.models._prices import priced
+from convergent.stop import LimitReached
+
+if TYPE_CHECKING:
+    from convergent.models._prices import TokenPrice
+
+__all__ = [
+    "BUDGET_NOTE_AT",
+    "CHARS_PER_MESSAGE",
+    "CHARS_PER_TOKEN",
+    "FINAL_ANSWER_TOKENS",
+    "Budget",
+    "BudgetState",
+    "RunTally",
+    "Tally",
+    "least",
+    "narrowed",
+    "shared",
+]
+
+FINAL_ANSWER_TOKENS = 512
+"""Output tokens the answer after a stop may use (less when a budget is short)."""
+FINAL_PROMPT_TOKENS = 200
+"""Tokens kept for the final request's own prompt (the request and the stop's detail)."""
+MIN_FINAL_ANSWER_TOKENS = 32
+"""An answer after a stop with less room than this is not requested."""
+MIN_REPLY_TOKENS = 32
+"""A request with less room than this for its reply is not made."""
+REQUEST_TOKENS_CEILING = 8192
+"""A request's output is capped to what a budget leaves only below this (a larger
+``max_tokens`` than the model supports is an error at some providers)."""
+BUDGET_NOTE_AT = 0.8
+"""The share of a budget after which the model is told what remains."""
+OUTPUT_PRICE_FACTOR = 8
+"""Assumed upper bound of the price of an output token over an input token, for
+keeping a request within ``max_cost`` when only the blended price is known."""
+CHARS_PER_TOKEN = 3
+"""Characters counted as one token when estimating text no provider has counted yet."""
+CHARS_PER_MESSAGE = 16
+"""Characters added per message to its text when estimating, for the message's framing."""
+FINAL_TIME_SHARE = 0.25
+"""At most this share of ``max_seconds`` is kept for the answer after a stop."""
+
+
+@dataclass(slots=True, kw_only=True)
+class BudgetState:
+    """What a run's budget keeps between decisions; serialisable, inside `MonitorState`."""
+
+    noted: bool = False
+    """The model was told what is left of its budgets (once per run)."""
+    child_cycles: int = 0
+    """Cycles run by child agents this run called as tools; they count against
+    ``max_cycles`` beside the run's own."""
+    tool_calls: int = 0
+    """Tool calls admitted so far."""
+    calls_by_tool: dict[str, int] = field(default_factory=dict)
+    """Tool calls admitted so far, by tool (only for tools with a cap)."""
+    model_seconds: float = 0.0
+    """Seconds spent in model requests (time outside them is the tools' and waits')."""
+    longest_request: float = 0.0
+    """Seconds of the longest model request (time kept for the answer after a stop)."""
+
+
+class Tally(Protocol):
+    """Where a run's requests and usage are counted (`convergent.RunState` is one)."""
+
+    cycles: int
+    """Model requests made so far (a final answer's request is not one)."""
+    usage: Usage
+    """Usage reported so far, the final answer's included."""
+
+
+@dataclass(slots=True)
+class RunTally:
+    """A `Tally` of its own, for a host that keeps no run state of convergent's."""
+
+    cycles: int = 0
+    """Model requests made so far."""
+    usage: Usage = NO_USAGE
+    """Usage reported so far."""
+
+
+_N = TypeVar("_N", int, float)
+
+
+class Budget:
+    """The budgets of one run, counted as it goes.
+
+    Args:
+        limits: What the run may spend (default `Limits()`).
+        tally: Where requests and usage are counted (a run's `RunState`); default a
+            fresh `RunTally`.
+        state: What the budget kept so far (a resumed run's), updated in place.
+        clock: Monotonic seconds.
+        elapsed_before: Seconds the run took before this process took it over.
+        price: The model's price: usage that reports no cost is costed at it, and so is
+            the room kept; None: only reported costs count, and the room is estimated
+            from the latest request's blended price.
+        final_answer: Keep room for one answer after a stop.
+    """
+
+    __slots__ = (
+        "_before",
+        "_bracketed",
+        "_clock",
+        "_in_request",
+        "_last_batch",
+        "_last_cycle",
+        "_started",
+        "final_answer",
+        "last",
+        "limits",
+        "price",
+        "state",
+        "tally",
+    )
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        tally: Tally | None = None,
+        state: BudgetState | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        elapsed_before: float = 0.0,
+        price: TokenPrice | None = None,
+        final_answer: bool = True,
+    ) -> None:
+        self.limits = limits if limits is not None else Limits()
+        self.tally: Tally = tally if tally is not None else RunTally()
+        self.state = state if state is not None else BudgetState()
+        self.price = price if price is not None and not price.free else None
+        self.final_answer = final_answer
+        self._clock = clock
+        self._started = clock()
+        self._before = elapsed_before
+        self._bracketed = True
+        self._in_request: float | None = None
+        self._last_cycle = 0.0
+        self._last_batch = 0
+        self.last: Usage = NO_USAGE
+        """The latest request's usage (none yet: estimates count the whole conversation)."""
+
+    # -- what was spent -----------------------------------------------------------------
+
+    @property
+    def cycles(self) -> int:
+        """Model requests made so far (the final answer's request is not one)."""
+        return self.tally.cycles
+
+    def cycles_used(self) -> int:
+        """Cycles counted against ``max_cycles``: the run's own and its child runs'."""
+        return self.tally.cycles + self.state.child_cycles
+
+    def elapsed(self) -> float:
+        """Seconds the run has taken."""
+        return self._before + self._clock() - self._started
+
+    def idle(self) -> float | None:
+        """Seconds the run spent outside model requests (tools, waits, pauses).
+
+        None when a request was reported without being started first (`requested`):
+        the time of requests is then unknown.
+        """
+        if not self._bracketed:
+            return None
+        return self.elapsed() - self.state.model_seconds
+
+    def start_request(self) -> int:
+        """A model request is about to be made: returns its cycle number."""
+        tally = self.tally
+        tally.cycles += 1
+        self._in_request = self._clock()
+        return tally.cycles
+
+    def responded(self, usage: Usage) -> Usage:
+        """The request was answered, with this usage; returns it costed at the price."""
+        started = self._in_request
+        if started is not None:
+            took = self._clock() - started
+            state = self.state
+            state.model_seconds += took
+            state.longest_request = max(state.longest_request, took)
+            self._last_cycle = took
+            self._in_request = None
+        usage = priced(usage, self.price)
+        self.last = usage
+        if usage.requests or usage.input_tokens or usage.output_tokens or usage.cost:
+            tally = self.tally
+            tally.usage = tally.usage + usage
+        return usage
+
+    def requested(self, usage: Usage = NO_USAGE) -> int:
+        """A request was made and answered, reported after the fact (its time is unknown)."""
+        cycle = self.start_request()
+        self._in_request = None
+        self._bracketed = False
+        self.responded(usage)
+        return cycle
+
+    def add_usage(self, usage: Usage, cycles: int = 0) -> None:
+        """Count usage that is not a cycle's: a final answer's, or a child run's and cycles.
+
+        A final answer's usage that reports no cost is costed at the price; a child
+        run's (``cycles`` > 0) counts as its own run reported it.
+        """
+        if not cycles:
+            usage = priced(usage, self.price)
+        tally = self.tally
+        tally.usage = tally.usage + usage
+        self.state.child_cycles += cycles
+
+    # -- before a request ---------------------------------------------------------------
+
+    def _request_size(self, pending_chars: int) -> int:
+        """Estimated input tokens of the next request: the last one, its reply, what came since."""
+        last = self.last
+        return last.input_tokens + last.output_tokens + _tokens(pending_chars)
+
+    def _final_tokens(self, size: int, reply: int, pending_chars: int) -> int:
+        """Tokens kept for the answer after a stop: its request, then the answer.
+
+        None before the first request: there is nothing to answer from yet.
+        """
+        if not self.final_answer or not self.tally.cycles:
+            return 0
+        return size + reply + _tokens(pending_chars) + FINAL_PROMPT_TOKENS + self._answer_room()
+
+    def _answer_room(self) -> int:
+        budget = self.limits.max_total_tokens
+        return FINAL_ANSWER_TOKENS if budget is None else min(FINAL_ANSWER_TOKENS, budget // 10)
+
+    def _reply_tokens(self) -> int:
+        """Output tokens one more cycle is taken to need: the last reply's, at least a few."""
+        return max(self.last.output_tokens, MIN_REPLY_TOKENS)
+
+    def _final_seconds(self) -> float:
+        maximum = self.limits.max_seconds
+        if not self.final_answer or maximum is None:
+            return 0.0
+        return min(self.state.longest_request, FINAL_TIME_SHARE * maximum)
+
+    def limit(self, pending_chars: int = 0, *, ahead: int = 1) -> LimitReached | None:
+        """The budget that forbids another model request, if any.
+
+        Room is kept for the request (its input, a reply like the last) and, with a
+        final answer, for that answer; ``ahead`` counts more cycles like the last (the
+        note looks one cycle further).
+
+        Args:
+            pending_chars: Characters added to the conversation since the last response
+                (with `CHARS_PER_MESSAGE` more for each message).
+            ahead: Cycles like the last that must still fit.
+        """
+        limits = self.limits
+        cycles = self.cycles_used()
+        if limits.max_cycles is not None and cycles + ahead - 1 >= limits.max_cycles:
+            return LimitReached(limit="max_cycles", used=cycles, maximum=limits.max_cycles)
+        usage = self.tally.usage
+        tokens, cost = limits.max_total_tokens, limits.max_cost
+        if tokens is not None or cost is not None:
+            size = self._request_size(pending_chars)
+            reply = self._reply_tokens()
+            cycle = size + reply
+            final = self._final_tokens(size, reply, pending_chars)
+            extra = (ahead - 1) * cycle
+            if tokens is not None and usage.total_tokens + cycle + final + extra >= tokens:
+                return LimitReached(
+                    limit="max_total_tokens",
+                    used=usage.total_tokens,
+                    maximum=tokens,
+                    reserved=cycle + final + extra,
+                )
+            if cost is not None:
+                kept = self._cost(size, reply) * ahead + self._final_cost(size, reply, final)
+                if usage.cost + kept >= cost:
+                    return LimitReached(
+                        limit="max_cost", used=usage.cost, maximum=cost, reserved=kept
+                    )
+        seconds = limits.max_seconds
+        if seconds is not None:
+            elapsed = self.elapsed()
+            kept = self._final_seconds() + (ahead - 1) * self._last_cycle
+            if elapsed + kept >= seconds:
+                return LimitReached(
+                    limit="max_seconds", used=elapsed, maximum=seconds, reserved=kept
+                )
+        return None
+
+    def _cost(self, input_tokens: int, output_tokens: int) -> float:
+        """The cost of a request of this size, at the price (or the last blended price)."""
+        if self.price is not None:
+            return self.price.cost(input_tokens, output_tokens)
+        return _blended(self.last) * (input_tokens + OUTPUT_PRICE_FACTOR * output_tokens)
+
+    def _final_cost(self, size: int, reply: int, final: int) -> float:
+        if not final:
+            return 0.0
+        answer = self._answer_room()
+        return self._cost(final - answer, answer)
+
+    def request_tokens(self, pending_chars: int = 0, wanted: int | None = None) -> int | None:
+        """The output cap that keeps the next request within the token and cost budgets.
+
+        None: no cap is needed (no such budget, or what is left is above ``wanted`` and
+        `REQUEST_TOKENS_CEILING`).
+
+        Args:
+            pending_chars: Characters added to the conversation since the last response.
+            wanted: The request's own output setting, if any.
+        """
+        limits = self.limits
+        tokens, cost = limits.max_total_tokens, limits.max_cost
+        if tokens is None and cost is None:
+            return None
+        usage = self.tally.usage
+        size = self._request_size(pending_chars)
+        room = inf
+        if tokens is not None:
+            room = tokens - usage.total_tokens - size
+        if cost is not None:
+            left = cost - usage.cost - self._cost(size, 0)
+            per_token = self._cost(size, 1_000_000) - self._cost(size, 0)
+            if per_token > 0:
+                room = min(room, left * 1_000_000 / per_token)
+        ceiling = min(wanted or REQUEST_TOKENS_CEILING, REQUEST_TOKENS_CEILING)
+        if room >= ceiling:
+            return wanted
+        return max(int(room), 1)
+
+    def seconds_left(self) -> float | None:
+        """Seconds the next request or batch may take (None: no time budget)."""
+        seconds = self.limits.max_seconds
+        if seconds is None:
+            return None
+        return max(seconds - self.elapsed() - self._final_seconds(), 0.0)
+
+    def note(self, pending_chars: int = 0) -> str | None:
+        """Once per run, before a budget could stop the run: what is left, for the model.
+
+        It is due when 80 % of a budget is used, or when one more cycle like the last
+        would leave no room for the next (so it always comes before a budget stop).
+        """
+        state, limits = self.state, self.limits
+        if state.noted:
+            return None
+        cycles = self.cycles_used()
+        usage = self.tally.usage
+        elapsed = self.elapsed() if limits.max_seconds is not None else 0.0
+        calls = limits.max_tool_calls
+        due = (
+            _at(cycles, limits.max_cycles)
+            or _at(usage.total_tokens, limits.max_total_tokens)
+            or _at(usage.cost, limits.max_cost)
+            or _at(elapsed, limits.max_seconds)
+            or _at(state.tool_calls, calls)
+            or (calls is not None and state.tool_calls + self._last_batch >= calls)
+            or self.limit(pending_chars, ahead=2) is not None
+        )
+        if not due:
+            return None
+        parts: list[str] = []
+        for used, maximum, unit in (
+            (cycles, limits.max_cycles, "cycles"),
+            (usage.total_tokens, limits.max_total_tokens, "tokens"),
+            (usage.cost, limits.max_cost, "cost"),
+            (elapsed, limits.max_seconds, "seconds"),
+            (state.tool_calls, limits.max_tool_calls, "tool calls"),
+        ):
+            if maximum is None or maximum <= 0:
+                continue
+            left = max(maximum - used, 0)
+            shown = f"{left:.4g}" if unit == "cost" else f"{left:.0f}"
+            parts.append(f"{shown} of {maximum:g} {unit}")
+        if not parts:
+            return None
+        state.noted = True
+        return (
+            "Budget note: this run is near the end of its budget. Left: "
+            + ", ".join(parts)
+            + ". Plan to finish: give your best answer before the budget runs out."
+        )
+
+    # -- tool calls ---------------------------------------------------------------------
+
+    def admit(
+        self, calls: Sequence[ToolCall], skipped: Collection[int] = ()
+    ) -> tuple[int, LimitReached] | None:
+        """Count the calls of a batch against the tool-call caps.
+
+        Calls at positions in ``skipped`` do not run and are not counted. Returns None
+        when every other call may run; else the position of the first call a cap refuses
+        and that cap (it and the calls after it do not run, and are not counted).
+        """
+        limits, state = self.limits, self.state
+        total, per_tool = limits.max_tool_calls, limits.max_calls_per_tool
+        running = [index for index in range(len(calls)) if index not in skipped]
+        self._last_batch = len(running)
+        if total is None and per_tool is None:
+            state.tool_calls += len(running)
+            return None
+        counted = state.calls_by_tool
+        for index in running:
+            name = calls[index].name
+            if total is not None and state.tool_calls >= total:
+                return index, LimitReached(
+                    limit="max_tool_calls", used=state.tool_calls, maximum=total
+                )
+            cap = limits.tool_cap(name)
+            if cap is not None and counted.get(name, 0) >= cap:
+                return index, LimitReached(
+                    limit="max_calls_per_tool", used=counted.get(name, 0), maximum=cap, tool=name
+                )
+            state.tool_calls += 1
+            if cap is not None:
+                counted[name] = counted.get(name, 0) + 1
+        return None
+
+    # -- after a stop -------------------------------------------------------------------
+
+    def final_request_tokens(self, pending_chars: int, wanted: int | None = None) -> int:
+        """Output tokens an answer after the stop may have within the budgets (0: none fits).
+
+        Args:
+            pending_chars: Characters of the conversation since the last request, the
+                final request's own prompt included.
+            wanted: The output tokens asked for (default `FINAL_ANSWER_TOKENS`).
+        """
+        limits, usage = self.limits, self.tally.usage
+        room = wanted if wanted is not None else FINAL_ANSWER_TOKENS
+        size = self._request_size(pending_chars)
+        if limits.max_total_tokens is not None:
+            room = min(room, limits.max_total_tokens - usage.total_tokens - size)
+        if limits.max_cost is not None:
+            left = limits.max_cost - usage.cost - self._cost(size, 0)
+            if left < 0:
+                return 0
+            per_token = self._cost(size, 1_000_000) - self._cost(size, 0)
+            if per_token:
+                room = min(room, int(left * 1_000_000 / per_token))
+            elif self.price is None and usage.cost > 0:
+                return 0  # a cost without token counts: the answer's cost cannot be bounded
+        return room if room >= MIN_FINAL_ANSWER_TOKENS else 0
+
+    def final_seconds(self) -> float | None:
+        """Seconds the answer after a stop may take (None: no time budget)."""
+        seconds = self.limits.max_seconds
+        if seconds is None:
+            return None
+        return max(seconds - self.elapsed(), 0.0)
+
+    def remaining(self) -> Limits:
+        """What is left of each budget now (a child run called as a tool gets at most this)."""
+        limits, usage = self.limits, self.tally.usage
+        return dataclasses.replace(
+            limits,
+            max_cycles=_left(limits.max_cycles, self.cycles_used()),
+            max_total_tokens=_left(limits.max_total_tokens, usage.total_tokens),
+            max_seconds=_left(limits.max_seconds, self.elapsed()),
+            max_cost=_left(limits.max_cost, usage.cost),
+            max_tool_calls=_left(limits.max_tool_calls, self.state.tool_calls),
+        )
+
+
+def narrowed(limits: Limits, remaining: Limits) -> Limits:
+    """``limits`` with each budget cut to at most what ``remaining`` allows.
+
+    A budget unset in ``limits`` takes the remaining one.
+    """
+    return dataclasses.replace(
+        limits,
+        max_cycles=least(limits.max_cycles, remaining.max_cycles),
+        max_total_tokens=least(limits.max_total_tokens, remaining.max_total_tokens),
+        max_seconds=least(limits.max_seconds, remaining.max_seconds),
+        max_cost=least(limits.max_cost, remaining.max_cost),
+        max_tool_calls=least(limits.max_tool_calls, remaining.max_tool_calls),
+    )
+
+
+def shared(remaining: Limits, parts: int) -> Limits:
+    """One of ``parts`` equal shares of the cycle, token, cost and call budgets in ``remaining``.
+
+    Calls that run side by side spend the same budgets, so none may have all of them;
+    time passes for all at once, so ``max_seconds`` is not divided.
+    """
+    if parts <= 1:
+        return remaining
+    return dataclasses.replace(
+        remaining,
+        max_cycles=_part(remaining.max_cycles, parts),
+        max_total_tokens=_part(remaining.max_total_tokens, parts),
+        max_cost=None if remaining.max_cost is None else remaining.max_cost / parts,
+        max_tool_calls=_part(remaining.max_tool_calls, parts),
+    )
+
+
+def least(own: _N | None, left: _N | None) -> _N | None:
+    """The smaller of two budgets, None meaning unlimited."""
+    if own is None:
+        return left
+    return own if left is None else min(own, left)
+
+
+def _part(budget: int | None, parts: int) -> int | None:
+    return None if budget is None else budget // parts
+
+
+def _left(budget: _N | None, used: _N) -> _N | None:
+    return None if budget is None else max(budget - used, 0)
+
+
+def _at(used: float, maximum: float | None) -> bool:
+    """Whether ``used`` reached the note's share of ``maximum``."""
+    return maximum is not None and maximum > 0 and used >= BUDGET_NOTE_AT * maximum
+
+
+def _tokens(chars: int) -> int:
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+def _blended(last: Usage) -> float:
+    """The blended price per token of the last request (0 when unknown)."""
+    return last.cost / last.total_tokens if last.total_tokens and last.cost else 0.0

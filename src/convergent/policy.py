@@ -1,0 +1,145 @@
+"""`StopPolicy`: every rule that judges progress, declared and validated in one place.
+
+`convergent.Limits` holds the budgets (cycles, tokens, seconds, cost, tool calls); a
+`StopPolicy` holds the rules that decide when a run makes no progress: how often a call
+may repeat with the same result, how long a cycle of calls is watched for, the streaks
+of failures, mistakes and rejected answers, the notes the model gets before a stop, and
+what happens to a reply that is not an answer. The loop (`convergent.Agent`), an
+`convergent.AgentSpec`, the `convergent.driver.CycleDriver`, the Temporal workflow and
+every adapter take the same object, so a rule means the same wherever it runs.
+
+Each rule and its evidence are described in ``docs/loop.md`` and ``docs/evidence.md``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from enum import Enum
+from typing import Any, Final, Literal
+
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from convergent._validation import raises_user_errors
+from convergent.exceptions import UserError
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "LEGACY_POLICY_FIELDS",
+    "POLICY_RULES",
+    "UNSET",
+    "StopPolicy",
+    "ToolErrorPolicy",
+    "Unset",
+    "policy_of",
+]
+
+ToolErrorPolicy = Literal["continue", "stop"]
+"""``continue``: a tool's failure goes back to the model; ``stop``: it ends the run."""
+
+
+@raises_user_errors
+@pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=ConfigDict(extra="forbid"))
+class StopPolicy:
+    """The rules that stop a run that makes no progress; budgets are `convergent.Limits`.
+
+    A rule set to None never applies. Building a policy with a bad value raises
+    `convergent.UserError` in one line (inside an `AgentSpec`, the spec's error).
+    """
+
+    max_repeated_calls: int = Field(default=3, ge=1)
+    """A call made this often with results of the same meaning while nothing changed
+    (or a cycle of calls repeated this often) gets a note instead of running; repeating
+    it after the note stops the run ``stalled``."""
+    max_cycle_length: int = Field(default=5, ge=1, le=8)
+    """The longest cycle of different calls that is watched for (2 to this); 1 watches
+    only for one call repeated."""
+    notes: int = Field(default=1, ge=0)
+    """Notes the model gets when a stall or a streak reaches its threshold, before the
+    run stops on it (per stretch without progress); 0 stops at once."""
+    on_tool_error: ToolErrorPolicy = "continue"
+    """``continue``: a tool's failure goes back to the model as its result and only the
+    streaks below stop the run; ``stop``: the first failure ends it ``tool_error``."""
+    max_repeated_failures: int | None = Field(default=3, ge=1)
+    """Failing steps in a row (every call of the response failed), each repeating a
+    call that already failed, that stop the run ``tool_error`` after a note."""
+    max_failing_steps: int | None = Field(default=5, ge=1)
+    """Failing steps in a row, whatever their calls and errors (a tool that is down, or
+    a search that never succeeds), that stop the run ``tool_error`` after a note."""
+    max_mistakes: int | None = Field(default=4, ge=1)
+    """Steps in a row whose every call was the model's mistake (a tool the run does not
+    have, arguments that do not parse or validate), that stop the run ``stalled`` after
+    a note."""
+    max_rejected_answers: int | None = Field(default=3, ge=1)
+    """Answers in a row rejected by the verifier or the output type, with nothing new
+    found in between, that stop the run ``stalled`` after a note."""
+    max_continuations: int = Field(default=2, ge=0)
+    """Replies that are not an answer (empty, cut at the token limit, refused) after
+    which the model is asked to continue; one more ends the run ``model_error`` with the
+    best text the run has."""
+    poll_gap: float | None = Field(default=10.0, gt=0, allow_inf_nan=False)
+    """Seconds outside model requests (a waiting tool, a slow job, a pause) between two
+    identical calls after which the second is a fresh look, not a repeat; None: time
+    never counts."""
+
+
+DEFAULT_POLICY = StopPolicy()
+"""The default rules (shared: a `StopPolicy` is immutable)."""
+
+LEGACY_POLICY_FIELDS = {
+    "max_repeated_calls": "max_repeated_calls",
+    "stall_nudges": "notes",
+    "max_consecutive_tool_errors": "max_repeated_failures",
+    "on_tool_error": "on_tool_error",
+}
+"""Options of earlier versions that are now fields of `StopPolicy`, with their new names."""
+
+
+class Unset(Enum):
+    """The type of `UNSET`."""
+
+    UNSET = "unset"
+
+
+UNSET: Final = Unset.UNSET
+"""A legacy option that was not given (None may be a value of its own)."""
+
+
+def policy_of(policy: StopPolicy | None = None, /, **legacy: Any) -> StopPolicy:
+    """The policy a run follows: ``policy``, with the legacy options given applied.
+
+    The legacy options (`LEGACY_POLICY_FIELDS`: ``max_repeated_calls`` and
+    ``stall_nudges`` of `convergent.Limits`, ``on_tool_error`` and
+    ``max_consecutive_tool_errors`` of `convergent.Agent` and the adapters) still work
+    and warn (`DeprecationWarning`); one that is `UNSET` was not given.
+
+    Raises:
+        UserError: If a legacy value is invalid (as `StopPolicy` says), or one is given
+            beside a ``policy`` that sets the same rule to another value.
+    """
+    given = {key: value for key, value in legacy.items() if value is not UNSET}
+    unknown = set(given) - set(LEGACY_POLICY_FIELDS)
+    if unknown:
+        raise TypeError(f"not a legacy policy option: {', '.join(sorted(unknown))}")
+    if not given:
+        return policy if policy is not None else DEFAULT_POLICY
+    renamed = {LEGACY_POLICY_FIELDS[key]: value for key, value in given.items()}
+    warnings.warn(
+        f"{', '.join(sorted(given))} moved to StopPolicy("
+        + ", ".join(f"{name}=..." for name in sorted(renamed))
+        + "): pass policy=StopPolicy(...) instead",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    base = policy if policy is not None else DEFAULT_POLICY
+    if policy is not None:
+        for name, value in renamed.items():
+            if getattr(policy, name) not in (getattr(DEFAULT_POLICY, name), value):
+                raise UserError(f"{name} is set twice: in policy= and as a legacy option")
+    fields = {name: getattr(base, name) for name in _FIELDS} | renamed
+    return StopPolicy(**fields)
+
+
+_FIELDS = tuple(StopPolicy.__dataclass_fields__)
+POLICY_RULES = _FIELDS
+"""The names of the rules of a `StopPolicy`, in declaration order."""

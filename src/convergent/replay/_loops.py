@@ -1,0 +1,62 @@
+"""Where a recording objectively repeats itself: the same call, the same result, nothing changed.
+
+A call *repeats unchanged* when an earlier call had the same name and arguments, got a
+byte-identical result (or the same failure), and no other call that may change state
+ran in between. Calls of tools known to only read, and calls that failed, do not count
+as changes; any other call does. A call without a recorded result proves nothing, so it
+never repeats unchanged. A run of ``threshold`` such calls (the first one and its
+unchanged repeats) is a *real loop*: stopping it is right whatever the policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from convergent.replay._recording import RecordedCall, Turn
+
+__all__ = ["Repeat", "longest_repeat"]
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """The longest unchanged repetition of one call in a stretch of a recording."""
+
+    name: str
+    """The repeated tool ("" when nothing repeats)."""
+    times: int
+    """How often the call was made with the same result while nothing changed."""
+    reply: int
+    """The reply (0-based, within the turn) where the repetition reached ``times``."""
+    key: str = ""
+    """The repeated call (`RecordedCall.key`)."""
+    start: int = -1
+    """The reply (0-based) of the repetition's first call."""
+
+
+def longest_repeat(turn: Turn, *, replies: int | None = None, read_only: Iterable[str]) -> Repeat:
+    """The call repeated unchanged most often in a turn (or its first ``replies`` replies)."""
+    reads = frozenset(read_only)
+    writes = 0
+    seen: dict[str, tuple[int, str | None, bool, int, int]] = {}
+    best = Repeat(name="", times=0, reply=-1)
+    for index, reply in enumerate(turn[:replies]):
+        for call in reply.calls:
+            key = call.key
+            before = seen.get(key)
+            times, start = 1, index
+            if before is not None and call.result is not None:
+                count, result, failed, writes_after, first = before
+                if writes_after == writes and (result, failed) == (call.result, call.failed):
+                    times, start = count + 1, first
+            if _may_change(call, reads):
+                writes += 1
+            seen[key] = (times, call.result, call.failed, writes, start)
+            if times > best.times:
+                best = Repeat(name=call.name, times=times, reply=index, key=key, start=start)
+    return best
+
+
+def _may_change(call: RecordedCall, reads: frozenset[str]) -> bool:
+    """A call that did not fail, of a tool not known to only read, may have changed state."""
+    return not call.failed and call.name not in reads

@@ -1,0 +1,191 @@
+"""Play a recorded turn through `Agent.run`: the model says what it said, tools answer as they did.
+
+A `ScriptedModel` function plays the recorded replies in order; each tool answers a call
+with the recorded result of the same call in the current reply, raising `ToolError`
+where the recording marks a failure. When the loop does not run a call (it stops, or it
+answers the call with a note to the model instead), that recorded result is dropped so
+the next reply's calls still get their own. The recorded model never saw such a note,
+so after one the replay plays what it did next anyway: the worst case, a model that
+ignores the note. A request without the tools (the answer asked for after a stop) and
+requests past the recording get a short text reply.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import defaultdict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from convergent import Agent, ModelResponse, ScriptedModel, StopReason, ToolCall
+from convergent.exceptions import ToolError
+from convergent.messages import Message, ToolSpec
+from convergent.replay._recording import RecordedCall, RecordedReply, Trajectory, Turn, call_key
+from convergent.replay._settings import Settings, agent_arguments
+from convergent.tools import Tool
+
+__all__ = ["FINISHED", "RunReplay", "TurnReplay", "replay_run", "replay_turn"]
+
+FINISHED = frozenset({StopReason.COMPLETED, StopReason.HANDED_OFF})
+"""Stops that end a turn where the recording ends it: anything else cuts the turn short."""
+
+_DECLARES_READ_ONLY = "read_only" in inspect.signature(Tool.from_schema).parameters
+
+
+@dataclass(frozen=True, slots=True)
+class TurnReplay:
+    """How the loop ended one recorded turn."""
+
+    stop_reason: str
+    """The run's stop reason."""
+    detail: str
+    """The run's stop detail."""
+    played: int
+    """Recorded replies the model had given when the run stopped."""
+    recorded: int
+    """Recorded replies in the turn."""
+    notes: int
+    """Times the loop answered a call with a note instead of running it and went on."""
+    extra_requests: int
+    """Model requests past the end of the recording (a final answer after a stop)."""
+    replaced: tuple[tuple[int, str], ...] = ()
+    """The recorded calls the loop answered with a note instead of running them and
+    went on: each as its reply (0-based) and its `RecordedCall.key`."""
+    unrun: tuple[tuple[int, str], ...] = ()
+    """The calls of the last reply played that the loop never ran (it stopped first)."""
+
+    @property
+    def cut(self) -> bool:
+        """Whether the loop stopped the turn before the recording ended it."""
+        return StopReason(self.stop_reason) not in FINISHED
+
+
+@dataclass(frozen=True, slots=True)
+class RunReplay:
+    """The replay of one recorded run: every turn's outcome, in order."""
+
+    id: str
+    """The run's id."""
+    turns: tuple[TurnReplay, ...]
+    """One outcome per recorded turn."""
+
+    @property
+    def first_cut(self) -> int | None:
+        """The first turn the loop cut short (0-based), if any."""
+        return next((index for index, turn in enumerate(self.turns) if turn.cut), None)
+
+
+class _Recording:
+    """The model's script and the tools' answers for one turn, kept in step."""
+
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.played = 0
+        self.notes = 0
+        self.extra_requests = 0
+        self.pending: defaultdict[str, deque[RecordedCall]] = defaultdict(deque)
+        self.replaced: list[tuple[int, str]] = []
+        self.offers_tools = any(reply.calls for reply in turn)
+
+    def respond(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        if self.offers_tools and not tools:
+            # a request without the tools: the answer asked for after a stop
+            self.extra_requests += 1
+            return ModelResponse(content="(the best answer the recording has)")
+        if any(self.pending.values()):
+            self.notes += 1  # the loop went on without running every call of the last reply
+            self.replaced += [(self.played - 1, key) for key, left in self.pending.items() if left]
+        self.pending.clear()
+        if self.played >= len(self.turn):
+            self.extra_requests += 1
+            return ModelResponse(content="(the recording ends here)")
+        reply = self.turn[self.played]
+        self.played += 1
+        for call in reply.calls:
+            self.pending[call.key].append(call)
+        return _response(reply, self.played)
+
+    def answer(self, name: str, arguments: Mapping[str, Any]) -> str:
+        queue = self.pending.get(call_key(name, arguments))
+        if not queue:
+            raise ToolError(f"the recording has no result for this call of {name}")
+        call = queue.popleft()
+        if call.failed:
+            raise ToolError(call.result or "failed")
+        return call.result if call.result is not None else "(no recorded result)"
+
+
+def _response(reply: RecordedReply, number: int) -> ModelResponse:
+    calls = tuple(
+        ToolCall(id=f"r{number}c{index}", name=call.name, arguments=dict(call.arguments))
+        for index, call in enumerate(reply.calls)
+    )
+    if reply.usage is None:
+        return ModelResponse(content=reply.content, tool_calls=calls)
+    return ModelResponse(content=reply.content, tool_calls=calls, usage=reply.usage)
+
+
+def _tools(recording: _Recording, trajectory: Trajectory, turn: Turn) -> list[Tool]:
+    def make(name: str) -> Tool:
+        async def answer(**arguments: Any) -> str:
+            return recording.answer(name, arguments)
+
+        extra: dict[str, Any] = {}
+        if _DECLARES_READ_ONLY and name in trajectory.read_only:
+            extra["read_only"] = True
+        return Tool.from_schema(
+            name=name,
+            description=name,
+            parameters={"type": "object"},
+            function=answer,
+            terminal=name in trajectory.terminal,
+            **extra,
+        )
+
+    names = {call.name for reply in turn for call in reply.calls}
+    return [make(name) for name in sorted(names)]
+
+
+async def replay_turn(trajectory: Trajectory, turn: Turn, settings: Settings) -> TurnReplay:
+    """Replay one turn of a run under ``settings`` (the policy under test).
+
+    Raises:
+        UserError: If a setting is unknown or refused by the installed convergent.
+    """
+    recording = _Recording(turn)
+    agent = Agent(
+        ScriptedModel(recording.respond, record_requests=False),
+        _tools(recording, trajectory, turn),
+        record_events=False,
+        instrument=False,
+        **agent_arguments(settings),
+    )
+    result = await agent.run("replay")
+    return TurnReplay(
+        stop_reason=result.stop_reason.value,
+        detail=result.stop_detail,
+        played=recording.played,
+        recorded=len(turn),
+        notes=recording.notes,
+        extra_requests=recording.extra_requests,
+        replaced=tuple(recording.replaced),
+        unrun=tuple(
+            (recording.played - 1, key) for key, left in recording.pending.items() for _ in left
+        ),
+    )
+
+
+async def replay_run(trajectory: Trajectory, settings: Settings | None = None) -> RunReplay:
+    """Replay every turn of a recorded run through `Agent.run`, each turn as its own run.
+
+    Args:
+        trajectory: The recorded run.
+        settings: Setting names and values of the policy under test (default: the
+            installed library's own defaults).
+
+    Raises:
+        UserError: If a setting is unknown or refused by the installed convergent.
+    """
+    turns = [await replay_turn(trajectory, turn, settings or {}) for turn in trajectory.turns]
+    return RunReplay(id=trajectory.id, turns=tuple(turns))

@@ -1,0 +1,102 @@
+"""Settings of the policy under test, by name, sent where the installed convergent takes them.
+
+A setting is a flat ``name -> value`` (``max_repeated_calls=4``). Each name goes to the
+first place that has it: a field of `convergent.StopPolicy` (where the installed
+convergent has one), a field of `convergent.Limits`, or a keyword of `convergent.Agent`.
+So the same settings measure whichever version is installed, and a name no part of it
+knows is refused instead of silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+import convergent
+from convergent.exceptions import UserError
+
+__all__ = ["Settings", "agent_arguments", "placed", "same_policy", "setting_names"]
+
+Settings = Mapping[str, Any]
+"""Setting names and values; empty: the installed library's defaults."""
+
+_NOT_SETTINGS = frozenset(
+    {"self", "model", "tools", "limits", "policy", "spec", "store", "observers", "gate"}
+)
+
+
+@functools.cache
+def _targets() -> tuple[tuple[str, frozenset[str]], ...]:
+    found: list[tuple[str, frozenset[str]]] = []
+    policy = getattr(convergent, "StopPolicy", None) if "StopPolicy" in convergent.__all__ else None
+    if policy is not None:
+        found.append(("StopPolicy", _fields(policy)))
+    found.append(("Limits", _fields(convergent.Limits)))
+    parameters = inspect.signature(convergent.Agent.__init__).parameters
+    found.append(("Agent", frozenset(parameters) - _NOT_SETTINGS))
+    return tuple(found)
+
+
+def _fields(cls: Any) -> frozenset[str]:
+    if dataclasses.is_dataclass(cls):
+        return frozenset(field.name for field in dataclasses.fields(cls))
+    return frozenset(getattr(cls, "model_fields", {}))
+
+
+def setting_names() -> dict[str, str]:
+    """Every setting the installed convergent takes, with where it goes."""
+    names: dict[str, str] = {}
+    for target, fields in _targets():
+        for name in sorted(fields):
+            names.setdefault(name, target)
+    return names
+
+
+def placed(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The settings grouped by where they go: ``{"StopPolicy": {...}, "Limits": {...}}``.
+
+    Raises:
+        UserError: If a name is not a setting of the installed convergent.
+    """
+    where = setting_names()
+    grouped: dict[str, dict[str, Any]] = {}
+    for name, value in settings.items():
+        if name not in where:
+            known = ", ".join(sorted(where))
+            raise UserError(f"unknown setting {name!r}; the installed convergent takes: {known}")
+        grouped.setdefault(where[name], {})[name] = value
+    return grouped
+
+
+def agent_arguments(settings: Settings) -> dict[str, Any]:
+    """`Agent` keyword arguments for ``settings`` (budgets unlimited unless set).
+
+    Raises:
+        UserError: If a name is unknown or a value is refused by the library.
+    """
+    grouped = placed(settings)
+    arguments: dict[str, Any] = dict(grouped.get("Agent", {}))
+    arguments["limits"] = convergent.Limits(**{"max_cycles": None, **grouped.get("Limits", {})})
+    if "StopPolicy" in grouped:
+        policy: Any = getattr(convergent, "StopPolicy")  # noqa: B009 (absent in older versions)
+        arguments["policy"] = policy(**grouped["StopPolicy"])
+    return arguments
+
+
+def same_policy(settings: Settings, other: Settings) -> bool:
+    """Whether two settings build the same agent (a value equal to a default is no change).
+
+    Raises:
+        UserError: If a name is unknown or a value is refused by the library.
+    """
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(convergent.Agent.__init__).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+    first = {**defaults, **agent_arguments(settings)}
+    second = {**defaults, **agent_arguments(other)}
+    return bool(first == second)

@@ -1,0 +1,282 @@
+"""Readers on files their real producers wrote here: the OpenTelemetry SDK exporting
+convergent's own spans, and the OpenAI Agents SDK's tracing processors; plus the span
+shapes of the OpenInference and OpenLLMetry instrumentations, as they document them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from convergent import Agent, ScriptedModel, ToolError, tool
+from convergent.replay import detect_format, judge, replay_run
+from convergent.telemetry import OpenTelemetryObserver
+from convergent.testing import call, step
+
+from .conftest import runs_of, write_json, write_lines
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    if key == "bad":
+        raise ToolError("no such key")
+    return f"value of {key}"
+
+
+async def _traced_run(record_content: bool) -> dict[str, Any]:
+    """One convergent run, its spans exported as an OTLP JSON request."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    script = ScriptedModel(
+        [
+            step(call("lookup", key="a")),
+            step(call("lookup", key="a")),
+            step(call("lookup", key="bad"), call("lookup", key="b")),
+            "a is known",
+        ]
+    )
+    observer = OpenTelemetryObserver(tracer_provider=provider, record_content=record_content)
+    agent = Agent(script, [lookup], observers=[observer], instrument=False)
+    result = await agent.run("find a")
+    provider.shutdown()
+    request = MessageToDict(encode_spans(exporter.get_finished_spans()))
+    return {"run_id": result.run_id, "request": request}
+
+
+async def test_convergent_spans_exported_by_the_sdk_are_a_run(tmp_path: Path) -> None:
+    traced = await _traced_run(record_content=True)
+    path = write_json(tmp_path / "trace.json", traced["request"])
+    assert detect_format(path) == "otlp"
+    (run,) = runs_of(path)
+    assert run.name == traced["run_id"]
+    (turn,) = run.turns
+    calls = [
+        [(c.name, dict(c.arguments), c.result, c.failed) for c in reply.calls] for reply in turn
+    ]
+    assert calls == [
+        [("lookup", {"key": "a"}, "value of a", False)],
+        [("lookup", {"key": "a"}, "value of a", False)],
+        [
+            ("lookup", {"key": "bad"}, "lookup failed: no such key", True),
+            ("lookup", {"key": "b"}, "value of b", False),
+        ],
+        [],
+    ]
+    assert turn[-1].content == "a is known"
+    verdict = judge(run, await replay_run(run))
+    assert verdict.stops == () and verdict.loop is None
+
+
+async def test_one_request_per_line_as_the_collector_writes_them(tmp_path: Path) -> None:
+    first, second = await _traced_run(True), await _traced_run(True)
+    path = write_lines(tmp_path / "traces.jsonl", [first["request"], second["request"]])
+    runs = runs_of(path)
+    assert [run.name for run in runs] == [first["run_id"], second["run_id"]]
+
+
+async def test_without_recorded_content_the_calls_have_no_results(tmp_path: Path) -> None:
+    traced = await _traced_run(record_content=False)
+    (run,) = runs_of(write_json(tmp_path / "trace.json", traced["request"]))
+    names = [[call.name for call in reply.calls] for reply in run.turns[0]]
+    assert names == [["lookup"], ["lookup"], ["lookup", "lookup"], []]
+    results = [call.result for reply in run.turns[0] for call in reply.calls]
+    assert results == [None, None, "lookup failed: no such key", None]  # the status message
+
+
+def _attribute(key: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def _span(name: str, start: int, attributes: dict[str, Any], error: bool = False) -> dict[str, Any]:
+    return {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": f"{start:016x}",
+        "name": name,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 5),
+        "attributes": [_attribute(key, value) for key, value in attributes.items()],
+        "status": {"code": 2, "message": "failed"} if error else {},
+    }
+
+
+def _request(spans: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": spans}]}]}
+
+
+def test_openinference_spans_of_a_langgraph_or_agents_sdk_run(tmp_path: Path) -> None:
+    def llm(start: int, name: str | None, arguments: str = "{}") -> dict[str, Any]:
+        attributes: dict[str, Any] = {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": "gpt-4o-mini",
+            "llm.token_count.prompt": 50,
+            "llm.token_count.completion": 7,
+        }
+        prefix = "llm.output_messages.0.message"
+        if name is None:
+            attributes[f"{prefix}.content"] = "done"
+        else:
+            attributes[f"{prefix}.tool_calls.0.tool_call.function.name"] = name
+            attributes[f"{prefix}.tool_calls.0.tool_call.function.arguments"] = arguments
+        return _span("ChatOpenAI", start, attributes)
+
+    def tool_span(start: int, output: str, error: bool = False) -> dict[str, Any]:
+        attributes = {
+            "openinference.span.kind": "TOOL",
+            "tool.name": "search",
+            "input.value": '{"q": "x"}',
+            "output.value": output,
+        }
+        return _span("search", start, attributes, error)
+
+    spans = [
+        _span("LangGraph", 1, {"openinference.span.kind": "CHAIN"}),
+        llm(10, "search", '{"q": "x"}'),
+        tool_span(20, "nothing", error=True),
+        llm(30, "search", '{"q": "x"}'),
+        tool_span(40, "nothing", error=True),
+        llm(50, None),
+    ]
+    (run,) = runs_of(write_json(tmp_path / "oi.json", _request(spans)))
+    (turn,) = run.turns
+    assert [[(c.name, dict(c.arguments), c.result, c.failed) for c in r.calls] for r in turn] == [
+        [("search", {"q": "x"}, "nothing", True)],
+        [("search", {"q": "x"}, "nothing", True)],
+        [],
+    ]
+    assert (run.model, turn[-1].content, turn[0].usage.total_tokens) == ("gpt-4o-mini", "done", 57)
+
+
+def test_openllmetry_spans_of_a_langchain_run(tmp_path: Path) -> None:
+    llm = _span(
+        "ChatOpenAI.chat",
+        10,
+        {
+            "llm.request.type": "chat",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.completion.0.tool_calls.0.name": "multiply",
+            "gen_ai.completion.0.tool_calls.0.arguments": '{"a": 2, "b": 3}',
+            "gen_ai.completion.0.tool_calls.0.id": "call_1",
+        },
+    )
+    tool_span = _span(
+        "multiply.tool",
+        20,
+        {
+            "traceloop.span.kind": "tool",
+            "traceloop.entity.name": "multiply",
+            "traceloop.entity.input": '{"inputs": {"a": 2, "b": 3}}',
+            "traceloop.entity.output": "6",
+        },
+    )
+    answer = _span(
+        "ChatOpenAI.chat", 30, {"llm.request.type": "chat", "gen_ai.completion.0.content": "6"}
+    )
+    (run,) = runs_of(write_json(tmp_path / "tl.json", _request([llm, tool_span, answer])))
+    (turn,) = run.turns
+    ((only,),) = [reply.calls for reply in turn if reply.calls]
+    assert (only.name, dict(only.arguments), only.result) == ("multiply", {"a": 2, "b": 3}, "6")
+    assert turn[-1].content == "6"
+
+
+# -- the OpenAI Agents SDK's own trace export ------------------------------------------------
+
+
+@pytest.fixture
+def agents_traces() -> Iterator[list[dict[str, Any]]]:
+    """Every trace and span the SDK ends, exported by a processor of its own kind."""
+    from agents import set_trace_processors, set_tracing_disabled
+    from agents.tracing import TracingProcessor
+
+    exported: list[dict[str, Any]] = []
+
+    class Collect(TracingProcessor):
+        def on_trace_start(self, trace: Any) -> None:
+            pass
+
+        def on_trace_end(self, trace: Any) -> None:
+            exported.append(trace.export())
+
+        def on_span_start(self, span: Any) -> None:
+            pass
+
+        def on_span_end(self, span: Any) -> None:
+            exported.append(span.export())
+
+        def shutdown(self) -> None:
+            pass
+
+        def force_flush(self) -> None:
+            pass
+
+    set_trace_processors([Collect()])
+    set_tracing_disabled(False)
+    try:
+        yield exported
+    finally:
+        set_trace_processors([])
+        set_tracing_disabled(True)
+
+
+async def test_the_agents_sdk_trace_export_is_a_run(
+    agents_traces: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    from agents import Agent as SdkAgent
+    from agents import Runner, function_tool
+    from agents.testing import (
+        ModelStep,
+        assistant_message,
+        function_call,
+    )
+    from agents.testing import (
+        ScriptedModel as SdkScripted,
+    )
+    from agents.usage import Usage as SdkUsage
+
+    @function_tool
+    def find(key: str) -> str:
+        """Find a key."""
+        if key == "bad":
+            raise ValueError("no such key")
+        return f"value of {key}"
+
+    usage = SdkUsage(requests=1, input_tokens=10, output_tokens=3)
+    model = SdkScripted(
+        [
+            ModelStep(output=[function_call("find", {"key": "a"}, call_id="c1")], usage=usage),
+            ModelStep(
+                output=[
+                    function_call("find", {"key": "bad"}, call_id="c2"),
+                    function_call("find", {"key": "a"}, call_id="c3"),
+                ],
+                usage=usage,
+            ),
+            ModelStep(output=[assistant_message("done")], usage=usage),
+        ]
+    )
+    await Runner.run(SdkAgent(name="helper", model=model, tools=[find]), "find a")
+    lines = write_lines(tmp_path / "traces.jsonl", agents_traces)
+    payload = write_json(tmp_path / "payload.json", {"data": agents_traces})
+    assert detect_format(lines) == detect_format(payload) == "openai-agents"
+    (run,) = runs_of(lines)
+    assert [r.turns for r in runs_of(payload)] == [run.turns]
+    (turn,) = run.turns
+    assert [[(c.name, dict(c.arguments), c.failed) for c in reply.calls] for reply in turn] == [
+        [("find", {"key": "a"}, False)],
+        [("find", {"key": "bad"}, True), ("find", {"key": "a"}, False)],
+        [],
+    ]
+    assert turn[0].calls[0].result == "value of a"
+    assert turn[0].usage is not None and turn[0].usage.total_tokens == 13
+    assert json.dumps(agents_traces)  # the export is plain JSON, as a processor writes it

@@ -1,0 +1,94 @@
+"""Verdicts: each stop placed against the recording; real loops, faults, fates, savings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from convergent.messages import Usage
+from convergent.replay import RecordedCall, RecordedReply, Trajectory, judge, replay_run
+from convergent.replay._verdict import (
+    CUT_FAULT,
+    CUT_REAL_LOOP,
+    FAILED_STOPPED,
+    PLAYED_THROUGH,
+    UNLABELLED_STOPPED,
+)
+
+from .conftest import TAU_REUSED_IDS, recorded, runs_of
+
+
+async def judged(run: Trajectory, settings: dict[str, Any] | None = None) -> Any:
+    return judge(run, await replay_run(run, settings))
+
+
+async def test_a_loop_the_recording_leaves_after_the_note_is_nudged_not_stopped() -> None:
+    loop = recorded(("get", "A"), ("get", "A"), ("get", "A"), ("other", "B"))
+    verdict = await judged(loop)
+    assert verdict.loop.fate == "nudged" and verdict.loop.repeat.times == 3
+    assert (verdict.verdict, verdict.notes) == (PLAYED_THROUGH, 1)
+    assert (await judged(loop, {"stall_nudges": 0})).loop.fate == "stopped"
+
+
+async def test_a_loop_that_goes_on_after_the_note_is_stopped_and_saves_the_rest() -> None:
+    run = recorded(*[("get", "A")] * 4, ("get", "B"), ("get", "C"))
+    verdict = await judged(run)
+    assert (verdict.loop.fate, verdict.verdict) == ("stopped", FAILED_STOPPED)
+    stop = verdict.stop
+    assert (stop.reason, stop.played, stop.recorded, stop.replies_left) == ("stalled", 4, 7, 3)
+    assert stop.real_loop and stop.repeat.times == 4
+    assert verdict.replies_saved == 3 and verdict.tokens_saved is None  # no usage recorded
+    # the calls around the stop: the third was answered with a note, the fourth never ran
+    statuses = [(line.reply, line.status) for line in stop.calls]
+    assert statuses == [
+        (1, "ran"),
+        (2, "ran"),
+        (3, "noted"),
+        (4, "not run"),
+        (5, "unplayed"),
+        (6, "unplayed"),
+    ]
+
+
+async def test_a_successful_run_cut_at_a_real_loop_is_not_the_policys_fault() -> None:
+    verdict = await judged(recorded(*[("get", "A")] * 4, success=True))
+    assert verdict.verdict == CUT_REAL_LOOP and verdict.real_loop_only
+
+
+async def test_a_successful_run_cut_without_a_loop_is_the_policys_fault() -> None:
+    run = recorded(("get", "A"), ("pay", "Error: declined"), ("get", "B"), success=True, failed=[1])
+    verdict = await judged(run, {"on_tool_error": "stop"})
+    assert verdict.verdict == CUT_FAULT
+    assert verdict.stop.reason == "tool_error" and verdict.stop.repeat.times == 1
+
+
+async def test_an_unlabelled_run_is_only_said_stopped() -> None:
+    verdict = await judged(recorded(*[("get", "A")] * 4, success=None))
+    assert verdict.verdict == UNLABELLED_STOPPED
+
+
+async def test_a_loop_a_hand_off_ends_first_counts_as_stopped() -> None:
+    verdict = await judged(recorded(*[("send", "sent")] * 4))
+    assert verdict.loop.fate == "stopped" and verdict.stops == ()  # handed off: not a cut
+
+
+async def test_a_loop_no_rule_sees_is_missed() -> None:
+    verdict = await judged(recorded(*[("get", "A")] * 4), {"max_repeated_calls": 5})
+    assert (verdict.loop.fate, verdict.loop.repeat.times) == ("missed", 4)
+
+
+async def test_the_savings_count_the_recorded_usage_of_the_unplayed_replies() -> None:
+    usage = Usage(input_tokens=100, output_tokens=20, cost=0.5)
+    turn = tuple(RecordedReply("", (RecordedCall("get", {"id": 1}, "A"),), usage) for _ in range(6))
+    run = Trajectory("r", "r", "t", "m", False, (turn,), read_only=frozenset({"get"}))
+    verdict = await judged(run)
+    assert verdict.stop.replies_left == 2
+    assert (verdict.tokens_saved, verdict.cost_saved, verdict.tokens) == (240, 1.0, 720)
+
+
+async def test_the_gpt_4o_booking_loop_with_reused_ids_is_read_as_a_booking_loop() -> None:
+    (run,) = runs_of(TAU_REUSED_IDS)
+    verdict = await judged(run)
+    # three failing bookings in a row: a real loop of book_reservation, nudged at the third,
+    # after which the recording changes course (new payment) and succeeds
+    assert verdict.loop.repeat.name == "book_reservation" and verdict.loop.repeat.times == 3
+    assert verdict.loop.fate == "nudged" and verdict.stops == ()

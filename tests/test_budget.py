@@ -1,0 +1,171 @@
+"""`Budget`: room kept for the next request and the answer after a stop, output caps that
+keep a run within its budgets, the note before a budget stop, and tool-call caps."""
+
+from __future__ import annotations
+
+import pytest
+
+from convergent import Limits, Usage
+from convergent.budget import (
+    FINAL_ANSWER_TOKENS,
+    FINAL_PROMPT_TOKENS,
+    MIN_REPLY_TOKENS,
+    Budget,
+    RunTally,
+)
+from convergent.models import TokenPrice
+from convergent.testing import call
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def budget(
+    *, used: Usage | None = None, cycles: int = 0, final_answer: bool = True, **limits: object
+) -> Budget:
+    tally = RunTally(cycles=cycles, usage=used or Usage())
+    return Budget(Limits(**limits), tally=tally, final_answer=final_answer)  # type: ignore[arg-type]
+
+
+def test_room_is_kept_for_one_more_cycle_and_the_final_answer() -> None:
+    b = budget(max_total_tokens=10_000, cycles=3)
+    b.last = Usage(input_tokens=1000, output_tokens=200)
+    # the next request: 1,200 tokens plus what came since (300 characters: 100 tokens);
+    # a reply like the last adds 200; the final request adds that and a prompt
+    cycle = 1300 + 200
+    final = cycle + 100 + FINAL_PROMPT_TOKENS + FINAL_ANSWER_TOKENS
+    b.tally.usage = Usage(input_tokens=10_000 - cycle - final)
+    reached = b.limit(300)
+    assert reached is not None and reached.limit == "max_total_tokens"
+    assert reached.reserved == cycle + final
+    b.tally.usage = Usage(input_tokens=10_000 - cycle - final - 1)
+    assert b.limit(300) is None
+
+
+def test_without_a_final_answer_room_is_still_kept_for_the_next_request() -> None:
+    b = budget(max_total_tokens=1000, final_answer=False, cycles=1)
+    b.last = Usage(input_tokens=400, output_tokens=100)
+    b.tally.usage = Usage(input_tokens=400, output_tokens=100)
+    # the next request needs 500 tokens in and a reply like the last (100): 1,100 > 1,000
+    reached = b.limit()
+    assert reached is not None and reached.reserved == 600
+
+
+def test_the_next_request_is_capped_to_what_the_budget_leaves() -> None:
+    b = budget(max_total_tokens=2000, cycles=1)
+    b.last = Usage(input_tokens=800, output_tokens=100)
+    b.tally.usage = Usage(input_tokens=800, output_tokens=100)
+    # 2,000 - 900 used - 900 in = 200 tokens for the reply
+    assert b.request_tokens() == 200
+    # no cap when what is left is above the ceiling, or above the host's own setting
+    roomy = budget(max_total_tokens=10**6)
+    assert roomy.request_tokens() is None and roomy.request_tokens(wanted=300) == 300
+
+
+def test_a_cost_budget_caps_the_reply_at_the_output_price() -> None:
+    price = TokenPrice(1.0, 4.0)
+    b = Budget(Limits(max_cost=0.01), tally=RunTally(cycles=1), price=price)
+    b.last = Usage(input_tokens=1000, output_tokens=0)
+    b.tally.usage = Usage(cost=0.01 - price.cost(1000, 0) - 100 * 4.0 / 1e6)
+    assert b.request_tokens() in (99, 100)
+
+
+def test_the_budget_note_comes_once_before_any_budget_stop() -> None:
+    b = budget(max_cycles=10, max_total_tokens=1000)
+    b.tally.usage = Usage(input_tokens=300, output_tokens=100)
+    b.tally.cycles = 7
+    assert b.note() is None
+    b.tally.cycles = 8
+    note = b.note()
+    assert note is not None and "2 of 10 cycles" in note and "600 of 1000 tokens" in note
+    b.tally.cycles = 9
+    assert b.note() is None
+
+
+def test_the_note_comes_a_cycle_ahead_of_a_stop_that_comes_before_80_percent() -> None:
+    # the room kept for the answer makes the stop come well before 80 % is used
+    b = budget(max_total_tokens=10_000, cycles=2)
+    b.last = Usage(input_tokens=1500, output_tokens=300)
+    b.tally.usage = Usage(input_tokens=3000, output_tokens=600)
+    assert b.limit() is None
+    assert b.note() is not None  # two more cycles like the last would not fit
+    assert b.tally.usage.total_tokens < 0.8 * 10_000
+
+
+def test_a_note_comes_before_max_cycles_even_at_one_cycle() -> None:
+    b = budget(max_cycles=1)
+    assert b.note() is not None and b.limit() is None
+
+
+def test_the_final_answer_is_capped_to_what_remains_or_skipped() -> None:
+    b = budget(max_total_tokens=3000, max_cost=1.0)
+    b.last = Usage(input_tokens=800, output_tokens=200, cost=0.01)
+    b.tally.usage = Usage(input_tokens=900, output_tokens=300, cost=0.2)
+    # 3000 - 1200 used - (1000 + 20 for 60 characters) leaves 780: capped to the default
+    assert b.final_request_tokens(60) == FINAL_ANSWER_TOKENS
+    assert b.final_request_tokens(60, wanted=5000) == 780
+    b.tally.usage = Usage(input_tokens=1700, output_tokens=290, cost=0.2)
+    assert b.final_request_tokens(60) == 0
+    b.tally.usage = Usage(input_tokens=900, output_tokens=300, cost=0.995)
+    assert b.final_request_tokens(60) == 0
+
+
+def test_time_is_kept_for_the_answer_and_bounds_the_next_request() -> None:
+    clock = Clock()
+    b = Budget(Limits(max_seconds=100), clock=clock)
+    b.start_request()
+    clock.now = 8.0
+    b.responded(Usage())
+    # the longest request took 8 s: 8 s are kept for the answer after a stop
+    assert b.seconds_left() == pytest.approx(100 - 8 - 8)
+    clock.now = 92.0
+    reached = b.limit()
+    assert reached is not None and reached.limit == "max_seconds"
+    assert b.final_seconds() == pytest.approx(8.0)
+
+
+def test_time_outside_requests_is_known_only_when_requests_are_bracketed() -> None:
+    clock = Clock()
+    b = Budget(Limits(), clock=clock)
+    b.start_request()
+    clock.now = 5.0
+    b.responded(Usage())
+    clock.now = 12.0
+    assert b.idle() == pytest.approx(7.0)
+    b.requested(Usage())
+    assert b.idle() is None
+
+
+def test_tool_call_caps_admit_calls_until_a_cap_and_refuse_the_rest() -> None:
+    b = budget(max_tool_calls=3)
+    assert b.admit([call("a"), call("b")]) is None
+    refused = b.admit([call("a"), call("b"), call("c")])
+    assert refused is not None
+    position, limit = refused
+    assert position == 1 and limit.limit == "max_tool_calls" and limit.maximum == 3
+    per_tool = budget(max_calls_per_tool={"search": 2})
+    assert per_tool.admit([call("search"), call("read"), call("search")]) is None
+    refused = per_tool.admit([call("read"), call("search")])
+    assert refused is not None and refused[0] == 1 and refused[1].tool == "search"
+
+
+def test_a_note_comes_before_a_tool_call_cap_stops_the_run() -> None:
+    b = budget(max_tool_calls=10)
+    b.admit([call("a")] * 4)
+    assert b.note() is None
+    b.admit([call("a")] * 4)  # eight used, and one more batch like it would reach the cap
+    assert b.note() is not None
+
+
+def test_what_is_left_for_a_child_run() -> None:
+    b = budget(max_cycles=10, max_total_tokens=1000, max_tool_calls=6, cycles=4)
+    b.tally.usage = Usage(input_tokens=300)
+    b.admit([call("a")] * 2)
+    left = b.remaining()
+    assert (left.max_cycles, left.max_total_tokens, left.max_tool_calls) == (6, 700, 4)
+    assert MIN_REPLY_TOKENS > 0
