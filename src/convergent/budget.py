@@ -269,7 +269,10 @@ class Budget:
         maximum = self.limits.max_seconds
         if not self.final_answer or maximum is None:
             return 0.0
-        return min(self.state.longest_request, FINAL_TIME_SHARE * maximum)
+        share = FINAL_TIME_SHARE * maximum
+        longest = self.state.longest_request
+        # before any request has come back, how long one takes is unknown: keep the share
+        return min(longest, share) if longest else share
 
     def limit(self, pending_chars: int = 0, *, ahead: int = 1) -> LimitReached | None:
         """The budget that forbids another model request, if any.

@@ -204,7 +204,7 @@ async def test_a_trickling_stream_ends_at_the_runs_time_limit() -> None:
         result = await asyncio.wait_for(agent.run("x", on_event=lambda e: None), 60)
         assert await asyncio.to_thread(stub.dropped.wait, 30)  # the connection was closed
     assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
-    assert result.stop_detail.endswith("of max_seconds=1.5")
+    assert "of max_seconds=1.5" in result.stop_detail
     assert result.output == "17 * 23 = 391." and result.output_after_stop
 
 

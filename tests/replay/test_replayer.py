@@ -94,8 +94,10 @@ async def test_a_real_loop_is_stopped_before_the_recording_ends() -> None:
     (outcome,) = replayed.turns
     assert outcome.stop_reason == "stalled" and outcome.played < outcome.recorded
     assert replayed.first_cut == 0
-    # the repeated call of the reply it stopped at never ran
-    assert outcome.unrun == ((outcome.played - 1, run.turns[0][outcome.played - 1].calls[0].key),)
+    # a read runs and is judged on its result: the reply it stopped at ran, with a note
+    # after the one before it
+    assert outcome.unrun == ()
+    assert outcome.noted_after == (outcome.played - 2,)
 
 
 async def test_a_token_budget_counts_the_recorded_usage() -> None:
@@ -112,10 +114,17 @@ async def test_a_token_budget_counts_the_recorded_usage() -> None:
 
 def test_settings_go_where_the_installed_convergent_takes_them() -> None:
     names = setting_names()
-    assert names["max_cycles"] == "Limits" and names["on_tool_error"] == "Agent"
+    assert names["max_cycles"] == "Limits" and names["on_tool_error"] == "StopPolicy"
+    assert names["final_answer"] == "Agent"
     assert "model" not in names and "tools" not in names
-    grouped = placed({"max_cycles": 3, "on_tool_error": "stop"})
-    assert grouped == {"Limits": {"max_cycles": 3}, "Agent": {"on_tool_error": "stop"}}
+    # the earlier spellings of the policy's rules are not settings where it exists
+    assert "stall_nudges" not in names and "max_consecutive_tool_errors" not in names
+    grouped = placed({"max_cycles": 3, "on_tool_error": "stop", "final_answer": False})
+    assert grouped == {
+        "Limits": {"max_cycles": 3},
+        "StopPolicy": {"on_tool_error": "stop"},
+        "Agent": {"final_answer": False},
+    }
     arguments = agent_arguments({"max_cycles": 3})
     assert arguments["limits"] == Limits(max_cycles=3)
     assert agent_arguments({})["limits"].max_cycles is None  # budgets unlimited unless set

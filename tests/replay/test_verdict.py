@@ -26,7 +26,7 @@ async def test_a_loop_the_recording_leaves_after_the_note_is_nudged_not_stopped(
     verdict = await judged(loop)
     assert verdict.loop.fate == "nudged" and verdict.loop.repeat.times == 3
     assert (verdict.verdict, verdict.notes) == (PLAYED_THROUGH, 1)
-    assert (await judged(loop, {"stall_nudges": 0})).loop.fate == "stopped"
+    assert (await judged(loop, {"notes": 0})).loop.fate == "stopped"
 
 
 async def test_a_loop_that_goes_on_after_the_note_is_stopped_and_saves_the_rest() -> None:
@@ -37,13 +37,14 @@ async def test_a_loop_that_goes_on_after_the_note_is_stopped_and_saves_the_rest(
     assert (stop.reason, stop.played, stop.recorded, stop.replies_left) == ("stalled", 4, 7, 3)
     assert stop.real_loop and stop.repeat.times == 4
     assert verdict.replies_saved == 3 and verdict.tokens_saved is None  # no usage recorded
-    # the calls around the stop: the third was answered with a note, the fourth never ran
+    # the calls around the stop: a read runs, so the third ran and got a note after it,
+    # and the fourth ran before the run stopped
     statuses = [(line.reply, line.status) for line in stop.calls]
     assert statuses == [
         (1, "ran"),
         (2, "ran"),
         (3, "noted"),
-        (4, "not run"),
+        (4, "ran"),
         (5, "unplayed"),
         (6, "unplayed"),
     ]

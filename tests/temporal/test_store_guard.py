@@ -21,7 +21,7 @@ from convergent.temporal import DevServer, PayloadStore, TemporalRun, TemporalRu
 from convergent.temporal._store import PAYLOAD_DAMAGED, PAYLOAD_MISSING
 from convergent.testing import call
 
-from .conftest import recipe, wait_for
+from .conftest import scripted_spec, wait_for
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -32,7 +32,7 @@ async def in_flight(tmp_path: Path, runner: TemporalRunner, run_id: str) -> Temp
     """A run with big results in the store, left in flight when its worker stops."""
     responses = [call("bulk", n=n, kb=40) for n in range(3)]
     responses += [call("step", n=n) for n in range(20)] + ["done"]
-    made = recipe(tmp_path, responses, limits=Limits(max_cycles=30, max_repeated_calls=5))
+    made = scripted_spec(tmp_path, responses, limits=Limits(max_cycles=30, max_repeated_calls=5))
     async with make_worker(runner.client, runner.task_queue):
         run = await runner.start(made, "collect, then step", run_id=run_id)
         await wait_for(run, lambda progress: progress["cycles"] >= 5)
@@ -154,7 +154,7 @@ def test_a_damaged_copy_is_said_to_be_damaged_and_storing_the_payload_again_repa
 async def test_a_full_payload_store_ends_the_run_naming_it(
     tmp_path: Path, runner: TemporalRunner, worker: None, payload_db: Path
 ) -> None:
-    made = recipe(tmp_path, [call("bulk", n=n, kb=40) for n in range(5)] + ["collected"])
+    made = scripted_spec(tmp_path, [call("bulk", n=n, kb=40) for n in range(5)] + ["collected"])
     run = await runner.start(made, "collect", run_id="full-disk")
     await wait_for(run, lambda progress: progress["cycles"] >= 1)
     # the store's file may not grow: as on a full disk, SQLite answers SQLITE_FULL

@@ -58,7 +58,7 @@ def test_a_note_to_the_model_is_a_card_in_words_not_json(
     make_run(store, "stuck", [same, same, same, same, "2"])
     page = client.get(f"{BASE}/runs/stuck").text
     assert "note instead of stopping stalled" in page
-    assert "the model was told: Not run: you have requested calculator" in page
+    assert "the model was told: Note: you have requested calculator" in page
     assert "{&#34;about&#34;" not in page and '{"about"' not in page
 
 

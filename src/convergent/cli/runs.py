@@ -142,7 +142,7 @@ def _print_table(store: RunStore, runs: Iterable[RunSummary]) -> bool:
         task = printable(run.task, one_line=True)
         if len(task) > TASK_SHOWN:
             task = task[: TASK_SHOWN - 1] + "…"
-        cost = format_cost(run.usage.cost, free=costs_nothing(run.recipe))
+        cost = format_cost(run.usage.cost, free=costs_nothing(run.spec))
         age = _age(now - run.updated_at)
         out.write(line(indent + run.run_id, run.status, str(run.cycles), cost, age, task))
         for child in store.children(run.run_id, clip=TASK_SHOWN * 4):

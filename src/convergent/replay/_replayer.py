@@ -54,6 +54,9 @@ class TurnReplay:
     went on: each as its reply (0-based) and its `RecordedCall.key`."""
     unrun: tuple[tuple[int, str], ...] = ()
     """The calls of the last reply played that the loop never ran (it stopped first)."""
+    noted_after: tuple[int, ...] = ()
+    """Replies (0-based) whose calls ran and were then followed by a note that they
+    repeat (a read is judged on its result)."""
 
     @property
     def cut(self) -> bool:
@@ -86,7 +89,15 @@ class _Recording:
         self.extra_requests = 0
         self.pending: defaultdict[str, deque[RecordedCall]] = defaultdict(deque)
         self.replaced: list[tuple[int, str]] = []
+        self.noted_after: list[int] = []
         self.offers_tools = any(reply.calls for reply in turn)
+
+    def on_event(self, event: object) -> None:
+        """Keep where the loop noted a repeat after the calls ran (a read's note)."""
+        # a note given before its call runs leaves the call pending (it counts as replaced)
+        nudged = getattr(event, "type", None) == "nudged"
+        if nudged and getattr(event, "about", "") == "stalled" and not any(self.pending.values()):
+            self.noted_after.append(self.played - 1)
 
     def respond(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         if self.offers_tools and not tools:
@@ -161,15 +172,16 @@ async def replay_turn(trajectory: Trajectory, turn: Turn, settings: Settings) ->
         instrument=False,
         **agent_arguments(settings),
     )
-    result = await agent.run("replay")
+    result = await agent.run("replay", on_event=recording.on_event)
     return TurnReplay(
         stop_reason=result.stop_reason.value,
         detail=result.stop_detail,
         played=recording.played,
         recorded=len(turn),
-        notes=recording.notes,
+        notes=recording.notes + len(recording.noted_after),
         extra_requests=recording.extra_requests,
         replaced=tuple(recording.replaced),
+        noted_after=tuple(recording.noted_after),
         unrun=tuple(
             (recording.played - 1, key) for key, left in recording.pending.items() for _ in left
         ),

@@ -32,12 +32,22 @@ _NOT_SETTINGS = frozenset(
 def _targets() -> tuple[tuple[str, frozenset[str]], ...]:
     found: list[tuple[str, frozenset[str]]] = []
     policy = getattr(convergent, "StopPolicy", None) if "StopPolicy" in convergent.__all__ else None
+    # where a StopPolicy exists, the earlier spellings of its rules are not settings
+    legacy = frozenset(_legacy_names()) if policy is not None else frozenset()
     if policy is not None:
         found.append(("StopPolicy", _fields(policy)))
-    found.append(("Limits", _fields(convergent.Limits)))
+    found.append(("Limits", _fields(convergent.Limits) - legacy))
     parameters = inspect.signature(convergent.Agent.__init__).parameters
-    found.append(("Agent", frozenset(parameters) - _NOT_SETTINGS))
+    found.append(("Agent", frozenset(parameters) - _NOT_SETTINGS - legacy))
     return tuple(found)
+
+
+def _legacy_names() -> tuple[str, ...]:
+    try:
+        from convergent.policy import LEGACY_POLICY_FIELDS
+    except ImportError:  # a convergent without a StopPolicy module
+        return ()
+    return tuple(LEGACY_POLICY_FIELDS)
 
 
 def _fields(cls: Any) -> frozenset[str]:
@@ -97,6 +107,9 @@ def same_policy(settings: Settings, other: Settings) -> bool:
         for name, parameter in inspect.signature(convergent.Agent.__init__).parameters.items()
         if parameter.default is not inspect.Parameter.empty
     }
+    policy: Any = getattr(convergent, "StopPolicy", None)
+    if policy is not None:  # no policy given is the default policy
+        defaults["policy"] = policy()
     first = {**defaults, **agent_arguments(settings)}
     second = {**defaults, **agent_arguments(other)}
     return bool(first == second)

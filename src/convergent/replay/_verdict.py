@@ -247,13 +247,14 @@ def _window(turn: Turn, outcome: TurnReplay) -> tuple[CallLine, ...]:
     """The calls of the replies around the stop, each with what the replay did with it."""
     last = outcome.played - 1
     noted = set(outcome.replaced)
+    noted_after = set(outcome.noted_after)
     unrun = set(outcome.unrun)
     lines: list[CallLine] = []
     for index in range(max(0, last - _WINDOW_BEFORE), min(len(turn), last + 1 + _WINDOW_AFTER)):
         for call in turn[index].calls:
             if index > last:
                 status = "unplayed"
-            elif (index, call.key) in noted:
+            elif (index, call.key) in noted or index in noted_after:
                 status = "noted"
             elif (index, call.key) in unrun:
                 status = "not run"
@@ -289,7 +290,7 @@ def loop_fate(
         nudged = any(
             key == repeat.key and repeat.start <= reply <= repeat.reply
             for reply, key in outcome.replaced
-        )
+        ) or any(repeat.start <= reply <= repeat.reply for reply in outcome.noted_after)
         if nudged and (found is None or found.fate == "missed"):
             found = LoopFate("nudged", index, repeat)
         elif found is None:

@@ -83,8 +83,13 @@ class CycleView:
 
     @property
     def stalled(self) -> bool:
-        """Whether a call of this cycle was refused as a repetition (the run stalled)."""
-        return any(call.outcome == CallOutcome.NOT_EXECUTED for call in self.calls)
+        """Whether a call of this cycle repeated without progress.
+
+        It was refused as a repetition, or noted as one after it ran (a read).
+        """
+        return any(call.outcome == CallOutcome.NOT_EXECUTED for call in self.calls) or any(
+            event.type == "nudged" and event.title.endswith("stalled") for event in self.events
+        )
 
     @property
     def errors(self) -> int:

@@ -45,7 +45,7 @@ def seconds(value: float | None) -> str:
 
 def run_cost(run: RunSummary) -> str:
     """A run's cost for people: ``$0`` for a free model, ``-`` when no price is known."""
-    return format_cost(run.usage.cost, free=costs_nothing(run.recipe))
+    return format_cost(run.usage.cost, free=costs_nothing(run.spec))
 
 
 def round_seconds(value: float) -> str:

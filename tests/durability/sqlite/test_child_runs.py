@@ -234,7 +234,7 @@ async def test_a_resumed_parent_counts_a_child_it_had_recorded_but_not_stored(
         stored = store.load("parent")
         result = await convergent.resume("parent", store=store, agent=parent)
     assert stored.usage.total_tokens == 30  # the parent's request and the child's two
-    assert stored.monitor.child_cycles == 2
+    assert stored.monitor.budget.child_cycles == 2
     assert invocations == ["apples"]
     assert [(r.name, r.ok) for r in result.tool_calls] == [("counter", True), ("crash", False)]
     assert result.usage.total_tokens == 40  # 10 of them were lost
