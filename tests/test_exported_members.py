@@ -234,6 +234,7 @@ _ADAPTERS = [
     "CycleDriver",
     "FinalRequest",
     "NotExpressible",
+    "PolicyAdapted",
     "Review",
     "StopReport",
 ]

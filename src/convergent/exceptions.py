@@ -23,20 +23,22 @@ ConvergentError
 ├── RolledOver                Agent.run hands its state over to continue in a new process
 ├── ClassifiedOutcome         a tool call already run and classified elsewhere (a worker)
 ├── ChildSpent                a child run that did not end, with what it had spent
-└── Unchecked                 a value a bounded schema check could not finish checking
+├── Unchecked                 a value a bounded schema check could not finish checking
+└── PolicyAdapted             a warning, not raised: an adapter fitted the policy to its host
 ```
 
 Classes defined elsewhere: ``StateFileError`` and ``HookInputError`` in
-`convergent.coordinator`, ``AskTimedOut`` in `convergent.gate`, ``NotExpressible`` in
-`convergent.adapters`; ``UnusableJson``, ``UnusableYaml``, ``RolledOver``,
-``ClassifiedOutcome``, ``ChildSpent``, ``Unchecked`` and ``RequestTimedOut`` in the
-machinery (``_json``, ``_yaml``, ``_cycle``, ``_executor``, ``_agent_tool``,
-``_bounded_schema``, ``models._deadline``), where each is caught and turned into a
-result or an error of its layer: only ``RolledOver`` leaves `Agent.run`, for a Temporal
-workflow's continue-as-new. ``FormatMismatch`` is the replay's readers'
-(`convergent.replay`): a run that raises it is reported as malformed and skipped.
-Private helpers of single modules derive from the class they stand for, or from the
-base. ``ToolArgumentsError`` and ``UnusableJson`` are also ``ValueError``s.
+`convergent.coordinator`, ``AskTimedOut`` in `convergent.gate`, ``NotExpressible`` and
+the ``PolicyAdapted`` warning (a ``UserWarning`` too) in `convergent.adapters`;
+``UnusableJson``, ``UnusableYaml``, ``RolledOver``, ``ClassifiedOutcome``,
+``ChildSpent``, ``Unchecked`` and ``RequestTimedOut`` in the machinery (``_json``,
+``_yaml``, ``_cycle``, ``_executor``, ``_agent_tool``, ``_bounded_schema``,
+``models._deadline``), where each is caught and turned into a result or an error of its
+layer: only ``RolledOver`` leaves `Agent.run`, for a Temporal workflow's
+continue-as-new. ``FormatMismatch`` is the replay's readers' (`convergent.replay`): a run
+that raises it is reported as malformed and skipped. Private helpers of single modules
+derive from the class they stand for, or from the base. ``ToolArgumentsError`` and
+``UnusableJson`` are also ``ValueError``s.
 
 Tool failures and model mistakes inside a run do not escape `Agent.run`: they become
 tool results or a typed `StopReason`. What escapes is a caller's mistake.

@@ -13,12 +13,14 @@ from typing import Any
 
 from convergent import Agent, ScriptedModel, tool
 from convergent.messages import ModelResponse, ToolCall, Usage
+from convergent.output import OutputSpec
 
 from .trajectories import (
     READ_ONLY,
     TERMINAL,
     USAGE,
     Ending,
+    Report,
     Seen,
     Step,
     Trajectory,
@@ -42,6 +44,7 @@ def _policy(trajectory: Trajectory) -> dict[str, Any]:
         "verifier": _verifier(trajectory),
         "final_answer": trajectory.final_answer,
         "price": trajectory.price,
+        **({"output": OutputSpec.of_type(Report)} if trajectory.typed else {}),
     }
 
 
@@ -75,6 +78,7 @@ async def run_loop(trajectory: Trajectory) -> Ending:
         policy=trajectory.policy,
         verifier=_verifier(trajectory),
         final_answer=trajectory.final_answer,
+        output_type=Report if trajectory.typed else None,
     )
     result = await agent.run("the task")
     seen = [
@@ -148,7 +152,8 @@ async def run_langchain(trajectory: Trajectory) -> Ending:
 
 
 def hand_built_graph(model: Any, tools: list[Any], route: Any) -> Any:
-    """The graph of LangGraph's own agent tutorial, with ``route`` as its condition."""
+    """The graph of LangGraph's own agent tutorial, with ``route`` as its condition (and,
+    for convergent's route, its node for the answer after a stop)."""
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode
 
@@ -166,7 +171,11 @@ def hand_built_graph(model: Any, tools: list[Any], route: Any) -> Any:
     )
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", route)
-    builder.add_edge("tools", "agent")
+    if hasattr(route, "final_answer"):
+        builder.add_node("final_answer", route.final_answer(model))
+        builder.add_conditional_edges("tools", route.after_tools("agent"))
+    else:
+        builder.add_edge("tools", "agent")
     return builder.compile()
 
 

@@ -31,7 +31,7 @@ async def call_hook(convergence: Convergence, event: str, data: dict[str, Any]) 
 
 
 async def read(convergence: Convergence, n: int) -> dict[str, Any]:
-    """One Read: the PreToolUse answer if it denies the call, else the PostToolUse one."""
+    """One read of a.txt: the PreToolUse answer if it denied the call, else PostToolUse's."""
     call = {"tool_name": "Read", "tool_input": {"file_path": "a.txt"}, "tool_use_id": f"t{n}"}
     answer = await call_hook(convergence, "PreToolUse", call)
     if answer:
@@ -51,7 +51,7 @@ def result(subtype: str = "success", turns: int = 5, text: str = "done") -> Resu
     )
 
 
-async def test_a_repeated_read_runs_gets_the_note_then_ends_the_session() -> None:
+async def test_a_repeated_read_runs_gets_the_note_then_the_request_for_the_answer() -> None:
     convergence = Convergence(tools={"Read": True})
     assert await read(convergence, 1) == {}
     assert await read(convergence, 2) == {}
@@ -62,13 +62,16 @@ async def test_a_repeated_read_runs_gets_the_note_then_ends_the_session() -> Non
     )
     assert "continue_" not in noted
     stopped = await read(convergence, 4)
-    assert stopped["continue_"] is False
-    assert stopped["stopReason"].startswith("stalled: Read(")
-    report = convergence.finish(result(turns=4, text="what I found"))
-    assert (report.reason, report.cycles, report.output) == (StopReason.STALLED, 4, "what I found")
+    asked = stopped["hookSpecificOutput"]["additionalContext"]
+    assert asked.startswith("The run has stopped (Read(")  # the answer after the stop
+    assert "continue_" not in stopped
+    stop = {"stop_hook_active": False, "last_assistant_message": "what I found"}
+    assert await call_hook(convergence, "Stop", stop) == {}
+    report = convergence.finish(result(turns=5, text="what I found"))
+    assert (report.reason, report.output) == (StopReason.STALLED, "what I found")
 
 
-async def test_a_repeated_unannotated_call_is_denied_with_the_note_then_ends_the_session() -> None:
+async def test_a_repeated_unannotated_call_is_denied_with_the_note_then_the_answer_asked() -> None:
     convergence = Convergence(tools={"Bash": None})
     call = {"tool_name": "Bash", "tool_input": {"command": "make status"}}
     answers = []
@@ -82,7 +85,19 @@ async def test_a_repeated_unannotated_call_is_denied_with_the_note_then_ends_the
     decision = answers[2]["hookSpecificOutput"]
     assert decision["permissionDecision"] == "deny"
     assert decision["permissionDecisionReason"].startswith("Not run: you have requested Bash(")
-    assert answers[3]["continue_"] is False
+    assert answers[3]["hookSpecificOutput"]["permissionDecisionReason"].startswith(
+        "The run has stopped (Bash("
+    )
+    assert "continue_" not in answers[3]
+
+
+async def test_a_call_in_the_answer_after_the_stop_ends_the_session() -> None:
+    convergence = Convergence(tools={"Read": True})
+    for n in range(4):
+        await read(convergence, n)
+    again = await read(convergence, 5)
+    assert again["continue_"] is False
+    assert again["stopReason"].startswith("stalled: Read(")
 
 
 async def test_changing_results_are_progress() -> None:
@@ -98,7 +113,7 @@ async def test_changing_results_are_progress() -> None:
     assert convergence.finish(result()).reason is StopReason.COMPLETED
 
 
-async def test_failing_calls_get_a_nudge_then_end_the_session() -> None:
+async def test_failing_calls_get_a_nudge_then_the_request_for_the_answer() -> None:
     convergence = Convergence()
     answers = []
     for n in range(6):
@@ -113,8 +128,9 @@ async def test_failing_calls_get_a_nudge_then_end_the_session() -> None:
         )
     assert answers[:4] == [{}] * 4
     assert answers[4]["hookSpecificOutput"]["additionalContext"].startswith("Note: tool calls")
-    assert answers[5]["continue_"] is False
-    # Claude Code goes on after PostToolUseFailure: the next call is denied and ends it
+    asked = answers[5]["hookSpecificOutput"]["additionalContext"]
+    assert asked.startswith("The run has stopped (tool calls failed in 6 steps in a row")
+    # a call instead of the answer is denied, and ends the session
     call = {"tool_name": "WebFetch", "tool_input": {"url": "https://x/6"}, "tool_use_id": "t6"}
     denied = await call_hook(convergence, "PreToolUse", call)
     assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
@@ -136,7 +152,7 @@ async def test_a_stopped_session_is_not_kept_going_by_the_verifier() -> None:
     assert (report.reason, report.output) == (StopReason.TOOL_ERROR, "a draft")
 
 
-async def test_a_wrapped_tools_fatal_error_ends_the_session_from_post_tool_use() -> None:
+async def test_a_wrapped_tools_fatal_error_stops_the_run_from_post_tool_use() -> None:
     @tool("pay", "Charge the card", {"amount": int})
     async def pay(arguments: dict[str, Any]) -> dict[str, Any]:
         raise ToolError("the card was cancelled", fatal=True)
@@ -155,13 +171,13 @@ async def test_a_wrapped_tools_fatal_error_ends_the_session_from_post_tool_use()
     assert answer["is_error"] is False  # so that PostToolUse, which can end a session, gets it
     call = {"tool_name": "mcp__shop__pay", "tool_input": {"amount": 5}, "tool_use_id": "t1"}
     await call_hook(convergence, "PreToolUse", call)
-    ended = await call_hook(
+    stopped = await call_hook(
         convergence, "PostToolUse", {**call, "tool_response": answer["content"]}
     )
-    assert ended == {
-        "continue_": False,
-        "stopReason": "tool_error: pay failed: the card was cancelled",
-    }
+    asked = stopped["hookSpecificOutput"]["additionalContext"]
+    assert asked.startswith("The run has stopped (pay failed: the card was cancelled)")
+    assert convergence.driver.stop is not None
+    assert convergence.driver.stop.reason is StopReason.TOOL_ERROR
 
 
 async def test_recorded_messages_count_the_requests() -> None:
@@ -201,7 +217,10 @@ async def test_the_stop_hook_blocks_until_the_verifier_passes() -> None:
 def test_limits_become_the_sdks_own_options() -> None:
     convergence = Convergence(Limits(max_cycles=7, max_cost=0.5))
     options = convergence.options(ClaudeAgentOptions(max_turns=99))
-    assert (options.max_turns, options.max_budget_usd) == (7, 0.5)
+    # a turn more than max_cycles: the answer after a stop at max_cycles
+    assert (options.max_turns, options.max_budget_usd) == (8, 0.5)
+    without = Convergence(Limits(max_cycles=7), final_answer=False).options()
+    assert without.max_turns == 7
     report = convergence.finish(result("error_max_turns", turns=7, text=""))
     assert (report.reason, report.detail) == (StopReason.MAX_CYCLES, "reached max_cycles=7")
 
@@ -209,3 +228,53 @@ def test_limits_become_the_sdks_own_options() -> None:
 def test_a_token_budget_is_not_expressible() -> None:
     with pytest.raises(NotExpressible, match="token or wall-time budget"):
         Convergence(Limits(max_total_tokens=1000))
+
+
+async def _answers(convergence: Convergence, texts: list[str]) -> list[dict[str, Any]]:
+    """The Stop hook's answers to ``texts``, each given after the one before was blocked."""
+    answers = []
+    for n, text in enumerate(texts):
+        stop = {"stop_hook_active": n > 0, "last_assistant_message": text}
+        answers.append(await call_hook(convergence, "Stop", stop))
+    return answers
+
+
+async def test_the_last_block_claude_code_delivers_asks_for_the_answer_after_the_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "3")
+    convergence = Convergence(verifier=needs_citation)
+    convergence.options()  # reads the cap from the environment the CLI gets
+    answers = await _answers(convergence, ["draft 1", "draft 2", "draft 3", "my best answer"])
+    assert [a.get("decision") for a in answers] == ["block", "block", "block", None]
+    assert answers[1]["reason"].startswith("Verification failed:")
+    assert answers[2]["reason"].startswith("The run has stopped (the answer was rejected 3 times")
+    report = convergence.finish(result(turns=4, text="my best answer"))
+    assert (report.reason, report.output) == (StopReason.STALLED, "my best answer")
+    assert report.detail == (
+        "the answer was rejected 3 times in a row, and Claude Code delivers at most 3 "
+        "stop-hook blocks in a row"
+    )
+
+
+async def test_a_session_that_ends_on_a_rejected_answer_is_never_completed() -> None:
+    """Claude Code ended the turn on a block it would not deliver (a lower cap than the
+    adapter knew of): the report says so instead of ``completed``."""
+    convergence = Convergence(verifier=needs_citation)
+    assert (await _answers(convergence, ["a draft"]))[0]["decision"] == "block"
+    report = convergence.finish(result(turns=1, text="a draft"))
+    assert report.reason is StopReason.STALLED
+    assert report.detail.startswith("the session ended on an answer that failed its checks")
+
+
+async def test_an_output_type_is_checked_at_the_stop() -> None:
+    from convergent.output import OutputSpec
+
+    from .trajectories import INVALID, NOTES, VALID, Report
+
+    convergence = Convergence(output=OutputSpec.of_type(Report))
+    answers = await _answers(convergence, [INVALID, VALID])
+    assert answers[0]["reason"].startswith(NOTES["output"])
+    assert answers[1] == {}
+    report = convergence.finish(result(turns=2, text=VALID))
+    assert (report.reason, report.output) == (StopReason.COMPLETED, VALID)

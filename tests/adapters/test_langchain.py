@@ -17,9 +17,10 @@ from langgraph.types import Command, interrupt
 
 from convergent import Limits, StopReason
 from convergent.adapters.langchain import ConvergenceMiddleware
+from convergent.extensions import Verification
 
-from .hosts import langchain_model, langchain_tools, run_langchain
-from .trajectories import TRAJECTORIES, Trajectory, World, expected, needs_citation
+from .hosts import langchain_model, langchain_tools, run_langchain, run_loop
+from .trajectories import NOTES, TRAJECTORIES, Report, Trajectory, World, needs_citation
 
 
 @tool
@@ -133,5 +134,96 @@ def langsmith_set_up_on_the_loop() -> Iterator[list[str]]:
 async def test_langsmith_set_up_on_the_event_loop_ends_each_trajectory_the_same_way(
     trajectory: Trajectory, langsmith_set_up_on_the_loop: list[str]
 ) -> None:
-    assert await run_langchain(trajectory) == expected(trajectory)
+    assert await run_langchain(trajectory) == await run_loop(trajectory)
     assert "_setup_run" in langsmith_set_up_on_the_loop  # the hooks' set-up ran on the loop
+
+
+# -- typed output: LangChain's own response_format ------------------------------------------
+
+_VALID_ARGS = {"files": 2, "summary": "two files"}
+_INVALID_ARGS = {"files": "two"}
+
+
+def _typed_agent(steps: list[Any], response_format: Any, **policy: Any) -> Any:
+    from langchain.agents.structured_output import ToolStrategy
+
+    if response_format is ToolStrategy:
+        response_format = ToolStrategy(Report)
+    middleware = ConvergenceMiddleware(**policy)
+    return create_agent(
+        langchain_model(steps), [], middleware=[middleware], response_format=response_format
+    )
+
+
+def test_a_typed_answer_the_host_validated_completes_with_its_type() -> None:
+    from langchain.agents.structured_output import ToolStrategy
+
+    agent = _typed_agent([(("Report", _VALID_ARGS),)], ToolStrategy)
+    result = agent.invoke({"messages": [HumanMessage("count the files")]})
+    assert result["structured_response"] == Report(files=2, summary="two files")
+    report = result["stop_report"]
+    assert (report.reason, report.cycles) == (StopReason.COMPLETED, 1)
+    assert report.output == '{"files": 2, "summary": "two files"}'
+
+
+def test_the_hosts_own_retry_of_an_invalid_typed_answer_happens() -> None:
+    from langchain.agents.structured_output import ToolStrategy
+
+    steps = [(("Report", _INVALID_ARGS),), (("Report", _VALID_ARGS),)]
+    agent = _typed_agent(steps, ToolStrategy)
+    result = agent.invoke({"messages": [HumanMessage("count the files")]})
+    errors = [m for m in result["messages"] if isinstance(m, ToolMessage)][0]
+    assert "validation error" in errors.text.lower()  # LangChain's own feedback
+    assert result["structured_response"] == Report(files=2, summary="two files")
+    report = result["stop_report"]
+    assert (report.reason, report.cycles) == (StopReason.COMPLETED, 2)
+
+
+async def test_a_typed_answer_that_never_validates_ends_as_in_the_loop() -> None:
+    from langchain.agents.structured_output import ToolStrategy
+
+    never = next(t for t in TRAJECTORIES if t.name == "typed_never_valid")
+    loop = await run_loop(never)
+    cycles = loop.cycles  # the loop's end: its final request gets the answer below
+    steps = [*[(("Report", _INVALID_ARGS),)] * cycles, "best answer"]
+    agent = _typed_agent(steps, ToolStrategy, limits=never.limits)
+    result = await agent.ainvoke({"messages": [HumanMessage("count the files")]})
+    report = result["stop_report"]
+    assert (report.reason, report.cycles, report.output_after_stop) == (
+        loop.reason,
+        loop.cycles,
+        loop.after_stop,
+    )
+    assert result["structured_response"] is None  # as LangChain's own limits end a run
+    assert report.output == "best answer"
+
+
+def test_a_providers_typed_answer_that_fails_goes_back_to_the_model() -> None:
+    """LangChain raises on a provider's invalid typed answer; the loop sends it back."""
+    from langchain.agents.structured_output import ProviderStrategy
+
+    steps = ['{"files": "two"}', '{"files": 2, "summary": "two files"}']
+    agent = _typed_agent(steps, ProviderStrategy(Report))
+    result = agent.invoke({"messages": [HumanMessage("count the files")]})
+    assert result["structured_response"] == Report(files=2, summary="two files")
+    feedback = [m.text for m in result["messages"] if isinstance(m, HumanMessage)][1]
+    assert feedback.startswith(NOTES["output"])
+    report = result["stop_report"]
+    assert (report.reason, report.cycles) == (StopReason.COMPLETED, 2)
+
+
+def test_the_verifier_judges_the_hosts_typed_answer_as_json() -> None:
+    from langchain.agents.structured_output import ToolStrategy
+
+    judged: list[str] = []
+
+    def two_files(answer: str) -> Verification:
+        judged.append(answer)
+        return Verification('"files": 2' in answer, "count again")
+
+    steps = [(("Report", {"files": 3, "summary": "x"}),), (("Report", _VALID_ARGS),)]
+    agent = _typed_agent(steps, ToolStrategy, verifier=two_files)
+    result = agent.invoke({"messages": [HumanMessage("count the files")]})
+    assert judged == ['{"files": 3, "summary": "x"}', '{"files": 2, "summary": "two files"}']
+    assert result["structured_response"] == Report(files=2, summary="two files")
+    assert result["stop_report"].cycles == 2

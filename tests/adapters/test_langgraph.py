@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.prebuilt import tools_condition
 from pydantic import BaseModel
 
 from convergent import Limits, StopPolicy, StopReason
-from convergent.adapters import NotExpressible
+from convergent.adapters import NotExpressible, PolicyAdapted
 from convergent.adapters.langgraph import ToolsCondition
+from convergent.exceptions import UserError
+from convergent.output import OutputSpec
 
-from .hosts import langchain_model, langchain_tools
-from .trajectories import World, needs_citation
+from .hosts import hand_built_graph, langchain_model, langchain_tools
+from .trajectories import NOTES, Report, World, needs_citation
+
+PLAIN = StopPolicy(notes=0)
+"""A policy a routing function delivers as it is."""
 
 
 def _calls(*paths: str) -> AIMessage:
@@ -28,16 +35,106 @@ def _calls(*paths: str) -> AIMessage:
 @pytest.mark.parametrize(
     "options",
     [
-        {"policy": StopPolicy()},  # one note by default
         {"verifier": needs_citation},
-        {"final_answer": True},
+        {"output": OutputSpec.of_type(Report)},
         {"limits": Limits(max_seconds=60)},
     ],
-    ids=["nudges", "verifier", "final_answer", "max_seconds"],
+    ids=["verifier", "output", "max_seconds"],
 )
 def test_what_a_routing_function_cannot_express_is_refused(options: dict[str, object]) -> None:
     with pytest.raises(NotExpressible, match="a LangGraph routing function adds no message"):
         ToolsCondition(**options)  # type: ignore[arg-type]
+
+
+def _three_reads(route: ToolsCondition) -> tuple[list[str], list[AnyMessage]]:
+    """Route three reads of the same file; the routes, and the conversation (with the
+    last read's result)."""
+    messages: list[AnyMessage] = [HumanMessage("what is in a.txt?")]
+    routes = []
+    for _ in range(3):
+        messages.append(_calls("a.txt"))
+        routes.append(route({"messages": messages}))
+        messages.append(ToolMessage("contents of a.txt", tool_call_id="c0", name="read_file"))
+    return routes, messages
+
+
+def test_the_first_limits_a_user_writes_work_as_they_are() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        route = ToolsCondition(Limits(max_cycles=20), tools={"read_file": True})
+    routes, messages = _three_reads(route)
+    assert routes == ["tools", "tools", "tools"]  # a read runs, and is judged on its result
+    messages.append(_calls("a.txt"))
+    assert route({"messages": messages}) == "__end__"
+
+
+def test_a_policy_that_asks_for_notes_runs_without_them_and_says_so_once() -> None:
+    with pytest.warns(PolicyAdapted, match="notes are off") as warned:
+        route = ToolsCondition(policy=StopPolicy(max_repeated_calls=2))
+    assert len(warned) == 1
+    messages: list[AnyMessage] = [HumanMessage("what is in a.txt?"), _calls("a.txt")]
+    assert route({"messages": messages}) == "tools"
+    messages += [ToolMessage("same", tool_call_id="c0"), _calls("a.txt")]
+    # the loop would answer the repeat with a note instead of running it; here it stops
+    assert route({"messages": messages}) == "__end__"
+    report = route.report({"messages": messages})
+    assert (report.reason, report.cycles) == (StopReason.STALLED, 2)
+
+
+def test_a_bad_rule_is_refused_when_the_route_is_built() -> None:
+    with pytest.raises(UserError, match="on_tool_error"):
+        ToolsCondition(policy=StopPolicy(on_tool_error="bogus"))  # type: ignore[arg-type]
+
+
+async def test_the_answer_node_adds_the_answer_after_a_stop_to_the_state() -> None:
+    seen: list[tuple[str, int | None]] = []
+    steps = [(("read_file", {"path": f"part{n}.txt"}),) for n in range(3)]
+    model = langchain_model([*steps, "parts 0-2 read; part 3 is missing"], seen, max_tokens=300)
+    route = ToolsCondition(Limits(max_cycles=3, max_total_tokens=50_000), tools={"read_file": True})
+    graph = hand_built_graph(model, langchain_tools(World()), route)
+    state = await graph.ainvoke({"messages": [HumanMessage("read the parts")]})
+    last = state["messages"][-1]
+    assert isinstance(last, AIMessage) and last.text == "parts 0-2 read; part 3 is missing"
+    assert [m.text for m in state["messages"] if isinstance(m, ToolMessage)] == [
+        f"contents of part{n}.txt"
+        for n in range(3)  # the third batch ran before the stop
+    ]
+    report = route.report(state)
+    assert (report.reason, report.cycles) == (StopReason.MAX_CYCLES, 3)
+    assert (report.output, report.output_after_stop) == (last.text, True)
+    assert report.usage.requests == 4  # the answer's request counts, as a request
+    final_request, cap = seen[-1]
+    assert NOTES["final"] in final_request and cap == 300  # the model's own cap fits
+
+
+async def test_without_the_tool_edge_the_answer_follows_not_executed_results() -> None:
+    """A route alone stops at a limit before the last batch runs; the answer's request
+    still gives each of its calls a result, as providers require."""
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    steps = [(("read_file", {"path": f"part{n}.txt"}),) for n in range(2)]
+    seen: list[tuple[str, int | None]] = []
+    model = langchain_model([*steps, "part 0 read"], seen)
+    tools = langchain_tools(World())
+    route = ToolsCondition(Limits(max_cycles=2))
+    builder = StateGraph(MessagesState)
+    bound = model.bind_tools(tools)
+    builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})
+    builder.add_node("tools", ToolNode(tools))
+    builder.add_node("final_answer", route.final_answer(model))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route)
+    builder.add_edge("tools", "agent")
+    state = builder.compile().invoke({"messages": [HumanMessage("read the parts")]})
+    results = [m.text for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert results == ["contents of part0.txt", "not executed: reached max_cycles=2"]
+    report = route.report(state)
+    assert (report.reason, report.cycles, report.output) == (
+        StopReason.MAX_CYCLES,
+        2,
+        "part 0 read",
+    )
 
 
 class Conversation(BaseModel):
@@ -57,20 +154,15 @@ class Conversation(BaseModel):
 def test_it_routes_as_tools_condition_does_while_nothing_stops_the_run(
     messages: list[AIMessage | HumanMessage],
 ) -> None:
-    route = ToolsCondition(messages_key="chat")
+    route = ToolsCondition(policy=PLAIN, messages_key="chat")
     assert route({"chat": messages}) == tools_condition({"chat": messages}, messages_key="chat")
     assert route(Conversation(chat=messages)) == tools_condition(messages)  # type: ignore[arg-type]
     assert route(messages) == tools_condition(messages)  # type: ignore[arg-type]
 
 
 def test_a_repeated_read_ends_the_run_at_the_next_route() -> None:
-    route = ToolsCondition(tools={"read_file": True})
-    messages: list[AIMessage | HumanMessage | ToolMessage] = [HumanMessage("what is in a.txt?")]
-    routes = []
-    for _ in range(3):
-        messages.append(_calls("a.txt"))
-        routes.append(route({"messages": messages}))
-        messages.append(ToolMessage("contents of a.txt", tool_call_id="c0", name="read_file"))
+    route = ToolsCondition(policy=PLAIN, tools={"read_file": True})
+    routes, messages = _three_reads(route)
     assert routes == ["tools", "tools", "tools"]
     # a read runs and is judged on its result: the next response routes to the end
     messages.append(_calls("a.txt"))

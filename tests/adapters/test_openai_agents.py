@@ -1,15 +1,179 @@
-"""The OpenAI Agents SDK adapter where the conformance trajectories do not reach."""
+"""The OpenAI Agents SDK adapter where the conformance trajectories do not reach: the SDK's
+own typed output, ``run_sync``, and one instance per run."""
 
 from __future__ import annotations
 
-from agents import Agent as SdkAgent
-from agents import RunContextWrapper
-from agents.items import ModelResponse
-from agents.testing import function_call
-from agents.usage import Usage
+import asyncio
+import json
+import warnings
+from collections.abc import Iterator
+from typing import Any
 
-from convergent import Limits
-from convergent.adapters.openai_agents import Convergence
+import pytest
+from agents import Agent, RunContextWrapper, Runner, function_tool
+from agents.items import ModelResponse
+from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.usage import Usage as SdkUsage
+
+from convergent import Limits, StopReason
+from convergent.adapters.openai_agents import Convergence, run, run_sync
+from convergent.exceptions import UserError
+from convergent.extensions import Verification
+
+from .hosts import run_loop
+from .trajectories import INVALID, NOTES, TRAJECTORIES, VALID, Report
+
+
+def _agent(replies: list[str], output_type: Any = None) -> tuple[Agent[Any], ScriptedModel]:
+    model = ScriptedModel([[assistant_message(text)] for text in replies])
+    return Agent(name="counter", model=model, output_type=output_type), model
+
+
+def _sent(model: ScriptedModel) -> list[str]:
+    """The user messages of each request, as text."""
+    return [json.dumps(call.input, default=str) for call in model.calls]
+
+
+async def test_a_typed_answer_the_sdk_validated_completes_with_its_type() -> None:
+    agent, _ = _agent([VALID], Report)
+    ran = await run(agent, "count the files")
+    assert ran.final_output == Report(files=2, summary="two files")
+    assert (ran.report.reason, ran.report.cycles, ran.report.output) == (
+        StopReason.COMPLETED,
+        1,
+        VALID,
+    )
+
+
+async def test_a_typed_answer_the_sdk_rejected_goes_back_to_the_model() -> None:
+    agent, model = _agent([INVALID, VALID], Report)
+    ran = await run(agent, "count the files")
+    assert ran.final_output == Report(files=2, summary="two files")
+    assert (ran.report.reason, ran.report.cycles) == (StopReason.COMPLETED, 2)
+    assert NOTES["output"] in _sent(model)[1]  # why, in convergent's words
+
+
+async def test_a_typed_answer_that_never_validates_ends_as_in_the_loop() -> None:
+    never = next(t for t in TRAJECTORIES if t.name == "typed_never_valid")
+    loop = await run_loop(never)
+    agent, _ = _agent([*[INVALID] * loop.cycles, "best answer"], Report)
+    ran = await run(agent, "count the files", limits=never.limits)
+    assert (ran.report.reason, ran.report.cycles, ran.report.output_after_stop) == (
+        loop.reason,
+        loop.cycles,
+        loop.after_stop,
+    )
+    assert ran.report.output == "best answer"
+    assert ran.final_output is None  # no value of the type: the answer in words is reported
+
+
+async def test_the_verifier_judges_the_sdks_typed_answer() -> None:
+    judged: list[str] = []
+
+    def two_files(answer: str) -> Verification:
+        judged.append(answer)
+        return Verification('"files": 2' in answer, "count again")
+
+    agent, _ = _agent(['{"files": 3, "summary": "x"}', VALID], Report)
+    ran = await run(agent, "count the files", verifier=two_files)
+    assert judged == ['{"files": 3, "summary": "x"}', VALID]
+    assert ran.final_output == Report(files=2, summary="two files")
+
+
+@pytest.fixture
+def default_loop_closed_after() -> Iterator[None]:
+    """``run_sync`` leaves the thread's default loop open for the next call, as the SDK's
+    ``Runner.run_sync`` does; the test closes it."""
+    yield
+    policy = asyncio.get_event_loop_policy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        policy.get_event_loop().close()
+    policy.set_event_loop(None)
+
+
+@pytest.mark.usefixtures("default_loop_closed_after")
+def test_run_sync_runs_the_same_way_without_an_event_loop() -> None:
+    agent, _ = _agent(["a draft", "the answer [source]"])
+
+    def cites(answer: str) -> Verification:
+        return Verification("[source]" in answer, "cite the source as [source]")
+
+    ran = run_sync(agent, "answer it", verifier=cites)
+    assert (ran.report.reason, ran.report.cycles) == (StopReason.COMPLETED, 2)
+    assert ran.final_output == "the answer [source]"
+
+
+async def test_run_sync_inside_an_event_loop_is_refused() -> None:
+    agent, _ = _agent(["done"])
+    with pytest.raises(UserError, match="running event loop"):
+        run_sync(agent, "go")
+
+
+def _tool_agent(convergence: Convergence, calls: int) -> tuple[Agent[Any], ScriptedModel]:
+    @function_tool
+    def search(query: str) -> str:
+        """Search."""
+        return f"results for {query}"
+
+    steps = [[function_call("search", {"query": f"q{n}"}, call_id=f"c{n}")] for n in range(calls)]
+    model = ScriptedModel([*steps, [assistant_message("found it")]])
+    agent = Agent(name="searcher", model=model, tools=[search])
+    return convergence.agent(agent), model
+
+
+async def _wired(convergence: Convergence, agent: Agent[Any]) -> Any:
+    """A run wired by hand, as the module's docstring shows."""
+    result = await Runner.run(
+        agent,
+        "find it",
+        hooks=convergence.hooks,
+        run_config=convergence.run_config(),
+        error_handlers=convergence.error_handlers,
+        max_turns=convergence.max_turns,
+    )
+    await convergence.judge(result)
+    return result
+
+
+async def test_one_convergence_for_two_runs_at_once_is_refused() -> None:
+    convergence = Convergence(Limits(max_cycles=8))
+    first, _ = _tool_agent(convergence, 2)
+    second, _ = _tool_agent(convergence, 2)
+    outcomes = await asyncio.gather(
+        _wired(convergence, first), _wired(convergence, second), return_exceptions=True
+    )
+    refused = [o for o in outcomes if isinstance(o, UserError)]
+    assert [str(o) for o in refused] == [
+        "a Convergence serves one run, and this one already serves another: make one per run "
+        "(or call convergent.adapters.openai_agents.run)"
+    ]
+
+
+async def test_one_convergence_used_again_for_a_second_run_is_refused() -> None:
+    convergence = Convergence(Limits(max_cycles=8))
+    agent, _ = _tool_agent(convergence, 1)
+    await _wired(convergence, agent)
+    assert convergence.report is not None and convergence.report.cycles == 2
+    again, _ = _tool_agent(convergence, 1)
+    with pytest.raises(UserError, match="a Convergence serves one run"):
+        await _wired(convergence, again)
+    assert convergence.report.cycles == 2  # the first run's report is untouched
+
+
+async def test_wired_by_hand_a_rejected_answer_waits_as_feedback() -> None:
+    def cites(answer: str) -> Verification:
+        return Verification("[source]" in answer, "cite the source as [source]")
+
+    convergence = Convergence(verifier=cites)
+    agent, _ = _tool_agent(convergence, 0)
+    result = await _wired(convergence, agent)
+    assert result.final_output == "found it"  # the SDK's run ended there
+    assert convergence.report is None
+    assert convergence.feedback == (
+        "Verification failed: cite the source as [source]. Continue working on the task."
+    )
+
 
 DEEP = '{"a":' * 100_000 + "1" + "}" * 100_000
 """Arguments nested 100,000 deep: more than any parser's recursion can follow."""
@@ -19,10 +183,10 @@ async def test_arguments_nested_too_deeply_reach_the_driver_as_unparsed() -> Non
     convergence = Convergence(Limits(max_cycles=5))
     response = ModelResponse(
         output=[function_call("lookup", DEEP, call_id="c1")],
-        usage=Usage(requests=1),
+        usage=SdkUsage(requests=1),
         response_id=None,
     )
-    await convergence.hooks.on_llm_end(RunContextWrapper(None), SdkAgent(name="a"), response)
+    await convergence.hooks.on_llm_end(RunContextWrapper(None), Agent(name="a"), response)
     assert convergence.driver.cycles == 1
     [converted] = convergence._calls.values()
     assert (converted.name, converted.arguments) == ("lookup", {})

@@ -6,45 +6,14 @@ How a priced run stops is in the conformance suite (the ``cost_budget`` trajecto
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
 from convergent import Limits
 from convergent.exceptions import UserError
 
+from .builders import PRICED
 
-def _langchain(**kwargs: Any) -> object:
-    from convergent.adapters.langchain import ConvergenceMiddleware
-
-    return ConvergenceMiddleware(**kwargs)
-
-
-def _langgraph(**kwargs: Any) -> object:
-    from convergent.adapters.langgraph import ToolsCondition
-
-    return ToolsCondition(**kwargs)
-
-
-def _openai_agents(**kwargs: Any) -> object:
-    from convergent.adapters.openai_agents import Convergence
-
-    return Convergence(**kwargs)
-
-
-def _pydantic_ai(**kwargs: Any) -> object:
-    from convergent.adapters.pydantic_ai import Convergence
-
-    return Convergence(**kwargs)
-
-
-ADAPTERS: dict[str, tuple[Callable[..., object], str]] = {
-    "langchain": (_langchain, "ConvergenceMiddleware"),
-    "langgraph": (_langgraph, "ToolsCondition"),
-    "openai_agents": (_openai_agents, "Convergence"),
-    "pydantic_ai": (_pydantic_ai, "Convergence"),
-}
+ADAPTERS = PRICED
 
 COST_LIMIT = Limits(max_cost=0.5)
 

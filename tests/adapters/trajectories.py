@@ -3,9 +3,14 @@
 A trajectory is a list of model responses (a tuple of tool calls, or a text answer),
 each with the usage it reports, run against the same tools: ``read_file`` (read-only,
 same result every time), ``poll`` (read-only, its result changes each call),
-``write_file`` (changes state), ``flaky`` (always fails the same way), ``pay`` (fails
-fatally) and ``transfer`` (a terminal tool). After a stop that asks for a final answer,
-the next scripted response is that answer.
+``write_file`` (changes state), ``run_tests`` (its result changes with each write),
+``flaky`` (always fails the same way), ``pay`` (fails fatally) and ``transfer`` (a
+terminal tool). After a stop that asks for a final answer, the next scripted response
+is that answer.
+
+Most trajectories declare the end convergent's loop must reach; the ones whose end is
+the loop's to decide (answers that never pass, an alternation) declare none, and every
+host is held to whatever the loop does with them.
 
 Besides the reason, the cycle, the output and whether it was asked for after the stop,
 an ending records the notes the model was sent (a stall or tool-error nudge, the budget
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from pydantic import BaseModel
 
 from convergent import Limits, StopPolicy, StopReason
 from convergent.budget import FINAL_ANSWER_TOKENS
@@ -30,6 +37,7 @@ READ_ONLY: dict[str, bool | None] = {
     "read_file": True,
     "poll": True,
     "write_file": False,
+    "run_tests": None,
     "flaky": None,
     "pay": False,
     "transfer": False,
@@ -64,6 +72,11 @@ class World:
         self.files[path] = text
         return f"wrote {len(text)} characters to {path}"
 
+    def run_tests(self, suite: str) -> str:
+        """Run the tests: one fewer fails after each write."""
+        failing = max(6 - len(self.files), 0)
+        return f"{suite}: {failing} failing" if failing else f"{suite}: all passed"
+
     def flaky(self, item: int) -> str:
         """Call a service that is down."""
         raise ToolError("service unavailable")
@@ -84,19 +97,35 @@ def needs_citation(answer: str) -> Verification:
     return Verification(passed=False, feedback="cite the source as [source]")
 
 
+class Report(BaseModel):
+    """The typed answer of the typed-output trajectories."""
+
+    files: int
+    summary: str
+
+
+VALID = '{"files": 2, "summary": "two files"}'
+"""An answer that validates as a `Report`."""
+INVALID = '{"files": "two"}'
+"""An answer that does not."""
+
+
 @dataclass(frozen=True)
 class Trajectory:
     """One scripted run and the end every host must reach."""
 
     name: str
     steps: list[Step]
-    reason: StopReason
-    cycles: int
-    output: str
-    after_stop: bool
+    reason: StopReason | None
+    """The end the loop must reach; None: the loop's to decide (never ``completed``)."""
+    cycles: int = 0
+    output: str = ""
+    after_stop: bool = False
     limits: Limits = field(default_factory=Limits)
     policy: StopPolicy = field(default_factory=StopPolicy)
     verifier: bool = False
+    typed: bool = False
+    """Answers must validate as a `Report`."""
     final_answer: bool = True
     notes: tuple[str, ...] = ()
     """The kinds of note (see `NOTES`) the model is sent, in the order it first sees them."""
@@ -249,6 +278,60 @@ TRAJECTORIES = [
         after_stop=False,
         notes=("tool_error",),
     ),
+    Trajectory(
+        "typed_valid",
+        [_read("a.txt"), VALID],
+        StopReason.COMPLETED,
+        cycles=2,
+        output=VALID,
+        typed=True,
+    ),
+    Trajectory(
+        "typed_invalid_then_valid",
+        [INVALID, VALID],
+        StopReason.COMPLETED,
+        cycles=2,
+        output=VALID,
+        typed=True,
+        notes=("output",),
+    ),
+    Trajectory(
+        "typed_never_valid",
+        [*[INVALID] * 8, "best answer"],
+        None,
+        limits=Limits(max_cycles=5),
+        typed=True,
+    ),
+    Trajectory(
+        "verifier_never_passes",
+        [*[f"draft {n}" for n in range(8)], "best answer"],
+        None,
+        limits=Limits(max_cycles=5),
+        verifier=True,
+    ),
+    Trajectory(
+        "alternation",
+        [*[_read("a.txt"), _read("b.txt")] * 3, "best answer", _read("a.txt")],
+        None,
+        limits=Limits(max_cycles=12),
+    ),
+    Trajectory(
+        "edit_then_test",
+        [
+            *[
+                step
+                for n in range(6)
+                for step in (
+                    (("write_file", {"path": f"fix{n}.py", "text": f"fix {n}"}),),
+                    (("run_tests", {"suite": "unit"}),),
+                )
+            ],
+            "all tests pass after six fixes",
+        ],
+        StopReason.COMPLETED,
+        cycles=13,
+        output="all tests pass after six fixes",
+    ),
     # without nudges and final answers (what a routing function can express)
     *(
         Trajectory(
@@ -343,6 +426,7 @@ NOTES = {
     "tool_error": "Note: tool calls have failed",
     "budget": "Budget note:",
     "verifier": "Verification failed:",
+    "output": "Your final answer does not match the required output schema",
     "final": "The run has stopped (",
 }
 """Each kind of note convergent sends the model, by how its text begins."""
@@ -379,6 +463,8 @@ def ending(
 
 
 def expected(trajectory: Trajectory) -> Ending:
+    """The end the trajectory declares (it must declare one)."""
+    assert trajectory.reason is not None, f"{trajectory.name}: the loop decides its end"
     return Ending(
         trajectory.reason,
         trajectory.cycles,

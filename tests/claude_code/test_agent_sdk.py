@@ -1,77 +1,27 @@
-"""The Claude Agent SDK adapter's hooks in the real Claude Code CLI, the model played by the fake.
-
-``claude-agent-sdk`` starts the pinned CLI (``cli_path``) in the harness's sealed
-environment: the SDK passes its own process environment on, so the test empties that
-first, and everything the CLI gets is the harness's. The hooks run in this process,
-called by the CLI over the SDK's control protocol.
-"""
+"""The Claude Agent SDK adapter's hooks in the real Claude Code CLI, played by the fake."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, create_sdk_mcp_server, query, tool
+from claude_agent_sdk import tool
 
 from convergent import Limits, StopReason
 from convergent.adapters.claude_agent_sdk import Convergence
-from convergent.driver import StopReport
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification
 
-from .claude_cli import ClaudeCode, UnexpectedTraffic, reap
-from .fake_anthropic import FakeAnthropic, MessagesRequest, OutboundTrap, Reply, text, tool_use
+from .agent_sdk import converge
+from .claude_cli import ClaudeCode
+from .fake_anthropic import FakeAnthropic, MessagesRequest, Reply, text, tool_use
 
 pytestmark = [pytest.mark.slow, pytest.mark.claude_code]
 
 NUDGE = "Not run: you have requested Read("
-
-
-async def converge(
-    claude_code: ClaudeCode,
-    monkeypatch: pytest.MonkeyPatch,
-    convergence: Convergence,
-    fake: FakeAnthropic,
-    prompt: str,
-    server: tuple[str, list[SdkMcpTool[Any]]] | None = None,
-    **options: Any,
-) -> StopReport:
-    """Run one SDK session with the adapter's options; return its report.
-
-    ``server`` names an in-process MCP server and its tools, all of them allowed.
-    """
-    if server is not None:
-        name, tools = server
-        options["mcp_servers"] = {name: create_sdk_mcp_server(name, tools=tools)}
-        options["allowed_tools"] = [f"mcp__{name}__{t.name}" for t in tools]
-    with OutboundTrap() as trap:
-        token = uuid.uuid4().hex
-        environment = claude_code.environment(fake, trap, token)
-        for name in list(os.environ):
-            monkeypatch.delenv(name)
-        monkeypatch.setenv("PATH", environment["PATH"])
-        base = ClaudeAgentOptions(
-            cli_path=claude_code.binary,
-            cwd=claude_code.project,
-            env=environment,
-            setting_sources=[],
-            **options,
-        )
-        try:
-            async for message in query(prompt=prompt, options=convergence.options(base)):
-                convergence.record(message)
-        finally:
-            monkeypatch.undo()
-            leftovers = reap(token, claude_code.root)
-        if trap.attempts:
-            raise UnexpectedTraffic(f"claude tried to reach the outside: {trap.attempts}")
-        assert leftovers == {}
-    assert fake.problems == []
-    assert convergence.report is not None
-    return convergence.report
+NOTE = "Note: you have requested Read("
+ASKED = "The run has stopped ("
 
 
 def tool_results(request: MessagesRequest) -> list[str]:
@@ -87,13 +37,13 @@ def tool_results(request: MessagesRequest) -> list[str]:
     return found
 
 
-async def test_pre_tool_use_denies_a_stalled_call_with_the_nudge(
+async def test_a_repeated_read_gets_the_note_then_the_request_for_the_answer(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     notes = claude_code.project / "notes.txt"
     notes.write_text("TODO: write the report\n")
     reads = [tool_use("Read", {"file_path": str(notes)}) for _ in range(4)]
-    script = [*reads, text("never asked")]
+    script = [*reads, text("The notes say the report is to be written."), text("never asked")]
     convergence = Convergence(Limits(max_cycles=20), tools={"Read": True})
 
     with FakeAnthropic(script) as fake:
@@ -106,15 +56,18 @@ async def test_pre_tool_use_denies_a_stalled_call_with_the_nudge(
             allowed_tools=["Read"],
         )
 
-    assert len(fake.requests) == 4 and fake.unconsumed() == 1  # nothing after the stop
-    assert [NUDGE in r for r in tool_results(fake.requests[2])] == [False]
-    assert [r.startswith("1\tTODO: write the report") for r in tool_results(fake.requests[2])]
-    denied = tool_results(fake.requests[3])
-    assert len(denied) == 1 and NUDGE in denied[0]  # the reason the model reads
-    assert "3 times, and it returned the same result each time" in denied[0]
+    assert len(fake.requests) == 5 and fake.unconsumed() == 1  # the answer, then nothing
+    noted = [r.mentions(NOTE) for r in fake.requests]
+    assert noted == [False, False, False, True, True]  # a read runs; the note follows it
+    assert [r.startswith("1\tTODO: write the report") for r in tool_results(fake.requests[3])]
+    assert fake.requests[4].mentions(ASKED)  # the request for the answer after the stop
     assert (report.reason, report.cycles) == (StopReason.STALLED, 4)  # as convergent's loop
     assert report.detail.startswith('Read(file_path="')
-    assert report.usage.requests == 4 and report.usage.input_tokens == 4 * 20
+    assert (report.output, report.output_after_stop) == (
+        "The notes say the report is to be written.",
+        True,
+    )
+    assert report.usage.requests == 5 and report.usage.input_tokens == 5 * 20
 
 
 @pytest.mark.parametrize("changing", [True, False], ids=["changing", "same"])
@@ -150,9 +103,13 @@ async def test_post_tool_use_records_results_for_progress(
             6,
             "the build finished",
         )
-    else:  # the same result three times is a stall: nudged, then stopped
-        assert len(polls) == 2 and NUDGE.replace("Read", "mcp__ci__poll") in results[2][0]
+    else:  # the same result three times is a stall: noted, then stopped
+        assert len(polls) == 4  # a read runs, and is judged on its result
+        noted = [r.mentions(NOTE.replace("Read", "mcp__ci__poll")) for r in fake.requests]
+        assert noted == [False, False, False, True, True]
+        assert fake.requests[4].mentions(ASKED)
         assert (report.reason, report.cycles) == (StopReason.STALLED, 4)
+        assert (report.output, report.output_after_stop) == ("", False)  # a call, not an answer
 
 
 async def test_the_stop_hook_runs_the_completion_checks(
@@ -180,7 +137,7 @@ async def test_the_stop_hook_runs_the_completion_checks(
     )
 
 
-async def test_a_fatal_tool_error_ends_the_session(
+async def test_a_fatal_tool_error_stops_the_run_and_asks_for_the_answer(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     @tool("pay", "Charge the card", {"amount": int})
@@ -188,7 +145,10 @@ async def test_a_fatal_tool_error_ends_the_session(
         raise ToolError("the card was cancelled", fatal=True)
 
     convergence = Convergence()
-    script: Sequence[Reply] = [tool_use("mcp__shop__pay", {"amount": 120}), text("never asked")]
+    script: Sequence[Reply] = [
+        tool_use("mcp__shop__pay", {"amount": 120}),
+        text("Nothing was paid: the customer needs to give another card."),
+    ]
     with FakeAnthropic(script) as fake:
         report = await converge(
             claude_code,
@@ -199,18 +159,19 @@ async def test_a_fatal_tool_error_ends_the_session(
             server=("shop", convergence.tools(pay)),
         )
 
-    assert len(fake.requests) == 1  # as in convergent's loop: no request after a fatal error
+    assert len(fake.requests) == 2 and fake.requests[1].mentions(ASKED)
     assert (report.reason, report.cycles, report.detail) == (
         StopReason.TOOL_ERROR,
-        1,
+        1,  # as in convergent's loop: no cycle after a fatal error
         "pay failed: the card was cancelled",
     )
+    assert report.output == "Nothing was paid: the customer needs to give another card."
+    assert report.output_after_stop
 
 
-async def test_a_tool_error_streak_is_nudged_then_ends_the_session_at_the_next_call(
+async def test_a_tool_error_streak_is_nudged_then_the_answer_asked_for(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Claude Code does not end a session from ``PostToolUseFailure``: the next call does."""
     fetched: list[str] = []
 
     @tool("fetch", "Fetch a page", {"url": str})
@@ -219,7 +180,7 @@ async def test_a_tool_error_streak_is_nudged_then_ends_the_session_at_the_next_c
         raise ConnectionError("503 service unavailable")
 
     convergence = Convergence()
-    calls = [tool_use("mcp__web__fetch", {"url": f"https://x/{n}"}) for n in range(5)]
+    calls = [tool_use("mcp__web__fetch", {"url": f"https://x/{n}"}) for n in range(7)]
     with FakeAnthropic([*calls, text("never asked")]) as fake:
         report = await converge(
             claude_code,
@@ -232,8 +193,67 @@ async def test_a_tool_error_streak_is_nudged_then_ends_the_session_at_the_next_c
 
     error = "fetch raised ConnectionError: 503 service unavailable"
     assert tool_results(fake.requests[1])[0].startswith(error)  # in convergent's words
-    nudged = [r.mentions("Note: tool calls have failed in 3 steps in a row") for r in fake.requests]
-    assert nudged == [False, False, False, True, True]
-    assert fetched == [f"https://x/{n}" for n in range(4)]  # the fifth call never ran
-    assert (report.reason, report.cycles) == (StopReason.TOOL_ERROR, 5)  # the loop: 4
-    assert report.detail == f"tool calls failed in 4 steps in a row; the last: {error}"
+    nudged = [r.mentions("Note: tool calls have failed in 5 steps in a row") for r in fake.requests]
+    assert nudged == [False] * 5 + [True, True]
+    assert fake.requests[6].mentions(ASKED)
+    assert fetched == [f"https://x/{n}" for n in range(6)]  # the seventh call never ran
+    assert (report.reason, report.cycles) == (StopReason.TOOL_ERROR, 6)  # as in the loop
+    assert report.detail.startswith(f"tool calls failed in 6 steps in a row; the last: {error}")
+    assert not report.output_after_stop  # it called a tool instead of answering: ended
+
+
+def cites(answer: str) -> Verification:
+    """A verifier the drafts never pass."""
+    return Verification("[source]" in answer, "cite the source as [source]")
+
+
+DRAFTS = [*(text(f"draft {n}") for n in range(3)), text("my best answer"), text("never")]
+"""Three answers that fail the verifier, then the answer after the stop."""
+
+
+async def test_a_verifier_that_never_passes_ends_at_max_cycles_with_an_answer(
+    claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    convergence = Convergence(Limits(max_cycles=3), verifier=cites)
+    with FakeAnthropic(DRAFTS) as fake:
+        report = await converge(claude_code, monkeypatch, convergence, fake, "answer it")
+
+    assert len(fake.requests) == 4 and fake.requests[3].mentions(ASKED)
+    assert (report.reason, report.cycles) == (StopReason.MAX_CYCLES, 3)
+    assert (report.output, report.output_after_stop) == ("my best answer", True)
+
+
+async def test_claude_codes_block_cap_ends_a_rejected_answer_stalled_not_completed(
+    claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    convergence = Convergence(Limits(max_cycles=20), verifier=cites)
+    with FakeAnthropic(DRAFTS) as fake:
+        report = await converge(
+            claude_code,
+            monkeypatch,
+            convergence,
+            fake,
+            "answer it",
+            env={"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "3"},
+        )
+
+    assert len(fake.requests) == 4 and fake.requests[3].mentions(ASKED)
+    assert report.reason is StopReason.STALLED
+    assert (report.output, report.output_after_stop) == ("my best answer", True)
+
+
+async def test_a_limit_ends_the_documented_loop_without_an_exception(
+    claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code ends a session at max_turns with an error result, and the SDK raises
+    ``ResultError`` after it; iterating `Convergence.query` ends with the report instead."""
+    convergence = Convergence(Limits(max_cycles=2), final_answer=False)
+    notes = claude_code.project / "notes.txt"
+    notes.write_text("x\n")
+    reads = [tool_use("Read", {"file_path": str(notes), "offset": n}) for n in range(1, 4)]
+    with FakeAnthropic([*reads, text("never")]) as fake:
+        report = await converge(
+            claude_code, monkeypatch, convergence, fake, "read", allowed_tools=["Read"]
+        )
+
+    assert (report.reason, report.detail) == (StopReason.MAX_CYCLES, "reached max_cycles=2")

@@ -226,9 +226,9 @@ def test_noise_before_the_answer_would_lose_it(claude_code: ClaudeCode, tmp_path
     assert session.result["terminal_reason"] == "completed"
 
 
-def test_a_main_agent_that_ignores_the_halt_is_ended_at_its_next_tool_call(
-    claude_code: ClaudeCode,
-) -> None:
+def test_a_subagent_started_after_a_halt_never_runs(claude_code: ClaudeCode) -> None:
+    """A main agent that ignores the halt and starts another subagent: PreToolUse denies
+    the Agent call, so that subagent never makes a request, and the session ends."""
     state = WorkflowState(atoms=[Atom(id="core")], control=Control(max_iterations=1))
     _store(claude_code, state)
     claude_code.write_settings(documented_settings())
@@ -249,10 +249,59 @@ def test_a_main_agent_that_ignores_the_halt_is_ended_at_its_next_tool_call(
         session = claude_code.run("port it", fake, trap)
 
     assert fake.problems == []
-    assert spawned == ["SUBTASK part 1", "SUBTASK part 2"]
-    answers = session.hook_answers("PostToolUse")
-    assert [a.get("decision", a.get("continue")) for a in answers] == ["block", False]
-    assert answers[1]["stopReason"].startswith(f"{HALTED} (max_cycles)")
+    started = {p for r in fake.requests for p in r.texts()[:3] if p.startswith("SUBTASK")}
+    assert started == {"SUBTASK part 1"}  # part 2 never made a request
+    assert [a.get("decision", a.get("continue")) for a in session.hook_answers("PostToolUse")] == [
+        "block"
+    ]
+    denied = session.hook_answers("PreToolUse")[-1]
+    assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert denied["continue"] is False
+    assert denied["stopReason"].startswith(f"{HALTED} (max_cycles)")
     assert session.result["terminal_reason"] == "hook_stopped"
-    main_requests = [r for r in fake.requests if not _subagent_task(r)]
-    assert len(main_requests) == 2  # none after the second subagent returned
+
+
+@pytest.mark.parametrize("background", ["default", "disabled"])
+def test_a_background_subagent_halted_at_its_stop(claude_code: ClaudeCode, background: str) -> None:
+    """Claude Code runs a subagent in the background unless told otherwise; after the
+    work is stopped, it starts one more turn for the subagent's notification, unless
+    background tasks are disabled."""
+    state = WorkflowState(atoms=[Atom(id="core")], control=Control(max_iterations=1))
+    _store(claude_code, state)
+    claude_code.write_settings(documented_settings())
+    launched: list[int] = []
+
+    waiting = claude_code.project / "main-agent-waits"
+
+    def model(request: MessagesRequest) -> Reply:
+        if _subagent_task(request):
+            if background == "default" and not request.mentions("waited"):
+                # the subagent ends only once the main agent has answered and waits
+                loop = f"while [ ! -e {waiting} ]; do sleep 0.1; done; echo waited"
+                return tool_use("Bash", {"command": loop, "description": "wait"})
+            return text("Nothing changed.")
+        if request.mentions(HALTED):
+            return text("The coordinator stopped the work.")
+        if launched:
+            waiting.touch()
+            return text("Waiting for the subagent.")
+        launched.append(1)
+        return tool_use("Agent", {"description": "a part", "prompt": "SUBTASK part 1"})
+
+    env = {"CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"} if background == "disabled" else {}
+    with FakeAnthropic(model) as fake, OutboundTrap() as trap:
+        session = claude_code.run("port it", fake, trap, args=("--allowedTools", "Bash"), env=env)
+
+    assert fake.problems == []
+    main = [r for r in fake.requests if not _subagent_task(r)]
+    halts = [a.get("continue") for a in session.hook_answers("SubagentStop")]
+    assert halts == [False]
+    if background == "default":  # the notification's turn comes after the session ended
+        assert len(main) == 3 and main[2].mentions("NOTIFICATION")
+        assert [r["result"] for r in session.results] == [
+            "Waiting for the subagent.",
+            "The coordinator stopped the work.",
+        ]
+    else:  # the main agent learns of the stop when the Agent call returns, and answers
+        assert len(main) == 2 and main[1].mentions(HALTED)
+        assert [r["result"] for r in session.results] == ["The coordinator stopped the work."]

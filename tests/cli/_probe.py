@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _PROBE = """
-import json, sys
+import json, os, sys
+def exit_now(code):  # a command that ends its process at once: report first
+    raise SystemExit(code)
+os._exit = exit_now
 from convergent.cli import main
 try:
     main()

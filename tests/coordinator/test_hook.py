@@ -670,6 +670,70 @@ def test_post_tool_use_after_completion_says_nothing(store: StateStore, tmp_path
     assert (answer.action, answer.output) == ("allow", {})
 
 
+# --- PreToolUse: nothing runs once the work ended ----------------------------------------
+
+
+def pre_tool_payload(cwd: Path, tool: str = "Agent", agent_id: str | None = None) -> str:
+    """Shaped like Claude Code's PreToolUse hook input (``agent_id``: a subagent's call)."""
+    payload = {**tool_payload(cwd, tool), "hook_event_name": "PreToolUse"}
+    del payload["tool_response"]
+    if agent_id is not None:
+        payload["agent_id"] = agent_id
+    return json.dumps(payload)
+
+
+def _halted(store: StateStore, tmp_path: Path) -> str:
+    """A state whose work a subagent's stop just ended; returns the halt's reason."""
+    state = make_state(2, max_stall_count=1)
+    observe_iteration(state)
+    store.create(state)
+    answer = answer_hook(HookEvent.SUBAGENT_STOP, json.dumps(subagent_payload(tmp_path)))
+    reason: str = answer.output["stopReason"]
+    return reason
+
+
+def test_pre_tool_use_lets_every_call_run_while_the_work_goes_on(
+    convergent_exe: str, store: StateStore, state_path: Path, tmp_path: Path
+) -> None:
+    store.create(make_state(2))
+    before = state_path.read_bytes()
+    code, output, _ = run_hook(
+        convergent_exe, "pre-tool-use", pre_tool_payload(tmp_path, "Bash"), cwd=tmp_path
+    )
+    assert (code, output) == (0, {})
+    assert state_path.read_bytes() == before  # read only: nothing written
+
+
+def test_pre_tool_use_denies_the_next_subagent_then_ends_the_session(
+    store: StateStore, tmp_path: Path
+) -> None:
+    reason = _halted(store, tmp_path)
+    first = answer_hook(HookEvent.PRE_TOOL_USE, pre_tool_payload(tmp_path))
+    later = answer_hook(HookEvent.PRE_TOOL_USE, pre_tool_payload(tmp_path, "Bash"))
+    denied = first.output["hookSpecificOutput"]
+    assert (denied["hookEventName"], denied["permissionDecision"]) == ("PreToolUse", "deny")
+    assert denied["permissionDecisionReason"].startswith(f"{reason} Start no more work")
+    assert "continue" not in first.output
+    assert later.output["hookSpecificOutput"]["permissionDecisionReason"] == reason
+    assert (later.output["continue"], later.output["stopReason"]) == (False, reason)
+    record = store.load().control.hook.last_answer
+    assert record is not None and (record.event, record.action) == ("PreToolUse", "halt")
+
+
+def test_pre_tool_use_denies_a_subagents_own_calls_without_telling_the_main_agent(
+    store: StateStore, tmp_path: Path
+) -> None:
+    reason = _halted(store, tmp_path)
+    call = pre_tool_payload(tmp_path, "Bash", agent_id="a7f3c2e1")
+    answer = answer_hook(HookEvent.PRE_TOOL_USE, call)
+    told = answer.output["hookSpecificOutput"]["permissionDecisionReason"]
+    assert told == f"{reason} Call no more tools: end your work now and report what you did."
+    assert "continue" not in answer.output  # only the subagent's call is stopped
+    assert not store.load().control.hook.halt_reported  # the main agent is still to be told
+    main = answer_hook(HookEvent.PRE_TOOL_USE, pre_tool_payload(tmp_path))
+    assert "continue" not in main.output
+
+
 def test_work_that_goes_on_again_is_reported_afresh(store: StateStore, tmp_path: Path) -> None:
     state = make_state(2)
     request_stop(state, "lunch")

@@ -13,16 +13,26 @@ Each framework has its own module, imported only when used, behind its own extra
 
 Every adapter drives a `convergent.driver.CycleDriver`, the same sequence of
 `convergent.stop.decide` calls that convergent's own loop runs on, and reports how the
-run ended as a `StopReport` with its typed `StopReason`. What a host cannot express is
-refused with `NotExpressible` when the adapter is built.
+run ended as a `StopReport` with its typed `StopReason`. Where a host cannot deliver
+part of the default policy (a note to the model), its adapter adapts the policy and
+says so once with a `PolicyAdapted` warning; what a host cannot express that was asked
+for explicitly is refused with `NotExpressible` when the adapter is built.
 """
 
 from __future__ import annotations
 
 from convergent.driver import CycleDriver, FinalRequest, Review, StopReport
+from convergent.exceptions import ConvergentError as _ConvergentError
 from convergent.exceptions import UserError as _UserError
 
-__all__ = ["CycleDriver", "FinalRequest", "NotExpressible", "Review", "StopReport"]
+__all__ = [
+    "CycleDriver",
+    "FinalRequest",
+    "NotExpressible",
+    "PolicyAdapted",
+    "Review",
+    "StopReport",
+]
 
 
 class NotExpressible(_UserError):
@@ -31,4 +41,12 @@ class NotExpressible(_UserError):
     Raised when the adapter is built, never mid-run: for example a verifier for a host
     that ends its run at its first answer, or a nudge for a routing function, which
     cannot add a message.
+    """
+
+
+class PolicyAdapted(_ConvergentError, UserWarning):
+    """An adapter changed the stop policy to what its host can deliver (said once).
+
+    For example a LangGraph routing function, which cannot add a message, turns the
+    stall and tool-error nudges off: the run stops where the loop would nudge.
     """

@@ -20,6 +20,7 @@ from convergent.messages import NO_USAGE, CallOutcome, ToolCall, Usage
 
 __all__ = [
     "awrap_tool_call",
+    "finish_reason_of",
     "last_text",
     "outcome_of",
     "to_tool_calls",
@@ -85,6 +86,16 @@ def outcome_of(message: ToolMessage) -> tuple[CallOutcome, bool]:
     if fatal is None:
         return CallOutcome.INVALID, False
     return CallOutcome.FAILED, bool(fatal)
+
+
+def finish_reason_of(message: AIMessage) -> str | None:
+    """Why the provider ended a model message, as the chat model reports it.
+
+    OpenAI's ``finish_reason`` or Anthropic's ``stop_reason``; None when it reports none.
+    """
+    metadata = message.response_metadata
+    reason = metadata.get("finish_reason") or metadata.get("stop_reason")
+    return str(reason) if reason else None
 
 
 def usage_of(message: AIMessage) -> Usage:

@@ -3,31 +3,32 @@
 `Convergence` gives ``ClaudeAgentOptions`` three kinds of hook, each the SDK's own:
 
 - ``PreToolUse`` reviews each tool call before it runs: a stalled call is denied with
-  the nudge as the reason the model reads; a stall past its nudge denies the call and
-  ends the session (``continue: false`` with the stop's detail).
+  the nudge as the reason the model reads; past the nudge the call is denied with the
+  request for the answer after the stop.
 - ``PostToolUse`` and ``PostToolUseFailure`` record each result, so polling that
   changes and reading after a write count as progress; a persisting tool-error streak
-  gets a nudge (``additionalContext``), then ends the session; so does a hand-off.
-- ``Stop`` runs the verifier on the last answer: while it fails, the stop is blocked
-  and its feedback goes to the model.
+  gets a nudge (``additionalContext``), then the request for the answer after the
+  stop; a hand-off ends the session.
+- ``Stop`` checks the last answer against ``output`` and the verifier: while it fails,
+  the stop is blocked and the model told why. Claude Code delivers only so many blocks
+  in a row (``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP``, 8 by default): the last it delivers
+  ends the run ``stalled`` instead and asks for the answer after the stop, so the
+  session never ends on a rejected answer reported as done.
 
-Claude Code ends a session when ``PostToolUse`` says so, but not ``PostToolUseFailure``
-(2.1.x): a stop that a failure calls for ends the session at the next hook that can
-end it (the next tool call is denied), one model request later than convergent's loop
-would. Claude Code also hands the hooks a failure as text only; wrap in-process SDK
+After a stop the model answers once more, as after convergent's loop's final request:
+its tool calls are denied and any call after that ends the session (``continue:
+false``). Claude Code hands the hooks a failure as text only; wrap in-process SDK
 tools with `Convergence.tools` and their exceptions reach the model in convergent's
-words, and a fatal `ToolError` ends the session at once, as it ends convergent's loop
-(its result goes to ``PostToolUse``, which can end the session; the model never reads
-it).
+words, and a fatal `ToolError` stops the run at once (its result goes to
+``PostToolUse``, where the stop is decided; the model never reads it).
 
 What the hooks cannot see is a model request: the CLI makes them. So ``max_cycles``
-becomes the SDK's ``max_turns`` and ``max_cost`` its ``max_budget_usd``; a token or
-wall-time budget cannot be expressed (`NotExpressible`). Pass each message of the
-session to `record`: it counts the requests and their usage (Claude Code's
-``num_turns`` counts a turn a hook ended as one more). Claude Code makes no request
-after a hook ends the session, so there is no final answer after a stop (nor an output
-cap for one): the output is the last text. Each hook sees one call, so a step is one
-call.
+becomes the SDK's ``max_turns`` and ``max_cost`` its ``max_budget_usd``, and Claude Code
+ends the session itself there, with no answer after the stop; a token or wall-time
+budget cannot be expressed (`NotExpressible`). Iterate `Convergence.query`: it passes
+each message to `record`, which counts the requests and their usage, and ends
+quietly where the SDK would raise ``ResultError`` for a limit the adapter set. Each
+hook sees one call, so a step is one call.
 
 Install with ``pip install convergent[claude-agent-sdk]``.
 """
@@ -36,6 +37,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Unpack, cast
 
 from claude_agent_sdk import (
@@ -43,20 +46,24 @@ from claude_agent_sdk import (
     ClaudeAgentOptions,
     HookContext,
     HookMatcher,
+    ResultError,
     ResultMessage,
     SdkMcpTool,
     TextBlock,
+    ToolUseBlock,
 )
-from claude_agent_sdk.types import HookCallback
+from claude_agent_sdk import query as sdk_query
+from claude_agent_sdk.types import HookCallback, Message
 
+from convergent._claude_code import claude_code_block_cap
 from convergent.adapters import NotExpressible
+from convergent.adapters._policy import settled, told
 from convergent.driver import CycleDriver, PolicyOptions, StopReport, failure_result
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.stop import (
     Decision,
     Facts,
-    Interrupted,
     LimitReached,
     Nudge,
     Stop,
@@ -66,6 +73,23 @@ from convergent.stop import (
 
 __all__ = ["Convergence"]
 
+_LIMIT_RESULTS = {"error_max_turns": "max_cycles", "error_max_budget_usd": "max_cost"}
+"""Claude Code's results for the limits the adapter sets, by the limit they stand for."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Response:
+    """One model response of the main agent, as `record` saw it.
+
+    Claude Code sends one message per content block, under the response's id.
+    """
+
+    usage: Usage
+    tool_ids: set[str] = dataclasses.field(default_factory=set)
+    text: str = ""
+    blocks: set[str] = dataclasses.field(default_factory=set)
+    """The text blocks seen, so that a message seen twice adds its text once."""
+
 
 class Convergence:
     """The stop decisions of one Claude Agent SDK session (make one per session).
@@ -73,8 +97,8 @@ class Convergence:
     Example:
         ```python
         convergence = Convergence(Limits(max_cycles=20), verifier=tests_pass)
-        async for message in query(prompt=task, options=convergence.options()):
-            convergence.record(message)
+        async for message in convergence.query(prompt=task):
+            ...
         convergence.report.reason
         ```
 
@@ -84,43 +108,53 @@ class Convergence:
         **options: The rest of the stop policy (`convergent.driver.PolicyOptions`).
             Give ``tools`` the ``read_only`` flags you know (Claude Code's ``Read``,
             ``Grep``, ``Glob`` only read; ``Edit``, ``Write``, ``Bash`` may change
-            things); the ``verifier`` runs when the model stops, and its feedback keeps
-            it going; a ``final_answer`` is not expressible.
+            things); ``output`` and the ``verifier`` run when the model stops, and
+            their feedback keeps it going.
 
     Raises:
-        NotExpressible: For a token or wall-time budget, or a final answer.
+        NotExpressible: For a token or wall-time budget.
     """
 
     def __init__(self, limits: Limits | None = None, **options: Unpack[PolicyOptions]) -> None:
-        limits = limits or Limits()
+        limits, options = settled(limits, options)
         if limits.max_total_tokens is not None or limits.max_seconds is not None:
             raise NotExpressible(
                 "Claude Agent SDK hooks do not see model requests: a token or wall-time "
                 "budget cannot be checked before one (use max_cycles or max_cost)"
             )
-        if options.get("final_answer"):
-            raise NotExpressible(
-                "Claude Code makes no request after a hook ends the session: "
-                "there is no final answer after a stop"
-            )
-        options["final_answer"] = False
         self.driver = CycleDriver(limits, **options)
         self.report: StopReport | None = None
         """How the session ended, once `finish` has seen its result."""
+        self.block_cap: int | None = claude_code_block_cap(os.environ)
+        """Stop-hook blocks in a row Claude Code delivers (set by `options` from the
+        environment the CLI gets); None: no cap."""
         self._calls: dict[str, ToolCall] = {}
         self._last_text = ""
         self._fatal: list[str] = []
         """Texts of fatal failures of wrapped tools, until ``PostToolUse`` sees them."""
-        self._requests: dict[str, Usage] = {}
-        """The main agent's model responses seen by `record`, by message id."""
+        self._responses: dict[str, _Response] = {}
+        """The main agent's model responses seen by `record`, by message id, in order."""
+        self._blocks = 0
+        """Stop-hook blocks given in a row."""
+        self._rejected = False
+        """The latest answer failed its checks (and the session may end on it)."""
+        self._anchor: str | None = None
+        """What the stop was decided at: the call's id, or the answer's text."""
+        self._asked = False
+        """The model was asked for the answer after the stop."""
+        self._after: str | None = None
+        """The answer after the stop, once the model gave it."""
+        self._step: set[str] = set()
+        """The ids of the calls of the response whose tools are running."""
+        self._done: set[str] = set()
+        """Those that are done (a result came, or the review held them back)."""
 
     def tools(self, *tools: SdkMcpTool[Any]) -> list[SdkMcpTool[Any]]:
         """Copies of in-process SDK tools whose exceptions the policy can read.
 
         A tool's exception becomes an error result in convergent's words (instead of the
-        SDK's bare message), and a `ToolError(fatal=True)` ends the session when its
-        failure reaches ``PostToolUseFailure``. Give the copies to
-        ``create_sdk_mcp_server``.
+        SDK's bare message), and a `ToolError(fatal=True)` stops the run when its
+        failure reaches ``PostToolUse``. Give the copies to ``create_sdk_mcp_server``.
         """
         return [dataclasses.replace(tool, handler=self._guarded(tool)) for tool in tools]
 
@@ -159,11 +193,46 @@ class Convergence:
         for event, matchers in self.hooks.items():
             hooks.setdefault(event, []).extend(matchers)
         limits = self.driver.limits
+        environment: Mapping[str, str] = {**os.environ, **(base.env or {})}
+        self.block_cap = claude_code_block_cap(environment)
+        cycles = limits.max_cycles
+        # one turn more for the answer after a stop at max_cycles, which the hooks ask for
+        turns = cycles + int(self.driver.final_answer) if cycles is not None else base.max_turns
         return dataclasses.replace(
             base,
             hooks=hooks,
-            max_turns=limits.max_cycles if limits.max_cycles is not None else base.max_turns,
+            max_turns=turns,
             max_budget_usd=limits.max_cost if limits.max_cost is not None else base.max_budget_usd,
+        )
+
+    async def query(
+        self,
+        *,
+        prompt: str | AsyncIterable[dict[str, Any]],
+        options: ClaudeAgentOptions | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[Message]:
+        """``claude_agent_sdk.query`` with this session's `options`, each message recorded.
+
+        Where Claude Code ends the session at a limit the adapter set (``max_turns`` for
+        ``max_cycles``, ``max_budget_usd`` for ``max_cost``), the SDK raises
+        ``ResultError`` after the result: here the iteration simply ends, and `report`
+        says ``max_cycles`` or ``budget_exhausted``. Other errors are raised.
+        """
+        try:
+            async for message in sdk_query(prompt=prompt, options=self.options(options), **kwargs):
+                self.record(message)
+                yield message
+        except ResultError as error:
+            if not self._ended_by_a_limit(error):
+                raise
+
+    def _ended_by_a_limit(self, error: ResultError) -> bool:
+        report = self.report
+        return (
+            report is not None
+            and error.subtype in _LIMIT_RESULTS
+            and report.reason in (StopReason.MAX_CYCLES, StopReason.BUDGET_EXHAUSTED)
         )
 
     # -- hooks --------------------------------------------------------------------------
@@ -177,23 +246,26 @@ class Convergence:
             arguments=dict(data.get("tool_input") or {}),
         )
         self._calls[call.id] = call
-        if self.driver.stop is not None:  # a stop a failure called for: end here
-            return self._deny(f"not executed: {self.driver.stop.detail}", self.driver.stop)
-        review = self.driver.review([call])
+        driver = self.driver
+        if driver.stop is None and self._step and call.id not in self._step:
+            decision = self._end_step()  # a step whose results did not all come back
+            if isinstance(decision, Stop):
+                prompt = self._stopped(decision, call.id)
+                return _deny(prompt) if prompt else _deny(decision.detail, end=decision)
+        stop = driver.stop
+        if stop is not None:  # in the batch the stop came in, denied; after it, the end
+            ended = None if self._beside_anchor(call.id) else stop
+            return _deny(f"not executed: {stop.detail}", end=ended)
+        self._step = self._step or self._batch(call.id)
+        review = driver.review([call])
         if not review.skipped:
             return {}
+        self._done.add(call.id)
         decision = review.decision
-        return self._deny(review.skipped[0], decision if isinstance(decision, Stop) else None)
-
-    def _deny(self, reason: str, stop: Stop | None) -> dict[str, Any]:
-        denied = {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": "deny",
-                "permissionDecisionReason": reason,
-            }
-        }
-        return {**denied, **_end(stop)} if stop is not None else denied
+        if isinstance(decision, Stop):
+            prompt = self._stopped(decision, call.id)
+            return _deny(prompt) if prompt else _deny(review.skipped[0], end=decision)
+        return _deny(review.skipped[0])
 
     async def _post_tool_use(
         self, data: Any, tool_use_id: str | None, context: HookContext
@@ -224,18 +296,38 @@ class Convergence:
             id=call_id, name=data["tool_name"], arguments=dict(data.get("tool_input") or {})
         )
         driver = self.driver
-        if driver.stop is not None:  # a stop a failure called for: end here
-            return _end(driver.stop)
+        if driver.stop is not None:
+            return {}
         driver.observe(call, outcome, text, fatal=fatal)
-        decision = driver.end_step()
+        self._done.add(call_id)
+        if not self._step <= self._done:  # the step goes on: more calls of the response
+            return {}
+        decision = self._end_step()
+        event = str(data.get("hook_event_name") or "PostToolUse")
         if isinstance(decision, Stop):
-            return _end(decision)
+            prompt = self._stopped(decision, call_id)
+            return _context(event, prompt) if prompt else _end(decision)
         if isinstance(decision, Nudge):
-            event = "PostToolUse" if outcome == CallOutcome.OK else "PostToolUseFailure"
-            return {
-                "hookSpecificOutput": {"hookEventName": event, "additionalContext": decision.note}
-            }
-        return {}
+            return _context(event, decision.note)
+        note = driver.budget_note()
+        return _context(event, note) if note is not None else {}
+
+    def _end_step(self) -> Decision:
+        """A response's calls are done: the step's decision, then the limits."""
+        self._step, self._done = set(), set()
+        driver = self.driver
+        decision = driver.end_step()
+        if isinstance(decision, Stop | Nudge):
+            return decision
+        driver.tally.cycles = len(self._responses)
+        return driver.before_request()
+
+    def _batch(self, call_id: str) -> set[str]:
+        """The calls of the response ``call_id`` came in (itself alone, if unseen)."""
+        for response in self._responses.values():
+            if call_id in response.tool_ids:
+                return set(response.tool_ids)
+        return {call_id}
 
     async def _stop(
         self, data: Any, tool_use_id: str | None, context: HookContext
@@ -243,31 +335,82 @@ class Convergence:
         text = str(data.get("last_assistant_message") or "")
         if text:
             self._last_text = text
-        if self.driver.stop is not None:  # stopped already: let the session end
+        driver = self.driver
+        if driver.stop is None and self._step:  # a step whose results did not all come back
+            self._end_step()
+        if driver.stop is not None:  # the answer after the stop: let the session end
+            if self._asked and self._after is None:
+                self._after = text
             return {}
-        decision: Decision = await self.driver.answered_async(text)
-        if isinstance(decision, Interrupted):
-            return {"decision": "block", "reason": decision.message}
-        return {}
+        if not data.get("stop_hook_active"):
+            self._blocks = 0
+        decision = await driver.answered_async(text)
+        feedback = told(decision)
+        self._rejected = feedback is not None
+        if feedback is not None:
+            driver.tally.cycles = len(self._responses)
+            self._blocks += 1
+            if isinstance(driver.before_request(), Stop):
+                pass  # a limit: the answer after the stop is asked for below
+            elif self.block_cap is None or self._blocks < self.block_cap:
+                note = driver.budget_note()
+                reason = feedback if note is None else f"{feedback}\n\n{note}"
+                return {"decision": "block", "reason": reason}
+            else:
+                driver.stop = Stop(  # the last block Claude Code delivers: used for the answer
+                    StopReason.STALLED,
+                    f"the answer was rejected {self._blocks} times in a row, and Claude Code "
+                    f"delivers at most {self.block_cap} stop-hook blocks in a row",
+                )
+        stop = driver.stop
+        if stop is None or stop.reason is StopReason.COMPLETED:
+            return {}
+        prompt = self._stopped(stop, text)
+        return {"decision": "block", "reason": prompt} if prompt else {}
+
+    def _beside_anchor(self, call_id: str) -> bool:
+        """Whether a call came in the same response as the call the stop was decided at."""
+        anchor = self._anchor
+        return anchor is not None and any(
+            anchor in response.tool_ids and call_id in response.tool_ids
+            for response in self._responses.values()
+        )
+
+    def _stopped(self, stop: Stop, anchor: str) -> str | None:
+        """A stop decided at a hook: the request for the answer after it, if one is due."""
+        self._anchor = anchor
+        final = self.driver.final_request(stop)
+        self._asked = final is not None
+        return final.prompt if final is not None else None
 
     # -- the end ------------------------------------------------------------------------
 
     def record(self, message: object) -> StopReport | None:
-        """See one message of the session (pass each, in order).
+        """See one message of the session (pass each, in order; `query` does).
 
         Counts the main agent's model requests and their usage; at the
         ``ResultMessage``, `finish`es and returns the report.
         """
         if isinstance(message, AssistantMessage) and message.parent_tool_use_id is None:
-            usage = message.usage or {}
-            self._requests[message.message_id or str(len(self._requests))] = Usage(
-                input_tokens=usage.get("input_tokens", 0),
-                output_tokens=usage.get("output_tokens", 0),
-                requests=1,
-            )
-            text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
-            if text.strip():
-                self._last_text = text
+            key = message.message_id or str(len(self._responses))
+            response = self._responses.get(key)
+            if response is None:
+                usage = message.usage or {}
+                response = self._responses[key] = _Response(
+                    Usage(
+                        input_tokens=usage.get("input_tokens", 0),
+                        output_tokens=usage.get("output_tokens", 0),
+                        requests=1,
+                    )
+                )
+            for block in message.content:
+                if isinstance(block, ToolUseBlock):
+                    response.tool_ids.add(block.id)
+                elif isinstance(block, TextBlock) and block.text not in response.blocks:
+                    response.blocks.add(block.text)
+                    response.text += block.text
+            if response.text.strip():
+                self._last_text = response.text
         elif isinstance(message, ResultMessage):
             return self.finish(message)
         return None
@@ -275,10 +418,10 @@ class Convergence:
     def finish(self, result: ResultMessage) -> StopReport:
         """How the session ended, from its ``ResultMessage`` and the hooks' decisions."""
         driver = self.driver
-        requests = self._requests
         tally = driver.tally
-        tally.cycles = len(requests) if requests else result.num_turns
-        tally.usage = sum(requests.values(), Usage())
+        cycles, before, after = self._split()
+        tally.cycles = cycles if self._responses else result.num_turns
+        tally.usage = sum((response.usage for response in self._responses.values()), Usage())
         if result.total_cost_usd:
             tally.usage = dataclasses.replace(tally.usage, cost=result.total_cost_usd)
         if driver.stop is None or driver.stop.reason is StopReason.COMPLETED:
@@ -287,10 +430,43 @@ class Convergence:
                 decision = decide(Facts(limit=limit))
                 assert isinstance(decision, Stop)
                 driver.stop = decision
+            elif driver.stop is None and (self._rejected or result.is_error):
+                driver.stop = Stop(StopReason.STALLED, _ended_unaccepted(result, self._rejected))
             elif driver.stop is None:
                 driver.judge_answer(None)
-        self.report = driver.report(result.result or self._last_text)
+        if before is None:
+            self.report = driver.report(result.result or self._last_text)
+        else:
+            self.report = driver.report(before, self._after or after)
         return self.report
+
+    def _split(self) -> tuple[int, str | None, str | None]:
+        """The cycles; after a stop that asked for an answer, the text before it and the answer.
+
+        The responses after the one the stop was decided at are the answer: not cycles.
+        """
+        anchor = self._anchor if self._asked else None
+        responses = list(self._responses.values())
+        # an answer the stop was decided at is not the answer after it, even word for word
+        newest = len(responses) - (2 if self._after is not None else 1)
+        for position in range(len(responses) - 1, -1, -1):
+            response = responses[position]
+            if anchor is not None and (
+                anchor in response.tool_ids or (anchor == response.text and position <= newest)
+            ):
+                said = [r.text for r in responses[: position + 1] if r.text.strip()]
+                answer = "".join(r.text for r in responses[position + 1 :])
+                return position + 1, said[-1] if said else "", answer
+        return len(responses), None, None
+
+
+def _ended_unaccepted(result: ResultMessage, rejected: bool) -> str:
+    if rejected:
+        return (
+            "the session ended on an answer that failed its checks (Claude Code delivers "
+            "only so many stop-hook blocks in a row)"
+        )
+    return f"the session ended with an error ({result.subtype}) before an answer passed"
 
 
 def _limit_of(result: ResultMessage, driver: CycleDriver) -> LimitReached | None:
@@ -302,6 +478,23 @@ def _limit_of(result: ResultMessage, driver: CycleDriver) -> LimitReached | None
             limit="max_cost", used=result.total_cost_usd or 0.0, maximum=limits.max_cost
         )
     return None
+
+
+def _deny(reason: str, *, end: Stop | None = None) -> dict[str, Any]:
+    """Deny a call with ``reason`` (what the model reads); with ``end``, end the session."""
+    denied = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+    return {**denied, **_end(end)} if end is not None else denied
+
+
+def _context(event: str, text: str) -> dict[str, Any]:
+    """Text for the model after a tool call (a nudge, or the request for the answer)."""
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
 def _end(stop: Stop) -> dict[str, Any]:

@@ -3,9 +3,11 @@
 `ConvergenceMiddleware` drives a `CycleDriver` from two of the agent's hooks, in the
 loop's order. ``wrap_model_call`` is the cycle: it judges the tool batch that just ran
 (a hand-off, a tool-error nudge or stop), adds the budget note, checks the limits,
-makes the request, then runs the verifier on an answer (its feedback goes back to the
-model within the same call) or reviews the tool calls before they run (a stalled call
-gets the nudge as its result instead of running). After a stop it makes the one final
+makes the request, then checks an answer (the output type, then the verifier; the
+feedback goes back to the model within the same call) or reviews the tool calls before
+they run (a stalled call gets the nudge as its result instead of running). A typed
+answer (``response_format``) is judged once LangChain has validated it; one it rejects
+is LangChain's to ask again for. After a stop it makes the one final
 request without tools (capped to what the token and cost budgets leave) and ends the
 run as LangChain's own limit middleware does (``jump_to`` the end); the agent's
 result carries a `StopReport` under ``"stop_report"``. ``wrap_tool_call`` turns a
@@ -19,6 +21,7 @@ Install with ``pip install convergent[langchain]``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, Unpack
@@ -30,6 +33,7 @@ from langchain.agents.middleware.types import (
     OmitFromInput,
     PrivateStateAttr,
 )
+from langchain.agents.structured_output import StructuredOutputError, ToolStrategy
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -37,19 +41,21 @@ from langgraph.types import Command
 
 from convergent.adapters._langchain_common import (
     awrap_tool_call,
+    finish_reason_of,
     last_text,
     outcome_of,
-    to_tool_calls,
+    to_tool_call,
     usage_of,
     usage_of_any,
     wrap_tool_call,
 )
+from convergent.adapters._policy import settled, told
 from convergent.driver import CycleDriver, PolicyOptions, StopReport
 from convergent.extensions import Verification
 from convergent.limits import Limits
 from convergent.messages import ToolCall
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.stop import Interrupted, Nudge, Stop
+from convergent.stop import Decision, Nudge, Stop, StopReason
 
 __all__ = ["ConvergenceMiddleware", "ConvergenceState"]
 
@@ -122,10 +128,9 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
         **options: Unpack[PolicyOptions],
     ) -> None:
         super().__init__()
-        self.limits = limits or Limits()
+        self.limits, self._options = settled(limits, options)
         self.price = priced_for_limit(price, self.limits.max_cost, "ConvergenceMiddleware")
         """The model's price, which responses are costed at."""
-        self._options = options
 
     # -- the model call -----------------------------------------------------------------
 
@@ -197,49 +202,126 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
             book = _RunBook(CycleDriver(self.limits, price=self.price, **self._options))
             update["convergence_run"] = book
         driver = book.driver
-        added: list[AnyMessage] = []
+        added = _record_batch(book, request.messages)
         """Messages for the conversation, in order: notes, responses, skipped results."""
-        if book.batch:
-            decision = _record_batch(book, request.messages)
-            if isinstance(decision, Nudge):
-                added.append(HumanMessage(decision.note))
         while driver.stop is None and not isinstance(driver.before_request(), Stop):
             note = driver.budget_note()
             if note is not None:
                 added.append(HumanMessage(note))
-            response: ModelResponse[Any] = yield (
-                request.override(messages=[*request.messages, *added]) if added else request
-            )
+            try:
+                response: ModelResponse[Any] = yield (
+                    request.override(messages=[*request.messages, *added]) if added else request
+                )
+            except StructuredOutputError as error:
+                if not _sent_back_by_us(request, error):
+                    raise
+                _rejected(driver, error, added)
+                continue
             ai = _ai_of(response.result)
             driver.requested(usage_of_any(ai))
             added.extend(response.result)  # type: ignore[arg-type]
             if ai is None:
                 yield _respond(added, update, response)
                 return
-            if ai.tool_calls:
-                calls = to_tool_calls(ai)
-                review = driver.review(calls)
-                for position, text in review.skipped.items():
-                    call = calls[position]
-                    added.append(
-                        ToolMessage(text, tool_call_id=call.id, name=call.name, status="error")
-                    )
-                book.batch = [c for n, c in enumerate(calls) if n not in review.skipped]
-                if driver.stop is not None:
+            answered = {m.tool_call_id for m in response.result if isinstance(m, ToolMessage)}
+            calls = [to_tool_call(call) for call in ai.tool_calls if call["id"] not in answered]
+            if calls:
+                if _reviewed(book, calls, added):
                     break
                 yield _respond(added, update, response)
                 return
-            verdict: Verification | None = (
-                (yield _Check(driver, ai.text)) if driver.verifier is not None else None
-            )
-            decision = driver.judge_answer(verdict)
-            if isinstance(decision, Interrupted):
-                added.append(HumanMessage(decision.message))
+            decision = yield from _judged(driver, ai, answered, response)
+            hosts_turn = bool(answered) and response.structured_response is None
+            if _tell(decision, added, hosts_turn=hosts_turn) and not hosts_turn:
                 continue
-            update["stop_report"] = driver.report(ai.text)
+            if not isinstance(decision, Stop):  # the host asks again, its own way
+                yield _respond(added, update, response)
+                return
+            if decision.reason is not StopReason.COMPLETED:
+                break
+            update["stop_report"] = driver.report(driver.answer or _answer_text(ai, answered))
             yield _respond(added, update, response)
             return
         yield from _finish(driver, request, added, update)
+
+
+def _reviewed(book: _RunBook, calls: list[ToolCall], added: list[AnyMessage]) -> bool:
+    """Review a batch before it runs: skipped calls get their text; True if the run stopped."""
+    driver = book.driver
+    review = driver.review(calls)
+    for position, text in review.skipped.items():
+        call = calls[position]
+        added.append(ToolMessage(text, tool_call_id=call.id, name=call.name, status="error"))
+    book.batch = [c for n, c in enumerate(calls) if n not in review.skipped]
+    return driver.stop is not None
+
+
+def _judged(
+    driver: CycleDriver,
+    message: AIMessage,
+    answered: set[str],
+    response: ModelResponse[Any],
+) -> Generator[_Check, Any, Decision]:
+    """An answer's decision: the host's verdict, the output type, then the verifier.
+
+    The verifier's verdict is asked for with a `_Check`.
+    """
+    if answered and response.structured_response is None:
+        errors = "; ".join(m.text for m in response.result if isinstance(m, ToolMessage))
+        return driver.judge_answer(None, output_errors=errors)
+    text = _answer_text(message, answered)
+    if not answered:
+        unfinished = driver.unfinished(text, finish_reason_of(message))
+        if unfinished is not None:  # empty, cut or refused: the model is asked to go on
+            return unfinished
+        text = driver.answer or text
+    check = driver.check_output(text)
+    if check is not None and check.errors is not None:
+        return driver.judge_answer(None, output_errors=check.errors)
+    verdict: Verification | None = (
+        (yield _Check(driver, text)) if driver.verifier is not None else None
+    )
+    return driver.judge_answer(verdict)
+
+
+def _tell(decision: Decision, added: list[AnyMessage], *, hosts_turn: bool) -> bool:
+    """Add what the model is told of a reply that was not accepted; whether it was not.
+
+    When the host asks again its own way (a typed answer it rejected, with its own
+    why), only a note is added.
+    """
+    feedback = told(decision)
+    if feedback is None:
+        return False
+    if not hosts_turn or isinstance(decision, Nudge):
+        added.append(HumanMessage(feedback))
+    return True
+
+
+def _rejected(driver: CycleDriver, error: StructuredOutputError, added: list[AnyMessage]) -> None:
+    """A provider's typed answer that did not validate: counted, and sent back with why."""
+    driver.requested(usage_of(error.ai_message))
+    added.append(error.ai_message)
+    feedback = told(driver.judge_answer(None, output_errors=str(error)))
+    if feedback is not None:
+        added.append(HumanMessage(feedback))
+
+
+def _sent_back_by_us(request: ModelRequest[Any], error: StructuredOutputError) -> bool:
+    """Whether a typed answer that failed goes back to the model by convergent's hand.
+
+    A `ToolStrategy` that raised was told to (``handle_errors``); a provider's own typed
+    answer has no retry in LangChain, so convergent's loop gives it one.
+    """
+    return not isinstance(request.response_format, ToolStrategy)
+
+
+def _answer_text(message: AIMessage, answered: set[str]) -> str:
+    """An answer's text: a typed answer's JSON when it came as a structured-output call."""
+    for call in message.tool_calls:
+        if call["id"] in answered:
+            return json.dumps(call["args"], ensure_ascii=False)
+    return message.text
 
 
 def _finish(
@@ -279,8 +361,13 @@ def _finish(
     yield _respond(added, update)
 
 
-def _record_batch(book: _RunBook, messages: list[AnyMessage]) -> Any:
-    """Observe the results of the calls that ran, in call order; then judge the step."""
+def _record_batch(book: _RunBook, messages: list[AnyMessage]) -> list[AnyMessage]:
+    """Observe the results of the calls that ran, in call order; then judge the step.
+
+    Returns the messages it adds to the conversation: a tool-error nudge, if any.
+    """
+    if not book.batch:
+        return []
     results: dict[str, ToolMessage] = {}
     for message in reversed(messages):
         if not isinstance(message, ToolMessage):
@@ -293,7 +380,8 @@ def _record_batch(book: _RunBook, messages: list[AnyMessage]) -> Any:
             outcome, fatal = outcome_of(result)
             driver.observe(call, outcome, result.text, fatal=fatal)
     book.batch = []
-    return driver.end_step()
+    decision = driver.end_step()
+    return [HumanMessage(decision.note)] if isinstance(decision, Nudge) else []
 
 
 def _respond(

@@ -10,46 +10,56 @@ how a run ended. Give the tool node `wrap_tool_call` and `awrap_tool_call` (opti
 so that a tool's exception is a failure the model reads and the tool-error policy
 counts (a fatal `ToolError` included), not a crash of the graph.
 
-A routing function adds nothing to the state and makes no request, so it cannot
-express:
+The answer after a stop needs a node, since a routing function adds nothing to the
+state: add `ToolsCondition.final_answer` as a node, and after a stop that calls for
+one the route goes there instead of to the end. It makes the one request without
+tools and adds the answer to the state as the last message, as LangChain's own limit
+middleware ends a run with a message of its own.
 
-- a nudge before a stall or tool-error stop, or the verifier's feedback:
-  ``StopPolicy(notes=0)`` is required (and the default), and a verifier is refused
-  (`NotExpressible`);
-- a final answer after a stop (``final_answer=True`` is refused): the output is the
-  model's last text;
-- the budget note (it changes no stop; the model is simply not told);
-- ``max_seconds``: it has no clock of the run (refused);
-- a stop that a tool's result calls for (a hand-off, tool errors) before the next model
-  request: it sees the result when it routes that request's response, and stops then;
-- a limit reached after the tools of the last response run: it stops before they run.
+A routing function makes no other request and adds no other message, so:
+
+- the policy's notes are turned off (the run stops where the loop would send one),
+  said once with a `PolicyAdapted` warning when the policy asked for them;
+- a verifier or an output type is refused (`NotExpressible`): its feedback cannot
+  reach the model;
+- the budget note is not sent (it changes no stop; the model is simply not told);
+- ``max_seconds`` is refused: it has no clock of the run;
+- a stop that a tool's result calls for (a hand-off, tool errors) comes before the
+  next model request: it sees the result when it routes that request's response, and
+  stops then;
+- a limit reached after the last response's tools would run stops before they run
+  (the final answer's request reads "not executed" as their results).
 
 Install with ``pip install convergent[langchain]``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Unpack
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableLambda
 
-from convergent.adapters import NotExpressible
+from convergent.adapters import NotExpressible, PolicyAdapted
 from convergent.adapters._langchain_common import (
     awrap_tool_call,
+    finish_reason_of,
     last_text,
     outcome_of,
     to_tool_calls,
     usage_of,
     wrap_tool_call,
 )
-from convergent.driver import CycleDriver, PolicyOptions, StopReport, resolved_policy
-from convergent.limits import Limits, without_legacy
+from convergent.adapters._policy import given_policy, settled
+from convergent.driver import CycleDriver, FinalRequest, PolicyOptions, StopReport
+from convergent.limits import Limits
 from convergent.messages import ToolCall
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.policy import StopPolicy
 from convergent.stop import Stop
 
 __all__ = ["ToolsCondition", "awrap_tool_call", "wrap_tool_call"]
@@ -57,11 +67,14 @@ __all__ = ["ToolsCondition", "awrap_tool_call", "wrap_tool_call"]
 _REPLAYS_KEPT = 256
 """Runs whose replay is kept, so that each routing continues where the last stopped."""
 
+_AFTER_STOP = "convergent_after_stop"
+"""The key, in the answer after a stop's ``response_metadata``, that marks it."""
+
 
 class _Replay:
     """One run's driver, and how far into its conversation it has read."""
 
-    __slots__ = ("batch", "driver", "read", "tail")
+    __slots__ = ("batch", "driver", "final", "read", "tail")
 
     def __init__(self, driver: CycleDriver) -> None:
         self.driver = driver
@@ -71,6 +84,8 @@ class _Replay:
         """The last message read (to tell that the conversation still continues it)."""
         self.batch: dict[str, ToolCall] = {}
         """The calls of the last response read, by id, until their results come."""
+        self.final: str | None = None
+        """The answer after the stop, once the answer node added it."""
 
 
 class ToolsCondition:
@@ -80,23 +95,25 @@ class ToolsCondition:
         ```python
         route = ToolsCondition(Limits(max_cycles=20))
         builder.add_node("tools", ToolNode(tools, wrap_tool_call=wrap_tool_call))
+        builder.add_node("final_answer", route.final_answer(model))  # optional
         builder.add_conditional_edges("agent", route)  # instead of tools_condition
         ...
         route.report(graph.invoke(inputs)).reason
         ```
 
     Args:
-        limits: Budgets; ``max_seconds`` cannot be expressed.
+        limits: Budgets (default `Limits()`); ``max_seconds`` cannot be expressed.
         messages_key: Where the state keeps its messages (as for ``tools_condition``).
         price: The model's price (`TokenPrice` or ``(input, output)`` in US dollars per
             million tokens): the host reports tokens, not cost, so each response is
             costed at it. Required with ``max_cost``.
-        **options: The stop policy and the rest (`convergent.driver.PolicyOptions`); a
-            ``verifier``, a ``final_answer`` and notes cannot be expressed (the policy
-            defaults to ``StopPolicy(notes=0)``).
+        **options: The stop policy and the rest (`convergent.driver.PolicyOptions`):
+            the policy's notes are turned off (with a `PolicyAdapted` warning when it
+            asked for them); a ``verifier`` and an ``output`` type cannot be expressed,
+            and the final answer needs the `final_answer` node.
 
     Raises:
-        NotExpressible: For a verifier, a final answer, nudges or ``max_seconds``.
+        NotExpressible: For a verifier, an output type or ``max_seconds``.
         UserError: For ``max_cost`` without a ``price``.
     """
 
@@ -108,22 +125,36 @@ class ToolsCondition:
         price: PriceLike | None = None,
         **options: Unpack[PolicyOptions],
     ) -> None:
-        limits = limits if limits is not None else Limits()
-        policy = resolved_policy(options.get("policy") or _NO_NOTES, limits, options)
-        _refuse(limits, policy, options.get("verifier"), options.get("final_answer", False))
-        limits = without_legacy(limits)
-        options = {key: value for key, value in options.items() if key not in _LEGACY}  # type: ignore[assignment]
-        options["policy"] = policy
+        given = given_policy(limits if limits is not None else Limits(), options)
+        limits, options = settled(limits, options)
+        _refuse(limits, options)
+        policy = options["policy"]
+        assert policy is not None
+        if policy.notes and given:
+            warnings.warn(
+                "a LangGraph routing function cannot add a note for the model: notes are "
+                "off (StopPolicy(notes=0)), and the run stops where convergent's loop "
+                "would send one",
+                PolicyAdapted,
+                stacklevel=2,
+            )
+        options["policy"] = dataclasses.replace(policy, notes=0)
         self.limits = limits
         self.price = priced_for_limit(price, limits.max_cost, "ToolsCondition")
         """The model's price, which responses are costed at."""
         self.messages_key = messages_key
-        self._options: PolicyOptions = {**options, "final_answer": False}
+        self._options = options
+        self._answer_node: str | None = None
+        self._after_tools = False
         self._replays: OrderedDict[int, _Replay] = OrderedDict()
         self._lock = threading.Lock()
 
     def __call__(self, state: Any) -> Literal["tools", "__end__"]:
-        """``"tools"`` while the last model message has tool calls and nothing stops the run."""
+        """``"tools"`` while the last model message has tool calls and nothing stops the run.
+
+        After a stop that calls for an answer, the `final_answer` node's name, if the
+        graph has one.
+        """
         messages = self._messages(state)
         if not messages:
             raise ValueError(f"no messages found in the state's {self.messages_key!r}")
@@ -131,18 +162,115 @@ class ToolsCondition:
         if not isinstance(last, AIMessage) or not last.tool_calls:
             return "__end__"
         with self._lock:
-            replay = self._replay(messages)
-        return "__end__" if replay.driver.stop is not None else "tools"
+            driver = self._replay(messages).driver
+        if driver.stop is None:
+            return "tools"
+        return self._end(driver)  # type: ignore[return-value]  # the answer node, if any
+
+    def after_tools(self, model_node: str) -> Callable[[Any], str]:
+        """A routing function for the tool node's edge back to ``model_node``.
+
+        With it, a stop that a batch's results call for (a hand-off, a tool-error
+        streak, a limit) ends the run right after the batch, before the next model
+        request, as in convergent's loop; the route alone stops one request later.
+        Use it in place of ``builder.add_edge("tools", model_node)``.
+        """
+        self._after_tools = True
+
+        def route_results(state: Any) -> str:
+            with self._lock:
+                replay = self._replay(self._messages(state))
+            return model_node if replay.driver.stop is None else self._end(replay.driver)
+
+        return route_results
+
+    def _end(self, driver: CycleDriver) -> str:
+        """Where a stopped run goes: the answer node if one is due and the graph has it."""
+        if self._answer_node is not None and driver.calls_for_answer():
+            return self._answer_node
+        return "__end__"
+
+    def final_answer(self, model: Any, *, name: str = "final_answer") -> RunnableLambda[Any, Any]:
+        """The node that makes the request for the answer after a stop; add it as ``name``.
+
+        Once made, the route goes to ``name`` after a stop that calls for an answer
+        (`max_cycles`, `stalled`, `budget_exhausted`, `tool_error`, unless
+        ``final_answer=False``). The node asks ``model`` (a chat model, without tools)
+        once, with ``max_tokens`` capped to what a token or cost budget leaves, and adds
+        its answer to the state as the last message; the graph ends there. Calls of the
+        last response that did not run get a "not executed" result first, so that the
+        request is one a provider accepts.
+
+        Args:
+            model: The graph's chat model, unbound to tools.
+            name: The node's name in the graph.
+        """
+        self._answer_node = name
+
+        def answer(state: Any) -> dict[str, Any]:
+            asked = self._final_request(state, model)
+            if asked is None:
+                return {}
+            messages, added, final = asked
+            try:
+                response = _capped(model, final).invoke(messages)
+            except Exception:  # no answer is better than a crash: the run keeps its last text
+                return {self.messages_key: added}
+            return {self.messages_key: [*added, _after_stop(response)]}
+
+        async def aanswer(state: Any) -> dict[str, Any]:
+            asked = self._final_request(state, model)
+            if asked is None:
+                return {}
+            messages, added, final = asked
+            try:
+                response = await _capped(model, final).ainvoke(messages)
+            except Exception:  # no answer is better than a crash: the run keeps its last text
+                return {self.messages_key: added}
+            return {self.messages_key: [*added, _after_stop(response)]}
+
+        return RunnableLambda(answer, afunc=aanswer, name=name)
 
     def report(self, state: Any) -> StopReport:
         """How the run in ``state`` ended (its state at the end of the graph's run)."""
         messages = self._messages(state)
         run = _run_of(messages)
-        replay = _Replay(CycleDriver(self.limits, price=self.price, **self._options))
-        _read(replay, run)
+        replay = _Replay(self._driver())
+        _read(replay, run, early=not self._after_tools)
         if replay.driver.stop is None:
             raise ValueError("the run in this state has not stopped")
-        return replay.driver.report(last_text(run))
+        said = [message for message in run if not _is_after_stop(message)]
+        return replay.driver.report(last_text(said), replay.final)
+
+    def _driver(self) -> CycleDriver:
+        """A run's driver: a final answer is asked for only where the graph has the node."""
+        options: PolicyOptions = {**self._options}
+        options["final_answer"] = options.get("final_answer", True) and bool(self._answer_node)
+        return CycleDriver(self.limits, price=self.price, **options)
+
+    def _final_request(
+        self, state: Any, model: Any
+    ) -> tuple[list[BaseMessage], list[BaseMessage], FinalRequest] | None:
+        """The messages of the request after a stop, the results to add first, and its cap."""
+        messages = self._messages(state)
+        with self._lock:
+            driver = self._replay(messages).driver
+        stop = driver.stop
+        cap = getattr(model, "max_tokens", None)
+        final = driver.final_request(wanted_tokens=cap if isinstance(cap, int) else None)
+        if stop is None or final is None:
+            return None
+        last = messages[-1]
+        added: list[BaseMessage] = [
+            ToolMessage(
+                f"not executed: {stop.detail}",
+                tool_call_id=call["id"] or "",
+                name=call["name"],
+                status="error",
+            )
+            for call in (last.tool_calls if isinstance(last, AIMessage) else [])
+        ]
+        return [*messages, *added, HumanMessage(final.prompt)], added, final
 
     def _messages(self, state: Any) -> Sequence[BaseMessage]:
         if isinstance(state, list):
@@ -159,32 +287,42 @@ class ToolsCondition:
         key = id(run[0]) if run else 0
         replay = self._replays.pop(key, None)
         if replay is None or replay.read > len(run) or run[replay.read - 1] is not replay.tail:
-            replay = _Replay(CycleDriver(self.limits, price=self.price, **self._options))
+            replay = _Replay(self._driver())
         self._replays[key] = replay
         while len(self._replays) > _REPLAYS_KEPT:
             self._replays.popitem(last=False)
-        _read(replay, run)
+        _read(replay, run, early=not self._after_tools)
         return replay
 
 
-_NO_NOTES = StopPolicy(notes=0)
-_LEGACY = ("on_tool_error", "max_consecutive_tool_errors")
-
-
-def _refuse(limits: Limits, policy: StopPolicy, verifier: object, final_answer: bool) -> None:
+def _refuse(limits: Limits, options: PolicyOptions) -> None:
     why = (
         "a verifier's feedback cannot be delivered"
-        if verifier is not None
-        else "no request can be made for a final answer"
-        if final_answer
-        else "a note cannot be delivered: use StopPolicy(notes=0)"
-        if policy.notes
+        if options.get("verifier") is not None
+        else "an output type's feedback cannot be delivered"
+        if options.get("output") is not None
         else "it has no clock of the run: max_seconds cannot be checked"
         if limits.max_seconds is not None
         else None
     )
     if why is not None:
         raise NotExpressible(f"a LangGraph routing function adds no message: {why}")
+
+
+def _capped(model: Any, final: FinalRequest) -> Any:
+    return model.bind(max_tokens=final.max_tokens) if final.max_tokens is not None else model
+
+
+def _after_stop(response: BaseMessage) -> AIMessage:
+    """The model's answer after the stop, marked as such (the mark is never sent)."""
+    text = response.text if isinstance(response, AIMessage) else str(response.content)
+    metadata = {**response.response_metadata, _AFTER_STOP: True}
+    usage = response.usage_metadata if isinstance(response, AIMessage) else None
+    return AIMessage(text, response_metadata=metadata, usage_metadata=usage, id=response.id)
+
+
+def _is_after_stop(message: BaseMessage) -> bool:
+    return isinstance(message, AIMessage) and bool(message.response_metadata.get(_AFTER_STOP))
 
 
 def _run_of(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
@@ -195,40 +333,62 @@ def _run_of(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
     return messages
 
 
-def _read(replay: _Replay, run: Sequence[BaseMessage]) -> None:
+def _read(replay: _Replay, run: Sequence[BaseMessage], *, early: bool = True) -> None:
     """Feed the driver the run's messages it has not read, in the loop's order.
 
     Every model message counts as a request, also one made after the stop was due:
-    the graph made it.
+    the graph made it. The answer after the stop is not a request of the run's. A
+    batch's step ends once each of its calls has a result. With ``early``, a limit is
+    checked before the batch runs: the route alone sees no result before the next
+    request, and a limit reached now still holds then.
     """
     driver = replay.driver
     for message in run[replay.read :]:
         replay.read += 1
         replay.tail = message
         if isinstance(message, ToolMessage):
-            call = replay.batch.get(message.tool_call_id)
-            if call is not None and driver.stop is None:
-                outcome, fatal = outcome_of(message)
-                driver.observe(call, outcome, message.text, fatal=fatal)
+            _read_result(replay, message)
             continue
         if not isinstance(message, AIMessage):
             continue
-        if replay.batch:
+        if _is_after_stop(message):
+            driver.add_usage(usage_of(message))
+            replay.final = message.text
+            continue
+        if replay.batch:  # a call without a result: the step ends anyway
             replay.batch = {}
-            if driver.stop is None:
-                driver.end_step()
-        if driver.stop is None:
+            _end_step(driver)
+        elif driver.stop is None:
             driver.before_request()
         driver.requested(usage_of(message))
         if driver.stop is not None:
             continue
         if not message.tool_calls:
-            driver.answered(message.text)
+            driver.answered(message.text, finish_reason_of(message))
             continue
         calls = to_tool_calls(message)
         if isinstance(driver.review(calls).decision, Stop):
             continue
         replay.batch = {call.id: call for call in calls}
-        # the loop would run these calls, then check the limits before the next request:
-        # without a final answer to keep room for, their results cannot change that
+        if early:
+            driver.before_request()
+
+
+def _read_result(replay: _Replay, message: ToolMessage) -> None:
+    """A call's result; the last of its batch ends the step."""
+    call = replay.batch.pop(message.tool_call_id, None)
+    driver = replay.driver
+    if call is None or driver.stop is not None:
+        return
+    outcome, fatal = outcome_of(message)
+    driver.observe(call, outcome, message.text, fatal=fatal)
+    if not replay.batch:
+        _end_step(driver)
+
+
+def _end_step(driver: CycleDriver) -> None:
+    """A batch is complete: its step, then the limits before the next request."""
+    if driver.stop is None:
+        driver.end_step()
+    if driver.stop is None:
         driver.before_request()

@@ -11,16 +11,24 @@ with a final output: the model's best answer, asked for once without tools. The
 so no run ends in `MaxTurnsExceeded`. ``call_model_input_filter`` adds the budget
 note and a tool-error nudge to the next request.
 
-What the SDK cannot express: a verifier (the SDK ends its run at the first answer
-without tool calls; an output guardrail can only raise), so `Convergence` refuses one
-with `NotExpressible`.
+The SDK ends its run at the first answer without tool calls, and validates a typed
+answer (the agent's ``output_type``) without sending an invalid one back. `run` and
+`run_sync` give such an answer the loop's treatment: an answer the SDK validated is
+judged by the verifier (and ``output``, if given); one it rejected (the
+``invalid_final_output`` error handler) or one that failed a check goes back to the
+model, with why, in a continuation of the same conversation (``to_input_list`` and a
+new user message, the SDK's own way of continuing a run), until it passes or a stop
+ends the run.
 
 Install with ``pip install convergent[openai-agents]``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
@@ -39,7 +47,8 @@ from agents import (
     ToolInputGuardrailData,
     ToolsToFinalOutputResult,
 )
-from agents.exceptions import AgentsException
+from agents.agent_output import AgentOutputSchemaBase
+from agents.exceptions import AgentsException, MaxTurnsExceeded, ModelBehaviorError
 from agents.items import ModelResponse, TResponseInputItem
 from agents.run_config import CallModelData, ModelInputData, ToolErrorFormatterArgs
 from agents.run_error_handlers import RunErrorHandlerInput, RunErrorHandlerResult
@@ -47,7 +56,7 @@ from agents.tool import FunctionToolResult
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
 from convergent._json import UnusableJson, load_json
-from convergent.adapters import NotExpressible
+from convergent.adapters._policy import settled, told
 from convergent.driver import (
     CycleDriver,
     FinalRequest,
@@ -55,33 +64,35 @@ from convergent.driver import (
     StopReport,
     failure_result,
 )
+from convergent.exceptions import UserError
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.stop import Facts, LimitReached, Nudge, Stop, decide
+from convergent.stop import Facts, LimitReached, Nudge, Stop, StopReason, decide
 
-__all__ = ["Convergence", "ConvergedRun", "run"]
+__all__ = ["ConvergedRun", "Convergence", "run", "run_sync"]
 
 
 @dataclass(frozen=True, slots=True)
 class ConvergedRun:
     """An SDK run that ended for one of convergent's reasons."""
 
-    result: RunResult
-    """The SDK's own result."""
+    result: RunResult | None
+    """The SDK's own result: of the run's last part (answers sent back continue the run
+    in a new part), or of the request for the answer after a stop, when that ended it;
+    None when neither came back."""
     report: StopReport
     """How it ended: the typed reason, the cycle, the final answer."""
-
-    @property
-    def final_output(self) -> Any:
-        """The run's final output (the SDK's)."""
-        return self.result.final_output
+    final_output: Any
+    """The run's final output: a value of the agent's ``output_type`` once ``completed``;
+    after another stop, the answer after the stop for a text agent and None for a typed
+    one (the answer in words is the report's ``output``)."""
 
 
 class Convergence:
-    """The stop decisions of one SDK run (make one per run).
+    """The stop decisions of one SDK run (make one per run: a second run is refused).
 
-    Wire it yourself, or let `run` do it::
+    `run` and `run_sync` wire it; to wire it yourself::
 
         convergence = Convergence(Limits(max_cycles=8))
         result = await Runner.run(
@@ -89,7 +100,12 @@ class Convergence:
             run_config=convergence.run_config(), error_handlers=convergence.error_handlers,
             max_turns=convergence.max_turns,
         )
-        convergence.report.reason
+        report = await convergence.judge(result)  # None: the answer was sent back
+
+    Wired by hand, an answer that a verifier, ``output`` or the SDK's own validation
+    rejects ends the SDK's run without a report (the feedback waits in `feedback`, and
+    the SDK raises its ``ModelBehaviorError`` for a typed answer it rejected); `run`
+    continues the conversation with it.
 
     Args:
         limits: Budgets and thresholds; ``max_cycles`` counts model requests.
@@ -98,10 +114,9 @@ class Convergence:
             costed at it. Required with ``max_cost``.
         **options: The rest of the stop policy (`convergent.driver.PolicyOptions`); the
             final answer's run gets ``max_tokens`` set to what a token or cost budget
-            leaves. A ``verifier`` is not expressible in this SDK.
+            leaves.
 
     Raises:
-        NotExpressible: For a verifier.
         UserError: For ``max_cost`` without a ``price``.
     """
 
@@ -112,18 +127,16 @@ class Convergence:
         price: PriceLike | None = None,
         **options: Unpack[PolicyOptions],
     ) -> None:
-        if options.get("verifier") is not None:
-            raise NotExpressible(
-                "the OpenAI Agents SDK ends a run at the first answer without tool calls: "
-                "a verifier's feedback cannot reach the model"
-            )
-        cost_limit = limits.max_cost if limits is not None else None
+        limits, options = settled(limits, options)
         self.driver = CycleDriver(
-            limits, price=priced_for_limit(price, cost_limit, "Convergence"), **options
+            limits, price=priced_for_limit(price, limits.max_cost, "Convergence"), **options
         )
         self.hooks: RunHooks[Any] = _Hooks(self)
         """Pass as ``Runner.run(..., hooks=...)``."""
-        self.error_handlers: Any = {"max_turns": self._on_max_turns}
+        self.error_handlers: Any = {
+            "max_turns": self._on_max_turns,
+            "invalid_final_output": self._on_invalid_output,
+        }
         """Pass as ``Runner.run(..., error_handlers=...)``."""
         self._guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
             guardrail_function=self._guard, name="convergence"
@@ -137,14 +150,19 @@ class Convergence:
         self._notes: list[str] = []
         self._base_config: RunConfig | None = None
         self._last_text = ""
+        self._context: RunContextWrapper[Any] | None = None
+        self._resume: list[TResponseInputItem] | None = None
+        self._final: RunResult | None = None
+        self.feedback: str | None = None
+        """Why the latest answer was rejected, until the model is told."""
         self.report: StopReport | None = None
         """How the run ended, once it has."""
 
     @property
     def max_turns(self) -> int:
-        """The SDK's turn limit: one more than ``max_cycles``, so convergent stops first."""
+        """The SDK's turn limit: one more than the cycles left, so convergent stops first."""
         cycles = self.driver.limits.max_cycles
-        return 10**9 if cycles is None else cycles + 1
+        return 10**9 if cycles is None else max(cycles - self.driver.cycles, 0) + 1
 
     def agent(self, agent: Agent[Any]) -> Agent[Any]:
         """A copy of ``agent`` whose tools are guarded and whose batches are judged."""
@@ -171,8 +189,18 @@ class Convergence:
 
     # -- model requests -----------------------------------------------------------------
 
-    def _requesting(self, input_items: list[TResponseInputItem]) -> None:
+    def _requesting(
+        self, context: RunContextWrapper[Any], input_items: list[TResponseInputItem]
+    ) -> None:
+        if self._context is None and self.report is None:
+            self._context = context
+        elif context is not self._context:
+            raise UserError(
+                "a Convergence serves one run, and this one already serves another: "
+                "make one per run (or call convergent.adapters.openai_agents.run)"
+            )
         self._input = list(input_items)
+        self.feedback = self._resume = None  # the SDK asks again itself (no typed answer)
 
     def _responded(self, response: ModelResponse) -> None:
         driver = self.driver
@@ -190,8 +218,7 @@ class Convergence:
         if text.strip():
             self._last_text = text
         if not calls:
-            driver.answered(text)
-            return
+            return  # an answer: judged once the SDK has validated it (`run`)
         converted = [_tool_call(item) for item in calls]
         self._calls = {call.id: call for call in converted}
         review = driver.review(converted)
@@ -254,8 +281,63 @@ class Convergence:
         output = await self._finish([*self._input, *response, *outputs])
         return ToolsToFinalOutputResult(is_final_output=True, final_output=output)
 
-    async def _finish(self, history: Sequence[TResponseInputItem]) -> str:
-        """The final output: a hand-off's result, the answer after the stop, or the last text."""
+    # -- answers ------------------------------------------------------------------------
+
+    async def _on_invalid_output(self, data: RunErrorHandlerInput[Any]) -> None:
+        """The SDK rejected a typed answer: the run's decision, and the model told why."""
+        self.feedback = told(self.driver.judge_answer(None, output_errors=str(data.error)))
+        self._resume = data.run_data.history
+        # None: the SDK raises its ModelBehaviorError; `run` sends the answer back, or
+        # ends the run where the rejected answers stopped it
+
+    async def judge(self, result: RunResult) -> StopReport | None:
+        """Judge the answer that ended an SDK run: its report, or None to send it back.
+
+        The answer is the SDK's (validated, for a typed agent): its text goes to the
+        ``output`` check and the verifier; a rejection waits in `feedback`.
+        """
+        if self.report is not None:
+            return self.report
+        text = self._last_text if self._response is None else _text_of(self._response)
+        decision = await self.driver.answered_async(text)
+        feedback = told(decision)
+        if feedback is not None:
+            self.feedback = feedback
+            self._resume = result.to_input_list()
+            return None
+        if isinstance(decision, Stop) and decision.reason is StopReason.COMPLETED:
+            self.report = self.driver.report(text)
+            return self.report
+        await self._finish(result.to_input_list())
+        return self.report
+
+    def _continuation(self) -> list[TResponseInputItem] | None:
+        """The input of the run's next part, once an answer was sent back (else None)."""
+        feedback, history = self.feedback, self._resume
+        self.feedback = self._resume = None
+        if feedback is None or history is None:
+            return None
+        self._context = None  # the next part is the same run
+        return [*history, {"role": "user", "content": feedback}]
+
+    def _converged(self, result: RunResult | None) -> ConvergedRun:
+        report = self.report
+        assert report is not None
+        agent = self._agent
+        if report.reason is StopReason.COMPLETED and result is not None:
+            output = result.final_output
+        else:
+            output = report.output if agent is None or _plain(agent) else None
+        return ConvergedRun(result, report, output)
+
+    # -- the end ------------------------------------------------------------------------
+
+    async def _finish(self, history: Sequence[TResponseInputItem]) -> Any:
+        """The final output: a hand-off's result, the answer after the stop, or the last text.
+
+        For a typed agent, None unless the run completed: the answer in words is the
+        report's ``output``.
+        """
         driver, agent = self.driver, self._agent
         final = None
         if agent is not None:
@@ -263,12 +345,12 @@ class Convergence:
             if request is not None:
                 final = await self._final_answer(agent, history, request)
         self.report = driver.report(self._last_text, final)
-        return self.report.output
+        return self.report.output if agent is None or _plain(agent) else None
 
     async def _final_answer(
         self, agent: Agent[Any], history: Sequence[TResponseInputItem], final: FinalRequest
     ) -> str | None:
-        """One request without tools, made as a one-turn run of the same agent."""
+        """One request without tools, made as a one-turn run of the same agent, in words."""
         settings = agent.model_settings
         if final.max_tokens is not None:
             settings = settings.resolve(ModelSettings(max_tokens=final.max_tokens))
@@ -276,6 +358,7 @@ class Convergence:
             tools=[],
             handoffs=[],
             tool_use_behavior="run_llm_again",
+            output_type=None,
             hooks=None,
             model_settings=settings,
         )
@@ -284,6 +367,7 @@ class Convergence:
             result = await Runner.run(plain, items, max_turns=1, run_config=self._base_config)
         except AgentsException:
             return None  # no answer is better than a crash: the run keeps its last text
+        self._final = result
         for response in result.raw_responses:
             usage = response.usage
             self.driver.add_usage(
@@ -295,7 +379,7 @@ class Convergence:
             )
         return str(result.final_output) if result.final_output is not None else None
 
-    async def _on_max_turns(self, data: RunErrorHandlerInput[Any]) -> RunErrorHandlerResult:
+    async def _on_max_turns(self, data: RunErrorHandlerInput[Any]) -> RunErrorHandlerResult | None:
         driver = self.driver
         if driver.stop is None:
             maximum = data.error.args[0] if data.error.args else ""
@@ -304,12 +388,8 @@ class Convergence:
             assert isinstance(decision, Stop)
             driver.stop = Stop(decision.reason, f"the SDK's turn limit: {maximum}")
         output = await self._finish(data.run_data.history)
-        return RunErrorHandlerResult(final_output=output)
-
-    def _completed(self, result: RunResult) -> StopReport:
-        if self.report is None:
-            self.report = self.driver.report(self._last_text)
-        return self.report
+        # the SDK holds a handler's output to a typed agent's type: a typed agent keeps the error
+        return RunErrorHandlerResult(final_output=output) if output is not None else None
 
 
 class _Hooks(RunHooks[Any]):
@@ -323,7 +403,7 @@ class _Hooks(RunHooks[Any]):
         system_prompt: str | None,
         input_items: list[TResponseInputItem],
     ) -> None:
-        self._convergence._requesting(input_items)
+        self._convergence._requesting(context, input_items)
 
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
@@ -343,6 +423,12 @@ async def run(
 ) -> ConvergedRun:
     """Run ``agent`` on ``input`` with `Runner.run` until one of convergent's stops.
 
+    The steps, in order: the limits before each request; each batch of tool calls
+    reviewed before it runs and judged after; an answer the SDK validated judged by
+    ``output`` and the verifier; a rejected answer sent back to the model, with why,
+    in a continuation of the conversation; after a stop, one request without tools for
+    the best answer so far.
+
     Args:
         agent: The agent.
         input: The task, or input items.
@@ -353,19 +439,89 @@ async def run(
         **options: The rest of the stop policy (`convergent.driver.PolicyOptions`).
     """
     convergence = Convergence(limits, price=price, **options)
-    result = await Runner.run(
-        convergence.agent(agent),
-        input,
-        context=context,
-        hooks=convergence.hooks,
-        run_config=convergence.run_config(run_config),
-        error_handlers=convergence.error_handlers,
-        max_turns=convergence.max_turns,
-    )
-    return ConvergedRun(result, convergence._completed(result))
+    guarded = convergence.agent(agent)
+    config = convergence.run_config(run_config)
+    items: str | list[TResponseInputItem] = input
+    last: RunResult | None = None
+    while True:
+        try:
+            last = await Runner.run(
+                guarded,
+                items,
+                context=context,
+                hooks=convergence.hooks,
+                run_config=config,
+                error_handlers=convergence.error_handlers,
+                max_turns=convergence.max_turns,
+            )
+        except MaxTurnsExceeded:
+            if convergence.report is None:  # the SDK's own limit, not one convergent set
+                raise
+            return convergence._converged(convergence._final)
+        except ModelBehaviorError:
+            if convergence._resume is None:  # not an answer the adapter judged
+                raise
+            if convergence.driver.stop is not None:  # the rejected answers stopped the run
+                await convergence._finish(convergence._resume)
+                return convergence._converged(convergence._final or last)
+        else:
+            if await convergence.judge(last) is not None:
+                return convergence._converged(last)
+        following = convergence._continuation()
+        assert following is not None
+        if isinstance(convergence.driver.before_request(), Stop):
+            await convergence._finish(following[:-1])
+            return convergence._converged(convergence._final or last)
+        items = following
+
+
+def run_sync(
+    agent: Agent[Any],
+    input: str | list[TResponseInputItem],
+    **kwargs: Any,
+) -> ConvergedRun:
+    """`run` for synchronous code, on the thread's default event loop as ``Runner.run_sync``.
+
+    Raises:
+        UserError: When called from a running event loop (await `run` there).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise UserError("run_sync cannot be called from a running event loop: await run()")
+    policy = asyncio.get_event_loop_policy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = policy.get_event_loop()
+        except RuntimeError:
+            loop = policy.new_event_loop()
+            policy.set_event_loop(loop)
+    if loop.is_closed():
+        loop = policy.new_event_loop()
+        policy.set_event_loop(loop)
+    task = loop.create_task(run(agent, input, **kwargs))
+    try:
+        return loop.run_until_complete(task)
+    except BaseException:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                loop.run_until_complete(task)
+        raise
 
 
 _RAN: tuple[CallOutcome, bool] = (CallOutcome.OK, False)
+
+
+def _plain(agent: Agent[Any]) -> bool:
+    """Whether the agent's output is text (no ``output_type`` but ``str``)."""
+    output = agent.output_type
+    if output is None or output is str:
+        return True
+    return isinstance(output, AgentOutputSchemaBase) and output.is_plain_text()
 
 
 def _tool_call(item: ResponseFunctionToolCall) -> ToolCall:

@@ -8,15 +8,20 @@ order, so `Convergence` is one capability rather than four pieces the user must 
 in step:
 
 - ``after_node_run`` sees each model request before it is made (the finished tool batch
-  is judged, notes are added, the limits are checked) and each response before its
-  tools run (the calls are reviewed for a stall; an answer goes to the verifier). A stop
-  ends the run by returning ``End`` with the final output, asked for once without
-  tools; the verifier's feedback redirects the run to a new request. PydanticAI calls
-  this hook for every node of every run, where ``wrap_node_run`` would add a wrapper
-  around each node that costs the host more than the adapter's own work.
+  is judged, notes are added, the limits are checked), each response before its tools
+  run (the calls are reviewed for a stall), and each answer once PydanticAI has judged
+  it against the agent's output type: a value it accepted goes to ``output`` and the
+  verifier, whose feedback redirects the run to a new request; one it sent back counts
+  as a rejected answer, and its own retry goes ahead. A stop ends the run by returning
+  ``End`` with the final output, asked for once without tools. PydanticAI calls this
+  hook for every node of every run, where ``wrap_node_run`` would add a wrapper around
+  each node that costs the host more than the adapter's own work.
+- ``on_node_run_error`` ends a run whose output retries ran out ``stalled``, with the
+  answer after the stop, instead of `UnexpectedModelBehavior`.
 - ``wrap_tool_execute`` gives a stalled call the nudge as its result instead of
   running it, and turns a tool's exception into an error result for the model.
-- ``before_model_request`` removes the tools from the final request.
+- ``before_model_request`` learns the output's shape, and sends the final request
+  without tools and without an output type.
 
 `UsageLimits` raise `UsageLimitExceeded` and lose the answer; an output validator's
 retries are capped by the output retry budget and end in an error; ``Agent.iter`` puts
@@ -32,15 +37,24 @@ from typing import Any, Unpack
 
 from pydantic_ai import CallToolsNode, ModelRequestNode, RunContext
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ToolRetryError
-from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
+from pydantic_ai.exceptions import ToolRetryError, UnexpectedModelBehavior
+from pydantic_ai.messages import (
+    ModelRequest,
+    ModelResponse,
+    RetryFeedbackPart,
+    RetryPromptPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.result import FinalResult
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.settings import ModelSettings
-from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 from pydantic_graph import End
 
+from convergent.adapters._policy import settled, told
 from convergent.driver import (
     CycleDriver,
     FinalRequest,
@@ -48,10 +62,11 @@ from convergent.driver import (
     StopReport,
     failure_result,
 )
+from convergent.exceptions import UserError
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.stop import Interrupted, Nudge, Stop
+from convergent.stop import Facts, Nudge, Stop, StopReason, decide
 
 __all__ = ["Convergence"]
 
@@ -88,18 +103,24 @@ class Convergence(AbstractCapability[Any]):
         price: PriceLike | None = None,
         **options: Unpack[PolicyOptions],
     ) -> None:
-        self.limits = limits or Limits()
+        self.limits, self._options = settled(limits, options)
         self.price = priced_for_limit(price, self.limits.max_cost, "Convergence")
         """The model's price, which responses are costed at."""
-        self._options = options
         self.reports: dict[str, StopReport] = {}
         """How each run ended, by run id."""
         self.last_report: StopReport | None = None
         """How the latest run ended."""
 
     def report_for(self, result: AgentRunResult[Any]) -> StopReport:
-        """How the run behind ``result`` ended."""
-        return self.reports[result.run_id]
+        """How the run behind ``result`` ended.
+
+        Raises:
+            UserError: For a run this capability did not take part in.
+        """
+        report = self.reports.get(result.run_id)
+        if report is None:
+            raise UserError(f"no report for run {result.run_id}: it ran without this capability")
+        return report
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
         """A fresh instance with its own driver: runs never share counters."""
@@ -117,6 +138,12 @@ class _RunConvergence(Convergence):
         self.outcomes: dict[str, tuple[CallOutcome, str, bool]] = {}
         self.final: FinalRequest | None = None
         self.last_text = ""
+        self.answer: str | None = None
+        """The latest response's answer, until the host has judged it."""
+        self.output_tools: frozenset[str] = frozenset()
+        """The names of the host's output tools (a typed answer comes as a call of one)."""
+        self.words = True
+        """Whether an answer in words is a valid output of the agent (its type allows text)."""
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
         return self
@@ -125,18 +152,77 @@ class _RunConvergence(Convergence):
         """Decide on each response, and on each request, before the host runs what comes next.
 
         A response (the `CallToolsNode` a request produced) is judged before its tools
-        run; a request (a `ModelRequestNode`, after the prompt, a tool batch or the
-        verifier's feedback) before it is made. PydanticAI runs this hook for every node
-        anyway, so deciding here costs the host no seam of its own.
+        run; an answer once the host has judged it (it ends the run, or the host asks
+        again); a request (a `ModelRequestNode`, after the prompt, a tool batch or
+        feedback) before it is made. PydanticAI runs this hook for every node anyway,
+        so deciding here costs the host no seam of its own.
         """
+        if isinstance(node, CallToolsNode) and self.answer is not None:
+            result = await self._after_answer(result)
+        elif isinstance(result, End) and self.driver.stop is None:
+            self._handed_back(result)
         if isinstance(result, CallToolsNode):
-            decided = await self._after_response(ctx, result)
+            decided = self._after_response(ctx, result)
             if decided is None:
                 return result
             result = decided
         if isinstance(result, ModelRequestNode):
             return self._before_request(ctx, result)
         return result
+
+    async def on_node_run_error(self, ctx: RunContext[Any], *, node: Any, error: Exception) -> Any:
+        """The host's own cap on rejected answers (``output_retries``) ends the run typed.
+
+        PydanticAI raises `UnexpectedModelBehavior` once its output retries are used
+        up; the run then ends as a streak of rejected answers does in convergent's
+        loop: ``stalled``, with the answer after the stop.
+        """
+        answer = self.answer
+        if not (isinstance(error, UnexpectedModelBehavior) and answer is not None):
+            raise error
+        self.answer = None
+        driver = self.driver
+        decision = driver.judge_answer(None, output_errors=str(error))
+        if not isinstance(decision, Stop):
+            driver.stop = Stop(
+                StopReason.STALLED, f"the answer was rejected until PydanticAI gave up: {error}"
+            )
+        return ModelRequestNode(ModelRequest(parts=[]))
+
+    async def _after_answer(self, result: Any) -> Any:
+        """The host's verdict on an answer: the run's end (then the checks), or a retry."""
+        answer, self.answer = self.answer, None
+        assert answer is not None
+        driver = self.driver
+        if isinstance(result, End):
+            decision = await driver.answered_async(answer)
+            feedback = told(decision)
+            if feedback is not None:
+                return ModelRequestNode(ModelRequest(parts=[UserPromptPart(feedback)]))
+            if isinstance(decision, Stop) and decision.reason is StopReason.COMPLETED:
+                self._remember(driver.report(driver.answer or answer))
+                return result
+            return ModelRequestNode(ModelRequest(parts=[]))  # a stop: the final request
+        if isinstance(result, ModelRequestNode):  # the host asks again, with its own why
+            errors = _feedback(result.request) or "rejected by PydanticAI"
+            decision = driver.judge_answer(None, output_errors=errors)
+            if isinstance(decision, Nudge):  # the host's why, then the note
+                request: ModelRequest = result.request
+                parts = [*request.parts, UserPromptPart(decision.note)]
+                return dataclasses.replace(
+                    result, request=dataclasses.replace(request, parts=parts)
+                )
+        return result
+
+    def _handed_back(self, result: End[Any]) -> None:
+        """The host ended the run itself: calls that wait for someone's approval or result."""
+        output = getattr(result.data, "output", None)
+        if isinstance(output, DeferredToolRequests):
+            names = ", ".join(call.tool_name for call in [*output.calls, *output.approvals])
+            decision = decide(Facts(needs_user=f"calls wait for their result or approval: {names}"))
+            assert isinstance(decision, Stop)
+            self.driver.stop = decision
+            self._remember(self.driver.report(self.last_text))
 
     def _before_request(self, ctx: RunContext[Any], node: Any) -> Any:
         driver = self.driver
@@ -150,7 +236,7 @@ class _RunConvergence(Convergence):
         if driver.stop is not None:
             self.final = driver.final_request(wanted_tokens=_max_tokens(ctx))
             if self.final is None:
-                return self._end(ctx, driver.report(self.last_text))
+                return self._end(driver.report(self.last_text))
             notes.append(self.final.prompt)
         else:
             note = driver.budget_note()
@@ -172,32 +258,34 @@ class _RunConvergence(Convergence):
         self.calls, self.skipped, self.outcomes = [], {}, {}
         return driver.end_step()
 
-    async def _after_response(self, ctx: RunContext[Any], node: Any) -> Any:
+    def _after_response(self, ctx: RunContext[Any], node: Any) -> Any:
         response: ModelResponse = node.model_response
         driver = self.driver
         text = response.text or ""
         if self.final is not None:
             driver.add_usage(_usage(response))
-            return self._end(ctx, driver.report(self.last_text, text))
+            return self._end(driver.report(self.last_text, text))
         driver.requested(_usage(response))
         if text.strip():
             self.last_text = text
-        calls = response.tool_calls
-        if not calls:
-            decision = await driver.answered_async(text)
-            if isinstance(decision, Interrupted):
-                return ModelRequestNode(ModelRequest(parts=[UserPromptPart(decision.message)]))
-            if isinstance(decision, Stop):
-                self._remember(driver.report(text))
+        calls = [part for part in response.tool_calls if part.tool_name not in self.output_tools]
+        if not calls:  # an answer: the host judges it first (its type, its retries)
+            typed = [part for part in response.tool_calls if part.tool_name in self.output_tools]
+            self.answer = typed[0].args_as_json_str() if typed else text
             return None
         self.calls = [_tool_call(part) for part in calls]
         review = driver.review(self.calls)
         self.skipped = {self.calls[position].id: note for position, note in review.skipped.items()}
         return None
 
-    def _end(self, ctx: RunContext[Any], report: StopReport) -> End[FinalResult[Any]]:
+    def _end(self, report: StopReport) -> End[FinalResult[Any]]:
+        """End the run with the report's output, or None where the type takes no words.
+
+        After a stop, the output is the answer in words where the agent's output type
+        allows text; otherwise None, and the words are in the report.
+        """
         self._remember(report)
-        return End(FinalResult(report.output))
+        return End(FinalResult(report.output if self.words else None))
 
     def _remember(self, report: StopReport) -> None:
         parent = self.parent
@@ -213,12 +301,26 @@ class _RunConvergence(Convergence):
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        """The final request after a stop goes without tools, within the budgets."""
+        """Learn the output's shape; send the final request after a stop in words.
+
+        The final request goes without tools and without an output type, its
+        ``max_tokens`` within the token and cost budgets.
+        """
+        parameters = request_context.model_request_parameters
         final = self.final
         if final is None:
+            self.output_tools = frozenset(tool.name for tool in parameters.output_tools)
+            self.words = parameters.output_mode == "text" or (
+                parameters.output_mode == "tool" and parameters.allow_text_output
+            )
             return request_context
         parameters = dataclasses.replace(
-            request_context.model_request_parameters, function_tools=[], output_tools=[]
+            parameters,
+            function_tools=[],
+            output_tools=[],
+            output_mode="text",
+            output_object=None,
+            allow_text_output=True,
         )
         settings = request_context.model_settings
         if final.max_tokens is not None:
@@ -255,6 +357,17 @@ class _RunConvergence(Convergence):
 
 _REJECTED: tuple[CallOutcome, str, bool] = (CallOutcome.INVALID, "", False)
 """How a call ended that no tool wrapper saw: the host rejected it before it ran."""
+
+
+def _feedback(request: ModelRequest) -> str:
+    """What the host tells the model of an answer it rejected."""
+    texts: list[str] = []
+    for part in request.parts:
+        if isinstance(part, RetryFeedbackPart | RetryPromptPart):
+            texts.append(part.model_response())
+        elif isinstance(part, ToolReturnPart):
+            texts.append(part.model_response_str())
+    return "; ".join(texts)
 
 
 def _tool_call(part: ToolCallPart) -> ToolCall:

@@ -36,9 +36,10 @@ def main(argv: list[str] | None = None) -> None:
 
     event = hook_event(args)
     if event is not None:
+        from convergent.cli._exit import leave_now
         from convergent.cli._hook_entry import run_hook
 
-        raise SystemExit(run_hook(event, args[2:]))
+        leave_now(run_hook(event, args[2:]))
     from convergent.cli._exit import leave
 
     try:

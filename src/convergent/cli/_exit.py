@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["leave", "mark_native_threads"]
+__all__ = ["leave", "leave_now", "mark_native_threads"]
 
 _native_threads = False
 
@@ -28,3 +28,15 @@ def leave(code: int) -> None:
         sys.stderr.flush()
         os._exit(code)
     raise SystemExit(code)
+
+
+def leave_now(code: int) -> None:
+    """End the process with ``code`` at once, once its output is flushed.
+
+    For the hook commands: Claude Code waits for the hook's process to end, the hook
+    leaves nothing to clean up, and the interpreter's teardown (freeing every module it
+    loaded) would add about a tenth of the hook's time to every call.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

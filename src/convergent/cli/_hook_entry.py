@@ -33,7 +33,12 @@ STDIN_DEADLINE = 3.0
 """Seconds the hook waits for stdin to be closed before answering with what arrived."""
 
 _MAX_INPUT = 4 * 1024 * 1024
-_EVENTS = {"stop": "Stop", "subagent-stop": "SubagentStop", "post-tool-use": "PostToolUse"}
+_EVENTS = {
+    "stop": "Stop",
+    "subagent-stop": "SubagentStop",
+    "pre-tool-use": "PreToolUse",
+    "post-tool-use": "PostToolUse",
+}
 _HELP = {"--help", "-h"}
 
 

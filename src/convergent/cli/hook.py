@@ -1,4 +1,4 @@
-"""``convergent hook stop|subagent-stop|post-tool-use``: the Claude Code hooks.
+"""``convergent hook stop|subagent-stop|pre-tool-use|post-tool-use``: the Claude Code hooks.
 
 The command reads the hook's JSON from stdin, decides from the state file and prints
 Claude Code's JSON answer. It always exits 0 (exit 2 would block the stop), ignores
@@ -59,6 +59,16 @@ def subagent_stop(
 ) -> None:
     """Answer Claude Code's SubagentStop hook (a subagent is about to finish)."""
     _answer(HookEvent.SUBAGENT_STOP, ctx, state, verify)
+
+
+@hook_app.command("pre-tool-use", context_settings=_LENIENT)
+def pre_tool_use(ctx: typer.Context, state: StateOption = None) -> None:
+    """Answer Claude Code's PreToolUse hook (every tool): no call runs once the work ended.
+
+    The main agent's first call after the stop is denied with the reason and its final
+    answer asked for, any later one ends its session; a subagent's calls are denied.
+    """
+    _answer(HookEvent.PRE_TOOL_USE, ctx, state, False)
 
 
 @hook_app.command("post-tool-use", context_settings=_LENIENT)

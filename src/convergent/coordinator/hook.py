@@ -1,12 +1,13 @@
 """The Claude Code hooks: decide from the state file, answer in JSON.
 
 Claude Code runs the hook command when the main agent (``Stop``) or a subagent
-(``SubagentStop``) is about to finish, and after a tool call (``PostToolUse``), with a
-JSON object on stdin (``session_id``, ``transcript_path``, ``cwd``,
-``hook_event_name``, ``stop_hook_active``; for SubagentStop also ``agent_id``,
-``agent_type``, ``agent_transcript_path``, ``last_assistant_message``; for
-PostToolUse ``tool_name``, ``tool_input``, ``tool_response``). The hook always exits 0
-and prints one JSON object:
+(``SubagentStop``) is about to finish, and before and after a tool call
+(``PreToolUse``, ``PostToolUse``), with a JSON object on stdin (``session_id``,
+``transcript_path``, ``cwd``, ``hook_event_name``, ``stop_hook_active``; for
+SubagentStop also ``agent_id``, ``agent_type``, ``agent_transcript_path``,
+``last_assistant_message``; for the tool events ``tool_name``, ``tool_input``, after the
+call ``tool_response``, and ``agent_id`` when a subagent made the call). The hook always
+exits 0 and prints one JSON object:
 
 - ``{"decision": "block", "reason": ...}``: keep working; the reason lists what is
   unresolved and any strategy advice, and becomes the agent's next instruction.
@@ -15,10 +16,11 @@ and prints one JSON object:
 - an object without ``decision`` (``{}``, or only a ``systemMessage`` for the user):
   let the agent stop (base case satisfied, redirect in progress, or a safe fallback).
 
-A stop decided at a subagent's stop ends only that subagent in Claude Code, so the
-PostToolUse hook carries it to the main agent: after its next tool call (the Agent
-call that ran the subagent, with the matcher ``Agent|Task``) the main agent is told
-why the work ended, once, with a block; any later tool call ends its session.
+A stop decided at a subagent's stop ends only that subagent in Claude Code, so the tool
+hooks carry it to the main agent: after the Agent call that ran the subagent
+(PostToolUse, matcher ``Agent|Task``) the main agent is told why the work ended, once,
+with a block; before any later call (PreToolUse) the call is denied, so no new subagent
+and no subagent's own call runs after the stop, and the main agent's session ends.
 
 It never keeps an agent looping without bound: with ``stop_hook_active`` true it lets
 the agent stop (unless ``control.hook.block_when_active`` opts in), it caps consecutive
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,6 +43,11 @@ from typing import Any
 
 import msgspec
 
+from convergent._claude_code import (
+    BLOCK_CAP_VARIABLE,
+    CLAUDE_CODE_BLOCK_CAP,
+    claude_code_block_cap,
+)
 from convergent._json import UnusableJson, load_json
 from convergent.coordinator._record import ValidationError, describe, from_data
 from convergent.coordinator.actions import record_verification
@@ -85,12 +91,6 @@ __all__ = [
 HOOK_LOCK_TIMEOUT = 10.0
 """Seconds the hook waits for the state lock before allowing the stop instead."""
 
-BLOCK_CAP_VARIABLE = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
-"""Claude Code's setting for how many stop-hook blocks in a row it delivers."""
-
-CLAUDE_CODE_BLOCK_CAP = 8
-"""Claude Code's cap when `BLOCK_CAP_VARIABLE` is unset or not a number."""
-
 _MAX_LISTED_ATOMS = 10
 _PREFIX = "convergent"
 _MAX_LINE = 2_000
@@ -115,6 +115,7 @@ _FINAL_ANSWER = (
     "Start no more work and call no more tools: give the user your final answer now "
     "(what is done, what is left), saying that the work was stopped and why."
 )
+_SUBAGENT_ENDS = "Call no more tools: end your work now and report what you did."
 
 
 class HookEvent(StrEnum):
@@ -122,6 +123,7 @@ class HookEvent(StrEnum):
 
     STOP = "Stop"
     SUBAGENT_STOP = "SubagentStop"
+    PRE_TOOL_USE = "PreToolUse"
     POST_TOOL_USE = "PostToolUse"
 
 
@@ -130,7 +132,7 @@ class HookInputError(UserError):
 
 
 class HookInput(msgspec.Struct, kw_only=True):
-    """The JSON Claude Code sends on stdin to Stop and SubagentStop hooks.
+    """The JSON Claude Code sends on stdin to the hooks.
 
     Unknown fields are ignored, so newer Claude Code versions still work.
     """
@@ -148,7 +150,7 @@ class HookInput(msgspec.Struct, kw_only=True):
     stop_hook_active: bool = False
     """True when the agent is already continuing because a stop hook blocked."""
     agent_id: str | None = None
-    """SubagentStop: the subagent's id."""
+    """SubagentStop: the subagent's id; a tool event: the subagent that made the call."""
     agent_type: str | None = None
     """SubagentStop: the subagent's type."""
     agent_transcript_path: str | None = None
@@ -156,7 +158,7 @@ class HookInput(msgspec.Struct, kw_only=True):
     last_assistant_message: str | None = None
     """The agent's final message; recorded by Claude Code, never used to decide."""
     tool_name: str | None = None
-    """PostToolUse: the tool that just ran (``Agent`` for a subagent)."""
+    """PreToolUse and PostToolUse: the tool called (``Agent`` for a subagent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,19 +194,21 @@ def _halt(reason: str) -> HookAnswer:
     return HookAnswer(HookAction.HALT, {"continue": False, "stopReason": reason})
 
 
-def claude_code_block_cap(environ: Mapping[str, str]) -> int | None:
-    """How many stop-hook blocks in a row Claude Code delivers; None when it has no cap.
+def _deny(reason: str, *, end: bool = False) -> HookAnswer:
+    """PreToolUse: the call does not run; the model reads ``reason`` as its result.
 
-    Read as Claude Code reads `BLOCK_CAP_VARIABLE`: the leading integer of the value
-    (``"12"``, ``" 12"``, ``"12.5"`` all give 12), `CLAUDE_CODE_BLOCK_CAP` when there is
-    none, and no cap at all for zero or a negative number. Past its cap Claude Code ends
-    the turn whatever the hook answers.
+    With ``end``, the session ends too (``continue: false``).
     """
-    match = re.match(r"\s*([+-]?\d+)", environ.get(BLOCK_CAP_VARIABLE, ""))
-    if match is None:
-        return CLAUDE_CODE_BLOCK_CAP
-    cap = int(match.group(1))
-    return cap if cap > 0 else None
+    output: dict[str, Any] = {
+        "hookSpecificOutput": {
+            "hookEventName": HookEvent.PRE_TOOL_USE.value,
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+    if end:
+        output.update({"continue": False, "stopReason": reason})
+    return HookAnswer(HookAction.HALT if end else HookAction.BLOCK, output)
 
 
 def parse_hook_input(raw: str) -> HookInput:
@@ -364,21 +368,29 @@ def _work_ended(state: WorkflowState) -> Stop | None:
     return None
 
 
-def _answer_tool_use(state: WorkflowState) -> HookAnswer:
-    """After a tool call: say nothing while the work goes on; tell, then end, once it ended.
+def _answer_tool_use(state: WorkflowState, payload: HookInput, event: HookEvent) -> HookAnswer:
+    """Before or after a tool call: nothing while the work goes on; once it ended, stop it.
 
-    The first call after a stop blocks with the reason, so the main agent learns it and
-    can give the user a final answer; any later one ends its session.
+    After a call (PostToolUse) the first answer blocks with the reason, so the main
+    agent learns it and can give the user a final answer; before a call (PreToolUse)
+    the call is denied with it instead, so nothing runs after the stop. Once told, the
+    main agent's next call ends its session. A subagent's own call is denied (or, after
+    it ran, answered) with the reason, and the subagent ends its work.
     """
     stop = _work_ended(state)
     if stop is None:
         return HookAnswer(HookAction.ALLOW)
     apply_decision(state, stop)
     reason = _halt_reason(state, stop)
+    before = event is HookEvent.PRE_TOOL_USE
+    if payload.agent_id:  # a subagent's call: the main agent is told when it returns
+        told = _clip(f"{reason} {_SUBAGENT_ENDS}")
+        return _deny(told) if before else _block(told)
     if state.control.hook.halt_reported:
-        return _halt(reason)
+        return _deny(reason, end=True) if before else _halt(reason)
     state.control.hook.halt_reported = True
-    return _block(f"{_clip(reason, _MAX_TEXT - len(_FINAL_ANSWER) - 1)} {_FINAL_ANSWER}")
+    told = f"{_clip(reason, _MAX_TEXT - len(_FINAL_ANSWER) - 1)} {_FINAL_ANSWER}"
+    return _deny(told) if before else _block(told)
 
 
 def _allow_while_active(state: WorkflowState) -> HookAnswer:
@@ -393,7 +405,8 @@ def _allow_while_active(state: WorkflowState) -> HookAnswer:
 def _remember(state: WorkflowState, event: HookEvent, answer: HookAnswer) -> None:
     """Keep the answer in the state, so that a caller without hook output can read it."""
     output = answer.output
-    text = output.get("reason") or output.get("stopReason") or output.get("systemMessage")
+    denied = output.get("hookSpecificOutput", {}).get("permissionDecisionReason")
+    text = denied or output.get("reason") or output.get("stopReason") or output.get("systemMessage")
     if text is None and answer.message:
         text = answer.message.removeprefix(f"{_PREFIX} hook: ")
     state.control.hook.last_answer = HookAnswerRecord(
@@ -459,11 +472,11 @@ def _answer_from_file(
     store = StateStore(state_path_for(payload, state), lock_timeout=HOOK_LOCK_TIMEOUT)
     if not store.exists():
         return _allow(f"no state file at {store.path}; allowing the stop")
-    if event is HookEvent.POST_TOOL_USE:
+    if event in (HookEvent.PRE_TOOL_USE, HookEvent.POST_TOOL_USE):
         if _work_ended(store.load()) is None:
             return HookAnswer(HookAction.ALLOW)  # the common case: read only, nothing written
         with store.update() as current:
-            answer = _answer_tool_use(current)
+            answer = _answer_tool_use(current, payload, event)
             _remember(current, event, answer)
             return answer
     active = payload.stop_hook_active and not store.load().control.hook.block_when_active

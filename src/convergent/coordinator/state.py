@@ -158,7 +158,7 @@ class HookAnswerRecord(Record, kw_only=True):
     """The hook's latest answer that it recorded, for people and scripts to read back."""
 
     event: str
-    """The Claude Code hook event: ``Stop``, ``SubagentStop`` or ``PostToolUse``."""
+    """The Claude Code hook event: ``Stop``, ``SubagentStop``, ``PreToolUse`` or ``PostToolUse``."""
     action: HookAction
     """What the answer did."""
     message: str = ""

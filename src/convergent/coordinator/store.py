@@ -14,12 +14,11 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
+from convergent.coordinator._lock import StateLock
 from convergent.coordinator.state import StateFileError, WorkflowState, dump_state, parse_state
 
 __all__ = ["DEFAULT_STATE_FILE", "StateStore", "read_state_file"]
@@ -62,6 +61,21 @@ def read_state_file(path: Path) -> WorkflowState:
     return parse_state(text, str(path))
 
 
+def _temporary_file(directory: Path, name: str) -> tuple[int, str]:
+    """A new file next to the state file, for its next version.
+
+    What ``tempfile.mkstemp`` makes, without the import that every hook call would pay.
+    """
+    for attempt in range(100):
+        path = directory / f".{name}.{os.getpid()}.{time.monotonic_ns()}.{attempt}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            return os.open(path, flags, 0o600), str(path)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free name for a temporary file in {directory}")
+
+
 class StateStore:
     """A state file on disk with locked, atomic read-modify-write updates."""
 
@@ -74,7 +88,7 @@ class StateStore:
         """
         self.path = Path(path)
         self.lock_timeout = lock_timeout
-        self._lock = FileLock(f"{self.path}.lock", timeout=lock_timeout)
+        self._lock = StateLock(f"{self.path}.lock", timeout=lock_timeout)
 
     @property
     def base_dir(self) -> Path:
@@ -92,9 +106,7 @@ class StateStore:
         state.touch()
         text = dump_state(state)
         directory = self.path.parent if str(self.path.parent) else Path(".")
-        fd, tmp_name = tempfile.mkstemp(
-            dir=directory, prefix=f".{self.path.name}.", suffix=".tmp", text=True
-        )
+        fd, tmp_name = _temporary_file(directory, self.path.name)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
@@ -121,7 +133,7 @@ class StateStore:
         try:
             with self._lock:
                 yield
-        except Timeout:
+        except TimeoutError:
             raise StateFileError(
                 f"state file {self.path} is locked by another process "
                 f"(waited {self.lock_timeout:g}s)"
