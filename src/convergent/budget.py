@@ -248,12 +248,15 @@ class Budget:
         last = self.last
         return last.input_tokens + last.output_tokens + _tokens(pending_chars)
 
-    def _final_tokens(self, size: int, reply: int, pending_chars: int) -> int:
+    def _final_tokens(
+        self, size: int, reply: int, pending_chars: int, after_cycles: bool = False
+    ) -> int:
         """Tokens kept for the answer after a stop: its request, then the answer.
 
-        None before the first request: there is nothing to answer from yet.
+        None before the first request (there is nothing to answer from yet), unless the
+        cycles looked ahead to come first (``after_cycles``).
         """
-        if not self.final_answer or not self.tally.cycles:
+        if not self.final_answer or not (self.tally.cycles or after_cycles):
             return 0
         return size + reply + _tokens(pending_chars) + FINAL_PROMPT_TOKENS + self._answer_room()
 
@@ -278,13 +281,15 @@ class Budget:
         """The budget that forbids another model request, if any.
 
         Room is kept for the request (its input, a reply like the last) and, with a
-        final answer, for that answer; ``ahead`` counts more cycles like the last (the
-        note looks one cycle further).
+        final answer, for that answer; ``ahead`` counts more cycles (the note looks one
+        cycle further). Each cycle after the next is taken to grow the conversation as
+        much as the last one did (its reply and what came after it), so a run whose
+        results are long is told early enough.
 
         Args:
             pending_chars: Characters added to the conversation since the last response
                 (with `CHARS_PER_MESSAGE` more for each message).
-            ahead: Cycles like the last that must still fit.
+            ahead: Cycles that must still fit.
         """
         limits = self.limits
         cycles = self.cycles_used()
@@ -293,20 +298,21 @@ class Budget:
         usage = self.tally.usage
         tokens, cost = limits.max_total_tokens, limits.max_cost
         if tokens is not None or cost is not None:
-            size = self._request_size(pending_chars)
             reply = self._reply_tokens()
-            cycle = size + reply
-            final = self._final_tokens(size, reply, pending_chars)
-            extra = (ahead - 1) * cycle
-            if tokens is not None and usage.total_tokens + cycle + final + extra >= tokens:
+            growth = reply + _tokens(pending_chars)
+            sizes = [self._request_size(pending_chars) + step * growth for step in range(ahead)]
+            final = self._final_tokens(sizes[-1], reply, pending_chars, ahead > 1)
+            kept_tokens = sum(sizes) + ahead * reply + final
+            if tokens is not None and usage.total_tokens + kept_tokens >= tokens:
                 return LimitReached(
                     limit="max_total_tokens",
                     used=usage.total_tokens,
                     maximum=tokens,
-                    reserved=cycle + final + extra,
+                    reserved=kept_tokens,
                 )
             if cost is not None:
-                kept = self._cost(size, reply) * ahead + self._final_cost(size, reply, final)
+                kept = sum(self._cost(size, reply) for size in sizes)
+                kept += self._final_cost(final)
                 if usage.cost + kept >= cost:
                     return LimitReached(
                         limit="max_cost", used=usage.cost, maximum=cost, reserved=kept
@@ -327,7 +333,7 @@ class Budget:
             return self.price.cost(input_tokens, output_tokens)
         return _blended(self.last) * (input_tokens + OUTPUT_PRICE_FACTOR * output_tokens)
 
-    def _final_cost(self, size: int, reply: int, final: int) -> float:
+    def _final_cost(self, final: int) -> float:
         if not final:
             return 0.0
         answer = self._answer_room()
@@ -372,8 +378,9 @@ class Budget:
     def note(self, pending_chars: int = 0) -> str | None:
         """Once per run, before a budget could stop the run: what is left, for the model.
 
-        It is due when 80 % of a budget is used, or when one more cycle like the last
-        would leave no room for the next (so it always comes before a budget stop).
+        It is due when 80 % of a budget (or of a tool's call cap) is used, or when one
+        more cycle, grown like the last, would leave no room for the next (so it comes
+        before a budget stop whenever a response has come back to foresee it from).
         """
         state, limits = self.state, self.limits
         if state.noted:
@@ -382,6 +389,7 @@ class Budget:
         usage = self.tally.usage
         elapsed = self.elapsed() if limits.max_seconds is not None else 0.0
         calls = limits.max_tool_calls
+        capped = state.calls_by_tool
         due = (
             _at(cycles, limits.max_cycles)
             or _at(usage.total_tokens, limits.max_total_tokens)
@@ -389,6 +397,7 @@ class Budget:
             or _at(elapsed, limits.max_seconds)
             or _at(state.tool_calls, calls)
             or (calls is not None and state.tool_calls + self._last_batch >= calls)
+            or any(_at(used, limits.tool_cap(name)) for name, used in capped.items())
             or self.limit(pending_chars, ahead=2) is not None
         )
         if not due:
@@ -406,6 +415,10 @@ class Budget:
             left = max(maximum - used, 0)
             shown = f"{left:.4g}" if unit == "cost" else f"{left:.0f}"
             parts.append(f"{shown} of {maximum:g} {unit}")
+        for name, used in sorted(capped.items()):
+            cap = limits.tool_cap(name)
+            if cap is not None and cap > 0:
+                parts.append(f"{max(cap - used, 0)} of {cap} calls of {name}")
         if not parts:
             return None
         state.noted = True

@@ -131,9 +131,15 @@ def test_overall_rates_beside_each_other(suite: SuiteResult) -> None:
     assert suite.breakdown["repeated_payment_new_ids"]["objective"].false_negatives == 0
     assert structural["objective"]["false_positive_rate"] == 0.0
     assert structural["objective"]["false_negatives"] == 0
-    assert structural["counting"]["false_positives"] == 60  # six progress scenarios, 10 each
-    # hallucinated confidence and a finish with a call pending, 10 each
-    assert structural["subjective"]["false_positives"] == 20
+    # the rules before progress-aware stopping cut every run of the original progress cases
+    for name in ("edit_then_test", "polling", "verify_after_write", "parallel_failures"):
+        assert suite.breakdown[name]["counting"].false_positives == 10, name
+        assert suite.breakdown[name]["objective"].false_positives == 0, name
+    assert structural["counting"]["false_positives"] > structural["objective"]["false_positives"]
+    # hallucinated confidence and a finish with a call pending stop the subjective policy
+    # early; so does a rejected answer, which it takes as done
+    for name in ("hallucinated_confidence", "finish_with_pending_call", "rejected_answers"):
+        assert suite.breakdown[name]["subjective"].false_positives == 10, name
     assert structural["subjective"]["false_negative_rate"] > 0.1
     assert suite.policies["subjective"].mean_extra_cycles > 1.0
 
@@ -182,8 +188,10 @@ def test_judge_flags_premature_and_unnecessary_cycles() -> None:
     assert early.false_positive and not early.correct
     late = judge(_task(2, ("weather:oslo",)), "subjective", RunEnd("max_cycles", 20), world)
     assert late.false_negative and late.extra_cycles == 18
-    exact = judge(_task(2, ("weather:oslo",)), "objective", RunEnd("completed", 2), world)
+    exact = judge(_task(2, ("weather:oslo",)), "objective", RunEnd("completed", 2, "x"), world)
     assert exact.correct and not exact.false_positive and not exact.false_negative
+    unanswered = judge(_task(2, ("weather:oslo",)), "objective", RunEnd("completed", 2), world)
+    assert not unanswered.correct and not unanswered.answered
     wrong_reason = judge(_task(2, ("weather:oslo",)), "objective", RunEnd("stalled", 2), world)
     assert not wrong_reason.correct
 

@@ -10,20 +10,15 @@ import pytest
 
 from convergent.bench._stop_scenarios import STOP_SCENARIOS
 from convergent.bench._tasks import FINAL_ANSWER, scripted_model
-from convergent.bench.convergence import TaskOutcome, build_tasks, run_task
+from convergent.bench.convergence import SCENARIOS, Task, TaskOutcome, build_tasks, run_task
 from convergent.messages import ToolSpec, UserMessage
 from convergent.stop import StopReason
 
+from .scenario_runs import outcomes
+
 PROGRESS = [s.name for s in STOP_SCENARIOS if s.kind == "progress"]
 CAUGHT = ["abab_loop", "repeated_payment", "broken_tool"]
-
-
-def outcomes(scenario: str, policy: str, per_scenario: int = 10) -> list[TaskOutcome]:
-    async def all_of() -> list[TaskOutcome]:
-        tasks = build_tasks(seed=0, per_scenario=per_scenario, scenarios=[scenario])
-        return [await run_task(task, policy) for task in tasks]  # type: ignore[arg-type]
-
-    return asyncio.run(all_of())
+RULES = [s.name for s in SCENARIOS if s.kind in ("progress", "stuck", "budget")]
 
 
 def stops(runs: Sequence[TaskOutcome]) -> set[str]:
@@ -90,10 +85,16 @@ def test_the_budget_holds_and_the_library_still_answers() -> None:
     counting = outcomes("hits_budget", "counting")
     for task, mine, theirs in zip(tasks, library, counting, strict=True):
         assert task.max_total_tokens is not None
-        assert (mine.stop, mine.answer_after_stop, mine.correct) == ("budget_exhausted", True, True)
-        assert mine.tokens <= task.max_total_tokens
+        assert (mine.stop, mine.answer_after_stop) == ("budget_exhausted", True)
+        assert mine.tokens <= task.max_total_tokens and not mine.false_negative
         assert theirs.stop == "budget_exhausted" and not theirs.answer_after_stop
         assert theirs.tokens > task.max_total_tokens and theirs.false_negative
+
+
+def test_the_model_is_told_its_token_budget_before_it_stops_the_run() -> None:
+    library = outcomes("hits_budget", "objective")
+    assert [run.budget_notes for run in library] == [1] * 10
+    assert all(run.correct for run in library)
 
 
 def test_a_budget_task_cannot_be_finished_within_its_budget() -> None:
@@ -117,13 +118,21 @@ async def test_the_scripted_model_answers_a_request_without_tools_and_keeps_its_
     assert first.usage.input_tokens > 200 and first.usage.output_tokens > 0
 
 
+def _closing_text(task: Task) -> str:
+    """The text of the replies after the last tool call, joined (a cut answer's parts)."""
+    last_call = max(i for i, item in enumerate(task.script) if item.get("tool_calls"))
+    return "".join(str(item["content"]) for item in task.script[last_call + 1 :])
+
+
 def test_every_stop_rule_scenario_says_what_it_expects() -> None:
-    for task in build_tasks(seed=0, per_scenario=3, scenarios=[s.name for s in STOP_SCENARIOS]):
-        kind = next(s.kind for s in STOP_SCENARIOS if s.name == task.scenario)
+    stuck = (StopReason.STALLED, StopReason.TOOL_ERROR, StopReason.MODEL_ERROR)
+    for task in build_tasks(seed=0, per_scenario=3, scenarios=RULES):
+        kind = next(s.kind for s in SCENARIOS if s.name == task.scenario)
         if kind == "progress":
             assert task.expected_stop is StopReason.COMPLETED, task.id
+            assert task.answer in _closing_text(task), task.id
         elif kind == "stuck":
-            assert task.expected_stop in (StopReason.STALLED, StopReason.TOOL_ERROR), task.id
+            assert task.expected_stop in stuck, task.id
             assert task.done_cycle < len(task.script), task.id
         else:
             assert task.expected_stop is StopReason.BUDGET_EXHAUSTED, task.id

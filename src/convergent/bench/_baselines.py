@@ -11,7 +11,8 @@
   counts neither way) stop it ``tool_error``; no answer is asked for after a stop.
 
 Both check the limits before each model request as the library did then: the cycle
-limit, and a token budget once the tokens used reach it.
+limit, and a token or cost budget once what was used reaches it (there were no caps on
+tool calls). Both deliver the messages of the user's harness before the next request.
 """
 
 from __future__ import annotations
@@ -61,11 +62,19 @@ class RunEnd:
     cycles: int
     """Model requests made (a final answer after a stop is not one)."""
     output: str = ""
-    """The run's output: the final answer, or the answer after a stop."""
+    """The run's output: its answer, the best text it has, or the answer after a stop."""
+    after_stop: bool = False
+    """The output was asked for after the stop."""
     tokens: int = 0
     """Tokens used, the answer after a stop included."""
+    cost: float = 0.0
+    """What the responses cost, the answer after a stop included."""
     nudges: int = 0
     """Notes the model got instead of a stop (stall or tool-error nudges)."""
+    budget_notes: int = 0
+    """Notes the model got on what is left of its budgets."""
+    detail: str = ""
+    """The stop in words, with its numbers."""
 
 
 def subjective_converged(metadata: Mapping[str, Any]) -> str | None:
@@ -100,27 +109,38 @@ class _Loop:
 
     def __init__(self, task: Task, world: World, max_cycles: int) -> None:
         self.task = task
-        self.model = scripted_model(task)
-        self.tools = {t.name: t for t in world.tools(task.tools)}
+        self.model = scripted_model(task, clock=world.clock, harness=self)
+        self.tools = {t.name: t for t in world.tools(task.tools, task.declared)}
         self.specs = [t.spec for t in self.tools.values()]
         self.messages: list[Message] = [UserMessage(content=task.prompt)]
+        self.waiting: list[str] = []
         self.max_cycles = max_cycles
         self.cycles = 0
         self.tokens = 0
+        self.cost = 0.0
+
+    def send(self, message: str) -> None:
+        """A message of the user's harness, delivered before the next request."""
+        self.waiting.append(message)
 
     def limit(self) -> str | None:
         """The limit that forbids another request, checked on what was used so far."""
         if self.cycles >= self.max_cycles:
             return StopReason.MAX_CYCLES.value
-        budget = self.task.max_total_tokens
-        if budget is not None and self.tokens >= budget:
+        tokens, cost = self.task.max_total_tokens, self.task.max_cost
+        if (tokens is not None and self.tokens >= tokens) or (
+            cost is not None and self.cost >= cost
+        ):
             return StopReason.BUDGET_EXHAUSTED.value
         return None
 
     async def request(self) -> ModelResponse:
+        self.messages.extend(UserMessage(content=text) for text in self.waiting)
+        self.waiting.clear()
         response = await self.model.request(self.messages, self.specs)
         self.cycles += 1
         self.tokens += response.usage.total_tokens
+        self.cost += response.usage.cost
         self.messages.append(response.to_message())
         return response
 
@@ -136,7 +156,9 @@ class _Loop:
         return outcomes
 
     def end(self, stop: str, output: str = "") -> RunEnd:
-        return RunEnd(stop=stop, cycles=self.cycles, output=output, tokens=self.tokens)
+        return RunEnd(
+            stop=stop, cycles=self.cycles, output=output, tokens=self.tokens, cost=self.cost
+        )
 
 
 async def run_subjective(task: Task, world: World, max_cycles: int) -> RunEnd:

@@ -41,7 +41,7 @@ from convergent.bench._world import (
 )
 from convergent.stop import StopReason
 
-__all__ = ["STOP_BUILDERS", "STOP_SCENARIOS", "STUCK_SCRIPT_LENGTH"]
+__all__ = ["STOP_BUILDERS", "STOP_SCENARIOS", "STUCK_SCRIPT_LENGTH", "rule_plan", "stuck_task"]
 
 STUCK_SCRIPT_LENGTH = 24
 """Responses a stuck model's script holds (more than any policy's cycle limit here)."""
@@ -64,7 +64,8 @@ STOP_SCENARIOS: tuple[Scenario, ...] = (
 PROGRESS_TOOLS = ("edit_file", "run_tests", "list_files", "delete_file", "job_status", "wait")
 
 
-def _plan(prompt: str, needed: tuple[str, ...], answer: str, text: str) -> Plan:
+def rule_plan(prompt: str, needed: tuple[str, ...], answer: str, text: str) -> Plan:
+    """The plan of a stop-rule task: its prompt, needed effects and answer (no batches)."""
     return Plan("stop rules", prompt, (), needed, answer, text)
 
 
@@ -86,7 +87,7 @@ def _edit_then_test(name: str, index: int, rng: random.Random) -> Task:
         f"and run run_tests after each edit until they all pass."
     )
     script.answer(text, honest_final(rng))
-    plan = _plan(prompt, needed, f"All {tests} tests", text)
+    plan = rule_plan(prompt, needed, f"All {tests} tests", text)
     return make_task(name, index, plan, script.items, len(script.items), tools=PROGRESS_TOOLS)
 
 
@@ -104,7 +105,7 @@ def _polling(name: str, index: int, rng: random.Random) -> Task:
     script.answer(text, honest_final(rng))
     pacing = " Wait 10 seconds between two requests." if name == "polling_with_wait" else ""
     prompt = f"Start nothing: check job {job} with job_status until it is done.{pacing}"
-    plan = _plan(prompt, (status.effect,) * polls, f"reports/{job}.csv", text)
+    plan = rule_plan(prompt, (status.effect,) * polls, f"reports/{job}.csv", text)
     return make_task(name, index, plan, script.items, len(script.items), tools=PROGRESS_TOOLS)
 
 
@@ -124,7 +125,7 @@ def _verify_after_write(name: str, index: int, rng: random.Random) -> Task:
         f"first and after each deletion, to check it."
     )
     needed = (listing.effect,) * (len(doomed) + 1) + tuple(f"delete:{f}" for f in doomed)
-    plan = _plan(prompt, needed, left[0], text)
+    plan = rule_plan(prompt, needed, left[0], text)
     return make_task(name, index, plan, script.items, len(script.items), tools=PROGRESS_TOOLS)
 
 
@@ -142,7 +143,7 @@ def _parallel_failures(name: str, index: int, rng: random.Random) -> Task:
         f"Which of the orders {', '.join(i.replace('-', '') for i in ids)} has the highest "
         f"total? Use lookup_order."
     )
-    plan = _plan(prompt, tuple(call.effect for call in right), top, text)
+    plan = rule_plan(prompt, tuple(call.effect for call in right), top, text)
     return make_task(name, index, plan, script.items, len(script.items), on_tool_error="continue")
 
 
@@ -170,14 +171,16 @@ def _answer_after_third_read(name: str, index: int, rng: random.Random) -> Task:
     script.answer(text, honest_final(rng))
     shown = ", ".join(f"{key}={value!r}" for key, value in read.arguments.items())
     prompt = f"Call {read.name}({shown}) and tell me what it says."
-    plan = _plan(prompt, (read.effect,), token, text)
+    plan = rule_plan(prompt, (read.effect,), token, text)
     return make_task(name, index, plan, script.items, len(script.items))
 
 
-def _stuck(name: str, index: int, plan: Plan, script: Script, done: int, **extra: object) -> Task:
-    return make_task(
-        name, index, plan, script.items, done, expected_stop=StopReason.STALLED, **extra
-    )
+def stuck_task(
+    name: str, index: int, plan: Plan, script: Script, done: int, **extra: object
+) -> Task:
+    """A task of a stuck model: stopped ``stalled`` unless ``extra`` says otherwise."""
+    extra.setdefault("expected_stop", StopReason.STALLED)
+    return make_task(name, index, plan, script.items, done, **extra)
 
 
 def _abab_loop(name: str, index: int, rng: random.Random) -> Task:
@@ -191,8 +194,8 @@ def _abab_loop(name: str, index: int, rng: random.Random) -> Task:
     for cycle in range(STUCK_SCRIPT_LENGTH):
         script.calls((reads[cycle % len(reads)],), honest_mid(rng))
     prompt = "Using " + ", ".join(r.name for r in reads) + ", tell me what applies to me."
-    plan = _plan(prompt, tuple(r.effect for r in reads), "", "")
-    return _stuck(name, index, plan, script, 2 * len(reads) + 1)
+    plan = rule_plan(prompt, tuple(r.effect for r in reads), "", "")
+    return stuck_task(name, index, plan, script, 2 * len(reads) + 1)
 
 
 def _repeated_payment(name: str, index: int, rng: random.Random) -> Task:
@@ -202,8 +205,8 @@ def _repeated_payment(name: str, index: int, rng: random.Random) -> Task:
     script = Script()
     for _ in range(STUCK_SCRIPT_LENGTH):
         script.calls((pay,), honest_mid(rng), f"Paying {to}.")
-    plan = _plan(f"Pay {to} {amount} EUR with pay, once.", (pay.effect,), "", "")
-    return _stuck(
+    plan = rule_plan(f"Pay {to} {amount} EUR with pay, once.", (pay.effect,), "", "")
+    return stuck_task(
         name,
         index,
         plan,
@@ -222,7 +225,9 @@ def _broken_tool(name: str, index: int, rng: random.Random) -> Task:
     for cycle in range(STUCK_SCRIPT_LENGTH):
         spelling = spellings[cycle % len(spellings)]
         script.calls((Call("get_weather", {"city": spelling}, ""),), honest_mid(rng))
-    plan = _plan(f"What is the weather in {title}? Use get_weather.", (f"weather:{city}",), "", "")
+    plan = rule_plan(
+        f"What is the weather in {title}? Use get_weather.", (f"weather:{city}",), "", ""
+    )
     return make_task(
         name,
         index,

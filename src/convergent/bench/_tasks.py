@@ -3,7 +3,10 @@
 A `Task` is one scripted conversation with its ground truth; a `Scenario` is a family of
 tasks that share one model behaviour. `Script` writes the conversation, and
 `scripted_model` plays it with the token usage a provider would report (about four
-characters per token), so that token budgets mean the same under every policy.
+characters per token), priced at the task's price, so that budgets mean the same under
+every policy. It
+also plays the task's surroundings: the time each request takes on the world's clock,
+and the messages the user's harness sends after each step.
 """
 
 from __future__ import annotations
@@ -12,15 +15,16 @@ import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from convergent.bench._world import TOOL_NAMES, Call, Plan
+from convergent.bench._world import TOOL_NAMES, BenchClock, Call, Plan
 from convergent.messages import Message, ModelResponse, ToolSpec, Usage
 from convergent.models.scripted import ScriptedModel, response_from_dict
 from convergent.stop import StopReason
 
 __all__ = [
     "FINAL_ANSWER",
+    "Harness",
     "Kind",
     "Meta",
     "Scenario",
@@ -99,6 +103,36 @@ class Task:
     """Whether payment confirmations carry a new transaction id each time."""
     max_total_tokens: int | None = None
     """The run's token budget (None: no budget)."""
+    max_cost: float | None = None
+    """The run's cost budget (None: no budget)."""
+    max_tool_calls: int | None = None
+    """The run's cap on tool calls in all (None: no cap)."""
+    max_calls_per_tool: int | None = None
+    """The run's cap on the calls of each tool (None: no cap)."""
+    final_answer: bool = True
+    """The library's loop asks for an answer after a stop."""
+    price: tuple[float, float] = (0.0, 0.0)
+    """The model's price, in US dollars per million input and output tokens (0, 0: free)."""
+    verified: bool = False
+    """The task brings its own check (the world's): every library policy applies it."""
+    output_schema: Mapping[str, Any] | None = None
+    """The JSON schema an answer must validate against (None: any text)."""
+    declared: Mapping[str, bool | None] = field(default_factory=dict)
+    """``read_only`` declarations that replace the world's (None: unannotated)."""
+    tool_seconds: Mapping[str, float] = field(default_factory=dict)
+    """Seconds a call of each tool takes on the world's clock."""
+    request_seconds: float = 0.0
+    """Seconds each model request takes on the world's clock."""
+    messages: tuple[str, ...] = ()
+    """What the user's harness sends after each response with tool calls, by position in
+    the script ("" or past the end: nothing)."""
+
+
+class Harness(Protocol):
+    """Where the user's harness puts a message for the run (a steering queue)."""
+
+    def send(self, message: str) -> None:
+        """Queue ``message`` for the model's next request."""
 
 
 def honest_mid(rng: random.Random) -> Meta:
@@ -142,9 +176,12 @@ class Script:
             }
         )
 
-    def answer(self, text: str, meta: Meta) -> None:
-        """A response without tool calls."""
-        self.items.append({"content": text, **meta})
+    def answer(self, text: str, meta: Meta, finish_reason: str | None = None) -> None:
+        """A response without tool calls; ``finish_reason`` as the provider says (default: stop)."""
+        item: Meta = {"content": text, **meta}
+        if finish_reason is not None:
+            item["finish_reason"] = finish_reason
+        self.items.append(item)
 
 
 def make_task(
@@ -185,11 +222,19 @@ def _usage(messages: Sequence[Message], response: ModelResponse) -> Usage:
     )
 
 
-def scripted_model(task: Task) -> ScriptedModel:
+def scripted_model(
+    task: Task, *, clock: BenchClock | None = None, harness: Harness | None = None
+) -> ScriptedModel:
     """The task's script as a model; past its end the model repeats its last response.
 
     A request without tools in a task that has tools is the answer asked for after a
     stop: it gets `FINAL_ANSWER` and does not advance the script.
+
+    Args:
+        task: The task.
+        clock: The world's clock; each request takes ``task.request_seconds`` on it.
+        harness: Where the task's ``messages`` go, each once its response came back
+            (the run reads it before the next request, after the response's calls).
     """
     responses = [response_from_dict(item) for item in task.script]
     position = 0
@@ -200,7 +245,13 @@ def scripted_model(task: Task) -> ScriptedModel:
             response = ModelResponse(content=FINAL_ANSWER)
         else:
             response = responses[min(position, len(responses) - 1)]
+            message = task.messages[position] if position < len(task.messages) else ""
+            if message and harness is not None and response.tool_calls:
+                harness.send(message)
             position += 1
+        if clock is not None:
+            clock.advance(task.request_seconds)
         return replace(response, usage=_usage(messages, response))
 
-    return ScriptedModel(respond, name=f"scripted:{task.id}")
+    price = task.price if any(task.price) else None
+    return ScriptedModel(respond, name=f"scripted:{task.id}", price=price)

@@ -15,22 +15,33 @@ Domain plans turn a random draw into a task: a prompt, the tool calls that do it
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import posixpath
 import random
+import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from convergent.builtin_tools import evaluate_arithmetic
+from convergent.clock import Clock
 from convergent.exceptions import ToolError
 from convergent.tools import Tool, tool
 
 __all__ = [
     "BUGGY_SUITES",
+    "DEEP_PATHS",
+    "EXPORTS",
+    "FUEL_LEVEL",
     "JOBS",
     "PAYEES",
     "QUESTIONS",
+    "REPORTS",
+    "TANK_CAPACITY",
     "TOOL_NAMES",
+    "BenchClock",
     "Call",
     "Plan",
     "World",
@@ -112,6 +123,52 @@ JOBS = {
 """Background jobs and the status request at which each is done."""
 PAYEES = ("ACME Supplies", "Northwind", "Globex", "Initech", "Umbrella Travel")
 """Who a payment can go to."""
+EXPORTS = {
+    "nightly-sales": 3,
+    "weekly-users": 4,
+    "monthly-ledger": 5,
+    "inventory": 6,
+    "audit-log": 3,
+    "returns": 4,
+}
+"""Data exports and how many status requests say ``running`` (the same text) before done."""
+DIRECTORIES = {
+    "/srv/shop": ("current", "releases", "shared"),
+    "/home/ana/projects": ("atlas", "convergent", "notes"),
+    "/opt/tools": ("bin", "lib", "share"),
+    "/var/www": ("html", "logs", "staging"),
+}
+"""What ``ls`` lists in some directories."""
+DEEP_PATHS = (
+    "/srv/shop/releases/v7/config",
+    "/home/ana/projects/atlas/src/core",
+    "/opt/tools/lib/python/site",
+    "/var/www/html/assets/img",
+)
+"""Directories three levels below one of `DIRECTORIES`."""
+REPORTS = {
+    "north": 412,
+    "south": 388,
+    "east": 455,
+    "west": 367,
+    "central": 430,
+    "coast": 398,
+    "alps": 341,
+    "lakes": 376,
+    "plains": 402,
+    "islands": 359,
+    "valley": 421,
+    "delta": 394,
+}
+"""Regional sales reports and their totals (thousands of EUR)."""
+REPORT_ROWS = 600
+"""Rows of a report: each about 40 characters, so a report is about 24,000 characters."""
+FUEL_LEVEL = 15.0
+"""Litres in the tank at the start."""
+TANK_CAPACITY = 50.0
+"""Litres the tank holds."""
+EPOCH = 1_795_867_200.0
+"""What the world's clock reads at its start: 2026-11-28 12:00:00 UTC."""
 QUESTIONS: tuple[tuple[str, str], ...] = (
     ("What is the capital of France?", "Paris"),
     ("How many days are in a leap year?", "366"),
@@ -141,6 +198,32 @@ TOOL_NAMES = (
 """The tools of the original scenarios (the live suite offers these)."""
 
 
+class BenchClock(Clock):
+    """The world's clock, installed for the run: time passes only when the world says so.
+
+    A tool that takes time, a ``wait`` and a model request advance it, so a scenario
+    decides exactly how much time passes between two calls, on any machine.
+    """
+
+    __slots__ = ("seconds",)
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        """Seconds since the world began."""
+
+    def now(self) -> float:
+        """Unix time: `EPOCH` plus the seconds passed."""
+        return EPOCH + self.seconds
+
+    def monotonic(self) -> float:
+        """The seconds passed."""
+        return self.seconds
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass."""
+        self.seconds += seconds
+
+
 def format_number(value: float) -> str:
     """A number as a model would write it: ``33``, ``40825``, ``270.5``."""
     if float(value).is_integer():
@@ -160,16 +243,33 @@ class World:
             (``-1``: always). A failing call raises `ToolError` (a tool failure).
         receipt_ids: Whether each payment's confirmation carries a new transaction id
             (otherwise the same payment is confirmed with the same text every time).
+        tool_seconds: Seconds a call of each named tool takes on the world's clock (a
+            slow status request); a ``wait`` takes the seconds it is asked for.
     """
 
-    def __init__(self, failures: dict[str, int] | None = None, receipt_ids: bool = False) -> None:
+    def __init__(
+        self,
+        failures: dict[str, int] | None = None,
+        receipt_ids: bool = False,
+        tool_seconds: Mapping[str, float] | None = None,
+    ) -> None:
         self.failures = dict(failures or {})
         self.receipt_ids = receipt_ids
+        self.tool_seconds = dict(tool_seconds or {})
+        """Seconds a call of each tool takes on the world's clock (default none)."""
+        self.clock = BenchClock()
+        """The world's time: it passes only while tools run, waits and the model answers."""
         self.files = dict(FILES)
         self.fixes: Counter[str] = Counter()
         """Edits made to each buggy suite's source."""
         self.polls: Counter[str] = Counter()
-        """Status requests made for each job."""
+        """Status requests made for each job (and each export)."""
+        self.cwd = "/"
+        """The working directory of ``cd`` and ``ls``."""
+        self.fuel = FUEL_LEVEL
+        """Litres in the tank ``fill_fuel_tank`` fills."""
+        self.calls: Counter[str] = Counter()
+        """Calls that reached each tool, failed or not."""
         self.payments = 0
         """Payments sent."""
         self.attempts: list[str] = []
@@ -177,7 +277,9 @@ class World:
         self.effects: list[str] = []
         """Effect keys of every call that succeeded."""
 
-    def _enter(self, effect: str) -> None:
+    def _enter(self, tool: str, effect: str) -> None:
+        self.calls[tool] += 1
+        self.clock.advance(self.tool_seconds.get(tool, 0.0))
         self.attempts.append(effect)
         remaining = self.failures.get(effect, 0)
         if remaining != 0:
@@ -200,8 +302,18 @@ class World:
         """Needed effects that have not happened."""
         return sorted((Counter(needed) - Counter(self.effects)).elements())
 
-    def tools(self, names: Iterable[str] = TOOL_NAMES) -> list[Tool]:
-        """The named tools, bound to this world."""
+    def tools(
+        self,
+        names: Iterable[str] = TOOL_NAMES,
+        declared: Mapping[str, bool | None] | None = None,
+    ) -> list[Tool]:
+        """The named tools, bound to this world.
+
+        Args:
+            names: Which tools.
+            declared: ``read_only`` declarations that replace a tool's own (None: the
+                tool does not say whether it only reads).
+        """
         factories: dict[str, Callable[[], Tool]] = {
             "get_weather": self._weather_tool,
             "lookup_order": self._order_tool,
@@ -217,8 +329,20 @@ class World:
             "job_status": self._job_tool,
             "wait": self._wait_tool,
             "pay": self._pay_tool,
+            "export_status": self._export_tool,
+            "service_status": self._service_tool,
+            "get_current_time": self._time_tool,
+            "cd": self._cd_tool,
+            "ls": self._ls_tool,
+            "fill_fuel_tank": self._fuel_tool,
+            "read_report": self._report_tool,
         }
-        return [factories[name]() for name in names]
+        overrides = declared or {}
+        built = [factories[name]() for name in names]
+        return [
+            dataclasses.replace(t, read_only=overrides[t.name]) if t.name in overrides else t
+            for t in built
+        ]
 
     def _weather_tool(self) -> Tool:
         @tool(name="get_weather", read_only=True)
@@ -229,7 +353,7 @@ class World:
                 city: City name, e.g. "Oslo".
             """
             effect = f"weather:{_key(city)}"
-            self._enter(effect)
+            self._enter("get_weather", effect)
             if _key(city) not in WEATHER:
                 raise ToolError(f"unknown city {city!r}")
             return self._done(effect, f"{city.strip()}: {WEATHER[_key(city)]} °C")
@@ -246,7 +370,7 @@ class World:
             """
             order = order_id.strip().upper()
             effect = f"order:{order.casefold()}"
-            self._enter(effect)
+            self._enter("lookup_order", effect)
             if order not in ORDERS:
                 raise ToolError(f"no order {order_id!r}")
             status, total = ORDERS[order]
@@ -265,7 +389,7 @@ class World:
             """
             pair = (base.strip().upper(), target.strip().upper())
             effect = f"rate:{pair[0].casefold()}-{pair[1].casefold()}"
-            self._enter(effect)
+            self._enter("exchange_rate", effect)
             if pair not in RATES:
                 raise ToolError(f"no rate for {pair[0]}/{pair[1]}")
             return self._done(effect, f"1 {pair[0]} = {RATES[pair]} {pair[1]}")
@@ -282,7 +406,7 @@ class World:
             """
             value = evaluate_arithmetic(expression)
             effect = f"calc:{format_number(value)}"
-            self._enter(effect)
+            self._enter("calculator", effect)
             return self._done(effect, format_number(value))
 
         return calculator
@@ -297,7 +421,7 @@ class World:
             """
             name = _key(path)
             effect = f"read:{name}"
-            self._enter(effect)
+            self._enter("read_file", effect)
             if name not in self.files:
                 raise ToolError(f"no such file: {path}")
             return self._done(effect, self.files[name])
@@ -315,7 +439,7 @@ class World:
             """
             name = _key(path)
             effect = f"write:{name}"
-            self._enter(effect)
+            self._enter("write_file", effect)
             self.files[name] = content
             return self._done(effect, f"wrote {len(content)} characters to {name}")
 
@@ -331,7 +455,7 @@ class World:
             """
             name = _key(suite)
             effect = f"tests:{name}"
-            self._enter(effect)
+            self._enter("run_tests", effect)
             if name in BUGGY_SUITES:
                 tests, failing = BUGGY_SUITES[name]
                 failed = max(0, failing - self.fixes[name])
@@ -355,7 +479,7 @@ class World:
             words = query.casefold()
             topic = next((name for name in DOCS if name in words), "")
             effect = f"docs:{topic or 'none'}"
-            self._enter(effect)
+            self._enter("search_docs", effect)
             return self._done(effect, DOCS[topic][0] if topic else "no matching page")
 
         return search_docs
@@ -371,7 +495,7 @@ class World:
             """
             suite = _key(path).removeprefix("src/").removesuffix(".py")
             effect = f"edit:{suite}"
-            self._enter(effect)
+            self._enter("edit_file", effect)
             if suite not in BUGGY_SUITES:
                 raise ToolError(f"no such file: {path}")
             self.fixes[suite] += 1
@@ -383,7 +507,7 @@ class World:
         @tool(name="list_files", read_only=True)
         def list_files() -> str:
             """List the files of the workspace."""
-            self._enter("list")
+            self._enter("list_files", "list")
             return self._done("list", "files: " + ", ".join(sorted(self.files)))
 
         return list_files
@@ -398,7 +522,7 @@ class World:
             """
             name = _key(path)
             effect = f"delete:{name}"
-            self._enter(effect)
+            self._enter("delete_file", effect)
             if self.files.pop(name, None) is None:
                 raise ToolError(f"no such file: {path}")
             return self._done(effect, f"deleted {name}")
@@ -415,7 +539,7 @@ class World:
             """
             name = _key(job)
             effect = f"job:{name}"
-            self._enter(effect)
+            self._enter("job_status", effect)
             if name not in JOBS:
                 raise ToolError(f"no job {job!r}")
             self.polls[name] += 1
@@ -427,14 +551,16 @@ class World:
         return job_status
 
     def _wait_tool(self) -> Tool:
-        @tool(name="wait", read_only=True)
+        # time passes: the world may be another after it (a job finished meanwhile)
+        @tool(name="wait", read_only=False)
         def wait(seconds: int) -> str:
-            """Wait before the next step (nothing else happens).
+            """Wait before the next step.
 
             Args:
                 seconds: How long to wait.
             """
-            self._enter("wait")
+            self._enter("wait", "wait")
+            self.clock.advance(max(seconds, 0))
             return self._done("wait", f"waited {seconds} s")
 
         return wait
@@ -449,12 +575,131 @@ class World:
                 amount: Amount in EUR.
             """
             effect = f"pay:{_key(to)}:{format_number(amount)}"
-            self._enter(effect)
+            self._enter("pay", effect)
             self.payments += 1
             receipt = f" P-{1000 + self.payments}" if self.receipt_ids else ""
             return self._done(effect, f"payment{receipt} of {amount:.2f} EUR to {to} sent")
 
         return pay
+
+    def _export_tool(self) -> Tool:
+        @tool(name="export_status", read_only=True)
+        def export_status(export: str) -> str:
+            """The status of a data export: running, or done with its file.
+
+            Args:
+                export: Export name, e.g. "nightly-sales".
+            """
+            name = _key(export)
+            effect = f"export:{name}"
+            self._enter("export_status", effect)
+            if name not in EXPORTS:
+                raise ToolError(f"no export {export!r}")
+            self.polls[effect] += 1
+            if self.polls[effect] > EXPORTS[name]:
+                return self._done(effect, f"export {name}: done, file exports/{name}.csv")
+            return self._done(effect, f"export {name}: running")
+
+        return export_status
+
+    def _service_tool(self) -> Tool:
+        @tool(name="service_status", read_only=True)
+        def service_status(service: str) -> str:
+            """The state of a service, as of now.
+
+            Args:
+                service: Service name, e.g. "checkout".
+            """
+            name = _key(service)
+            effect = f"service:{name}"
+            self._enter("service_status", effect)
+            stamp = time.strftime("%H:%M:%S", time.gmtime(self.clock.now()))
+            return self._done(effect, f"{name}: running (as of {stamp})")
+
+        return service_status
+
+    def _time_tool(self) -> Tool:
+        @tool(name="get_current_time", read_only=True)
+        def get_current_time(timezone: str) -> str:
+            """The current time in a time zone (as the MCP time server answers).
+
+            Args:
+                timezone: IANA time zone, e.g. "Europe/Paris".
+            """
+            effect = f"time:{timezone.strip()}"
+            self._enter("get_current_time", effect)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(self.clock.now()))
+            return self._done(
+                effect,
+                json.dumps({"timezone": timezone.strip(), "datetime": stamp, "is_dst": False}),
+            )
+
+        return get_current_time
+
+    def _cd_tool(self) -> Tool:
+        @tool(name="cd", read_only=False)
+        def cd(path: str) -> str:
+            """Change the working directory (``..`` goes up one).
+
+            Args:
+                path: An absolute path, or ``..``.
+            """
+            target = posixpath.normpath(posixpath.join(self.cwd, path.strip()))
+            effect = f"cd:{target}"
+            self._enter("cd", effect)
+            self.cwd = target
+            return self._done(effect, "{}")
+
+        return cd
+
+    def _ls_tool(self) -> Tool:
+        @tool(name="ls", read_only=True)
+        def ls() -> str:
+            """List the working directory."""
+            effect = f"ls:{self.cwd}"
+            self._enter("ls", effect)
+            entries = DIRECTORIES.get(self.cwd, ())
+            return self._done(effect, f"{self.cwd}: {', '.join(entries) or '(empty)'}")
+
+        return ls
+
+    def _report_tool(self) -> Tool:
+        @tool(name="read_report", read_only=True)
+        def read_report(region: str) -> str:
+            """A region's sales report: one row per store, then the total.
+
+            Args:
+                region: Region name, e.g. "north".
+            """
+            name = _key(region)
+            effect = f"report:{name}"
+            self._enter("read_report", effect)
+            if name not in REPORTS:
+                raise ToolError(f"no report for {region!r}")
+            rows = "\n".join(
+                f"store {row:03d} | {name:<8} | sales {(row * 37) % 900 + 100:>4} kEUR"
+                for row in range(1, REPORT_ROWS + 1)
+            )
+            return self._done(effect, f"{rows}\ntotal {name}: {REPORTS[name]} kEUR")
+
+        return read_report
+
+    def _fuel_tool(self) -> Tool:
+        @tool(name="fill_fuel_tank", read_only=False)
+        def fill_fuel_tank(liters: float) -> str:
+            """Add fuel to the vehicle's tank.
+
+            Args:
+                liters: Litres to add.
+            """
+            effect = f"fuel:{format_number(liters)}"
+            self._enter("fill_fuel_tank", effect)
+            if self.fuel + liters > TANK_CAPACITY:
+                raise ToolError("cannot fill above the tank capacity")
+            self.fuel += liters
+            return self._done(effect, f"the tank holds {format_number(self.fuel)} litres")
+
+        return fill_fuel_tank
 
 
 @dataclass(frozen=True, slots=True)

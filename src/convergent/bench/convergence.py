@@ -35,8 +35,13 @@ Scenario kinds:
 - ``premature``: the model answers before doing the work. Its tool-call structure
   says "done" while the task is not, so no stopping rule that reads the response can
   catch it; only the external check does. The other kinds are *structural*.
-- ``progress``, ``stuck``, ``budget``: the stop rules' own cases (repeats that are
-  progress, loops, a budget that runs out; `convergent.bench._stop_scenarios`).
+- ``progress``, ``stuck``, ``budget``: the stop rules' own cases: repeats that are
+  progress, loops, a budget that runs out (`convergent.bench._stop_scenarios`); results
+  that differ only in a time or an id, slow polls, longer cycles, state-changing calls
+  and the user's messages (`convergent.bench._stall_scenarios`); each streak of
+  non-progress, replies that are not answers, and cases that look like a streak but
+  recover (`convergent.bench._streak_scenarios`); cost budgets and tool-call caps
+  (`convergent.bench._budget_scenarios`).
 
 When a policy asks the model again after the script ended, the model repeats its last
 response: a model asked again after answering restates its answer.
@@ -57,7 +62,11 @@ from convergent.bench._baselines import (
     run_subjective,
     subjective_converged,
 )
+from convergent.bench._budget_scenarios import BUDGET_BUILDERS, BUDGET_SCENARIOS
+from convergent.bench._rules import agent_rules
+from convergent.bench._stall_scenarios import STALL_BUILDERS, STALL_SCENARIOS
 from convergent.bench._stop_scenarios import STOP_BUILDERS, STOP_SCENARIOS
+from convergent.bench._streak_scenarios import STREAK_BUILDERS, STREAK_SCENARIOS
 from convergent.bench._tasks import (
     Meta,
     Scenario,
@@ -77,16 +86,17 @@ from convergent.bench._world import (
     independent_plan,
 )
 from convergent.bench.report import EMPTY_STATS, PolicyStats, SuiteResult
+from convergent.clock import use_clock
 from convergent.events import Event, Nudged
 from convergent.extensions import Verification
-from convergent.limits import Limits
-from convergent.policy import StopPolicy
+from convergent.steering import SteeringQueue
 from convergent.stop import StopReason
 
 __all__ = [
     "CONFIDENCE_THRESHOLD",
     "POLICIES",
     "SCENARIOS",
+    "Policy",
     "Scenario",
     "Task",
     "TaskOutcome",
@@ -118,6 +128,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("no_finish_signal", "adversarial", "no action and no confidence at all"),
     Scenario("premature_answer", "premature", "answers before making the needed calls"),
     *STOP_SCENARIOS,
+    *STALL_SCENARIOS,
+    *STREAK_SCENARIOS,
+    *BUDGET_SCENARIOS,
 )
 """Every scenario of the suite, in report order."""
 
@@ -155,6 +168,16 @@ class TaskOutcome:
     """Payments the run sent (a stuck model sends the same one again)."""
     tokens: int = 0
     """Tokens used (a final answer after a stop included)."""
+    cost: float = 0.0
+    """What the responses cost (a final answer after a stop included)."""
+    budget_notes: int = 0
+    """Notes the model got on what is left of its budgets."""
+    tool_calls: int = 0
+    """Calls that reached a tool of the world."""
+    answered: bool = False
+    """The run's output holds the task's answer."""
+    detail: str = ""
+    """The stop in words, with its numbers."""
 
 
 def _plan(rng: random.Random, low: int, high: int) -> Plan:
@@ -293,6 +316,9 @@ _BUILDERS: dict[str, Callable[[str, int, random.Random], Task]] = {
     "no_finish_signal": _build_structural_simple,
     "premature_answer": _build_premature,
     **STOP_BUILDERS,
+    **STALL_BUILDERS,
+    **STREAK_BUILDERS,
+    **BUDGET_BUILDERS,
 }
 
 
@@ -327,28 +353,34 @@ def _verifier(task: Task, world: World) -> Callable[[str], Verification]:
 
 
 async def _run_objective(task: Task, world: World, max_cycles: int, verified: bool) -> RunEnd:
+    harness = SteeringQueue() if task.messages else None
     agent = Agent(
-        scripted_model(task),
-        world.tools(task.tools),
-        limits=Limits(max_cycles=max_cycles, max_total_tokens=task.max_total_tokens),
-        policy=StopPolicy(on_tool_error=task.on_tool_error),
-        verifier=_verifier(task, world) if verified else None,
+        scripted_model(task, clock=world.clock, harness=harness),
+        world.tools(task.tools, task.declared),
+        **agent_rules(task, max_cycles),
+        verifier=_verifier(task, world) if verified or task.verified else None,
+        output_schema=task.output_schema,
+        final_answer=task.final_answer,
         record_events=False,
     )
-    nudges = 0
+    notes = {"budget": 0, "other": 0}
 
     def count(event: Event) -> None:
-        nonlocal nudges
-        if isinstance(event, Nudged) and event.about != "budget":
-            nudges += 1
+        if isinstance(event, Nudged):
+            notes["budget" if event.about == "budget" else "other"] += 1
 
-    result = await agent.run(task.prompt, on_event=count)
+    with use_clock(world.clock):
+        result = await agent.run(task.prompt, steering=harness, on_event=count)
     return RunEnd(
         stop=result.stop_reason.value,
         cycles=result.cycles,
-        output=result.output if result.output_after_stop else "",
+        output=result.output,
+        after_stop=result.output_after_stop,
         tokens=result.usage.total_tokens,
-        nudges=nudges,
+        cost=result.usage.cost,
+        nudges=notes["other"],
+        budget_notes=notes["budget"],
+        detail=result.stop_detail,
     )
 
 
@@ -363,35 +395,42 @@ def judge(task: Task, policy: str, end: RunEnd, world: World) -> TaskOutcome:
       ``progress``): a false stop when the run ended before the needed calls were made
       or before the done cycle; a missed stop when it made model requests after the
       done cycle, or ended on a limit or a stall; correct when it ended at the done
-      cycle, for the library's policies also with the expected reason.
+      cycle, for the library's policies and ``counting`` also with the expected reason
+      and, when that is ``completed``, with an output that holds the task's answer.
     - A stuck model (``stuck``): a false stop when the run ended before the done cycle
       (before the repetition justified a stop); a missed stop when it did not end with
       the expected reason (it ran into the cycle limit); correct otherwise. Cycles past
       the done cycle (the note before the stop) are counted as extra cycles.
-    - A budget too small for the task (``budget``): a missed stop when the run used more
-      tokens than its budget; a false stop when it ended within the budget for another
-      reason; correct when it ended ``budget_exhausted`` within the budget with an answer.
+    - A budget too small for the task (``budget``): a missed stop when the run spent
+      more than a budget allows (tokens, cost, tool calls in all or of one tool); a
+      false stop when it ended within its budgets for another reason; correct when it
+      ended ``budget_exhausted`` within them, after the model was told what was left,
+      with an answer after the stop (unless the task turns that answer off).
     """
     kind = _BY_NAME[task.scenario].kind
     stop, cycles = end.stop, end.cycles
     extra = max(0, cycles - task.done_cycle)
+    answered = bool(task.answer) and task.answer.casefold() in end.output.casefold()
     if kind == "stuck":
         false_positive = cycles < task.done_cycle
         false_negative = not false_positive and stop != task.expected_stop.value
         correct = not false_positive and not false_negative
     elif kind == "budget":
-        budget = task.max_total_tokens or 0
-        false_negative = end.tokens > budget
+        false_negative = overspent(task, end, world)
         false_positive = not false_negative and stop != _BUDGET
-        correct = not false_negative and stop == _BUDGET and bool(end.output)
+        answer = (end.after_stop and bool(end.output)) or not task.final_answer
+        told = end.budget_notes > 0
+        correct = not false_negative and stop == _BUDGET and told and answer
         extra = 0
     else:
         made_all = world.attempted(task.needed)
         false_positive = not made_all or cycles < task.done_cycle
         false_negative = not false_positive and (cycles > task.done_cycle or stop in _LOOPING)
-        reason_ok = policy == "subjective" or stop == task.expected_stop.value
+        completed = task.expected_stop is StopReason.COMPLETED
+        reason_ok = policy == "subjective" or (
+            stop == task.expected_stop.value and (answered or not completed)
+        )
         correct = not false_positive and not false_negative and reason_ok
-    finished = stop == StopReason.COMPLETED.value or policy == "subjective"
     return TaskOutcome(
         task=task.id,
         scenario=task.scenario,
@@ -402,10 +441,29 @@ def judge(task: Task, policy: str, end: RunEnd, world: World) -> TaskOutcome:
         false_negative=false_negative,
         correct=correct,
         extra_cycles=extra,
-        answer_after_stop=not finished and bool(end.output),
+        answer_after_stop=end.after_stop and bool(end.output),
         nudges=end.nudges,
         payments=world.payments,
         tokens=end.tokens,
+        cost=end.cost,
+        budget_notes=end.budget_notes,
+        tool_calls=sum(world.calls.values()),
+        answered=answered,
+        detail=end.detail,
+    )
+
+
+def overspent(task: Task, end: RunEnd, world: World) -> bool:
+    """Whether the run spent more than one of the task's budgets allows."""
+    calls = world.calls
+    return (
+        (task.max_total_tokens is not None and end.tokens > task.max_total_tokens)
+        or (task.max_cost is not None and end.cost > task.max_cost)
+        or (task.max_tool_calls is not None and sum(calls.values()) > task.max_tool_calls)
+        or (
+            task.max_calls_per_tool is not None
+            and max(calls.values(), default=0) > task.max_calls_per_tool
+        )
     )
 
 
@@ -413,7 +471,7 @@ async def run_task(
     task: Task, policy: Policy, *, max_cycles: int = DEFAULT_MAX_CYCLES
 ) -> TaskOutcome:
     """Run one task under one policy in a fresh world and judge it."""
-    world = World(dict(task.failures), receipt_ids=task.receipt_ids)
+    world = World(dict(task.failures), receipt_ids=task.receipt_ids, tool_seconds=task.tool_seconds)
     if policy == "subjective":
         end = await run_subjective(task, world, max_cycles)
     elif policy == "counting":
@@ -433,13 +491,16 @@ def _stats(outcomes: Sequence[TaskOutcome]) -> PolicyStats:
     )
 
 
-def _counts(outcomes: Sequence[TaskOutcome]) -> dict[str, int]:
-    """What the rates do not show: answers after a stop, notes, payments, tokens."""
+def _counts(outcomes: Sequence[TaskOutcome]) -> dict[str, float]:
+    """What the rates do not show: answers after a stop, notes, payments, what was spent."""
     return {
         "answers_after_stop": sum(o.answer_after_stop for o in outcomes),
         "nudges": sum(o.nudges for o in outcomes),
+        "budget_notes": sum(o.budget_notes for o in outcomes),
         "payments": sum(o.payments for o in outcomes),
         "tokens": sum(o.tokens for o in outcomes),
+        "cost": round(sum(o.cost for o in outcomes), 4),
+        "tool_calls": sum(o.tool_calls for o in outcomes),
     }
 
 
