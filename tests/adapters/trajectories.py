@@ -4,9 +4,9 @@ A trajectory is a list of model responses (a tuple of tool calls, or a text answ
 each with the usage it reports, run against the same tools: ``read_file`` (read-only,
 same result every time), ``poll`` (read-only, its result changes each call),
 ``write_file`` (changes state), ``run_tests`` (its result changes with each write),
-``flaky`` (always fails the same way), ``pay`` (fails fatally) and ``transfer`` (a
-terminal tool). After a stop that asks for a final answer, the next scripted response
-is that answer.
+``flaky`` (always fails the same way), ``pay`` (fails fatally), ``status`` (read-only,
+the same status with a new clock time each call) and ``transfer`` (a terminal tool).
+After a stop that asks for a final answer, the next scripted response is that answer.
 
 Most trajectories declare the end convergent's loop must reach; the ones whose end is
 the loop's to decide (answers that never pass, an alternation) declare none, and every
@@ -40,6 +40,7 @@ READ_ONLY: dict[str, bool | None] = {
     "run_tests": None,
     "flaky": None,
     "pay": False,
+    "status": True,
     "transfer": False,
 }
 """The tools' ``read_only`` flags, the same for every host."""
@@ -84,6 +85,11 @@ class World:
     def pay(self, amount: int) -> str:
         """Charge the customer's card."""
         raise ToolError("the card was cancelled", fatal=True)
+
+    def status(self, service: str) -> str:
+        """Report whether a service is up."""
+        self.polls += 1
+        return f"{service}: starting (as of 12:00:{self.polls:02d})"
 
     def transfer(self, reason: str) -> str:
         """Hand the conversation to a human."""
@@ -314,6 +320,39 @@ TRAJECTORIES = [
         [*[_read("a.txt"), _read("b.txt")] * 3, "best answer", _read("a.txt")],
         None,
         limits=Limits(max_cycles=12),
+    ),
+    # a result that differs only in its clock time is the same result
+    Trajectory(
+        "timestamped_status",
+        [*[(("status", {"service": "db"}),)] * 4, "best answer"],
+        StopReason.STALLED,
+        cycles=4,
+        output="best answer",
+        after_stop=True,
+        notes=("stall", "final"),
+    ),
+    Trajectory(
+        "cycle_of_four",
+        [
+            *[_read(f"{name}.txt") for name in "abcd"] * 2,
+            *[_read(f"{name}.txt") for name in "ab"],
+            "best answer",
+        ],
+        StopReason.STALLED,
+        cycles=10,
+        output="best answer",
+        after_stop=True,
+        notes=("stall", "final"),
+    ),
+    Trajectory(
+        "tool_call_cap",
+        [*[(*_read(f"part{n}a.txt"), *_read(f"part{n}b.txt")) for n in range(3)], "best answer"],
+        StopReason.BUDGET_EXHAUSTED,
+        cycles=3,
+        output="best answer",
+        after_stop=True,
+        limits=Limits(max_tool_calls=5),
+        notes=("budget", "final"),
     ),
     Trajectory(
         "edit_then_test",

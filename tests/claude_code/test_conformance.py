@@ -58,7 +58,16 @@ _PER_CALL = (
     "a step is one call, and a parallel batch's failures are counted call by call"
 )
 
+_CAP_IN_HOOK = (
+    "Claude Code refuses the call past a cap in its PreToolUse hook and asks the model "
+    "once more: its next reply is the answer, one cycle later and without a final request"
+)
+
 DIFFERS: dict[str, tuple[Ending, str]] = {
+    "tool_call_cap": (
+        Ending(StopReason.BUDGET_EXHAUSTED, 4, "best answer", False, ("budget",)),
+        _CAP_IN_HOOK,
+    ),
     "parallel_failures": (
         Ending(StopReason.TOOL_ERROR, 4, "", False, ("tool_error", "final")),
         _PER_CALL,
