@@ -29,6 +29,15 @@ async def test_a_loop_the_recording_leaves_after_the_note_is_nudged_not_stopped(
     assert (await judged(loop, {"notes": 0})).loop.fate == "stopped"
 
 
+async def test_a_failing_read_repeated_gets_the_failure_note_and_is_nudged() -> None:
+    # the same lookup failing the same way three times: the note of the failure streak
+    # comes after the third result, and the recording then answers
+    error = "Error: Reservation IFOYFZ not found"
+    verdict = await judged(recorded(*[("get", error)] * 3, failed=[0, 1, 2]))
+    assert verdict.loop.fate == "nudged" and verdict.loop.repeat.times == 3
+    assert (verdict.verdict, verdict.notes) == (PLAYED_THROUGH, 1)
+
+
 async def test_a_loop_that_goes_on_after_the_note_is_stopped_and_saves_the_rest() -> None:
     run = recorded(*[("get", "A")] * 4, ("get", "B"), ("get", "C"))
     verdict = await judged(run)

@@ -30,6 +30,8 @@ __all__ = ["FINISHED", "RunReplay", "TurnReplay", "replay_run", "replay_turn"]
 FINISHED = frozenset({StopReason.COMPLETED, StopReason.HANDED_OFF})
 """Stops that end a turn where the recording ends it: anything else cuts the turn short."""
 
+_NOTES_AFTER = frozenset({"stalled", "tool_error"})
+"""What a note after the calls is about: a repeat or a streak (not a budget running low)."""
 _DECLARES_READ_ONLY = "read_only" in inspect.signature(Tool.from_schema).parameters
 
 
@@ -46,7 +48,8 @@ class TurnReplay:
     recorded: int
     """Recorded replies in the turn."""
     notes: int
-    """Times the loop answered a call with a note instead of running it and went on."""
+    """Times the loop answered a call with a note instead of running it, or gave a note
+    after a reply's calls ran (a repeated read, a failure streak), and went on."""
     extra_requests: int
     """Model requests past the end of the recording (a final answer after a stop)."""
     replaced: tuple[tuple[int, str], ...] = ()
@@ -56,7 +59,7 @@ class TurnReplay:
     """The calls of the last reply played that the loop never ran (it stopped first)."""
     noted_after: tuple[int, ...] = ()
     """Replies (0-based) whose calls ran and were then followed by a note that they
-    repeat (a read is judged on its result)."""
+    repeat (a read is judged on its result) or that failures persist."""
 
     @property
     def cut(self) -> bool:
@@ -93,11 +96,17 @@ class _Recording:
         self.offers_tools = any(reply.calls for reply in turn)
 
     def on_event(self, event: object) -> None:
-        """Keep where the loop noted a repeat after the calls ran (a read's note)."""
+        """Keep where the loop gave a note after the calls ran.
+
+        A read is judged on its result, and a streak of failing steps gets its note after
+        the failing results: either way the calls ran and the note came after them.
+        """
         # a note given before its call runs leaves the call pending (it counts as replaced)
-        nudged = getattr(event, "type", None) == "nudged"
-        if nudged and getattr(event, "about", "") == "stalled" and not any(self.pending.values()):
-            self.noted_after.append(self.played - 1)
+        if getattr(event, "type", None) != "nudged" or any(self.pending.values()):
+            return
+        reply = self.played - 1
+        if getattr(event, "about", "") in _NOTES_AFTER and reply not in self.noted_after[-1:]:
+            self.noted_after.append(reply)
 
     def respond(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         if self.offers_tools and not tools:
