@@ -8,11 +8,16 @@ the next reply's calls still get their own. The recorded model never saw such a 
 so after one the replay plays what it did next anyway: the worst case, a model that
 ignores the note. A request without the tools (the answer asked for after a stop) and
 requests past the recording get a short text reply.
+
+A recorded call to a name no tool can have (``echo<|channel|>commentary``: a model's
+control tokens in the name) is not offered as a tool: the loop answers it as a call to a
+tool the run does not have, the model's mistake, as it would in a live run.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +37,8 @@ FINISHED = frozenset({StopReason.COMPLETED, StopReason.HANDED_OFF})
 
 _NOTES_AFTER = frozenset({"stalled", "tool_error"})
 """What a note after the calls is about: a repeat or a streak (not a budget running low)."""
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")
+"""What a tool's name can be: letters, digits and ``_.:/-`` (providers allow less)."""
 _DECLARES_READ_ONLY = "read_only" in inspect.signature(Tool.from_schema).parameters
 
 
@@ -93,7 +100,7 @@ class _Recording:
         self.pending: defaultdict[str, deque[RecordedCall]] = defaultdict(deque)
         self.replaced: list[tuple[int, str]] = []
         self.noted_after: list[int] = []
-        self.offers_tools = any(reply.calls for reply in turn)
+        self.offers_tools = any(_is_tool_name(call.name) for reply in turn for call in reply.calls)
 
     def on_event(self, event: object) -> None:
         """Keep where the loop gave a note after the calls ran.
@@ -123,7 +130,8 @@ class _Recording:
         reply = self.turn[self.played]
         self.played += 1
         for call in reply.calls:
-            self.pending[call.key].append(call)
+            if _is_tool_name(call.name):  # a call to no tool is answered by the loop
+                self.pending[call.key].append(call)
         return _response(reply, self.played)
 
     def answer(self, name: str, arguments: Mapping[str, Any]) -> str:
@@ -163,8 +171,13 @@ def _tools(recording: _Recording, trajectory: Trajectory, turn: Turn) -> list[To
             **extra,
         )
 
-    names = {call.name for reply in turn for call in reply.calls}
+    names = {call.name for reply in turn for call in reply.calls if _is_tool_name(call.name)}
     return [make(name) for name in sorted(names)]
+
+
+def _is_tool_name(name: str) -> bool:
+    """Whether a recorded call's name can be a tool's (else the call went to no tool)."""
+    return _TOOL_NAME.fullmatch(name) is not None
 
 
 async def replay_turn(trajectory: Trajectory, turn: Turn, settings: Settings) -> TurnReplay:
