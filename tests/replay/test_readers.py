@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from convergent.exceptions import UserError
-from convergent.replay import FORMATS, Malformed, Trajectory, detect_format, read_runs
+from convergent.replay import (
+    FORMATS,
+    Malformed,
+    Trajectory,
+    detect_format,
+    read_runs,
+    replay_run,
+)
 
 from .conftest import MINI_SWE, TAU, TAU2, TAU_REUSED_IDS, runs_of, write_json, write_lines
 
@@ -74,6 +81,31 @@ def test_tau_bench_calls_without_ids_get_the_next_result(tmp_path: Path) -> None
     (reply, _) = run.turns[0]
     (call,) = reply.calls
     assert (call.arguments, call.result) == ({"id": "u1"}, "found u1")  # Python notation read
+
+
+async def test_arguments_in_python_notation_that_json_cannot_hold_stay_text(
+    tmp_path: Path,
+) -> None:
+    # a garbled call: to Python {'ignition'} is a set, which no model's JSON holds
+    calls = [
+        {"function": {"name": "startEngine", "arguments": "{'ignition'}"}},
+        {"function": {"name": "lock", "arguments": "{'doors': {1, 2}}"}},
+    ]
+    traj = [
+        {"role": "user", "content": "start"},
+        {"role": "assistant", "tool_calls": calls},
+        {"role": "tool", "content": "no such mode"},
+        {"role": "tool", "content": "locked"},
+        {"role": "assistant", "content": "Started."},
+    ]
+    (run,) = runs_of(write_json(tmp_path / "r.json", [{"task_id": 1, "reward": 1, "traj": traj}]))
+    reply = run.turns[0][0]
+    assert [call.arguments for call in reply.calls] == [
+        {"input": "{'ignition'}"},
+        {"input": "{'doors': {1, 2}}"},
+    ]
+    (outcome,) = (await replay_run(run)).turns  # replayed through the loop, streamed
+    assert outcome.stop_reason == "completed"
 
 
 def test_tau2_bench_keeps_the_agent_side_and_labels() -> None:

@@ -29,6 +29,27 @@ async def test_a_loop_the_recording_leaves_after_the_note_is_nudged_not_stopped(
     assert (await judged(loop, {"notes": 0})).loop.fate == "stopped"
 
 
+async def test_a_failing_read_repeated_gets_the_failure_note_and_is_nudged() -> None:
+    # the same lookup failing the same way three times: the note of the failure streak
+    # comes after the third result, and the recording then answers
+    error = "Error: Reservation IFOYFZ not found"
+    verdict = await judged(recorded(*[("get", error)] * 3, failed=[0, 1, 2]))
+    assert verdict.loop.fate == "nudged" and verdict.loop.repeat.times == 3
+    assert (verdict.verdict, verdict.notes) == (PLAYED_THROUGH, 1)
+
+
+async def test_calls_to_a_name_no_tool_can_have_are_the_models_mistakes() -> None:
+    # gpt-oss writes its control tokens into the name; no tool has that name, so the loop
+    # answers each call as the model's mistake: one note, then the stop at the fifth
+    garbled = [("echo<|channel|>commentary", "Error: invalid syntax")] * 6
+    verdict = await judged(recorded(*garbled, failed=range(6)))
+    stop = verdict.stop
+    assert (stop.reason, verdict.notes) == ("stalled", 1)
+    assert "calls the run cannot make" in stop.detail and "5 steps in a row" in stop.detail
+    assert [line.status for line in stop.calls] == ["ran", "ran", "noted", "ran", "ran"]
+    assert (await judged(recorded(*garbled, failed=range(6)), {"max_mistakes": None})).stops == ()
+
+
 async def test_a_loop_that_goes_on_after_the_note_is_stopped_and_saves_the_rest() -> None:
     run = recorded(*[("get", "A")] * 4, ("get", "B"), ("get", "C"))
     verdict = await judged(run)

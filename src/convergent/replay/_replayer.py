@@ -8,11 +8,16 @@ the next reply's calls still get their own. The recorded model never saw such a 
 so after one the replay plays what it did next anyway: the worst case, a model that
 ignores the note. A request without the tools (the answer asked for after a stop) and
 requests past the recording get a short text reply.
+
+A recorded call to a name no tool can have (``echo<|channel|>commentary``: a model's
+control tokens in the name) is not offered as a tool: the loop answers it as a call to a
+tool the run does not have, the model's mistake, as it would in a live run.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +35,10 @@ __all__ = ["FINISHED", "RunReplay", "TurnReplay", "replay_run", "replay_turn"]
 FINISHED = frozenset({StopReason.COMPLETED, StopReason.HANDED_OFF})
 """Stops that end a turn where the recording ends it: anything else cuts the turn short."""
 
+_NOTES_AFTER = frozenset({"stalled", "tool_error"})
+"""What a note after the calls is about: a repeat or a streak (not a budget running low)."""
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")
+"""What a tool's name can be: letters, digits and ``_.:/-`` (providers allow less)."""
 _DECLARES_READ_ONLY = "read_only" in inspect.signature(Tool.from_schema).parameters
 
 
@@ -46,7 +55,8 @@ class TurnReplay:
     recorded: int
     """Recorded replies in the turn."""
     notes: int
-    """Times the loop answered a call with a note instead of running it and went on."""
+    """Times the loop answered a call with a note instead of running it, or gave a note
+    after a reply's calls ran (a repeated read, a failure streak), and went on."""
     extra_requests: int
     """Model requests past the end of the recording (a final answer after a stop)."""
     replaced: tuple[tuple[int, str], ...] = ()
@@ -56,7 +66,7 @@ class TurnReplay:
     """The calls of the last reply played that the loop never ran (it stopped first)."""
     noted_after: tuple[int, ...] = ()
     """Replies (0-based) whose calls ran and were then followed by a note that they
-    repeat (a read is judged on its result)."""
+    repeat (a read is judged on its result) or that failures persist."""
 
     @property
     def cut(self) -> bool:
@@ -90,14 +100,20 @@ class _Recording:
         self.pending: defaultdict[str, deque[RecordedCall]] = defaultdict(deque)
         self.replaced: list[tuple[int, str]] = []
         self.noted_after: list[int] = []
-        self.offers_tools = any(reply.calls for reply in turn)
+        self.offers_tools = any(_is_tool_name(call.name) for reply in turn for call in reply.calls)
 
     def on_event(self, event: object) -> None:
-        """Keep where the loop noted a repeat after the calls ran (a read's note)."""
+        """Keep where the loop gave a note after the calls ran.
+
+        A read is judged on its result, and a streak of failing steps gets its note after
+        the failing results: either way the calls ran and the note came after them.
+        """
         # a note given before its call runs leaves the call pending (it counts as replaced)
-        nudged = getattr(event, "type", None) == "nudged"
-        if nudged and getattr(event, "about", "") == "stalled" and not any(self.pending.values()):
-            self.noted_after.append(self.played - 1)
+        if getattr(event, "type", None) != "nudged" or any(self.pending.values()):
+            return
+        reply = self.played - 1
+        if getattr(event, "about", "") in _NOTES_AFTER and reply not in self.noted_after[-1:]:
+            self.noted_after.append(reply)
 
     def respond(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         if self.offers_tools and not tools:
@@ -114,7 +130,8 @@ class _Recording:
         reply = self.turn[self.played]
         self.played += 1
         for call in reply.calls:
-            self.pending[call.key].append(call)
+            if _is_tool_name(call.name):  # a call to no tool is answered by the loop
+                self.pending[call.key].append(call)
         return _response(reply, self.played)
 
     def answer(self, name: str, arguments: Mapping[str, Any]) -> str:
@@ -154,8 +171,13 @@ def _tools(recording: _Recording, trajectory: Trajectory, turn: Turn) -> list[To
             **extra,
         )
 
-    names = {call.name for reply in turn for call in reply.calls}
+    names = {call.name for reply in turn for call in reply.calls if _is_tool_name(call.name)}
     return [make(name) for name in sorted(names)]
+
+
+def _is_tool_name(name: str) -> bool:
+    """Whether a recorded call's name can be a tool's (else the call went to no tool)."""
+    return _TOOL_NAME.fullmatch(name) is not None
 
 
 async def replay_turn(trajectory: Trajectory, turn: Turn, settings: Settings) -> TurnReplay:

@@ -15,8 +15,8 @@ recording has them). With a success label the run gets its verdict:
 
 For a run whose recording holds a real loop, its *fate*: ``stopped`` (the replay ended
 the loop's turn before the loop's last repeat ran), ``nudged`` (not stopped, but the loop
-answered one of the loop's repeated calls with a note instead of running it, and the
-recording changed course after it), or ``missed``.
+answered one of the loop's repeated calls with a note instead of running it, or gave its
+note right after one ran, and the recording changed course after it), or ``missed``.
 """
 
 from __future__ import annotations

@@ -95,13 +95,19 @@ def as_arguments(raw: Any) -> Mapping[str, Any]:
 
 
 def _python_literal(text: str) -> Any:
-    """A dict some recordings write in Python's notation (single quotes), else the text."""
+    """A dict some recordings write in Python's notation (single quotes), else the text.
+
+    Only a dict that JSON can hold is taken: ``{'ignition'}`` is a set to Python, and
+    arguments must be JSON like any model's.
+    """
     if not text.lstrip().startswith("{"):
         return text
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = ast.literal_eval(text)
+        json.dumps(value, allow_nan=False)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return text
+    return value if isinstance(value, dict) else text
 
 
 def as_text(raw: Any) -> str:
