@@ -68,10 +68,10 @@ class StopPolicy:
     max_repeated_failures: int | None = Field(default=3, ge=1)
     """Failing steps in a row (every call of the response failed), each repeating a
     call that already failed, that stop the run ``tool_error`` after a note."""
-    max_failing_steps: int | None = Field(default=5, ge=1)
+    max_failing_steps: int | None = Field(default=6, ge=1)
     """Failing steps in a row, whatever their calls and errors (a tool that is down, or
     a search that never succeeds), that stop the run ``tool_error`` after a note."""
-    max_mistakes: int | None = Field(default=4, ge=1)
+    max_mistakes: int | None = Field(default=3, ge=1)
     """Steps in a row whose every call was the model's mistake (a tool the run does not
     have, arguments that do not parse or validate), that stop the run ``stalled`` after
     a note."""

@@ -116,7 +116,7 @@ async def test_changing_results_are_progress() -> None:
 async def test_failing_calls_get_a_nudge_then_the_request_for_the_answer() -> None:
     convergence = Convergence()
     answers = []
-    for n in range(6):
+    for n in range(7):
         call = {
             "tool_name": "WebFetch",
             "tool_input": {"url": f"https://x/{n}"},
@@ -126,19 +126,19 @@ async def test_failing_calls_get_a_nudge_then_the_request_for_the_answer() -> No
         answers.append(
             await call_hook(convergence, "PostToolUseFailure", {**call, "error": "503 unavailable"})
         )
-    assert answers[:4] == [{}] * 4
-    assert answers[4]["hookSpecificOutput"]["additionalContext"].startswith("Note: tool calls")
-    asked = answers[5]["hookSpecificOutput"]["additionalContext"]
-    assert asked.startswith("The run has stopped (tool calls failed in 6 steps in a row")
+    assert answers[:5] == [{}] * 5
+    assert answers[5]["hookSpecificOutput"]["additionalContext"].startswith("Note: tool calls")
+    asked = answers[6]["hookSpecificOutput"]["additionalContext"]
+    assert asked.startswith("The run has stopped (tool calls failed in 7 steps in a row")
     # a call instead of the answer is denied, and ends the session
-    call = {"tool_name": "WebFetch", "tool_input": {"url": "https://x/6"}, "tool_use_id": "t6"}
+    call = {"tool_name": "WebFetch", "tool_input": {"url": "https://x/7"}, "tool_use_id": "t7"}
     denied = await call_hook(convergence, "PreToolUse", call)
     assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert denied["hookSpecificOutput"]["permissionDecisionReason"].startswith(
-        "not executed: tool calls failed in 6 steps in a row"
+        "not executed: tool calls failed in 7 steps in a row"
     )
     assert denied["continue_"] is False
-    assert convergence.finish(result(turns=7)).reason is StopReason.TOOL_ERROR
+    assert convergence.finish(result(turns=8)).reason is StopReason.TOOL_ERROR
 
 
 async def test_a_stopped_session_is_not_kept_going_by_the_verifier() -> None:

@@ -192,11 +192,11 @@ TRAJECTORIES = [
     Trajectory(
         "parallel_failures",
         [
-            *[(("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1})) for n in range(6)],
+            *[(("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1})) for n in range(7)],
             "best answer",
         ],
         StopReason.TOOL_ERROR,
-        cycles=6,
+        cycles=7,
         output="best answer",
         after_stop=True,
         notes=("tool_error", "final"),
@@ -443,12 +443,12 @@ TRAJECTORIES = [
                 [
                     *[
                         (("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1}))
-                        for n in range(5)
+                        for n in range(6)
                     ],
                     NEVER,
                 ],
                 StopReason.TOOL_ERROR,
-                5,
+                6,
                 "",
                 {},
                 (),

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from convergent import StopPolicy
 from convergent.bench._stop_scenarios import STOP_SCENARIOS
 from convergent.bench._tasks import FINAL_ANSWER, scripted_model
 from convergent.bench.convergence import SCENARIOS, Task, TaskOutcome, build_tasks, run_task
@@ -46,8 +47,9 @@ def test_a_stuck_model_is_stopped_one_cycle_after_its_note(scenario: str) -> Non
     expected = "tool_error" if scenario == "broken_tool" else "stalled"
     # the stop comes one cycle after the note; the note comes at the counting policy's stop
     # for a read cycle, one repeat later for a payment (an action may be meant to repeat),
-    # and at the fifth failing step for a tool failing whatever the arguments
-    extra = {"abab_loop": 1, "repeated_payment": 2, "broken_tool": 3}[scenario]
+    # and at the failing-steps threshold for a tool failing whatever the arguments
+    failing = StopPolicy().max_failing_steps or 0
+    extra = {"abab_loop": 1, "repeated_payment": 2, "broken_tool": failing - 2}[scenario]
     library = outcomes(scenario, "objective")
     assert {(run.stop, run.extra_cycles, run.nudges) for run in library} == {(expected, extra, 1)}
     assert all(run.answer_after_stop for run in library)

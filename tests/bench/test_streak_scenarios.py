@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import pytest
 
+from convergent import StopPolicy
+
 from .scenario_runs import outcomes, run_all, tasks
 
+FAILING = StopPolicy().max_failing_steps or 0
+MISTAKES = StopPolicy().max_mistakes or 0
 STREAKS = {
-    # scenario: (stop, cycle of the stop, words of its detail naming the kind)
-    "failing_steps": ("tool_error", 6, "failed in 6 steps in a row; the last"),
-    "unknown_tools": ("stalled", 5, "calls the run cannot make (tools it does not have"),
-    "malformed_arguments": ("stalled", 5, "arguments that do not parse or validate) in 5 steps"),
+    # scenario: (stop, cycle of the stop, words of its detail naming the kind): the note
+    # at the streak's threshold, the stop at the next step
+    "failing_steps": ("tool_error", FAILING + 1, f"failed in {FAILING + 1} steps in a row;"),
+    "unknown_tools": ("stalled", MISTAKES + 1, "calls the run cannot make (tools it does not"),
+    "malformed_arguments": (
+        "stalled",
+        MISTAKES + 1,
+        f"arguments that do not parse or validate) in {MISTAKES + 1} steps",
+    ),
     "rejected_answers": ("stalled", 5, "the answer (the verifier) was rejected 4 times"),
     "schema_never_met": ("stalled", 5, "the answer (the output type) was rejected 4 times"),
 }
@@ -34,7 +43,7 @@ def test_failing_steps_are_not_a_repeated_failure() -> None:
 def test_a_streak_that_recovers_is_not_cut(scenario: str) -> None:
     library = outcomes(scenario, "objective")
     assert all(run.correct and run.answered for run in library), library
-    # four garbled calls are the mistake streak's threshold: a note, never a stop
+    # the garbled calls reach the mistake streak's threshold: a note, never a stop
     notes = 1 if scenario == "garbled_tool_names" else 0
     assert [run.nudges for run in library] == [notes] * 10
     counting = outcomes(scenario, "counting")

@@ -69,8 +69,10 @@ DIFFERS: dict[str, tuple[Ending, str]] = {
         _CAP_IN_HOOK,
     ),
     "parallel_failures": (
-        Ending(StopReason.TOOL_ERROR, 4, "", False, ("tool_error", "final")),
-        _PER_CALL,
+        Ending(StopReason.TOOL_ERROR, 4, "", False, ("final",)),
+        _PER_CALL + "; the note comes with the sixth call, the second of a parallel response, and "
+        "the context a PostToolUseFailure hook adds for that call does not reach the next "
+        "request",
     ),
     "tool_errors_plain": (Ending(StopReason.TOOL_ERROR, 4, "", False), _PER_CALL),
     "tool_error_nudge": (Ending(StopReason.COMPLETED, 5, "a.txt holds it", False), _PER_CALL),

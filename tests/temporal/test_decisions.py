@@ -56,7 +56,7 @@ TRAJECTORIES: dict[str, tuple[list[Any], dict[str, Any], StopReason]] = {
         StopReason.STALLED,
     ),
     "a broken tool, nudged then stopped": (
-        [call("lookup", customer=f"c{n}") for n in range(6)] + ["cannot look it up"],
+        [call("lookup", customer=f"c{n}") for n in range(7)] + ["cannot look it up"],
         {"tools": ("calculator", "fx:look", "broken:lookup")},
         StopReason.TOOL_ERROR,
     ),

@@ -7,10 +7,11 @@
   ``stalled``); empty replies, and replies cut at the output token limit, that never
   become an answer (``model_error``, with the best text the replies gave).
 - ``progress`` (the run must not stop before the answer): a garbled tool name
-  (``get_weather<|channel|>commentary``, as open models emit it) four times, then the
-  right call; the same error text for four different amounts, then one that fits (as
-  BFCL's ``fillFuelTank``); an empty reply or two before the answer; an answer cut at
-  the token limit once or twice, then completed (the output is the parts joined).
+  (``get_weather<|channel|>commentary``, as open models emit it) three times (the
+  note comes with the third), then the right call; the same error text for four
+  different amounts, then one that fits (as BFCL's ``fillFuelTank``); an empty reply
+  or two before the answer; an answer cut at the token limit once or twice, then
+  completed (the output is the parts joined).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ STREAK_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("schema_never_met", "stuck", "answers in prose where a JSON object is required"),
     Scenario("empty_forever", "stuck", "replies empty, again and again"),
     Scenario("cut_forever", "stuck", "its reply is cut at the token limit, again and again"),
-    Scenario("garbled_tool_names", "progress", "a garbled tool name 4 times, then the right one"),
+    Scenario("garbled_tool_names", "progress", "a garbled tool name 3 times, then the right one"),
     Scenario(
         "same_error_new_arguments", "progress", "4 amounts fail with one error, then one fits"
     ),
@@ -53,6 +54,10 @@ STREAK_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("cut_reply", "progress", "its answer is cut at the token limit 1-2 times, then ends"),
 )
 """The scenarios of this module, in report order."""
+
+GARBLED_STEPS = 3
+"""Garbled calls before the right one: as many as the default ``max_mistakes``, so the
+note comes with the last of them."""
 
 UNKNOWN_TOOLS = (
     "find_order",
@@ -168,7 +173,7 @@ def _garbled_tool_names(name: str, index: int, rng: random.Random) -> Task:
     call = plan.calls[0]
     garbled = f"{call.name}<|channel|>{rng.choice(CHANNELS)}"
     script = Script()
-    for _ in range(4):
+    for _ in range(GARBLED_STEPS):
         script.bad_call(garbled, dict(call.arguments), honest_mid(rng))
     script.calls((call,), honest_mid(rng))
     script.answer(plan.answer_text, honest_final(rng))
