@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from benchmarks.stop_policy_curves import main
-
 from tests.replay.conftest import labelled_corpus
 
 
