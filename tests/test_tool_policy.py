@@ -77,19 +77,19 @@ def lookup(customer: str) -> str:
 
 async def test_a_tool_failing_whatever_the_arguments_is_noted_then_stops_with_tool_error() -> None:
     model = ScriptedModel(
-        [step(call("lookup", customer=f"c{n}")) for n in range(6)] + ["could not look it up"]
+        [step(call("lookup", customer=f"c{n}")) for n in range(7)] + ["could not look it up"]
     )
     result = await Agent(model, [lookup]).run("find the customer")
     assert result.stop_reason is StopReason.TOOL_ERROR
-    assert result.cycles == 6
+    assert result.cycles == 7
     assert result.stop_detail == (
-        "tool calls failed in 6 steps in a row; the last: lookup failed: database unreachable"
+        "tool calls failed in 7 steps in a row; the last: lookup failed: database unreachable"
     )
-    # the note came after the fifth failing step, after its results
-    sixth_request = model.requests[5].messages
-    assert isinstance(sixth_request[-1], UserMessage)
-    assert "failed in 5 steps in a row" in sixth_request[-1].content
-    assert isinstance(sixth_request[-2], ToolResultMessage)
+    # the note came after the sixth failing step, after its results
+    seventh_request = model.requests[6].messages
+    assert isinstance(seventh_request[-1], UserMessage)
+    assert "failed in 6 steps in a row" in seventh_request[-1].content
+    assert isinstance(seventh_request[-2], ToolResultMessage)
     assert result.output == "could not look it up" and result.output_after_stop
 
 
@@ -112,10 +112,10 @@ async def test_failures_of_different_calls_are_the_model_searching_for_a_while()
     result = await Agent(model, [book]).run("book")
     assert result.stop_reason is StopReason.COMPLETED
     assert [r.ok for r in result.tool_calls] == [False] * 4
-    # but not for ever: the sixth failing step in a row ends the run, after a note
-    model = ScriptedModel([step(call("book", flight=f"X{n}")) for n in range(8)] + ["none left"])
+    # but not for ever: the seventh failing step in a row ends the run, after a note
+    model = ScriptedModel([step(call("book", flight=f"X{n}")) for n in range(9)] + ["none left"])
     result = await Agent(model, [book]).run("book")
-    assert result.stop_reason is StopReason.TOOL_ERROR and result.cycles == 6
+    assert result.stop_reason is StopReason.TOOL_ERROR and result.cycles == 7
 
 
 async def test_a_success_resets_the_count_and_model_mistakes_do_not_count() -> None:

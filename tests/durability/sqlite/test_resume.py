@@ -107,14 +107,14 @@ async def test_resume_after_stopped(store: RunStore) -> None:
 
 
 async def test_resume_after_tool_error(store: RunStore) -> None:
-    # failing whatever the arguments: a note after the fifth failing step, a stop at the sixth
-    model = ScriptedModel([step(call("save", f"f{i}", n=i), usage=USED) for i in range(6)])
+    # failing whatever the arguments: a note after the sixth failing step, a stop at the 7th
+    model = ScriptedModel([step(call("save", f"f{i}", n=i), usage=USED) for i in range(7)])
     stopped = await agent(store, model).run("task", run_id="first")
     assert stopped.stop_reason is StopReason.TOOL_ERROR
-    assert store.load("first").monitor.failing_steps == 6
+    assert store.load("first").monitor.failing_steps == 7
     messages = await stop_and_resume(
         store,
-        ScriptedModel([step(call("save", f"f{i}", n=i), usage=USED) for i in range(6)]),
+        ScriptedModel([step(call("save", f"f{i}", n=i), usage=USED) for i in range(7)]),
         StopReason.TOOL_ERROR,
     )
     assert "save failed: disk full" in messages[-1].content
