@@ -11,6 +11,7 @@ from claude_agent_sdk import (
     HookContext,
     ResultMessage,
     TextBlock,
+    ToolUseBlock,
     tool,
 )
 
@@ -178,6 +179,47 @@ async def test_a_wrapped_tools_fatal_error_stops_the_run_from_post_tool_use() ->
     assert asked.startswith("The run has stopped (pay failed: the card was cancelled)")
     assert convergence.driver.stop is not None
     assert convergence.driver.stop.reason is StopReason.TOOL_ERROR
+
+
+async def test_a_response_recorded_after_its_first_call_ran_counts_each_call_once() -> None:
+    # Claude Code runs a call as soon as its block arrives: the response (both calls) is
+    # recorded between the first call's result and the second call
+    convergence = Convergence()
+    notes = []
+    for response in range(4):
+        ids = [f"t{response}a", f"t{response}b"]
+        calls = [
+            {"tool_name": "WebFetch", "tool_input": {"url": f"https://x/{i}"}, "tool_use_id": i}
+            for i in ids
+        ]
+        for n, call in enumerate(calls):
+            await call_hook(convergence, "PreToolUse", call)
+            failure = {**call, "error": "503 unavailable"}
+            answer = await call_hook(convergence, "PostToolUseFailure", failure)
+            notes.append(answer.get("hookSpecificOutput", {}).get("additionalContext", ""))
+            if n == 0:
+                blocks = [ToolUseBlock(id=i, name="WebFetch", input={}) for i in ids]
+                convergence.record(AssistantMessage(content=blocks, model="m", message_id=ids[0]))
+    # one failing step per call, so the sixth call gets the note and the seventh stops
+    assert convergence.driver.monitor.state.failing_steps == 7
+    assert [bool(note) for note in notes[:7]] == [False] * 5 + [True] * 2
+    assert notes[5].startswith("Note: tool calls have failed in 6 steps in a row")
+    assert notes[6].startswith("The run has stopped (tool calls failed in 7 steps in a row")
+
+
+async def test_a_note_due_when_a_step_ends_without_all_its_results_comes_with_the_next() -> None:
+    convergence = Convergence(tools={"Read": True})
+    assert await read(convergence, 1) == {} and await read(convergence, 2) == {}
+    # the third read's response also held a call whose result never came back
+    blocks = [ToolUseBlock(id=i, name="Read", input={}) for i in ("t3", "lost")]
+    convergence.record(AssistantMessage(content=blocks, model="m", message_id="m3"))
+    assert await read(convergence, 3) == {}  # the step waits for the lost call
+    # the next call (another file) ends that step; its note goes with this call's result
+    call = {"tool_name": "Read", "tool_input": {"file_path": "b.txt"}, "tool_use_id": "t4"}
+    assert await call_hook(convergence, "PreToolUse", call) == {}
+    answer = await call_hook(convergence, "PostToolUse", {**call, "tool_response": "b text"})
+    note = answer["hookSpecificOutput"]["additionalContext"]
+    assert note.startswith("Note: you have requested Read(")
 
 
 async def test_recorded_messages_count_the_requests() -> None:

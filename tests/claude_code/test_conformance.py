@@ -69,13 +69,10 @@ DIFFERS: dict[str, tuple[Ending, str]] = {
         _CAP_IN_HOOK,
     ),
     "parallel_failures": (
-        Ending(StopReason.TOOL_ERROR, 4, "", False, ("final",)),
-        _PER_CALL + "; the note comes with the sixth call, the second of a parallel response, and "
-        "the context a PostToolUseFailure hook adds for that call does not reach the next "
-        "request",
+        Ending(StopReason.TOOL_ERROR, 4, "", False, ("tool_error", "final")),
+        _PER_CALL,
     ),
     "tool_errors_plain": (Ending(StopReason.TOOL_ERROR, 4, "", False), _PER_CALL),
-    "tool_error_nudge": (Ending(StopReason.COMPLETED, 5, "a.txt holds it", False), _PER_CALL),
     "cost_budget": (Ending(StopReason.BUDGET_EXHAUSTED, 3, "", False), _OWN_COST),
     "cost_budget_plain": (Ending(StopReason.BUDGET_EXHAUSTED, 3, "", False), _OWN_COST),
 }

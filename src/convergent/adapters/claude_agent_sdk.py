@@ -148,6 +148,12 @@ class Convergence:
         """The ids of the calls of the response whose tools are running."""
         self._done: set[str] = set()
         """Those that are done (a result came, or the review held them back)."""
+        self._counted: set[str] = set()
+        """Calls whose step has ended: a response recorded after its first call ran must
+        not bring that call into a second step."""
+        self._pending_note: str | None = None
+        """A note decided where no context can be added (a step ended by the next call's
+        PreToolUse): it goes with the next call's result."""
 
     def tools(self, *tools: SdkMcpTool[Any]) -> list[SdkMcpTool[Any]]:
         """Copies of in-process SDK tools whose exceptions the policy can read.
@@ -252,6 +258,8 @@ class Convergence:
             if isinstance(decision, Stop):
                 prompt = self._stopped(decision, call.id)
                 return _deny(prompt) if prompt else _deny(decision.detail, end=decision)
+            if isinstance(decision, Nudge):
+                self._pending_note = decision.note
         stop = driver.stop
         if stop is not None:  # in the batch the stop came in, denied; after it, the end
             ended = None if self._beside_anchor(call.id) else stop
@@ -300,20 +308,25 @@ class Convergence:
             return {}
         driver.observe(call, outcome, text, fatal=fatal)
         self._done.add(call_id)
-        if not self._step <= self._done:  # the step goes on: more calls of the response
-            return {}
-        decision = self._end_step()
         event = str(data.get("hook_event_name") or "PostToolUse")
+        pending, self._pending_note = self._pending_note, None
+        if not self._step <= self._done:  # the step goes on: more calls of the response
+            return _context(event, pending) if pending is not None else {}
+        decision = self._end_step()
         if isinstance(decision, Stop):
             prompt = self._stopped(decision, call_id)
             return _context(event, prompt) if prompt else _end(decision)
+        notes = [pending] if pending is not None else []
         if isinstance(decision, Nudge):
-            return _context(event, decision.note)
-        note = driver.budget_note()
-        return _context(event, note) if note is not None else {}
+            notes.append(decision.note)
+        else:
+            budget = driver.budget_note()
+            notes += [budget] if budget is not None else []
+        return _context(event, "\n\n".join(notes)) if notes else {}
 
     def _end_step(self) -> Decision:
         """A response's calls are done: the step's decision, then the limits."""
+        self._counted |= self._step
         self._step, self._done = set(), set()
         driver = self.driver
         decision = driver.end_step()
@@ -326,7 +339,7 @@ class Convergence:
         """The calls of the response ``call_id`` came in (itself alone, if unseen)."""
         for response in self._responses.values():
             if call_id in response.tool_ids:
-                return set(response.tool_ids)
+                return set(response.tool_ids) - self._counted
         return {call_id}
 
     async def _stop(
