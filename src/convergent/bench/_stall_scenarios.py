@@ -19,7 +19,14 @@ import posixpath
 import random
 from collections.abc import Callable
 
-from convergent.bench._stop_scenarios import STUCK_SCRIPT_LENGTH, rule_plan, stuck_task
+from convergent.bench._stop_scenarios import (
+    STUCK_SCRIPT_LENGTH,
+    cycle_plan,
+    looping_script,
+    payment_loop,
+    rule_plan,
+    stuck_task,
+)
 from convergent.bench._tasks import Scenario, Script, Task, honest_final, honest_mid, make_task
 from convergent.bench._world import (
     DEEP_PATHS,
@@ -28,11 +35,9 @@ from convergent.bench._world import (
     EXPORTS,
     FILES,
     ORDERS,
-    PAYEES,
     RATES,
     WEATHER,
     Call,
-    format_number,
 )
 
 __all__ = ["POLL_SECONDS", "STALL_BUILDERS", "STALL_SCENARIOS"]
@@ -63,9 +68,7 @@ TIMEZONES = ("Europe/Paris", "America/New_York", "Asia/Tokyo", "Europe/Oslo", "U
 def _timestamped_status(name: str, index: int, rng: random.Random) -> Task:
     service = rng.choice(SERVICES)
     status = Call("service_status", {"service": service}, f"service:{service}")
-    script = Script()
-    for _ in range(STUCK_SCRIPT_LENGTH):
-        script.calls((status,), honest_mid(rng))
+    script = looping_script(rng, (status,))
     plan = rule_plan(f"Is {service} up? Check it with service_status.", (status.effect,), "", "")
     return stuck_task(name, index, plan, script, 3, tools=("service_status",), request_seconds=2)
 
@@ -73,9 +76,7 @@ def _timestamped_status(name: str, index: int, rng: random.Random) -> Task:
 def _current_time_loop(name: str, index: int, rng: random.Random) -> Task:
     zone = rng.choice(TIMEZONES)
     read = Call("get_current_time", {"timezone": zone}, f"time:{zone}")
-    script = Script()
-    for _ in range(STUCK_SCRIPT_LENGTH):
-        script.calls((read,), honest_mid(rng))
+    script = looping_script(rng, (read,))
     plan = rule_plan(f"What time is it in {zone}? Use get_current_time.", (read.effect,), "", "")
     return stuck_task(
         name,
@@ -138,11 +139,8 @@ def _reads(rng: random.Random, count: int) -> list[Call]:
 def _cycle(name: str, index: int, rng: random.Random) -> Task:
     period = int(name.removeprefix("cycle_of_"))
     reads = _reads(rng, period)
-    script = Script()
-    for cycle in range(STUCK_SCRIPT_LENGTH):
-        script.calls((reads[cycle % period],), honest_mid(rng))
-    prompt = "Using " + ", ".join(r.name for r in reads) + ", tell me what applies to me."
-    plan = rule_plan(prompt, tuple(r.effect for r in reads), "", "")
+    script = looping_script(rng, reads)
+    plan = cycle_plan(reads)
     # tools as most are written: not saying whether they only read
     unannotated = dict.fromkeys((r.name for r in reads), None)
     return stuck_task(name, index, plan, script, 2 * period + 1, declared=unannotated)
@@ -172,15 +170,7 @@ def _cd_up_three_times(name: str, index: int, rng: random.Random) -> Task:
 
 
 def _repeated_user_prompt(name: str, index: int, rng: random.Random) -> Task:
-    to = rng.choice(PAYEES)
-    amount = rng.choice((15, 42.5, 120, 250, 980))
-    effect = f"pay:{to.casefold()}:{format_number(amount)}"
-    pay = Call("pay", {"to": to, "amount": amount}, effect)
-    script = Script()
-    for _ in range(STUCK_SCRIPT_LENGTH):
-        script.calls((pay,), honest_mid(rng), f"Paying {to}.")
-    prompt = f"Pay {to} {amount} EUR with pay, once."
-    plan = rule_plan(prompt, (effect,), "", "")
+    prompt, script, plan = payment_loop(rng)
     return stuck_task(
         name,
         index,

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from convergent.bench._tasks import (
     Scenario,
@@ -41,7 +41,16 @@ from convergent.bench._world import (
 )
 from convergent.stop import StopReason
 
-__all__ = ["STOP_BUILDERS", "STOP_SCENARIOS", "STUCK_SCRIPT_LENGTH", "rule_plan", "stuck_task"]
+__all__ = [
+    "STOP_BUILDERS",
+    "STOP_SCENARIOS",
+    "STUCK_SCRIPT_LENGTH",
+    "cycle_plan",
+    "looping_script",
+    "payment_loop",
+    "rule_plan",
+    "stuck_task",
+]
 
 STUCK_SCRIPT_LENGTH = 24
 """Responses a stuck model's script holds (more than any policy's cycle limit here)."""
@@ -183,6 +192,30 @@ def stuck_task(
     return make_task(name, index, plan, script.items, done, **extra)
 
 
+def looping_script(rng: random.Random, calls: Sequence[Call], content: str = "") -> Script:
+    """A stuck model's script: ``calls`` in turn, one per response, until past every limit."""
+    script = Script()
+    for cycle in range(STUCK_SCRIPT_LENGTH):
+        script.calls((calls[cycle % len(calls)],), honest_mid(rng), content)
+    return script
+
+
+def cycle_plan(reads: Sequence[Call]) -> Plan:
+    """The plan of a task whose model reads ``reads`` in a cycle, never answering."""
+    prompt = "Using " + ", ".join(r.name for r in reads) + ", tell me what applies to me."
+    return rule_plan(prompt, tuple(r.effect for r in reads), "", "")
+
+
+def payment_loop(rng: random.Random) -> tuple[str, Script, Plan]:
+    """A model that sends one payment again and again: the task's prompt, script and plan."""
+    to = rng.choice(PAYEES)
+    amount = rng.choice((15, 42.5, 120, 250, 980))
+    pay = Call("pay", {"to": to, "amount": amount}, f"pay:{to.casefold()}:{format_number(amount)}")
+    script = looping_script(rng, (pay,), f"Paying {to}.")
+    prompt = f"Pay {to} {amount} EUR with pay, once."
+    return prompt, script, rule_plan(prompt, (pay.effect,), "", "")
+
+
 def _abab_loop(name: str, index: int, rng: random.Random) -> Task:
     period = rng.choice((2, 3))
     reads: list[Call] = []
@@ -190,22 +223,12 @@ def _abab_loop(name: str, index: int, rng: random.Random) -> Task:
         read, _, _ = _a_read(rng)
         if read.name not in {r.name for r in reads}:
             reads.append(read)
-    script = Script()
-    for cycle in range(STUCK_SCRIPT_LENGTH):
-        script.calls((reads[cycle % len(reads)],), honest_mid(rng))
-    prompt = "Using " + ", ".join(r.name for r in reads) + ", tell me what applies to me."
-    plan = rule_plan(prompt, tuple(r.effect for r in reads), "", "")
-    return stuck_task(name, index, plan, script, 2 * len(reads) + 1)
+    script = looping_script(rng, reads)
+    return stuck_task(name, index, cycle_plan(reads), script, 2 * len(reads) + 1)
 
 
 def _repeated_payment(name: str, index: int, rng: random.Random) -> Task:
-    to = rng.choice(PAYEES)
-    amount = rng.choice((15, 42.5, 120, 250, 980))
-    pay = Call("pay", {"to": to, "amount": amount}, f"pay:{to.casefold()}:{format_number(amount)}")
-    script = Script()
-    for _ in range(STUCK_SCRIPT_LENGTH):
-        script.calls((pay,), honest_mid(rng), f"Paying {to}.")
-    plan = rule_plan(f"Pay {to} {amount} EUR with pay, once.", (pay.effect,), "", "")
+    _, script, plan = payment_loop(rng)
     return stuck_task(
         name,
         index,
@@ -221,10 +244,7 @@ def _broken_tool(name: str, index: int, rng: random.Random) -> Task:
     city = rng.choice(sorted(WEATHER))
     title = city.title()
     spellings = [title, f"{title}, today", title.upper(), city, f" {title}"]
-    script = Script()
-    for cycle in range(STUCK_SCRIPT_LENGTH):
-        spelling = spellings[cycle % len(spellings)]
-        script.calls((Call("get_weather", {"city": spelling}, ""),), honest_mid(rng))
+    script = looping_script(rng, [Call("get_weather", {"city": s}, "") for s in spellings])
     plan = rule_plan(
         f"What is the weather in {title}? Use get_weather.", (f"weather:{city}",), "", ""
     )
