@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from convergent import StopPolicy
-from convergent.replay import replay
-from convergent.replay._calibrate import Point
+from convergent.replay import Point, replay
 
 CURVES: dict[str, tuple[Any, ...]] = {
     "max_repeated_calls": (2, 3, 4, 5, 6),

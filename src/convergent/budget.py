@@ -253,8 +253,8 @@ class Budget:
     ) -> int:
         """Tokens kept for the answer after a stop: its request, then the answer.
 
-        None before the first request (there is nothing to answer from yet), unless the
-        cycles looked ahead to come first (``after_cycles``).
+        Nothing before the first request (there is nothing to answer from yet), unless
+        the cycles looked ahead come first (``after_cycles``).
         """
         if not self.final_answer or not (self.tally.cycles or after_cycles):
             return 0

@@ -57,6 +57,7 @@ class World:
 
     def __init__(self) -> None:
         self.polls = 0
+        self.checks = 0
         self.files: dict[str, str] = {}
 
     def read_file(self, path: str) -> str:
@@ -88,8 +89,8 @@ class World:
 
     def status(self, service: str) -> str:
         """Report whether a service is up."""
-        self.polls += 1
-        return f"{service}: starting (as of 12:00:{self.polls:02d})"
+        self.checks += 1
+        return f"{service}: starting (as of 12:00:{self.checks:02d})"
 
     def transfer(self, reason: str) -> str:
         """Hand the conversation to a human."""
