@@ -17,7 +17,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from convergent.bench._tasks import Scenario, Script, Task, honest_final, honest_mid, make_task
+from convergent.bench._tasks import (
+    Scenario,
+    Script,
+    Task,
+    honest_script,
+    script_task,
+)
 from convergent.bench._world import REPORTS, WEATHER, Call, Plan
 from convergent.stop import StopReason
 
@@ -50,21 +56,12 @@ def _weather_plan(cities: list[str], per_response: int = 1) -> Plan:
     return Plan("weather", prompt, batches, effects, warmest, text)
 
 
-def _script(plan: Plan, rng: random.Random) -> Script:
-    script = Script()
-    for batch in plan.batches:
-        script.calls(batch, honest_mid(rng))
-    script.answer(plan.answer_text, honest_final(rng))
-    return script
-
-
 def _budget(name: str, index: int, plan: Plan, script: Script, **extra: object) -> Task:
-    return make_task(
+    return script_task(
         name,
         index,
         plan,
-        script.items,
-        len(script.items),
+        script,
         expected_stop=StopReason.BUDGET_EXHAUSTED,
         **extra,
     )
@@ -83,7 +80,7 @@ def _cost_limit(name: str, index: int, rng: random.Random) -> Task:
         name,
         index,
         plan,
-        _script(plan, rng),
+        honest_script(plan, rng),
         tools=("read_report",),
         max_cost=MAX_COST,
         price=rng.choice(PRICES),
@@ -93,12 +90,12 @@ def _cost_limit(name: str, index: int, rng: random.Random) -> Task:
 
 def _max_tool_calls(name: str, index: int, rng: random.Random) -> Task:
     plan = _weather_plan(rng.sample(sorted(WEATHER), 3 * rng.choice((3, 4))), 3)
-    return _budget(name, index, plan, _script(plan, rng), max_tool_calls=rng.randint(5, 7))
+    return _budget(name, index, plan, honest_script(plan, rng), max_tool_calls=rng.randint(5, 7))
 
 
 def _max_calls_per_tool(name: str, index: int, rng: random.Random) -> Task:
     plan = _weather_plan(rng.sample(sorted(WEATHER), rng.randint(5, 6)))
-    return _budget(name, index, plan, _script(plan, rng), max_calls_per_tool=3)
+    return _budget(name, index, plan, honest_script(plan, rng), max_calls_per_tool=3)
 
 
 BUDGET_BUILDERS: dict[str, Callable[[str, int, random.Random], Task]] = {

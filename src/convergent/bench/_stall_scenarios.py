@@ -27,7 +27,14 @@ from convergent.bench._stop_scenarios import (
     rule_plan,
     stuck_task,
 )
-from convergent.bench._tasks import Scenario, Script, Task, honest_final, honest_mid, make_task
+from convergent.bench._tasks import (
+    Scenario,
+    Script,
+    Task,
+    honest_final,
+    honest_mid,
+    script_task,
+)
 from convergent.bench._world import (
     DEEP_PATHS,
     DIRECTORIES,
@@ -107,12 +114,11 @@ def _slow_poll(name: str, index: int, rng: random.Random) -> Task:
     prompt = f"Check the {export} export with export_status until it is done.{pacing}"
     plan = rule_plan(prompt, (status.effect,) * polls, f"exports/{export}.csv", text)
     tools = ("export_status", "wait") if waits else ("export_status",)
-    return make_task(
+    return script_task(
         name,
         index,
         plan,
-        script.items,
-        len(script.items),
+        script,
         tools=tools,
         declared={"export_status": None} if name == "slow_poll_unannotated" else {},
         tool_seconds={} if waits else {"export_status": POLL_SECONDS},
@@ -166,7 +172,7 @@ def _cd_up_three_times(name: str, index: int, rng: random.Random) -> Task:
         f"and tell me what ls shows there."
     )
     plan = rule_plan(prompt, tuple(needed), here, text)
-    return make_task(name, index, plan, script.items, len(script.items), tools=("cd", "ls"))
+    return script_task(name, index, plan, script, tools=("cd", "ls"))
 
 
 def _repeated_user_prompt(name: str, index: int, rng: random.Random) -> Task:
@@ -193,12 +199,11 @@ def _new_instruction(name: str, index: int, rng: random.Random) -> Task:
     prompt = f"What is the temperature in {city.title()}? Check it twice with get_weather."
     update = f"The weather service was just restarted: check {city.title()} twice more."
     plan = rule_plan(prompt, (read.effect,) * 4, f"{WEATHER[city]} °C", text)
-    return make_task(
+    return script_task(
         name,
         index,
         plan,
-        script.items,
-        len(script.items),
+        script,
         tools=("get_weather",),
         messages=("", update),
     )

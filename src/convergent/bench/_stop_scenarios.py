@@ -24,7 +24,9 @@ from convergent.bench._tasks import (
     Task,
     honest_final,
     honest_mid,
+    honest_script,
     make_task,
+    script_task,
 )
 from convergent.bench._world import (
     BUGGY_SUITES,
@@ -97,7 +99,7 @@ def _edit_then_test(name: str, index: int, rng: random.Random) -> Task:
     )
     script.answer(text, honest_final(rng))
     plan = rule_plan(prompt, needed, f"All {tests} tests", text)
-    return make_task(name, index, plan, script.items, len(script.items), tools=PROGRESS_TOOLS)
+    return script_task(name, index, plan, script, tools=PROGRESS_TOOLS)
 
 
 def _polling(name: str, index: int, rng: random.Random) -> Task:
@@ -115,7 +117,7 @@ def _polling(name: str, index: int, rng: random.Random) -> Task:
     pacing = " Wait 10 seconds between two requests." if name == "polling_with_wait" else ""
     prompt = f"Start nothing: check job {job} with job_status until it is done.{pacing}"
     plan = rule_plan(prompt, (status.effect,) * polls, f"reports/{job}.csv", text)
-    return make_task(name, index, plan, script.items, len(script.items), tools=PROGRESS_TOOLS)
+    return script_task(name, index, plan, script, tools=PROGRESS_TOOLS)
 
 
 def _verify_after_write(name: str, index: int, rng: random.Random) -> Task:
@@ -135,7 +137,7 @@ def _verify_after_write(name: str, index: int, rng: random.Random) -> Task:
     )
     needed = (listing.effect,) * (len(doomed) + 1) + tuple(f"delete:{f}" for f in doomed)
     plan = rule_plan(prompt, needed, left[0], text)
-    return make_task(name, index, plan, script.items, len(script.items), tools=PROGRESS_TOOLS)
+    return script_task(name, index, plan, script, tools=PROGRESS_TOOLS)
 
 
 def _parallel_failures(name: str, index: int, rng: random.Random) -> Task:
@@ -153,7 +155,7 @@ def _parallel_failures(name: str, index: int, rng: random.Random) -> Task:
         f"total? Use lookup_order."
     )
     plan = rule_plan(prompt, tuple(call.effect for call in right), top, text)
-    return make_task(name, index, plan, script.items, len(script.items), on_tool_error="continue")
+    return script_task(name, index, plan, script, on_tool_error="continue")
 
 
 def _a_read(rng: random.Random) -> tuple[Call, str, str]:
@@ -181,7 +183,7 @@ def _answer_after_third_read(name: str, index: int, rng: random.Random) -> Task:
     shown = ", ".join(f"{key}={value!r}" for key, value in read.arguments.items())
     prompt = f"Call {read.name}({shown}) and tell me what it says."
     plan = rule_plan(prompt, (read.effect,), token, text)
-    return make_task(name, index, plan, script.items, len(script.items))
+    return script_task(name, index, plan, script)
 
 
 def stuck_task(
@@ -262,16 +264,12 @@ def _broken_tool(name: str, index: int, rng: random.Random) -> Task:
 
 def _hits_budget(name: str, index: int, rng: random.Random) -> Task:
     plan = dependent_plan(rng, 6)
-    script = Script()
-    for batch in plan.batches:
-        script.calls(batch, honest_mid(rng))
-    script.answer(plan.answer_text, honest_final(rng))
-    return make_task(
+    script = honest_script(plan, rng)
+    return script_task(
         name,
         index,
         plan,
-        script.items,
-        len(script.items),
+        script,
         expected_stop=StopReason.BUDGET_EXHAUSTED,
         max_total_tokens=rng.randint(1200, 1600),
     )

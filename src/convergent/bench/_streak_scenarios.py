@@ -21,7 +21,15 @@ from collections.abc import Callable
 from typing import Any
 
 from convergent.bench._stop_scenarios import STUCK_SCRIPT_LENGTH, rule_plan, stuck_task
-from convergent.bench._tasks import Scenario, Script, Task, honest_final, honest_mid, make_task
+from convergent.bench._tasks import (
+    Scenario,
+    Script,
+    Task,
+    honest_final,
+    honest_mid,
+    honest_script,
+    script_task,
+)
 from convergent.bench._world import (
     FUEL_LEVEL,
     ORDERS,
@@ -177,7 +185,7 @@ def _garbled_tool_names(name: str, index: int, rng: random.Random) -> Task:
         script.bad_call(garbled, dict(call.arguments), honest_mid(rng))
     script.calls((call,), honest_mid(rng))
     script.answer(plan.answer_text, honest_final(rng))
-    return make_task(name, index, plan, script.items, len(script.items))
+    return script_task(name, index, plan, script)
 
 
 def _same_error_new_arguments(name: str, index: int, rng: random.Random) -> Task:
@@ -200,22 +208,14 @@ def _same_error_new_arguments(name: str, index: int, rng: random.Random) -> Task
         "litres; I do not know how much is in it."
     )
     plan = rule_plan(prompt, (f"fuel:{fits}",), f"{total} litres", text)
-    return make_task(
+    return script_task(
         name,
         index,
         plan,
-        script.items,
-        len(script.items),
+        script,
         tools=("fill_fuel_tank",),
         on_tool_error="continue",
     )
-
-
-def _calls_of(plan: Plan, rng: random.Random) -> Script:
-    script = Script()
-    for batch in plan.batches:
-        script.calls(batch, honest_mid(rng))
-    return script
 
 
 def _cuts(text: str, token: str, parts: int, rng: random.Random) -> list[str]:
@@ -230,19 +230,19 @@ def _cuts(text: str, token: str, parts: int, rng: random.Random) -> list[str]:
 def _unfinished(name: str, index: int, rng: random.Random) -> Task:
     """Replies that are not answers before the answer (or instead of it)."""
     plan = dependent_plan(rng, rng.randint(1, 3))
-    script = _calls_of(plan, rng)
+    script = honest_script(plan, rng, answer=False)
     calls = len(script.items)
     if name == "empty_reply":
         for _ in range(rng.randint(1, 2)):
             script.answer("", honest_mid(rng))
         script.answer(plan.answer_text, honest_final(rng))
-        return make_task(name, index, plan, script.items, len(script.items))
+        return script_task(name, index, plan, script)
     if name == "cut_reply":
         pieces = _cuts(plan.answer_text, plan.answer, rng.randint(2, 3), rng)
         for piece in pieces[:-1]:
             script.answer(piece, honest_mid(rng), finish_reason="length")
         script.answer(pieces[-1], honest_final(rng))
-        return make_task(name, index, plan, script.items, len(script.items))
+        return script_task(name, index, plan, script)
     # the answer's token is cut in two: the best text holds it only if the parts are joined
     pieces = _cuts(plan.answer_text, plan.answer, 2, rng)
     for part in range(STUCK_SCRIPT_LENGTH - calls):

@@ -32,7 +32,9 @@ __all__ = [
     "Task",
     "honest_final",
     "honest_mid",
+    "honest_script",
     "make_task",
+    "script_task",
     "scripted_model",
 ]
 
@@ -200,6 +202,21 @@ def make_task(
         answer=plan.answer,
         **extra,
     )
+
+
+def honest_script(plan: Plan, rng: random.Random, *, answer: bool = True) -> Script:
+    """An honest model's script of ``plan``: each batch in a response, then its answer."""
+    script = Script()
+    for batch in plan.batches:
+        script.calls(batch, honest_mid(rng))
+    if answer:
+        script.answer(plan.answer_text, honest_final(rng))
+    return script
+
+
+def script_task(scenario: str, index: int, plan: Plan, script: Script, **extra: Any) -> Task:
+    """A task whose model finishes with the last response of ``script`` (its done cycle)."""
+    return make_task(scenario, index, plan, script.items, len(script.items), **extra)
 
 
 def _chars(message: Message) -> int:

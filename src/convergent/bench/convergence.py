@@ -75,6 +75,7 @@ from convergent.bench._tasks import (
     honest_final,
     honest_mid,
     make_task,
+    script_task,
     scripted_model,
 )
 from convergent.bench._world import (
@@ -263,12 +264,11 @@ def _build_tool_failure(name: str, index: int, rng: random.Random) -> Task:
     for batch in plan.batches[failing + 1 :]:
         script.calls(batch, honest_mid(rng))
     script.answer(plan.answer_text, honest_final(rng))
-    return make_task(
+    return script_task(
         name,
         index,
         plan,
-        script.items,
-        len(script.items),
+        script,
         on_tool_error="continue",
         failures={failed_call.effect: 1},
     )
@@ -285,7 +285,7 @@ def _build_invalid_arguments(name: str, index: int, rng: random.Random) -> Task:
             script.bad_call(call.name, bad, honest_mid(rng))
         script.calls(batch, honest_mid(rng))
     script.answer(plan.answer_text, honest_final(rng))
-    return make_task(name, index, plan, script.items, len(script.items))
+    return script_task(name, index, plan, script)
 
 
 def _build_premature(name: str, index: int, rng: random.Random) -> Task:
@@ -298,7 +298,7 @@ def _build_premature(name: str, index: int, rng: random.Random) -> Task:
     for batch in plan.batches:
         script.calls(batch, honest_mid(rng))
     script.answer(plan.answer_text, honest_final(rng))
-    return make_task(name, index, plan, script.items, len(script.items))
+    return script_task(name, index, plan, script)
 
 
 _BUILDERS: dict[str, Callable[[str, int, random.Random], Task]] = {
