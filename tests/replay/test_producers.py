@@ -4,6 +4,7 @@ shapes of the OpenInference and OpenLLMetry instrumentations, as they document t
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from convergent import Agent, ScriptedModel, ToolError, tool
-from convergent.replay import detect_format, judge, replay_run
+from convergent.replay import detect_format, judge, replay, replay_run
 from convergent.telemetry import OpenTelemetryObserver
 from convergent.testing import call, step
 
@@ -280,3 +281,133 @@ async def test_the_agents_sdk_trace_export_is_a_run(
     assert turn[0].calls[0].result == "value of a"
     assert turn[0].usage is not None and turn[0].usage.total_tokens == 13
     assert json.dumps(agents_traces)  # the export is plain JSON, as a processor writes it
+
+
+def _documented_processor() -> str:
+    """The tracing processor docs/replay.md gives, as written there."""
+    page = (Path(__file__).parents[2] / "docs" / "replay.md").read_text(encoding="utf-8")
+    (code,) = [
+        block.split("```", 1)[0]
+        for block in page.split("```python\n")[1:]
+        if "class JsonLines(TracingProcessor)" in block
+    ]
+    return code
+
+
+def _chat_completion(number: int, body: dict[str, Any]) -> bytes:
+    usage = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
+    if number <= 2:
+        call = {"id": f"c{number}", "type": "function"}
+        call["function"] = {"name": "find", "arguments": '{"key": "build"}'}
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
+    else:
+        message = {"role": "assistant", "content": "The build is done."}
+    choice = {"index": 0, "finish_reason": "stop", "message": message}
+    reply = {"id": "x", "object": "chat.completion", "created": 1, "model": "gpt-chat"}
+    return json.dumps({**reply, "choices": [choice], "usage": usage}).encode()
+
+
+def _response(number: int, body: dict[str, Any]) -> bytes:
+    usage = {
+        "input_tokens": 20,
+        "output_tokens": 5,
+        "total_tokens": 25,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+    if number <= 1:
+        output: list[dict[str, Any]] = [
+            {
+                "type": "function_call",
+                "id": "fc1",
+                "call_id": "c1",
+                "name": "find",
+                "arguments": '{"key": "paris"}',
+                "status": "completed",
+            }
+        ]
+    else:
+        text = {"type": "output_text", "text": "Paris has 2.1 million inhabitants."}
+        output = [
+            {
+                "type": "message",
+                "id": "m1",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{**text, "annotations": []}],
+            }
+        ]
+    reply = {
+        "id": f"resp_{number}",
+        "object": "response",
+        "created_at": 1,
+        "model": "gpt-responses",
+        "status": "completed",
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    return json.dumps({**reply, "output": output, "usage": usage}).encode()
+
+
+async def test_the_documented_processor_gives_every_run_its_answer_and_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents import Agent as SdkAgent
+    from agents import (
+        OpenAIChatCompletionsModel,
+        OpenAIResponsesModel,
+        RunConfig,
+        Runner,
+        function_tool,
+        set_trace_processors,
+        set_tracing_disabled,
+    )
+    from agents.tracing import get_trace_provider
+    from openai import AsyncOpenAI
+
+    from convergent.testing.chat_server import ChatServer
+
+    @function_tool
+    def find(key: str) -> str:
+        """Find a key."""
+        return f"{key}: found"
+
+    monkeypatch.chdir(tmp_path)
+    set_trace_processors([])
+    set_tracing_disabled(False)
+    try:
+        exec(_documented_processor(), {})  # registers JsonLines("agents-traces.jsonl")
+        with ChatServer(_chat_completion) as server:
+            client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test")
+            model = OpenAIChatCompletionsModel("gpt-chat", client)
+            await Runner.run(SdkAgent(name="Builder", model=model, tools=[find]), "build")
+        with ChatServer(_response) as server:
+            client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test")
+            model = OpenAIResponsesModel("gpt-responses", client)
+            agent = SdkAgent(name="Geographer", model=model, tools=[find])
+            await Runner.run(agent, "Paris?", run_config=RunConfig(workflow_name="census"))
+    finally:
+        get_trace_provider().shutdown()  # the processor closes its file
+        set_trace_processors([])
+        set_tracing_disabled(True)
+    path = tmp_path / "agents-traces.jsonl"
+    builder, geographer = runs_of(path)
+    assert (builder.name, builder.model, builder.final_answer) == (
+        "Builder",
+        "gpt-chat",
+        "The build is done.",
+    )
+    assert (geographer.name, geographer.model, geographer.final_answer) == (
+        "census",
+        "gpt-responses",
+        "Paris has 2.1 million inhabitants.",
+    )
+    assert [[call.name for call in reply.calls] for reply in builder.turns[0]] == [
+        ["find"],
+        ["find"],
+        [],
+    ]
+    report = await asyncio.to_thread(replay, [path], success_if="done|Paris")
+    assert report.total.runs["successful"] == 2
+    assert report.headline().startswith("None of your 2 successful runs would be cut")
