@@ -66,12 +66,17 @@ def test_the_page_shows_the_summary_the_curve_and_the_stops_offline(
     page.goto(page_file.as_uri())
     assert requested == [page_file.as_uri()]  # nothing else: it works offline
     assert page.title() == "convergent replay"
+    headline = page.locator("#headline").inner_text()
+    assert headline.startswith("None of your 2 successful runs would be cut;")
     summary = page.locator("#summary tr")
     assert summary.count() == 2  # the header and the one corpus
     assert "runs.jsonl" in summary.nth(1).inner_text()
     points = page.locator("#points tr").count() - 1
     assert points > 5 and page.locator("#curve circle").count() == points
-    assert "chosen" in page.locator("#curve").text_content()
+    labels = page.locator("#curve text.point").all_text_contents()
+    assert any(label.startswith("chosen; ") for label in labels)
+    assert any("library defaults" in label for label in labels)
+    assert any("max_repeated_calls=" in label for label in labels)  # each point named
     runs = page.locator("details.run")
     assert runs.count() >= 1
     first = runs.first

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +22,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from convergent import Agent, ScriptedModel, ToolError, tool
 from convergent.replay import detect_format, judge, replay, replay_run
-from convergent.telemetry import OpenTelemetryObserver
-from convergent.testing import call, step
+from convergent.telemetry import CAPTURE_CONTENT_ENV, OpenTelemetryObserver
+from convergent.testing import answer, call, step, write_script
 
 from .conftest import runs_of, write_json, write_lines
 
@@ -411,3 +414,38 @@ async def test_the_documented_processor_gives_every_run_its_answer_and_name(
     report = await asyncio.to_thread(replay, [path], success_if="done|Paris")
     assert report.total.runs["successful"] == 2
     assert report.headline().startswith("None of your 2 successful runs would be cut")
+
+
+@pytest.mark.slow
+def test_convergent_run_writes_a_file_replay_reads_without_a_collector(tmp_path: Path) -> None:
+    looping = write_script(
+        tmp_path / "loop.json",
+        *[step(call("calculator", expression="6*7")) for _ in range(5)],
+        answer("42"),
+    )
+    answering = write_script(
+        tmp_path / "answer.json", step(call("calculator", expression="6*7")), answer("42")
+    )
+    traces = tmp_path / "traces.jsonl"
+    for run_id, script, stop in (
+        ("otel-loop8", looping, "stalled"),
+        ("otel-other", answering, "completed"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "convergent", "run", "what is 6*7?", "--model", script]
+            + ["--run-id", run_id, "--otlp-file", str(traces), "--no-checkpoint", "--json"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, CAPTURE_CONTENT_ENV: "true"},
+        )
+        assert json.loads(done.stdout)["stop_reason"] == stop, done.stderr
+    assert detect_format(traces) == "otlp"
+    loop, other = runs_of(traces)
+    assert (loop.name, other.name) == ("otel-loop8", "otel-other")
+    results = [call.result for reply in loop.turns[0] for call in reply.calls]
+    assert results[:2] == ["42", "42"]  # content recorded: the repeats can be proven
+    first = json.loads(traces.read_text(encoding="utf-8").splitlines()[0])
+    span = first["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert len(span["traceId"]) == 32 and int(span["traceId"], 16) >= 0  # hex, as OTLP JSON

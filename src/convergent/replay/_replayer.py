@@ -75,6 +75,8 @@ class TurnReplay:
     noted_after: tuple[int, ...] = ()
     """Replies (0-based) whose calls ran and were then followed by a note that they
     repeat (a read is judged on its result) or that failures persist."""
+    unplayed_calls: int = 0
+    """Tool calls of the recorded replies the replay never played."""
 
     @property
     def cut(self) -> bool:
@@ -85,9 +87,10 @@ class TurnReplay:
     def partial(self) -> bool:
         """Whether the turn ended before the recording's end without a cut.
 
-        Some of its recorded replies were then never played.
+        Some of its recorded calls were then never played (closing words after a
+        hand-off are not: the loop ends the turn where the recording hands off).
         """
-        return not self.cut and self.played < self.recorded
+        return not self.cut and self.unplayed_calls > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +277,7 @@ async def _replay_turn(
         unrun=tuple(
             (recording.played - 1, key) for key, left in recording.pending.items() for _ in left
         ),
+        unplayed_calls=sum(len(reply.calls) for reply in turn[recording.played :]),
     )
 
 

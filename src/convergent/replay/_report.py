@@ -324,14 +324,16 @@ def headline(figures: CorpusFigures, labelled_by_rule: bool = False) -> str:
     elif not runs["successful"] and not runs["failed"]:
         stopped = figures.verdicts[UNLABELLED_STOPPED]
         hint = (
-            "--success-if could not label them"
+            f"--success-if could not label {'it' if figures.read == 1 else 'them'}"
             if labelled_by_rule
             else "give --success or --success-if"
         )
-        sentence = (
-            f"none of your {_count(figures.read, 'run')} has a success label ({hint}); "
-            f"{stopped:,} would be stopped"
+        whose = (
+            "your run has no"
+            if figures.read == 1
+            else f"none of your {_count(figures.read, 'run')} has a"
         )
+        sentence = f"{whose} success label ({hint}); {stopped:,} would be stopped"
     else:
         sentence = _successful(figures) + "; " + _failed(figures)
         if runs["unlabelled"]:
