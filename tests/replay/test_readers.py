@@ -140,10 +140,10 @@ def test_mini_swe_agent_one_bash_call_per_reply_and_labels_from_the_summary() ->
     ]
     (turn,) = runs[0].turns
     commands = [dict(reply.calls[0].arguments) for reply in turn if reply.calls]
-    # the reply with two blocks is a call its harness refused: the model's mistake
+    # the reply with two blocks is one its harness refused: the model's mistake
     assert commands == [
         {"command": "python repro.py"},
-        {"format_error": "2 command blocks"},
+        {"command_blocks": 2},
         {"command": "sed -i 's/n + 1/n/' lib.py"},
         {"command": "python repro.py"},
         {"command": "sed -i 's/range(1, /range(/' lib.py"},
@@ -151,7 +151,7 @@ def test_mini_swe_agent_one_bash_call_per_reply_and_labels_from_the_summary() ->
         {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"},
     ]
     refused = turn[1].calls[0]
-    assert (refused.mistake, refused.failed) == (True, False)
+    assert (refused.name, refused.mistake, refused.failed) == ("(no command)", True, False)
     assert refused.result is not None and "EXACTLY ONE" in refused.result
     first = turn[0].calls[0]
     assert (first.name, first.failed) == ("bash", False)

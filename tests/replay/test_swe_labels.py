@@ -26,7 +26,7 @@ def _traj(*steps: tuple[str, str]) -> dict[str, Any]:
             for action, observation in steps
         ],
         "history": [],
-        "info": {"exit_status": "submitted", "model_stats": {"model_name": "gpt4"}},
+        "info": {"exit_status": "submitted", "model_stats": {"instance_cost": 0.5}},
     }
 
 
@@ -121,4 +121,83 @@ def test_a_trajectory_with_only_its_history_is_read(tmp_path: Path) -> None:
     (run,) = runs_of(write_json(tmp_path / "function_calling_simple.traj", {"history": history}))
     calls = [(c.name, c.result) for reply in run.turns[0] for c in reply.calls]
     assert calls == [("find_file", "Found 1 match"), ("submit", "diff --git")]
+    assert run.gaps == {}
+
+
+def test_the_harness_results_json_beside_the_trajectories_folder(tmp_path: Path) -> None:
+    run = tmp_path / "20240825_SWE-agent_gpt-4o-2024-05-13"
+    _folder(run / "trajs", "a__a-1", "b__b-2", "c__c-3", "d__d-4")
+    write_json(
+        run / "results" / "results.json",
+        {
+            "resolved": ["a__a-1"],
+            "unresolved_ids": ["b__b-2"],
+            "empty_patch_ids": ["c__c-3"],
+            "incomplete_ids": ["d__d-4"],  # not evaluated: unknown
+            "submitted_ids": ["a__a-1", "b__b-2", "d__d-4"],
+        },
+    )
+    (run / "metadata.yaml").write_text("name: SWE-agent + gpt-4o-2024-05-13\n", encoding="utf-8")
+    runs = runs_of(tmp_path)
+    assert {r.name: r.success for r in runs} == {
+        "a__a-1": True,
+        "b__b-2": False,
+        "c__c-3": False,
+        "d__d-4": None,
+    }
+    assert {r.model for r in runs} == {"gpt-4o-2024-05-13"}  # from metadata.yaml
+
+
+def test_per_instance_reports_of_the_harness(tmp_path: Path) -> None:
+    def mini(instance: str) -> dict[str, Any]:
+        return {"instance_id": instance, "trajectory_format": "mini-swe-agent-1.1", "messages": []}
+
+    for instance in ("a__a-1", "b__b-2", "c__c-3"):
+        write_json(tmp_path / instance / f"{instance}.traj.json", mini(instance))
+    for instance, resolved in (("a__a-1", True), ("b__b-2", False)):
+        write_json(
+            tmp_path / "eval_results" / "openai__gpt-5-mini" / instance / "report.json",
+            {instance: {"patch_exists": True, "resolved": resolved}},
+        )
+    assert {run.name: run.success for run in runs_of(tmp_path, format="mini-swe-agent")} == {
+        "a__a-1": True,
+        "b__b-2": False,
+        "c__c-3": None,
+    }
+
+
+def test_the_harness_s_own_steps_are_not_the_model_s_calls(tmp_path: Path) -> None:
+    traj = _traj(
+        ("", ""),  # no command the harness could parse: it asked again
+        ("# look around first\nls -la", "a.py"),
+        ("exit_cost", "Exited (autosubmitted)"),
+    )
+    (run,) = runs_of(write_json(tmp_path / "x__x-1.traj", traj))
+    calls = [(c.name, c.mistake) for reply in run.turns[0] for c in reply.calls]
+    assert calls == [("(no command)", True), ("ls", False)]  # no exit_cost call
+
+
+def test_mini_swe_agent_2_format_errors_and_the_submission(tmp_path: Path) -> None:
+    call = {"id": "c1", "function": {"name": "bash", "arguments": '{"command": "echo done"}'}}
+    error = "No tool calls found in the response. Every response MUST include a tool call."
+    traj = {
+        "instance_id": "a__a-1",
+        "trajectory_format": "mini-swe-agent-1.1",
+        "info": {},
+        "messages": [
+            {"role": "system", "content": "You can run bash."},
+            {"role": "user", "content": "Fix it."},
+            {"role": "user", "content": error, "extra": {"interrupt_type": "FormatError"}},
+            {"role": "user", "content": error, "extra": {"interrupt_type": "FormatError"}},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "exit", "content": "diff --git a/x b/x"},
+        ],
+    }
+    (run,) = runs_of(write_json(tmp_path / "a.traj.json", traj))
+    calls = [(c.name, c.result, c.mistake) for reply in run.turns[0] for c in reply.calls]
+    assert calls == [
+        ("(no command)", error, True),
+        ("(no command)", error, True),
+        ("bash", "diff --git a/x b/x", False),
+    ]
     assert run.gaps == {}

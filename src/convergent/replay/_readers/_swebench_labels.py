@@ -1,20 +1,26 @@
 """SWE-bench evaluation results beside a folder of runs: which instances were resolved.
 
 Looked for in the run file's folder and up to three folders above it, nearest first,
-along the path as given (through links) and then along the file's real location. The
-first folder holding one of these evaluations gives the labels:
+along the path as given (through links) and then along the file's real location, and in
+each such folder's ``results/`` child (the SWE-bench experiments layout keeps
+``<run>/trajs/`` beside ``<run>/results/``). The first folder holding one of these
+evaluations gives the labels:
 
 - ``results_summary.json`` (mini-swe-agent): ``instances[].resolved`` for each instance;
 - ``final_report.json`` (SWE-agent's evaluation): ``resolved`` instance ids; it covers
   the runs of its folder, so every other run there failed (no patch, or not resolved);
-- ``results.json`` (SWE-agent's evaluation): ``resolved`` ids, and the instances it
-  evaluated in its other lists (``generated``, ``applied``, ``no_generation``...), the
-  unresolved among them failed; with ``resolved`` alone, it covers its folder as above;
+- ``results.json``: the SWE-bench harness's report under that name (as below, its
+  resolved ids in ``resolved``), or SWE-agent's evaluation: ``resolved`` ids, and the
+  instances it evaluated in its other lists (``generated``, ``applied``,
+  ``no_generation``...), the unresolved among them failed; with ``resolved`` alone, it
+  covers its folder as above;
 - a SWE-bench harness or ``sb-cli`` report (``report.json`` or any ``*.json`` with
-  ``resolved_ids``): ``resolved_ids`` succeeded; ``unresolved_ids``, ``error_ids``,
-  ``empty_patch_ids``, ``incomplete_ids``, ``submitted_ids`` and ``completed_ids`` not
-  resolved failed;
-- the harness's per-instance ``report.json`` (``{instance: {"resolved": bool}}``).
+  ``resolved_ids``): ``resolved_ids`` succeeded; ``unresolved_ids``, ``empty_patch_ids``
+  and ``error_ids`` failed (a report without those lists: its ``submitted_ids`` and
+  ``completed_ids`` not resolved failed); ``incomplete_ids`` were not evaluated;
+- the harness's per-instance reports (``{instance: {"resolved": bool}}`` in
+  ``<id>/report.json``), found under ``eval_results/*/`` or ``logs/run_evaluation/*/*/``
+  of one of those folders.
 
 An instance an evaluation does not cover has no label.
 """
@@ -34,14 +40,10 @@ __all__ = ["swebench_label"]
 
 _LEVELS = 4
 _MAX_REPORT_BYTES = 64 * 1024**2
-_NOT_RESOLVED = (
-    "unresolved_ids",
-    "error_ids",
-    "empty_patch_ids",
-    "incomplete_ids",
-    "submitted_ids",
-    "completed_ids",
-)
+_NOT_RESOLVED = ("unresolved_ids", "empty_patch_ids", "error_ids")
+_SUBMITTED = ("submitted_ids", "completed_ids")
+_PER_INSTANCE = ("eval_results/*/*/report.json", "logs/run_evaluation/*/*/*/report.json")
+_MAX_PER_INSTANCE = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +68,13 @@ class _Evaluation:
 def swebench_label(run_file: Path, instance: str) -> bool | None:
     """Whether the evaluation beside ``run_file`` resolved ``instance`` (None: unknown)."""
     for folder in _folders(run_file):
-        evaluation = _evaluation_in(folder)
-        if evaluation is not None:
-            return evaluation.label(instance)
+        for place in (folder, folder / "results"):
+            evaluation = _evaluation_in(place)
+            if evaluation is not None:
+                return evaluation.label(instance)
+        per_instance = _per_instance_in(folder)
+        if instance in per_instance:
+            return per_instance[instance]
     return None
 
 
@@ -106,6 +112,8 @@ def _evaluation_in(folder: Path) -> _Evaluation | None:
         return _Evaluation(resolved=_ids(final["resolved"]), whole_folder=True)
     results = _load(folder / "results.json")
     if isinstance(results, dict) and isinstance(results.get("resolved"), list):
+        if any(key.endswith("_ids") for key in results):  # the harness's report
+            return _harness(results, _ids(results["resolved"]))
         resolved = _ids(results["resolved"])
         evaluated = frozenset().union(
             *(_ids(value) for key, value in results.items() if key != "resolved")
@@ -128,20 +136,43 @@ def _harness_report(path: Path) -> _Evaluation | None:
     if not isinstance(report, dict):
         return None
     if isinstance(report.get("resolved_ids"), list):
-        resolved = _ids(report["resolved_ids"])
-        failed = frozenset().union(*(_ids(report.get(key)) for key in _NOT_RESOLVED))
-        return _Evaluation(resolved, failed - resolved)
-    per_instance = {
-        str(key): value["resolved"]
-        for key, value in report.items()
-        if isinstance(value, Mapping) and isinstance(value.get("resolved"), bool)
-    }
+        return _harness(report, _ids(report["resolved_ids"]))
+    per_instance = _instance_labels(report)
     if not per_instance:
         return None
     return _Evaluation(
         resolved=frozenset(key for key, value in per_instance.items() if value),
         failed=frozenset(key for key, value in per_instance.items() if not value),
     )
+
+
+def _harness(report: Mapping[str, Any], resolved: frozenset[str]) -> _Evaluation:
+    """The harness's report: its lists of unresolved ids failed; incomplete ones unknown."""
+    listed = [key for key in _NOT_RESOLVED if key in report]
+    failed = frozenset().union(*(_ids(report.get(key)) for key in listed or _SUBMITTED))
+    return _Evaluation(resolved, failed - resolved - _ids(report.get("incomplete_ids")))
+
+
+def _instance_labels(report: Mapping[str, Any]) -> dict[str, bool]:
+    return {
+        str(key): value["resolved"]
+        for key, value in report.items()
+        if isinstance(value, Mapping) and isinstance(value.get("resolved"), bool)
+    }
+
+
+@functools.lru_cache(maxsize=256)
+def _per_instance_in(folder: Path) -> Mapping[str, bool]:
+    """The labels of the harness's per-instance reports under ``folder``."""
+    labels: dict[str, bool] = {}
+    for pattern in _PER_INSTANCE:
+        for count, path in enumerate(sorted(folder.glob(pattern))):
+            if count >= _MAX_PER_INSTANCE:
+                break
+            report = _load(path)
+            if isinstance(report, dict):
+                labels.update(_instance_labels(report))
+    return labels
 
 
 def _load(path: Path) -> Any:

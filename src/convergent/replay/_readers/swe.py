@@ -3,29 +3,36 @@
 - ``mini-swe-agent``: ``*.traj.json``, ``{"info", "messages", "instance_id"}``. Version 1
   runs one bash command per reply, in a ```` ```bash ```` block, and the next message is
   its output; a reply with no block or several is the text protocol's format error: it
-  is replayed as a call the harness refused, the model's mistake, answered by the
-  reminder that followed it. Version 2 (``trajectory_format: mini-swe-agent-1.1``) uses
-  tool calls and tool messages; a call the harness could not parse is not in the
-  messages, only its answer (a user message marked ``FormatError``), and is replayed the
-  same way. A non-zero exit code is a result, not a failure.
+  is replayed as a call to no tool (``(no command)``), the model's mistake as the loop
+  counts it, answered by the reminder that followed it. Version 2 (``trajectory_format:
+  mini-swe-agent-1.1``) uses tool calls and tool messages; a reply the harness could not
+  parse is not in the messages, only its answer (a user message marked
+  ``FormatError``), and is replayed the same way. A non-zero exit code is a result, not a failure.
 - ``swe-agent``: ``*.traj``, ``{"trajectory": [{"action", "observation", ...}], "history",
   "info"}``: one command per step, named by its first word (``open``, ``edit``,
   ``python``...), its observation the result; function-calling runs name the tool in
   the history's ``tool_calls``. A file with only a ``history`` is read from it. An edit
   the editor refused (``Your proposed edit has introduced new syntax error(s)``: not
-  applied) is a failed call.
+  applied) is a failed call; a step without an action (the reply had no command the
+  harness could parse, and it asked again) is the model's mistake; the harness's own
+  exit when a limit is hit (``exit_cost``, ``exit_context``, ``exit_format``,
+  ``exit_api``) ends the run, no call of the model's. A command is named by the first
+  word of its first line that is not a comment. The model is the one ``args.yaml``
+  beside the runs, or ``metadata.yaml`` above them, names.
 
 Labels come from the SWE-bench evaluation beside the runs (see `_swebench_labels`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import re2
 
+from convergent._yaml import UnusableYaml, load_yaml
 from convergent.replay._readers._common import (
     READ_ERRORS,
     TurnBuilder,
@@ -45,6 +52,10 @@ _BASH_BLOCK = re2.compile(r"(?s)```(?:bash|mswea_bash_command)\s*\n(.*?)\n```")
 _REFUSED_EDIT = "Your proposed edit has introduced new syntax error"
 """How SWE-agent's editor words an edit its linter refused (the file is left unchanged)."""
 _FORMAT_ERROR = "FormatError"
+_HARNESS_EXITS = frozenset({"exit_cost", "exit_context", "exit_format", "exit_api"})
+"""Actions SWE-agent takes itself when a limit is hit: not the model's calls."""
+_NO_COMMAND = "(no command)"
+"""The name of a reply whose command the harness could not parse: no tool has it."""
 
 
 def _claims_mini(path: Path, sample: Sample) -> bool:
@@ -108,10 +119,12 @@ def _mini_turn(builder: TurnBuilder, messages: Sequence[Mapping[str, Any]]) -> t
             commands = _BASH_BLOCK.findall(content)
             pending_output = True
             if len(commands) == 1:
-                call = {"command": commands[0]}
-            else:  # the text protocol's format error: a call its harness refused
-                call = {"format_error": f"{len(commands)} command blocks"}
-            builder.assistant(content, [(None, "bash", call)], _mini_usage(message))
+                builder.assistant(
+                    content, [(None, "bash", {"command": commands[0]})], _mini_usage(message)
+                )
+            else:  # the text protocol's format error: a reply its harness refused
+                blocks = {"command_blocks": len(commands)}
+                builder.assistant(content, [(None, _NO_COMMAND, blocks)], _mini_usage(message))
         elif role == "tool":
             call_id = message.get("tool_call_id")
             builder.result(None if call_id is None else str(call_id), content)
@@ -119,10 +132,10 @@ def _mini_turn(builder: TurnBuilder, messages: Sequence[Mapping[str, Any]]) -> t
             builder.result_of_last_call(content)  # the submission ends the run
         elif role == "user" and tool_calling and _interrupt(extra) == _FORMAT_ERROR:
             # the reply the harness could not parse is not recorded: only this answer
-            builder.assistant("", [(None, "bash", {"format_error": "unparsed tool call"})])
+            builder.assistant("", [(None, _NO_COMMAND, {})])
             builder.own_result(0, content, mistake=True)
         elif role == "user" and pending_output:
-            refused = "format_error" in (builder.pending_call() or {})
+            refused = "command_blocks" in (builder.pending_call() or {})
             builder.result_of_last_call(content, mistake=refused)
             pending_output = False
     (turn,) = builder.turns() or ((),)
@@ -166,7 +179,7 @@ def _read_swe_agent(path: Path, sample: Sample) -> Iterator[Trajectory | Malform
             id=path.name,
             name=instance,
             source=str(path),
-            model=str(stats.get("model_name") or info.get("model_name") or ""),
+            model=str(stats.get("model_name") or info.get("model_name") or _model_beside(path)),
             success=swebench_label(path, instance),
             turns=turn[:1],
             read_only=SWE_AGENT_READ_ONLY,
@@ -185,8 +198,11 @@ def _steps(
         tools = []
     for index, step in enumerate(steps):
         action = str(step.get("action") or "").strip()
-        if not action:
-            builder.assistant(as_text(step.get("response")))
+        if action in _HARNESS_EXITS:
+            break  # the harness ends the run: the model made no call
+        if not action:  # no command the harness could parse: it asked again
+            builder.assistant(as_text(step.get("response")), [(None, _NO_COMMAND, {})])
+            builder.result_of_last_call(as_text(step.get("observation")), mistake=True)
             continue
         name, arguments = tools[index] if tools else (_command(action), {})
         builder.assistant(
@@ -225,7 +241,42 @@ def _history(builder: TurnBuilder, history: Sequence[Mapping[str, Any]]) -> None
 
 
 def _command(action: str) -> str:
-    return action.split(maxsplit=1)[0]
+    """The command's name: the first word of its first line that is not a comment."""
+    lines = [line.strip() for line in action.splitlines()]
+    first = next((line for line in lines if line and not line.startswith("#")), action.strip())
+    return first.split(maxsplit=1)[0] if first else action
+
+
+@functools.lru_cache(maxsize=256)
+def _model_in(folder: Path) -> str:
+    """The model ``args.yaml`` (SWE-agent's run arguments) or ``metadata.yaml`` names."""
+    args = _yaml(folder / "args.yaml")
+    model = ((args.get("agent") or {}).get("model") or {}) if isinstance(args, dict) else {}
+    if isinstance(model, dict) and model.get("model_name"):
+        return str(model["model_name"])
+    metadata = _yaml(folder / "metadata.yaml")
+    if isinstance(metadata, dict) and metadata.get("name"):
+        return str(metadata["name"]).rsplit("+", 1)[-1].strip()
+    return ""
+
+
+def _model_beside(path: Path) -> str:
+    folder = path.parent
+    for _ in range(3):
+        found = _model_in(folder)
+        if found:
+            return found
+        folder = folder.parent
+    return ""
+
+
+def _yaml(path: Path) -> Any:
+    try:
+        if not path.is_file() or path.stat().st_size > 1024 * 1024:
+            return None
+        return load_yaml(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, UnusableYaml):
+        return None
 
 
 def _history_tools(history: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
