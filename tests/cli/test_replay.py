@@ -188,7 +188,7 @@ def test_success_if_says_which_runs_it_could_not_label_and_why(tmp_path: Path) -
     corpus = str(write_lines(tmp_path / "runs.jsonl", [unanswered, answered]))
     done = invoke("replay", corpus, "--success-if", "done")
     assert (
-        "--success-if could not label 1 runs: no final answer: the recording ends on tool "
+        "--success-if could not label 1 run: no final answer: the recording ends on tool "
         "calls (1)" in done.stdout
     )
     report = json.loads(invoke("replay", corpus, "--success-if", "done", "--json").stdout)

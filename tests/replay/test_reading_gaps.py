@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -209,3 +210,16 @@ def test_langchain_message_dicts_with_invalid_calls_and_anthropic_blocks(tmp_pat
         ("add", "Error: arguments are not JSON", True, True),
     ]
     assert run.gaps == {} and run.final_answer == "5"
+
+
+def test_a_rule_for_labels_keeps_a_recording_s_own_label_where_there_is_no_answer(
+    tmp_path: Path,
+) -> None:
+    unanswered = {"id": "own", "messages": _no_ids(["queued"])[:-1], "success": True}
+    (run,) = runs_of(write_lines(tmp_path / "runs.jsonl", [unanswered]))
+    from convergent.replay._labels import load_labels
+
+    kept = load_labels(None, "never").apply(run)
+    assert (kept.success, kept.unlabelled_why) == (True, "")  # not "could not label"
+    unlabelled = load_labels(None, "never").apply(dataclasses.replace(run, success=None))
+    assert unlabelled.unlabelled_why == "no final answer: the recording ends on tool calls"

@@ -30,15 +30,18 @@ MAX_RUNS_SHOWN = 300
 """Stopped runs shown per corpus (all of them are in ``--json``)."""
 
 _STYLE = """
+html{background:#fff}
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;
 max-width:1180px;color:#1d232b;padding:0 1rem}
 h1{font-size:1.5rem;margin-bottom:.2rem}
 h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #d6dbe1}
 h3{font-size:1rem;margin:1.2rem 0 .3rem}
-table{border-collapse:collapse;margin:.5rem 0;font-size:13px}
+table{border-collapse:collapse;margin:.5rem 0;font-size:13px;display:block;max-width:100%;
+overflow-x:auto}
+svg{max-width:100%;height:auto}
 th,td{border:1px solid #d6dbe1;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#eef1f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
-#summary td.mono{word-break:break-all;max-width:22rem}
+#summary td.mono{word-break:break-all;min-width:12rem;max-width:22rem}
 code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
 pre{background:#f5f7f9;padding:.6rem;border:1px solid #d6dbe1;white-space:pre-wrap}
 .headline{font-size:1.15rem;font-weight:600;margin:.6rem 0}
@@ -277,7 +280,7 @@ def _runs(figures: CorpusFigures) -> str:
         for v in figures.nudged[:MAX_RUNS_SHOWN]
     )
     return (
-        f"<h3>{escape(figures.name)}: {len(figures.stopped)} stopped runs</h3>"
+        f"<h3>{escape(figures.name)}: {_runs_count(len(figures.stopped))} stopped</h3>"
         + "".join(_run(verdict, names[verdict.id]) for verdict in shown)
         + (f"<p class=muted>{more} more in --json.</p>" if more else "")
         + (f"<p>Real loops not stopped:</p><ul>{loops}</ul>" if loops else "")
@@ -305,28 +308,32 @@ def _malformed(report: ReplayReport) -> str:
     return "".join(parts)
 
 
+def _runs_count(count: int) -> str:
+    return f"{count:,} run" if count == 1 else f"{count:,} runs"
+
+
 def _reading(report: ReplayReport) -> str:
     """What the readers could not read or had to guess, per corpus."""
     items = []
     for figures in report.corpora.values():
         notes = [
-            f"{figures.gaps[key]:,} {escape(words)} (in {figures.gapped_runs[key]:,} runs)"
+            f"{figures.gaps[key]:,} {escape(words)} (in {_runs_count(figures.gapped_runs[key])})"
             for key, words in GAPS.items()
             if figures.gaps[key]
         ]
         if figures.verdicts[PARTIAL]:
-            notes.append(f"{figures.verdicts[PARTIAL]:,} runs replayed in part")
+            notes.append(f"{_runs_count(figures.verdicts[PARTIAL])} replayed in part")
         if figures.no_final_answer:
-            notes.append(f"{figures.no_final_answer:,} runs end without a final answer")
+            notes.append(f"{_runs_count(figures.no_final_answer)} end without a final answer")
         for why, count in figures.unlabelled_why.most_common():
-            notes.append(f"{count:,} runs the label rule could not label: {escape(why)}")
+            notes.append(f"{_runs_count(count)} the label rule could not label: {escape(why)}")
         if notes:
             items.append(
                 f"<li><span class=mono>{escape(figures.name)}</span>: {'; '.join(notes)}</li>"
             )
     if not items:
         return ""
-    return f"<h2 id=reading>Reading</h2><ul>{''.join(items)}</ul>"
+    return f"<section id=reading><h2>Reading</h2><ul>{''.join(items)}</ul></section>"
 
 
 def html_page(

@@ -38,6 +38,8 @@ class Labels:
         label = self.given.get(trajectory.id, self.given.get(trajectory.name))
         if label is None and self.rule is not None:
             answer = trajectory.final_answer
+            if answer is None and trajectory.success is not None:
+                return trajectory  # the recording's own label stays
             if answer is None:
                 why = (
                     "no final answer: the recording ends on tool calls"

@@ -51,7 +51,7 @@ def _figures_table(report: ReplayReport, wide: bool) -> Table:
     rows = [*corpora, report.total] if len(corpora) > 1 else corpora
     total = report.total
     columns: list[tuple[str, Any]] = [
-        ("runs: successful\n/ failed\n/ unlabelled", _runs),
+        ("runs: successful\n/ failed\n/ unlabelled", _side_counts),
     ]
     if total.runs["successful"] or wide:
         columns.append(("successful\ncut (policy's\nfault)", _cut))
@@ -79,7 +79,11 @@ def _figures_table(report: ReplayReport, wide: bool) -> Table:
     return table
 
 
-def _runs(figures: CorpusFigures) -> str:
+def _runs(count: int) -> str:
+    return f"{count:,} run" if count == 1 else f"{count:,} runs"
+
+
+def _side_counts(figures: CorpusFigures) -> str:
     runs = figures.runs
     return f"{runs['successful']:,} / {runs['failed']:,} / {runs['unlabelled']:,}"
 
@@ -145,7 +149,7 @@ def _labels_line(report: ReplayReport) -> str | None:
     whys = "; ".join(
         f"{safe(why)} ({count:,})" for why, count in total.unlabelled_why.most_common()
     )
-    return f"--success-if could not label {sum(total.unlabelled_why.values()):,} runs: {whys}"
+    return f"--success-if could not label {_runs(sum(total.unlabelled_why.values()))}: {whys}"
 
 
 def print_report(report: ReplayReport, out: Console, *, details: bool, wide: bool) -> None:
