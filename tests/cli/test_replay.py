@@ -147,6 +147,12 @@ def test_control_sequences_in_a_recording_never_reach_the_output(tmp_path: Path)
         assert "\x1b" not in done.stdout and "\x07" not in done.stdout
         assert "\x1b" not in done.stderr
     assert "run\\x1b]0;pwned\\x07" in invoke("replay", str(path)).stdout
+    csi = write_lines(  # an 8-bit control sequence and a right-to-left override
+        tmp_path / "c1.jsonl", [labelled_run("c1\x9b2J\u202eevil", [same] * 5, True)]
+    )
+    as_json = invoke("replay", str(csi), "--json").stdout
+    assert "\x9b" not in as_json and "\u202e" not in as_json
+    assert json.loads(as_json)["report"]["corpora"][0]["stopped"][0]["name"].startswith("c1\x9b")
 
 
 def test_a_setting_of_the_wrong_type_is_one_line(tmp_path: Path) -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from convergent.replay import Malformed, Trajectory, read_runs, replay
+from convergent.exceptions import UserError
+from convergent.replay import Malformed, Trajectory, judge, read_runs, replay, replay_run
 from convergent.replay._readers import _common
 
 from .conftest import write_json
@@ -106,3 +110,83 @@ def test_spans_whose_parents_form_a_cycle_end(tmp_path: Path) -> None:
         i for i in read_runs([write_json(tmp_path / "t.json", spans)]) if isinstance(i, Trajectory)
     ]
     assert run.name == "A"
+
+
+_KEYS = (
+    "role content tool_calls function name arguments id tool_call_id type data messages "
+    "success reward traj task_id simulations reward_info trajectory history info action "
+    "observation instance_id resourceSpans scopeSpans spans attributes key value stringValue "
+    "object trace_id span_data parent_id started_at output input result inference_log "
+    "sessionId message tool_use_id is_error args invalid_tool_calls function_call extra "
+    "interrupt_type tool_call_ids status error usage"
+).split()
+_LEAVES = (None, True, 0, 1.5, -3, "", "x", "Error: no", "\x1b[2J", "{'a': 1}", '{"a":', [], {})
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth > 4 or roll < 0.3:
+        return rng.choice(_LEAVES)
+    if roll < 0.6:
+        return [_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    return {rng.choice(_KEYS): _value(rng, depth + 1) for _ in range(rng.randint(0, 6))}
+
+
+def _shaped(rng: random.Random) -> tuple[str, Any]:
+    """A value in the outline of one format, with anything inside."""
+    v = lambda: _value(rng)  # noqa: E731
+    shapes: list[tuple[str, Any]] = [
+        ("x.json", [{"role": "user"}, {"role": "assistant", "tool_calls": v()}, v()]),
+        ("x.jsonl", [{"role": "tool", "tool_call_id": v(), "content": v()}, v()]),
+        ("x.json", {"messages": [v(), {"role": "assistant", "tool_calls": [v()]}], "id": v()}),
+        ("x.json", [{"task_id": v(), "reward": v(), "traj": [v(), {"role": "assistant"}]}]),
+        ("x.json", {"simulations": [{"reward_info": v(), "messages": [v(), v()]}]}),
+        ("x.traj", {"trajectory": [v(), {"action": v(), "observation": v()}], "info": v()}),
+        ("x.traj", {"history": [{"role": "assistant", "tool_calls": v()}, v()]}),
+        ("x.traj.json", {"instance_id": "a", "messages": [v(), {"role": "user", "extra": v()}]}),
+        ("x.json", {"resourceSpans": [{"scopeSpans": [{"spans": [v(), {"attributes": v()}]}]}]}),
+        (
+            "x.jsonl",
+            [{"object": "trace.span", "trace_id": "t", "parent_id": v(), "span_data": v()}],
+        ),
+        ("x.jsonl", [{"id": "multi_turn_1", "result": v(), "inference_log": v()}]),
+        ("x.jsonl", [{"type": "assistant", "sessionId": "s", "message": v()}, v()]),
+    ]
+    return rng.choice(shapes)
+
+
+def test_files_of_any_shape_are_read_or_reported_never_a_crash(tmp_path: Path) -> None:
+    rng = random.Random(20261206)
+    for case in range(150):
+        name, value = _shaped(rng)
+        folder = tmp_path / str(case)
+        folder.mkdir()
+        path = folder / name
+        if name.endswith(".jsonl") and isinstance(value, list):
+            path.write_text("\n".join(json.dumps(line) for line in value), encoding="utf-8")
+        else:
+            path.write_text(json.dumps(value), encoding="utf-8")
+        try:
+            items = list(read_runs([path]))
+        except UserError:
+            continue  # a file in no known format: one line, exit 2
+        for item in items:
+            if isinstance(item, Trajectory):
+                judge(item, asyncio.run(replay_run(item)))
+
+
+def test_fields_of_an_unexpected_type_cost_their_message_only(tmp_path: Path) -> None:
+    lines = [
+        {"role": "user", "content": "go"},
+        {"role": ["assistant"], "content": "a role that is a list"},
+        {"type": {"ai": 1}, "data": {}},
+        {"role": "assistant", "content": "done"},
+    ]
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    (run,) = list(read_runs([path]))
+    assert isinstance(run, Trajectory) and run.gaps == {"messages_skipped": 2}
+    spans = tmp_path / "spans.json"
+    spans.write_text(json.dumps([{"object": ["trace.span"], "trace_id": "t"}]), encoding="utf-8")
+    with pytest.raises(UserError, match="not a recording in a known format"):
+        list(read_runs([spans]))

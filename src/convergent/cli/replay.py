@@ -11,6 +11,7 @@ thresholds instead. A rich summary on the terminal, ``--json`` for one JSON obje
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -265,7 +266,7 @@ def replay_command(
         payload: dict[str, Any] = {"report": report.to_dict()}
         if calibration is not None:
             payload["calibration"] = {**calibration.to_dict(), "code": code}
-        print(json.dumps(payload, ensure_ascii=False, default=str))
+        print(_json_text(payload))
         return
     _warn_malformed(report)
     from convergent.replay._terminal import calibration_table, print_report, safe
@@ -277,6 +278,17 @@ def replay_command(
     print_report(report, out, details=details, wide=wide)
     if html is not None:
         out.print(f"wrote {safe(html)}", markup=False)
+
+
+_INVISIBLE = re.compile("[\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+"""Characters JSON may carry raw that a terminal acts on (C1 controls, bidirectional
+overrides, line separators); JSON's own escaping already covers the C0 controls."""
+
+
+def _json_text(payload: Any) -> str:
+    """The payload as JSON in UTF-8, with every character a terminal acts on escaped."""
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    return _INVISIBLE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def _console(wide: bool) -> Console:

@@ -133,12 +133,13 @@ def _reading_lines(figures: CorpusFigures) -> list[str]:
     if figures.no_final_answer:
         lines.append(f"{figures.no_final_answer:,} runs end without a final answer (text)")
     if figures.malformed:
+        what = "run or file" if figures.malformed == 1 else "runs or files"
         lines.append(
-            f"{figures.malformed:,} runs or files could not be read (listed on stderr, "
-            "all in --json)"
+            f"{figures.malformed:,} {what} could not be read (listed on stderr, all in --json)"
         )
     if figures.skipped:
-        lines.append(f"{figures.skipped:,} lines or files passed over: no run in them (below)")
+        what = "line or file" if figures.skipped == 1 else "lines or files"
+        lines.append(f"{figures.skipped:,} {what} passed over: no run in them (below)")
     return lines
 
 
@@ -211,7 +212,8 @@ def _print_passed_over(report: ReplayReport, out: Console, details: bool) -> Non
     items = report.skipped
     if not items:
         return
-    out.print(f"{len(items):,} lines or files passed over (no run in them):", markup=False)
+    what = "line or file" if len(items) == 1 else "lines or files"
+    out.print(f"{len(items):,} {what} passed over (no run in them):", markup=False)
     limit = None if details else _SHOWN_NOTES
     for item in items[:limit]:
         out.print(f"  {safe(item.describe())}", markup=False)

@@ -15,7 +15,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from convergent.exceptions import UserError
-from convergent.replay._readers._common import FormatMismatch, first_lines, load_json
+from convergent.replay._readers._common import (
+    READ_ERRORS,
+    FormatMismatch,
+    first_lines,
+    load_json,
+)
 from convergent.replay._readers._format import Format, Sample
 from convergent.replay._readers.bfcl import BFCL
 from convergent.replay._readers.claude_code import CLAUDE_CODE
@@ -94,7 +99,25 @@ def detect_format(path: str | Path) -> str | None:
 
 
 def _claimant(path: Path, sample: Sample) -> Format | None:
-    return next((found for found in FORMATS.values() if found.claims(path, sample)), None)
+    return next((found for found in FORMATS.values() if _claims(found, path, sample)), None)
+
+
+def _claims(found: Format, path: Path, sample: Sample) -> bool:
+    """Whether ``found`` takes the file (a value of an unexpected shape: it does not)."""
+    try:
+        return found.claims(path, sample)
+    except READ_ERRORS:
+        return False
+
+
+def _guarded(
+    runs: Iterator[Trajectory | Malformed | Skipped], path: Path
+) -> Iterator[Trajectory | Malformed | Skipped]:
+    """A file's runs; what its reader did not expect costs the rest of the file, reported."""
+    try:
+        yield from runs
+    except READ_ERRORS as exc:
+        yield Malformed(str(path), f"unreadable from here on ({type(exc).__name__}: {exc})")
 
 
 def _expected() -> str:
@@ -176,6 +199,6 @@ def _read_file(path: Path, format: str | None) -> Iterator[Trajectory | Malforme
     except FormatMismatch as exc:
         return str(exc)
     reader = FORMATS[format] if format is not None else _claimant(path, sample)
-    if reader is None or not reader.claims(path, sample):
+    if reader is None or not _claims(reader, path, sample):
         return "not a recording in a known format" if format is None else f"not a {format} file"
-    return reader.read(path, sample)
+    return _guarded(reader.read(path, sample), path)

@@ -58,12 +58,15 @@ def _message(found: Any) -> Mapping[str, Any] | None:
     if not isinstance(found, dict):
         return None
     raw: dict[str, Any] = found
-    if "data" in raw and raw.get("type") in _LANGCHAIN and isinstance(raw["data"], dict):
-        raw = {**raw["data"], "type": raw["type"]}
-    if raw.get("role") in _ROLES:
+    kind, role = raw.get("type"), raw.get("role")
+    if "data" in raw and isinstance(kind, str) and kind in _LANGCHAIN:
+        if isinstance(raw["data"], dict):
+            raw = {**raw["data"], "type": kind}
+            role = raw.get("role")
+    if isinstance(role, str) and role in _ROLES:
         return raw
-    if raw.get("type") in _LANGCHAIN:
-        return {**raw, "role": _LANGCHAIN[str(raw["type"])]}
+    if isinstance(kind, str) and kind in _LANGCHAIN:
+        return {**raw, "role": _LANGCHAIN[kind]}
     return None
 
 
