@@ -187,7 +187,7 @@ def test_declarations_on_the_command_line_and_in_a_file(tmp_path: Path) -> None:
 
 def test_success_if_says_which_runs_it_could_not_label_and_why(tmp_path: Path) -> None:
     unanswered = labelled_run("cut-short", [("status", {"job": 1}, "q", False)], True)
-    unanswered["messages"] = unanswered["messages"][:-1]  # it ends on its tool call
+    unanswered["messages"] = unanswered["messages"][:-2]  # it ends on its tool call
     del unanswered["success"]
     answered = labelled_run("answered", [("status", {"job": 1}, "q", False)], True)
     del answered["success"]
@@ -197,6 +197,9 @@ def test_success_if_says_which_runs_it_could_not_label_and_why(tmp_path: Path) -
         "--success-if could not label 1 run: no final answer: the recording ends on tool "
         "calls (1)" in done.stdout
     )
+    assert "1 runs" not in done.stdout  # one run, in the singular
+    detailed = invoke("replay", corpus, "--success-if", "done", "--details").stdout
+    assert "read with gaps: runs.jsonl:1 cut-short: 1 calls without a recorded result" in detailed
     report = json.loads(invoke("replay", corpus, "--success-if", "done", "--json").stdout)
     reading = report["report"]["total"]["reading"]
     assert reading["unlabelled_why"] == {"no final answer: the recording ends on tool calls": 1}

@@ -324,7 +324,9 @@ def _reading(report: ReplayReport) -> str:
         if figures.verdicts[PARTIAL]:
             notes.append(f"{_runs_count(figures.verdicts[PARTIAL])} replayed in part")
         if figures.no_final_answer:
-            notes.append(f"{_runs_count(figures.no_final_answer)} end without a final answer")
+            count = figures.no_final_answer
+            ends = "ends" if count == 1 else "end"
+            notes.append(f"{_runs_count(count)} {ends} without a final answer")
         for why, count in figures.unlabelled_why.most_common():
             notes.append(f"{_runs_count(count)} the label rule could not label: {escape(why)}")
         if notes:

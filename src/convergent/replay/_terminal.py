@@ -124,14 +124,17 @@ def _reading_lines(figures: CorpusFigures) -> list[str]:
     lines = []
     for key, words in GAPS.items():
         if figures.gaps[key]:
-            lines.append(f"{figures.gaps[key]:,} {words}, in {figures.gapped_runs[key]:,} runs")
+            lines.append(f"{figures.gaps[key]:,} {words}, in {_runs(figures.gapped_runs[key])}")
     if figures.verdicts[PARTIAL]:
         lines.append(
-            f"{figures.verdicts[PARTIAL]:,} runs replayed in part: the loop ended a turn "
-            f"before its recorded end without a stop ({figures.unplayed:,} replies not replayed)"
+            f"{_runs(figures.verdicts[PARTIAL])} replayed in part: the loop ended a turn "
+            f"before its recorded end without a stop ({figures.unplayed:,} recorded replies "
+            "not replayed)"
         )
     if figures.no_final_answer:
-        lines.append(f"{figures.no_final_answer:,} runs end without a final answer (text)")
+        count = figures.no_final_answer
+        ends = "ends" if count == 1 else "end"
+        lines.append(f"{_runs(count)} {ends} without a final answer (text)")
     if figures.malformed:
         what = "run or file" if figures.malformed == 1 else "runs or files"
         lines.append(
@@ -205,6 +208,9 @@ def _print_runs(figures: CorpusFigures, out: Console, details: bool) -> None:
         out.print(
             f"  {corpus}: nudged, not stopped: {safe(names[verdict.id])}: {places}", markup=False
         )
+    for run, gaps in figures.gapped:
+        found = "; ".join(f"{count:,} {GAPS.get(key, key)}" for key, count in gaps.items())
+        out.print(f"  {corpus}: read with gaps: {safe(run)}: {found}", markup=False)
 
 
 def _print_passed_over(report: ReplayReport, out: Console, details: bool) -> None:
