@@ -66,6 +66,7 @@ def test_calibrate_prints_the_curve_the_settings_and_the_flags(tmp_path: Path) -
         "replay", str(labelled_corpus(tmp_path / "runs.jsonl")), "--calibrate", "--html", str(page)
     )
     assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("With the chosen settings: None of your 2 successful runs")
     assert "calibration: every setting tried (the trade-off curve)" in done.stdout
     lines = done.stdout.splitlines()
     start = lines.index("chosen (no successful run cut, most failed-run replies saved):")

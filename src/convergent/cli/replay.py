@@ -273,6 +273,7 @@ def replay_command(
 
     out = _console(wide)
     if calibration is not None:
+        out.print(f"With the chosen settings: {safe(report.headline())}", markup=False)
         calibration_table(calibration, code, out)
         out.print("the chosen settings, replayed:")
     print_report(report, out, details=details, wide=wide)
