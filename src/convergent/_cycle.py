@@ -321,7 +321,7 @@ class Run:
             content, finish_reason, on_verdict=self._verified
         )
         if isinstance(decision, Stop) and decision.reason is StopReason.COMPLETED:
-            self.state.output_data = self.driver.output_data
+            self.state.output_json = self.driver.output_json
         return decision
 
     def _verified(self, passed: bool, feedback: str) -> None:
@@ -522,7 +522,7 @@ class Run:
         state, driver = self.state, self.driver
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
         if stop.reason is not StopReason.COMPLETED:
-            state.output_data = driver.output_value = None
+            state.output_json = None
         state.output, state.output_after_stop, note = await self._output(stop)
         state.stop_detail = detail_with_note(stop.detail, note)
         state.elapsed = driver.elapsed()
@@ -542,19 +542,7 @@ class Run:
                     usage=state.usage,
                 )
             )
-        return RunResult(
-            run_id=state.run_id,
-            output=state.output,
-            output_after_stop=state.output_after_stop,
-            stop_reason=stop.reason,
-            stop_detail=state.stop_detail,
-            cycles=state.cycles,
-            tool_calls=tuple(state.tool_calls),
-            usage=state.usage,
-            messages=tuple(state.messages),
-            output_data=driver.output_value,
-            events=self.sink.log(),
-        )
+        return RunResult.from_state(state, output=self.agent.output, events=self.sink.log())
 
     async def _output(self, stop: Stop) -> Settled:
         """The run's output, whether it is an answer made after the stop, and a note."""

@@ -252,7 +252,7 @@ def test_v4_state_json_loads_with_its_output_data() -> None:
     state = RunState.from_jsonable(data)
     assert state.stop_reason is StopReason.COMPLETED and state.cycles == 4
     assert state.output == '{"total": 6, "unit": "apples"}'
-    assert state.output_data == {"total": 6, "unit": "apples"}
+    assert state.output_json == {"total": 6, "unit": "apples"}
 
 
 def test_v6_database_loads_the_same_state_and_summary(tmp_path: Path) -> None:
@@ -276,7 +276,7 @@ def test_older_databases_are_upgraded_and_load_without_output_data(
         assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)] == [(6,)]
         run_id = f"fixture-v{version}"
         assert store.get_run(run_id).output_data is None
-        assert store.load(run_id).output_data is None
+        assert store.load(run_id).output_json is None
 
 
 def test_v5_state_json_loads_with_its_counters() -> None:

@@ -447,8 +447,8 @@ class SqliteJournal:
                 self._written,
                 monitor_json(state.monitor),
                 stopped and state.output_after_stop,
-                json.dumps(state.output_data)
-                if stopped and state.output_data is not None
+                json.dumps(state.output_json)
+                if stopped and state.output_json is not None
                 else None,
                 self._positions(),
                 state.schema_version,

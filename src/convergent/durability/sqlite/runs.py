@@ -752,7 +752,7 @@ class RunStore:
             "stop_detail": detail,
             "output": output,
             "output_after_stop": bool(after_stop),
-            "output_data": json.loads(output_data) if output_data is not None else None,
+            "output_json": json.loads(output_data) if output_data is not None else None,
             "schema_version": version,
         }
         state = RunState.from_jsonable(data)
