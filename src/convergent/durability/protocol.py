@@ -11,7 +11,9 @@ before the loop goes on:
 3. `RunJournal.before_call` before a tool marked ``modifies_files`` runs (file
    snapshots for rewind);
 4. `RunJournal.finished` the moment each call finishes, so a process killed mid-batch
-   loses no finished call and never repeats one;
+   never repeats a call that may not run twice, nor loses its result (a backend may
+   keep the end of a call of an ``idempotent`` tool for its next write: a resumed run
+   runs such a call again);
 5. `RunJournal.delivered` when steering messages were delivered;
 6. `RunJournal.stopped` once, with the run's stop reason.
 
