@@ -34,7 +34,7 @@ from convergent.durability.sqlite import RunStore, SqliteJournal
 from convergent.messages import Message, ToolSpec
 
 RESULT_CHARS = 400
-STEPS = ("started", "requested", "finished", "stopped", "delivered", "before_call")
+STEPS = ("started", "calls_ready", "finished", "stopped", "delivered", "before_call")
 
 
 @tool(timeout=None, idempotent=True)

@@ -19,7 +19,7 @@ from convergent._answer_check import Settled, detail_with_note
 from convergent._executor import execute_batch, start, wait_for_stragglers
 from convergent._redact import known_secrets, redact
 from convergent._run_parts import (
-    LoopSpec,
+    LoopAgent,
     bounded,
     last_text,
     outside_facts,
@@ -58,7 +58,7 @@ from convergent.state import RunState, ToolCallRecord
 from convergent.steering import NO_COMMANDS, SteeringCommand, SteeringQueue, Taken
 from convergent.stop import CONTINUE, Decision, Interrupted, Nudge, Stop, StopReason
 
-__all__ = ["LoopSpec", "RolledOver", "Run"]
+__all__ = ["LoopAgent", "RolledOver", "Run"]
 
 
 class RolledOver(ConvergentError):  # noqa: N818  (a hand-over, not an error)
@@ -92,24 +92,24 @@ class Run:
 
     __slots__ = (
         "agent",
+        "answered_at",
+        "budget_shares",
         "clock",
-        "consumed",
-        "delivering",
         "driver",
         "first_cycle",
         "journal",
-        "listening",
-        "mark",
-        "sharing",
+        "observed",
+        "redirects",
         "sink",
         "state",
         "steering",
+        "stop_commands",
         "store",
     )
 
     def __init__(
         self,
-        agent: LoopSpec,
+        agent: LoopAgent,
         state: RunState,
         steering: SteeringQueue | None,
         on_event: EventHandler | None,
@@ -122,8 +122,10 @@ class Run:
         self.steering = steering
         self.journal = journal
         self.store = store
-        self.sharing = 1  # calls of the running batch that spend the run's budgets
         """Where the run is stored, for tools that store runs of their own (child runs)."""
+        self.budget_shares = 1
+        """Calls of the running batch that spend the run's budgets: each call's child run
+        may spend that share of what is left (`convergent.run_context.CallContext`)."""
         observers: list[RunObserver] = list(agent.observers)
         if telemetry is not None:
             observers.insert(0, telemetry)
@@ -133,7 +135,9 @@ class Run:
             observers.append(_HandlerObserver(on_event))
         self.clock: Clock = current_clock()
         self.sink = EventSink(state, observers, record=agent.record_events, clock=self.clock)
-        self.listening = self.sink.active
+        self.observed = self.sink.active
+        """Whether anyone wants the run's events (observers, or the result's events): when
+        nobody does, none is built."""
         self.driver = CycleDriver(
             agent.limits,
             policy=agent.policy,
@@ -151,13 +155,14 @@ class Run:
         )
         self.driver.monitor.task(state.task)
         self.first_cycle = state.cycles
-        self.mark = 0
-        """Messages in the conversation when this process's latest request was answered
-        (none yet: the estimates count the whole conversation)."""
-        self.consumed: tuple[SteeringCommand, ...] = ()
-        """The steering command that asked for the stop."""
-        self.delivering: tuple[SteeringCommand, ...] = ()
-        """Steering messages being delivered as the pending `Interrupted`."""
+        self.answered_at = 0
+        """Length of the conversation when this process's latest request was answered
+        (0 before: the estimates count the whole conversation)."""
+        self.stop_commands: tuple[SteeringCommand, ...] = ()
+        """The steering command that asked for the stop, acknowledged when the run stops."""
+        self.redirects: tuple[SteeringCommand, ...] = ()
+        """The steering messages of the pending `Interrupted`, acknowledged once they are
+        delivered."""
 
     def failed(self, error: BaseException) -> None:
         """An exception ends the run without a stop: tell observers that want to know.
@@ -174,7 +179,7 @@ class Run:
         agent, state = self.agent, self.state
         if self.journal is not None:
             await self.journal.started(state, resumed=resumed)
-        if self.listening:
+        if self.observed:
             self.sink.emit(
                 RunStarted(
                     run_id=state.run_id,
@@ -200,11 +205,11 @@ class Run:
         """Give the model a message: steering's redirect, or the verifier's feedback."""
         state = self.state
         state.messages.append(UserMessage(content=message))
-        commands, self.delivering = self.delivering, ()
+        commands, self.redirects = self.redirects, ()
         if not commands:
             return
         self.driver.message(message)
-        if self.listening:
+        if self.observed:
             self.sink.emit(Redirected(run_id=state.run_id, cycle=state.cycles, message=message))
         if self.journal is not None:
             await self.journal.delivered(state, commands)
@@ -217,7 +222,7 @@ class Run:
         self._nudged(nudge)
 
     def _nudged(self, nudge: Nudge) -> None:
-        if self.listening:
+        if self.observed:
             state = self.state
             self.sink.emit(
                 Nudged(run_id=state.run_id, cycle=state.cycles, about=nudge.reason, note=nudge.note)
@@ -227,12 +232,12 @@ class Run:
         """Keep the steering commands the decision used; put back the messages it did not."""
         if taken.messages:
             if isinstance(decision, Interrupted):
-                self.delivering = taken.messages
+                self.redirects = taken.messages
             else:
                 assert self.steering is not None
                 self.steering.requeue(taken.messages)
         if isinstance(decision, Stop) and decision.reason is StopReason.STOPPED:
-            self.consumed = (taken.stop,) if taken.stop is not None else ()
+            self.stop_commands = (taken.stop,) if taken.stop is not None else ()
         return decision
 
     def boundary(self) -> Decision:
@@ -247,7 +252,7 @@ class Run:
 
     def pending_chars(self) -> int:
         """Characters added to the conversation since the last model request."""
-        return sum(message_chars(message) for message in self.state.messages[self.mark :])
+        return sum(message_chars(message) for message in self.state.messages[self.answered_at :])
 
     async def cycle(self) -> Decision:
         """One cycle: the budget note, compaction, the model request, then its answer or calls."""
@@ -255,7 +260,7 @@ class Run:
         note = driver.budget_note()
         if note is not None:
             state.messages.append(UserMessage(content=note))
-            if self.listening:
+            if self.observed:
                 self.sink.emit(
                     Nudged(run_id=state.run_id, cycle=state.cycles, about="budget", note=note)
                 )
@@ -264,7 +269,7 @@ class Run:
         settings = self._request_settings()
         seconds = driver.budget.seconds_left()
         cycle = driver.start_request()
-        if self.listening:
+        if self.observed:
             self.sink.cycle_started(cycle, len(state.messages))
         started = self.clock.monotonic()
         settings = bounded(settings, seconds)
@@ -285,8 +290,8 @@ class Run:
         response = response.with_unique_call_ids()
         driver.responded(response.usage)
         state.messages.append(response.to_message())
-        self.mark = len(state.messages)
-        if self.listening:
+        self.answered_at = len(state.messages)
+        if self.observed:
             self.sink.responded(cycle, response, self.clock.monotonic() - started)
         if not response.tool_calls:
             return await self._on_answer(response.content, response.finish_reason)
@@ -325,7 +330,7 @@ class Run:
         return decision
 
     def _verified(self, passed: bool, feedback: str) -> None:
-        if self.listening:
+        if self.observed:
             state = self.state
             self.sink.emit(
                 Verified(run_id=state.run_id, cycle=state.cycles, passed=passed, feedback=feedback)
@@ -345,8 +350,8 @@ class Run:
             if isinstance(review.decision, Nudge):
                 self._nudged(review.decision)
         if self.journal is not None:
-            await self.journal.requested(self.state, cycle, calls)
-        self.sharing = spending_calls(calls, self.agent.tools, notes) if len(calls) > 1 else 1
+            await self.journal.calls_ready(self.state, cycle, calls)
+        self.budget_shares = spending_calls(calls, self.agent.tools, notes) if len(calls) > 1 else 1
         if notes:
             records = await self._run_some(calls, notes)
         elif len(calls) == 1:
@@ -395,7 +400,7 @@ class Run:
         """Run one call of the batch, with its events and journal entries."""
         state, journal = self.state, self.journal
         cycle = state.cycles
-        if self.listening:
+        if self.observed:
             self.sink.tool_started(call, cycle)
         tools = self.agent.tools
         tool = tools.get(call.name)
@@ -412,7 +417,7 @@ class Run:
                 cycle=cycle,
                 store=self.store,
                 budget=self.driver.budget,
-                sharing=self.sharing,
+                sharing=self.budget_shares,
             )
         )
         try:
@@ -443,7 +448,7 @@ class Run:
         )
 
     def _report(self, record: ToolCallRecord) -> None:
-        if self.listening:
+        if self.observed:
             self.sink.tool_finished(record)
 
     async def _after_tools(self, records: Sequence[ToolCallRecord], decision: Decision) -> Decision:
@@ -527,10 +532,10 @@ class Run:
         state.stop_detail = detail_with_note(stop.detail, note)
         state.elapsed = driver.elapsed()
         if self.journal is not None:
-            await self.journal.stopped(state, self.consumed)
-        elif self.steering is not None and self.consumed:
-            self.steering.acknowledge(self.consumed)
-        if self.listening:
+            await self.journal.stopped(state, self.stop_commands)
+        elif self.steering is not None and self.stop_commands:
+            self.steering.acknowledge(self.stop_commands)
+        if self.observed:
             self.sink.emit(
                 RunStopped(
                     run_id=state.run_id,

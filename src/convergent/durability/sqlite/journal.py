@@ -215,7 +215,7 @@ class SqliteJournal:
         )
         self._update_run(conn, state, state.cycles)
 
-    async def requested(self, state: RunState, cycle: int, calls: Sequence[ToolCall]) -> None:
+    async def calls_ready(self, state: RunState, cycle: int, calls: Sequence[ToolCall]) -> None:
         """Store the assistant message with its calls before any of them runs."""
         boundary, events = self._take_boundary(), self._take_events()
 
