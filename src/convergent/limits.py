@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from convergent._deprecated import warn_old
 from convergent._validation import raises_user_errors
 
 __all__ = ["Limits", "without_legacy"]
@@ -70,10 +71,9 @@ class Limits:
             if getattr(self, name) is not None
         ]
         if legacy:
-            warnings.warn(
+            warn_old(
                 f"Limits({', '.join(f'{name}=' for name in legacy)}...) moved to StopPolicy "
                 "(max_repeated_calls, notes): pass policy=StopPolicy(...) instead",
-                DeprecationWarning,
                 stacklevel=4,
             )
 
