@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from convergent._deprecated import warn_old
+from convergent._deprecated import warn_old as _warn_old
 from convergent._exports import listed_names as _listed_names
 from convergent._exports import load_export as _load_export
 
@@ -68,7 +68,7 @@ def __getattr__(name: str) -> object:
     `DeprecationWarning` (as does the module ``convergent.durability.resuming``).
     """
     if name == "resume":
-        warn_old(
+        _warn_old(
             "convergent.durability.resume moved: use convergent.resume "
             "(or convergent.resuming.resume)"
         )
