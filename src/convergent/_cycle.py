@@ -11,9 +11,9 @@ frameworks take them; the decision goes back to `Agent.run`, which handles it wi
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 from convergent._answer_check import Settled, detail_with_note
 from convergent._executor import execute_batch, start, wait_for_stragglers
@@ -29,7 +29,7 @@ from convergent._run_parts import (
 )
 from convergent._streamed import streamed_request
 from convergent._trace import EventSink
-from convergent.clock import Clock, current_clock
+from convergent.clock import Clock, current_clock, readers
 from convergent.driver import RUN_ALL, CycleDriver, message_chars
 from convergent.durability.protocol import Durability, RunJournal
 from convergent.events import (
@@ -94,10 +94,12 @@ class Run:
         "agent",
         "answered_at",
         "budget_shares",
+        "_chars",
         "clock",
         "driver",
         "first_cycle",
         "journal",
+        "monotonic",
         "observed",
         "redirects",
         "sink",
@@ -134,6 +136,7 @@ class Run:
         if on_event is not None:
             observers.append(_HandlerObserver(on_event))
         self.clock: Clock = current_clock()
+        _, self.monotonic = readers(self.clock)
         self.sink = EventSink(state, observers, record=agent.record_events, clock=self.clock)
         self.observed = self.sink.active
         """Whether anyone wants the run's events (observers, or the result's events): when
@@ -148,7 +151,7 @@ class Run:
             final_answer=agent.final_answer,
             tally=state,
             monitor_state=state.monitor,
-            clock=self.clock.monotonic,
+            clock=self.monotonic,
             elapsed_before=state.elapsed,
             price=agent.model.price,
             conversation=self.pending_chars,
@@ -158,6 +161,9 @@ class Run:
         self.answered_at = 0
         """Length of the conversation when this process's latest request was answered
         (0 before: the estimates count the whole conversation)."""
+        self._chars: tuple[int, int, object, int] = (0, 0, None, 0)
+        """What `pending_chars` counted last: from and to which message, the last
+        message counted, and their characters."""
         self.stop_commands: tuple[SteeringCommand, ...] = ()
         """The steering command that asked for the stop, acknowledged when the run stops."""
         self.redirects: tuple[SteeringCommand, ...] = ()
@@ -189,7 +195,7 @@ class Run:
                     tools=agent.tool_names,
                     resumed=resumed,
                     elapsed=state.elapsed,
-                    tool_specs=tuple(dataclasses.asdict(spec) for spec in agent.tool_specs),
+                    tool_specs=agent.tool_spec_data,
                 )
             )
 
@@ -251,8 +257,22 @@ class Run:
         return self._settle(taken, driver.before_request(outside_facts(taken, paused)))
 
     def pending_chars(self) -> int:
-        """Characters added to the conversation since the last model request."""
-        return sum(message_chars(message) for message in self.state.messages[self.answered_at :])
+        """Characters added to the conversation since the last model request.
+
+        The budgets ask before every request; only the messages added since they last
+        asked are counted (all of them again when the conversation was rewritten).
+        """
+        messages, start = self.state.messages, self.answered_at
+        first, end, last, chars = self._chars
+        size = len(messages)
+        if end == size and first == start and (end == start or messages[end - 1] is last):
+            return chars
+        if first != start or end > size or (end > start and messages[end - 1] is not last):
+            end, chars = start, 0
+        for message in messages[end:]:
+            chars += message_chars(message)
+        self._chars = (start, size, messages[-1] if size else None, chars)
+        return chars
 
     async def cycle(self) -> Decision:
         """One cycle: the budget note, compaction, the model request, then its answer or calls."""
@@ -266,22 +286,21 @@ class Run:
                 )
         if agent.context_policy is not None:
             await agent.context_policy.maybe_compact(state, agent.model, self.sink.emit)
-        settings = self._request_settings()
         seconds = driver.budget.seconds_left()
+        settings = self._request_settings(seconds)
         cycle = driver.start_request()
         if self.observed:
             self.sink.cycle_started(cycle, len(state.messages))
-        started = self.clock.monotonic()
-        settings = bounded(settings, seconds)
-        try:
-            response = await within(
-                seconds,
-                streamed_request(
-                    agent.model, state.messages, agent.tool_specs, settings, self.sink, cycle
-                )
-                if self.sink.streaming
-                else agent.model.request(state.messages, agent.tool_specs, settings),
+        started = self.monotonic()
+        request = (
+            streamed_request(
+                agent.model, state.messages, agent.tool_specs, settings, self.sink, cycle
             )
+            if self.sink.streaming
+            else agent.model.request(state.messages, agent.tool_specs, settings)
+        )
+        try:
+            response = await request if seconds is None else await within(seconds, request)
         except ModelError as exc:
             # any backend's error text, masked once more: it is stored and printed
             return driver.model_failed(redact(str(exc), known_secrets()))
@@ -292,7 +311,7 @@ class Run:
         state.messages.append(response.to_message())
         self.answered_at = len(state.messages)
         if self.observed:
-            self.sink.responded(cycle, response, self.clock.monotonic() - started)
+            self.sink.responded(cycle, response, self.monotonic() - started)
         if not response.tool_calls:
             return await self._on_answer(response.content, response.finish_reason)
         calls = response.tool_calls
@@ -304,14 +323,14 @@ class Run:
                 state.messages[-1] = AssistantMessage(content=response.content, tool_calls=calls)
         return await self._run_tools(calls, cycle)
 
-    def _request_settings(self) -> ModelSettings | None:
-        """The agent's settings, with the output capped to what the budgets leave."""
+    def _request_settings(self, seconds: float | None) -> ModelSettings | None:
+        """The agent's settings, capped to the output tokens and ``seconds`` budgets leave."""
         settings = self.agent.settings
         wanted = settings.max_tokens if settings is not None else None
         cap = self.driver.budget.request_tokens(self.driver.pending_chars(), wanted)
-        if cap is None or cap == wanted:
-            return settings
-        return dataclasses.replace(settings or ModelSettings(), max_tokens=cap)
+        if cap is not None and cap != wanted:
+            settings = dataclasses.replace(settings or ModelSettings(), max_tokens=cap)
+        return settings if seconds is None else bounded(settings, seconds)
 
     async def _on_answer(self, content: str, finish_reason: str | None) -> Decision:
         """A reply without tool calls: steering that arrived meanwhile, then the judgement.
@@ -408,35 +427,42 @@ class Run:
             await wait_for_stragglers()
             if journal is not None:
                 await journal.before_call(state, cycle, call, tool)
-        clock = self.clock
-        started = clock.monotonic()
-        token = entered(
-            CallContext(
-                run_id=state.run_id,
-                call_id=call.id,
-                cycle=cycle,
-                store=self.store,
-                budget=self.driver.budget,
-                sharing=self.budget_shares,
-            )
-        )
+        monotonic = self.monotonic
+        started = monotonic()
+        # the call's context is built only if its tool asks for it (`current_call`)
+        token = entered(partial(self._call_context, call.id, cycle, self.budget_shares))
         try:
             ended = start(call, tools)
             if isinstance(ended, tuple):
                 kind, text, fatal = ended
             else:
-                finished = await within(self.driver.budget.seconds_left(), ended)
+                seconds = self.driver.budget.seconds_left()
+                finished = await ended if seconds is None else await within(seconds, ended)
                 kind, text, fatal = finished if finished is not None else self._out_of_time()
         finally:
-            # a coroutine closed from another context (a Temporal workflow evicted from
-            # its worker's cache) cannot reset; that context is gone with it
-            with contextlib.suppress(ValueError):
+            try:
                 token.var.reset(token)
-        record = record_of(call, kind, text, cycle, clock.monotonic() - started, fatal)
-        self._report(record)
+            except ValueError:
+                # a coroutine closed from another context (a Temporal workflow evicted
+                # from its worker's cache) cannot reset; that context is gone with it
+                pass
+        record = record_of(call, kind, text, cycle, monotonic() - started, fatal)
+        if self.observed:
+            self.sink.tool_finished(record)
         if journal is not None:
             await journal.finished(state, record, position)
         return record
+
+    def _call_context(self, call_id: str, cycle: int, shares: int) -> CallContext:
+        """What a tool call knows of this run (`convergent.run_context.current_call`)."""
+        return CallContext(
+            run_id=self.state.run_id,
+            call_id=call_id,
+            cycle=cycle,
+            store=self.store,
+            budget=self.driver.budget,
+            sharing=shares,
+        )
 
     def _out_of_time(self) -> tuple[CallOutcome, str, bool]:
         maximum = self.driver.limits.max_seconds
@@ -446,10 +472,6 @@ class Run:
             "finished",
             False,
         )
-
-    def _report(self, record: ToolCallRecord) -> None:
-        if self.observed:
-            self.sink.tool_finished(record)
 
     async def _after_tools(self, records: Sequence[ToolCallRecord], decision: Decision) -> Decision:
         """Show the batch to the gate; run the ``ask_user`` call it may return."""
@@ -506,7 +528,8 @@ class Run:
                     "it was not retried because the tool is not idempotent"
                 )
             record = record_of(call, outcome, text, state.cycles)
-            self._report(record)
+            if self.observed:
+                self.sink.tool_finished(record)
             state.messages.append(record.to_message())
             state.tool_calls.append(record)
             self.driver.observe(call, outcome, text)

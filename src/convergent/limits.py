@@ -79,6 +79,8 @@ class Limits:
 
     def legacy_policy(self) -> dict[str, Any]:
         """The deprecated policy options this object was given, by their old names."""
+        if self.max_repeated_calls is None and self.stall_nudges is None:
+            return {}  # every run asks: the usual answer comes at once
         return {
             name: getattr(self, name)
             for name in ("max_repeated_calls", "stall_nudges")
