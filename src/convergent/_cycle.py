@@ -547,6 +547,7 @@ class Run:
         return RolledOver(self.state)
 
     async def finish(self, stop: Stop) -> RunResult:
+        """End the run on ``stop``: its output (with an answer after it, if due), its result."""
         state, driver = self.state, self.driver
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
         if stop.reason is not StopReason.COMPLETED:

@@ -108,6 +108,7 @@ def record_of(
     duration: float = 0.0,
     fatal: bool = False,
 ) -> ToolCallRecord:
+    """The record of one call that ended with ``outcome`` and ``text``."""
     return ToolCallRecord(
         cycle=cycle,
         id=call.id,
@@ -122,6 +123,7 @@ def record_of(
 
 
 def last_text(messages: Sequence[Message]) -> str:
+    """The model's last text in the conversation ("" if it wrote none)."""
     for message in reversed(messages):
         if message.role == "assistant" and message.content:
             return message.content
