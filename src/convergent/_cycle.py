@@ -195,7 +195,7 @@ class Run:
                     tools=agent.tool_names,
                     resumed=resumed,
                     elapsed=state.elapsed,
-                    tool_specs=agent.tool_spec_data,
+                    tool_specs=tuple(dataclasses.asdict(spec) for spec in agent.tool_specs),
                 )
             )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
 from convergent.limits import Limits
@@ -46,7 +46,6 @@ class LoopAgent(Protocol):
     model: Model
     tools: dict[str, Tool]
     tool_specs: tuple[ToolSpec, ...]
-    tool_spec_data: tuple[dict[str, Any], ...]
     tool_names: tuple[str, ...]
     terminal_tools: frozenset[str]
     read_only_tools: dict[str, bool | None]

@@ -216,8 +216,6 @@ class Agent:
             found[item.name] = item
         self.tools: dict[str, Tool] = found
         self.tool_specs = tuple(t.spec for t in found.values())
-        # as plain data once, for the start event of every run (not once a run)
-        self.tool_spec_data = tuple(dataclasses.asdict(spec) for spec in self.tool_specs)
         self.tool_names = tuple(found)
         self.terminal_tools = frozenset(n for n, t in found.items() if t.terminal)
         self.read_only_tools = {n: t.read_only for n, t in found.items()}
