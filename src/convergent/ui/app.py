@@ -20,6 +20,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, urlencode
@@ -43,6 +44,7 @@ from convergent.ui.explain import STATUSES, explain_stop
 from convergent.ui.live_text import live_version, read_live_text, show_live_text
 from convergent.ui.request import load_request
 from convergent.ui.rewind import plan_rewind
+from convergent.ui.spans import load_after_stop_span, load_call_span, load_model_span
 from convergent.ui.sse import EventStreamResponse, FragmentStream, digest
 from convergent.ui.timeline import CLIP, load_run_view
 from convergent.ui.trace import draw, load_trace, running_clock
@@ -95,7 +97,9 @@ class Console:
     many pages are open (with a pool, every thread would keep the largest it saw)."""
 
     def __post_init__(self) -> None:
-        self.env.globals.update(base=self.base, readonly=self.readonly, run_url=self.run_url)
+        self.env.globals.update(
+            base=self.base, readonly=self.readonly, run_url=self.run_url, span_url=self.span_url
+        )
 
     async def read(self, work: Callable[..., T], *args: Any) -> T:
         """Run ``work(*args)`` in the reading thread (see `reader`)."""
@@ -111,6 +115,16 @@ class Console:
     def run_url(self, run_id: str, suffix: str = "") -> str:
         """The address of a run's page (``suffix``: one of its actions or streams)."""
         return f"{self.base}/runs/{quote(run_id, safe='')}{suffix}"
+
+    def span_url(self, run_id: str, kind: str, key: str | int = "") -> str:
+        """The address of one span of a run (its panel's page).
+
+        ``kind`` is ``model`` (``key``: the cycle), ``tool`` (``key``: the call's id) or
+        ``after_stop``.
+        """
+        path = {"model": "cycle", "tool": "call", "after_stop": "after-stop"}[kind]
+        tail = f"/{quote(str(key), safe='')}" if kind != "after_stop" else ""
+        return self.run_url(run_id, f"/spans/{path}{tail}")
 
     def version(self) -> Hashable:
         """Moves whenever the database may have changed (cheap: one pragma)."""
@@ -300,6 +314,10 @@ CHILD_TASK_SHOWN = 200
 """Characters of a child run's task the run page shows."""
 
 
+RUN_FRAGMENTS = ("summary", "controls", "questions", "chart", "timeline")
+"""The live parts of a run page, by element id."""
+
+
 def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> dict[str, str]:
     store = console.store
     view = load_run_view(store, run_id, upto=upto)
@@ -326,13 +344,7 @@ def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> di
         "clock": clock,
         "working": working,
     }
-    return {
-        "summary": console.render("_run_summary.html", **values),
-        "controls": console.render("_run_controls.html", **values),
-        "questions": console.render("_run_questions.html", **values),
-        "chart": console.render("_run_chart.html", **values),
-        "timeline": console.render("_run_timeline.html", **values),
-    }
+    return {key: console.render(f"_run_{key}.html", **values) for key in RUN_FRAGMENTS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,15 +370,30 @@ def _working(view: Any, clock: Any) -> Working | None:
     return Working(run.cycles + 1, clock.request_seconds)
 
 
+def _not_stored_yet(console: Console, run_id: str) -> dict[str, str]:
+    """A run page's parts for a run not stored (yet): it fills in once the run is."""
+    summary = console.render("_run_awaited.html", run_id=run_id)
+    return {key: summary if key == "summary" else "" for key in RUN_FRAGMENTS}
+
+
 async def run_page(request: Request) -> Response:
-    """One run: its summary, stop reason, actions, chart and timeline."""
+    """One run: its summary, stop reason, actions, chart and timeline.
+
+    A run not stored yet (a page opened as the run starts) gets a page that waits for
+    it: its stream fills the page in once the run is stored.
+    """
     console: Console = request.app.state.console
     upto = _upto(request)
     try:
         run_id = _run_id(request)
+    except UserError as exc:
+        return _error(console, request, exc, 404)
+    try:
         fragments = await console.read(_run_fragments, console, run_id, upto)
     except ConvergentError as exc:
-        return _error(console, request, exc, 404)
+        if await console.read(console.store.exists, run_id):
+            return _error(console, request, exc, 404)
+        fragments = _not_stored_yet(console, run_id)
     return console.page(
         request,
         "run.html",
@@ -404,6 +431,33 @@ async def request_page(request: Request) -> Response:
     except (ConvergentError, ValueError) as exc:
         return _error(console, request, exc, 404)
     return console.page(request, "request.html", sent=sent, stream=None)
+
+
+async def span_page(request: Request) -> Response:
+    """One model request, tool call or answer after the stop, in one place.
+
+    With ``?panel=1`` only the panel's HTML, which the run page shows beside the timeline.
+    """
+    console: Console = request.app.state.console
+    try:
+        run_id = _run_id(request)
+        what, key = request.path_params["kind"], request.path_params.get("key", "")
+        if what == "cycle":
+            span = await console.read(load_model_span, console.store, run_id, _cycle(key))
+        elif what == "call":
+            span = await console.read(load_call_span, console.store, run_id, key)
+        elif what == "after-stop":
+            span = await console.read(load_after_stop_span, console.store, run_id)
+        else:
+            raise ValueError(f"no such span: {what}")
+    except (ConvergentError, ValueError) as exc:
+        if request.query_params.get("panel"):
+            return HTMLResponse(f'<p class="notice bad">{escape(str(exc))}</p>', status_code=404)
+        return _error(console, request, exc, 404)
+    # "run" names the run for the links to its download (as on the run page)
+    if request.query_params.get("panel"):
+        return HTMLResponse(console.render("_span.html", span=span, run=span))
+    return console.page(request, "span.html", stream=None, span=span, run=span)
 
 
 async def run_download(request: Request) -> Response:
@@ -662,6 +716,8 @@ def create_app(
             Route("/runs/{run_id}/stream", run_stream),
             Route("/runs/{run_id}/download", run_download),
             Route("/runs/{run_id}/cycles/{cycle}/request", request_page),
+            Route("/runs/{run_id}/spans/{kind}", span_page),
+            Route("/runs/{run_id}/spans/{kind}/{key}", span_page),
             Route("/runs/{run_id}/steer", steer_action, methods=["POST"]),
             Route("/runs/{run_id}/control", control_action, methods=["POST"]),
             Route("/runs/{run_id}/answer", answer_action, methods=["POST"]),

@@ -32,6 +32,8 @@ CYCLES_SHOWN = 100
 CLIP = 2000
 """Characters of one long value a page shows (the rest is in the run's JSON download)."""
 _ERRORS = frozenset({CallOutcome.FAILED, CallOutcome.INVALID, CallOutcome.INTERRUPTED})
+NOT_CARDS = frozenset({"model_responded", "answered_after_stop"})
+"""Stored events that are no card: a request's facts, shown in its span and the summary."""
 
 
 @dataclass(slots=True)
@@ -124,6 +126,9 @@ class RunView:
     output_data: str = ""
     """The typed output (``RunSummary.output_data``) as indented JSON, at most `CLIP`
     characters; empty when the run has none."""
+    after_stop: str = ""
+    """The recorded request for an answer after the run's stop: ``answered``, ``failed``
+    (then the output is the model's last text), or empty when none was recorded."""
 
 
 def load_run_view(
@@ -177,7 +182,20 @@ def load_run_view(
         paused=running and _paused(store, run_id),
         checkpoints=[cycle for cycle, _, _ in checkpoints],
         output_data=data[:CLIP],
+        after_stop="" if running else _after_stop(store, run_id, summary.cycles),
     )
+
+
+def _after_stop(store: RunStore, run_id: str, cycles: int) -> str:
+    """Whether the stop's request for an answer was recorded, and how it went."""
+    rows = store.query(
+        "SELECT json_extract(data, '$.error') FROM events WHERE run_id = ? "
+        "AND type = 'answered_after_stop' AND cycle = ? ORDER BY seq DESC LIMIT 1",
+        [run_id, cycles],
+    )
+    if not rows:
+        return ""
+    return "failed" if rows[0][0] else "answered"
 
 
 def _output_data(summary: RunSummary) -> str:
@@ -355,8 +373,9 @@ def _add_events(
 ) -> list[EventView]:
     before: list[EventView] = []
     rows = store.query(
-        "SELECT data FROM events WHERE run_id = ? AND cycle BETWEEN ? AND ? ORDER BY seq",
-        [run_id, 0 if first == 1 else first, last],
+        "SELECT data FROM events WHERE run_id = ? AND cycle BETWEEN ? AND ? "
+        "AND type NOT IN (SELECT value FROM json_each(?)) ORDER BY seq",
+        [run_id, 0 if first == 1 else first, last, json.dumps(sorted(NOT_CARDS))],
     )
     for (text,) in rows:
         data = json.loads(text)

@@ -36,6 +36,9 @@ INDENT = 14
 """How far a child run's labels are indented, per level."""
 MIN_WIDTH = 2.0
 """The narrowest bar: a call of a millisecond is still drawn."""
+ROOM = 20.0
+"""Seconds the axis runs past now while a request goes on (the console draws a running
+run's page again at least every 10 s)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,7 @@ class Span:
     """One row of the timeline: a model request, a tool call, or a child run's part."""
 
     kind: str
-    """``model`` or ``tool``."""
+    """``model``, ``tool``, or ``after_stop`` (the request for an answer after the stop)."""
     label: str
     """``cycle N model`` or the tool's name."""
     start: float
@@ -56,6 +59,10 @@ class Span:
     """The run it belongs to (a child run's rows link to its page)."""
     open: bool = False
     """Still going on (a running run's current request): its end is now."""
+    cycle: int = 0
+    """The cycle it belongs to (of the run it belongs to)."""
+    call_id: str = ""
+    """A tool call's id."""
 
     @property
     def seconds(self) -> float:
@@ -163,8 +170,34 @@ def load_trace(
     if working is not None:
         now = _running_time(processes, time.time())
         start = max(ended or 0.0, processes[-1].elapsed)
-        trace.spans.append(Span("model", f"cycle {working} model", start, now, open=True))
+        trace.spans.append(
+            Span("model", f"cycle {working} model", start, now, 0, run_id, True, cycle=working)
+        )
+    elif last >= run.cycles and not run.running:
+        _add_after_stop(store, trace, run, processes, ended)
     return trace if trace.spans else None
+
+
+def _add_after_stop(
+    store: RunStore,
+    trace: Trace,
+    run: RunSummary,
+    processes: Sequence[_Process],
+    ended: float | None,
+) -> None:
+    """The request made after the run's stop, if it made one and recorded it."""
+    rows = store.query(
+        "SELECT time, cycle, json_extract(data, '$.duration') FROM events WHERE run_id = ? "
+        "AND type = 'answered_after_stop' ORDER BY seq DESC LIMIT 1",
+        [run.run_id],
+    )
+    if not rows or rows[0][1] != run.cycles:
+        return  # none, or one of an earlier stop the run was resumed from
+    wall, cycle, took = rows[0]
+    end = max(_running_time(processes, wall), ended or 0.0)
+    start = max(ended or 0.0, end - float(took or 0.0))
+    label = "answer after the stop"
+    trace.spans.append(Span("after_stop", label, start, end, run_id=run.run_id, cycle=cycle))
 
 
 def _add_cycles(
@@ -214,9 +247,22 @@ def _add_cycles(
             end = max(end, start)
         if start is not None and end is not None:
             label = f"cycle {cycle} model"
-            trace.spans.append(Span("model", label, origin + start, origin + end, depth, run_id))
+            trace.spans.append(
+                Span("model", label, origin + start, origin + end, depth, run_id, cycle=cycle)
+            )
         for call_id, name, begin, finish in made:
-            trace.spans.append(Span("tool", name, origin + begin, origin + finish, depth, run_id))
+            trace.spans.append(
+                Span(
+                    "tool",
+                    name,
+                    origin + begin,
+                    origin + finish,
+                    depth,
+                    run_id,
+                    cycle=cycle,
+                    call_id=call_id,
+                )
+            )
             child = children.get(call_id)
             if child is not None:
                 child_processes = _processes(store, child.run_id, child.started_at)
@@ -287,6 +333,8 @@ class Drawing:
     """The axis's ticks: where (x) and the time."""
     top: int
     """Where the first row starts (room for the axis above)."""
+    scale: float = 1.0
+    """SVG units per second of the axis (a growing bar lengthens by this much a second)."""
 
     @property
     def nested(self) -> bool:
@@ -295,8 +343,14 @@ class Drawing:
 
 
 def draw(trace: Trace, *, width: int = 900) -> Drawing:
-    """Lay a trace out: one row per span, time scaled to the width left of the labels."""
+    """Lay a trace out: one row per span, time scaled to the width left of the labels.
+
+    While a request is going on, the axis runs `ROOM` past now, so that its bar can
+    grow on the page (the page's script lengthens it) until the page is drawn again.
+    """
     total = max((span.end for span in trace.spans), default=0.0) or 1.0
+    if any(span.open for span in trace.spans):
+        total += max(ROOM, total * 0.25)
     scale = (width - LABEL - 8) / total
     top = 18
     bars = [
@@ -312,7 +366,7 @@ def draw(trace: Trace, *, width: int = 900) -> Drawing:
         (round(LABEL + at * scale, 2), f"resumed at cycle {cycle}") for at, cycle in trace.resumes
     ]
     ticks = [(round(LABEL + total * i / 4 * scale, 2), _duration(total * i / 4)) for i in range(5)]
-    return Drawing(width, top + len(bars) * ROW + 4, bars, total, marks, ticks, top)
+    return Drawing(width, top + len(bars) * ROW + 4, bars, total, marks, ticks, top, scale)
 
 
 def _duration(seconds: float) -> str:

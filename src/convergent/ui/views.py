@@ -33,6 +33,11 @@ def age(timestamp: float) -> str:
     return f"{int(seconds)}s"
 
 
+def since(timestamp: float) -> float:
+    """Seconds since a Unix time (the page's script counts an age on from it)."""
+    return max(0.0, time.time() - timestamp)
+
+
 def seconds(value: float | None) -> str:
     """A duration (``0.42 s``, ``1m 05s``)."""
     if value is None:
@@ -71,7 +76,12 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        age=age, seconds=seconds, cost=run_cost, clock=clock, round_seconds=round_seconds
+        age=age,
+        since=since,
+        seconds=seconds,
+        cost=run_cost,
+        clock=clock,
+        round_seconds=round_seconds,
     )
     env.filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, indent=2)
     env.globals["output_label"] = output_label
