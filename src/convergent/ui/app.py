@@ -180,11 +180,13 @@ class RunsQuery:
     """Only runs that called this tool (empty: all)."""
     errors: bool = False
     """Only runs with a failed call or an error stop."""
+    parent: str = ""
+    """Only the child runs of this run (then the other filters are not used)."""
 
     @property
     def filtered(self) -> bool:
         """Whether any filter is set (then child runs are listed among the others)."""
-        return bool(self.status or self.search or self.tool or self.errors)
+        return bool(self.status or self.search or self.tool or self.errors or self.parent)
 
     def link(self, console: Console, page: int | None, path: str = "/runs") -> str:
         """The address of ``path`` for this query on ``page``."""
@@ -193,6 +195,7 @@ class RunsQuery:
             ("q", self.search),
             ("tool", self.tool),
             ("errors", "1" if self.errors else None),
+            ("parent", self.parent),
             ("page", page),
         )
         query = urlencode({k: v for k, v in values if v})
@@ -210,11 +213,16 @@ def _runs_query(request: Request) -> RunsQuery:
     search = request.query_params.get("q", "").strip()[:SEARCH_CHARACTERS]
     tool = request.query_params.get("tool", "").strip()[:SEARCH_CHARACTERS]
     errors = request.query_params.get("errors", "") not in ("", "0")
-    return RunsQuery(status, search, page, tool, errors)
+    parent = request.query_params.get("parent", "").strip()[:SEARCH_CHARACTERS]
+    return RunsQuery(status, search, page, tool, errors, parent)
 
 
 CHILD_DEPTH = 5
 """Levels of child runs the runs page nests under a run (deeper ones: on their parent's page)."""
+CHILDREN_NESTED = 5
+"""Child runs the runs page nests under one run, at most (the others: a link to them all)."""
+NESTED_ROWS = 10
+"""Child runs, of any level, the runs page nests under one listed run, at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,19 +233,36 @@ class RunRow:
     """The run."""
     depth: int = 0
     """0 for a run listed for itself; 1 for its child runs, 2 for theirs..."""
+    more: int = 0
+    """For the row that closes a run's nested children: how many more it has (``run``
+    is then the parent)."""
 
 
 def _with_children(store: RunStore, runs: list[RunSummary]) -> list[RunRow]:
-    """Each run followed by its child runs, nested (as ``convergent runs`` lists them)."""
+    """Each run followed by some of its child runs, nested, and how many more it has.
+
+    As ``convergent runs`` lists them, but a few to a run (`CHILDREN_NESTED`, and
+    `NESTED_ROWS` in all under one listed run): a page stays small however many child
+    runs a run started.
+    """
     rows: list[RunRow] = []
+    budget = 0
 
     def add(run: RunSummary, depth: int) -> None:
+        nonlocal budget
         rows.append(RunRow(run, depth))
-        if depth < CHILD_DEPTH:
-            for child in store.children(run.run_id, clip=CLIP):
-                add(child, depth + 1)
+        if depth >= CHILD_DEPTH:
+            return
+        total = store.count_children(run.run_id)
+        shown = store.children(run.run_id, clip=CLIP, limit=min(CHILDREN_NESTED, budget))
+        budget -= len(shown)
+        for child in shown:
+            add(child, depth + 1)
+        if total > len(shown):
+            rows.append(RunRow(run, depth + 1, more=total - len(shown)))
 
     for run in runs:
+        budget = NESTED_ROWS
         add(run, 0)
     return rows
 
@@ -250,12 +275,17 @@ def _runs_fragments(console: Console, query: RunsQuery) -> dict[str, str]:
         "errors": query.errors,
         "top_only": not query.filtered,
     }
-    total = store.count_runs(query.status, **filters)
+    if query.parent:
+        total = store.count_children(query.parent)
+    else:
+        total = store.count_runs(query.status, **filters)
     pages = max(1, math.ceil(total / PAGE_SIZE))
     page = min(query.page, pages)
-    runs = store.list_runs(
-        PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, status=query.status, clip=CLIP, **filters
-    )
+    offset = (page - 1) * PAGE_SIZE
+    if query.parent:
+        runs = store.children(query.parent, clip=CLIP, limit=PAGE_SIZE, offset=offset)
+    else:
+        runs = store.list_runs(PAGE_SIZE, offset=offset, status=query.status, clip=CLIP, **filters)
     rows = [RunRow(run) for run in runs] if query.filtered else _with_children(store, runs)
     table = console.render(
         "_runs_table.html",
@@ -312,6 +342,8 @@ def _upto(request: Request) -> int | None:
 
 CHILD_TASK_SHOWN = 200
 """Characters of a child run's task the run page shows."""
+CHILDREN_SHOWN = 20
+"""Child runs the run page lists (all of them: on the runs page, 50 to a page)."""
 
 
 RUN_FRAGMENTS = ("summary", "controls", "questions", "chart", "timeline")
@@ -340,7 +372,8 @@ def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> di
         "why": explain_stop(run),
         "chart": build_chart(view.cycles),
         "trace": draw(trace) if trace is not None else None,
-        "children": store.children(run_id, clip=CHILD_TASK_SHOWN),
+        "children": store.children(run_id, clip=CHILD_TASK_SHOWN, limit=CHILDREN_SHOWN),
+        "children_total": store.count_children(run_id),
         "clock": clock,
         "working": working,
     }

@@ -29,6 +29,11 @@ __all__ = ["CallView", "CycleView", "EventView", "RunView", "load_run_view"]
 
 CYCLES_SHOWN = 100
 """A run page shows this many cycles (the latest, or those up to the one asked for)."""
+CALLS_SHOWN = 150
+"""A run page shows fewer cycles when theirs have more calls than this, in all (but at
+least one cycle)."""
+CALLS_PER_CYCLE = 50
+"""Calls of one cycle a run page shows (the others are counted; each has its span page)."""
 CLIP = 2000
 """Characters of one long value a page shows (the rest is in the run's JSON download)."""
 _ERRORS = frozenset({CallOutcome.FAILED, CallOutcome.INVALID, CallOutcome.INTERRUPTED})
@@ -82,6 +87,10 @@ class CycleView:
     streaming: str = ""
     """For a reply the running model is still writing: ``model``, or ``thinking`` when
     tool calls follow its text; empty once the reply is stored."""
+    more_calls: int = 0
+    """Calls of the cycle not shown, past `CALLS_PER_CYCLE`."""
+    hidden: set[str] = field(default_factory=set)
+    """Ids of the finished calls not shown."""
 
     @property
     def stalled(self) -> bool:
@@ -155,7 +164,7 @@ def load_run_view(
         "output_data": max(0, len(data) - CLIP),
     }
     last = summary.cycles if upto is None else max(0, min(upto, summary.cycles))
-    first = max(1, last - count + 1)
+    first = _first_shown(store, run_id, max(1, last - count + 1), last)
     cycles = {n: CycleView(n) for n in range(first, last + 1)}
     _add_calls(store, run_id, first, last, cycles)
     _add_messages(store, run_id, first, last, cycles, running=summary.running)
@@ -198,6 +207,25 @@ def _after_stop(store: RunStore, run_id: str, cycles: int) -> str:
     return "failed" if rows[0][0] else "answered"
 
 
+def _first_shown(store: RunStore, run_id: str, first: int, last: int) -> int:
+    """The first cycle a page shows: ``first``, or a later one when there are many calls.
+
+    The cycles shown make at most `CALLS_SHOWN` calls (counting `CALLS_PER_CYCLE` of a
+    cycle at most), but the page keeps at least ``last``.
+    """
+    rows = store.query(
+        "SELECT cycle, COUNT(*) FROM finished_calls WHERE run_id = ? AND cycle BETWEEN ? AND ? "
+        "GROUP BY cycle ORDER BY cycle DESC",
+        [run_id, first, last],
+    )
+    made = 0
+    for cycle, calls in rows:
+        made += min(calls, CALLS_PER_CYCLE)
+        if made > CALLS_SHOWN and cycle < last:
+            return int(cycle) + 1
+    return first
+
+
 def _output_data(summary: RunSummary) -> str:
     """The run's typed output as indented JSON, or empty when it has none."""
     if summary.output_data is None:
@@ -236,6 +264,10 @@ def _add_calls(
     )
     for cycle, call_id, name, arguments, length, outcome, result, total, duration, at in rows:
         view = cycles.setdefault(cycle, CycleView(cycle))
+        if len(view.calls) >= CALLS_PER_CYCLE:
+            view.more_calls += 1
+            view.hidden.add(call_id)
+            continue
         shown, cut = _arguments(arguments, length)
         view.calls.append(
             CallView(
@@ -290,11 +322,15 @@ def _add_messages(
             continue
         view = cycles[number]
         view.text, view.text_cut = message.text, message.text_cut
-        known = {call.call_id for call in view.calls}
+        known = {call.call_id for call in view.calls} | view.hidden
         for position, call in enumerate(message.calls):
-            if call.call_id not in known:
-                call.outcome = "running" if running else "unfinished"
-                view.calls.insert(min(position, len(view.calls)), call)
+            if call.call_id in known:
+                continue
+            if len(view.calls) >= CALLS_PER_CYCLE:
+                view.more_calls += 1
+                continue
+            call.outcome = "running" if running else "unfinished"
+            view.calls.insert(min(position, len(view.calls)), call)
 
 
 @dataclass(slots=True)

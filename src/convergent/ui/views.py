@@ -17,7 +17,8 @@ from convergent.durability.sqlite import RunSummary
 from convergent.models._prices import format_cost
 from convergent.models.registry import costs_nothing
 from convergent.result import output_label
-from convergent.ui.timeline import CycleView
+from convergent.ui.timeline import CALLS_PER_CYCLE, CycleView
+from convergent.ui.trace import MAX_ROWS
 
 __all__ = ["Chart", "build_chart", "environment"]
 
@@ -84,7 +85,7 @@ def environment() -> Environment:
         round_seconds=round_seconds,
     )
     env.filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, indent=2)
-    env.globals["output_label"] = output_label
+    env.globals.update(output_label=output_label, max_rows=MAX_ROWS, calls_shown=CALLS_PER_CYCLE)
     return env
 
 
