@@ -888,3 +888,45 @@ def test_a_live_page_opened_before_its_run_recovers_and_moves_while_the_model_wo
     assert "let me add" in panel.inner_text()
     shot(page, "span-panel")
     assert refused == [] and errors == [], (refused, errors)
+
+
+def test_the_overview_across_runs_and_two_runs_compared(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    usage = Usage(input_tokens=900, output_tokens=60, requests=1)
+    for n in range(3):
+        make_run(
+            store,
+            f"done-{n}",
+            [step(call("calculator", expression=f"{n}*7"), usage=usage), "fine"],
+            price=(1.0, 10.0),
+        )
+    same = step(call("echo", text="again"), usage=usage)
+    make_run(store, "looping", [same] * 4 + ["gave up"], price=(1.0, 10.0), tools=[echo])
+    make_run(
+        store,
+        "other",
+        [step(call("calculator", expression="0*7"), usage=usage), "different"],
+        price=(1.0, 10.0),
+    )
+    page.goto(console.entry)
+    # tick two runs (the live table keeps them ticked), then compare them
+    page.locator("input[name=run][value='done-0']").check()
+    page.locator("input[name=run][value='other']").check()
+    page.click("text=Compare the two runs ticked")
+    page.wait_for_selector("h2:has-text('Where they diverged')")
+    assert "They did the same for 1 cycle, and first differed at cycle 2" in page.inner_text("main")
+    assert page.locator("tr.first-difference").count() == 1
+    assert page.locator(".chart.spend polyline").count() == 2
+    shot(page, "compare")
+    page.click("nav >> text=Across runs")
+    page.wait_for_selector("h1:has-text('Across runs')")
+    assert "5 runs of the last 30 days" in page.inner_text("main")
+    reasons = page.locator(".chart.reasons g.reason-row")
+    assert reasons.count() == 2  # completed and stalled
+    assert page.locator(".chart.periods rect.r-completed").count() >= 1
+    shot(page, "overview")
+    page.locator(".chart.reasons a").nth(1).click()  # the stalled runs alone
+    page.wait_for_url(re.compile(r"reason=stalled"))
+    assert "1 run of the last 30 days, stopped stalled" in page.inner_text("main")
+    assert "echo" in page.inner_text("table.across >> nth=1")

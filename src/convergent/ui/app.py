@@ -39,9 +39,17 @@ from convergent.durability.sqlite import RunStore, RunSummary
 from convergent.exceptions import ConvergentError, UserError
 from convergent.ui import actions
 from convergent.ui.auth import Address, TokenGuard, new_base
+from convergent.ui.compare import compare_runs
 from convergent.ui.download import run_json
 from convergent.ui.explain import STATUSES, explain_stop
 from convergent.ui.live_text import live_version, read_live_text, show_live_text
+from convergent.ui.overview import (
+    REASONS,
+    WINDOWS,
+    OverviewQuery,
+    load_overview,
+    overview_query,
+)
 from convergent.ui.request import load_request
 from convergent.ui.rewind import plan_rewind
 from convergent.ui.spans import load_after_stop_span, load_call_span, load_model_span
@@ -321,6 +329,64 @@ async def runs_stream(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _runs_query(request)
     return _stream(console, lambda: _runs_fragments(console, query))
+
+
+# -- across runs ------------------------------------------------------------------------
+
+
+async def overview_page(request: Request) -> Response:
+    """Stop reasons, notes, cost and cycles across runs, by model, tool and day."""
+    console: Console = request.app.state.console
+    query = overview_query(dict(request.query_params))
+    overview = await console.read(load_overview, console.store, query)
+    return console.page(
+        request,
+        "overview.html",
+        stream=None,
+        overview=overview,
+        query=query,
+        windows=WINDOWS,
+        reasons=REASONS,
+        link=lambda **changes: _overview_link(console, query, changes),
+    )
+
+
+def _overview_link(console: Console, query: OverviewQuery, changes: dict[str, str]) -> str:
+    """The overview's address with some filters changed."""
+    values = {
+        "since": query.since,
+        "reason": query.reason,
+        "model": query.model,
+        "tool": query.tool,
+        "scope": query.scope,
+    }
+    values.update(changes)
+    return f"{console.base}/overview?" + urlencode({k: v for k, v in values.items() if v})
+
+
+async def compare_page(request: Request) -> Response:
+    """Two runs side by side: settings, cycles, where they diverged, cost."""
+    console: Console = request.app.state.console
+    first = request.query_params.getlist("run")
+    left = request.query_params.get("a") or (first[0] if first else "")
+    right = request.query_params.get("b") or (first[1] if len(first) > 1 else "")
+    comparison = None
+    if left and right:
+        try:
+            ids = (check_run_id(left.strip()), check_run_id(right.strip()))
+            comparison = await console.read(compare_runs, console.store, *ids)
+        except ConvergentError as exc:
+            return _error(console, request, exc, 404)
+    recent = await console.read(lambda: console.store.list_runs(30, clip=80, top_only=True))
+    return console.page(
+        request,
+        "compare.html",
+        stream=None,
+        comparison=comparison,
+        left=left,
+        right=right,
+        recent=recent,
+    )
 
 
 # -- run page ---------------------------------------------------------------------------
@@ -744,6 +810,8 @@ def create_app(
         routes=[
             Route("/", home),
             Route("/runs", runs_page),
+            Route("/overview", overview_page),
+            Route("/compare", compare_page),
             Route("/runs/stream", runs_stream),
             Route("/runs/{run_id}", run_page),
             Route("/runs/{run_id}/stream", run_stream),

@@ -163,7 +163,17 @@
     var active = document.activeElement;
     var focusId = active && element.contains(active) ? active.id : "";
     var value = focusId && "value" in active ? active.value : null;
+    // boxes ticked in a fragment stay ticked when it is replaced (runs chosen to compare)
+    var ticked = {};
+    element.querySelectorAll("input[data-keep]:checked").forEach(function (box) {
+      ticked[box.name + "=" + box.value] = true;
+    });
     element.innerHTML = html;
+    element.querySelectorAll("input[data-keep]").forEach(function (box) {
+      if (ticked[box.name + "=" + box.value]) {
+        box.checked = true;
+      }
+    });
     element.setAttribute("data-hash", hash);
     if (focusId) {
       var again = document.getElementById(focusId);
