@@ -27,7 +27,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from convergent.exceptions import ToolError, UserError
+from convergent.exceptions import ConvergentError, ToolError, UserError
 from convergent.mcp._diagnose import likely_cause
 from convergent.mcp._processes import server_alive
 from convergent.mcp._stdio import UNUSABLE, stdio_transport
@@ -63,7 +63,7 @@ async def _list_tools(client: Client) -> list[types.Tool]:
     return tools
 
 
-class _ListingFailed(Exception):
+class _ListingFailed(ConvergentError):
     """The server answered the handshake but not ``tools/list`` (its cause says why)."""
 
 
