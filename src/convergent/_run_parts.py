@@ -94,7 +94,8 @@ def settings_fields(settings: ModelSettings | None) -> dict[str, Any] | None:
     if settings is None:
         return None
     fields: dict[str, Any] = {}
-    for name, value in dataclasses.asdict(settings).items():
+    for each in dataclasses.fields(settings):
+        name, value = each.name, getattr(settings, each.name)
         unset = value is None or value is False or value == {}
         if unset or (name == "json_schema_name" and not settings.json_schema):
             continue
