@@ -8,8 +8,10 @@ the token:
 
 - the runs page (first page, a later page, two status filters: ``stalled``, and
   ``interrupted``, which must ask the system which processes still live; a search of
-  the tasks and outputs that one run matches, and one that none matches) and the
-  200-cycle run page;
+  the tasks and outputs that one run matches, and one that none matches), the
+  200-cycle run page, the overview across runs (the stored runs have three tool calls
+  each, the facts of each reply and a note before each stalled stop) and a comparison
+  of the 200-cycle run with another;
 - the same while another process runs an agent that writes into the same database as
   fast as it can (a cycle with one tool call per iteration, no sleeping).
 
@@ -136,6 +138,41 @@ def fill(store: RunStore, runs: int) -> None:
         )
 
 
+def fill_calls(store: RunStore, runs: int) -> None:
+    """Give the runs of `fill` what their journal would have stored beside them: three
+    tool calls each, the facts of each reply, and a note before each stalled stop."""
+    tools = ("search", "read_file", "calculator", "fetch")
+    outcomes = ("ok", "ok", "ok", "ok", "failed", "not_executed")
+    calls, events = [], []
+    for n in range(runs):
+        run_id, cycles = f"run-{n:05d}", 1 + n % 12
+        for position in range(3):
+            name = tools[(n + position) % len(tools)]
+            calls.append(
+                (run_id, 1 + position % cycles, f"c{position}", position, name, '{"q": "x"}',
+                 outcomes[(n + position) % len(outcomes)], "result", 0.05 * (1 + position),
+                 time.time())
+            )  # fmt: skip
+        for cycle in range(1, cycles + 1):
+            reply = {"type": "model_responded", "run_id": run_id, "cycle": cycle, "usage": {
+                "input_tokens": 900, "output_tokens": 100, "requests": 1, "cost": 0.0004},
+                "duration": 0.8, "finish_reason": "tool_calls", "settings": None}  # fmt: skip
+            events.append((run_id, cycle, cycle, "model_responded", time.time(), json.dumps(reply)))
+        if n % 6 == 4:  # the stalled ones of `fill` got a note first
+            note = {"type": "nudged", "run_id": run_id, "cycle": cycles, "about": "stalled"}
+            events.append((run_id, 100, cycles, "nudged", time.time(), json.dumps(note)))
+    with store.transaction() as conn:
+        conn.executemany(
+            "INSERT INTO finished_calls (run_id, cycle, call_id, position, name, arguments, "
+            "outcome, result, duration, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            calls,
+        )
+        conn.executemany(
+            "INSERT INTO events (run_id, seq, cycle, type, time, data) VALUES (?, ?, ?, ?, ?, ?)",
+            events,
+        )
+
+
 DEAD_PIDS = 4_194_304
 """Process ids from here up exceed Linux's largest (``pid_max``): no such process lives."""
 
@@ -205,6 +242,10 @@ PAGES = {
     "runs searched (one match)": "/runs?q=NUMBER+4321",
     "runs searched (no match)": "/runs?q=zebra",
     "run page (200 cycles)": "/runs/long-run",
+    "overview (30 days)": "/overview",
+    "overview (all, every run)": "/overview?since=all&scope=all",
+    "overview (one tool)": "/overview?since=all&tool=fetch",
+    "comparison (200 cycles)": "/compare?a=long-run&b=run-00011",
 }
 
 
@@ -326,6 +367,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     with RunStore(db) as store:
         began = time.perf_counter()
         fill(store, args.runs)
+        fill_calls(store, args.runs)
         fill_interrupted(store, args.interrupted)
         long_run(store, 200)
         report["fill_seconds"] = round(time.perf_counter() - began, 2)

@@ -43,10 +43,14 @@ def test_the_pages_have_python_blocks() -> None:
 
 
 def _params() -> list[Any]:
-    """One case per block; a block that starts MCP servers (processes of their own) is slow."""
+    """One case per block; a block that starts MCP servers (processes of their own) or
+    loads another framework (an adapter's host) is slow."""
+    heavy = ("MCPServer", "convergent.adapters")
     return [
         pytest.param(
-            *block, id=block[0], marks=[pytest.mark.slow] if "MCPServer" in block[1] else []
+            *block,
+            id=block[0],
+            marks=[pytest.mark.slow] if any(word in block[1] for word in heavy) else [],
         )
         for block in BLOCKS
     ]

@@ -13,6 +13,7 @@ from convergent import (
     ModelError,
     ModelResponded,
     ModelResponse,
+    ModelSettings,
     RunState,
     ScriptedModel,
     TextDelta,
@@ -69,6 +70,7 @@ def scenario() -> tuple[Agent, SteeringQueue]:
         [slow, quick],
         verifier=lambda _: next(verdicts),
         limits=Limits(max_cycles=10),
+        settings=ModelSettings(temperature=0.2),
     )
     return agent, queue
 
@@ -115,6 +117,8 @@ async def test_compact_events_equal_the_observed_ones() -> None:
     assert without_time(kept.events) == without_time(seen)
     kinds = [e.type for e in kept.events]
     assert kinds.count("tool_started") == 4 and kinds.count("tool_finished") == 4
+    replies = [e for e in kept.events if isinstance(e, ModelResponded)]
+    assert replies and all(e.settings == {"temperature": 0.2} for e in replies)
     assert kinds[-1] == "run_stopped"
     times = [e.time for e in kept.events]
     starts = {e.call_id: e.time for e in kept.events if e.type == "tool_started"}  # type: ignore[attr-defined]

@@ -24,6 +24,7 @@ from convergent._run_parts import (
     last_text,
     outside_facts,
     record_of,
+    settings_fields,
     spending_calls,
     within,
 )
@@ -33,6 +34,7 @@ from convergent.clock import Clock, current_clock, readers
 from convergent.driver import RUN_ALL, CycleDriver, message_chars
 from convergent.durability.protocol import Durability, RunJournal
 from convergent.events import (
+    AnsweredAfterStop,
     Event,
     EventHandler,
     Nudged,
@@ -48,7 +50,9 @@ from convergent.extensions import RunObserver
 from convergent.messages import (
     AssistantMessage,
     CallOutcome,
+    ModelResponse,
     ToolCall,
+    Usage,
     UserMessage,
 )
 from convergent.models.base import ModelSettings
@@ -311,7 +315,7 @@ class Run:
         state.messages.append(response.to_message())
         self.answered_at = len(state.messages)
         if self.observed:
-            self.sink.responded(cycle, response, self.monotonic() - started)
+            self.sink.responded(cycle, response, self.monotonic() - started, settings)
         if not response.tool_calls:
             return await self._on_answer(response.content, response.finish_reason)
         calls = response.tool_calls
@@ -603,12 +607,43 @@ class Run:
             settings = dataclasses.replace(settings, max_tokens=final.max_tokens)
         settings = bounded(settings, final.seconds)
         messages = [*state.messages, UserMessage(content=final.prompt)]
+        started = self.monotonic()
         try:
             response = await within(final.seconds, agent.model.request(messages, (), settings))
-        except (ModelError, ScriptExhaustedError):
+        except (ModelError, ScriptExhaustedError) as exc:
             # no answer is better than a crash: the run keeps its last text
+            self._answered_after_stop(final.prompt, started, settings, None, str(exc))
             return None
         if response is None:
+            self._answered_after_stop(final.prompt, started, settings, None, "no time was left")
             return None
         self.driver.add_usage(response.usage)
+        self._answered_after_stop(final.prompt, started, settings, response, "")
         return response.content
+
+    def _answered_after_stop(
+        self,
+        prompt: str,
+        started: float,
+        settings: ModelSettings | None,
+        response: ModelResponse | None,
+        error: str,
+    ) -> None:
+        """Tell the listeners about the request made after the stop (not a cycle)."""
+        if not self.observed:
+            return
+        state = self.state
+        self.sink.emit(
+            AnsweredAfterStop(
+                run_id=state.run_id,
+                cycle=state.cycles,
+                prompt=prompt,
+                message_count=len(state.messages),
+                content=response.content if response is not None else "",
+                finish_reason=response.finish_reason if response is not None else None,
+                usage=response.usage if response is not None else Usage(),
+                duration=self.monotonic() - started,
+                settings=settings_fields(settings),
+                error=redact(error, known_secrets()),
+            )
+        )

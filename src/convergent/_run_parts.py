@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
 from convergent.limits import Limits
@@ -29,6 +30,7 @@ __all__ = [
     "last_text",
     "outside_facts",
     "record_of",
+    "settings_fields",
     "spending_calls",
     "within",
 ]
@@ -85,6 +87,26 @@ def bounded(settings: ModelSettings | None, seconds: float | None) -> ModelSetti
     if given is not None and given <= seconds:
         return settings
     return dataclasses.replace(settings or ModelSettings(), timeout=seconds)
+
+
+def settings_fields(settings: ModelSettings | None) -> dict[str, Any] | None:
+    """The settings a request was sent with, those that were set, as plain data.
+
+    A JSON schema is given as its number of characters (the agent's spec keeps it whole).
+    None when there are none.
+    """
+    if settings is None:
+        return None
+    fields: dict[str, Any] = {}
+    for each in dataclasses.fields(settings):
+        name, value = each.name, getattr(settings, each.name)
+        unset = value is None or value is False or value == {}
+        if unset or (name == "json_schema_name" and not settings.json_schema):
+            continue
+        if name in ("json_schema", "output_schema"):
+            value = f"a JSON schema of {len(json.dumps(value))} characters"
+        fields[name] = value
+    return fields or None
 
 
 def outside_facts(taken: Taken, paused: bool = False) -> Facts:

@@ -14,6 +14,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
+from convergent._run_parts import settings_fields
 from convergent.clock import Clock, readers
 from convergent.events import (
     CycleStarted,
@@ -24,6 +25,7 @@ from convergent.events import (
 )
 from convergent.extensions import RunObserver
 from convergent.messages import ModelResponse, ToolCall
+from convergent.models.base import ModelSettings
 from convergent.state import RunState, ToolCallRecord
 
 __all__ = ["EventLog", "EventSink"]
@@ -36,7 +38,8 @@ class _Compact:
     """A run's frequent events as plain values: one reference and a few numbers each.
 
     ``refs`` holds each entry's object, which also tells what the entry is: a kept
-    event; the model's response, for a cycle (`_NO_RESPONSE` if the request failed); a
+    event; the model's response, for a cycle (with the request's settings, as a pair,
+    when it had some; `_NO_RESPONSE` if the request failed); a
     call, for its start; a call's record, for its end. ``numbers`` holds, packed in one
     array without an object per number, a cycle's message count, start time and model
     duration, and a call's start time. Cycle numbers count up from ``first_cycle``.
@@ -121,8 +124,14 @@ def _expand(run_id: str, compact: _Compact) -> Iterator[Event]:
             cycle += 1
             count, cycle_time, duration = int(next(numbers)), next(numbers), next(numbers)
             yield CycleStarted(run_id=run_id, cycle=cycle, message_count=count, time=cycle_time)
+            settings = None
+            if isinstance(item, tuple):
+                item, settings = item
             if isinstance(item, ModelResponse):
-                yield _responded(run_id, cycle, item, duration, cycle_time + duration)
+                when = cycle_time + duration
+                yield _responded(
+                    run_id, cycle, item, duration, when, settings=settings_fields(settings)
+                )
 
 
 def _responded(
@@ -132,6 +141,7 @@ def _responded(
     duration: float,
     when: float,
     first_delta: float | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> ModelResponded:
     return ModelResponded(
         run_id=run_id,
@@ -144,6 +154,7 @@ def _responded(
         duration=duration,
         time=when,
         first_delta=first_delta,
+        settings=settings,
     )
 
 
@@ -252,13 +263,29 @@ class EventSink:
         for observer in self.delta_observers:
             observer.on_event(event, self.state)
 
-    def responded(self, cycle: int, response: ModelResponse, duration: float) -> None:
-        """The model replied after ``duration`` seconds."""
+    def responded(
+        self,
+        cycle: int,
+        response: ModelResponse,
+        duration: float,
+        settings: ModelSettings | None = None,
+    ) -> None:
+        """The model replied after ``duration`` seconds (to a request with ``settings``)."""
         if self.observers:
             first, self.first_delta = self.first_delta, None
-            self.emit(_responded(self.state.run_id, cycle, response, duration, self.now(), first))
+            self.emit(
+                _responded(
+                    self.state.run_id,
+                    cycle,
+                    response,
+                    duration,
+                    self.now(),
+                    first,
+                    settings_fields(settings),
+                )
+            )
         elif self._compact is not None:
-            self._flush_cycle(response, duration)
+            self._flush_cycle(response if settings is None else (response, settings), duration)
 
     def tool_started(self, call: ToolCall, cycle: int) -> None:
         """A call begins."""

@@ -23,6 +23,7 @@ from convergent.stop import StopReason
 
 __all__ = [
     "DELTAS",
+    "AnsweredAfterStop",
     "CycleStarted",
     "Event",
     "EventHandler",
@@ -107,6 +108,36 @@ class ModelResponded(Event):
     first_delta: float | None = None
     """Seconds from the request to its first streamed delta; None when it was not
     streamed (nothing listened to the deltas)."""
+    settings: dict[str, Any] | None = None
+    """The model settings the request was sent with, those that were set (``temperature``,
+    ``max_tokens`` as the budgets capped it, ``timeout``...; a schema as its size); None
+    when not recorded."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnsweredAfterStop(Event):
+    """The request made after a stop, with no tools, for the best answer so far.
+
+    It is not a cycle: its answer becomes the run's output (``output_after_stop``).
+    """
+
+    type: ClassVar[str] = "answered_after_stop"
+    prompt: str
+    """What the model was asked, after the conversation."""
+    message_count: int
+    """Messages of the conversation sent before the prompt."""
+    content: str
+    """Text of the reply (empty when the request failed)."""
+    finish_reason: str | None
+    """The provider's finish reason, verbatim."""
+    usage: Usage
+    """Usage of this request."""
+    duration: float
+    """Seconds the request took."""
+    settings: dict[str, Any] | None = None
+    """The model settings it was sent with (as in `ModelResponded.settings`)."""
+    error: str = ""
+    """Why there is no answer (the request failed or ran out of time); empty otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

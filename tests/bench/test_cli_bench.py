@@ -107,6 +107,7 @@ def test_out_without_matplotlib_is_refused_before_the_suites_run(tmp_path: Path)
     assert not out.exists()
 
 
+@pytest.mark.slow  # runs the convergence suite
 def test_without_a_terminal_progress_is_lines_and_the_table_is_whole() -> None:
     done = invoke("bench", "convergence", "--tasks-per-scenario", "1", env={"COLUMNS": "40"})
     assert done.returncode == 0, done.stderr

@@ -180,6 +180,8 @@ def test_read_file_is_confined_to_the_workspace(tmp_path: Path) -> None:
         (["--max-cycles", "-3"], "--max-cycles must be >= 0"),
         (["--max-tokens", "-1"], "--max-tokens must be >= 0"),
         (["--tool-error", "ignore"], "--tool-error must be"),
+        (["--policy", "on_tool_error=bogus"], "--policy on_tool_error must be 'continue' or"),
+        (["--policy", "max_repeated_failures=-3"], "--policy max_repeated_failures must be >= 1"),
         (["--workspace", "/does/not/exist"], "workspace folder not found"),
         (["--workspace", "script.json"], "--workspace must be a folder, not a file"),
         (["--max-seconds", "nan"], "--max-seconds must be a number, got nan"),
@@ -308,6 +310,19 @@ def test_a_run_that_never_starts_is_not_announced_as_saved(tmp_path: Path) -> No
     assert started.returncode == 0
     (run,) = json.loads(run_cli("runs", "--json", cwd=tmp_path).stdout)
     assert started.stderr == f"run {run['run_id']} · saved in .convergent/runs.db\n"
+
+
+def test_a_run_whose_model_fails_to_load_only_says_it_was_not_kept(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-model.gguf"
+    proc = run_cli("run", "x", "--model", f"local:{missing}", "--no-steer", cwd=tmp_path)
+    assert proc.returncode == 2
+    notes = proc.stderr.splitlines()
+    assert "saved in" not in proc.stderr, proc.stderr
+    assert notes[-2:] == [
+        notes[-2].split(" never started")[0] + " never started: it was not kept",
+        f"error: model file not found: {missing}",
+    ]
+    assert json.loads(run_cli("runs", "--json", cwd=tmp_path).stdout) == []
 
 
 @pytest.mark.parametrize("command", [["run"], ["resume"], ["steer"], ["runs"], ["mcp", "tools"]])

@@ -4,6 +4,7 @@ Run as ``python raw_server.py PLAN.json``. The plan (a JSON object) says:
 
 - ``tools``: the ``tools/list`` entries, sent as they are (any ``inputSchema``);
 - ``initialize``: ``"answer"`` (default) or ``"never"`` (read requests, answer none);
+- ``list_error``: answer ``tools/list`` with this error message instead of the tools;
 - ``noise``: a line written to stdout before each answer (garbage for the client);
 - ``results``: per tool name, what a call answers: ``{"text": N}`` (N characters),
   ``{"nested": N}`` (structured content N levels deep) or ``{"echo": true}`` (the
@@ -47,6 +48,9 @@ def _answer(plan: dict[str, Any], message: dict[str, Any]) -> str | None:
             message_id,
             {"protocolVersion": version, "capabilities": capabilities, "serverInfo": info},
         )
+    if method == "tools/list" and "list_error" in plan:
+        error = {"code": -32603, "message": plan["list_error"]}
+        return json.dumps({"jsonrpc": "2.0", "id": message_id, "error": error})
     if method == "tools/list":
         return _line(message_id, {"tools": plan.get("tools", [])})
     if method == "tools/call":

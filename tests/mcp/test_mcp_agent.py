@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_helpers import alive, descendants, http_server, stdio_testing, time_server
+from mcp_helpers import alive, descendants, http_server, raw_server, stdio_testing, time_server
 
 from convergent import (
     Agent,
@@ -23,6 +23,7 @@ from convergent import (
     calculator,
 )
 from convergent.mcp import MCPServer
+from convergent.mcp.toolset import MCPToolset
 from convergent.testing import call, scripted, step
 
 pytest.importorskip("mcp")
@@ -171,7 +172,10 @@ async def test_a_server_that_never_answers_fails_its_startup_timeout() -> None:
         startup_timeout=0.5,
     )
     with pytest.raises(
-        UserError, match=r"^MCP server 'mute' failed to start: no answer within 0.5s$"
+        UserError,
+        match=r"^MCP server 'mute' failed to start: no answer within 0.5s; likely cause: it is "
+        r"still starting \(uvx and pipx install it on first use: give it a longer "
+        r"startup_timeout\), or it does not speak MCP on its standard output$",
     ):
         await Agent(scripted("unused"), mcp_servers=[mute]).run("x")
 
@@ -343,3 +347,42 @@ async def test_a_server_sees_only_a_minimal_environment_and_its_own(
     assert secret.result == "unset"
     assert mode.result == "configured"
     assert path.result != "unset"
+
+
+@pytest.mark.parametrize(
+    ("last_words", "cause"),
+    [
+        (
+            "AttributeError: 'Server' object has no attribute 'list_resources'",
+            "likely cause: it was written for another version of the MCP SDK than the one it "
+            "runs with: run it from an environment of its own",
+        ),
+        (
+            "ModuleNotFoundError: No module named 'sqlite_vec'",
+            "likely cause: a package it needs (sqlite_vec) is missing where it runs",
+        ),
+    ],
+)
+async def test_a_server_that_dies_at_start_up_says_its_likely_cause(
+    last_words: str, cause: str
+) -> None:
+    dies = f"import sys; print({last_words!r}, file=sys.stderr); sys.exit(1)"
+    toolset = MCPToolset([MCPServer.stdio("dying", sys.executable, ["-c", dies])])
+    with pytest.raises(UserError) as failed:
+        await toolset.acquire()
+    await toolset.release()
+    message = str(failed.value)
+    assert message.startswith("MCP server 'dying' failed to start: ") and "\n" not in message
+    assert f"(its last output: {last_words}); {cause}" in message
+
+
+async def test_a_server_that_cannot_list_its_tools_says_so(tmp_path: Path) -> None:
+    server = raw_server(tmp_path, {"list_error": "tools are switched off"})
+    toolset = MCPToolset([server])
+    with pytest.raises(UserError) as failed:
+        await toolset.acquire()
+    await toolset.release()
+    assert str(failed.value) == (
+        "MCP server 'raw' failed to start: it answered, but listing its tools failed: "
+        "tools are switched off"
+    )

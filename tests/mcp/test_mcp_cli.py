@@ -339,7 +339,11 @@ def test_a_server_that_never_initializes_is_one_line(tmp_path: Path) -> None:
     proc = run_cli("run", "x", "--model", model, "--mcp-config", str(config), cwd=tmp_path)
     assert proc.returncode == 2
     # the run never started: nothing says it was saved
-    assert proc.stderr == "error: MCP server 'mute' failed to start: no answer within 0.5s\n"
+    assert proc.stderr == (
+        "error: MCP server 'mute' failed to start: no answer within 0.5s; likely cause: it is "
+        "still starting (uvx and pipx install it on first use: give it a longer "
+        "startup_timeout), or it does not speak MCP on its standard output\n"
+    )
 
 
 CLASH = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER.with_name('clash_server.py')))}"

@@ -211,7 +211,10 @@ def test_run_page_shows_the_timeline_and_explains_the_stop(
     assert ">stall<" in page
     assert "&#34;expression&#34;: &#34;1+1&#34;" in page
     assert "<svg" in page and 'class="line"' in page
-    assert client.get(f"{BASE}/runs/nope").status_code == 404
+    unknown = client.get(f"{BASE}/runs/nope")  # a page that waits for the run to be stored
+    assert unknown.status_code == 200 and "No run nope is stored in this database yet" in (
+        unknown.text
+    )
 
 
 def test_run_page_links_child_runs_and_their_parent(store: RunStore, client: TestClient) -> None:

@@ -817,3 +817,116 @@ def test_a_live_run_counts_its_time_and_shows_the_model_working(
     assert background.join().stop_reason is StopReason.COMPLETED
     page.wait_for_selector("#summary >> text=Why it stopped: completed")
     assert page.locator("#timeline .working").count() == 0
+
+
+def test_a_live_page_opened_before_its_run_recovers_and_moves_while_the_model_works(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    errors: list[str] = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    refused: list[str] = []
+    page.on("response", lambda response: response.status == 401 and refused.append(response.url))
+    answer_now = threading.Event()
+
+    def thinking(messages: Any, tools: Any) -> ModelResponse:
+        if not any(message.role == "tool" for message in messages):
+            answer_now.wait(60)  # the model "thinks" until the test lets it answer
+            return ModelResponse(
+                content="let me add", tool_calls=(call("calculator", expression="2+2"),)
+            )
+        return ModelResponse(content="it is 4")
+
+    page.goto(console.entry)
+    page.goto(f"{console.url}{console.base}/runs/early")  # before the run is stored
+    page.wait_for_selector("text=No run early is stored in this database yet")
+    page.wait_for_selector("#live.on")
+
+    def run(own: RunStore) -> Any:
+        model = ScriptedModel(thinking)
+        settings = ModelSettings(temperature=0.3)
+        return Agent(model, [calculator], store=own, settings=settings).run("add", run_id="early")
+
+    background = Background(store.path, run)
+    try:
+        # the page fills in by itself once the run is stored, without a reload
+        page.wait_for_selector("#summary >> text=running")
+        working = page.locator("#timeline .working")
+        working.wait_for()
+        assert page.locator("#timeline >> text=No cycle yet.").count() == 0
+        age = page.locator("#summary [data-age]")
+        page.wait_for_function(
+            "(before) => document.querySelector('#summary [data-age]').textContent !== before",
+            arg=age.inner_text(),
+        )
+        bar = page.locator("figure.trace g.step.open rect")
+        width = float(bar.get_attribute("width") or 0)
+        page.wait_for_function(
+            "(before) => Number(document.querySelector('figure.trace g.step.open rect')"
+            ".getAttribute('width')) > before + 1",
+            arg=width,
+        )
+        shot(page, "live-working")
+        page.locator("figure.trace a.span-link").last.click()
+        panel = page.locator("#span-panel")
+        panel.wait_for(state="visible")
+        assert "Cycle 1: model request" in panel.inner_text()
+        assert "the model is working on it" in panel.inner_text()
+        page.keyboard.press("Escape")
+        panel.wait_for(state="hidden")
+    finally:
+        answer_now.set()
+    assert background.join().stop_reason is StopReason.COMPLETED
+    page.wait_for_selector("#summary >> text=Why it stopped: completed")
+    page.locator("#cycle-1 .call").click()  # a card opens its call
+    panel = page.locator("#span-panel")
+    panel.wait_for(state="visible")
+    page.wait_for_selector("#span-panel >> text=calculator: tool call of cycle 1")
+    page.locator("figure.trace a.span-link").first.click()  # a bar opens its request
+    page.wait_for_selector("#span-panel >> text=Cycle 1: model request")
+    assert "temperature" in panel.inner_text() and "0.3" in panel.inner_text()
+    assert "let me add" in panel.inner_text()
+    shot(page, "span-panel")
+    assert refused == [] and errors == [], (refused, errors)
+
+
+def test_the_overview_across_runs_and_two_runs_compared(
+    store: RunStore, console: Listening, page: Any
+) -> None:
+    usage = Usage(input_tokens=900, output_tokens=60, requests=1)
+    for n in range(3):
+        make_run(
+            store,
+            f"done-{n}",
+            [step(call("calculator", expression=f"{n}*7"), usage=usage), "fine"],
+            price=(1.0, 10.0),
+        )
+    same = step(call("echo", text="again"), usage=usage)
+    make_run(store, "looping", [same] * 4 + ["gave up"], price=(1.0, 10.0), tools=[echo])
+    make_run(
+        store,
+        "other",
+        [step(call("calculator", expression="0*7"), usage=usage), "different"],
+        price=(1.0, 10.0),
+    )
+    page.goto(console.entry)
+    # tick two runs (the live table keeps them ticked), then compare them
+    page.locator("input[name=run][value='done-0']").check()
+    page.locator("input[name=run][value='other']").check()
+    page.click("text=Compare the two runs ticked")
+    page.wait_for_selector("h2:has-text('Where they diverged')")
+    assert "They did the same for 1 cycle, and first differed at cycle 2" in page.inner_text("main")
+    assert page.locator("tr.first-difference").count() == 1
+    assert page.locator(".chart.spend polyline").count() == 2
+    shot(page, "compare")
+    page.click("nav >> text=Across runs")
+    page.wait_for_selector("h1:has-text('Across runs')")
+    assert "5 runs of the last 30 days" in page.inner_text("main")
+    reasons = page.locator(".chart.reasons g.reason-row")
+    assert reasons.count() == 2  # completed and stalled
+    assert page.locator(".chart.periods rect.r-completed").count() >= 1
+    shot(page, "overview")
+    page.locator(".chart.reasons a").nth(1).click()  # the stalled runs alone
+    page.wait_for_url(re.compile(r"reason=stalled"))
+    assert "1 run of the last 30 days, stopped stalled" in page.inner_text("main")
+    assert "echo" in page.inner_text("table.across >> nth=1")

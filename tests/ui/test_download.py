@@ -28,6 +28,7 @@ def flood() -> str:
     return ('"\\\n\u00e9' * (SIZE // 4))[:SIZE]
 
 
+@pytest.mark.slow  # stores and sends a run of many megabytes
 def test_a_run_with_values_of_many_megabytes_downloads_in_bounded_memory(
     store: RunStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -64,6 +64,7 @@ def test_a_broken_or_hostile_state_file_is_shown_safely(store: RunStore, tmp_pat
         assert client.get("/coordinator/stream").status_code == 404
 
 
+@pytest.mark.slow  # starts the console as a process
 def test_a_deeply_nested_or_long_chained_state_file_does_not_take_the_console_down(
     tmp_path: Path,
 ) -> None:

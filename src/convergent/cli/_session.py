@@ -32,7 +32,8 @@ from convergent.events import (
     Event,
     EventHandler,
     JsonlTraceWriter,
-    RunStarted,
+    ModelResponded,
+    RunStopped,
     ToolFinished,
     ToolStarted,
 )
@@ -123,6 +124,7 @@ class Session:
         self.trace = trace
         self._notes = Console(stderr=True, highlight=False)
         self._reader: TerminalSteering | None = None
+        self._said_saved = False
 
     def note(self, text: str) -> None:
         """Print a notice on standard error unless the output is JSON."""
@@ -134,16 +136,24 @@ class Session:
             self._notes.print(f"[yellow]{escape(text)}[/]")
 
     def _on_event(self, event: Event) -> None:
-        """Say where the run is saved once it starts; let ``ask_user`` have the terminal."""
-        if isinstance(event, RunStarted) and self.store is not None:
-            # not before: a run that fails to start (a server that does not start) is not saved
-            self.note(f"run {self.run_id} · saved in {self.store.path}")
+        """Let ``ask_user`` have the terminal while it asks."""
         if self._reader is None:
             return
         if isinstance(event, ToolStarted) and event.name == ASK_USER:
             self._reader.suspend()
         elif isinstance(event, ToolFinished) and event.name == ASK_USER:
             self._reader.release()
+
+    def _say_saved(self, event: Event) -> None:
+        """Say where the run is saved once it is kept: at its first reply, or its stop.
+
+        Not before: a run that fails before its first reply (a model file or a server
+        that does not start) is not kept (see `_forget_unstarted`).
+        """
+        if self.store is not None and not self._said_saved:
+            if isinstance(event, ModelResponded | RunStopped):
+                self._said_saved = True
+                self.note(f"run {self.run_id} · saved in {self.store.path}")
 
     def _trace_writer(self) -> JsonlTraceWriter | None:
         if self.trace is None:
@@ -220,6 +230,7 @@ class Session:
             console = Console(highlight=False)
             view = LiveView(console)
             handlers += [view, GateView(console)]
+        handlers.append(self._say_saved)  # after the view: the note follows what it printed
         # the console shows a stored run's reply as it streams (the deltas are not stored)
         live = LiveTextWriter(self.store.path) if self.store is not None else None
         if live is not None:

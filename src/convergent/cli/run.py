@@ -294,6 +294,7 @@ def run_command(
         raise UserError("--detach needs --temporal: a local run ends with its command")
     servers = mcp_servers(mcp, mcp_config_file)
     model_spec = absolute_model_spec(model or default_model_spec())
+    rules = parse_policy(policy or [])
     spec = checked(
         AgentSpec,
         {
@@ -329,14 +330,15 @@ def run_command(
             "policy": {
                 "on_tool_error": tool_error,
                 "max_repeated_failures": max_tool_errors or None,
-                **parse_policy(policy or []),
+                **rules,
             },
             "final_answer": final_answer,
             "output_schema": (
                 load_output_schema(output_schema) if output_schema is not None else None
             ),
         },
-        SPEC_OPTIONS,
+        # a rule given with --policy is named as it was given, not by its own option
+        {**SPEC_OPTIONS, **{f"policy.{rule}": f"--policy {rule}" for rule in rules}},
     )
     if temporal is not None:
         start_run(

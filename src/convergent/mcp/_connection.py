@@ -27,7 +27,8 @@ from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from convergent.exceptions import ToolError, UserError
+from convergent.exceptions import ConvergentError, ToolError, UserError
+from convergent.mcp._diagnose import likely_cause
 from convergent.mcp._processes import server_alive
 from convergent.mcp._stdio import UNUSABLE, stdio_transport
 from convergent.mcp.config import MCPServer, expand_env
@@ -60,6 +61,10 @@ async def _list_tools(client: Client) -> list[types.Tool]:
         if cursor is None:
             break
     return tools
+
+
+class _ListingFailed(ConvergentError):
+    """The server answered the handshake but not ``tools/list`` (its cause says why)."""
 
 
 class ServerConnection:
@@ -220,7 +225,9 @@ class ServerConnection:
     def _failed(self, reason: str) -> UserError:
         tail = self._stderr_tail()
         said = f" (its last output: {tail})" if tail else ""
-        return UserError(f"MCP server {self.name!r} failed to start: {reason}{said}")
+        cause = likely_cause(tail, reason)
+        likely = f"; likely cause: {cause}" if cause else ""
+        return UserError(f"MCP server {self.name!r} failed to start: {reason}{said}{likely}")
 
     def _stderr_tail(self) -> str:
         """The last line the server wrote to its standard error, if any."""
@@ -242,6 +249,12 @@ class ServerConnection:
             return "it was cancelled"
         first = leaves[0]
         server = self.server
+        if isinstance(first, _ListingFailed):
+            cause = first.__cause__ or first
+            if isinstance(cause, MCPError) and cause.code == types.CONNECTION_CLOSED:
+                return "it exited or closed the connection while listing its tools"
+            text = getattr(cause, "message", None) or str(cause) or type(cause).__name__
+            return f"it answered, but listing its tools failed: {text}"
         match first:
             case FileNotFoundError() | PermissionError() if server.command is not None:
                 return f"cannot run {server.command!r}: {first.strerror}"
@@ -296,7 +309,10 @@ class ServerConnection:
         try:
             async with AsyncExitStack() as stack:
                 client = await self._connect(stack)
-                tools = await _list_tools(client)
+                try:
+                    tools = await _list_tools(client)
+                except Exception as exc:
+                    raise _ListingFailed(exc) from exc
                 self._client = client
                 if not ready.done():
                     ready.set_result(tools)

@@ -20,6 +20,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, urlencode
@@ -38,11 +39,20 @@ from convergent.durability.sqlite import RunStore, RunSummary
 from convergent.exceptions import ConvergentError, UserError
 from convergent.ui import actions
 from convergent.ui.auth import Address, TokenGuard, new_base
+from convergent.ui.compare import compare_runs
 from convergent.ui.download import run_json
 from convergent.ui.explain import STATUSES, explain_stop
 from convergent.ui.live_text import live_version, read_live_text, show_live_text
+from convergent.ui.overview import (
+    REASONS,
+    WINDOWS,
+    OverviewQuery,
+    load_overview,
+    overview_query,
+)
 from convergent.ui.request import load_request
 from convergent.ui.rewind import plan_rewind
+from convergent.ui.spans import load_after_stop_span, load_call_span, load_model_span
 from convergent.ui.sse import EventStreamResponse, FragmentStream, digest
 from convergent.ui.timeline import CLIP, load_run_view
 from convergent.ui.trace import draw, load_trace, running_clock
@@ -95,7 +105,9 @@ class Console:
     many pages are open (with a pool, every thread would keep the largest it saw)."""
 
     def __post_init__(self) -> None:
-        self.env.globals.update(base=self.base, readonly=self.readonly, run_url=self.run_url)
+        self.env.globals.update(
+            base=self.base, readonly=self.readonly, run_url=self.run_url, span_url=self.span_url
+        )
 
     async def read(self, work: Callable[..., T], *args: Any) -> T:
         """Run ``work(*args)`` in the reading thread (see `reader`)."""
@@ -111,6 +123,16 @@ class Console:
     def run_url(self, run_id: str, suffix: str = "") -> str:
         """The address of a run's page (``suffix``: one of its actions or streams)."""
         return f"{self.base}/runs/{quote(run_id, safe='')}{suffix}"
+
+    def span_url(self, run_id: str, kind: str, key: str | int = "") -> str:
+        """The address of one span of a run (its panel's page).
+
+        ``kind`` is ``model`` (``key``: the cycle), ``tool`` (``key``: the call's id) or
+        ``after_stop``.
+        """
+        path = {"model": "cycle", "tool": "call", "after_stop": "after-stop"}[kind]
+        tail = f"/{quote(str(key), safe='')}" if kind != "after_stop" else ""
+        return self.run_url(run_id, f"/spans/{path}{tail}")
 
     def version(self) -> Hashable:
         """Moves whenever the database may have changed (cheap: one pragma)."""
@@ -166,11 +188,13 @@ class RunsQuery:
     """Only runs that called this tool (empty: all)."""
     errors: bool = False
     """Only runs with a failed call or an error stop."""
+    parent: str = ""
+    """Only the child runs of this run (then the other filters are not used)."""
 
     @property
     def filtered(self) -> bool:
         """Whether any filter is set (then child runs are listed among the others)."""
-        return bool(self.status or self.search or self.tool or self.errors)
+        return bool(self.status or self.search or self.tool or self.errors or self.parent)
 
     def link(self, console: Console, page: int | None, path: str = "/runs") -> str:
         """The address of ``path`` for this query on ``page``."""
@@ -179,6 +203,7 @@ class RunsQuery:
             ("q", self.search),
             ("tool", self.tool),
             ("errors", "1" if self.errors else None),
+            ("parent", self.parent),
             ("page", page),
         )
         query = urlencode({k: v for k, v in values if v})
@@ -196,11 +221,16 @@ def _runs_query(request: Request) -> RunsQuery:
     search = request.query_params.get("q", "").strip()[:SEARCH_CHARACTERS]
     tool = request.query_params.get("tool", "").strip()[:SEARCH_CHARACTERS]
     errors = request.query_params.get("errors", "") not in ("", "0")
-    return RunsQuery(status, search, page, tool, errors)
+    parent = request.query_params.get("parent", "").strip()[:SEARCH_CHARACTERS]
+    return RunsQuery(status, search, page, tool, errors, parent)
 
 
 CHILD_DEPTH = 5
 """Levels of child runs the runs page nests under a run (deeper ones: on their parent's page)."""
+CHILDREN_NESTED = 5
+"""Child runs the runs page nests under one run, at most (the others: a link to them all)."""
+NESTED_ROWS = 10
+"""Child runs, of any level, the runs page nests under one listed run, at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,19 +241,36 @@ class RunRow:
     """The run."""
     depth: int = 0
     """0 for a run listed for itself; 1 for its child runs, 2 for theirs..."""
+    more: int = 0
+    """For the row that closes a run's nested children: how many more it has (``run``
+    is then the parent)."""
 
 
 def _with_children(store: RunStore, runs: list[RunSummary]) -> list[RunRow]:
-    """Each run followed by its child runs, nested (as ``convergent runs`` lists them)."""
+    """Each run followed by some of its child runs, nested, and how many more it has.
+
+    As ``convergent runs`` lists them, but a few to a run (`CHILDREN_NESTED`, and
+    `NESTED_ROWS` in all under one listed run): a page stays small however many child
+    runs a run started.
+    """
     rows: list[RunRow] = []
+    budget = 0
 
     def add(run: RunSummary, depth: int) -> None:
+        nonlocal budget
         rows.append(RunRow(run, depth))
-        if depth < CHILD_DEPTH:
-            for child in store.children(run.run_id, clip=CLIP):
-                add(child, depth + 1)
+        if depth >= CHILD_DEPTH:
+            return
+        total = store.count_children(run.run_id)
+        shown = store.children(run.run_id, clip=CLIP, limit=min(CHILDREN_NESTED, budget))
+        budget -= len(shown)
+        for child in shown:
+            add(child, depth + 1)
+        if total > len(shown):
+            rows.append(RunRow(run, depth + 1, more=total - len(shown)))
 
     for run in runs:
+        budget = NESTED_ROWS
         add(run, 0)
     return rows
 
@@ -236,12 +283,17 @@ def _runs_fragments(console: Console, query: RunsQuery) -> dict[str, str]:
         "errors": query.errors,
         "top_only": not query.filtered,
     }
-    total = store.count_runs(query.status, **filters)
+    if query.parent:
+        total = store.count_children(query.parent)
+    else:
+        total = store.count_runs(query.status, **filters)
     pages = max(1, math.ceil(total / PAGE_SIZE))
     page = min(query.page, pages)
-    runs = store.list_runs(
-        PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, status=query.status, clip=CLIP, **filters
-    )
+    offset = (page - 1) * PAGE_SIZE
+    if query.parent:
+        runs = store.children(query.parent, clip=CLIP, limit=PAGE_SIZE, offset=offset)
+    else:
+        runs = store.list_runs(PAGE_SIZE, offset=offset, status=query.status, clip=CLIP, **filters)
     rows = [RunRow(run) for run in runs] if query.filtered else _with_children(store, runs)
     table = console.render(
         "_runs_table.html",
@@ -279,6 +331,64 @@ async def runs_stream(request: Request) -> Response:
     return _stream(console, lambda: _runs_fragments(console, query))
 
 
+# -- across runs ------------------------------------------------------------------------
+
+
+async def overview_page(request: Request) -> Response:
+    """Stop reasons, notes, cost and cycles across runs, by model, tool and day."""
+    console: Console = request.app.state.console
+    query = overview_query(dict(request.query_params))
+    overview = await console.read(load_overview, console.store, query)
+    return console.page(
+        request,
+        "overview.html",
+        stream=None,
+        overview=overview,
+        query=query,
+        windows=WINDOWS,
+        reasons=REASONS,
+        link=lambda **changes: _overview_link(console, query, changes),
+    )
+
+
+def _overview_link(console: Console, query: OverviewQuery, changes: dict[str, str]) -> str:
+    """The overview's address with some filters changed."""
+    values = {
+        "since": query.since,
+        "reason": query.reason,
+        "model": query.model,
+        "tool": query.tool,
+        "scope": query.scope,
+    }
+    values.update(changes)
+    return f"{console.base}/overview?" + urlencode({k: v for k, v in values.items() if v})
+
+
+async def compare_page(request: Request) -> Response:
+    """Two runs side by side: settings, cycles, where they diverged, cost."""
+    console: Console = request.app.state.console
+    first = request.query_params.getlist("run")
+    left = request.query_params.get("a") or (first[0] if first else "")
+    right = request.query_params.get("b") or (first[1] if len(first) > 1 else "")
+    comparison = None
+    if left and right:
+        try:
+            ids = (check_run_id(left.strip()), check_run_id(right.strip()))
+            comparison = await console.read(compare_runs, console.store, *ids)
+        except ConvergentError as exc:
+            return _error(console, request, exc, 404)
+    recent = await console.read(lambda: console.store.list_runs(30, clip=80, top_only=True))
+    return console.page(
+        request,
+        "compare.html",
+        stream=None,
+        comparison=comparison,
+        left=left,
+        right=right,
+        recent=recent,
+    )
+
+
 # -- run page ---------------------------------------------------------------------------
 
 
@@ -298,6 +408,12 @@ def _upto(request: Request) -> int | None:
 
 CHILD_TASK_SHOWN = 200
 """Characters of a child run's task the run page shows."""
+CHILDREN_SHOWN = 20
+"""Child runs the run page lists (all of them: on the runs page, 50 to a page)."""
+
+
+RUN_FRAGMENTS = ("summary", "controls", "questions", "chart", "timeline")
+"""The live parts of a run page, by element id."""
 
 
 def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> dict[str, str]:
@@ -322,17 +438,12 @@ def _run_fragments(console: Console, run_id: str, upto: int | None = None) -> di
         "why": explain_stop(run),
         "chart": build_chart(view.cycles),
         "trace": draw(trace) if trace is not None else None,
-        "children": store.children(run_id, clip=CHILD_TASK_SHOWN),
+        "children": store.children(run_id, clip=CHILD_TASK_SHOWN, limit=CHILDREN_SHOWN),
+        "children_total": store.count_children(run_id),
         "clock": clock,
         "working": working,
     }
-    return {
-        "summary": console.render("_run_summary.html", **values),
-        "controls": console.render("_run_controls.html", **values),
-        "questions": console.render("_run_questions.html", **values),
-        "chart": console.render("_run_chart.html", **values),
-        "timeline": console.render("_run_timeline.html", **values),
-    }
+    return {key: console.render(f"_run_{key}.html", **values) for key in RUN_FRAGMENTS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,15 +469,30 @@ def _working(view: Any, clock: Any) -> Working | None:
     return Working(run.cycles + 1, clock.request_seconds)
 
 
+def _not_stored_yet(console: Console, run_id: str) -> dict[str, str]:
+    """A run page's parts for a run not stored (yet): it fills in once the run is."""
+    summary = console.render("_run_awaited.html", run_id=run_id)
+    return {key: summary if key == "summary" else "" for key in RUN_FRAGMENTS}
+
+
 async def run_page(request: Request) -> Response:
-    """One run: its summary, stop reason, actions, chart and timeline."""
+    """One run: its summary, stop reason, actions, chart and timeline.
+
+    A run not stored yet (a page opened as the run starts) gets a page that waits for
+    it: its stream fills the page in once the run is stored.
+    """
     console: Console = request.app.state.console
     upto = _upto(request)
     try:
         run_id = _run_id(request)
+    except UserError as exc:
+        return _error(console, request, exc, 404)
+    try:
         fragments = await console.read(_run_fragments, console, run_id, upto)
     except ConvergentError as exc:
-        return _error(console, request, exc, 404)
+        if await console.read(console.store.exists, run_id):
+            return _error(console, request, exc, 404)
+        fragments = _not_stored_yet(console, run_id)
     return console.page(
         request,
         "run.html",
@@ -404,6 +530,33 @@ async def request_page(request: Request) -> Response:
     except (ConvergentError, ValueError) as exc:
         return _error(console, request, exc, 404)
     return console.page(request, "request.html", sent=sent, stream=None)
+
+
+async def span_page(request: Request) -> Response:
+    """One model request, tool call or answer after the stop, in one place.
+
+    With ``?panel=1`` only the panel's HTML, which the run page shows beside the timeline.
+    """
+    console: Console = request.app.state.console
+    try:
+        run_id = _run_id(request)
+        what, key = request.path_params["kind"], request.path_params.get("key", "")
+        if what == "cycle":
+            span = await console.read(load_model_span, console.store, run_id, _cycle(key))
+        elif what == "call":
+            span = await console.read(load_call_span, console.store, run_id, key)
+        elif what == "after-stop":
+            span = await console.read(load_after_stop_span, console.store, run_id)
+        else:
+            raise ValueError(f"no such span: {what}")
+    except (ConvergentError, ValueError) as exc:
+        if request.query_params.get("panel"):
+            return HTMLResponse(f'<p class="notice bad">{escape(str(exc))}</p>', status_code=404)
+        return _error(console, request, exc, 404)
+    # "run" names the run for the links to its download (as on the run page)
+    if request.query_params.get("panel"):
+        return HTMLResponse(console.render("_span.html", span=span, run=span))
+    return console.page(request, "span.html", stream=None, span=span, run=span)
 
 
 async def run_download(request: Request) -> Response:
@@ -657,11 +810,15 @@ def create_app(
         routes=[
             Route("/", home),
             Route("/runs", runs_page),
+            Route("/overview", overview_page),
+            Route("/compare", compare_page),
             Route("/runs/stream", runs_stream),
             Route("/runs/{run_id}", run_page),
             Route("/runs/{run_id}/stream", run_stream),
             Route("/runs/{run_id}/download", run_download),
             Route("/runs/{run_id}/cycles/{cycle}/request", request_page),
+            Route("/runs/{run_id}/spans/{kind}", span_page),
+            Route("/runs/{run_id}/spans/{kind}/{key}", span_page),
             Route("/runs/{run_id}/steer", steer_action, methods=["POST"]),
             Route("/runs/{run_id}/control", control_action, methods=["POST"]),
             Route("/runs/{run_id}/answer", answer_action, methods=["POST"]),

@@ -17,7 +17,8 @@ streams and static files). The pages live under a random path (the *base*, such 
   path, for scripts; anything else gets 401;
 - a request that changes something must be a POST whose ``Origin`` (or, without one,
   ``Referer``) is the console's own origin; otherwise 403;
-- every response forbids framing and any script but the console's own file.
+- every response forbids framing and any script but the console's own file;
+- ``/favicon.ico``, which browsers ask for by themselves, is an empty answer (204).
 """
 
 from __future__ import annotations
@@ -176,11 +177,7 @@ class TokenGuard:
             return
         headers = _headers(scope)
         path = str(scope.get("path", "/"))
-        if _BAD_PATH.search(path):
-            await _page(send, 400, "400: the address has characters a page address cannot have")
-            return
-        if not self.address.accepts(headers.get("host", "")):
-            await _page(send, 400, "400: this console answers only requests addressed to it")
+        if await self._answered_first(scope, send, path, headers):
             return
         inside = path == self.base or path.startswith(self.base + "/")
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
@@ -209,6 +206,20 @@ class TokenGuard:
         if inside:
             scope = {**scope, "root_path": scope.get("root_path", "") + self.base}
         await self.app(scope, receive, secured)
+
+    async def _answered_first(
+        self, scope: Scope, send: Send, path: str, headers: dict[str, str]
+    ) -> bool:
+        """Answer what needs no session: a bad address or host (400), the icon (204)."""
+        if _BAD_PATH.search(path):
+            await _page(send, 400, "400: the address has characters a page address cannot have")
+        elif not self.address.accepts(headers.get("host", "")):
+            await _page(send, 400, "400: this console answers only requests addressed to it")
+        elif path == "/favicon.ico" and scope["method"] in SAFE_METHODS:
+            await _no_icon(send)  # browsers ask for it on their own, without the cookie
+        else:
+            return False
+        return True
 
     def _authorised(self, headers: dict[str, str], inside: bool) -> bool:
         bearer = headers.get("authorization", "")
@@ -301,6 +312,13 @@ _LOGIN = (
     '<input type="password" id="token" name="token" autocomplete="off" required> '
     '<button type="submit">Log in</button></form>'
 )
+
+
+async def _no_icon(send: Send) -> None:
+    """``/favicon.ico``: nothing (204), so no page logs a failed request for it."""
+    headers = [(b"content-length", b"0"), *SECURITY_HEADERS]
+    await send({"type": "http.response.start", "status": 204, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _page(send: Send, status: int, text: str, *, login: bool = False) -> None:

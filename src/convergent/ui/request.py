@@ -54,17 +54,36 @@ class RequestView:
     """Why the messages cannot be shown in full (compacted since, not stored yet)."""
     tools_known: bool = True
     """Whether the run recorded its tools' descriptions (older runs did not)."""
+    skipped: int = 0
+    """Messages sent but not shown: those before the previous request's reply, when only
+    what is new since then was asked for."""
 
 
-def load_request(store: RunStore, run_id: str, cycle: int) -> RequestView:
+OPENING = 2
+"""Messages of the conversation's start shown with what is new (system prompt, task)."""
+
+
+def load_request(
+    store: RunStore, run_id: str, cycle: int, *, recent: bool = False, after_stop: bool = False
+) -> RequestView:
     """The request ``run_id`` made in ``cycle``.
+
+    Args:
+        store: The run database.
+        run_id: The run.
+        cycle: The cycle whose request it is.
+        recent: Read only the opening messages (`OPENING`) and what came after the
+            previous request's reply (its calls' results, notes, steering), not every
+            message before.
+        after_stop: The request made after the stop (``cycle``: one past the last):
+            the conversation it was sent, without the prompt that followed it.
 
     Raises:
         UserError: If no run has this id.
         ValueError: If the run has no such cycle.
     """
     run = store.get_run(run_id, clip=1)
-    if not 1 <= cycle <= max(run.cycles, 1) + (1 if run.running else 0):
+    if not 1 <= cycle <= max(run.cycles, 1) + (1 if run.running or after_stop else 0):
         raise ValueError(f"run {run_id!r} has no cycle {cycle}")
     view = RequestView(run_id, cycle)
     ((epoch, count),) = store.query(
@@ -85,12 +104,15 @@ def load_request(store: RunStore, run_id: str, cycle: int) -> RequestView:
     else:
         view.note = "This request's checkpoint is not stored yet: the conversation so far."
         sent = count
+    since = _previous_reply(store, run_id, epoch, cycle) if recent else -1
+    if since >= OPENING:
+        view.skipped = since + 1 - OPENING
     rows = store.query(
         "SELECT json_extract(data, '$.role'), substr(json_extract(data, '$.content'), 1, ?), "
         "length(json_extract(data, '$.content')), json_extract(data, '$.tool_calls'), "
         "json_extract(data, '$.name'), json_extract(data, '$.is_error') FROM messages "
-        "WHERE run_id = ? AND epoch = ? AND seq < ? ORDER BY seq",
-        [CLIP, run_id, epoch, sent],
+        "WHERE run_id = ? AND epoch = ? AND seq < ? AND (seq < ? OR seq > ?) ORDER BY seq",
+        [CLIP, run_id, epoch, sent, OPENING, since],
     )
     for role, content, length, calls, name, error in rows:
         text = str(content or "")
@@ -119,3 +141,18 @@ def load_request(store: RunStore, run_id: str, cycle: int) -> RequestView:
             for spec in specs
         ]
     return view
+
+
+def _previous_reply(store: RunStore, run_id: str, epoch: int, cycle: int) -> int:
+    """Where the reply of the request before ``cycle``'s is among the messages (-1: none).
+
+    The checkpoint before that request counts the messages it was sent; its reply came
+    next. A checkpoint of an older epoch (compacted since) says nothing: -1.
+    """
+    if cycle < 2:
+        return -1
+    point = store.query(
+        "SELECT epoch, message_count FROM checkpoints WHERE run_id = ? AND cycle = ?",
+        [run_id, cycle - 2],
+    )
+    return int(point[0][1]) if point and point[0][0] == epoch else -1

@@ -29,9 +29,16 @@ __all__ = ["CallView", "CycleView", "EventView", "RunView", "load_run_view"]
 
 CYCLES_SHOWN = 100
 """A run page shows this many cycles (the latest, or those up to the one asked for)."""
+CALLS_SHOWN = 150
+"""A run page shows fewer cycles when theirs have more calls than this, in all (but at
+least one cycle)."""
+CALLS_PER_CYCLE = 50
+"""Calls of one cycle a run page shows (the others are counted; each has its span page)."""
 CLIP = 2000
 """Characters of one long value a page shows (the rest is in the run's JSON download)."""
 _ERRORS = frozenset({CallOutcome.FAILED, CallOutcome.INVALID, CallOutcome.INTERRUPTED})
+NOT_CARDS = frozenset({"model_responded", "answered_after_stop"})
+"""Stored events that are no card: a request's facts, shown in its span and the summary."""
 
 
 @dataclass(slots=True)
@@ -80,6 +87,10 @@ class CycleView:
     streaming: str = ""
     """For a reply the running model is still writing: ``model``, or ``thinking`` when
     tool calls follow its text; empty once the reply is stored."""
+    more_calls: int = 0
+    """Calls of the cycle not shown, past `CALLS_PER_CYCLE`."""
+    hidden: set[str] = field(default_factory=set)
+    """Ids of the finished calls not shown."""
 
     @property
     def stalled(self) -> bool:
@@ -124,6 +135,9 @@ class RunView:
     output_data: str = ""
     """The typed output (``RunSummary.output_data``) as indented JSON, at most `CLIP`
     characters; empty when the run has none."""
+    after_stop: str = ""
+    """The recorded request for an answer after the run's stop: ``answered``, ``failed``
+    (then the output is the model's last text), or empty when none was recorded."""
 
 
 def load_run_view(
@@ -150,7 +164,7 @@ def load_run_view(
         "output_data": max(0, len(data) - CLIP),
     }
     last = summary.cycles if upto is None else max(0, min(upto, summary.cycles))
-    first = max(1, last - count + 1)
+    first = _first_shown(store, run_id, max(1, last - count + 1), last)
     cycles = {n: CycleView(n) for n in range(first, last + 1)}
     _add_calls(store, run_id, first, last, cycles)
     _add_messages(store, run_id, first, last, cycles, running=summary.running)
@@ -177,7 +191,39 @@ def load_run_view(
         paused=running and _paused(store, run_id),
         checkpoints=[cycle for cycle, _, _ in checkpoints],
         output_data=data[:CLIP],
+        after_stop="" if running else _after_stop(store, run_id, summary.cycles),
     )
+
+
+def _after_stop(store: RunStore, run_id: str, cycles: int) -> str:
+    """Whether the stop's request for an answer was recorded, and how it went."""
+    rows = store.query(
+        "SELECT json_extract(data, '$.error') FROM events WHERE run_id = ? "
+        "AND type = 'answered_after_stop' AND cycle = ? ORDER BY seq DESC LIMIT 1",
+        [run_id, cycles],
+    )
+    if not rows:
+        return ""
+    return "failed" if rows[0][0] else "answered"
+
+
+def _first_shown(store: RunStore, run_id: str, first: int, last: int) -> int:
+    """The first cycle a page shows: ``first``, or a later one when there are many calls.
+
+    The cycles shown make at most `CALLS_SHOWN` calls (counting `CALLS_PER_CYCLE` of a
+    cycle at most), but the page keeps at least ``last``.
+    """
+    rows = store.query(
+        "SELECT cycle, COUNT(*) FROM finished_calls WHERE run_id = ? AND cycle BETWEEN ? AND ? "
+        "GROUP BY cycle ORDER BY cycle DESC",
+        [run_id, first, last],
+    )
+    made = 0
+    for cycle, calls in rows:
+        made += min(calls, CALLS_PER_CYCLE)
+        if made > CALLS_SHOWN and cycle < last:
+            return int(cycle) + 1
+    return first
 
 
 def _output_data(summary: RunSummary) -> str:
@@ -218,6 +264,10 @@ def _add_calls(
     )
     for cycle, call_id, name, arguments, length, outcome, result, total, duration, at in rows:
         view = cycles.setdefault(cycle, CycleView(cycle))
+        if len(view.calls) >= CALLS_PER_CYCLE:
+            view.more_calls += 1
+            view.hidden.add(call_id)
+            continue
         shown, cut = _arguments(arguments, length)
         view.calls.append(
             CallView(
@@ -272,11 +322,15 @@ def _add_messages(
             continue
         view = cycles[number]
         view.text, view.text_cut = message.text, message.text_cut
-        known = {call.call_id for call in view.calls}
+        known = {call.call_id for call in view.calls} | view.hidden
         for position, call in enumerate(message.calls):
-            if call.call_id not in known:
-                call.outcome = "running" if running else "unfinished"
-                view.calls.insert(min(position, len(view.calls)), call)
+            if call.call_id in known:
+                continue
+            if len(view.calls) >= CALLS_PER_CYCLE:
+                view.more_calls += 1
+                continue
+            call.outcome = "running" if running else "unfinished"
+            view.calls.insert(min(position, len(view.calls)), call)
 
 
 @dataclass(slots=True)
@@ -355,8 +409,9 @@ def _add_events(
 ) -> list[EventView]:
     before: list[EventView] = []
     rows = store.query(
-        "SELECT data FROM events WHERE run_id = ? AND cycle BETWEEN ? AND ? ORDER BY seq",
-        [run_id, 0 if first == 1 else first, last],
+        "SELECT data FROM events WHERE run_id = ? AND cycle BETWEEN ? AND ? "
+        "AND type NOT IN (SELECT value FROM json_each(?)) ORDER BY seq",
+        [run_id, 0 if first == 1 else first, last, json.dumps(sorted(NOT_CARDS))],
     )
     for (text,) in rows:
         data = json.loads(text)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from convergent.durability.sqlite import RunStore, RunSummary
+from convergent.ui.timeline import CALLS_PER_CYCLE
 
 __all__ = ["Bar", "Clock", "Drawing", "Span", "Trace", "draw", "load_trace", "running_clock"]
 
@@ -28,6 +29,11 @@ CHILD_LEVELS = 2
 """Levels of child runs nested in a timeline (deeper ones: on their own page)."""
 CHILD_CYCLES = 50
 """Cycles of a child run its parent's timeline shows (the rest: on the child's page)."""
+CHILDREN_NESTED = 10
+"""Child runs one timeline nests (the others' calls are drawn as calls: each child's
+own page has its rows)."""
+MAX_ROWS = 600
+"""Rows one timeline draws at most (a page stays small however wide its cycles are)."""
 ROW = 20
 """Height of a row, in SVG units."""
 LABEL = 240
@@ -36,6 +42,9 @@ INDENT = 14
 """How far a child run's labels are indented, per level."""
 MIN_WIDTH = 2.0
 """The narrowest bar: a call of a millisecond is still drawn."""
+ROOM = 20.0
+"""Seconds the axis runs past now while a request goes on (the console draws a running
+run's page again at least every 10 s)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +52,7 @@ class Span:
     """One row of the timeline: a model request, a tool call, or a child run's part."""
 
     kind: str
-    """``model`` or ``tool``."""
+    """``model``, ``tool``, or ``after_stop`` (the request for an answer after the stop)."""
     label: str
     """``cycle N model`` or the tool's name."""
     start: float
@@ -56,6 +65,10 @@ class Span:
     """The run it belongs to (a child run's rows link to its page)."""
     open: bool = False
     """Still going on (a running run's current request): its end is now."""
+    cycle: int = 0
+    """The cycle it belongs to (of the run it belongs to)."""
+    call_id: str = ""
+    """A tool call's id."""
 
     @property
     def seconds(self) -> float:
@@ -71,6 +84,20 @@ class Trace:
     """Top to bottom."""
     resumes: list[tuple[float, int]] = field(default_factory=list)
     """Where a process took the run over: its running time and the cycle it went on from."""
+    nest_left: int = CHILDREN_NESTED
+    """Child runs that may still be nested (each one nested takes one)."""
+    not_nested: int = 0
+    """Child runs of the cycles shown drawn as their call only (past `CHILDREN_NESTED`)."""
+    not_drawn: int = 0
+    """Requests and calls left out past `MAX_ROWS`."""
+
+    def add(self, span: Span) -> bool:
+        """Add a row, unless the drawing has `MAX_ROWS` already; whether it was added."""
+        if len(self.spans) >= MAX_ROWS:
+            self.not_drawn += 1
+            return False
+        self.spans.append(span)
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,8 +190,34 @@ def load_trace(
     if working is not None:
         now = _running_time(processes, time.time())
         start = max(ended or 0.0, processes[-1].elapsed)
-        trace.spans.append(Span("model", f"cycle {working} model", start, now, open=True))
+        trace.add(
+            Span("model", f"cycle {working} model", start, now, 0, run_id, True, cycle=working)
+        )
+    elif last >= run.cycles and not run.running:
+        _add_after_stop(store, trace, run, processes, ended)
     return trace if trace.spans else None
+
+
+def _add_after_stop(
+    store: RunStore,
+    trace: Trace,
+    run: RunSummary,
+    processes: Sequence[_Process],
+    ended: float | None,
+) -> None:
+    """The request made after the run's stop, if it made one and recorded it."""
+    rows = store.query(
+        "SELECT time, cycle, json_extract(data, '$.duration') FROM events WHERE run_id = ? "
+        "AND type = 'answered_after_stop' ORDER BY seq DESC LIMIT 1",
+        [run.run_id],
+    )
+    if not rows or rows[0][1] != run.cycles:
+        return  # none, or one of an earlier stop the run was resumed from
+    wall, cycle, took = rows[0]
+    end = max(_running_time(processes, wall), ended or 0.0)
+    start = max(ended or 0.0, end - float(took or 0.0))
+    label = "answer after the stop"
+    trace.add(Span("after_stop", label, start, end, run_id=run.run_id, cycle=cycle))
 
 
 def _add_cycles(
@@ -195,10 +248,16 @@ def _add_cycles(
         [run_id, first, last],
     ):
         done = _running_time(processes, finished)
-        calls.setdefault(cycle, []).append((call_id, name, done - took, done))
-    children = {}
-    if depth < CHILD_LEVELS:
-        children = {child.parent_call_id: child for child in store.children(run_id, clip=1)}
+        made = calls.setdefault(cycle, [])
+        if len(made) >= CALLS_PER_CYCLE:
+            trace.not_drawn += 1  # as the cycle's card shows them
+            continue
+        made.append((call_id, name, done - took, done))
+    children: dict[str, str] = {}
+    if depth < CHILD_LEVELS and calls:
+        children = dict(
+            store.query("SELECT parent_call_id, run_id FROM runs WHERE parent_run_id = ?", [run_id])
+        )
     previous_end: float | None = None
     for cycle in range(first, last + 1):
         start = starts.get(cycle - 1, previous_end)
@@ -214,22 +273,40 @@ def _add_cycles(
             end = max(end, start)
         if start is not None and end is not None:
             label = f"cycle {cycle} model"
-            trace.spans.append(Span("model", label, origin + start, origin + end, depth, run_id))
+            trace.add(
+                Span("model", label, origin + start, origin + end, depth, run_id, cycle=cycle)
+            )
         for call_id, name, begin, finish in made:
-            trace.spans.append(Span("tool", name, origin + begin, origin + finish, depth, run_id))
-            child = children.get(call_id)
-            if child is not None:
-                child_processes = _processes(store, child.run_id, child.started_at)
-                _add_cycles(
-                    store,
-                    trace,
-                    child.run_id,
-                    1,
-                    min(child.cycles, CHILD_CYCLES),
-                    child_processes,
-                    origin=origin + _running_time(processes, child.started_at),
-                    depth=depth + 1,
+            drawn = trace.add(
+                Span(
+                    "tool",
+                    name,
+                    origin + begin,
+                    origin + finish,
+                    depth,
+                    run_id,
+                    cycle=cycle,
+                    call_id=call_id,
                 )
+            )
+            child_id = children.get(call_id)
+            if child_id is None or not drawn:
+                continue
+            if trace.nest_left <= 0:
+                trace.not_nested += 1
+                continue
+            trace.nest_left -= 1
+            child = store.get_run(child_id, clip=1, data=False)
+            _add_cycles(
+                store,
+                trace,
+                child.run_id,
+                1,
+                min(child.cycles, CHILD_CYCLES),
+                _processes(store, child.run_id, child.started_at),
+                origin=origin + _running_time(processes, child.started_at),
+                depth=depth + 1,
+            )
         previous_end = max([end or 0.0, *(finish for *_, finish in made)]) if made else end
     return previous_end
 
@@ -287,6 +364,12 @@ class Drawing:
     """The axis's ticks: where (x) and the time."""
     top: int
     """Where the first row starts (room for the axis above)."""
+    scale: float = 1.0
+    """SVG units per second of the axis (a growing bar lengthens by this much a second)."""
+    not_nested: int = 0
+    """Child runs drawn as their call only (see `Trace.not_nested`)."""
+    not_drawn: int = 0
+    """Requests and calls left out (see `Trace.not_drawn`)."""
 
     @property
     def nested(self) -> bool:
@@ -295,8 +378,14 @@ class Drawing:
 
 
 def draw(trace: Trace, *, width: int = 900) -> Drawing:
-    """Lay a trace out: one row per span, time scaled to the width left of the labels."""
+    """Lay a trace out: one row per span, time scaled to the width left of the labels.
+
+    While a request is going on, the axis runs `ROOM` past now, so that its bar can
+    grow on the page (the page's script lengthens it) until the page is drawn again.
+    """
     total = max((span.end for span in trace.spans), default=0.0) or 1.0
+    if any(span.open for span in trace.spans):
+        total += max(ROOM, total * 0.25)
     scale = (width - LABEL - 8) / total
     top = 18
     bars = [
@@ -312,7 +401,10 @@ def draw(trace: Trace, *, width: int = 900) -> Drawing:
         (round(LABEL + at * scale, 2), f"resumed at cycle {cycle}") for at, cycle in trace.resumes
     ]
     ticks = [(round(LABEL + total * i / 4 * scale, 2), _duration(total * i / 4)) for i in range(5)]
-    return Drawing(width, top + len(bars) * ROW + 4, bars, total, marks, ticks, top)
+    height = top + len(bars) * ROW + 4
+    return Drawing(
+        width, height, bars, total, marks, ticks, top, scale, trace.not_nested, trace.not_drawn
+    )
 
 
 def _duration(seconds: float) -> str:

@@ -17,7 +17,8 @@ from convergent.durability.sqlite import RunSummary
 from convergent.models._prices import format_cost
 from convergent.models.registry import costs_nothing
 from convergent.result import output_label
-from convergent.ui.timeline import CycleView
+from convergent.ui.timeline import CALLS_PER_CYCLE, CycleView
+from convergent.ui.trace import MAX_ROWS
 
 __all__ = ["Chart", "build_chart", "environment"]
 
@@ -31,6 +32,11 @@ def age(timestamp: float) -> str:
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
     return f"{int(seconds)}s"
+
+
+def since(timestamp: float) -> float:
+    """Seconds since a Unix time (the page's script counts an age on from it)."""
+    return max(0.0, time.time() - timestamp)
 
 
 def seconds(value: float | None) -> str:
@@ -71,10 +77,15 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        age=age, seconds=seconds, cost=run_cost, clock=clock, round_seconds=round_seconds
+        age=age,
+        since=since,
+        seconds=seconds,
+        cost=run_cost,
+        clock=clock,
+        round_seconds=round_seconds,
     )
     env.filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, indent=2)
-    env.globals["output_label"] = output_label
+    env.globals.update(output_label=output_label, max_rows=MAX_ROWS, calls_shown=CALLS_PER_CYCLE)
     return env
 
 

@@ -15,7 +15,9 @@ import convergent
 from convergent import (
     Agent,
     Limits,
+    ModelError,
     ModelResponse,
+    ModelSettings,
     ScriptedModel,
     StopReason,
     StorageError,
@@ -27,6 +29,7 @@ from convergent import (
 )
 from convergent.durability import JournaledRun
 from convergent.durability.sqlite import RunStore
+from convergent.events import AnsweredAfterStop
 from convergent.gate import AskUser, ExecutiveGate, GateDecided, QueueChannel
 from convergent.testing import answer, call, scripted, step
 
@@ -168,13 +171,33 @@ async def test_rare_events_are_stored_with_the_run(store: RunStore) -> None:
     model = scripted(calc(1), "2", "2, because 1+1=2")
     agent = Agent(model, [calculator], gate=gate, verifier=lambda _: next(verdicts), store=store)
     await agent.run("t", run_id="r")
-    kinds = [event["type"] for _, event in store.events("r")]
-    assert kinds == ["run_started", GateDecided.type, "verified", "verified"]
-    started = store.events("r")[0][1]
+    rare = [event for _, event in store.events("r") if event["type"] != "model_responded"]
+    assert [event["type"] for event in rare] == [
+        "run_started",
+        GateDecided.type,
+        "verified",
+        "verified",
+    ]
+    started = rare[0]
     # the start keeps the tools as the model saw them (the task is in the run's row)
     assert started["task"] == "" and started["tool_specs"][0]["name"] == "calculator"
-    gate_event = store.events("r")[1][1]
+    gate_event = rare[1]
     assert gate_event["decision"] == "executed" and gate_event["score"] == pytest.approx(0.95)
+
+
+async def test_each_reply_stores_its_request_facts_not_its_text(store: RunStore) -> None:
+    usage = Usage(input_tokens=10, output_tokens=5, requests=1)
+    model = scripted(step(call("calculator", expression="1"), usage=usage), "the answer")
+    agent = Agent(model, [calculator], store=store, settings=ModelSettings(temperature=0.0))
+    await agent.run("t", run_id="r")
+    replies = [event for _, event in store.events("r") if event["type"] == "model_responded"]
+    assert [reply["cycle"] for reply in replies] == [1, 2]
+    first = replies[0]
+    assert first["usage"] == {"input_tokens": 10, "output_tokens": 5, "requests": 1, "cost": 0.0}
+    assert first["duration"] >= 0 and first["finish_reason"] == "tool_calls"
+    # a temperature of 0 is a setting, not an unset one
+    assert first["settings"] == {"temperature": 0.0}
+    assert "content" not in first and "tool_calls" not in first  # the messages hold them
 
 
 async def test_per_cycle_usage_and_time_are_on_the_checkpoints(store: RunStore) -> None:
@@ -366,3 +389,36 @@ async def test_a_journal_opened_the_old_way_still_writes_with_a_deprecation(
     assert store.get_run("old").spec == {"model": "scripted:x.json"}
     with pytest.raises(TypeError, match="workspace"):
         store.journal(JournaledRun(run_id="new"), workspace="x")
+
+
+async def test_the_request_after_a_stop_is_an_event_stored_with_the_run(store: RunStore) -> None:
+    usage = Usage(input_tokens=30, output_tokens=4, requests=1)
+    model = scripted(
+        *[step(call("calculator", expression=f"{n}+1")) for n in range(2)],
+        answer("my best guess: 3", usage=usage),
+    )
+    agent = Agent(
+        model,
+        [calculator],
+        store=store,
+        limits=Limits(max_cycles=2),
+        settings=ModelSettings(max_tokens=300),
+    )
+    result = await agent.run("t", run_id="r")
+    assert result.stop_reason is StopReason.MAX_CYCLES and result.output_after_stop
+    (seen,) = [e for e in result.events if isinstance(e, AnsweredAfterStop)]
+    assert seen.content == "my best guess: 3" and seen.usage == usage and not seen.error
+    assert seen.settings is not None and seen.settings["plain_answer"] is True
+    (stored,) = [event for _, event in store.events("r") if event["type"] == seen.type]
+    assert stored["cycle"] == 2 and stored["prompt"] == seen.prompt
+    assert stored["message_count"] == len(result.messages)
+    assert stored["usage"]["output_tokens"] == 4 and stored["content"] == "my best guess: 3"
+
+
+async def test_a_failed_request_after_a_stop_says_why(store: RunStore) -> None:
+    model = scripted(step(call("calculator", expression="1+1")), ModelError("HTTP 503: busy"))
+    agent = Agent(model, [calculator], store=store, limits=Limits(max_cycles=1))
+    result = await agent.run("t", run_id="r")
+    assert not result.output_after_stop
+    (stored,) = [event for _, event in store.events("r") if event["type"] == "answered_after_stop"]
+    assert stored["content"] == "" and "HTTP 503: busy" in stored["error"]

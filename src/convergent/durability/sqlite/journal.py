@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import json
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from convergent.clock import Clock, current_clock
 from convergent.durability.protocol import JournaledRun
@@ -51,7 +53,7 @@ from convergent.durability.sqlite._codec import (
     usage_json,
 )
 from convergent.durability.sqlite.steering import DatabaseSteering
-from convergent.events import CycleStarted, Event, event_to_dict
+from convergent.events import CycleStarted, Event, ModelResponded, event_to_dict
 from convergent.exceptions import UserError
 from convergent.messages import AssistantMessage, CallOutcome, ToolCall, Usage
 from convergent.models.base import Replayable
@@ -61,11 +63,10 @@ from convergent.tools import Tool
 
 __all__ = ["SqliteJournal"]
 
-_NOT_STORED = frozenset({"cycle_started", "model_responded", "tool_started"})
+_NOT_STORED = frozenset({"cycle_started", "tool_started", "tool_finished", "run_stopped"})
+"""Events whose content the other tables already hold."""
 _UNRECORDED = (CallOutcome.NEEDS_USER, CallOutcome.NOT_EXECUTED)
 """Outcomes kept in ``finished_calls`` that are not among the run's executed calls."""
-"""Events whose content the other tables already hold."""
-_NOT_STORED |= {"tool_finished", "run_stopped"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +165,7 @@ class SqliteJournal:
         if getattr(event, "rewrites_history", False):
             self._rewrite = True
         self._event_seq += 1
-        stored = event_to_dict(event)
+        stored = _reply_facts(event) if isinstance(event, ModelResponded) else event_to_dict(event)
         if event.type == "run_started":
             stored["task"] = ""  # the run's row has it (a task may be long)
         data = json.dumps(stored, ensure_ascii=False, default=str)
@@ -506,3 +507,19 @@ def _position(state: RunState, call_id: str) -> int:
                     return position
             return -1
     return -1
+
+
+def _reply_facts(event: ModelResponded) -> dict[str, Any]:
+    """What is stored of a reply: the request's facts (the reply itself is in ``messages``)."""
+    return {
+        "type": event.type,
+        "run_id": event.run_id,
+        "cycle": event.cycle,
+        "time": event.time,
+        "finish_reason": event.finish_reason,
+        "usage": dataclasses.asdict(event.usage),
+        "metadata": event.metadata,
+        "duration": event.duration,
+        "first_delta": event.first_delta,
+        "settings": event.settings,
+    }

@@ -482,16 +482,30 @@ class RunStore:
             output_data=json.loads(data) if data is not None else None,
         )
 
-    def children(self, run_id: str, *, clip: int | None = None) -> list[RunSummary]:
-        """The child runs a run started through agents called as tools, oldest first."""
+    def children(
+        self, run_id: str, *, clip: int | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[RunSummary]:
+        """The child runs a run started through agents called as tools, oldest first.
+
+        Args:
+            run_id: The parent run.
+            clip: Cut their long texts to this many characters.
+            limit: At most this many.
+            offset: Skip this many first.
+        """
         return [
             self._summary(row)
             for row in self.query(
                 f"SELECT {self._columns(clip)} FROM runs WHERE parent_run_id = ? "
-                "ORDER BY started_at, rowid",
-                [run_id],
+                "ORDER BY started_at, rowid LIMIT ? OFFSET ?",
+                [run_id, -1 if limit is None else limit, offset],
             )
         ]
+
+    def count_children(self, run_id: str) -> int:
+        """How many child runs a run started (see `children`)."""
+        rows = self.query("SELECT COUNT(*) FROM runs WHERE parent_run_id = ?", [run_id])
+        return int(rows[0][0])
 
     def list_runs(
         self,
