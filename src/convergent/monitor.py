@@ -9,8 +9,12 @@ per run, and so does every adapter for another framework, through
 
 Progress, the rule behind stalls:
 
-- Results are compared by meaning (`convergent.meaning`): a result that differs from
-  the last one only in a clock time, a date or a fresh id is the same result.
+- A result is compared with the previous result of the same call by its differences
+  (`convergent.meaning.compare`): one whose every difference is a time stamp, a
+  duration, a request id or another value that changes while nothing happens is the
+  same result. The previous text is kept in memory (by reference) for the last calls;
+  the state keeps only digests, so after a resume a result counts as the same only when
+  its bytes are, and any other counts as a change.
 - An identical call (same name, same canonical arguments) counts while nothing has
   changed. Its count starts again when its result means something else than its last
   one, when a call that changed something ran since, or when real time passed since its
@@ -63,7 +67,7 @@ from typing import Literal
 from zlib import crc32
 
 from convergent.budget import BudgetState
-from convergent.meaning import meaning
+from convergent.meaning import MAX_DIFFERENCES, compare, meaning
 from convergent.messages import CallOutcome, ToolCall
 from convergent.policy import DEFAULT_POLICY, StopPolicy
 from convergent.stop import (
@@ -86,6 +90,9 @@ _ERRORS_KEPT = 32
 """Failed calls remembered per streak."""
 _MESSAGES_KEPT = 64
 """Digests of the user's messages remembered, to tell a repeated one from a new one."""
+_STEP_DIFFERENCES = 4 * MAX_DIFFERENCES
+"""Differences examined over all the results of one step; past them, a result that
+differs from its previous one is new (the work of a step is bounded)."""
 _OBSERVED = frozenset({CallOutcome.OK, CallOutcome.FAILED, CallOutcome.INVALID})
 
 
@@ -95,13 +102,18 @@ class MonitorState:
 
     stretch: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Calls seen since the last change, least recently seen first: canonical key ->
-    (digest of the meaning of its last result, how many times in a row it gave it)."""
+    (the meaning of its last result, as in ``results``; how many times in a row it gave
+    it)."""
+    results: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """The last result of each recent call, least recently seen first: canonical key ->
+    (the digest of its text; its meaning, the digest of the first of the results in a row
+    that meant the same)."""
     started: dict[str, float] = field(default_factory=dict)
     """When each recent call last started, in seconds outside model requests (kept
     across changes: time passes whatever changed)."""
     recent: list[int] = field(default_factory=list)
     """The last calls, oldest first, each as one number: the digest of its canonical key
-    times 2**64 plus the digest of its result's meaning (cycles, and what is new)."""
+    times 2**64 plus its result's meaning, as in ``results`` (cycles, and what is new)."""
     since_break: int = 0
     """Calls since the last one a cycle may not span (declared state-changing, or made
     after real time passed)."""
@@ -187,9 +199,11 @@ class RunMonitor:
     """
 
     __slots__ = (
+        "_examined",
         "_failures",
         "_finding",
         "_invalid",
+        "_last",
         "_ok",
         "_recent_size",
         "_reviewed",
@@ -220,6 +234,10 @@ class RunMonitor:
         """A stall found on a read's result, decided at the end of the step."""
         self._watch: tuple[int, ...] = ()
         """The calls of the pattern of the latest stall finding, watched once noted."""
+        self._last: dict[str, str] = {}
+        """The text of the last result of each call in ``state.results`` this process saw."""
+        self._examined = 0
+        """Differences between results examined in this step."""
         self._recent_size = min(
             self.policy.max_repeated_calls * max(self.policy.max_cycle_length, 2) + 1,
             _RECENT_SIZE,
@@ -375,7 +393,7 @@ class RunMonitor:
     def _count(self, item: _Reviewed, outcome: CallOutcome, result: str) -> None:
         state = self.state
         read_only = item.read_only
-        digest = _digest(meaning(result, serials=read_only is not True))
+        digest = self._meaning(item.key, result)
         stretch = state.stretch
         entry = stretch.pop(item.key, None)
         pair = item.digest << 64 | digest
@@ -395,6 +413,37 @@ class RunMonitor:
             del stretch[next(iter(stretch))]
         if read_only is True and self._finding is None:
             self._finding = self._judge_read(item, count, pair)
+
+    def _meaning(self, key: str, result: str) -> int:
+        """The meaning of a call's result, as a number (see `MonitorState.results`).
+
+        It is the previous result's when the two say the same
+        (`convergent.meaning.compare`), else the digest of this text. Without the
+        previous text (a resumed run), only the same bytes say the same.
+        """
+        results, last = self.state.results, self._last
+        exact = _digest(result)
+        kept = results.pop(key, None)
+        before = last.pop(key, None)
+        meaning = exact
+        if kept is not None and before is not None:  # compared by their differences
+            if before == result:
+                meaning = kept[1]
+            else:
+                budget = min(MAX_DIFFERENCES, _STEP_DIFFERENCES - self._examined)
+                found = compare(before, result, max_differences=max(budget, 0))
+                self._examined += found.examined
+                if found.same:
+                    meaning = kept[1]
+        elif kept is not None and kept[0] == exact:  # resumed: only the same bytes
+            meaning = kept[1]
+        results[key] = (exact, meaning)
+        last[key] = result
+        if len(results) > _STRETCH_SIZE:
+            oldest = next(iter(results))
+            del results[oldest]
+            last.pop(oldest, None)
+        return meaning
 
     def _remember(self, item: _Reviewed, pair: int) -> bool:
         """Record a call's (key, result) pair, and when it started; whether the pair is new.
@@ -482,6 +531,7 @@ class RunMonitor:
         self._ok = self._invalid = False
         self._failures = []
         self._reviewed = {}
+        self._examined = 0
         state, policy = self.state, self.policy
         if failures:
             fatal = next((f for f in failures if f.fatal), None)
