@@ -298,6 +298,32 @@ def test_a_json_result_sets_aside_fields_named_for_what_they_are() -> None:
 @pytest.mark.parametrize(
     ("before", "after"),
     [
+        (
+            "Request ID: 7f3a9c2e\nError: quota exceeded",
+            "Request ID: 1b2c3d4e\nError: quota exceeded",
+        ),
+        (
+            "https://b.s3.amazonaws.com/f?X-Amz-Date=20261128T102605Z&X-Amz-Expires=300"
+            "&X-Amz-Signature=ab12cd34",
+            "https://b.s3.amazonaws.com/f?X-Amz-Date=20261128T102705Z&X-Amz-Expires=300"
+            "&X-Amz-Signature=9f8e7d6c",
+        ),
+        (
+            '{"requestId": "r1", "spanId": "s1", "createdAt": 17}',
+            '{"requestId": "r2", "spanId": "s2", "createdAt": 18}',
+        ),
+        ('ETag: W/"5e3a"\ncontent', 'ETag: W/"7b1c"\ncontent'),
+    ],
+)
+def test_labels_of_headers_query_strings_and_camel_case_fields_are_read(
+    before: str, after: str
+) -> None:
+    assert same_meaning(before, after)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
         ('{"ts": 1764325565}', '{"ts": 1764325570}'),
         ("createdAt=1764325565123 ok", "createdAt=1764325570456 ok"),
         ('{"duration_ms": 1500000000}', '{"duration_ms": 1500000001}'),
@@ -320,6 +346,7 @@ def test_an_epoch_is_a_time_where_its_name_says_so(before: str, after: str) -> N
         ("listening on 127.0.0.1:8080", "listening on 127.0.0.1:8081"),
         ("due 2026-11-28", "due 2026-11-29"),
         ("now: 5 items", "now: 6 items"),
+        ("total at this time: 5", "total at this time: 6"),
         ('{"updated_at": "never"}', '{"updated_at": "2026-11-28T10:26:05Z"}'),
         ('{"a": 1, "b": 2}', '{"b": 2, "a": 1}'),
     ],

@@ -16,15 +16,17 @@ Set aside (on both sides, the same kind):
   (``Nov 28 10:26:05``), the common log format (``28/Nov/2026:10:26:05 +0000``), clock
   times with seconds or a.m./p.m. (``10:26:05``, ``0:00:01``, ``9:41 PM``) and a minute
   after ``at``, ``as of``, ``since`` (``at 12:00``);
-- durations of a second or less, by their unit (``23ms``, ``in 41 ms``, ``0.53s``,
-  ``12 seconds``), and compound durations down to seconds (``1m23.456s``, ``1h 2m 3s``);
+- durations in seconds or less, by their unit (``23ms``, ``in 41 ms``, ``0.53s``,
+  ``12 seconds``), and compound durations that end in seconds (``1m23.456s``,
+  ``1h 2m 3s``);
 - relative times (``5 seconds ago``, ``about an hour ago``, ``just now``);
 - ephemeral ports (32768 and up) after a host (``127.0.0.1:53412``,
   ``localhost:40001``) or the word ``port``;
 - temporary names (``/tmp/tmpab12cd_x``, ``tmp.Xy12AbC9zQ``);
 - W3C trace contexts (``00-<32 hex>-<16 hex>-01``);
 - the value of a field or label that names a request, trace, span, correlation id, a
-  nonce or an ETag (``X-Request-Id: ...``, ``"trace_id": ...``, ``nonce=...``), and of
+  nonce, an ETag or a signature (``X-Request-Id: ...``, ``Request ID: ...``,
+  ``"trace_id": ...``, ``nonce=...``, ``X-Amz-Signature=...``), and of
   one that names a time, an expiry or a duration (``"updated_at"``, ``"start_time"``,
   ``"timestamp"``, ``"date"``, ``"expires"``, ``"ttl"``, ``"took"``, ``"duration_ms"``,
   ``createdAt``) when both values are numbers or both text with a digit (``null`` then
@@ -191,9 +193,9 @@ _TOKEN_START = re.compile(r"(?<![A-Za-z0-9_.:+-])[A-Za-z0-9\[]")
 characters (so never inside a name, a number, a path's ``line:column``, a version)."""
 
 _ID_LABEL = (
-    r"(?i:(?:[a-z0-9]+[-_.])*(?:request[-_]?id|req[-_]?id|trace[-_]?id|trace[-_]?context"
-    r"|traceparent|tracestate|sentry[-_]trace|span[-_]?id|correlation[-_]?id|c?nonce|e[-_]?tag"
-    r"|cf[-_]ray|amz[-_]cf[-_]id|amz[-_]id[-_]2))"
+    r"(?i:(?:[a-z0-9]+[-_. ])*(?:request[-_ ]?id|req[-_]?id|trace[-_ ]?id|trace[-_]?context"
+    r"|traceparent|tracestate|sentry[-_]trace|span[-_ ]?id|correlation[-_ ]?id|c?nonce"
+    r"|e[-_]?tag|cf[-_]ray|amz[-_]cf[-_]id|amz[-_]id[-_]2|signature|sig))"
 )
 _TIME_WORDS = (
     r"time|timestamp|ts|datetime|date|expires|expiry|expiration|ttl|uptime|took|duration"
@@ -211,8 +213,8 @@ _TIME_LABEL = (
 )
 _LABEL = re.compile(r"(?P<id>" + _ID_LABEL + r")|(?P<time>" + _TIME_LABEL + r")")
 _LABELS_BEFORE = tuple(
-    re.compile(head + r"\s*[:=]\s*(?P<quote>[\"']?)(?P<label>[A-Za-z0-9_.-]{1,64})")
-    for head in (r"(?P<head>[^\s\"',;&}\])]*)", r"(?P<head>[^\"\n]*\")")
+    re.compile(head + r"\s*[:=]\s*(?P<quote>[\"']?)(?P<label>[A-Za-z0-9_. -]{1,64})")
+    for head in (r"(?P<head>[^\s\"',;&}\])]*)", r"(?P<head>[^\"\n]*\"(?:/W)?)")
 )
 """Read backwards from a difference: the start of a value (bare, or quoted), its
 separator (``:``, ``=``), and the label before it (a field's name, a header, ``key=``)."""
@@ -334,7 +336,7 @@ def _labelled(a: str, floor_a: int, i: int, b: str, j: int) -> tuple[str, int, i
         found = pattern.match(backwards)
         if found is None:
             continue
-        name = found.group("label")[::-1]
+        name = found.group("label")[::-1].strip()
         kind = _label_kind(name)
         if kind is None and name == "at" and found.group("quote") == '"':
             kind = "time"  # "at" names a time only as a JSON field
@@ -361,11 +363,15 @@ def _labelled(a: str, floor_a: int, i: int, b: str, j: int) -> tuple[str, int, i
 def _label_kind(name: str) -> str | None:
     """Whether a label names an id (``"id"``) or a time (``"time"``) set aside; None: neither."""
     label = _LABEL.fullmatch(name)
-    return None if label is None else label.lastgroup
+    if label is None or label.lastgroup == "time" and " " in name:
+        return None  # a time's label is one word: "total at this time: 5" counts
+    return label.lastgroup
 
 
 def _value_end(text: str, start: int) -> int | None:
     """Where the value that starts at ``start`` ends (None: too long to be one)."""
+    if text.startswith('W/"', start):  # a weak ETag
+        start += 2
     pattern = _QUOTED if text.startswith('"', start) else _BARE
     match = pattern.match(text, start, start + _VALUE_CHARS + 2)
     if match is None or match.end() == start + _VALUE_CHARS + 2:
