@@ -112,7 +112,7 @@ def cycle(size: int, repeat: int) -> float:
     served = iter(())
 
     @tool(read_only=True)
-    def status(job: str) -> str:
+    async def status(job: str) -> str:
         """The job's status.
 
         Args:

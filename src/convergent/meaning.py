@@ -52,8 +52,6 @@ next by comparing slices, looks at a few dozen characters around each difference
 stops at the first one that counts. Past `MAX_DIFFERENCES` differences, or a difference
 past the first `MEANING_CHARS` characters, the texts differ.
 
-`meaning` gives a text with such values replaced by placeholders, for texts that are
-compared by digest only (the messages of a run's user).
 """
 
 from __future__ import annotations
@@ -62,14 +60,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = [
-    "MAX_DIFFERENCES",
-    "MEANING_CHARS",
-    "Comparison",
-    "compare",
-    "meaning",
-    "same_meaning",
-]
+__all__ = ["MAX_DIFFERENCES", "MEANING_CHARS", "Comparison", "compare", "same_meaning"]
 
 MEANING_CHARS = 262_144
 """Characters of a result examined for volatile values: a difference past them counts."""
@@ -220,7 +211,6 @@ _LABELS_BEFORE = tuple(
 separator (``:``, ``=``), and the label before it (a field's name, a header, ``key=``)."""
 _QUOTED = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"")
 _BARE = re.compile(r"[^\s\"',;&}\])]*")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _DIGIT = re.compile(r"\d")
 
 
@@ -381,46 +371,4 @@ def _value_end(text: str, start: int) -> int | None:
 
 def _timelike(value: str) -> bool:
     """A time's value: a number, or text with a digit (not ``null``, ``""``, ``never``)."""
-    if value[:1] == '"':
-        return _DIGIT.search(value) is not None
-    return _NUMBER.fullmatch(value) is not None or _DIGIT.search(value) is not None
-
-
-_ANYWHERE = re.compile(
-    r"(?<![A-Za-z0-9_])(?P<label>(?P<name>"
-    + _ID_LABEL
-    + r"|"
-    + _TIME_LABEL
-    + r")[\"']?\s*[:=]\s*)(?P<value>\"(?:[^\"\\\n]|\\.){1,200}\"|[^\s\"',;&}\])]{1,200})"
-    + r"|(?<![A-Za-z0-9_.:+-])(?:"
-    + _FORM_BODY
-    + r")"
-    + _END
-)
-
-
-def meaning(text: str) -> str:
-    """``text`` with its volatile values replaced by a placeholder naming their kind.
-
-    For texts compared by digest only, where no previous text is at hand (a user's
-    message sent again): the values `compare` sets aside, by the same rules, in the
-    first `MEANING_CHARS` characters. Idempotent.
-    """
-    head = text if len(text) <= MEANING_CHARS else text[:MEANING_CHARS]
-    replaced = _ANYWHERE.sub(_placeholder, head)
-    return replaced if len(text) <= MEANING_CHARS else replaced + text[MEANING_CHARS:]
-
-
-def _placeholder(match: re.Match[str]) -> str:
-    name = match.group("name")
-    if name is not None:
-        kind = _label_kind(name)
-        if kind is None or kind == "time" and not _timelike(match["value"]):
-            return match.group()
-        return f"{match['label']}<value>"
-    group = match.lastgroup
-    assert group is not None and group.startswith("f")
-    kind = _FORMS[int(group[1:])][0]
-    if kind == "ephemeral port" and not _ephemeral(match):
-        return match.group()
-    return f"<{kind}>"
+    return _DIGIT.search(value) is not None

@@ -67,7 +67,7 @@ from typing import Literal
 from zlib import crc32
 
 from convergent.budget import BudgetState
-from convergent.meaning import MAX_DIFFERENCES, compare, meaning
+from convergent.meaning import MAX_DIFFERENCES, compare, same_meaning
 from convergent.messages import CallOutcome, ToolCall
 from convergent.policy import DEFAULT_POLICY, StopPolicy
 from convergent.stop import (
@@ -90,6 +90,8 @@ _ERRORS_KEPT = 32
 """Failed calls remembered per streak."""
 _MESSAGES_KEPT = 64
 """Digests of the user's messages remembered, to tell a repeated one from a new one."""
+_MESSAGE_TEXTS_KEPT = 8
+"""The user's last messages kept as text, to tell one sent again with a new time stamp."""
 _STEP_DIFFERENCES = 4 * MAX_DIFFERENCES
 """Differences examined over all the results of one step; past them, a result that
 differs from its previous one is new (the work of a step is bounded)."""
@@ -181,10 +183,6 @@ def _digest(text: str) -> int:
     return crc32(text.encode("utf-8", "surrogatepass")) | len(text) << 32
 
 
-def _message_digest(text: str) -> int:
-    return _digest(" ".join(meaning(text).split()))
-
-
 class RunMonitor:
     """Counts repeats, streaks and notes for one run, under a `StopPolicy`.
 
@@ -204,6 +202,7 @@ class RunMonitor:
         "_finding",
         "_invalid",
         "_last",
+        "_messages",
         "_ok",
         "_recent_size",
         "_reviewed",
@@ -238,6 +237,8 @@ class RunMonitor:
         """The text of the last result of each call in ``state.results`` this process saw."""
         self._examined = 0
         """Differences between results examined in this step."""
+        self._messages: list[str] = []
+        """The user's last messages, their spaces collapsed (see `message`)."""
         self._recent_size = min(
             self.policy.max_repeated_calls * max(self.policy.max_cycle_length, 2) + 1,
             _RECENT_SIZE,
@@ -425,25 +426,25 @@ class RunMonitor:
         exact = _digest(result)
         kept = results.pop(key, None)
         before = last.pop(key, None)
-        meaning = exact
+        meant = exact
         if kept is not None and before is not None:  # compared by their differences
             if before == result:
-                meaning = kept[1]
+                meant = kept[1]
             else:
                 budget = min(MAX_DIFFERENCES, _STEP_DIFFERENCES - self._examined)
                 found = compare(before, result, max_differences=max(budget, 0))
                 self._examined += found.examined
                 if found.same:
-                    meaning = kept[1]
+                    meant = kept[1]
         elif kept is not None and kept[0] == exact:  # resumed: only the same bytes
-            meaning = kept[1]
-        results[key] = (exact, meaning)
+            meant = kept[1]
+        results[key] = (exact, meant)
         last[key] = result
         if len(results) > _STRETCH_SIZE:
             oldest = next(iter(results))
             del results[oldest]
             last.pop(oldest, None)
-        return meaning
+        return meant
 
     def _remember(self, item: _Reviewed, pair: int) -> bool:
         """Record a call's (key, result) pair, and when it started; whether the pair is new.
@@ -502,21 +503,31 @@ class RunMonitor:
         """A message from the user reached the run: whether it is new.
 
         A new instruction lets every count start again; a message that repeats one the
-        run already had (a harness that sends the task again after every step) does not.
+        run already had (a harness that sends the task again after every step, with a
+        fresh time stamp maybe) does not. Messages are compared with their spaces
+        collapsed: by their differences with the last few this process saw
+        (`convergent.meaning.same_meaning`), and by digest with older ones (a resumed
+        run's), where only the same text is the same.
         """
-        digest = _message_digest(text)
-        seen = self.state.messages
-        if digest in seen:
-            return False
-        seen.append(digest)
-        del seen[:-_MESSAGES_KEPT]
-        return True
+        return not self._known(text)
 
     def task(self, text: str) -> None:
         """Remember the run's task, so that the same text sent again is not new."""
-        digest = _message_digest(text)
-        if digest not in self.state.messages:
-            self.state.messages.append(digest)
+        self._known(text)
+
+    def _known(self, text: str) -> bool:
+        """Whether the run had this message already; it is remembered either way."""
+        flat = " ".join(text.split())
+        digest = _digest(flat)
+        seen, texts = self.state.messages, self._messages
+        known = digest in seen or any(same_meaning(before, flat) for before in texts)
+        if digest not in seen:
+            seen.append(digest)
+            del seen[:-_MESSAGES_KEPT]
+        if flat not in texts:
+            texts.append(flat)
+            del texts[:-_MESSAGE_TEXTS_KEPT]
+        return known
 
     # -- streaks ------------------------------------------------------------------------
 
