@@ -51,7 +51,6 @@ at the speed of a byte comparison; otherwise the walk jumps from one difference 
 next by comparing slices, looks at a few dozen characters around each difference, and
 stops at the first one that counts. Past `MAX_DIFFERENCES` differences, or a difference
 past the first `MEANING_CHARS` characters, the texts differ.
-
 """
 
 from __future__ import annotations
