@@ -184,7 +184,7 @@ class Run:
                     tools=agent.tool_names,
                     resumed=resumed,
                     elapsed=state.elapsed,
-                    tool_specs=tuple(dataclasses.asdict(spec) for spec in agent.tool_specs),
+                    tool_specs=agent.tool_specs,
                 )
             )
 

@@ -18,7 +18,7 @@ from typing import IO, Any, ClassVar
 from pydantic import TypeAdapter
 
 from convergent.clock import now
-from convergent.messages import CallOutcome, ToolCall, Usage
+from convergent.messages import CallOutcome, ToolCall, ToolSpec, Usage
 from convergent.stop import StopReason
 
 __all__ = [
@@ -72,9 +72,10 @@ class RunStarted(Event):
     """Whether the run continues from a checkpoint."""
     elapsed: float = 0.0
     """Seconds the run had been running before this start (0 for a new run)."""
-    tool_specs: tuple[dict[str, Any], ...] = ()
+    tool_specs: tuple[ToolSpec, ...] = ()
     """The tools as the model is shown them: each one's ``name``, ``description`` and
-    ``parameters`` (the JSON schema of its arguments)."""
+    ``parameters`` (the JSON schema of its arguments). The agent's own specs, shared,
+    not copied: a run's start costs the same however large the schemas are."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

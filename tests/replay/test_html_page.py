@@ -66,12 +66,17 @@ def test_the_page_shows_the_summary_the_curve_and_the_stops_offline(
     page.goto(page_file.as_uri())
     assert requested == [page_file.as_uri()]  # nothing else: it works offline
     assert page.title() == "convergent replay"
+    headline = page.locator("#headline").inner_text()
+    assert headline.startswith("None of your 2 successful runs would be cut;")
     summary = page.locator("#summary tr")
     assert summary.count() == 2  # the header and the one corpus
     assert "runs.jsonl" in summary.nth(1).inner_text()
     points = page.locator("#points tr").count() - 1
     assert points > 5 and page.locator("#curve circle").count() == points
-    assert "chosen" in page.locator("#curve").text_content()
+    labels = page.locator("#curve text.point").all_text_contents()
+    assert any(label.startswith("chosen; ") for label in labels)
+    assert any("library defaults" in label for label in labels)
+    assert any("max_repeated_calls=" in label for label in labels)  # each point named
     runs = page.locator("details.run")
     assert runs.count() >= 1
     first = runs.first
@@ -82,3 +87,37 @@ def test_the_page_shows_the_summary_the_curve_and_the_stops_offline(
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "replay-report.png"), full_page=True)
     page.close()
+
+
+def test_the_page_of_every_export_names_runs_rules_and_what_was_guessed(
+    browser: Any, tmp_path: Path
+) -> None:
+    exports = Path(__file__).parent / "fixtures" / "exports"
+    folders = ["openai-agents", "messages", "otlp", "tau-bench", "tau2-bench", "bfcl"]
+    page_file = tmp_path / "exports.html"
+    done = invoke(
+        "replay",
+        *[str(exports / folder) for folder in folders],
+        "--success-if",
+        "done|Paris|shipped|Refunded",
+        "--html",
+        str(page_file),
+    )
+    assert done.returncode == 0, done.stderr
+    for width, name in ((1280, "replay-exports.png"), (760, "replay-exports-narrow.png")):
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.goto(page_file.as_uri())
+        assert page.locator("#headline").inner_text().endswith(".)")  # what was guessed, too
+        reading = page.locator("#reading").inner_text()
+        assert "calls without a recorded result" in reading  # the BFCL excerpt's calls
+        summaries = page.locator("details.run summary").all_inner_texts()
+        assert any(text.startswith("Builder") for text in summaries)  # runs by their name
+        assert not any("trace_" in text.split()[0] for text in summaries)
+        page.locator("details.run summary").first.click()
+        assert "by max_" in page.locator("details.run").first.inner_text()  # the rule
+        # nothing wider than the window but the tables of calls, which scroll
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, overflow
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+        page.close()

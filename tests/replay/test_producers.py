@@ -4,7 +4,11 @@ shapes of the OpenInference and OpenLLMetry instrumentations, as they document t
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +21,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from convergent import Agent, ScriptedModel, ToolError, tool
-from convergent.replay import detect_format, judge, replay_run
-from convergent.telemetry import OpenTelemetryObserver
-from convergent.testing import call, step
+from convergent.replay import detect_format, judge, replay, replay_run
+from convergent.telemetry import CAPTURE_CONTENT_ENV, OpenTelemetryObserver
+from convergent.testing import answer, call, step, write_script
 
 from .conftest import runs_of, write_json, write_lines
 
@@ -280,3 +284,168 @@ async def test_the_agents_sdk_trace_export_is_a_run(
     assert turn[0].calls[0].result == "value of a"
     assert turn[0].usage is not None and turn[0].usage.total_tokens == 13
     assert json.dumps(agents_traces)  # the export is plain JSON, as a processor writes it
+
+
+def _documented_processor() -> str:
+    """The tracing processor docs/replay.md gives, as written there."""
+    page = (Path(__file__).parents[2] / "docs" / "replay.md").read_text(encoding="utf-8")
+    (code,) = [
+        block.split("```", 1)[0]
+        for block in page.split("```python\n")[1:]
+        if "class JsonLines(TracingProcessor)" in block
+    ]
+    return code
+
+
+def _chat_completion(number: int, body: dict[str, Any]) -> bytes:
+    usage = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
+    if number <= 2:
+        call = {"id": f"c{number}", "type": "function"}
+        call["function"] = {"name": "find", "arguments": '{"key": "build"}'}
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
+    else:
+        message = {"role": "assistant", "content": "The build is done."}
+    choice = {"index": 0, "finish_reason": "stop", "message": message}
+    reply = {"id": "x", "object": "chat.completion", "created": 1, "model": "gpt-chat"}
+    return json.dumps({**reply, "choices": [choice], "usage": usage}).encode()
+
+
+def _response(number: int, body: dict[str, Any]) -> bytes:
+    usage = {
+        "input_tokens": 20,
+        "output_tokens": 5,
+        "total_tokens": 25,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+    if number <= 1:
+        output: list[dict[str, Any]] = [
+            {
+                "type": "function_call",
+                "id": "fc1",
+                "call_id": "c1",
+                "name": "find",
+                "arguments": '{"key": "paris"}',
+                "status": "completed",
+            }
+        ]
+    else:
+        text = {"type": "output_text", "text": "Paris has 2.1 million inhabitants."}
+        output = [
+            {
+                "type": "message",
+                "id": "m1",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{**text, "annotations": []}],
+            }
+        ]
+    reply = {
+        "id": f"resp_{number}",
+        "object": "response",
+        "created_at": 1,
+        "model": "gpt-responses",
+        "status": "completed",
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    return json.dumps({**reply, "output": output, "usage": usage}).encode()
+
+
+async def test_the_documented_processor_gives_every_run_its_answer_and_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents import Agent as SdkAgent
+    from agents import (
+        OpenAIChatCompletionsModel,
+        OpenAIResponsesModel,
+        RunConfig,
+        Runner,
+        function_tool,
+        set_trace_processors,
+        set_tracing_disabled,
+    )
+    from agents.tracing import get_trace_provider
+    from openai import AsyncOpenAI
+
+    from convergent.testing.chat_server import ChatServer
+
+    @function_tool
+    def find(key: str) -> str:
+        """Find a key."""
+        return f"{key}: found"
+
+    monkeypatch.chdir(tmp_path)
+    set_trace_processors([])
+    set_tracing_disabled(False)
+    try:
+        exec(_documented_processor(), {})  # registers JsonLines("agents-traces.jsonl")
+        with ChatServer(_chat_completion) as server:
+            client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test")
+            model = OpenAIChatCompletionsModel("gpt-chat", client)
+            await Runner.run(SdkAgent(name="Builder", model=model, tools=[find]), "build")
+        with ChatServer(_response) as server:
+            client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test")
+            model = OpenAIResponsesModel("gpt-responses", client)
+            agent = SdkAgent(name="Geographer", model=model, tools=[find])
+            await Runner.run(agent, "Paris?", run_config=RunConfig(workflow_name="census"))
+    finally:
+        get_trace_provider().shutdown()  # the processor closes its file
+        set_trace_processors([])
+        set_tracing_disabled(True)
+    path = tmp_path / "agents-traces.jsonl"
+    builder, geographer = runs_of(path)
+    assert (builder.name, builder.model, builder.final_answer) == (
+        "Builder",
+        "gpt-chat",
+        "The build is done.",
+    )
+    assert (geographer.name, geographer.model, geographer.final_answer) == (
+        "census",
+        "gpt-responses",
+        "Paris has 2.1 million inhabitants.",
+    )
+    assert [[call.name for call in reply.calls] for reply in builder.turns[0]] == [
+        ["find"],
+        ["find"],
+        [],
+    ]
+    report = await asyncio.to_thread(replay, [path], success_if="done|Paris")
+    assert report.total.runs["successful"] == 2
+    assert report.headline().startswith("None of your 2 successful runs would be cut")
+
+
+@pytest.mark.slow
+def test_convergent_run_writes_a_file_replay_reads_without_a_collector(tmp_path: Path) -> None:
+    looping = write_script(
+        tmp_path / "loop.json",
+        *[step(call("calculator", expression="6*7")) for _ in range(5)],
+        answer("42"),
+    )
+    answering = write_script(
+        tmp_path / "answer.json", step(call("calculator", expression="6*7")), answer("42")
+    )
+    traces = tmp_path / "traces.jsonl"
+    for run_id, script, stop in (
+        ("otel-loop8", looping, "stalled"),
+        ("otel-other", answering, "completed"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "convergent", "run", "what is 6*7?", "--model", script]
+            + ["--run-id", run_id, "--otlp-file", str(traces), "--no-checkpoint", "--json"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, CAPTURE_CONTENT_ENV: "true"},
+        )
+        assert json.loads(done.stdout)["stop_reason"] == stop, done.stderr
+    assert detect_format(traces) == "otlp"
+    loop, other = runs_of(traces)
+    assert (loop.name, other.name) == ("otel-loop8", "otel-other")
+    results = [call.result for reply in loop.turns[0] for call in reply.calls]
+    assert results[:2] == ["42", "42"]  # content recorded: the repeats can be proven
+    first = json.loads(traces.read_text(encoding="utf-8").splitlines()[0])
+    span = first["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert len(span["traceId"]) == 32 and int(span["traceId"], 16) >= 0  # hex, as OTLP JSON

@@ -139,16 +139,20 @@ def test_mini_swe_agent_one_bash_call_per_reply_and_labels_from_the_summary() ->
         ("demo__demo-3.traj.json", None),  # not in results_summary.json
     ]
     (turn,) = runs[0].turns
-    commands = [reply.calls[0].arguments["command"] for reply in turn if reply.calls]
-    # the reply with two blocks and its format reminder are left out
+    commands = [dict(reply.calls[0].arguments) for reply in turn if reply.calls]
+    # the reply with two blocks is one its harness refused: the model's mistake
     assert commands == [
-        "python repro.py",
-        "sed -i 's/n + 1/n/' lib.py",
-        "python repro.py",
-        "sed -i 's/range(1, /range(/' lib.py",
-        "python repro.py",
-        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff",
+        {"command": "python repro.py"},
+        {"command_blocks": 2},
+        {"command": "sed -i 's/n + 1/n/' lib.py"},
+        {"command": "python repro.py"},
+        {"command": "sed -i 's/range(1, /range(/' lib.py"},
+        {"command": "python repro.py"},
+        {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"},
     ]
+    refused = turn[1].calls[0]
+    assert (refused.name, refused.mistake, refused.failed) == ("(no command)", True, False)
+    assert refused.result is not None and "EXACTLY ONE" in refused.result
     first = turn[0].calls[0]
     assert (first.name, first.failed) == ("bash", False)
     assert first.result == "<returncode>1</returncode>\n<output>\nAssertionError: 3 != 2\n</output>"

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from convergent.messages import Usage
 from convergent.replay import RecordedCall, RecordedReply, Trajectory, judge, replay_run
+from convergent.replay._rules import rule_of
 from convergent.replay._verdict import (
     CUT_FAULT,
     CUT_REAL_LOOP,
@@ -114,3 +117,56 @@ async def test_the_gpt_4o_booking_loop_with_reused_ids_is_read_as_a_booking_loop
     # after which the recording changes course (new payment) and succeeds
     assert verdict.loop.repeat.name == "book_reservation" and verdict.loop.repeat.times == 3
     assert verdict.loop.fate == "nudged" and verdict.stops == ()
+
+
+async def test_the_real_loop_proof_compares_results_as_the_policy_does() -> None:
+    # the same status polled, its result differing only in the clock time it reports
+    results = [f"job 7: queued (as of 12:00:{second:02d})" for second in (1, 3, 5, 7, 9)]
+    verdict = await judged(recorded(*[("get", text) for text in results]))
+    stop = verdict.stop
+    assert stop is not None and stop.reason == "stalled" and stop.rule == "max_repeated_calls"
+    assert stop.real_loop and stop.repeat.times >= 3  # not "no real loop (x1)"
+
+
+def _calls(*calls: tuple[str, dict[str, Any], str, bool]) -> Trajectory:
+    replies = tuple(RecordedReply("", (RecordedCall(*call),)) for call in calls)
+    return Trajectory(id="r", name="r", source="t", model="m", success=None, turns=((*replies,),))
+
+
+@pytest.mark.parametrize(
+    ("run", "settings", "rule"),
+    [
+        (_calls(*[("get", {"n": 1}, "A", False)] * 4), {}, "max_repeated_calls"),
+        (_calls(*[("pay", {"n": k}, "declined", True) for k in range(8)]), {}, "max_failing_steps"),
+        (
+            _calls(*[("pay", {"n": 1}, f"declined {k}", True) for k in range(8)]),
+            {},
+            "max_repeated_failures",
+        ),
+        (_calls(("pay", {"n": 1}, "declined", True)), {"on_tool_error": "stop"}, "on_tool_error"),
+        (
+            _calls(*[("get", {"n": k}, str(k), False) for k in range(5)]),
+            {"max_cycles": 3},
+            "max_cycles",
+        ),
+        (
+            _calls(*[("get", {"n": k}, str(k), False) for k in range(5)]),
+            {"max_tool_calls": 2},
+            "max_tool_calls",
+        ),
+    ],
+)
+async def test_each_stop_names_the_rule_that_gave_it(
+    run: Trajectory, settings: dict[str, Any], rule: str
+) -> None:
+    verdict = judge(run, await replay_run(run, settings), settings=settings)
+    assert verdict.stop is not None and verdict.stop.rule == rule
+
+
+def test_the_rule_of_a_cycle_and_of_the_model_s_mistakes_from_their_words() -> None:
+    cycle = "the cycle of 2 calls starting with a(x=1) was requested 3 times with the same result"
+    assert rule_of("stalled", cycle) == "max_cycle_length"
+    mistakes = "the model made calls the run cannot make (tools it does not have) in 3 steps"
+    assert rule_of("stalled", mistakes) == "max_mistakes"
+    assert rule_of("budget_exhausted", "cost 0.5000 reached max_cost=0.5") == "max_cost"
+    assert rule_of("completed", "") == ""

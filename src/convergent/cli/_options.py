@@ -12,6 +12,7 @@ __all__ = [
     "JsonOption",
     "McpConfigOption",
     "ModelOption",
+    "OtlpFileOption",
     "OtlpOption",
     "TraceOption",
 ]
@@ -33,6 +34,15 @@ OtlpOption = Annotated[
         metavar="ENDPOINT",
         help="Send OpenTelemetry traces of the run to this OTLP/HTTP collector, e.g. "
         "http://localhost:4318 (needs the otel extra).",
+    ),
+]
+OtlpFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--otlp-file",
+        metavar="PATH",
+        help="Append OpenTelemetry traces of the run to this file as OTLP JSON lines, as "
+        "the Collector's file exporter writes them (convergent replay reads it).",
     ),
 ]
 McpConfigOption = Annotated[

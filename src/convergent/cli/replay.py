@@ -11,6 +11,7 @@ thresholds instead. A rich summary on the terminal, ``--json`` for one JSON obje
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,7 +22,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from convergent.cli._app import app
 from convergent.cli._checked import SPEC_OPTIONS
@@ -31,7 +31,8 @@ from convergent.exceptions import UserError
 __all__ = ["replay_command"]
 
 _UNBOUNDED = 10_000
-_SHOWN_STOPS = 20
+_PIPE_WIDTH = 100
+"""Columns of the report written to a pipe or a file (``--wide``: unbounded)."""
 _SPEC_PREFIX = {"StopPolicy": "policy.", "Limits": "limits.", "Agent": ""}
 _NONE_SPELLED = {"--max-tool-errors": "0"}
 """How an option spells "no limit" where that is not its default."""
@@ -104,135 +105,14 @@ def _progress(enabled: bool, unit: str) -> Iterator[Progress | None]:
         yield progress
 
 
-def _figures_table(report: Any) -> Table:
-    table = Table(title=None, show_lines=False)
-    columns = (
-        "corpus",
-        "runs (successful / failed / unlabelled)",
-        "successful cut (policy's fault)",
-        "failed stopped",
-        "unlabelled stopped",
-        "real loops in failed runs: stopped, nudged, missed",
-        "failed-run replies saved",
-        "notes",
-    )
-    for column in columns:
-        table.add_column(column, justify="left" if column == "corpus" else "right")
-    corpora = list(report.corpora.values())
-    for figures in [*corpora, report.total] if len(corpora) > 1 else corpora:
-        runs = figures.runs
-        saved = figures.saved_replies["failed"]
-        share = (
-            f" ({100 * saved / figures.replies['failed']:.1f}%)"
-            if figures.replies["failed"]
-            else ""
-        )
-        table.add_row(
-            figures.name,
-            f"{runs['successful']:,} / {runs['failed']:,} / {runs['unlabelled']:,}",
-            f"{figures.successful_cut} ({figures.policy_faults})",
-            f"{figures.failed_stopped}",
-            f"{figures.verdicts['unlabelled, stopped']}",
-            ", ".join(str(count) for count in figures.loop_counts("failed")),
-            f"{saved:,}{share}",
-            f"{figures.notes}",
-        )
-    return table
-
-
-def _stop_line(verdict: Any) -> str:
-    stop = verdict.stop
-    evidence = (
-        f"real loop: {stop.repeat.name} x{stop.repeat.times} unchanged"
-        if stop.real_loop
-        else f"no real loop (longest unchanged repeat x{stop.repeat.times})"
-    )
-    detail = stop.detail if len(stop.detail) <= 140 else stop.detail[:137] + "..."
-    return (
-        f"{verdict.verdict}: {verdict.id}: {stop.reason} ({detail}); {evidence}; turn "
-        f"{stop.turn + 1}, reply {stop.played} of {stop.recorded}, "
-        f"{stop.replies_left} replies left"
-    )
-
-
-def _print_report(report: Any, details: bool, out: Console) -> None:
-    settings = ", ".join(f"{k}={v!r}" for k, v in report.settings.items()) or "library defaults"
-    total = report.total
-    out.print(
-        f"convergent replay: {sum(total.runs.values()):,} runs from {len(report.corpora)} "
-        f"corpora; settings: {settings}; a real loop is a call repeated "
-        f"x{report.threshold} with the same result, nothing changed"
-    )
-    out.print(_figures_table(report))
-    for figures in report.corpora.values():
-        shown = [verdict for verdict in figures.stopped if details or verdict.success is True]
-        for verdict in shown[: None if details else _SHOWN_STOPS]:
-            out.print(f"  {figures.name}: {_stop_line(verdict)}", markup=False)
-        if not details and len(shown) > _SHOWN_STOPS:
-            out.print(f"  ... {len(shown) - _SHOWN_STOPS} more (--details)")
-        if details:
-            for verdict in figures.looping:
-                loop = verdict.loop
-                out.print(
-                    f"  {figures.name}: real loop {loop.fate}: {verdict.id} "
-                    f"({loop.repeat.name} x{loop.repeat.times}, turn {loop.turn + 1}, replies "
-                    f"{loop.repeat.start + 1}-{loop.repeat.reply + 1})",
-                    markup=False,
-                )
-            for verdict in figures.nudged:
-                places = ", ".join(f"{tool} (turn {t}, reply {r})" for t, r, tool in verdict.nudges)
-                out.print(
-                    f"  {figures.name}: nudged, not stopped: {verdict.id}: {places}", markup=False
-                )
-    hidden = total.failed_stopped + total.verdicts["unlabelled, stopped"]
-    if hidden and not details:
-        out.print(f"  ({hidden} failed or unlabelled runs stopped: --details lists them)")
-
-
-def _print_calibration(calibration: Any, code: Sequence[str], out: Console) -> None:
-    table = Table(title="calibration: every setting tried (the trade-off curve)")
-    for column in (
-        "knob",
-        "value",
-        "successful cut",
-        "policy's fault",
-        "failed stopped",
-        "failed-run replies saved",
-        "loops stopped, nudged, missed",
-        "notes",
-    ):
-        table.add_column(column, justify="left" if column in ("knob", "value") else "right")
-    for point in calibration.points:
-        share = 100 * point.replies_saved / point.failed_replies if point.failed_replies else 0.0
-        table.add_row(
-            point.knob or "(library defaults)",
-            repr(point.value) if point.knob else "",
-            str(point.successful_cut),
-            str(point.policy_faults),
-            str(point.failed_stopped),
-            f"{point.replies_saved:,} ({share:.1f}%)",
-            ", ".join(map(str, point.loops)),
-            str(point.notes),
-        )
-    out.print(table)
-    rule = (
-        "no successful run cut by the policy's fault"
-        if calibration.allow_real_loops
-        else "no successful run cut"
-    )
-    out.print(f"chosen ({rule}, most failed-run replies saved):")
-    for line in code:
-        out.print(f"  {line}", markup=False)
-    for refused in calibration.refused:
-        out.print(f"  (not tried: {refused})", markup=False)
-
-
 def _warn_malformed(report: Any) -> None:
+    from convergent.replay._terminal import safe
+
     if not report.malformed:
         return
     print(f"replay: skipped {len(report.malformed)} malformed runs or files:", file=sys.stderr)
     for item in report.malformed[:5]:
-        print(f"  {item.describe()}", file=sys.stderr)
+        print(f"  {safe(item.describe())}", file=sys.stderr)
     if len(report.malformed) > 5:
         print(f"  ... {len(report.malformed) - 5} more (all in --json)", file=sys.stderr)
 
@@ -260,6 +140,50 @@ def replay_command(
     success_if: Annotated[
         str | None,
         typer.Option(help="A run succeeded if its final answer matches this regular expression."),
+    ] = None,
+    read_only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--read-only",
+            metavar="NAMES",
+            help="These tools only read (comma-separated, repeatable).",
+        ),
+    ] = None,
+    writes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--writes", metavar="NAMES", help="These tools change state (comma-separated)."
+        ),
+    ] = None,
+    waits: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--waits",
+            metavar="NAMES",
+            help="These tools wait: time passes while they run (comma-separated).",
+        ),
+    ] = None,
+    mistake_if: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mistake-if",
+            metavar="REGEX",
+            help="A result this matches was the model's mistake (repeatable).",
+        ),
+    ] = None,
+    failure_if: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--failure-if", metavar="REGEX", help="A result this matches failed (repeatable)."
+        ),
+    ] = None,
+    declare: Annotated[
+        Path | None,
+        typer.Option(
+            "--declare",
+            metavar="FILE",
+            help="A YAML or JSON file of read_only, writes, waits, mistakes, failures.",
+        ),
     ] = None,
     setting: Annotated[
         list[str] | None,
@@ -296,6 +220,10 @@ def replay_command(
     details: Annotated[
         bool, typer.Option("--details", help="List every stop and every loop not stopped.")
     ] = False,
+    wide: Annotated[
+        bool,
+        typer.Option("--wide", help="Every column of the table, unwrapped, whatever the width."),
+    ] = False,
     html: Annotated[
         Path | None, typer.Option("--html", metavar="FILE", help="Also write the report as a page.")
     ] = None,
@@ -303,14 +231,25 @@ def replay_command(
     json_output: JsonOption = False,
 ) -> None:
     """Replay recorded agent runs through the loop: which it would stop, cut or save."""
+    from convergent.replay._declarations import declared, load_declarations
     from convergent.replay._labels import load_labels
 
     settings = _checked(setting or [], calibrate, allow_real_loops, knob, loop_threshold, workers)
     labels = load_labels(success, success_if)
+    declarations = declared(
+        read_only=read_only or (),
+        writes=writes or (),
+        waits=waits or (),
+        mistakes=mistake_if or (),
+        failures=failure_if or (),
+    )
+    if declare is not None:
+        declarations = load_declarations(declare).merged(declarations)
     common: dict[str, Any] = {
         "format": format,
         "success": labels.given,
         "success_if": success_if,
+        "declarations": declarations,
         "threshold": loop_threshold,
         "workers": workers,
     }
@@ -327,18 +266,41 @@ def replay_command(
         payload: dict[str, Any] = {"report": report.to_dict()}
         if calibration is not None:
             payload["calibration"] = {**calibration.to_dict(), "code": code}
-        print(json.dumps(payload, ensure_ascii=False, default=str))
+        print(_json_text(payload))
         return
     _warn_malformed(report)
-    out = Console(highlight=False)
-    if not out.is_terminal:
-        out = Console(highlight=False, width=_UNBOUNDED)
+    from convergent.replay._terminal import calibration_table, print_report, safe
+
+    out = _console(wide)
     if calibration is not None:
-        _print_calibration(calibration, code, out)
+        out.print(f"With the chosen settings: {safe(report.headline())}", markup=False)
+        calibration_table(calibration, code, out)
         out.print("the chosen settings, replayed:")
-    _print_report(report, details, out)
+    print_report(report, out, details=details, wide=wide)
     if html is not None:
-        out.print(f"wrote {html}")
+        out.print(f"wrote {safe(html)}", markup=False)
+
+
+_INVISIBLE = re.compile("[\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+"""Characters JSON may carry raw that a terminal acts on (C1 controls, bidirectional
+overrides, line separators); JSON's own escaping already covers the C0 controls."""
+
+
+def _json_text(payload: Any) -> str:
+    """The payload as JSON in UTF-8, with every character a terminal acts on escaped."""
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    return _INVISIBLE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+def _console(wide: bool) -> Console:
+    """Standard output: the terminal's width, 100 columns in a pipe, unbounded when wide."""
+    # lines are not broken (the terminal wraps them); the table fits the width
+    out = Console(highlight=False, soft_wrap=True)
+    if wide:
+        return Console(highlight=False, soft_wrap=True, width=_UNBOUNDED)
+    if not out.is_terminal:
+        return Console(highlight=False, soft_wrap=True, width=_PIPE_WIDTH)
+    return out
 
 
 def _checked(

@@ -18,6 +18,7 @@ from convergent.cli._options import (
     JsonOption,
     McpConfigOption,
     ModelOption,
+    OtlpFileOption,
     OtlpOption,
     TraceOption,
 )
@@ -277,6 +278,7 @@ def run_command(
         typer.Option("--detach", help="With --temporal: start the run, print its id and return."),
     ] = False,
     otlp: OtlpOption = None,
+    otlp_file: OtlpFileOption = None,
 ) -> None:
     """Run an agent until its response has no tool calls, or another objective stop."""
     text = read_task(task)
@@ -286,7 +288,7 @@ def run_command(
         raise UserError(f"--ask-via must be one of {', '.join(ASK_VIA)}, got {ask_via!r}")
     if gate_model is not None and gate is None:
         raise UserError("--gate-model needs --gate")
-    if otlp is not None and temporal is not None:
+    if (otlp is not None or otlp_file is not None) and temporal is not None:
         raise UserError("--otlp traces runs in this process; a --temporal run runs on a worker")
     if detach and temporal is None:
         raise UserError("--detach needs --temporal: a local run ends with its command")
@@ -349,7 +351,7 @@ def run_command(
             detach=detach,
         )
         return
-    with otlp_export(otlp):
+    with otlp_export(otlp, otlp_file):
         store = open_store(db, must_exist=False) if checkpoint else None
         session = Session(
             store=store,

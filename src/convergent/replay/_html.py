@@ -11,11 +11,14 @@ from html import escape
 from typing import Any
 
 from convergent.replay._calibrate import Calibration, Point
+from convergent.replay._recording import GAPS
 from convergent.replay._report import CorpusFigures, ReplayReport
+from convergent.replay._terminal import run_names
 from convergent.replay._verdict import (
     CUT_FAULT,
     CUT_REAL_LOOP,
     FAILED_STOPPED,
+    PARTIAL,
     PLAYED_THROUGH,
     UNLABELLED_STOPPED,
     RunVerdict,
@@ -27,17 +30,21 @@ MAX_RUNS_SHOWN = 300
 """Stopped runs shown per corpus (all of them are in ``--json``)."""
 
 _STYLE = """
+html{background:#fff}
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;
 max-width:1180px;color:#1d232b;padding:0 1rem}
 h1{font-size:1.5rem;margin-bottom:.2rem}
 h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #d6dbe1}
 h3{font-size:1rem;margin:1.2rem 0 .3rem}
-table{border-collapse:collapse;margin:.5rem 0;font-size:13px}
+table{border-collapse:collapse;margin:.5rem 0;font-size:13px;display:block;max-width:100%;
+overflow-x:auto}
+svg{max-width:100%;height:auto}
 th,td{border:1px solid #d6dbe1;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#eef1f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
-#summary td.mono{word-break:break-all;max-width:22rem}
+#summary td.mono{word-break:break-all;min-width:12rem;max-width:22rem}
 code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
 pre{background:#f5f7f9;padding:.6rem;border:1px solid #d6dbe1;white-space:pre-wrap}
+.headline{font-size:1.15rem;font-weight:600;margin:.6rem 0}
 .muted{color:#5d6773}.bad{color:#b3261e;font-weight:600}.good{color:#1b6e34;font-weight:600}
 details{margin:.4rem 0 .8rem;border-left:3px solid #d6dbe1;padding-left:.6rem}
 summary{cursor:pointer}
@@ -45,10 +52,13 @@ tr.ran td{background:#fff}tr.noted td{background:#fff4d6}tr.notrun td{background
 tr.unplayed td{color:#8a939d;background:#f7f8f9}
 .legend span{display:inline-block;padding:0 6px;margin-right:6px;border:1px solid #d6dbe1}
 svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#1d232b}
+svg text.point{font-size:10px;fill:#3b4550}
 """
 
 _VERDICTS = {
     PLAYED_THROUGH: "no turn was cut: the loop ended every turn where the recording does",
+    PARTIAL: "no turn was cut, but the loop ended one before the recording's end: some "
+    "recorded calls were not replayed",
     CUT_REAL_LOOP: "a successful run cut where the recording proves a loop (the same call "
     "repeated with the same result, nothing changed): right whatever the policy",
     CUT_FAULT: "a successful run cut without such proof: the policy's fault",
@@ -117,6 +127,7 @@ def _chart(calibration: Calibration) -> str:
         return height - pad - (height - 2 * pad) * _share(point) / ymax
 
     marks = []
+    places: dict[tuple[int, int], list[tuple[str, str, Any]]] = {}
     for point in points:
         chosen = point is calibration.best
         baseline = point is calibration.baseline
@@ -132,9 +143,28 @@ def _chart(calibration: Calibration) -> str:
             f'<circle cx="{x(point):.1f}" cy="{y(point):.1f}" r="{radius}" fill="{color}" '
             f'fill-opacity="0.75"><title>{escape(tip)}</title></circle>'
         )
-        if chosen or baseline:
-            word = "chosen" if chosen else "defaults"
-            marks.append(f'<text x="{x(point) + 9:.1f}" y="{y(point) - 8:.1f}">{word}</text>')
+        place = places.setdefault((round(x(point)), round(y(point))), [])
+        place.append(("chosen" if chosen else "", point.knob or "library defaults", point.value))
+    for (px, py), found in places.items():
+        # points at one place share a label: each knob with its values there
+        values: dict[str, list[str]] = {}
+        for _, knob, value in found:
+            if knob != "library defaults":
+                values.setdefault(knob, []).append(str(value))
+            else:
+                values.setdefault(knob, [])
+        parts = [knob + ("=" + "/".join(tried) if tried else "") for knob, tried in values.items()]
+        chosen_here = any(word for word, _, _ in found)
+        label = ("chosen; " if chosen_here else "") + "; ".join(parts)
+        if len(label) > 80:
+            label = label[:77] + "..."
+        bold = ' font-weight="600"' if chosen_here else ""
+        anchor = "end" if px > width * 0.6 else "start"
+        dx = -9 if anchor == "end" else 9
+        marks.append(
+            f'<text class=point x="{px + dx}" y="{py - 8}" text-anchor="{anchor}"{bold}>'
+            f"{escape(label)}</text>"
+        )
     axes = (
         f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" '
         'stroke="#1d232b"/>'
@@ -189,7 +219,7 @@ def _calibration(calibration: Calibration, code: Sequence[str]) -> str:
     )
 
 
-def _run(verdict: RunVerdict) -> str:
+def _run(verdict: RunVerdict, name: str) -> str:
     parts = []
     for stop in verdict.stops:
         repeat = stop.repeat
@@ -209,15 +239,17 @@ def _run(verdict: RunVerdict) -> str:
             f"<td>{escape(line.status)}</td></tr>"
             for line in stop.calls
         )
+        rule = f" by <code>{escape(stop.rule)}</code>" if stop.rule else ""
         parts.append(
-            f"<p><b>{escape(stop.reason)}</b> in turn {stop.turn + 1}, at reply {stop.played} "
-            f"of {stop.recorded}: {escape(stop.detail)}<br>{evidence}; {saved}.</p>"
+            f"<p><b>{escape(stop.reason)}</b>{rule} in turn {stop.turn + 1}, at reply "
+            f"{stop.played} of {stop.recorded}: {escape(stop.detail)}<br>{evidence}; "
+            f"{saved}.</p>"
             "<table class=calls><tr><th>reply</th><th>tool</th><th>arguments</th>"
             f"<th>recorded result</th><th>replay</th></tr>{rows}</table>"
         )
     verdict_class = "bad" if verdict.verdict == CUT_FAULT else "muted"
     return (
-        f"<details class=run><summary><span class=mono>{escape(verdict.id)}</span> "
+        f"<details class=run><summary><span class=mono>{escape(name)}</span> "
         f'<span class="{verdict_class}">{escape(verdict.verdict)}</span>'
         f"{' &middot; ' + escape(verdict.model) if verdict.model else ''}</summary>"
         f"{''.join(parts)}</details>"
@@ -232,8 +264,9 @@ def _runs(figures: CorpusFigures) -> str:
         return ""
     shown = figures.stopped[:MAX_RUNS_SHOWN]
     more = len(figures.stopped) - len(shown)
+    names = run_names([*shown, *figures.looping, *figures.nudged[:MAX_RUNS_SHOWN]])
     loops = "".join(
-        f"<li><span class=mono>{escape(v.id)}</span> ({_SIDE[v.success]}): real loop "
+        f"<li><span class=mono>{escape(names[v.id])}</span> ({_SIDE[v.success]}): real loop "
         f"{escape(v.loop.fate)} "
         f"({escape(v.loop.repeat.name)} x{v.loop.repeat.times}, turn {v.loop.turn + 1}, "
         f"replies {v.loop.repeat.start + 1}-{v.loop.repeat.reply + 1})</li>"
@@ -241,14 +274,14 @@ def _runs(figures: CorpusFigures) -> str:
         if v.loop is not None
     )
     nudged = "".join(
-        f"<li><span class=mono>{escape(v.id)}</span> ({_SIDE[v.success]}): "
+        f"<li><span class=mono>{escape(names[v.id])}</span> ({_SIDE[v.success]}): "
         + ", ".join(f"{escape(tool)} (turn {t}, reply {r})" for t, r, tool in v.nudges)
         + "</li>"
         for v in figures.nudged[:MAX_RUNS_SHOWN]
     )
     return (
-        f"<h3>{escape(figures.name)}: {len(figures.stopped)} stopped runs</h3>"
-        + "".join(_run(verdict) for verdict in shown)
+        f"<h3>{escape(figures.name)}: {_runs_count(len(figures.stopped))} stopped</h3>"
+        + "".join(_run(verdict, names[verdict.id]) for verdict in shown)
         + (f"<p class=muted>{more} more in --json.</p>" if more else "")
         + (f"<p>Real loops not stopped:</p><ul>{loops}</ul>" if loops else "")
         + (
@@ -260,13 +293,49 @@ def _runs(figures: CorpusFigures) -> str:
 
 
 def _malformed(report: ReplayReport) -> str:
-    if not report.malformed:
+    parts = []
+    for title, items in (
+        ("Could not be read (skipped)", report.malformed),
+        ("Passed over (no run in them)", report.skipped),
+    ):
+        if items:
+            listed = "".join(
+                f"<li class=mono>{escape(item.describe())}</li>" for item in items[:MAX_RUNS_SHOWN]
+            )
+            more = len(items) - MAX_RUNS_SHOWN
+            tail = f"<p class=muted>{more} more in --json.</p>" if more > 0 else ""
+            parts.append(f"<h2>{title}</h2><ul>{listed}</ul>{tail}")
+    return "".join(parts)
+
+
+def _runs_count(count: int) -> str:
+    return f"{count:,} run" if count == 1 else f"{count:,} runs"
+
+
+def _reading(report: ReplayReport) -> str:
+    """What the readers could not read or had to guess, per corpus."""
+    items = []
+    for figures in report.corpora.values():
+        notes = [
+            f"{figures.gaps[key]:,} {escape(words)} (in {_runs_count(figures.gapped_runs[key])})"
+            for key, words in GAPS.items()
+            if figures.gaps[key]
+        ]
+        if figures.verdicts[PARTIAL]:
+            notes.append(f"{_runs_count(figures.verdicts[PARTIAL])} replayed in part")
+        if figures.no_final_answer:
+            count = figures.no_final_answer
+            ends = "ends" if count == 1 else "end"
+            notes.append(f"{_runs_count(count)} {ends} without a final answer")
+        for why, count in figures.unlabelled_why.most_common():
+            notes.append(f"{_runs_count(count)} the label rule could not label: {escape(why)}")
+        if notes:
+            items.append(
+                f"<li><span class=mono>{escape(figures.name)}</span>: {'; '.join(notes)}</li>"
+            )
+    if not items:
         return ""
-    items = "".join(
-        f"<li class=mono>{escape(item.describe())}</li>"
-        for item in report.malformed[:MAX_RUNS_SHOWN]
-    )
-    return f"<h2>Malformed (skipped)</h2><ul>{items}</ul>"
+    return f"<section id=reading><h2>Reading</h2><ul>{''.join(items)}</ul></section>"
 
 
 def html_page(
@@ -290,12 +359,14 @@ def html_page(
     )
     body = (
         "<h1>convergent replay</h1>"
+        f"<p id=headline class=headline>{escape(report.headline())}</p>"
         f"<p class=muted>Settings replayed: <code>{escape(settings)}</code>; a real loop is a "
         f"call repeated x{report.threshold} with the same result while nothing changed."
         + (f" Command: <code>{escape(command)}</code>" if command else "")
         + "</p><h2>Summary</h2>"
         + _summary(report)
         + f"<ul class=legend>{verdicts}</ul>"
+        + _reading(report)
         + (_calibration(calibration, calibration_code) if calibration is not None else "")
         + "<h2 id=stops>Stopped runs</h2>"
         + "<p class=legend><span>ran</span><span style='background:#fff4d6'>noted: answered "

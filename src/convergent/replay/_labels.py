@@ -3,7 +3,9 @@
 A label given this way takes precedence over the recording's own (a benchmark's
 reward): the map first (a JSON object from a run's id or name to ``true``/``false``,
 or to a reward, 1 meaning success), then the rule (a regular expression searched in
-the run's final answer, the text of its last recorded reply).
+the run's final answer, the text of its last reply when that reply has no tool calls).
+A run that ends without a final answer (on tool calls, or with its text not recorded)
+cannot be judged by the rule: it keeps the recording's own label, or none, and says why.
 """
 
 from __future__ import annotations
@@ -35,18 +37,20 @@ class Labels:
         """The run with the label these give it (unchanged when they give none)."""
         label = self.given.get(trajectory.id, self.given.get(trajectory.name))
         if label is None and self.rule is not None:
-            label = self.rule.search(_final_answer(trajectory)) is not None
+            answer = trajectory.final_answer
+            if answer is None and trajectory.success is not None:
+                return trajectory  # the recording's own label stays
+            if answer is None:
+                why = (
+                    "no final answer: the recording ends on tool calls"
+                    if trajectory.turns and trajectory.turns[-1][-1].calls
+                    else "no final answer: its text is not in the recording"
+                )
+                return dataclasses.replace(trajectory, unlabelled_why=why)
+            label = self.rule.search(answer) is not None
         if label is None or label == trajectory.success:
             return trajectory
         return dataclasses.replace(trajectory, success=label)
-
-
-def _final_answer(trajectory: Trajectory) -> str:
-    for turn in reversed(trajectory.turns):
-        for reply in reversed(turn):
-            if not reply.calls:
-                return reply.content
-    return ""
 
 
 def load_labels(map_file: Path | None = None, rule: str | None = None) -> Labels:

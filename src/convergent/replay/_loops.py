@@ -1,10 +1,12 @@
 """Where a recording objectively repeats itself: the same call, the same result, nothing changed.
 
-A call *repeats unchanged* when an earlier call had the same name and arguments, got a
-byte-identical result (or the same failure), and no other call that may change state
-ran in between. Calls of tools known to only read, and calls that failed, do not count
-as changes; any other call does. A call without a recorded result proves nothing, so it
-never repeats unchanged. A run of ``threshold`` such calls (the first one and its
+A call *repeats unchanged* when an earlier call had the same name and arguments, got the
+same result (compared as the stop policy compares them, `same_result`: by meaning, a
+clock time or a fresh id set aside) or the same failure, and no other call that may
+change state ran in between. Calls of tools known to only read, calls that failed and
+the model's mistakes do not count as changes; any other call does, and so does a call
+of a tool that waits (time passed). A call without a recorded result proves nothing, so
+it never repeats unchanged. A run of ``threshold`` such calls (the first one and its
 unchanged repeats) is a *real loop*: stopping it is right whatever the policy.
 """
 
@@ -14,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from convergent.replay._recording import RecordedCall, Turn
+from convergent.replay._same import same_result
 
 __all__ = ["Repeat", "longest_repeat"]
 
@@ -34,9 +37,16 @@ class Repeat:
     """The reply (0-based) of the repetition's first call."""
 
 
-def longest_repeat(turn: Turn, *, replies: int | None = None, read_only: Iterable[str]) -> Repeat:
+def longest_repeat(
+    turn: Turn,
+    *,
+    replies: int | None = None,
+    read_only: Iterable[str],
+    waits: Iterable[str] = (),
+) -> Repeat:
     """The call repeated unchanged most often in a turn (or its first ``replies`` replies)."""
-    reads = frozenset(read_only)
+    waiting = frozenset(waits)
+    reads = frozenset(read_only) - waiting
     writes = 0
     seen: dict[str, tuple[int, str | None, bool, int, int]] = {}
     best = Repeat(name="", times=0, reply=-1)
@@ -45,9 +55,14 @@ def longest_repeat(turn: Turn, *, replies: int | None = None, read_only: Iterabl
             key = call.key
             before = seen.get(key)
             times, start = 1, index
-            if before is not None and call.result is not None:
+            if before is not None and call.result is not None and call.name not in waiting:
                 count, result, failed, writes_after, first = before
-                if writes_after == writes and (result, failed) == (call.result, call.failed):
+                if (
+                    writes_after == writes
+                    and failed == call.failed
+                    and result is not None
+                    and same_result(result, call.result)
+                ):
                     times, start = count + 1, first
             if _may_change(call, reads):
                 writes += 1
@@ -58,5 +73,8 @@ def longest_repeat(turn: Turn, *, replies: int | None = None, read_only: Iterabl
 
 
 def _may_change(call: RecordedCall, reads: frozenset[str]) -> bool:
-    """A call that did not fail, of a tool not known to only read, may have changed state."""
-    return not call.failed and call.name not in reads
+    """Whether a call may have changed state.
+
+    It may unless it failed, was the model's mistake, or its tool only reads.
+    """
+    return not call.failed and not call.mistake and call.name not in reads

@@ -16,14 +16,18 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
+from convergent.replay._declarations import Declarations
 from convergent.replay._labels import Labels
 from convergent.replay._readers import read_runs
-from convergent.replay._recording import Malformed, Trajectory
+from convergent.replay._recording import Malformed, Skipped, Trajectory
 from convergent.replay._replayer import replay_run
 from convergent.replay._settings import Settings, agent_arguments
 from convergent.replay._verdict import RunVerdict, judge
 
-__all__ = ["BATCH", "judged_runs"]
+__all__ = ["BATCH", "Item", "judged_runs"]
+
+Item = RunVerdict | Malformed | Skipped
+"""What the stream gives for each run, lost run or line passed over."""
 
 BATCH = 64
 """Runs per batch sent to a worker."""
@@ -34,20 +38,20 @@ def _replay_batch(
     runs: Sequence[Trajectory], settings: Settings, threshold: int
 ) -> list[RunVerdict]:
     async def replay_all() -> list[RunVerdict]:
-        return [judge(run, await replay_run(run, settings), threshold) for run in runs]
+        return [judge(run, await replay_run(run, settings), threshold, settings) for run in runs]
 
     return asyncio.run(replay_all())
 
 
 def _batches(
-    items: Iterable[Trajectory | Malformed], labels: Labels
-) -> Iterator[list[Trajectory] | Malformed]:
+    items: Iterable[Trajectory | Malformed | Skipped], labels: Labels, declarations: Declarations
+) -> Iterator[list[Trajectory] | Malformed | Skipped]:
     batch: list[Trajectory] = []
     for item in items:
-        if isinstance(item, Malformed):
+        if not isinstance(item, Trajectory):
             yield item
             continue
-        batch.append(labels.apply(item))
+        batch.append(labels.apply(declarations.apply(item)))
         if len(batch) >= BATCH:
             yield batch
             batch = []
@@ -61,17 +65,19 @@ def judged_runs(
     settings: Settings | None = None,
     format: str | None = None,
     labels: Labels | None = None,
+    declarations: Declarations | None = None,
     threshold: int = 3,
     workers: int = 1,
     on_read: Callable[[int], None] | None = None,
-) -> Iterator[tuple[str, RunVerdict | Malformed]]:
-    """Every run of every path, judged (or reported malformed), with the path it came from.
+) -> Iterator[tuple[str, Item]]:
+    """Every run of every path, judged (or reported lost), with the path it came from.
 
     Args:
         paths: Recording files or folders; each is one corpus.
         settings: The policy under test (default: the installed library's defaults).
         format: Read every file in this format (default: detected per file).
         labels: Labels given by the user.
+        declarations: What the user declares of the tools and results.
         threshold: Unchanged repeats of one call that make a real loop.
         workers: Processes that replay (1: this one).
         on_read: Called with the number of runs in each batch read.
@@ -82,10 +88,11 @@ def judged_runs(
     settings = dict(settings or {})
     agent_arguments(settings)  # a bad setting fails here, once, not in every run
     labels = labels or Labels()
+    declarations = declarations or Declarations()
     if workers <= 1:
         for path in paths:
-            for batch in _batches(read_runs([path], format), labels):
-                if isinstance(batch, Malformed):
+            for batch in _batches(read_runs([path], format), labels, declarations):
+                if not isinstance(batch, list):
                     yield str(path), batch
                     continue
                 if on_read is not None:
@@ -93,7 +100,12 @@ def judged_runs(
                 for verdict in _replay_batch(batch, settings, threshold):
                     yield str(path), verdict
         return
-    yield from _in_workers(paths, settings, format, labels, threshold, workers, on_read)
+    yield from _in_workers(
+        paths, settings, format, labels, declarations, threshold, workers, on_read
+    )
+
+
+_Job = concurrent.futures.Future[list[RunVerdict]] | Malformed | Skipped
 
 
 def _in_workers(
@@ -101,33 +113,32 @@ def _in_workers(
     settings: Settings,
     format: str | None,
     labels: Labels,
+    declarations: Declarations,
     threshold: int,
     workers: int,
     on_read: Callable[[int], None] | None,
-) -> Iterator[tuple[str, RunVerdict | Malformed]]:
+) -> Iterator[tuple[str, Item]]:
     context = multiprocessing.get_context("forkserver" if sys.platform == "linux" else "spawn")
-    pending: deque[tuple[str, concurrent.futures.Future[list[RunVerdict]] | Malformed]] = deque()
+    pending: deque[tuple[str, _Job]] = deque()
     limit = workers * _IN_FLIGHT_PER_WORKER
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
         for path in paths:
-            for batch in _batches(read_runs([path], format), labels):
-                if isinstance(batch, Malformed):
+            for batch in _batches(read_runs([path], format), labels, declarations):
+                if not isinstance(batch, list):
                     pending.append((str(path), batch))
                     continue
                 if on_read is not None:
                     on_read(len(batch))
                 pending.append((str(path), pool.submit(_replay_batch, batch, settings, threshold)))
-                while sum(not isinstance(job, Malformed) for _, job in pending) > limit:
+                while sum(isinstance(job, concurrent.futures.Future) for _, job in pending) > limit:
                     yield from _settle(pending.popleft())
         while pending:
             yield from _settle(pending.popleft())
 
 
-def _settle(
-    item: tuple[str, concurrent.futures.Future[list[RunVerdict]] | Malformed],
-) -> Iterator[tuple[str, RunVerdict | Malformed]]:
+def _settle(item: tuple[str, _Job]) -> Iterator[tuple[str, Item]]:
     path, job = item
-    if isinstance(job, Malformed):
+    if not isinstance(job, concurrent.futures.Future):
         yield path, job
         return
     for verdict in job.result():

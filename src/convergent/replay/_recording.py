@@ -1,4 +1,13 @@
-"""The one form every reader produces: a run's turns of recorded replies, and its label."""
+"""The one form every reader produces: a run's turns of recorded replies, and its label.
+
+A reader also says what it could not read or had to guess in each run (`Trajectory.gaps`,
+by the kinds of `GAPS`), and reports a line it passed over (`Skipped`) or a run it lost
+(`Malformed`): nothing is dropped without a word.
+
+A turn is what the loop plays as one run: it ends at a reply that answers (text and no
+tool calls). A recording whose turn goes on after such a reply (a harness's own request
+before the agent's, answered in text) is split there, so that every reply is replayed.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +20,24 @@ import msgspec
 
 from convergent.messages import Usage
 
-__all__ = ["Malformed", "RecordedCall", "RecordedReply", "Trajectory", "Turn", "call_key"]
+__all__ = [
+    "GAPS",
+    "Malformed",
+    "RecordedCall",
+    "RecordedReply",
+    "Skipped",
+    "Trajectory",
+    "Turn",
+    "call_key",
+]
+
+GAPS = {
+    "matched_by_order": "results matched to their calls by order or tool name (no call ids)",
+    "results_dropped": "results that belong to no call (dropped)",
+    "calls_without_result": "calls without a recorded result",
+    "messages_skipped": "messages or steps that could not be read (skipped)",
+}
+"""What a reader could not read or had to guess in a run, by key, in words."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +52,9 @@ class RecordedCall:
     """The tool's recorded result (None when the recording has none)."""
     failed: bool = False
     """Whether the recording marks the result as a failure."""
+    mistake: bool = False
+    """Whether the recording marks the call as the model's mistake (a format error, a
+    call its harness refused to run): the loop counts it toward ``max_mistakes``."""
     key: str = field(init=False, repr=False, compare=False)
     """The same call: the same name and the same arguments, key order ignored."""
 
@@ -70,11 +99,73 @@ class Trajectory:
     """Tools known to change nothing (reads, pure computations)."""
     terminal: frozenset[str] = frozenset()
     """Tools that hand the conversation off (a transfer to a human)."""
+    writes: frozenset[str] = frozenset()
+    """Tools known to change state (declared ``read_only=False`` in the replay)."""
+    waits: frozenset[str] = frozenset()
+    """Tools that wait (a sleep, a poll that blocks): real time passes while they run."""
+    gaps: Mapping[str, int] = field(default_factory=dict)
+    """What the reader could not read or had to guess in this run: counts by the keys
+    of `GAPS` (empty: nothing)."""
+    unlabelled_why: str = ""
+    """Why a rule given for labels could not label the run ("" when it could, or none
+    was given)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "turns", split_turns(self.turns))
 
     @property
     def replies(self) -> int:
         """Recorded replies over all turns."""
         return sum(len(turn) for turn in self.turns)
+
+    @property
+    def final_answer(self) -> str | None:
+        """The text of the run's last reply when it answers (no tool calls).
+
+        None when the run ends on tool calls, or its last reply's text was not recorded.
+        """
+        last = self.turns[-1][-1] if self.turns and self.turns[-1] else None
+        if last is None or last.calls or not last.content.strip():
+            return None
+        return last.content
+
+
+def split_turns(turns: tuple[Turn, ...]) -> tuple[Turn, ...]:
+    """The turns, each split after every reply that answers and is not the turn's last.
+
+    The loop ends a run at an answer (text, no tool calls); the replies a recording has
+    after one belong to the next run the loop would play. A reply without calls or text
+    is not an answer (the loop asks the model to go on) and splits nothing.
+    """
+    if all(_ends_well(turn) for turn in turns):
+        return turns
+    split: list[Turn] = []
+    for turn in turns:
+        start = 0
+        for index, reply in enumerate(turn[:-1]):
+            if not reply.calls and reply.content.strip():
+                split.append(turn[start : index + 1])
+                start = index + 1
+        split.append(turn[start:])
+    return tuple(split)
+
+
+def _ends_well(turn: Turn) -> bool:
+    return all(reply.calls or not reply.content.strip() for reply in turn[:-1])
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A line of a file that holds no run (a header, metadata): passed over, reported."""
+
+    where: str
+    """The file and line."""
+    why: str
+    """What the line is, in a few words."""
+
+    def describe(self) -> str:
+        """``where: why``."""
+        return f"{self.where}: {self.why}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,15 @@
 
 A `ScriptedModel` function plays the recorded replies in order; each tool answers a call
 with the recorded result of the same call in the current reply, raising `ToolError`
-where the recording marks a failure. When the loop does not run a call (it stops, or it
-answers the call with a note to the model instead), that recorded result is dropped so
-the next reply's calls still get their own. The recorded model never saw such a note,
+where the recording marks a failure and `ToolArgumentsError` where it marks the model's
+mistake. Each tool is declared as the recording (or the user) knows it: ``read_only``
+True for a read, False for a write, unknown otherwise; a tool that waits advances the
+replay's clock past the policy's ``poll_gap``, as the time it waited would (the replay
+runs on a clock of its own, so that nothing else it does takes time).
+
+When the loop does not run a call (it stops, or it answers the call with a note to the
+model instead), that recorded result is dropped so the next reply's calls still get
+their own. The recorded model never saw such a note,
 so after one the replay plays what it did next anyway: the worst case, a model that
 ignores the note. A request without the tools (the answer asked for after a stop) and
 requests past the recording get a short text reply.
@@ -23,8 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import convergent
 from convergent import Agent, ModelResponse, ScriptedModel, StopReason, ToolCall
-from convergent.exceptions import ToolError
+from convergent.clock import Clock, use_clock
+from convergent.exceptions import ToolArgumentsError, ToolError
 from convergent.messages import Message, ToolSpec
 from convergent.replay._recording import RecordedCall, RecordedReply, Trajectory, Turn, call_key
 from convergent.replay._settings import Settings, agent_arguments
@@ -67,11 +75,22 @@ class TurnReplay:
     noted_after: tuple[int, ...] = ()
     """Replies (0-based) whose calls ran and were then followed by a note that they
     repeat (a read is judged on its result) or that failures persist."""
+    unplayed_calls: int = 0
+    """Tool calls of the recorded replies the replay never played."""
 
     @property
     def cut(self) -> bool:
         """Whether the loop stopped the turn before the recording ended it."""
         return StopReason(self.stop_reason) not in FINISHED
+
+    @property
+    def partial(self) -> bool:
+        """Whether the turn ended before the recording's end without a cut.
+
+        Some of its recorded calls were then never played (closing words after a
+        hand-off are not: the loop ends the turn where the recording hands off).
+        """
+        return not self.cut and self.unplayed_calls > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +107,33 @@ class RunReplay:
         """The first turn the loop cut short (0-based), if any."""
         return next((index for index, turn in enumerate(self.turns) if turn.cut), None)
 
+    @property
+    def unplayed(self) -> int:
+        """Recorded replies of turns not cut that the replay never played."""
+        return sum(turn.recorded - turn.played for turn in self.turns if turn.partial)
+
+
+class _ReplayClock(Clock):
+    """The replay's own time: it stands still but where a recorded tool waited."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def monotonic(self) -> float:
+        return self.seconds
+
 
 class _Recording:
     """The model's script and the tools' answers for one turn, kept in step."""
 
-    def __init__(self, turn: Turn) -> None:
+    def __init__(
+        self, turn: Turn, clock: _ReplayClock | None = None, wait: float | None = None
+    ) -> None:
         self.turn = turn
+        self.clock = clock
+        self.wait = wait
         self.played = 0
         self.notes = 0
         self.extra_requests = 0
@@ -139,9 +179,16 @@ class _Recording:
         if not queue:
             raise ToolError(f"the recording has no result for this call of {name}")
         call = queue.popleft()
+        if call.mistake:
+            raise ToolArgumentsError(call.result or "the call could not be run")
         if call.failed:
             raise ToolError(call.result or "failed")
         return call.result if call.result is not None else "(no recorded result)"
+
+    def waited(self) -> None:
+        """A tool that waits ran: the replay's time passes the policy's poll gap."""
+        if self.clock is not None and self.wait is not None:
+            self.clock.seconds += self.wait + 1.0
 
 
 def _response(reply: RecordedReply, number: int) -> ModelResponse:
@@ -156,11 +203,17 @@ def _response(reply: RecordedReply, number: int) -> ModelResponse:
 
 def _tools(recording: _Recording, trajectory: Trajectory, turn: Turn) -> list[Tool]:
     def make(name: str) -> Tool:
+        waits = name in trajectory.waits
+
         async def answer(**arguments: Any) -> str:
+            if waits:
+                recording.waited()
             return recording.answer(name, arguments)
 
         extra: dict[str, Any] = {}
-        if _DECLARES_READ_ONLY and name in trajectory.read_only:
+        if _DECLARES_READ_ONLY and name in trajectory.writes:
+            extra["read_only"] = False
+        elif _DECLARES_READ_ONLY and name in trajectory.read_only:
             extra["read_only"] = True
         return Tool.from_schema(
             name=name,
@@ -186,15 +239,32 @@ async def replay_turn(trajectory: Trajectory, turn: Turn, settings: Settings) ->
     Raises:
         UserError: If a setting is unknown or refused by the installed convergent.
     """
-    recording = _Recording(turn)
+    return await _replay_turn(trajectory, turn, agent_arguments(settings))
+
+
+def _poll_gap(arguments: Mapping[str, Any]) -> float | None:
+    policy = arguments.get("policy")
+    if policy is None:
+        policy_type: Any = getattr(convergent, "StopPolicy", None)
+        policy = policy_type() if policy_type is not None else None
+    gap = getattr(policy, "poll_gap", None)
+    return None if gap is None else float(gap)
+
+
+async def _replay_turn(
+    trajectory: Trajectory, turn: Turn, arguments: Mapping[str, Any]
+) -> TurnReplay:
+    clock = _ReplayClock()
+    recording = _Recording(turn, clock, _poll_gap(arguments) if trajectory.waits else None)
     agent = Agent(
         ScriptedModel(recording.respond, record_requests=False),
         _tools(recording, trajectory, turn),
         record_events=False,
         instrument=False,
-        **agent_arguments(settings),
+        **arguments,
     )
-    result = await agent.run("replay", on_event=recording.on_event)
+    with use_clock(clock):
+        result = await agent.run("replay", on_event=recording.on_event)
     return TurnReplay(
         stop_reason=result.stop_reason.value,
         detail=result.stop_detail,
@@ -207,6 +277,7 @@ async def replay_turn(trajectory: Trajectory, turn: Turn, settings: Settings) ->
         unrun=tuple(
             (recording.played - 1, key) for key, left in recording.pending.items() for _ in left
         ),
+        unplayed_calls=sum(len(reply.calls) for reply in turn[recording.played :]),
     )
 
 
@@ -221,5 +292,6 @@ async def replay_run(trajectory: Trajectory, settings: Settings | None = None) -
     Raises:
         UserError: If a setting is unknown or refused by the installed convergent.
     """
-    turns = [await replay_turn(trajectory, turn, settings or {}) for turn in trajectory.turns]
+    arguments = agent_arguments(settings or {})
+    turns = [await _replay_turn(trajectory, turn, arguments) for turn in trajectory.turns]
     return RunReplay(id=trajectory.id, turns=tuple(turns))

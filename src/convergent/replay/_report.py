@@ -1,7 +1,9 @@
 """The figures of a replay, per corpus and in total, counted as the verdicts stream in.
 
 Counts are kept for every run; the runs themselves only where there is something to
-show (a stop, a real loop), so a report's size follows its stops, not its runs.
+show (a stop, a real loop, something the reader could not read or had to guess), so a
+report's size follows what it shows, not its runs. `ReplayReport.headline` says the
+answer in one sentence.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from convergent.replay._recording import Malformed
+from convergent.replay._recording import GAPS, Malformed, Skipped
 from convergent.replay._verdict import (
     CUT_FAULT,
     CUT_REAL_LOOP,
     FAILED_STOPPED,
+    PARTIAL,
     PLAYED_THROUGH,
     UNLABELLED_STOPPED,
     RunVerdict,
@@ -64,6 +67,22 @@ class CorpusFigures:
     """Cut turns in which the loop asked for an answer after the stop."""
     malformed: int = 0
     """Runs (or files) that could not be read and were skipped."""
+    skipped: int = 0
+    """Lines and files that hold no run (headers, metadata, other JSON), passed over."""
+    gaps: Counter[str] = field(default_factory=Counter)
+    """What the readers could not read or had to guess, summed (keys of `GAPS`)."""
+    gapped_runs: Counter[str] = field(default_factory=Counter)
+    """Runs with each kind of gap."""
+    files: dict[str, Counter[str]] = field(default_factory=dict)
+    """The gaps of each file that has some."""
+    gapped: list[tuple[str, dict[str, int]]] = field(default_factory=list)
+    """Each run with gaps, by its id, and its gaps."""
+    no_final_answer: int = 0
+    """Runs whose recording ends without a final answer."""
+    unlabelled_why: Counter[str] = field(default_factory=Counter)
+    """Runs a label rule could not label, by why."""
+    unplayed: int = 0
+    """Recorded replies never played in runs replayed in part."""
     stopped: list[RunVerdict] = field(default_factory=list)
     """Every run the loop cut, in input order."""
     looping: list[RunVerdict] = field(default_factory=list)
@@ -79,6 +98,17 @@ class CorpusFigures:
         self.models[verdict.model or "(unnamed)"] += 1
         self.turns += verdict.turns
         self.replies[side] += verdict.replies
+        self.unplayed += verdict.unplayed
+        self.no_final_answer += not verdict.final_answer
+        if verdict.unlabelled_why:
+            self.unlabelled_why[verdict.unlabelled_why] += 1
+        if verdict.gaps:
+            found = {key: count for key, count in verdict.gaps.items() if count}
+            if found:
+                self.gaps.update(found)
+                self.gapped_runs.update(found.keys())
+                self.files.setdefault(verdict.source, Counter()).update(found)
+                self.gapped.append((verdict.id, found))
         self.tokens[side] += verdict.tokens or 0
         self.notes += verdict.notes
         for stop in verdict.stops:
@@ -102,17 +132,35 @@ class CorpusFigures:
         """Add another corpus's figures to these."""
         for name in ("runs", "verdicts", "reasons", "models", "replies", "tokens"):
             getattr(self, name).update(getattr(other, name))
-        for name in ("saved_replies", "saved_tokens", "loops"):
+        for name in (
+            "saved_replies",
+            "saved_tokens",
+            "loops",
+            "gaps",
+            "gapped_runs",
+            "unlabelled_why",
+        ):
             getattr(self, name).update(getattr(other, name))
+        for file, gaps in other.files.items():
+            self.files.setdefault(file, Counter()).update(gaps)
         for side, cost in other.saved_cost.items():
             self.saved_cost[side] = self.saved_cost.get(side, 0.0) + cost
         self.turns += other.turns
         self.notes += other.notes
         self.answered_after_stop += other.answered_after_stop
         self.malformed += other.malformed
+        self.skipped += other.skipped
+        self.no_final_answer += other.no_final_answer
+        self.unplayed += other.unplayed
+        self.gapped += other.gapped
         self.stopped += other.stopped
         self.looping += other.looping
         self.nudged += other.nudged
+
+    @property
+    def read(self) -> int:
+        """Runs read and replayed."""
+        return sum(self.runs.values())
 
     @property
     def successful_cut(self) -> int:
@@ -139,6 +187,17 @@ class CorpusFigures:
             "name": self.name,
             "runs": {side: self.runs[side] for side in _SIDES},
             "malformed": self.malformed,
+            "skipped": self.skipped,
+            "reading": {
+                "gaps": {key: self.gaps[key] for key in GAPS},
+                "runs_with_gaps": {key: self.gapped_runs[key] for key in GAPS},
+                "no_final_answer": self.no_final_answer,
+                "replayed_in_part": self.verdicts[PARTIAL],
+                "replies_not_replayed": self.unplayed,
+                "unlabelled_why": dict(self.unlabelled_why.most_common()),
+                "files": {file: dict(gaps) for file, gaps in self.files.items()},
+                "runs": [{"id": run, "gaps": gaps} for run, gaps in self.gapped],
+            },
             "models": dict(self.models.most_common()),
             "turns": self.turns,
             "replies": {side: self.replies[side] for side in _SIDES},
@@ -146,6 +205,7 @@ class CorpusFigures:
                 key: self.verdicts[key]
                 for key in (
                     PLAYED_THROUGH,
+                    PARTIAL,
                     CUT_REAL_LOOP,
                     CUT_FAULT,
                     FAILED_STOPPED,
@@ -199,15 +259,22 @@ class ReplayReport:
     """Figures per corpus (each path given), in input order."""
     malformed: list[Malformed] = field(default_factory=list)
     """Runs and files that could not be read, with why."""
+    skipped: list[Skipped] = field(default_factory=list)
+    """Lines and files passed over (they hold no run), with what they are."""
+    labelled_by_rule: bool = False
+    """Whether a rule (``--success-if``) labelled the runs."""
 
-    def add(self, corpus: str, item: RunVerdict | Malformed) -> None:
-        """Count one judged (or malformed) run of ``corpus``."""
+    def add(self, corpus: str, item: RunVerdict | Malformed | Skipped) -> None:
+        """Count one judged (or lost) run, or a line passed over, of ``corpus``."""
         figures = self.corpora.setdefault(corpus, CorpusFigures(corpus))
         if isinstance(item, Malformed):
             self.malformed.append(item)
             figures.malformed += 1
-            return
-        figures.add(item)
+        elif isinstance(item, Skipped):
+            self.skipped.append(item)
+            figures.skipped += 1
+        else:
+            figures.add(item)
 
     @property
     def total(self) -> CorpusFigures:
@@ -223,22 +290,115 @@ class ReplayReport:
             "settings": dict(self.settings),
             "loop_threshold": self.threshold,
             "corpora": [figures.to_dict() for figures in self.corpora.values()],
-            "total": {
-                key: value
-                for key, value in self.total.to_dict().items()
-                if key not in ("stopped", "loops_not_stopped", "nudged")
-            },
+            "headline": self.headline(),
+            "total": _total_dict(self.total.to_dict()),
             "malformed": [item.describe() for item in self.malformed],
+            "skipped": [item.describe() for item in self.skipped],
         }
+
+    def headline(self) -> str:
+        """The answer in one sentence: successful runs cut, and what failed runs save."""
+        total = self.total
+        return headline(total, self.labelled_by_rule)
+
+
+def _total_dict(data: dict[str, Any]) -> dict[str, Any]:
+    data = {k: v for k, v in data.items() if k not in ("stopped", "loops_not_stopped", "nudged")}
+    data["reading"] = {k: v for k, v in data["reading"].items() if k not in ("files", "runs")}
+    return data
+
+
+def _count(number: int, one: str, many: str | None = None) -> str:
+    return f"{number:,} {one if number == 1 else many or one + 's'}"
+
+
+def headline(figures: CorpusFigures, labelled_by_rule: bool = False) -> str:
+    """One sentence: what the policy does to the successful runs and saves on the failed.
+
+    ``None of your 4 successful runs would be cut; 9 replies and 5,127 tokens of your 2
+    failed runs saved.``, then what could not be read, where something could not.
+    """
+    runs = figures.runs
+    if not figures.read:
+        sentence = "No run was read"
+    elif not runs["successful"] and not runs["failed"]:
+        stopped = figures.verdicts[UNLABELLED_STOPPED]
+        hint = (
+            f"--success-if could not label {'it' if figures.read == 1 else 'them'}"
+            if labelled_by_rule
+            else "give --success or --success-if"
+        )
+        whose = (
+            "your run has no"
+            if figures.read == 1
+            else f"none of your {_count(figures.read, 'run')} has a"
+        )
+        sentence = f"{whose} success label ({hint}); {stopped:,} would be stopped"
+    else:
+        sentence = _successful(figures) + "; " + _failed(figures)
+        if runs["unlabelled"]:
+            sentence += f"; {_count(runs['unlabelled'], 'run')} without a label"
+    lost = []
+    if figures.malformed:
+        lost.append(
+            _count(figures.malformed, "run or file", "runs or files") + " could not be read"
+        )
+    guessed = sum(1 for _ in figures.gapped)
+    if guessed:
+        lost.append(_count(guessed, "run") + " read with gaps or guesses")
+    if figures.verdicts[PARTIAL]:
+        lost.append(_count(figures.verdicts[PARTIAL], "run") + " replayed only in part")
+    return sentence[0].upper() + sentence[1:] + "." + (f" ({'; '.join(lost)}.)" if lost else "")
+
+
+def _successful(figures: CorpusFigures) -> str:
+    count = figures.runs["successful"]
+    if not count:
+        return "no run is labelled successful"
+    mine = f"your {_count(count, 'successful run')}"
+    if not figures.successful_cut:
+        return f"none of {mine} would be cut" if count > 1 else f"{mine} would not be cut"
+    faults, loops = figures.policy_faults, figures.verdicts[CUT_REAL_LOOP]
+    how = ", ".join(
+        part
+        for part in (
+            f"{faults:,} by the policy's fault" if faults else "",
+            f"{loops:,} at a real loop" if loops else "",
+        )
+        if part
+    )
+    return f"{figures.successful_cut:,} of {mine} would be cut ({how})"
+
+
+def _failed(figures: CorpusFigures) -> str:
+    count = figures.runs["failed"]
+    if not count:
+        return "no run is labelled failed"
+    replies = figures.saved_replies["failed"]
+    if not replies:
+        return f"nothing saved on your {_count(count, 'failed run')}"
+    saved = [_count(replies, "reply", "replies")]
+    if figures.saved_tokens["failed"]:
+        saved.append(_count(figures.saved_tokens["failed"], "token"))
+    if figures.saved_cost.get("failed"):
+        saved.append(f"${figures.saved_cost['failed']:,.2f}")
+    what = saved[0] if len(saved) == 1 else ", ".join(saved[:-1]) + " and " + saved[-1]
+    return (
+        f"{what} of your {_count(count, 'failed run')} saved ({figures.failed_stopped:,} stopped)"
+    )
 
 
 def report_of(
-    items: Iterable[tuple[str, RunVerdict | Malformed]],
+    items: Iterable[tuple[str, RunVerdict | Malformed | Skipped]],
     settings: Mapping[str, Any],
     threshold: int,
+    *,
+    labelled_by_rule: bool = False,
 ) -> ReplayReport:
     """Count a stream of judged runs into a report."""
-    report = ReplayReport(settings=dict(settings), threshold=threshold)
+    report = ReplayReport(
+        settings=dict(settings), threshold=threshold, labelled_by_rule=labelled_by_rule
+    )
     for corpus, item in items:
         report.add(corpus, item)
     return report

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from convergent.replay._calibrate import Calibration, Knob, Point, search_knobs
+from convergent.replay._declarations import Declarations
 from convergent.replay._labels import Labels, load_labels
 from convergent.replay._pipeline import judged_runs
 from convergent.replay._report import ReplayReport, report_of
@@ -28,6 +29,7 @@ def replay(
     format: str | None = None,
     success: Mapping[str, bool] | Path | None = None,
     success_if: str | None = None,
+    declarations: Declarations | None = None,
     threshold: int = 3,
     workers: int = 1,
     on_read: Callable[[int], None] | None = None,
@@ -43,6 +45,8 @@ def replay(
         success: Success labels by run id or name (or a JSON file of them), over the
             recordings' own.
         success_if: A regular expression: a run whose final answer matches it succeeded.
+        declarations: What the user declares of the tools (reads, writes, waits) and
+            results (mistakes, failures), over what the readers know.
         threshold: Unchanged repeats of one call that make a real loop.
         workers: Processes that replay (1: this one).
         on_read: Called with the number of runs in each batch read (for progress).
@@ -55,11 +59,12 @@ def replay(
         settings=settings,
         format=format,
         labels=_labels(success, success_if),
+        declarations=declarations,
         threshold=threshold,
         workers=workers,
         on_read=on_read,
     )
-    return report_of(runs, settings or {}, threshold)
+    return report_of(runs, settings or {}, threshold, labelled_by_rule=success_if is not None)
 
 
 def calibrate(
@@ -68,6 +73,7 @@ def calibrate(
     format: str | None = None,
     success: Mapping[str, bool] | Path | None = None,
     success_if: str | None = None,
+    declarations: Declarations | None = None,
     threshold: int = 3,
     workers: int = 1,
     knobs: Sequence[Knob] | None = None,
@@ -84,6 +90,7 @@ def calibrate(
         format: As for `replay`.
         success: As for `replay`.
         success_if: As for `replay`.
+        declarations: As for `replay`.
         threshold: As for `replay`.
         workers: As for `replay`.
         knobs: The knobs to search, in order (default: `available_knobs`).
@@ -104,10 +111,11 @@ def calibrate(
             settings=settings,
             format=format,
             labels=labels,
+            declarations=declarations,
             threshold=threshold,
             workers=workers,
         )
-        return report_of(runs, settings, threshold)
+        return report_of(runs, settings, threshold, labelled_by_rule=success_if is not None)
 
     calibration = search_knobs(
         evaluate, knobs=knobs, allow_real_loops=allow_real_loops, on_point=on_point

@@ -2,9 +2,11 @@
 
 A setting is a flat ``name -> value`` (``max_repeated_calls=4``). Each name goes to the
 first place that has it: a field of `convergent.StopPolicy` (where the installed
-convergent has one), a field of `convergent.Limits`, or a keyword of `convergent.Agent`.
+convergent has one), a field of `convergent.Limits`, or a keyword of `convergent.Agent`
+whose value JSON can give (a flag, a number, a text; not the replay's own keywords).
 So the same settings measure whichever version is installed, and a name no part of it
-knows is refused instead of silently ignored.
+knows, or a value of the wrong type, is refused in one line instead of silently
+ignored.
 """
 
 from __future__ import annotations
@@ -24,8 +26,28 @@ Settings = Mapping[str, Any]
 """Setting names and values; empty: the installed library's defaults."""
 
 _NOT_SETTINGS = frozenset(
-    {"self", "model", "tools", "limits", "policy", "spec", "store", "observers", "gate"}
+    {
+        "self",
+        "model",
+        "tools",
+        "limits",
+        "policy",
+        "spec",
+        "store",
+        "observers",
+        "gate",
+        "record_events",  # the replay sets these two itself
+        "instrument",
+    }
 )
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "bool": (bool,),
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "None": (type(None),),
+}
+"""Types a keyword of `Agent` may have to be a setting: what JSON gives."""
 
 
 @functools.cache
@@ -37,9 +59,21 @@ def _targets() -> tuple[tuple[str, frozenset[str]], ...]:
     if policy is not None:
         found.append(("StopPolicy", _fields(policy)))
     found.append(("Limits", _fields(convergent.Limits) - legacy))
-    parameters = inspect.signature(convergent.Agent.__init__).parameters
-    found.append(("Agent", frozenset(parameters) - _NOT_SETTINGS - legacy))
+    found.append(("Agent", frozenset(_agent_types()) - _NOT_SETTINGS - legacy))
     return tuple(found)
+
+
+@functools.cache
+def _agent_types() -> dict[str, tuple[type, ...]]:
+    """The keywords of `Agent` JSON can give, with the types each takes."""
+    found: dict[str, tuple[type, ...]] = {}
+    for name, parameter in inspect.signature(convergent.Agent.__init__).parameters.items():
+        annotation = parameter.annotation
+        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        parts = [part.strip() for part in str(text).split("|")]
+        if parts and all(part in _JSON_TYPES for part in parts):
+            found[name] = tuple(kind for part in parts for kind in _JSON_TYPES[part])
+    return found
 
 
 def _legacy_names() -> tuple[str, ...]:
@@ -77,8 +111,22 @@ def placed(settings: Settings) -> dict[str, dict[str, Any]]:
         if name not in where:
             known = ", ".join(sorted(where))
             raise UserError(f"unknown setting {name!r}; the installed convergent takes: {known}")
+        if where[name] == "Agent":
+            kinds = _agent_types()[name]
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                wanted = " or ".join(sorted({_JSON_NAMES[kind] for kind in kinds}))
+                raise UserError(f"{name} must be {wanted}, got {value!r}")
         grouped.setdefault(where[name], {})[name] = value
     return grouped
+
+
+_JSON_NAMES = {
+    bool: "true/false",
+    int: "a number",
+    float: "a number",
+    str: "a text",
+    type(None): "null",
+}
 
 
 def agent_arguments(settings: Settings) -> dict[str, Any]:

@@ -6,7 +6,9 @@ there (a *real loop* when it reaches the threshold), the calls around it, and wh
 rest of the turn would have cost (recorded replies, and tokens and cost where the
 recording has them). With a success label the run gets its verdict:
 
-- ``played through``: no turn was cut;
+- ``played through``: no turn was cut, and every recorded reply was played;
+- ``replayed in part``: no turn was cut, but the loop ended a turn before its recorded
+  end without a stop (a hand-off the recording went on after): never "played through";
 - ``successful, cut at a real loop``: a successful run cut where the recording proves a
   loop (stopping a real loop is right whatever the policy);
 - ``successful, cut: policy's fault``: a successful run cut without such proof;
@@ -22,17 +24,20 @@ note right after one ran, and the recording changed course after it), or ``misse
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from convergent.replay._loops import Repeat, longest_repeat
 from convergent.replay._recording import Trajectory, Turn
 from convergent.replay._replayer import RunReplay, TurnReplay
+from convergent.replay._rules import rule_of
+from convergent.replay._settings import Settings
 
 __all__ = [
     "CUT_FAULT",
     "CUT_REAL_LOOP",
     "FAILED_STOPPED",
+    "PARTIAL",
     "PLAYED_THROUGH",
     "UNLABELLED_STOPPED",
     "CallLine",
@@ -43,6 +48,7 @@ __all__ = [
 ]
 
 PLAYED_THROUGH = "played through"
+PARTIAL = "replayed in part"
 CUT_REAL_LOOP = "successful, cut at a real loop"
 CUT_FAULT = "successful, cut: policy's fault"
 FAILED_STOPPED = "failed, stopped"
@@ -81,6 +87,9 @@ class Stop:
     """The turn (0-based)."""
     reason: str
     """The stop reason."""
+    rule: str
+    """The setting whose rule gave the stop (``max_repeated_calls``, ``max_failing_steps``
+    ...), as `--set` names it."""
     detail: str
     """The stop detail, on one line."""
     played: int
@@ -143,6 +152,19 @@ class RunVerdict:
     """Calls the loop answered with a note instead of running them, the run going on."""
     nudges: tuple[tuple[int, int, str], ...] = ()
     """Where: each such call as its turn and reply (1-based) and its tool."""
+    unplayed: int = 0
+    """Recorded replies never played in turns the loop did not cut (a partial replay)."""
+    gaps: Mapping[str, int] = field(default_factory=dict)
+    """What the reader could not read or had to guess in the run (`Trajectory.gaps`)."""
+    final_answer: bool = True
+    """Whether the recording ends with an answer (text without tool calls)."""
+    unlabelled_why: str = ""
+    """Why a rule given for labels could not label the run."""
+
+    @property
+    def shown(self) -> str:
+        """How a report names the run: its own name."""
+        return self.name or self.id
 
     @property
     def stop(self) -> Stop | None:
@@ -158,7 +180,7 @@ class RunVerdict:
     def verdict(self) -> str:
         """The verdict (one of the constants of this module)."""
         if not self.stops:
-            return PLAYED_THROUGH
+            return PARTIAL if self.unplayed else PLAYED_THROUGH
         if self.success is None:
             return UNLABELLED_STOPPED
         if not self.success:
@@ -183,16 +205,22 @@ class RunVerdict:
         return sum(found) if found else None
 
 
-def judge(trajectory: Trajectory, replay: RunReplay, threshold: int = 3) -> RunVerdict:
+def judge(
+    trajectory: Trajectory,
+    replay: RunReplay,
+    threshold: int = 3,
+    settings: Settings | None = None,
+) -> RunVerdict:
     """Judge a run's replay: its stops, its real loop's fate, its verdict.
 
     Args:
         trajectory: The recorded run.
         replay: Its replay (`replay_run`).
         threshold: Unchanged repeats of one call that make a real loop.
+        settings: The settings replayed (to name the rule behind a stop).
     """
     stops = tuple(
-        _stop(trajectory, index, outcome, threshold)
+        _stop(trajectory, index, outcome, threshold, settings)
         for index, outcome in enumerate(replay.turns)
         if outcome.cut
     )
@@ -214,17 +242,30 @@ def judge(trajectory: Trajectory, replay: RunReplay, threshold: int = 3) -> RunV
             for turn, outcome in enumerate(replay.turns)
             for reply, key in outcome.replaced
         ),
+        unplayed=replay.unplayed,
+        gaps=trajectory.gaps,
+        final_answer=trajectory.final_answer is not None,
+        unlabelled_why=trajectory.unlabelled_why,
     )
 
 
-def _stop(trajectory: Trajectory, index: int, outcome: TurnReplay, threshold: int) -> Stop:
+def _stop(
+    trajectory: Trajectory,
+    index: int,
+    outcome: TurnReplay,
+    threshold: int,
+    settings: Settings | None,
+) -> Stop:
     turn = trajectory.turns[index]
-    repeat = longest_repeat(turn, replies=outcome.played, read_only=trajectory.read_only)
+    repeat = longest_repeat(
+        turn, replies=outcome.played, read_only=trajectory.read_only, waits=trajectory.waits
+    )
     unplayed = turn[outcome.played :]
     usage = [reply.usage for reply in unplayed if reply.usage is not None]
     return Stop(
         turn=index,
         reason=outcome.stop_reason,
+        rule=rule_of(outcome.stop_reason, outcome.detail, settings),
         detail=" ".join(outcome.detail.split()),
         played=outcome.played,
         recorded=outcome.recorded,
@@ -281,7 +322,7 @@ def loop_fate(
     """What became of the run's real loops: the best fate over its looping turns, or None."""
     found: LoopFate | None = None
     for index, (turn, outcome) in enumerate(zip(trajectory.turns, outcomes, strict=True)):
-        repeat = longest_repeat(turn, read_only=trajectory.read_only)
+        repeat = longest_repeat(turn, read_only=trajectory.read_only, waits=trajectory.waits)
         if repeat.times < threshold:
             continue
         # the reply with the last repeat never played, or played and the loop stopped there

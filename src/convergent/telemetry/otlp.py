@@ -1,11 +1,19 @@
-"""Export traces to an OTLP/HTTP collector (the ``otel`` extra), as ``run --otlp`` does."""
+"""Export traces to an OTLP/HTTP collector or to a file (the ``otel`` extra).
+
+``run --otlp`` sends them to a collector; ``run --otlp-file`` appends them to a file of
+OTLP JSON, one request per line: what the OpenTelemetry Collector's file exporter
+writes, and ``convergent replay`` reads.
+"""
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import socket
 import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,7 +30,7 @@ _LOG = logging.getLogger("convergent.telemetry")
 CONNECT_TIMEOUT = 2.0
 """Seconds to wait for the collector to accept a connection before its spans are dropped."""
 
-__all__ = ["EXTRA_HINT", "configure_otlp", "traces_url"]
+__all__ = ["EXTRA_HINT", "configure_otlp", "configure_otlp_file", "traces_url"]
 
 EXTRA_HINT = (
     "pip install 'opentelemetry-sdk>=1.45.2,<2' 'opentelemetry-exporter-otlp-proto-http>=1.45.2,<2'"
@@ -102,6 +110,100 @@ def _checked(exporter: SpanExporter, url: str) -> SpanExporter:
     return ReachableExporter()
 
 
+def _sdk() -> None:
+    try:
+        import opentelemetry.exporter.otlp.proto.common  # noqa: F401
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError as exc:
+        raise UserError(
+            f"OTLP export needs the otel extra ({exc.name or 'opentelemetry-sdk'} is missing): "
+            f"{EXTRA_HINT}"
+        ) from None
+
+
+def _provider(service_name: str) -> TracerProvider:
+    """A new SDK tracer provider for ``service_name`` (unless the environment names one).
+
+    Raises:
+        UserError: If a tracer provider is already configured in this process.
+    """
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        raise UserError("an OpenTelemetry tracer provider is already configured in this process")
+    resource = Resource.create()
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: service_name}))
+    return TracerProvider(resource=resource)
+
+
+def _hex_ids(value: object) -> object:
+    """OTLP JSON's ids are hexadecimal, where protobuf's JSON writes bytes in base64."""
+    if isinstance(value, dict):
+        return {
+            key: base64.b64decode(item).hex()
+            if key in ("traceId", "spanId", "parentSpanId") and isinstance(item, str)
+            else _hex_ids(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_hex_ids(item) for item in value]
+    return value
+
+
+def _file_exporter(path: Path) -> SpanExporter:
+    """Writes each batch of spans as one OTLP JSON request, a line of ``path``."""
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class FileExporter(SpanExporter):
+        def __init__(self) -> None:
+            self.file = path.open("a", encoding="utf-8")
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            request = _hex_ids(MessageToDict(encode_spans(spans)))
+            self.file.write(json.dumps(request, ensure_ascii=False) + "\n")
+            self.file.flush()
+            return SpanExportResult.SUCCESS
+
+        def shutdown(self) -> None:
+            self.file.close()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            self.file.flush()
+            return True
+
+    return FileExporter()
+
+
+def configure_otlp_file(path: str | Path, *, service_name: str = "convergent") -> TracerProvider:
+    """Make a global SDK tracer provider that appends spans to a file of OTLP JSON lines.
+
+    Each batch of spans is one ``ExportTraceServiceRequest`` in OTLP JSON on a line of its
+    own, as the OpenTelemetry Collector's file exporter writes them: ``convergent replay``
+    reads the file as it is. Call the returned provider's ``shutdown()`` before the
+    process ends, so the last spans are written.
+
+    Raises:
+        UserError: If the ``otel`` extra is missing, the file cannot be opened, or a
+            tracer provider is already configured.
+    """
+    _sdk()
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    file = Path(path)
+    provider = _provider(service_name)
+    try:
+        exporter = _file_exporter(file)
+    except OSError as exc:
+        raise UserError(f"--otlp-file {file}: cannot be opened ({exc.strerror})") from None
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
 def configure_otlp(endpoint: str, *, service_name: str = "convergent") -> TracerProvider:
     """Make a global SDK tracer provider that batches spans to an OTLP/HTTP endpoint.
 
@@ -123,20 +225,13 @@ def configure_otlp(endpoint: str, *, service_name: str = "convergent") -> Tracer
     url = traces_url(endpoint)
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-        from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
         raise UserError(
             f"OTLP export needs the otel extra ({exc.name or 'opentelemetry-sdk'} is missing): "
             f"{EXTRA_HINT}"
         ) from None
-    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        raise UserError("an OpenTelemetry tracer provider is already configured in this process")
-    resource = Resource.create()
-    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({SERVICE_NAME: service_name}))
-    provider = TracerProvider(resource=resource)
+    provider = _provider(service_name)
     provider.add_span_processor(BatchSpanProcessor(_checked(OTLPSpanExporter(endpoint=url), url)))
     trace.set_tracer_provider(provider)
     return provider

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from convergent.replay._recording import Malformed, Trajectory
+from convergent.replay._recording import Malformed, Skipped, Trajectory
 
 __all__ = ["Format", "Sample"]
 
@@ -16,13 +16,15 @@ __all__ = ["Format", "Sample"]
 class Sample:
     """The start of a file, decoded.
 
-    The whole value of a JSON file, or the first line of a JSON Lines file.
+    The whole value of a JSON file, or the first lines of a JSON Lines file.
     """
 
     value: Any
-    """The decoded value."""
+    """The decoded value (of a JSON Lines file: its first line)."""
     lines: bool
-    """Whether the file is JSON Lines (``value`` is its first line)."""
+    """Whether the file is JSON Lines."""
+    head: tuple[Any, ...] = ()
+    """A JSON Lines file's first few lines (a header line may come before the runs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,5 +37,6 @@ class Format:
     """What its files look like, in a phrase (for the message about an unknown file)."""
     claims: Callable[[Path, Sample], bool]
     """Whether a file (its path and decoded start) is in this format."""
-    read: Callable[[Path, Sample], Iterator[Trajectory | Malformed]]
-    """The runs of one file, each either read or reported as malformed."""
+    read: Callable[[Path, Sample], Iterator[Trajectory | Malformed | Skipped]]
+    """The runs of one file, each read or reported as malformed, and the lines passed
+    over."""

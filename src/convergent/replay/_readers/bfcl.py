@@ -52,7 +52,12 @@ def _read(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
         try:
             entry_id = str(entry["id"])
             log = entry.get("inference_log")
-            turns = _logged_turns(log) if log else _result_turns(entry["result"])
+            builder = TurnBuilder()
+            if log:
+                _logged_turns(builder, log)
+            else:
+                _result_turns(builder, entry["result"])
+            turns = builder.turns()
             yield Trajectory(
                 id=f"{path.name}:{entry_id}",
                 name=entry_id,
@@ -61,6 +66,7 @@ def _read(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
                 success=None if failed is None else entry_id not in failed,
                 turns=turns,
                 read_only=BFCL_READ_ONLY,
+                gaps=dict(builder.gaps),
             )
         except READ_ERRORS as exc:
             yield Malformed(where, f"not a BFCL multi-turn entry ({type(exc).__name__}: {exc})")
@@ -102,8 +108,7 @@ def _calls(step: Sequence[Mapping[str, Any]]) -> list[tuple[None, str, Mapping[s
     return []
 
 
-def _logged_turns(log: Sequence[Any]) -> tuple[Any, ...]:
-    builder = TurnBuilder()
+def _logged_turns(builder: TurnBuilder, log: Sequence[Any]) -> None:
     for turn in log:
         if not isinstance(turn, dict):
             continue  # the environment's state between turns
@@ -127,11 +132,9 @@ def _logged_turns(log: Sequence[Any]) -> tuple[Any, ...]:
                 if message.get("role") == "tool":
                     result = as_text(message.get("content"))
                     builder.result_of_last_call(result, _failed(result))
-    return builder.turns()
 
 
-def _result_turns(result: Sequence[Any]) -> tuple[Any, ...]:
-    builder = TurnBuilder()
+def _result_turns(builder: TurnBuilder, result: Sequence[Any]) -> None:
     for turn in result:
         builder.user()
         for step in turn:
@@ -142,7 +145,6 @@ def _result_turns(result: Sequence[Any]) -> tuple[Any, ...]:
                 for name, arguments in call.items()
             ]
             builder.assistant("", calls)
-    return builder.turns()
 
 
 def _score_file(path: Path) -> Path | None:

@@ -120,6 +120,7 @@ def _read(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
             success=None,
             turns=session.builder.turns(),
             read_only=CLAUDE_CODE_READ_ONLY,
+            gaps=dict(session.builder.gaps),
         )
     except READ_ERRORS as exc:
         yield Malformed(str(path), f"not a Claude Code transcript ({type(exc).__name__}: {exc})")

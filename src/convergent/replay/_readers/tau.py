@@ -50,22 +50,24 @@ def _read_tau(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
         where = f"{path}#{index}"
         try:
             name = f"task {run.get('task_id')} trial {run.get('trial', 0)}"
+            builder = TurnBuilder()
+            _tau_turns(builder, run["traj"])
             yield Trajectory(
                 id=f"{path.name}#{index} {name}",
                 name=name,
                 source=str(path),
                 model=model,
                 success=reward_label(run["reward"]),
-                turns=_tau_turns(run["traj"]),
+                turns=builder.turns(),
                 read_only=TAU_READ_ONLY,
                 terminal=TAU_TERMINAL,
+                gaps=dict(builder.gaps),
             )
         except READ_ERRORS as exc:
             yield Malformed(where, f"not a tau-bench run ({type(exc).__name__}: {exc})")
 
 
-def _tau_turns(messages: list[Mapping[str, Any]]) -> tuple[Any, ...]:
-    builder = TurnBuilder()
+def _tau_turns(builder: TurnBuilder, messages: list[Mapping[str, Any]]) -> None:
     for message in messages:
         role = message["role"]
         if role == "user":
@@ -82,12 +84,13 @@ def _tau_turns(messages: list[Mapping[str, Any]]) -> tuple[Any, ...]:
             builder.assistant(as_text(message.get("content")), calls)
         elif role == "tool":
             text = as_text(message.get("content"))
-            failed = text.startswith("Error")
-            if message.get("tool_call_id") is None:  # a recording without call ids
-                builder.result_of_last_call(text, failed)
-            else:
-                builder.result(message["tool_call_id"], text, failed)
-    return builder.turns()
+            call_id = message.get("tool_call_id")
+            builder.result(
+                None if call_id is None else str(call_id),
+                text,
+                text.startswith("Error"),
+                name=None if message.get("name") is None else str(message["name"]),
+            )
 
 
 def _simulations(sample: Sample) -> list[Any] | None:
@@ -123,22 +126,24 @@ def _read_tau2(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
             model = str((own_info.get("agent_info") or {}).get("llm") or path.stem)
             reward = (simulation.get("reward_info") or {}).get("reward")
             name = f"task {simulation.get('task_id')} trial {simulation.get('trial', 0)}"
+            builder = TurnBuilder()
+            _tau2_turns(builder, simulation["messages"])
             yield Trajectory(
                 id=f"{path.name}#{simulation.get('id', index)} {name}",
                 name=name,
                 source=str(path),
                 model=model,
                 success=None if reward is None else reward_label(reward),
-                turns=_tau2_turns(simulation["messages"]),
+                turns=builder.turns(),
                 read_only=TAU_READ_ONLY,
                 terminal=TAU_TERMINAL,
+                gaps=dict(builder.gaps),
             )
         except READ_ERRORS as exc:
             yield Malformed(where, f"not a tau2-bench simulation ({type(exc).__name__}: {exc})")
 
 
-def _tau2_turns(messages: list[Mapping[str, Any]]) -> tuple[Any, ...]:
-    builder = TurnBuilder()
+def _tau2_turns(builder: TurnBuilder, messages: list[Mapping[str, Any]]) -> None:
     for message in messages:
         role = message["role"]
         if role == "tool" and message.get("requestor") == "user":
@@ -159,10 +164,12 @@ def _tau2_turns(messages: list[Mapping[str, Any]]) -> tuple[Any, ...]:
                 ),
             )
         elif role == "tool":
+            call_id = message.get("id")
             builder.result(
-                message["id"], as_text(message.get("content")), bool(message.get("error"))
+                None if call_id is None else str(call_id),
+                as_text(message.get("content")),
+                bool(message.get("error")),
             )
-    return builder.turns()
 
 
 TAU_BENCH = Format(

@@ -1,0 +1,203 @@
+"""SWE-bench labels where they are, failures where SWE-agent marks them, links followed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convergent.replay import replay
+
+from .conftest import runs_of, write_json
+
+REFUSED = (
+    "Your proposed edit has introduced new syntax error(s). Please read this error message "
+    "carefully and then retry editing the file.\nERRORS:\n- E999 IndentationError: unexpected "
+    "indent\n"
+)
+
+
+def _traj(*steps: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "environment": "swe_main",
+        "trajectory": [
+            {"action": action, "observation": observation, "response": action, "thought": ""}
+            for action, observation in steps
+        ],
+        "history": [],
+        "info": {"exit_status": "submitted", "model_stats": {"instance_cost": 0.5}},
+    }
+
+
+def _folder(root: Path, *instances: str) -> Path:
+    for instance in instances:
+        write_json(root / f"{instance}.traj", _traj(("ls", "a.py"), ("submit", "diff")))
+    return root
+
+
+def _labels(path: Path) -> dict[str, bool | None]:
+    return {run.name: run.success for run in runs_of(path)}
+
+
+def test_final_report_labels_every_run_of_its_folder(tmp_path: Path) -> None:
+    folder = _folder(tmp_path / "cost_2_1", "a__a-1", "b__b-2", "c__c-3")
+    write_json(
+        folder / "final_report.json",
+        {"stats": {"generated": 2, "resolved": 1}, "resolved": ["a__a-1"]},
+    )
+    # b was evaluated and not resolved; c made no patch: both failed
+    assert _labels(tmp_path) == {"a__a-1": True, "b__b-2": False, "c__c-3": False}
+
+
+def test_results_json_with_its_evaluated_lists(tmp_path: Path) -> None:
+    folder = _folder(tmp_path / "run", "a__a-1", "b__b-2", "c__c-3")
+    write_json(
+        folder / "results.json",
+        {"generated": ["a__a-1", "b__b-2"], "applied": ["a__a-1"], "resolved": ["a__a-1"]},
+    )
+    assert _labels(tmp_path) == {"a__a-1": True, "b__b-2": False, "c__c-3": None}
+
+
+@pytest.mark.parametrize("name", ["report.json", "gpt4.eval-1.json"])
+def test_a_harness_report_with_resolved_and_submitted_ids(tmp_path: Path, name: str) -> None:
+    folder = _folder(tmp_path / "run", "a__a-1", "b__b-2", "c__c-3")
+    write_json(
+        folder / name,
+        {"resolved_ids": ["a__a-1"], "submitted_ids": ["a__a-1", "b__b-2"], "total": 3},
+    )
+    assert _labels(tmp_path) == {"a__a-1": True, "b__b-2": False, "c__c-3": None}
+
+
+def test_the_failed_half_of_the_report_is_filled(tmp_path: Path) -> None:
+    folder = _folder(tmp_path / "run", "a__a-1", "b__b-2")
+    write_json(folder / "final_report.json", {"resolved": ["a__a-1"]})
+    assert replay([tmp_path]).total.runs == {"successful": 1, "failed": 1}
+
+
+def test_runs_reached_through_links_keep_their_labels(tmp_path: Path) -> None:
+    store = _folder(tmp_path / "store" / "deep" / "trajs", "a__a-1", "b__b-2")
+    evaluation = tmp_path / "evaluation"
+    evaluation.mkdir()
+    write_json(evaluation / "final_report.json", {"resolved": ["b__b-2"]})
+    (evaluation / "trajs").symlink_to(store, target_is_directory=True)
+    (evaluation / "loop").symlink_to(evaluation, target_is_directory=True)  # a cycle
+    assert _labels(evaluation) == {"a__a-1": False, "b__b-2": True}
+    # one file linked alone: its labels are beside the link
+    single = tmp_path / "single"
+    single.mkdir()
+    (single / "a__a-1.traj").symlink_to(store / "a__a-1.traj")
+    write_json(single / "results.json", {"resolved": ["a__a-1"]})
+    assert _labels(single) == {"a__a-1": True}
+
+
+def test_an_edit_the_editor_refused_is_a_failed_call(tmp_path: Path) -> None:
+    traj = _traj(
+        ("edit 3:3\n  return n\nend_of_edit", REFUSED),
+        ("edit 3:3\n  return n\nend_of_edit", REFUSED),
+        ("edit 3:3\nreturn n\nend_of_edit", "File updated."),
+    )
+    (run,) = runs_of(write_json(tmp_path / "x__x-1.traj", traj))
+    assert [call.failed for reply in run.turns[0] for call in reply.calls] == [True, True, False]
+
+
+def test_a_trajectory_with_only_its_history_is_read(tmp_path: Path) -> None:
+    def call(number: int, name: str, arguments: str) -> dict[str, Any]:
+        function = {"name": name, "arguments": arguments}
+        return {"id": f"call_{number}", "type": "function", "function": function}
+
+    history = [
+        {"role": "system", "content": "You are an autonomous programmer."},
+        {"role": "user", "content": "Fix the syntax error."},
+        {
+            "role": "assistant",
+            "content": "Find it.",
+            "tool_calls": [call(1, "find_file", '{"file_name": "a.py"}')],
+        },
+        {"role": "tool", "content": "Found 1 match", "tool_call_ids": ["call_1"]},
+        {"role": "assistant", "content": "Submit.", "tool_calls": [call(2, "submit", "{}")]},
+        {"role": "tool", "content": "diff --git", "tool_call_ids": ["call_2"]},
+    ]
+    (run,) = runs_of(write_json(tmp_path / "function_calling_simple.traj", {"history": history}))
+    calls = [(c.name, c.result) for reply in run.turns[0] for c in reply.calls]
+    assert calls == [("find_file", "Found 1 match"), ("submit", "diff --git")]
+    assert run.gaps == {}
+
+
+def test_the_harness_results_json_beside_the_trajectories_folder(tmp_path: Path) -> None:
+    run = tmp_path / "20240825_SWE-agent_gpt-4o-2024-05-13"
+    _folder(run / "trajs", "a__a-1", "b__b-2", "c__c-3", "d__d-4")
+    write_json(
+        run / "results" / "results.json",
+        {
+            "resolved": ["a__a-1"],
+            "unresolved_ids": ["b__b-2"],
+            "empty_patch_ids": ["c__c-3"],
+            "incomplete_ids": ["d__d-4"],  # not evaluated: unknown
+            "submitted_ids": ["a__a-1", "b__b-2", "d__d-4"],
+        },
+    )
+    (run / "metadata.yaml").write_text("name: SWE-agent + gpt-4o-2024-05-13\n", encoding="utf-8")
+    runs = runs_of(tmp_path)
+    assert {r.name: r.success for r in runs} == {
+        "a__a-1": True,
+        "b__b-2": False,
+        "c__c-3": False,
+        "d__d-4": None,
+    }
+    assert {r.model for r in runs} == {"gpt-4o-2024-05-13"}  # from metadata.yaml
+
+
+def test_per_instance_reports_of_the_harness(tmp_path: Path) -> None:
+    def mini(instance: str) -> dict[str, Any]:
+        return {"instance_id": instance, "trajectory_format": "mini-swe-agent-1.1", "messages": []}
+
+    for instance in ("a__a-1", "b__b-2", "c__c-3"):
+        write_json(tmp_path / instance / f"{instance}.traj.json", mini(instance))
+    for instance, resolved in (("a__a-1", True), ("b__b-2", False)):
+        write_json(
+            tmp_path / "eval_results" / "openai__gpt-5-mini" / instance / "report.json",
+            {instance: {"patch_exists": True, "resolved": resolved}},
+        )
+    assert {run.name: run.success for run in runs_of(tmp_path, format="mini-swe-agent")} == {
+        "a__a-1": True,
+        "b__b-2": False,
+        "c__c-3": None,
+    }
+
+
+def test_the_harness_s_own_steps_are_not_the_model_s_calls(tmp_path: Path) -> None:
+    traj = _traj(
+        ("", ""),  # no command the harness could parse: it asked again
+        ("# look around first\nls -la", "a.py"),
+        ("exit_cost", "Exited (autosubmitted)"),
+    )
+    (run,) = runs_of(write_json(tmp_path / "x__x-1.traj", traj))
+    calls = [(c.name, c.mistake) for reply in run.turns[0] for c in reply.calls]
+    assert calls == [("(no command)", True), ("ls", False)]  # no exit_cost call
+
+
+def test_mini_swe_agent_2_format_errors_and_the_submission(tmp_path: Path) -> None:
+    call = {"id": "c1", "function": {"name": "bash", "arguments": '{"command": "echo done"}'}}
+    error = "No tool calls found in the response. Every response MUST include a tool call."
+    traj = {
+        "instance_id": "a__a-1",
+        "trajectory_format": "mini-swe-agent-1.1",
+        "info": {},
+        "messages": [
+            {"role": "system", "content": "You can run bash."},
+            {"role": "user", "content": "Fix it."},
+            {"role": "user", "content": error, "extra": {"interrupt_type": "FormatError"}},
+            {"role": "user", "content": error, "extra": {"interrupt_type": "FormatError"}},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "exit", "content": "diff --git a/x b/x"},
+        ],
+    }
+    (run,) = runs_of(write_json(tmp_path / "a.traj.json", traj))
+    calls = [(c.name, c.result, c.mistake) for reply in run.turns[0] for c in reply.calls]
+    assert calls == [
+        ("(no command)", error, True),
+        ("(no command)", error, True),
+        ("bash", "diff --git a/x b/x", False),
+    ]
+    assert run.gaps == {}
