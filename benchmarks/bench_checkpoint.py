@@ -2,9 +2,11 @@
 
 A scripted run of N cycles (one tool call per cycle, a result of 400 characters) is run
 twice in one process: in memory, and persisted into a fresh `RunStore` (WAL,
-``synchronous=NORMAL``). The checkpoint cost per cycle is the time spent inside the
-journal's awaited steps (measured around each call); the end-to-end overhead is the
-difference of the two runs. Beside them, the same number of bare
+``synchronous=NORMAL``), once with a tool declared ``idempotent`` (a lookup: its end
+is committed with the next cycle, one transaction a cycle) and once with a tool that
+may not run twice (its end is committed as it comes: two). The checkpoint cost per
+cycle is the time spent inside the journal's awaited steps (measured around each call);
+the end-to-end overhead is the difference of the two runs. Beside them, the same number of bare
 ``INSERT`` + ``COMMIT`` transactions into a fresh WAL database with the same settings
 gives the floor any durable write pays. Resume time is loading the finished run plus
 the time until the resumed run sends its first model request.
@@ -32,10 +34,10 @@ from convergent.durability.sqlite import RunStore, SqliteJournal
 from convergent.messages import Message, ToolSpec
 
 RESULT_CHARS = 400
-STEPS = ("started", "requested", "finished", "stopped", "delivered", "before_call")
+STEPS = ("started", "calls_ready", "finished", "stopped", "delivered", "before_call")
 
 
-@tool(timeout=None)
+@tool(timeout=None, idempotent=True)
 async def lookup(n: int) -> str:
     """Return a fixed-size text for a number.
 
@@ -43,6 +45,19 @@ async def lookup(n: int) -> str:
         n: A number.
     """
     return f"{n}:" + "x" * RESULT_CHARS
+
+
+@tool(timeout=None, name="lookup")
+async def once(n: int) -> str:
+    """Return a fixed-size text for a number (as a tool that may not run twice).
+
+    Args:
+        n: A number.
+    """
+    return f"{n}:" + "x" * RESULT_CHARS
+
+
+TOOLS = {"idempotent": lookup, "once": once}
 
 
 def script(cycles: int) -> ScriptedModel:
@@ -81,10 +96,10 @@ class TimedStore(RunStore):
         return journal
 
 
-def agent(cycles: int) -> Agent:
+def agent(cycles: int, kind: str = "idempotent") -> Agent:
     return Agent(
         script(cycles),
-        [lookup],
+        [TOOLS[kind]],
         system_prompt="benchmark",
         limits=Limits(max_cycles=cycles + 1),
         policy=StopPolicy(max_repeated_calls=cycles + 1),
@@ -113,9 +128,9 @@ def database_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.glob("runs.db*"))
 
 
-async def measure(cycles: int, folder: Path) -> dict[str, Any]:
+async def measure(cycles: int, folder: Path, kind: str) -> dict[str, Any]:
     started = time.perf_counter()
-    await agent(cycles).run("benchmark", run_id="plain")
+    await agent(cycles, kind).run("benchmark", run_id="plain")
     plain = time.perf_counter() - started
 
     store = TimedStore(folder / "runs.db")
@@ -128,7 +143,7 @@ async def measure(cycles: int, folder: Path) -> dict[str, Any]:
 
     store._conn.set_trace_callback(count)  # noqa: SLF001  (counting its transactions)
     started = time.perf_counter()
-    result = await agent(cycles).run("benchmark", run_id="bench", store=store)
+    result = await agent(cycles, kind).run("benchmark", run_id="bench", store=store)
     persisted = time.perf_counter() - started
     store._conn.set_trace_callback(None)  # noqa: SLF001
     assert result.cycles == cycles, result.stop_detail
@@ -144,7 +159,7 @@ async def measure(cycles: int, folder: Path) -> dict[str, Any]:
 
     resumer = Agent(
         ScriptedModel(first, record_requests=False),
-        [lookup],
+        [TOOLS[kind]],
         limits=Limits(max_cycles=cycles + 2),
         policy=StopPolicy(max_repeated_calls=cycles + 1),
         record_events=False,
@@ -154,6 +169,7 @@ async def measure(cycles: int, folder: Path) -> dict[str, Any]:
     to_first_request = first_request[0] - started
     store.close()
     return {
+        "tool": kind,
         "cycles": cycles,
         "messages": len(result.messages),
         "checkpoint_ms_per_cycle": sum(store.spent) / cycles * 1e3,
@@ -172,12 +188,14 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
     rows = []
-    for cycles in args.cycles:
+    for cycles, kind in [(cycles, kind) for cycles in args.cycles for kind in TOOLS]:
         runs = []
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory() as folder:
-                runs.append(asyncio.run(measure(cycles, Path(folder))))
-        row = {key: runs[0][key] for key in ("cycles", "messages", "transactions_per_cycle")}
+                runs.append(asyncio.run(measure(cycles, Path(folder), kind)))
+        row = {
+            key: runs[0][key] for key in ("tool", "cycles", "messages", "transactions_per_cycle")
+        }
         for key in (
             "checkpoint_ms_per_cycle",
             "end_to_end_overhead_ms_per_cycle",
@@ -192,16 +210,17 @@ def main() -> None:
         return
     print(f"load average: {os.getloadavg()[0]:.2f} (2 cores); median of {args.repeat} runs")
     header = (
-        f"{'cycles':>7} {'checkpoint ms/cycle':>20} {'end-to-end ms/cycle':>20} "
-        f"{'bare INSERT+COMMIT ms':>22} {'txn/cycle':>10} {'resume ms':>10}"
+        f"{'tool':>11} {'cycles':>7} {'checkpoint ms/cycle':>20} {'end-to-end ms/cycle':>20} "
+        f"{'bare INSERT+COMMIT ms':>22} {'ratio':>6} {'txn/cycle':>10} {'resume ms':>10}"
     )
     print(header)
     for row in rows:
+        ratio = row["checkpoint_ms_per_cycle"] / row["bare_insert_commit_ms"]
         print(
-            f"{row['cycles']:>7} {row['checkpoint_ms_per_cycle']:>20.3f} "
+            f"{row['tool']:>11} {row['cycles']:>7} {row['checkpoint_ms_per_cycle']:>20.3f} "
             f"{row['end_to_end_overhead_ms_per_cycle']:>20.3f} "
-            f"{row['bare_insert_commit_ms']:>22.3f} {row['transactions_per_cycle']:>10.2f} "
-            f"{row['resume_ms']:>10.1f}"
+            f"{row['bare_insert_commit_ms']:>22.3f} {ratio:>6.1f} "
+            f"{row['transactions_per_cycle']:>10.2f} {row['resume_ms']:>10.1f}"
         )
 
 

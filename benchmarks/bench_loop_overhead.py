@@ -5,10 +5,13 @@ the model, append its message, validate the call's arguments against the tool's 
 run the tool, append the result. convergent runs with its default settings (events
 recorded, tool timeouts on, stall and limit checks), one agent reused for every run.
 
-1. Per cycle: one run of N cycles, N = 10, 100, 1,000; best of several repeats.
+1. Per cycle: one run of N cycles, N = 10, 100, 1,000; best of several repeats, in
+   process CPU time (what the loop costs, whatever else the machine runs) and in wall
+   time.
 2. Concurrency: 10,000 runs of 10 cycles on one event loop, the model yielding to the
-   loop once per request: cycles per second, and memory held per run in flight
-   (traced allocations at the peak, over the runs, in a separate pass).
+   loop once per request: cycles per CPU-second of the process (and per wall second),
+   and memory held per run in flight (traced allocations at the peak, over the runs, in
+   a separate pass).
 
 Every figure is printed next to the hand-written loop's, measured in the same process.
 Run: ``python benchmarks/bench_loop_overhead.py [--repeat 7] [--runs 10000]``.
@@ -103,28 +106,30 @@ def hand_runner(cycles: int, yields: bool) -> Callable[[], Coroutine[Any, Any, N
 Runner = Callable[[int, bool], Callable[[], Coroutine[Any, Any, None]]]
 
 
-def per_cycle(make: Runner, cycles: int, repeat: int) -> float:
-    """Best-of-``repeat`` seconds per cycle of one run."""
+def per_cycle(make: Runner, cycles: int, repeat: int) -> tuple[float, float]:
+    """Best-of-``repeat`` process CPU seconds and wall seconds per cycle of one run."""
     run = make(cycles, False)
-    best = float("inf")
+    cpu = wall = float("inf")
     for _ in range(repeat):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         asyncio.run(run())
-        best = min(best, (time.perf_counter() - started) / cycles)
-    return best
+        cpu = min(cpu, (time.process_time() - started_cpu) / cycles)
+        wall = min(wall, (time.perf_counter() - started) / cycles)
+    return cpu, wall
 
 
-def concurrent(make: Runner, runs: int, cycles: int) -> float:
-    """Cycles per second with ``runs`` runs in flight on one event loop."""
+def concurrent(make: Runner, runs: int, cycles: int) -> tuple[float, float]:
+    """Cycles per CPU-second and per wall second with ``runs`` runs in flight on one loop."""
     run = make(cycles, True)
 
     async def many() -> None:
         await asyncio.gather(*(run() for _ in range(runs)))
 
     gc.collect()
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     asyncio.run(many())
-    return runs * cycles / (time.perf_counter() - started)
+    total = runs * cycles
+    return total / (time.process_time() - started_cpu), total / (time.perf_counter() - started)
 
 
 def memory_per_run(make: Runner, runs: int, cycles: int) -> float:
@@ -151,25 +156,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=10_000)
     args = parser.parse_args(argv)
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-    print(f"{'per cycle':<28}{'hand loop':>12}{'convergent':>14}{'ratio':>8}")
+    print(f"{'per cycle (CPU; wall)':<34}{'hand loop':>16}{'convergent':>18}{'ratio':>13}")
     for cycles in (10, 100, 1000):
         repeat = args.repeat if cycles < 1000 else max(3, args.repeat // 2)
-        hand = per_cycle(hand_runner, cycles, repeat)
-        ours = per_cycle(convergent_runner, cycles, repeat)
+        hand, hand_wall = per_cycle(hand_runner, cycles, repeat)
+        ours, ours_wall = per_cycle(convergent_runner, cycles, repeat)
         label = f"run of {cycles} cycles"
-        print(f"{label:<28}{hand * 1e6:>10.1f}us{ours * 1e6:>12.1f}us{ours / hand:>8.2f}")
+        print(
+            f"{label:<34}{hand * 1e6:>7.1f};{hand_wall * 1e6:>6.1f}us"
+            f"{ours * 1e6:>9.1f};{ours_wall * 1e6:>6.1f}us"
+            f"{ours / hand:>7.2f};{ours_wall / hand_wall:>5.2f}"
+        )
     label = f"{args.runs} runs x 10 cycles"
-    hand_rate = concurrent(hand_runner, args.runs, 10)
-    ours_rate = concurrent(convergent_runner, args.runs, 10)
+    hand_cpu, hand_rate = concurrent(hand_runner, args.runs, 10)
+    ours_cpu, ours_rate = concurrent(convergent_runner, args.runs, 10)
     print(
-        f"{label + ', cycles/s':<28}{hand_rate:>12,.0f}{ours_rate:>14,.0f}"
-        f"{hand_rate / ours_rate:>8.2f}"
+        f"{label + ', cycles/CPU-s; /s':<34}{hand_cpu:>8,.0f};{hand_rate:>7,.0f}"
+        f"{ours_cpu:>10,.0f};{ours_rate:>7,.0f}"
+        f"{hand_cpu / ours_cpu:>7.2f};{hand_rate / ours_rate:>5.2f}"
     )
     hand_mem = memory_per_run(hand_runner, args.runs, 10)
     ours_mem = memory_per_run(convergent_runner, args.runs, 10)
     print(
-        f"{label + ', KB per run':<28}{hand_mem / 1024:>12.1f}{ours_mem / 1024:>14.1f}"
-        f"{ours_mem / hand_mem:>8.2f}"
+        f"{label + ', KB per run':<34}{hand_mem / 1024:>16.1f}{ours_mem / 1024:>18.1f}"
+        f"{ours_mem / hand_mem:>13.2f}"
     )
 
 

@@ -14,6 +14,7 @@ from convergent.budget import (
     RunTally,
 )
 from convergent.models import TokenPrice
+from convergent.stop import LimitReached
 from convergent.testing import call
 
 
@@ -160,6 +161,21 @@ def test_a_note_comes_before_a_tool_call_cap_stops_the_run() -> None:
     assert b.note() is None
     b.admit([call("a")] * 4)  # eight used, and one more batch like it would reach the cap
     assert b.note() is not None
+
+
+def test_the_first_budget_that_forbids_a_request_counts_child_runs_cycles() -> None:
+    b = budget(max_cycles=10, max_total_tokens=1000, final_answer=False, cycles=3)
+    assert b.limit() is None
+    b.add_usage(Usage(input_tokens=5), cycles=7)  # a child run's cycles count too
+    assert b.limit() == LimitReached(limit="max_cycles", used=10, maximum=10)
+    b = budget(max_total_tokens=1000, final_answer=False, cycles=1)
+    b.tally.usage = b.last = Usage(input_tokens=400)
+    assert b.limit() is None  # 400 used, and the next request (400 in, a reply) fits
+    b.tally.usage = Usage(input_tokens=600)
+    reserved = 400 + MIN_REPLY_TOKENS
+    assert b.limit() == LimitReached(
+        limit="max_total_tokens", used=600, maximum=1000, reserved=reserved
+    )
 
 
 def test_what_is_left_for_a_child_run() -> None:

@@ -24,3 +24,28 @@ def test_a_store_or_an_mcp_server_loads_them_when_used() -> None:
         "from convergent.mcp import MCPServer"
     )
     assert {"sqlite3", "convergent.durability.sqlite.runs", "convergent.mcp.config"} <= loaded
+
+
+BACKENDS = ("anthropic", "local", "openai", "registry", "scripted", "structured")
+
+
+def test_the_budget_loads_no_model_backend_and_no_terminal_or_http_library() -> None:
+    loaded = imported_by("import convergent.budget")
+    assert "convergent.budget" in loaded and "convergent.models._prices" in loaded
+    heavy = sorted(
+        name
+        for name in loaded
+        if name.split(".")[0] in ("httpx", "rich", "click", "jinja2")
+        or name in {f"convergent.models.{backend}" for backend in BACKENDS}
+    )
+    assert heavy == []
+
+
+def test_a_backend_loads_when_its_name_is_first_used() -> None:
+    loaded = imported_by(
+        "import convergent.models as models\n"
+        "assert 'convergent.models.anthropic' not in __import__('sys').modules\n"
+        "assert models.AnthropicModel.__module__ == 'convergent.models.anthropic'"
+    )
+    assert "convergent.models.anthropic" in loaded
+    assert "convergent.models.local" not in loaded

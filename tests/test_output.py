@@ -168,7 +168,7 @@ async def test_a_durable_run_stores_the_data_and_resumes_with_its_type(tmp_path:
         assert resumed.stop_reason is StopReason.COMPLETED and resumed.cycles == 2
         assert resumed.output_data == City(name="Lima", population=10_000_000)
         assert store.get_run("r").output_data == {"name": "Lima", "population": 10_000_000}
-        assert store.load("r").output_data == {"name": "Lima", "population": 10_000_000}
+        assert store.load("r").output_json == {"name": "Lima", "population": 10_000_000}
 
 
 def test_the_agents_spec_carries_the_schema_of_its_output_type() -> None:

@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convergent import stop
-from convergent.limits import Limits
 from convergent.stop import (
     CONTINUE,
     STOP_PRIORITY,
@@ -276,21 +275,6 @@ def test_nudge_notes_say_what_repeated_how_often_and_what_to_do() -> None:
     # a fatal failure or the stop policy is never nudged
     fatal = ToolFailure(error="x", fatal=True, streak=3, at_limit=True, nudge=True)
     assert isinstance(decide(Facts(tool_failure=fatal)), Stop)
-
-
-def test_limits_report_which_budget_and_its_numbers_without_choosing_a_reason() -> None:
-    limits = Limits(max_cycles=10, max_total_tokens=1000, max_cost=1.0)
-    assert limits.reached(cycles=3, total_tokens=10, elapsed=0.0, cost=0.0) is None
-    assert limits.reached(cycles=10, total_tokens=10, elapsed=0.0, cost=0.0) == LimitReached(
-        limit="max_cycles", used=10, maximum=10
-    )
-    assert limits.reached(
-        cycles=3, total_tokens=600, elapsed=0.0, cost=0.0, reserved_tokens=400
-    ) == LimitReached(limit="max_total_tokens", used=600, maximum=1000, reserved=400)
-    assert (
-        limits.reached(cycles=3, total_tokens=600, elapsed=0.0, cost=0.0, reserved_tokens=399)
-        is None
-    )
 
 
 def test_notes_must_not_be_negative() -> None:

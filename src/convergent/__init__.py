@@ -20,102 +20,55 @@ from typing import TYPE_CHECKING
 
 from convergent._exports import listed_names as _listed_names
 from convergent._exports import load_export as _load_export
-from convergent._version import __version__
+from convergent._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from convergent.agent import Agent, RunStream
-    from convergent.builder import build_agent
-    from convergent.builtin_tools import calculator, default_tools, file_tools
-    from convergent.durability.protocol import RunJournal
-    from convergent.durability.sqlite import RunStore
-    from convergent.events import (
-        CycleStarted,
-        Event,
-        ModelResponded,
-        RunStarted,
-        RunStopped,
-        TextDelta,
-        ToolFinished,
-        ToolStarted,
-    )
-    from convergent.exceptions import (
-        ConvergentError,
-        ModelError,
-        ModelHTTPError,
-        NeedsUserInput,
-        StorageError,
-        ToolArgumentsError,
-        ToolError,
-        UserError,
-    )
-    from convergent.extensions import Verification, Verifier
-    from convergent.limits import Limits
-    from convergent.messages import ModelResponse, ToolCall, Usage
-    from convergent.models import (
-        AnthropicModel,
-        LocalModel,
-        Model,
-        ModelSettings,
-        OpenAIChatModel,
-        ScriptedModel,
-        model_from_string,
-    )
-    from convergent.policy import StopPolicy
-    from convergent.result import RunResult
-    from convergent.resuming import resume
-    from convergent.spec import AgentSpec
-    from convergent.state import RunState
-    from convergent.stop import StopReason
-    from convergent.tools import Tool, tool
+    from convergent.agent import Agent as Agent
+    from convergent.agent import RunStream as RunStream
+    from convergent.builder import build_agent as build_agent
+    from convergent.builtin_tools import calculator as calculator
+    from convergent.builtin_tools import default_tools as default_tools
+    from convergent.builtin_tools import file_tools as file_tools
+    from convergent.durability.protocol import RunJournal as RunJournal
+    from convergent.durability.sqlite import RunStore as RunStore
+    from convergent.events import CycleStarted as CycleStarted
+    from convergent.events import Event as Event
+    from convergent.events import ModelResponded as ModelResponded
+    from convergent.events import RunStarted as RunStarted
+    from convergent.events import RunStopped as RunStopped
+    from convergent.events import TextDelta as TextDelta
+    from convergent.events import ToolFinished as ToolFinished
+    from convergent.events import ToolStarted as ToolStarted
+    from convergent.exceptions import ConvergentError as ConvergentError
+    from convergent.exceptions import ModelError as ModelError
+    from convergent.exceptions import ModelHTTPError as ModelHTTPError
+    from convergent.exceptions import NeedsUserInput as NeedsUserInput
+    from convergent.exceptions import StorageError as StorageError
+    from convergent.exceptions import ToolArgumentsError as ToolArgumentsError
+    from convergent.exceptions import ToolError as ToolError
+    from convergent.exceptions import UserError as UserError
+    from convergent.extensions import Verification as Verification
+    from convergent.extensions import Verifier as Verifier
+    from convergent.limits import Limits as Limits
+    from convergent.messages import ModelResponse as ModelResponse
+    from convergent.messages import ToolCall as ToolCall
+    from convergent.messages import Usage as Usage
+    from convergent.models import AnthropicModel as AnthropicModel
+    from convergent.models import LocalModel as LocalModel
+    from convergent.models import Model as Model
+    from convergent.models import ModelSettings as ModelSettings
+    from convergent.models import OpenAIChatModel as OpenAIChatModel
+    from convergent.models import ScriptedModel as ScriptedModel
+    from convergent.models import model_from_string as model_from_string
+    from convergent.policy import StopPolicy as StopPolicy
+    from convergent.result import RunResult as RunResult
+    from convergent.resuming import resume as resume
+    from convergent.spec import AgentSpec as AgentSpec
+    from convergent.state import RunState as RunState
+    from convergent.stop import StopReason as StopReason
+    from convergent.tools import Tool as Tool
+    from convergent.tools import tool as tool
 
-__all__ = [
-    "Agent",
-    "AgentSpec",
-    "AnthropicModel",
-    "ConvergentError",
-    "CycleStarted",
-    "Event",
-    "Limits",
-    "LocalModel",
-    "Model",
-    "ModelError",
-    "ModelHTTPError",
-    "ModelResponded",
-    "ModelResponse",
-    "ModelSettings",
-    "NeedsUserInput",
-    "OpenAIChatModel",
-    "RunJournal",
-    "RunResult",
-    "RunStarted",
-    "RunState",
-    "RunStopped",
-    "RunStore",
-    "RunStream",
-    "ScriptedModel",
-    "StopPolicy",
-    "StopReason",
-    "StorageError",
-    "TextDelta",
-    "Tool",
-    "ToolArgumentsError",
-    "ToolCall",
-    "ToolError",
-    "ToolFinished",
-    "ToolStarted",
-    "Usage",
-    "UserError",
-    "Verification",
-    "Verifier",
-    "__version__",
-    "build_agent",
-    "calculator",
-    "default_tools",
-    "file_tools",
-    "model_from_string",
-    "resume",
-    "tool",
-]
 
 _MODULE_OF = {
     "Agent": "convergent.agent",
@@ -165,6 +118,8 @@ _MODULE_OF = {
     "tool": "convergent.tools",
 }
 """The module that defines each exported name, imported when the name is first used."""
+
+__all__ = sorted([*_MODULE_OF, "__version__"])
 
 
 def __getattr__(name: str) -> object:

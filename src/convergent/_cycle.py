@@ -11,15 +11,15 @@ frameworks take them; the decision goes back to `Agent.run`, which handles it wi
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 from convergent._answer_check import Settled, detail_with_note
 from convergent._executor import execute_batch, start, wait_for_stragglers
 from convergent._redact import known_secrets, redact
 from convergent._run_parts import (
-    LoopSpec,
+    LoopAgent,
     bounded,
     last_text,
     outside_facts,
@@ -29,7 +29,7 @@ from convergent._run_parts import (
 )
 from convergent._streamed import streamed_request
 from convergent._trace import EventSink
-from convergent.clock import Clock, current_clock
+from convergent.clock import Clock, current_clock, readers
 from convergent.driver import RUN_ALL, CycleDriver, message_chars
 from convergent.durability.protocol import Durability, RunJournal
 from convergent.events import (
@@ -58,7 +58,7 @@ from convergent.state import RunState, ToolCallRecord
 from convergent.steering import NO_COMMANDS, SteeringCommand, SteeringQueue, Taken
 from convergent.stop import CONTINUE, Decision, Interrupted, Nudge, Stop, StopReason
 
-__all__ = ["LoopSpec", "RolledOver", "Run"]
+__all__ = ["LoopAgent", "RolledOver", "Run"]
 
 
 class RolledOver(ConvergentError):  # noqa: N818  (a hand-over, not an error)
@@ -92,24 +92,26 @@ class Run:
 
     __slots__ = (
         "agent",
+        "answered_at",
+        "budget_shares",
+        "_chars",
         "clock",
-        "consumed",
-        "delivering",
         "driver",
         "first_cycle",
         "journal",
-        "listening",
-        "mark",
-        "sharing",
+        "monotonic",
+        "observed",
+        "redirects",
         "sink",
         "state",
         "steering",
+        "stop_commands",
         "store",
     )
 
     def __init__(
         self,
-        agent: LoopSpec,
+        agent: LoopAgent,
         state: RunState,
         steering: SteeringQueue | None,
         on_event: EventHandler | None,
@@ -122,8 +124,10 @@ class Run:
         self.steering = steering
         self.journal = journal
         self.store = store
-        self.sharing = 1  # calls of the running batch that spend the run's budgets
         """Where the run is stored, for tools that store runs of their own (child runs)."""
+        self.budget_shares = 1
+        """Calls of the running batch that spend the run's budgets: each call's child run
+        may spend that share of what is left (`convergent.run_context.CallContext`)."""
         observers: list[RunObserver] = list(agent.observers)
         if telemetry is not None:
             observers.insert(0, telemetry)
@@ -132,8 +136,11 @@ class Run:
         if on_event is not None:
             observers.append(_HandlerObserver(on_event))
         self.clock: Clock = current_clock()
+        _, self.monotonic = readers(self.clock)
         self.sink = EventSink(state, observers, record=agent.record_events, clock=self.clock)
-        self.listening = self.sink.active
+        self.observed = self.sink.active
+        """Whether anyone wants the run's events (observers, or the result's events): when
+        nobody does, none is built."""
         self.driver = CycleDriver(
             agent.limits,
             policy=agent.policy,
@@ -144,20 +151,24 @@ class Run:
             final_answer=agent.final_answer,
             tally=state,
             monitor_state=state.monitor,
-            clock=self.clock.monotonic,
+            clock=self.monotonic,
             elapsed_before=state.elapsed,
             price=agent.model.price,
             conversation=self.pending_chars,
         )
         self.driver.monitor.task(state.task)
         self.first_cycle = state.cycles
-        self.mark = 0
-        """Messages in the conversation when this process's latest request was answered
-        (none yet: the estimates count the whole conversation)."""
-        self.consumed: tuple[SteeringCommand, ...] = ()
-        """The steering command that asked for the stop."""
-        self.delivering: tuple[SteeringCommand, ...] = ()
-        """Steering messages being delivered as the pending `Interrupted`."""
+        self.answered_at = 0
+        """Length of the conversation when this process's latest request was answered
+        (0 before: the estimates count the whole conversation)."""
+        self._chars: tuple[int, int, object, int] = (0, 0, None, 0)
+        """What `pending_chars` counted last: from and to which message, the last
+        message counted, and their characters."""
+        self.stop_commands: tuple[SteeringCommand, ...] = ()
+        """The steering command that asked for the stop, acknowledged when the run stops."""
+        self.redirects: tuple[SteeringCommand, ...] = ()
+        """The steering messages of the pending `Interrupted`, acknowledged once they are
+        delivered."""
 
     def failed(self, error: BaseException) -> None:
         """An exception ends the run without a stop: tell observers that want to know.
@@ -174,7 +185,7 @@ class Run:
         agent, state = self.agent, self.state
         if self.journal is not None:
             await self.journal.started(state, resumed=resumed)
-        if self.listening:
+        if self.observed:
             self.sink.emit(
                 RunStarted(
                     run_id=state.run_id,
@@ -200,11 +211,11 @@ class Run:
         """Give the model a message: steering's redirect, or the verifier's feedback."""
         state = self.state
         state.messages.append(UserMessage(content=message))
-        commands, self.delivering = self.delivering, ()
+        commands, self.redirects = self.redirects, ()
         if not commands:
             return
         self.driver.message(message)
-        if self.listening:
+        if self.observed:
             self.sink.emit(Redirected(run_id=state.run_id, cycle=state.cycles, message=message))
         if self.journal is not None:
             await self.journal.delivered(state, commands)
@@ -217,7 +228,7 @@ class Run:
         self._nudged(nudge)
 
     def _nudged(self, nudge: Nudge) -> None:
-        if self.listening:
+        if self.observed:
             state = self.state
             self.sink.emit(
                 Nudged(run_id=state.run_id, cycle=state.cycles, about=nudge.reason, note=nudge.note)
@@ -227,12 +238,12 @@ class Run:
         """Keep the steering commands the decision used; put back the messages it did not."""
         if taken.messages:
             if isinstance(decision, Interrupted):
-                self.delivering = taken.messages
+                self.redirects = taken.messages
             else:
                 assert self.steering is not None
                 self.steering.requeue(taken.messages)
         if isinstance(decision, Stop) and decision.reason is StopReason.STOPPED:
-            self.consumed = (taken.stop,) if taken.stop is not None else ()
+            self.stop_commands = (taken.stop,) if taken.stop is not None else ()
         return decision
 
     def boundary(self) -> Decision:
@@ -246,8 +257,22 @@ class Run:
         return self._settle(taken, driver.before_request(outside_facts(taken, paused)))
 
     def pending_chars(self) -> int:
-        """Characters added to the conversation since the last model request."""
-        return sum(message_chars(message) for message in self.state.messages[self.mark :])
+        """Characters added to the conversation since the last model request.
+
+        The budgets ask before every request; only the messages added since they last
+        asked are counted (all of them again when the conversation was rewritten).
+        """
+        messages, start = self.state.messages, self.answered_at
+        first, end, last, chars = self._chars
+        size = len(messages)
+        if end == size and first == start and (end == start or messages[end - 1] is last):
+            return chars
+        if first != start or end > size or (end > start and messages[end - 1] is not last):
+            end, chars = start, 0
+        for message in messages[end:]:
+            chars += message_chars(message)
+        self._chars = (start, size, messages[-1] if size else None, chars)
+        return chars
 
     async def cycle(self) -> Decision:
         """One cycle: the budget note, compaction, the model request, then its answer or calls."""
@@ -255,28 +280,27 @@ class Run:
         note = driver.budget_note()
         if note is not None:
             state.messages.append(UserMessage(content=note))
-            if self.listening:
+            if self.observed:
                 self.sink.emit(
                     Nudged(run_id=state.run_id, cycle=state.cycles, about="budget", note=note)
                 )
         if agent.context_policy is not None:
             await agent.context_policy.maybe_compact(state, agent.model, self.sink.emit)
-        settings = self._request_settings()
         seconds = driver.budget.seconds_left()
+        settings = self._request_settings(seconds)
         cycle = driver.start_request()
-        if self.listening:
+        if self.observed:
             self.sink.cycle_started(cycle, len(state.messages))
-        started = self.clock.monotonic()
-        settings = bounded(settings, seconds)
-        try:
-            response = await within(
-                seconds,
-                streamed_request(
-                    agent.model, state.messages, agent.tool_specs, settings, self.sink, cycle
-                )
-                if self.sink.streaming
-                else agent.model.request(state.messages, agent.tool_specs, settings),
+        started = self.monotonic()
+        request = (
+            streamed_request(
+                agent.model, state.messages, agent.tool_specs, settings, self.sink, cycle
             )
+            if self.sink.streaming
+            else agent.model.request(state.messages, agent.tool_specs, settings)
+        )
+        try:
+            response = await request if seconds is None else await within(seconds, request)
         except ModelError as exc:
             # any backend's error text, masked once more: it is stored and printed
             return driver.model_failed(redact(str(exc), known_secrets()))
@@ -285,9 +309,9 @@ class Run:
         response = response.with_unique_call_ids()
         driver.responded(response.usage)
         state.messages.append(response.to_message())
-        self.mark = len(state.messages)
-        if self.listening:
-            self.sink.responded(cycle, response, self.clock.monotonic() - started)
+        self.answered_at = len(state.messages)
+        if self.observed:
+            self.sink.responded(cycle, response, self.monotonic() - started)
         if not response.tool_calls:
             return await self._on_answer(response.content, response.finish_reason)
         calls = response.tool_calls
@@ -299,14 +323,14 @@ class Run:
                 state.messages[-1] = AssistantMessage(content=response.content, tool_calls=calls)
         return await self._run_tools(calls, cycle)
 
-    def _request_settings(self) -> ModelSettings | None:
-        """The agent's settings, with the output capped to what the budgets leave."""
+    def _request_settings(self, seconds: float | None) -> ModelSettings | None:
+        """The agent's settings, capped to the output tokens and ``seconds`` budgets leave."""
         settings = self.agent.settings
         wanted = settings.max_tokens if settings is not None else None
         cap = self.driver.budget.request_tokens(self.driver.pending_chars(), wanted)
-        if cap is None or cap == wanted:
-            return settings
-        return dataclasses.replace(settings or ModelSettings(), max_tokens=cap)
+        if cap is not None and cap != wanted:
+            settings = dataclasses.replace(settings or ModelSettings(), max_tokens=cap)
+        return settings if seconds is None else bounded(settings, seconds)
 
     async def _on_answer(self, content: str, finish_reason: str | None) -> Decision:
         """A reply without tool calls: steering that arrived meanwhile, then the judgement.
@@ -321,11 +345,11 @@ class Run:
             content, finish_reason, on_verdict=self._verified
         )
         if isinstance(decision, Stop) and decision.reason is StopReason.COMPLETED:
-            self.state.output_data = self.driver.output_data
+            self.state.output_json = self.driver.output_json
         return decision
 
     def _verified(self, passed: bool, feedback: str) -> None:
-        if self.listening:
+        if self.observed:
             state = self.state
             self.sink.emit(
                 Verified(run_id=state.run_id, cycle=state.cycles, passed=passed, feedback=feedback)
@@ -345,8 +369,8 @@ class Run:
             if isinstance(review.decision, Nudge):
                 self._nudged(review.decision)
         if self.journal is not None:
-            await self.journal.requested(self.state, cycle, calls)
-        self.sharing = spending_calls(calls, self.agent.tools, notes) if len(calls) > 1 else 1
+            await self.journal.calls_ready(self.state, cycle, calls)
+        self.budget_shares = spending_calls(calls, self.agent.tools, notes) if len(calls) > 1 else 1
         if notes:
             records = await self._run_some(calls, notes)
         elif len(calls) == 1:
@@ -395,7 +419,7 @@ class Run:
         """Run one call of the batch, with its events and journal entries."""
         state, journal = self.state, self.journal
         cycle = state.cycles
-        if self.listening:
+        if self.observed:
             self.sink.tool_started(call, cycle)
         tools = self.agent.tools
         tool = tools.get(call.name)
@@ -403,35 +427,42 @@ class Run:
             await wait_for_stragglers()
             if journal is not None:
                 await journal.before_call(state, cycle, call, tool)
-        clock = self.clock
-        started = clock.monotonic()
-        token = entered(
-            CallContext(
-                run_id=state.run_id,
-                call_id=call.id,
-                cycle=cycle,
-                store=self.store,
-                budget=self.driver.budget,
-                sharing=self.sharing,
-            )
-        )
+        monotonic = self.monotonic
+        started = monotonic()
+        # the call's context is built only if its tool asks for it (`current_call`)
+        token = entered(partial(self._call_context, call.id, cycle, self.budget_shares))
         try:
             ended = start(call, tools)
             if isinstance(ended, tuple):
                 kind, text, fatal = ended
             else:
-                finished = await within(self.driver.budget.seconds_left(), ended)
+                seconds = self.driver.budget.seconds_left()
+                finished = await ended if seconds is None else await within(seconds, ended)
                 kind, text, fatal = finished if finished is not None else self._out_of_time()
         finally:
-            # a coroutine closed from another context (a Temporal workflow evicted from
-            # its worker's cache) cannot reset; that context is gone with it
-            with contextlib.suppress(ValueError):
+            try:
                 token.var.reset(token)
-        record = record_of(call, kind, text, cycle, clock.monotonic() - started, fatal)
-        self._report(record)
+            except ValueError:
+                # a coroutine closed from another context (a Temporal workflow evicted
+                # from its worker's cache) cannot reset; that context is gone with it
+                pass
+        record = record_of(call, kind, text, cycle, monotonic() - started, fatal)
+        if self.observed:
+            self.sink.tool_finished(record)
         if journal is not None:
             await journal.finished(state, record, position)
         return record
+
+    def _call_context(self, call_id: str, cycle: int, shares: int) -> CallContext:
+        """What a tool call knows of this run (`convergent.run_context.current_call`)."""
+        return CallContext(
+            run_id=self.state.run_id,
+            call_id=call_id,
+            cycle=cycle,
+            store=self.store,
+            budget=self.driver.budget,
+            sharing=shares,
+        )
 
     def _out_of_time(self) -> tuple[CallOutcome, str, bool]:
         maximum = self.driver.limits.max_seconds
@@ -441,10 +472,6 @@ class Run:
             "finished",
             False,
         )
-
-    def _report(self, record: ToolCallRecord) -> None:
-        if self.listening:
-            self.sink.tool_finished(record)
 
     async def _after_tools(self, records: Sequence[ToolCallRecord], decision: Decision) -> Decision:
         """Show the batch to the gate; run the ``ask_user`` call it may return."""
@@ -501,7 +528,8 @@ class Run:
                     "it was not retried because the tool is not idempotent"
                 )
             record = record_of(call, outcome, text, state.cycles)
-            self._report(record)
+            if self.observed:
+                self.sink.tool_finished(record)
             state.messages.append(record.to_message())
             state.tool_calls.append(record)
             self.driver.observe(call, outcome, text)
@@ -519,18 +547,19 @@ class Run:
         return RolledOver(self.state)
 
     async def finish(self, stop: Stop) -> RunResult:
+        """End the run on ``stop``: its output (with an answer after it, if due), its result."""
         state, driver = self.state, self.driver
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
         if stop.reason is not StopReason.COMPLETED:
-            state.output_data = driver.output_value = None
+            state.output_json = None
         state.output, state.output_after_stop, note = await self._output(stop)
         state.stop_detail = detail_with_note(stop.detail, note)
         state.elapsed = driver.elapsed()
         if self.journal is not None:
-            await self.journal.stopped(state, self.consumed)
-        elif self.steering is not None and self.consumed:
-            self.steering.acknowledge(self.consumed)
-        if self.listening:
+            await self.journal.stopped(state, self.stop_commands)
+        elif self.steering is not None and self.stop_commands:
+            self.steering.acknowledge(self.stop_commands)
+        if self.observed:
             self.sink.emit(
                 RunStopped(
                     run_id=state.run_id,
@@ -542,19 +571,7 @@ class Run:
                     usage=state.usage,
                 )
             )
-        return RunResult(
-            run_id=state.run_id,
-            output=state.output,
-            output_after_stop=state.output_after_stop,
-            stop_reason=stop.reason,
-            stop_detail=state.stop_detail,
-            cycles=state.cycles,
-            tool_calls=tuple(state.tool_calls),
-            usage=state.usage,
-            messages=tuple(state.messages),
-            output_data=driver.output_value,
-            events=self.sink.log(),
-        )
+        return RunResult.from_state(state, output=self.agent.output, events=self.sink.log())
 
     async def _output(self, stop: Stop) -> Settled:
         """The run's output, whether it is an answer made after the stop, and a note."""

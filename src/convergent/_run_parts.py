@@ -1,7 +1,7 @@
 """The stateless parts of a run's cycle: what a run needs of its agent, and helpers.
 
 `convergent._cycle.Run` does each step of a cycle; what it needs of its agent
-(`LoopSpec`), how it bounds a request by the time left (`within`, `bounded`), reads
+(`LoopAgent`), how it bounds a request by the time left (`within`, `bounded`), reads
 steering as facts (`outside_facts`) and records a call (`record_of`) live here.
 """
 
@@ -24,7 +24,7 @@ from convergent.stop import Facts
 from convergent.tools import Tool
 
 __all__ = [
-    "LoopSpec",
+    "LoopAgent",
     "bounded",
     "last_text",
     "outside_facts",
@@ -36,8 +36,12 @@ __all__ = [
 T = TypeVar("T")
 
 
-class LoopSpec(Protocol):
-    """What a run needs of its agent (`convergent.Agent` provides it)."""
+class LoopAgent(Protocol):
+    """The agent as a run of the loop sees it: what `Run` reads of `convergent.Agent`.
+
+    The run's machinery depends on this protocol rather than on `convergent.Agent`, which
+    imports it, so that the loop's parts import no agent.
+    """
 
     model: Model
     tools: dict[str, Tool]
@@ -103,6 +107,7 @@ def record_of(
     duration: float = 0.0,
     fatal: bool = False,
 ) -> ToolCallRecord:
+    """The record of one call that ended with ``outcome`` and ``text``."""
     return ToolCallRecord(
         cycle=cycle,
         id=call.id,
@@ -117,6 +122,7 @@ def record_of(
 
 
 def last_text(messages: Sequence[Message]) -> str:
+    """The model's last text in the conversation ("" if it wrote none)."""
     for message in reversed(messages):
         if message.role == "assistant" and message.content:
             return message.content

@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from convergent.clock import Clock
+from convergent.clock import Clock, readers
 from convergent.events import (
     CycleStarted,
     Event,
@@ -182,6 +182,7 @@ class EventSink:
         "clock",
         "delta_observers",
         "first_delta",
+        "now",
         "observers",
         "state",
         "streaming",
@@ -202,6 +203,8 @@ class EventSink:
         self._compact = _Compact(state.cycles) if record else None
         self._pending: tuple[int, float] | None = None
         self.clock = clock
+        self.now, _ = readers(clock)
+        """Unix time from ``clock``."""
 
     @property
     def active(self) -> bool:
@@ -242,7 +245,7 @@ class EventSink:
                 CycleStarted(run_id=self.state.run_id, cycle=cycle, message_count=message_count)
             )
         elif self._compact is not None:
-            self._pending = (message_count, self.clock.now())
+            self._pending = (message_count, self.now())
 
     def delta(self, event: Event) -> None:
         """Deliver one streaming delta to the observers that receive them (never kept)."""
@@ -253,9 +256,7 @@ class EventSink:
         """The model replied after ``duration`` seconds."""
         if self.observers:
             first, self.first_delta = self.first_delta, None
-            self.emit(
-                _responded(self.state.run_id, cycle, response, duration, self.clock.now(), first)
-            )
+            self.emit(_responded(self.state.run_id, cycle, response, duration, self.now(), first))
         elif self._compact is not None:
             self._flush_cycle(response, duration)
 
@@ -273,12 +274,12 @@ class EventSink:
             )
         elif self._compact is not None:
             compact = self._compact
-            compact.numbers.append(self.clock.now())
+            compact.numbers.append(self.now())
             compact.refs.append(call)
 
     def tool_finished(self, record: ToolCallRecord) -> None:
         """A call ended."""
         if self.observers:
-            self.emit(_finished(self.state.run_id, record, self.clock.now()))
+            self.emit(_finished(self.state.run_id, record, self.now()))
         elif self._compact is not None:
             self._compact.refs.append(record)

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import inf
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from convergent.exceptions import UserError
 from convergent.limits import Limits
 from convergent.messages import NO_USAGE, ToolCall, Usage
 from convergent.models._prices import priced
@@ -43,9 +44,14 @@ __all__ = [
     "Budget",
     "BudgetState",
     "RunTally",
+    "SpentRun",
     "Tally",
+    "added",
+    "budgets_used",
+    "check_room",
     "least",
     "narrowed",
+    "renewed",
     "shared",
 ]
 
@@ -514,6 +520,89 @@ class Budget:
             max_cost=_left(limits.max_cost, usage.cost),
             max_tool_calls=_left(limits.max_tool_calls, self.state.tool_calls),
         )
+
+
+class _Monitored(Protocol):
+    @property
+    def budget(self) -> BudgetState: ...
+
+
+class SpentRun(Protocol):
+    """What a stored run has spent, as its resumption's budgets count it (`RunState` is one)."""
+
+    @property
+    def run_id(self) -> str:
+        """The run."""
+
+    @property
+    def cycles(self) -> int:
+        """Model requests it made."""
+
+    @property
+    def usage(self) -> Usage:
+        """Its usage."""
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds it ran."""
+
+    @property
+    def monitor(self) -> _Monitored:
+        """Its counters, the budget's among them."""
+
+
+_BUDGETS = ("max_cycles", "max_total_tokens", "max_seconds", "max_cost", "max_tool_calls")
+"""The budgets of `Limits` counted from the run's start (a cap per tool is kept as it is)."""
+
+
+def budgets_used(state: SpentRun) -> dict[str, Any]:
+    """What a run has used of each budget: cycles (its children's too), tokens, time, calls."""
+    budget = state.monitor.budget
+    return {
+        "max_cycles": state.cycles + budget.child_cycles,
+        "max_total_tokens": state.usage.total_tokens,
+        "max_seconds": state.elapsed,
+        "max_cost": state.usage.cost,
+        "max_tool_calls": budget.tool_calls,
+    }
+
+
+def renewed(limits: Limits, state: SpentRun) -> Limits:
+    """``limits`` with each budget the run has used up granted once more, from where it is.
+
+    A run that stopped ``max_cycles`` after 50 of 50 cycles may go on to 100; a budget
+    with room left, or none set, stays as it is.
+    """
+    used = budgets_used(state)
+    more: dict[str, Any] = {}
+    for name in _BUDGETS:
+        maximum = getattr(limits, name)
+        if maximum is not None and maximum > 0 and used[name] >= maximum:
+            more[name] = used[name] + maximum
+    return dataclasses.replace(limits, **more) if more else limits
+
+
+def added(limits: Limits, state: SpentRun, more: Mapping[str, Any]) -> Limits:
+    """``limits`` with ``more`` of some budgets (by field name) on top of what the run used."""
+    used = budgets_used(state)
+    return dataclasses.replace(limits, **{name: used[name] + more[name] for name in more})
+
+
+def check_room(limits: Limits, state: SpentRun) -> None:
+    """Refuse budgets that would stop the run before its first request.
+
+    Raises:
+        UserError: Naming the budget the run has used up under ``limits``.
+    """
+    used = budgets_used(state)
+    for name in _BUDGETS:
+        maximum = getattr(limits, name)
+        if maximum is not None and used[name] >= maximum:
+            raise UserError(
+                f"run {state.run_id!r} has used {used[name]:g} of {name}={maximum:g}: budgets "
+                "count from the run's start, so give a larger one (resume(limits=...); on "
+                "the command line --max-* counts from the start, --more-* adds)"
+            )
 
 
 def narrowed(limits: Limits, remaining: Limits) -> Limits:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["Clock", "SystemClock", "current_clock", "now", "use_clock"]
+__all__ = ["Clock", "SystemClock", "current_clock", "now", "readers", "use_clock"]
 
 
 class Clock:
@@ -57,6 +57,18 @@ def current_clock() -> Clock:
 def now() -> float:
     """Unix time from the current clock."""
     return _CURRENT.get().now()
+
+
+def readers(clock: Clock) -> tuple[Callable[[], float], Callable[[], float]]:
+    """``clock``'s wall time and monotonic timer, as the quickest callables that read them.
+
+    A clock that reads the system (whatever it does for ids) gives `time.time` and
+    `time.perf_counter` themselves: a run reads them several times a cycle.
+    """
+    kind = type(clock)
+    wall = time.time if kind.now is Clock.now else clock.now
+    monotonic = time.perf_counter if kind.monotonic is Clock.monotonic else clock.monotonic
+    return wall, monotonic
 
 
 @contextmanager

@@ -123,7 +123,7 @@ class CycleDriver:
         "budget",
         "final_answer",
         "monitor",
-        "output_data",
+        "output_json",
         "output_spec",
         "output_value",
         "pending",
@@ -176,8 +176,8 @@ class CycleDriver:
         rest), once there is one."""
         self.output_value: object = None
         """The latest answer's value of the output type, once one validated."""
-        self.output_data: Any = None
-        """The same as JSON data."""
+        self.output_json: Any = None
+        """The same as plain JSON data."""
         self._handoff: HandOff | None = None
         self._capped: LimitReached | None = None
         """A tool-call cap refused calls of the running batch."""
@@ -420,7 +420,7 @@ class CycleDriver:
         if check is None:
             return None
         if check.errors is None:
-            self.output_value, self.output_data = check.value, check.data
+            self.output_value, self.output_json = check.value, check.data
         return check.errors
 
     # -- after a response with tool calls -----------------------------------------------

@@ -15,8 +15,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from convergent._deprecated import warn_old
 from convergent._validation import raises_user_errors
-from convergent.stop import LimitReached
 
 __all__ = ["Limits", "without_legacy"]
 
@@ -71,15 +71,16 @@ class Limits:
             if getattr(self, name) is not None
         ]
         if legacy:
-            warnings.warn(
+            warn_old(
                 f"Limits({', '.join(f'{name}=' for name in legacy)}...) moved to StopPolicy "
                 "(max_repeated_calls, notes): pass policy=StopPolicy(...) instead",
-                DeprecationWarning,
                 stacklevel=4,
             )
 
     def legacy_policy(self) -> dict[str, Any]:
         """The deprecated policy options this object was given, by their old names."""
+        if self.max_repeated_calls is None and self.stall_nudges is None:
+            return {}  # every run asks: the usual answer comes at once
         return {
             name: getattr(self, name)
             for name in ("max_repeated_calls", "stall_nudges")
@@ -92,44 +93,6 @@ class Limits:
         if isinstance(caps, Mapping):
             return caps.get(name)
         return caps
-
-    def reached(
-        self,
-        cycles: int,
-        total_tokens: int,
-        elapsed: float,
-        cost: float,
-        reserved_tokens: int = 0,
-        reserved_cost: float = 0.0,
-    ) -> LimitReached | None:
-        """The first budget that forbids another model request, if any.
-
-        Args:
-            cycles: Model requests already made in this run.
-            total_tokens: Input plus output tokens used so far.
-            elapsed: Seconds since the run started.
-            cost: Cost accrued so far.
-            reserved_tokens: Tokens that must stay free after this point.
-            reserved_cost: Cost that must stay free after this point.
-        """
-        if self.max_cycles is not None and cycles >= self.max_cycles:
-            return LimitReached(limit="max_cycles", used=cycles, maximum=self.max_cycles)
-        if self.max_total_tokens is not None and (
-            total_tokens + reserved_tokens >= self.max_total_tokens
-        ):
-            return LimitReached(
-                limit="max_total_tokens",
-                used=total_tokens,
-                maximum=self.max_total_tokens,
-                reserved=reserved_tokens,
-            )
-        if self.max_seconds is not None and elapsed >= self.max_seconds:
-            return LimitReached(limit="max_seconds", used=elapsed, maximum=self.max_seconds)
-        if self.max_cost is not None and cost + reserved_cost >= self.max_cost:
-            return LimitReached(
-                limit="max_cost", used=cost, maximum=self.max_cost, reserved=reserved_cost
-            )
-        return None
 
 
 def without_legacy(limits: Limits) -> Limits:

@@ -189,7 +189,10 @@ class ModelResponse:
         free ``ID-N`` (from 2), one without an id ``call-N`` (N: its position, from 1).
         A response whose ids are unique is returned as it is.
         """
-        ids = [call.id for call in self.tool_calls]
+        given = self.tool_calls
+        if len(given) == 1 and given[0].id:
+            return self
+        ids = [call.id for call in given]
         if all(ids) and len(set(ids)) == len(ids):
             return self
         reserved, kept = set(ids), set[str]()

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -77,17 +78,19 @@ class OutputSpec:
     ``output_type`` / ``output_schema`` arguments.
     """
 
-    __slots__ = ("_check", "schema")
+    __slots__ = ("_check", "_value", "schema")
 
     def __init__(
         self,
         schema: dict[str, Any],
         check: Callable[[str], OutputCheck],
+        value: Callable[[Any], Any] | None = None,
     ) -> None:
         self.schema = schema
         """The answer's JSON Schema: given to providers with structured output, and
         stored with durable runs so that a resumed run checks the same shape."""
         self._check = check
+        self._value = value
 
     @classmethod
     def of_type(cls, output_type: Any) -> OutputSpec:
@@ -109,7 +112,11 @@ class OutputSpec:
                 return OutputCheck(_pydantic_errors(exc))
             return OutputCheck(None, value, adapter.dump_python(value, mode="json"))
 
-        return cls(schema, check)
+        def value(data: Any) -> Any:
+            # as JSON text, validated as the answer was: strict types read their JSON forms
+            return adapter.validate_json(json.dumps(data))
+
+        return cls(schema, check, value)
 
     @classmethod
     def of_schema(
@@ -194,6 +201,14 @@ class OutputSpec:
     def check(self, answer: str) -> OutputCheck:
         """Validate an answer (JSON text, optionally in one Markdown code fence)."""
         return self._check(answer)
+
+    def value_of(self, data: Any) -> Any:
+        """The value that a valid answer's JSON data (`OutputCheck.data`) stands for.
+
+        For a schema the data is the value; for a type, the data validated again, as a
+        run's stored answer becomes its result's ``output_data``.
+        """
+        return data if self._value is None or data is None else self._value(data)
 
 
 def load_output_schema(path: str | Path) -> dict[str, Any]:

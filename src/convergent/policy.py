@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from convergent._deprecated import warn_old
 from convergent._validation import raises_user_errors
 from convergent.exceptions import UserError
 
@@ -129,11 +130,10 @@ def policy_of(policy: StopPolicy | None = None, /, **legacy: Any) -> StopPolicy:
     if not given:
         return policy if policy is not None else DEFAULT_POLICY
     renamed = {LEGACY_POLICY_FIELDS[key]: value for key, value in given.items()}
-    warnings.warn(
+    warn_old(
         f"{', '.join(sorted(given))} moved to StopPolicy("
         + ", ".join(f"{name}=..." for name in sorted(renamed))
         + "): pass policy=StopPolicy(...) instead",
-        DeprecationWarning,
         stacklevel=3,
     )
     base = policy if policy is not None else DEFAULT_POLICY

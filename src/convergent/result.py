@@ -9,8 +9,10 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from convergent.events import Event
+from convergent.exceptions import UserError
 from convergent.messages import CURRENCY, Message, Usage
-from convergent.state import ToolCallRecord
+from convergent.output import OutputSpec
+from convergent.state import RunState, ToolCallRecord
 from convergent.stop import StopReason
 
 __all__ = ["AFTER_STOP_LABEL", "RunResult", "output_label"]
@@ -51,7 +53,48 @@ class RunResult:
     without a declared output type."""
     events: Sequence[Event] = ()
     """Every event of the run, in order (built when first read when nothing observed
-    the run)."""
+    the run); empty for a run another process ran (a Temporal workflow's), whose
+    events its ``progress`` query gives."""
+
+    @classmethod
+    def from_state(
+        cls,
+        state: RunState,
+        *,
+        output: OutputSpec | None = None,
+        events: Sequence[Event] = (),
+    ) -> RunResult:
+        """The result of a stopped run, from its final state: the one way a result is made.
+
+        The loop makes it at the stop, and a Temporal client from the state its workflow
+        returned, so that a trajectory has the same result wherever it ran.
+
+        Args:
+            state: The run's final state (with its stop reason).
+            output: The output type its answer was checked against: ``output_data`` is
+                the state's JSON data as a value of it; None: the JSON data itself (an
+                ``output_schema``'s value, or None without a declared output).
+            events: The run's events, when they were kept.
+
+        Raises:
+            UserError: If the state has no stop reason (the run has not stopped).
+        """
+        if state.stop_reason is None:
+            raise UserError(f"run {state.run_id!r} has no stop reason in its final state")
+        data = state.output_json
+        return cls(
+            run_id=state.run_id,
+            output=state.output,
+            output_after_stop=state.output_after_stop,
+            output_data=output.value_of(data) if output is not None else data,
+            stop_reason=state.stop_reason,
+            stop_detail=state.stop_detail,
+            cycles=state.cycles,
+            tool_calls=tuple(state.tool_calls),
+            usage=state.usage,
+            messages=tuple(state.messages),
+            events=events,
+        )
 
     def __repr__(self) -> str:
         # short: a long run's full history would make every log line (and asyncio.run's

@@ -19,7 +19,6 @@ above the loop and its durability backends.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 from convergent._run_id import check_run_id
 from convergent.agent import Agent
+from convergent.budget import added, budgets_used, check_room, renewed
 from convergent.builder import BuildContext, build_agent
 from convergent.durability.sqlite import (
     DEFAULT_DB_PATH,
@@ -58,6 +58,8 @@ __all__ = [
     "spec_of",
     "steerable_run",
 ]
+"""``added``, ``budgets_used``, ``check_room`` and ``renewed`` are `convergent.budget`'s,
+named here too: they say how a resumed run's budgets count."""
 
 
 def spec_of(run: RunSummary) -> AgentSpec:
@@ -205,60 +207,6 @@ class Continuation:
             )
         finally:
             self.claim.release()
-
-
-_BUDGETS = ("max_cycles", "max_total_tokens", "max_seconds", "max_cost", "max_tool_calls")
-"""The budgets of `Limits` counted from the run's start (a cap per tool is kept as it is)."""
-
-
-def budgets_used(state: RunState) -> dict[str, Any]:
-    """What a run has used of each budget: cycles (its children's too), tokens, time, calls."""
-    budget = state.monitor.budget
-    return {
-        "max_cycles": state.cycles + budget.child_cycles,
-        "max_total_tokens": state.usage.total_tokens,
-        "max_seconds": state.elapsed,
-        "max_cost": state.usage.cost,
-        "max_tool_calls": budget.tool_calls,
-    }
-
-
-def renewed(limits: Limits, state: RunState) -> Limits:
-    """``limits`` with each budget the run has used up granted once more, from where it is.
-
-    A run that stopped ``max_cycles`` after 50 of 50 cycles may go on to 100; a budget
-    with room left, or none set, stays as it is.
-    """
-    used = budgets_used(state)
-    more: dict[str, Any] = {}
-    for name in _BUDGETS:
-        maximum = getattr(limits, name)
-        if maximum is not None and maximum > 0 and used[name] >= maximum:
-            more[name] = used[name] + maximum
-    return dataclasses.replace(limits, **more) if more else limits
-
-
-def added(limits: Limits, state: RunState, more: Mapping[str, Any]) -> Limits:
-    """``limits`` with ``more`` of some budgets (by field name) on top of what the run used."""
-    used = budgets_used(state)
-    return dataclasses.replace(limits, **{name: used[name] + more[name] for name in more})
-
-
-def check_room(limits: Limits, state: RunState) -> None:
-    """Refuse budgets that would stop the run before its first request.
-
-    Raises:
-        UserError: Naming the budget the run has used up under ``limits``.
-    """
-    used = budgets_used(state)
-    for name in _BUDGETS:
-        maximum = getattr(limits, name)
-        if maximum is not None and used[name] >= maximum:
-            raise UserError(
-                f"run {state.run_id!r} has used {used[name]:g} of {name}={maximum:g}: budgets "
-                "count from the run's start, so give a larger one (resume(limits=...); on "
-                "the command line --max-* counts from the start, --more-* adds)"
-            )
 
 
 def prepare_resume(

@@ -8,6 +8,7 @@ where the run's own budgets count it. A tool called outside a run sees None.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -55,17 +56,21 @@ class CallContext:
         return narrowed(own, shared(self.budget.remaining(), self.sharing))
 
 
-_CURRENT: ContextVar[CallContext | None] = ContextVar("convergent_call", default=None)
+_Entered = CallContext | Callable[[], CallContext] | None
+
+_CURRENT: ContextVar[_Entered] = ContextVar("convergent_call", default=None)
 
 
 def current_call() -> CallContext | None:
     """The context of the tool call running now; None outside a run's tool call."""
-    return _CURRENT.get()
+    context = _CURRENT.get()
+    return context() if callable(context) else context
 
 
-def entered(context: CallContext | None) -> Token[CallContext | None]:
+def entered(context: _Entered) -> Token[_Entered]:
     """Make ``context`` the current call's; the loop does, around each call.
 
-    Undo it with the token (``token.var.reset(token)``).
+    ``context`` may be a function that builds it: it is called only if the tool asks
+    (most tools never do). Undo it with the token (``token.var.reset(token)``).
     """
     return _CURRENT.set(context)

@@ -20,7 +20,6 @@ error rather than half-understood. Specs stored by earlier versions load as they
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -34,6 +33,7 @@ from pydantic import (
     model_validator,
 )
 
+from convergent._deprecated import warn_old
 from convergent._json import UnusableJson, load_json
 from convergent._validation import problem
 from convergent.exceptions import UserError
@@ -236,9 +236,8 @@ class AgentSpec(BaseModel):
         if not moved:
             return data
         if not stored:
-            warnings.warn(
+            warn_old(
                 f"AgentSpec({', '.join(sorted(moved))}...) moved to AgentSpec(policy=...)",
-                DeprecationWarning,
                 stacklevel=4,
             )
         policy = data.get("policy")

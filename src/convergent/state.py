@@ -22,7 +22,7 @@ from convergent.stop import StopReason
 
 __all__ = ["STATE_SCHEMA_VERSION", "RunState", "ToolCallRecord"]
 
-STATE_SCHEMA_VERSION = 5
+STATE_SCHEMA_VERSION = 6
 """Bumped whenever the serialised shape of `RunState` changes."""
 
 
@@ -90,9 +90,10 @@ class RunState:
     """Final text output, once stopped."""
     output_after_stop: bool = False
     """The output is the answer the model gave after the stop, in a request with no tools."""
-    output_data: Any = None
-    """The output as JSON data, validated against the run's output type (a ``completed``
-    run of an agent with ``output_type`` or ``output_schema``); else None."""
+    output_json: Any = None
+    """The output as plain JSON data, validated against the run's output type (a
+    ``completed`` run of an agent with ``output_type`` or ``output_schema``); else None.
+    `RunResult.output_data` holds it as a value of that type."""
     schema_version: int = STATE_SCHEMA_VERSION
     """Version of this serialised shape."""
 
@@ -120,8 +121,9 @@ class RunState:
         Version 1 lacked each record's ``fatal`` (it starts False). Versions 1 and 2 kept
         per-run repeat counts and a streak of failed calls instead of the ``monitor``:
         such a state continues with fresh counters. Versions before 4 lacked
-        ``output_data`` (None). Version 4 counted repeats by exact results: its
-        repeat and streak counters start afresh, its budget note and child cycles stay.
+        the output's JSON data (None); versions 4 and 5 named it ``output_data``.
+        Version 4 counted repeats by exact results: its repeat and streak counters start
+        afresh, its budget note and child cycles stay.
         Older states also held the replay positions of scripted
         models (``model_positions``), which the run store now keeps beside the state
         (`RunStore.model_positions`): here they are ignored.
@@ -141,6 +143,8 @@ class RunState:
             data = {k: v for k, v in data.items() if k not in (*dropped, "model_positions")}
             if isinstance(version, int) and version < 5 and isinstance(data.get("monitor"), dict):
                 data["monitor"] = upgraded_monitor(data["monitor"])
+            if isinstance(version, int) and version < 6 and "output_data" in data:
+                data["output_json"] = data.pop("output_data")
         try:
             state: RunState = _STATE.validate_python(data)
         except ValidationError as exc:

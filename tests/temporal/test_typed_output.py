@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from convergent import Limits, StopReason, build_agent
+from convergent import Limits, RunResult, StopReason, build_agent
 from convergent.stop import OUTPUT_FEEDBACK
 from convergent.temporal import TemporalRunner
 from convergent.testing import call
@@ -29,6 +30,12 @@ def comparable(result: Any) -> dict[str, Any]:
     return data
 
 
+def trajectory(result: RunResult) -> RunResult:
+    """The result without what differs from run to run: its id, durations, events."""
+    calls = tuple(dataclasses.replace(record, duration=0.0) for record in result.tool_calls)
+    return dataclasses.replace(result, run_id="", tool_calls=calls, events=())
+
+
 async def test_a_typed_run_on_temporal_validates_and_ends_as_in_process(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
@@ -40,6 +47,7 @@ async def test_a_typed_run_on_temporal_validates_and_ends_as_in_process(
     assert remote.stop_reason is StopReason.COMPLETED and remote.cycles == 4
     assert remote.output_data == {"total": 42}
     assert comparable(remote) == comparable(local)
+    assert remote.messages and trajectory(remote) == trajectory(local)
     progress = await run.progress()
     verdicts = [e["passed"] for e in progress["events"] if e["type"] == "verified"]
     assert verdicts == [False, False]
@@ -61,7 +69,7 @@ async def test_a_typed_run_on_temporal_that_stays_invalid_stops_at_its_limit(
     remote, state, stored = await run.outcome()
     assert remote.stop_reason is StopReason.MAX_CYCLES
     assert remote.output == "my best answer: 42" and remote.output_after_stop
-    assert remote.output_data is None and state.output_data is None
+    assert remote.output_data is None and state.output_json is None
     assert stored.output_schema == SCHEMA
     notes = [m.content for m in state.messages if m.role == "user"][1:]
     assert notes == [

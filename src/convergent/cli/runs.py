@@ -14,6 +14,7 @@ import typer
 
 from convergent._printable import printable
 from convergent._run_id import check_run_id
+from convergent.budget import added, renewed
 from convergent.cli._app import app
 from convergent.cli._checked import LIMIT_OPTIONS, checked
 from convergent.cli._options import JsonOption, OtlpOption, TraceOption
@@ -32,7 +33,7 @@ from convergent.exceptions import UserError
 from convergent.limits import Limits
 from convergent.models._prices import CURRENCY, format_cost, parse_price
 from convergent.models.registry import costs_nothing
-from convergent.resuming import added, prepare_resume, renewed, spec_of, steerable_run
+from convergent.resuming import prepare_resume, spec_of, steerable_run
 from convergent.state import RunState
 from convergent.stop import StopReason
 

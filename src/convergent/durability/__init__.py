@@ -19,9 +19,9 @@ the protocol; the SQLite backend is imported when one of its names is first used
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import TYPE_CHECKING
 
+from convergent._deprecated import warn_old as _warn_old
 from convergent._exports import listed_names as _listed_names
 from convergent._exports import load_export as _load_export
 
@@ -68,11 +68,9 @@ def __getattr__(name: str) -> object:
     `DeprecationWarning` (as does the module ``convergent.durability.resuming``).
     """
     if name == "resume":
-        warnings.warn(
+        _warn_old(
             "convergent.durability.resume moved: use convergent.resume "
-            "(or convergent.resuming.resume)",
-            DeprecationWarning,
-            stacklevel=2,
+            "(or convergent.resuming.resume)"
         )
         return importlib.import_module("convergent.resuming").resume
     return _load_export(globals(), _MODULE_OF, name)

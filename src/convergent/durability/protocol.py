@@ -5,13 +5,15 @@ awaited at the points around them, in order, so that whatever it persists is wri
 before the loop goes on:
 
 1. `RunJournal.started` once, before the first cycle (a new run, or a resumed one);
-2. `RunJournal.requested` when a response's tool calls are final (after the gate and
+2. `RunJournal.calls_ready` when a response's tool calls are final (after the gate and
    the stall check) and before any of them runs: the assistant message is durable
    before its first side effect;
 3. `RunJournal.before_call` before a tool marked ``modifies_files`` runs (file
    snapshots for rewind);
 4. `RunJournal.finished` the moment each call finishes, so a process killed mid-batch
-   loses no finished call and never repeats one;
+   never repeats a call that may not run twice, nor loses its result (a backend may
+   keep the end of a call of an ``idempotent`` tool for its next write: a resumed run
+   runs such a call again);
 5. `RunJournal.delivered` when steering messages were delivered;
 6. `RunJournal.stopped` once, with the run's stop reason.
 
@@ -76,7 +78,7 @@ class RunJournal(Protocol):
     async def started(self, state: RunState, *, resumed: bool) -> None:
         """The run begins or resumes from ``state``."""
 
-    async def requested(self, state: RunState, cycle: int, calls: Sequence[ToolCall]) -> None:
+    async def calls_ready(self, state: RunState, cycle: int, calls: Sequence[ToolCall]) -> None:
         """``calls`` (the last assistant message) are about to run."""
 
     async def before_call(self, state: RunState, cycle: int, call: ToolCall, tool: Tool) -> None:

@@ -8,7 +8,8 @@ and this package. Each old name still resolves here when it is used, with a
 from __future__ import annotations
 
 import importlib
-import warnings
+
+from convergent._deprecated import warn_old
 
 __all__: list[str] = []
 
@@ -31,9 +32,5 @@ def __getattr__(name: str) -> object:
     """The moved name from `convergent.resuming`, with a `DeprecationWarning` (PEP 562)."""
     if name not in _MOVED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"convergent.durability.resuming.{name} moved: import it from convergent.resuming",
-        DeprecationWarning,
-        stacklevel=2,
-    )
+    warn_old(f"convergent.durability.resuming.{name} moved: import it from convergent.resuming")
     return getattr(importlib.import_module("convergent.resuming"), name)

@@ -235,7 +235,7 @@ class TemporalRun:
         except ApplicationError as exc:  # this client's store lacks the result
             raise UserError(exc.message) from None
         state = RunState.from_jsonable(data["state"])
-        return result_of(state), state, AgentSpec.from_json(data["recipe"])
+        return RunResult.from_state(state), state, AgentSpec.from_json(data["recipe"])
 
     async def result(self) -> RunResult:
         """Wait for the run to stop and return its result."""
@@ -262,24 +262,6 @@ def _check_item(what: str, text: str) -> None:
     refused = item_too_large(what, text)
     if refused is not None:
         raise UserError(refused)
-
-
-def result_of(state: RunState) -> RunResult:
-    """The `RunResult` of a stopped run, from its final state (which has the messages)."""
-    if state.stop_reason is None:
-        raise UserError(f"run {state.run_id!r} has no stop reason in its final state")
-    return RunResult(
-        run_id=state.run_id,
-        output=state.output,
-        output_after_stop=state.output_after_stop,
-        output_data=state.output_data,
-        stop_reason=state.stop_reason,
-        stop_detail=state.stop_detail,
-        cycles=state.cycles,
-        tool_calls=tuple(state.tool_calls),
-        usage=state.usage,
-        messages=(),
-    )
 
 
 class TemporalRunner:

@@ -4,7 +4,8 @@ Usage: python _crash_child.py DB WORKDIR CYCLES
 
 With ``CRASH_KILL=after:ID`` the process kills itself right after call ID's side
 effect (done but not recorded); with ``CRASH_KILL=before:ID`` call ID waits until its
-sibling's result is committed, then kills the process before doing anything.
+sibling is done (a ``step``: its result committed; a ``probe``, whose end waits for the
+next transaction: its side effect made), then kills the process before doing anything.
 
 Each cycle requests two calls in one batch: ``step`` (not idempotent) and ``probe``
 (idempotent). Each appends its call id to a side-effect file once its work is done,
@@ -30,22 +31,27 @@ from convergent.messages import AssistantMessage, Message, ToolSpec
 RUN_ID = "crash"
 
 
+def sibling_done(db: Path, workdir: Path, call: str) -> bool:
+    """Whether the other call of ``call``'s batch is done (see the module's docstring)."""
+    sibling = ("p" if call.startswith("s") else "s") + call[1:]
+    if sibling.startswith("p"):
+        done = workdir / "probe.log"
+        return done.exists() and sibling in done.read_text().split()
+    with sqlite3.connect(db) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM finished_calls WHERE call_id = ?", (sibling,)
+        ).fetchone()
+    return found is not None
+
+
 def main() -> None:
     db, workdir, cycles = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 
     kill = os.environ.get("CRASH_KILL", "")
 
-    def sibling_recorded(call: str) -> bool:
-        sibling = ("p" if call.startswith("s") else "s") + call[1:]
-        with sqlite3.connect(db) as conn:
-            found = conn.execute(
-                "SELECT 1 FROM finished_calls WHERE call_id = ?", (sibling,)
-            ).fetchone()
-        return found is not None
-
     def effect(name: str, call: str) -> None:
         if kill == f"before:{call}":
-            while not sibling_recorded(call):
+            while not sibling_done(db, workdir, call):
                 time.sleep(0.005)
             os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(0.003)

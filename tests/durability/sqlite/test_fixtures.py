@@ -252,7 +252,7 @@ def test_v4_state_json_loads_with_its_output_data() -> None:
     state = RunState.from_jsonable(data)
     assert state.stop_reason is StopReason.COMPLETED and state.cycles == 4
     assert state.output == '{"total": 6, "unit": "apples"}'
-    assert state.output_data == {"total": 6, "unit": "apples"}
+    assert state.output_json == {"total": 6, "unit": "apples"}
 
 
 def test_v6_database_loads_the_same_state_and_summary(tmp_path: Path) -> None:
@@ -276,7 +276,7 @@ def test_older_databases_are_upgraded_and_load_without_output_data(
         assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)] == [(6,)]
         run_id = f"fixture-v{version}"
         assert store.get_run(run_id).output_data is None
-        assert store.load(run_id).output_data is None
+        assert store.load(run_id).output_json is None
 
 
 def test_v5_state_json_loads_with_its_counters() -> None:
@@ -292,3 +292,20 @@ def test_v5_state_json_loads_with_its_counters() -> None:
     assert monitor.budget.tool_calls == 5
     again = RunState.from_jsonable(json.loads(json.dumps(state.to_jsonable())))
     assert again.monitor == monitor
+
+
+def test_v6_state_json_loads_with_its_output_json() -> None:
+    """``state.v6.json`` (run state version 6, ``write_state_v6.py``): a typed answer that
+    validated, its JSON data under ``output_json``."""
+    data = json.loads((FIXTURES / "state.v6.json").read_text())
+    assert data["schema_version"] == 6 and "output_data" not in data
+    state = RunState.from_jsonable(data)
+    assert state.stop_reason is StopReason.COMPLETED and state.cycles == 3
+    assert state.output_json == {"total": 6, "unit": "apples"}
+    assert RunState.from_jsonable(json.loads(json.dumps(state.to_jsonable()))) == state
+
+
+def test_v5_state_json_names_its_output_data_output_json_now() -> None:
+    data = json.loads((FIXTURES / "state.v5.json").read_text())
+    assert "output_data" in data
+    assert RunState.from_jsonable(data).output_json == data["output_data"]

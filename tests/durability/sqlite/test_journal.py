@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import convergent
 from convergent import (
     Agent,
     Limits,
@@ -43,15 +44,112 @@ def statements(store: RunStore) -> Iterator[list[str]]:
     store._conn.set_trace_callback(None)  # noqa: SLF001
 
 
-async def test_a_cycle_with_one_call_writes_two_transactions(
+async def test_a_cycle_of_a_call_that_may_run_again_is_one_transaction(
     store: RunStore, statements: list[str]
 ) -> None:
     cycles = 20
     model = scripted(*(calc(n) for n in range(cycles - 1)), "done")
+    assert calculator.idempotent
     await Agent(model, [calculator], store=store).run("t", run_id="r")
+    begins = [s for s in statements if s.startswith("BEGIN")]
+    # started + (calls journaled with the previous call's end) per tool cycle + stopped
+    assert len(begins) == 1 + (cycles - 1) + 1
+    assert len(store.load("r").tool_calls) == cycles - 1
+
+
+@tool
+def pay(amount: int) -> str:
+    """Pay an amount (it must never be paid twice).
+
+    Args:
+        amount: The amount.
+    """
+    return f"paid {amount}"
+
+
+async def test_a_call_that_may_not_run_twice_is_committed_before_and_after_it_runs(
+    store: RunStore, statements: list[str]
+) -> None:
+    cycles = 20
+    model = scripted(*(step(call("pay", amount=n)) for n in range(cycles - 1)), "done")
+    await Agent(model, [pay], store=store).run("t", run_id="r")
     begins = [s for s in statements if s.startswith("BEGIN")]
     # started + (calls journaled, call finished) per tool cycle + stopped
     assert len(begins) == 1 + 2 * (cycles - 1) + 1
+
+
+class Crash(BaseException):
+    """The process dies (raised past every handler of the loop)."""
+
+
+async def test_a_crash_runs_again_a_finished_call_that_may_run_again(tmp_path: Path) -> None:
+    runs: list[str] = []
+
+    @tool(idempotent=True)
+    def look(n: int) -> str:
+        """Look at item n (safe to repeat).
+
+        Args:
+            n: The item.
+        """
+        runs.append(f"look {n}")
+        return f"item {n} is fine"
+
+    @tool
+    def die() -> str:
+        """End the process."""
+        raise Crash
+
+    steps = [step(call("look", n=1)), step(call("die")), "done"]
+    with RunStore(tmp_path / "runs.db") as store:
+        with pytest.raises(Crash):
+            await Agent(scripted(*steps), [look, die], store=store).run("t", run_id="r")
+        # the look's end waited for the next transaction: the one of the die call
+        assert [r.name for r in store.load("r").tool_calls] == ["look"]
+        runs.clear()
+        both = scripted(step(call("look", n=1), call("die")))
+        agent = Agent(both, [look, die], parallel_tool_calls=False, store=store)
+        with pytest.raises(Crash):
+            await agent.run("t", run_id="s")
+        # the process died before the look's end was committed
+        assert store.load("s").tool_calls == []
+        again = Agent(scripted("done"), [look, die])
+        resumed = await convergent.resume("s", store=store, agent=again)
+    assert runs == ["look 1", "look 1"]  # it ran again, as its tool allows
+    assert resumed.stop_reason is StopReason.COMPLETED
+    ended = {r.name: (r.ok, r.result) for r in resumed.tool_calls}
+    assert ended["look"] == (True, "item 1 is fine") and ended["die"][0] is False
+
+
+async def test_a_call_that_may_not_run_twice_keeps_its_result_through_a_crash(
+    tmp_path: Path,
+) -> None:
+    paid: list[int] = []
+
+    @tool
+    def pay_once(amount: int) -> str:
+        """Pay an amount.
+
+        Args:
+            amount: The amount.
+        """
+        paid.append(amount)
+        return f"paid {amount}"
+
+    @tool
+    def die() -> str:
+        """End the process."""
+        raise Crash
+
+    model = scripted(step(call("pay_once", amount=5), call("die")), "done")
+    with RunStore(tmp_path / "runs.db") as store:
+        agent = Agent(model, [pay_once, die], parallel_tool_calls=False, store=store)
+        with pytest.raises(Crash):
+            await agent.run("t", run_id="r")
+        again = Agent(scripted("done"), [pay_once, die])
+        resumed = await convergent.resume("r", store=store, agent=again)
+    assert paid == [5]
+    assert [(r.name, r.result) for r in resumed.tool_calls][0] == ("pay_once", "paid 5")
 
 
 async def test_each_write_appends_only_new_messages(store: RunStore, statements: list[str]) -> None:

@@ -39,7 +39,8 @@ class WalCheckpointer:
 
     def committed(self) -> None:
         """Note a commit: a checkpoint follows shortly."""
-        self._wake.set()
+        if not self._wake.is_set():  # set already: the coming checkpoint takes this commit
+            self._wake.set()
 
     def close(self) -> None:
         """Checkpoint once more and stop the thread."""

@@ -1,10 +1,16 @@
 """`SqliteJournal`: writes one run into a `RunStore` as the loop awaits it.
 
-Per cycle with one tool call it writes two short transactions: one when the calls are
-final (the new messages, the previous cycle's checkpoint, the live summary) and one when
-the call finishes. Each write appends only what changed since the last one, so its cost
-does not grow with the length of the run; the run's monitor (the counters behind its
-stop facts) is small and bounded, and is written with the run's summary.
+A cycle is one transaction: when the calls of a response are final, the new messages
+(the previous cycle's results and this response), the previous cycle's checkpoint and
+the live summary are committed before any call runs, so that a resumed run knows every
+call that may have run. A finished call that may not run twice (its tool is not declared
+``idempotent``) or that spent the run's budgets (a child run) is committed the moment
+it finishes, so that neither its result nor its spend is lost and the call is never
+repeated; the record of one that may simply run again waits for the next transaction
+(a crash before it runs the call again when the run resumes). Each write
+appends only what changed since the last one, so its cost does not grow with the length
+of the run; the run's monitor (the counters behind its stop facts) is small and
+bounded, and is written with the run's summary.
 
 A write that nothing makes wait commits at once, as the loop awaits it; one that would
 wait (another connection holds the write lock, a write is already queued, or each commit
@@ -95,6 +101,11 @@ class SqliteJournal:
         self.store = store
         self.run_id = run.run_id
         self._sources = {t.name: getattr(t, "source", None) for t in run.tools}
+        self._at_once = frozenset(t.name for t in run.tools if not t.idempotent or t.spends_budget)
+        """Tools whose call's end is committed the moment it comes: one that may not run
+        twice, and one that spends the run's budgets (a child run), whose spend counts."""
+        self._held: list[Callable[[sqlite3.Connection], None]] = []
+        """Writes that may wait: they go first in the next transaction."""
         self._workspace = Path(run.workspace) if run.workspace is not None else None
         self._spec = run.spec
         self._replayed = {
@@ -204,7 +215,7 @@ class SqliteJournal:
         )
         self._update_run(conn, state, state.cycles)
 
-    async def requested(self, state: RunState, cycle: int, calls: Sequence[ToolCall]) -> None:
+    async def calls_ready(self, state: RunState, cycle: int, calls: Sequence[ToolCall]) -> None:
         """Store the assistant message with its calls before any of them runs."""
         boundary, events = self._take_boundary(), self._take_events()
 
@@ -212,7 +223,7 @@ class SqliteJournal:
             self._write_messages(conn, state)
             self._write_boundary(conn, boundary)
             self._write_events(conn, events)
-            self._update_run(conn, state, cycle)
+            self._update_running(conn, state, cycle)
 
         await self._commit(write)
 
@@ -254,7 +265,10 @@ class SqliteJournal:
                 ),
             )
 
-        await self._commit(write)
+        if record.name in self._at_once:
+            await self._commit(write)
+        else:
+            self._held.append(write)  # it may run again: it waits for the next transaction
 
     async def delivered(self, state: RunState, commands: Sequence[SteeringCommand]) -> None:
         """Store the delivered messages and mark their steering rows consumed, together."""
@@ -264,7 +278,7 @@ class SqliteJournal:
             self._write_messages(conn, state)
             mark_consumed(conn, [c.id for c in commands if c.id is not None])
             self._write_events(conn, events)
-            self._update_run(conn, state, state.cycles)
+            self._update_running(conn, state, state.cycles)
 
         await self._commit(write)
 
@@ -298,9 +312,17 @@ class SqliteJournal:
     async def _commit(self, write: Callable[[sqlite3.Connection], None]) -> None:
         """Commit ``write`` in one transaction: now if it need not wait, else on the writer.
 
-        A cancelled caller still waits for the write it started (it is on its way to
-        disk), so that what the run does next never races it.
+        The writes held until then go first, in the same transaction. A cancelled caller
+        still waits for the write it started (it is on its way to disk), so that what
+        the run does next never races it.
         """
+        if self._held:
+            held, self._held = [*self._held, write], []
+
+            def write(conn: sqlite3.Connection) -> None:
+                for step in held:
+                    step(conn)
+
         if self.store.write_if_free(write):
             return
         done = self.store.in_writer(lambda: self._transaction(write))
@@ -426,6 +448,24 @@ class SqliteJournal:
                 [(self.run_id, *event) for event in events],
             )
 
+    def _update_running(self, conn: sqlite3.Connection, state: RunState, cycles: int) -> None:
+        """The live summary of a running run: what a cycle changes (`_update_run` the rest)."""
+        conn.execute(
+            "UPDATE runs SET cycles = ?, usage = ?, elapsed = ?, updated_at = ?, epoch = ?, "
+            "message_count = ?, monitor = ?, positions = ? WHERE run_id = ?",
+            (
+                cycles,
+                usage_json(state.usage),
+                self._elapsed(),
+                self._clock.now(),
+                self._epoch,
+                self._written,
+                monitor_json(state.monitor),
+                self._positions(),
+                self.run_id,
+            ),
+        )
+
     def _update_run(
         self, conn: sqlite3.Connection, state: RunState, cycles: int, *, stopped: bool = False
     ) -> None:
@@ -447,8 +487,8 @@ class SqliteJournal:
                 self._written,
                 monitor_json(state.monitor),
                 stopped and state.output_after_stop,
-                json.dumps(state.output_data)
-                if stopped and state.output_data is not None
+                json.dumps(state.output_json)
+                if stopped and state.output_json is not None
                 else None,
                 self._positions(),
                 state.schema_version,

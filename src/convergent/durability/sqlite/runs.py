@@ -27,7 +27,6 @@ import json
 import os
 import sqlite3
 import threading
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -37,6 +36,7 @@ from typing import Any, TypeVar
 
 import psutil
 
+from convergent._deprecated import warn_old
 from convergent._run_id import check_run_id, child_run_id
 from convergent.clock import now
 from convergent.durability.protocol import JournaledRun
@@ -148,9 +148,7 @@ class RunSummary:
     @property
     def recipe(self) -> dict[str, Any] | None:
         """Deprecated name of `spec`."""
-        warnings.warn(
-            "RunSummary.recipe is deprecated; use RunSummary.spec", DeprecationWarning, stacklevel=2
-        )
+        warn_old("RunSummary.recipe is now RunSummary.spec")
         return self.spec
 
     @property
@@ -389,11 +387,8 @@ class RunStore:
             UserError: If the run id breaks the rule of `convergent._run_id`.
         """
         if isinstance(run, str):
-            warnings.warn(
-                "RunStore.journal(run_id, **options) is deprecated; pass a "
-                "convergent.durability.JournaledRun",
-                DeprecationWarning,
-                stacklevel=2,
+            warn_old(
+                "RunStore.journal(run_id, **options): pass a convergent.durability.JournaledRun"
             )
             if "recipe" in legacy:
                 legacy["spec"] = legacy.pop("recipe")
@@ -752,7 +747,7 @@ class RunStore:
             "stop_detail": detail,
             "output": output,
             "output_after_stop": bool(after_stop),
-            "output_data": json.loads(output_data) if output_data is not None else None,
+            "output_json": json.loads(output_data) if output_data is not None else None,
             "schema_version": version,
         }
         state = RunState.from_jsonable(data)
