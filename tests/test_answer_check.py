@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from convergent import Agent, Limits, StopReason, calculator
-from convergent._answer_check import answer_problem, detail_with_note, settle_output
+from convergent._answer_check import (
+    HEAD_CHARS,
+    answer_problem,
+    detail_with_note,
+    settle_output,
+)
 from convergent.driver import FINAL_ANSWER_PROMPT
 from convergent.testing import call, scripted
 
@@ -50,6 +55,16 @@ def test_an_answer_is_an_answer(answer: str) -> None:
 )
 def test_what_is_not_an_answer_and_why(answer: str, problem: str) -> None:
     assert answer_problem(answer, (PROMPT,)) == problem
+
+
+def test_only_the_head_of_a_huge_answer_is_read() -> None:
+    prose = " ".join(f"finding {n} holds for case {n * 7}." for n in range(HEAD_CHARS))
+    assert len(prose) > 2 * HEAD_CHARS
+    loop = "and then the tool said the same again " * (HEAD_CHARS // 10)
+    # a reply that loops only past its head is judged by its head: an answer
+    assert answer_problem(prose[:HEAD_CHARS] + loop, (PROMPT,)) is None
+    # one that loops from its start is caught, whatever its size
+    assert answer_problem(loop + prose, (PROMPT,)) == "it repeated itself"
 
 
 def test_a_usable_answer_is_the_output_made_after_the_stop() -> None:

@@ -21,7 +21,7 @@ from convergent import (
 )
 from convergent.durability.sqlite import RunStore
 from convergent.events import Verified
-from convergent.output import OutputSpec
+from convergent.output import OUTPUT_SECONDS, OutputCheck, OutputSpec
 from convergent.resuming import resume
 from convergent.stop import OUTPUT_FEEDBACK, StopReason
 from convergent.testing import call, scripted, write_script
@@ -231,7 +231,7 @@ def test_a_pattern_runs_in_linear_time() -> None:
 
 def test_alternatives_that_multiply_end_within_the_step_budget() -> None:
     # 2**30 paths: without a budget the check ran for hours and took gigabytes
-    spec = OutputSpec.of_schema(multiplying(30))
+    spec = OutputSpec.of_schema(multiplying(30), seconds=None)
     errors = spec.check("1").errors
     assert errors == (
         "the answer cannot be checked against the schema: checking it took more than 100,000 "
@@ -242,9 +242,28 @@ def test_alternatives_that_multiply_end_within_the_step_budget() -> None:
 
 def test_a_big_answer_gets_steps_in_proportion() -> None:
     items = {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}}
-    spec = OutputSpec.of_schema(items)
+    spec = OutputSpec.of_schema(items, seconds=None)
     answer = json.dumps([{"n": n} for n in range(30_000)])
     assert spec.check(answer).errors is None
+
+
+def test_a_check_ends_at_its_deadline_before_its_steps() -> None:
+    # 100,000 steps took 3.5 to 4.9 s: on the event loop, or in a Temporal workflow task
+    assert OUTPUT_SECONDS < 2
+    errors = OutputSpec.of_schema(multiplying(30), seconds=0.05).check("1").errors
+    assert errors == (
+        "the answer cannot be checked against the schema: checking it took more than 0.05s "
+        "(the schema's alternatives multiply, or the value is too big)"
+    )
+
+
+def test_verdicts_given_elsewhere_are_taken_as_they_are() -> None:
+    checked = {"1": None, '"text"': "(answer): not this one"}
+    spec = OutputSpec.of_schema(multiplying(30), seconds=None, checked=checked)
+    assert spec.check("1") == OutputCheck(None, 1, 1)  # not checked again: out of steps
+    assert spec.check('"text"').errors == "(answer): not this one"
+    assert spec.check('"other"').errors is None
+    assert spec.check("one").errors is not None
 
 
 def test_a_schema_that_refers_outside_itself_is_refused_and_nothing_is_fetched() -> None:

@@ -24,6 +24,10 @@ REPEATED_SHARE = 0.5
 MIN_TRIPLES = 12
 """Word triples an answer needs before it can count as repetition (a short answer
 that says one thing twice is still an answer)."""
+HEAD_CHARS = 65_536
+"""Characters of an answer (and of each prompt) whose words are compared: the check
+stays within milliseconds whatever the size (a model that repeats itself or echoes
+the request does so from the start), where a 2 MB reply took a second."""
 
 _PROTOCOL_JSON = re.compile(r'\{\s*"(?:thought|tool_calls|answer)"\s*:')
 _WORD = re.compile(r"\w+")
@@ -52,11 +56,11 @@ def answer_problem(text: str, prompts: Sequence[str] = ()) -> str | None:
         return "it was empty"
     if _PROTOCOL_JSON.search(text):
         return "it was the tool-call protocol's JSON"
-    words = _words(text)
+    words = _words(text[:HEAD_CHARS])
     if not words:
         return "it had no words"
     for prompt in prompts:
-        if _copied_share(words, _triples(_words(prompt))) >= ECHO_SHARE:
+        if _copied_share(words, _triples(_words(prompt[:HEAD_CHARS]))) >= ECHO_SHARE:
             return "it repeated the request"
     if _repeated_share(words) >= REPEATED_SHARE:
         return "it repeated itself"

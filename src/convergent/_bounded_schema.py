@@ -356,7 +356,7 @@ class BoundedValidator:
         except _OutOfTime:
             raise Unchecked(
                 f"checking it took more than {self.budget.seconds:g}s "
-                "(the schema's alternatives multiply)"
+                "(the schema's alternatives multiply, or the value is too big)"
             ) from None
         except Unresolvable as exc:
             raise Unchecked(f"the schema refers to {exc.ref!r}, which is not within it") from None

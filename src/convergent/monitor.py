@@ -9,8 +9,12 @@ per run, and so does every adapter for another framework, through
 
 Progress, the rule behind stalls:
 
-- Results are compared by meaning (`convergent.meaning`): a result that differs from
-  the last one only in a clock time, a date or a fresh id is the same result.
+- A result is compared with the previous result of the same call by its differences
+  (`convergent.meaning.compare`): one whose every difference is a time stamp, a
+  duration, a request id or another value that changes while nothing happens is the
+  same result. The previous text is kept in memory (by reference) for the last calls;
+  the state keeps only digests, so after a resume a result counts as the same only when
+  its bytes are, and any other counts as a change.
 - An identical call (same name, same canonical arguments) counts while nothing has
   changed. Its count starts again when its result means something else than its last
   one, when a call that changed something ran since, or when real time passed since its
@@ -63,7 +67,7 @@ from typing import Literal
 from zlib import crc32
 
 from convergent.budget import BudgetState
-from convergent.meaning import meaning
+from convergent.meaning import MAX_DIFFERENCES, compare, same_meaning
 from convergent.messages import CallOutcome, ToolCall
 from convergent.policy import DEFAULT_POLICY, StopPolicy
 from convergent.stop import (
@@ -86,6 +90,11 @@ _ERRORS_KEPT = 32
 """Failed calls remembered per streak."""
 _MESSAGES_KEPT = 64
 """Digests of the user's messages remembered, to tell a repeated one from a new one."""
+_MESSAGE_TEXTS_KEPT = 8
+"""The user's last messages kept as text, to tell one sent again with a new time stamp."""
+_STEP_DIFFERENCES = 4 * MAX_DIFFERENCES
+"""Differences examined over all the results of one step; past them, a result that
+differs from its previous one is new (the work of a step is bounded)."""
 _OBSERVED = frozenset({CallOutcome.OK, CallOutcome.FAILED, CallOutcome.INVALID})
 
 
@@ -95,13 +104,18 @@ class MonitorState:
 
     stretch: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Calls seen since the last change, least recently seen first: canonical key ->
-    (digest of the meaning of its last result, how many times in a row it gave it)."""
+    (the meaning of its last result, as in ``results``; how many times in a row it gave
+    it)."""
+    results: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """The last result of each recent call, least recently seen first: canonical key ->
+    (the digest of its text; its meaning, the digest of the first of the results in a row
+    that meant the same)."""
     started: dict[str, float] = field(default_factory=dict)
     """When each recent call last started, in seconds outside model requests (kept
     across changes: time passes whatever changed)."""
     recent: list[int] = field(default_factory=list)
     """The last calls, oldest first, each as one number: the digest of its canonical key
-    times 2**64 plus the digest of its result's meaning (cycles, and what is new)."""
+    times 2**64 plus its result's meaning, as in ``results`` (cycles, and what is new)."""
     since_break: int = 0
     """Calls since the last one a cycle may not span (declared state-changing, or made
     after real time passed)."""
@@ -169,10 +183,6 @@ def _digest(text: str) -> int:
     return crc32(text.encode("utf-8", "surrogatepass")) | len(text) << 32
 
 
-def _message_digest(text: str) -> int:
-    return _digest(" ".join(meaning(text).split()))
-
-
 class RunMonitor:
     """Counts repeats, streaks and notes for one run, under a `StopPolicy`.
 
@@ -187,9 +197,12 @@ class RunMonitor:
     """
 
     __slots__ = (
+        "_examined",
         "_failures",
         "_finding",
         "_invalid",
+        "_last",
+        "_messages",
         "_ok",
         "_recent_size",
         "_reviewed",
@@ -220,6 +233,12 @@ class RunMonitor:
         """A stall found on a read's result, decided at the end of the step."""
         self._watch: tuple[int, ...] = ()
         """The calls of the pattern of the latest stall finding, watched once noted."""
+        self._last: dict[str, str] = {}
+        """The text of the last result of each call in ``state.results`` this process saw."""
+        self._examined = 0
+        """Differences between results examined in this step."""
+        self._messages: list[str] = []
+        """The user's last messages, their spaces collapsed (see `message`)."""
         self._recent_size = min(
             self.policy.max_repeated_calls * max(self.policy.max_cycle_length, 2) + 1,
             _RECENT_SIZE,
@@ -375,7 +394,7 @@ class RunMonitor:
     def _count(self, item: _Reviewed, outcome: CallOutcome, result: str) -> None:
         state = self.state
         read_only = item.read_only
-        digest = _digest(meaning(result, serials=read_only is not True))
+        digest = self._meaning(item.key, result)
         stretch = state.stretch
         entry = stretch.pop(item.key, None)
         pair = item.digest << 64 | digest
@@ -395,6 +414,37 @@ class RunMonitor:
             del stretch[next(iter(stretch))]
         if read_only is True and self._finding is None:
             self._finding = self._judge_read(item, count, pair)
+
+    def _meaning(self, key: str, result: str) -> int:
+        """The meaning of a call's result, as a number (see `MonitorState.results`).
+
+        It is the previous result's when the two say the same
+        (`convergent.meaning.compare`), else the digest of this text. Without the
+        previous text (a resumed run), only the same bytes say the same.
+        """
+        results, last = self.state.results, self._last
+        exact = _digest(result)
+        kept = results.pop(key, None)
+        before = last.pop(key, None)
+        meant = exact
+        if kept is not None and before is not None:  # compared by their differences
+            if before == result:
+                meant = kept[1]
+            else:
+                budget = min(MAX_DIFFERENCES, _STEP_DIFFERENCES - self._examined)
+                found = compare(before, result, max_differences=max(budget, 0))
+                self._examined += found.examined
+                if found.same:
+                    meant = kept[1]
+        elif kept is not None and kept[0] == exact:  # resumed: only the same bytes
+            meant = kept[1]
+        results[key] = (exact, meant)
+        last[key] = result
+        if len(results) > _STRETCH_SIZE:
+            oldest = next(iter(results))
+            del results[oldest]
+            last.pop(oldest, None)
+        return meant
 
     def _remember(self, item: _Reviewed, pair: int) -> bool:
         """Record a call's (key, result) pair, and when it started; whether the pair is new.
@@ -453,21 +503,31 @@ class RunMonitor:
         """A message from the user reached the run: whether it is new.
 
         A new instruction lets every count start again; a message that repeats one the
-        run already had (a harness that sends the task again after every step) does not.
+        run already had (a harness that sends the task again after every step, with a
+        fresh time stamp maybe) does not. Messages are compared with their spaces
+        collapsed: by their differences with the last few this process saw
+        (`convergent.meaning.same_meaning`), and by digest with older ones (a resumed
+        run's), where only the same text is the same.
         """
-        digest = _message_digest(text)
-        seen = self.state.messages
-        if digest in seen:
-            return False
-        seen.append(digest)
-        del seen[:-_MESSAGES_KEPT]
-        return True
+        return not self._known(text)
 
     def task(self, text: str) -> None:
         """Remember the run's task, so that the same text sent again is not new."""
-        digest = _message_digest(text)
-        if digest not in self.state.messages:
-            self.state.messages.append(digest)
+        self._known(text)
+
+    def _known(self, text: str) -> bool:
+        """Whether the run had this message already; it is remembered either way."""
+        flat = " ".join(text.split())
+        digest = _digest(flat)
+        seen, texts = self.state.messages, self._messages
+        known = digest in seen or any(same_meaning(before, flat) for before in texts)
+        if digest not in seen:
+            seen.append(digest)
+            del seen[:-_MESSAGES_KEPT]
+        if flat not in texts:
+            texts.append(flat)
+            del texts[:-_MESSAGE_TEXTS_KEPT]
+        return known
 
     # -- streaks ------------------------------------------------------------------------
 
@@ -482,6 +542,7 @@ class RunMonitor:
         self._ok = self._invalid = False
         self._failures = []
         self._reviewed = {}
+        self._examined = 0
         state, policy = self.state, self.policy
         if failures:
             fatal = next((f for f in failures if f.fatal), None)

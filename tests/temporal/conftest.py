@@ -30,7 +30,9 @@ from convergent.testing import write_script
 TOOLS_MODULE = '''
 """Tools whose every finished execution leaves a line in a file."""
 import os
+import random
 import time
+import uuid
 from pathlib import Path
 
 from convergent import tool
@@ -62,6 +64,37 @@ def bulk(n: int, kb: int) -> str:
         kb: Its size in kilobytes.
     """
     return f"item {n}: " + "x" * (kb * 1024)
+
+
+@tool(timeout=30, read_only=True)
+def log(n: int, kb: int) -> str:
+    """Read log n: about kb kilobytes of lines, each stamped with the time it is read.
+
+    Args:
+        n: The log.
+        kb: Its size in kilobytes.
+    """
+    lines = []
+    size = 0
+    while size < kb * 1024:
+        line = (
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')},{time.time_ns() % 1000:03d} INFO log {n} "
+            f"line {len(lines)} took {time.time_ns() % 97}ms request_id={uuid.uuid4()}\\n"
+        )
+        lines.append(line)
+        size += len(line)
+    return "".join(lines)
+
+
+@tool(timeout=30, read_only=True)
+def digits(n: int, kb: int) -> str:
+    """Read data set n: about kb kilobytes of digits.
+
+    Args:
+        n: The data set.
+        kb: Its size in kilobytes.
+    """
+    return "".join(random.Random(n).choices("0123456789", k=kb * 1024))
 
 
 @tool(timeout=30, idempotent=True)

@@ -1,8 +1,8 @@
 """Where a recording objectively repeats itself: the same call, the same result, nothing changed.
 
 A call *repeats unchanged* when an earlier call had the same name and arguments, got the
-same result (compared as the stop policy compares them, `same_result`: by meaning, a
-clock time or a fresh id set aside) or the same failure, and no other call that may
+same result (compared as the stop policy compares them, `same_result`: by their
+differences, a time stamp or a request id set aside) or the same failure, and no other call that may
 change state ran in between. Calls of tools known to only read, calls that failed and
 the model's mistakes do not count as changes; any other call does, and so does a call
 of a tool that waits (time passed). A call without a recorded result proves nothing, so

@@ -261,7 +261,14 @@ class Activities:
         refused = item_too_large("the model's reply", json.dumps(dumped, ensure_ascii=False))
         if refused is not None:
             raise ApplicationError(refused, type=TOO_LARGE, non_retryable=True)
-        return ModelAnswer(response=dumped, history=history)
+        answer = ModelAnswer(response=dumped, history=history)
+        output = self.cache.agent(call.recipe).output if call.role == "model" else None
+        if output is not None and not response.tool_calls:
+            # here, not in the workflow: the check is bounded in seconds, and its verdict
+            # travels in the history, so that a replay reads it instead of checking again
+            verdict = await asyncio.to_thread(output.check, response.content)
+            answer.output_checked, answer.output_errors = True, verdict.errors
+        return answer
 
     @activity.defn(name="convergent.tool_call")
     async def tool_call(self, run: ToolRun) -> list[Any]:

@@ -219,6 +219,10 @@ class ModelAnswer:
     """The model's response."""
     history: dict[str, str]
     """Claim of the conversation the request sent, for the next request to extend."""
+    output_checked: bool = False
+    """The worker checked the reply, an answer, against the run's output schema."""
+    output_errors: str | None = None
+    """Why that answer does not validate (None: it does, or it was not checked)."""
 
 
 @dataclass

@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from convergent.models._prices import TokenPrice, load_price
     from convergent.models.base import Model, ModelSettings
+    from convergent.output import OutputSpec
     from convergent.spec import AgentSpec
     from convergent.state import RunState
     from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue, Taken
@@ -166,6 +167,8 @@ class ActivityModel(Model):
         name: The model's name, as the worker reported it.
         context_window: Its context window, as the worker reported it.
         price: Its price, as the worker reported it.
+        checked: Where to keep the workers' verdicts on answers against the run's output
+            schema: text -> why it is invalid (None: valid).
     """
 
     def __init__(
@@ -175,6 +178,7 @@ class ActivityModel(Model):
         name: str,
         context_window: int | None,
         price: TokenPrice | None = None,
+        checked: dict[str, str | None] | None = None,
     ) -> None:
         self.spec = spec
         self.role = role
@@ -183,6 +187,7 @@ class ActivityModel(Model):
         self._window = context_window
         self._history: dict[str, str] | None = None
         self._sent: list[Message] = []
+        self.checked = checked if checked is not None else {}
 
     @property
     def name(self) -> str:
@@ -242,7 +247,10 @@ class ActivityModel(Model):
             text = cause.message if isinstance(cause, ApplicationError) else str(cause)
             raise ModelError(text or type(cause).__name__) from None
         self._history, self._sent = answer.history, fresh
-        return load_response(answer.response)
+        response = load_response(answer.response)
+        if answer.output_checked:
+            self.checked[response.content] = answer.output_errors
+        return response
 
 
 def _remote(blueprint: ToolBlueprint, spec: dict[str, Any], run_id: str) -> Tool:
@@ -440,7 +448,13 @@ class AgentWorkflow:
         return ApplicationError(message, *spent, type=kind, non_retryable=True)
 
     def _agent(self, spec: AgentSpec, start: RunStart, blueprint: Blueprint) -> Agent:
-        """The spec's agent, built as for a local run, its models and tools on workers."""
+        """The spec's agent, built as for a local run, its models and tools on workers.
+
+        Its answers are checked against its output schema by the workers, in time; the
+        workflow takes their verdicts, and checks in steps only what they did not (an
+        answer joined from replies cut at the token limit).
+        """
+        checked: dict[str, str | None] = {}
 
         def on_workers(role: ModelRole) -> Model:
             if role == "model" or blueprint.scorer_name is None:
@@ -448,7 +462,8 @@ class AgentWorkflow:
             else:
                 name, price = blueprint.scorer_name, blueprint.scorer_price
             window = blueprint.context_window if role == "model" else None
-            return ActivityModel(start.recipe, role, name, window, load_price(price))
+            verdicts = checked if role == "model" else None
+            return ActivityModel(start.recipe, role, name, window, load_price(price), verdicts)
 
         def worker_tools(spec: AgentSpec) -> Toolbox:
             # ask_user is the workflow's own: its questions wait for the ``answer`` signal;
@@ -465,7 +480,7 @@ class AgentWorkflow:
                 system_prompt=blueprint.system_prompt,
             )
 
-        return build_agent(
+        agent = build_agent(
             spec,
             context=BuildContext(run_id=start.run_id, ask_channel=self.channel),
             model_factory=on_workers,
@@ -475,6 +490,9 @@ class AgentWorkflow:
             instrument=False,
             record_events=False,
         )
+        if agent.output is not None:
+            agent.output = OutputSpec.of_schema(agent.output.schema, seconds=None, checked=checked)
+        return agent
 
     def _roll_over(self) -> bool:
         """Whether to hand the run over to a fresh workflow run at this boundary.
