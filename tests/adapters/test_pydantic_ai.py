@@ -101,7 +101,10 @@ async def test_the_hosts_cap_on_retries_ends_the_run_stalled_with_an_answer() ->
     result = await agent.run("count the files")
     report = convergence.report_for(result)
     assert (report.reason, report.cycles) == (StopReason.STALLED, 2)
-    assert report.detail.startswith("the answer was rejected until PydanticAI gave up:")
+    assert report.detail == (
+        "the answer (Exceeded maximum output retries (1); PydanticAI gave up) was rejected "
+        "2 times in a row"
+    )
     assert (report.output, report.output_after_stop) == ("the files could not be counted", True)
     assert result.output is None
 
