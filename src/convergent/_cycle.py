@@ -20,11 +20,13 @@ from convergent._executor import execute_batch, start, wait_for_stragglers
 from convergent._redact import known_secrets, redact
 from convergent._run_parts import (
     LoopSpec,
+    Stopped,
     bounded,
     last_text,
     outside_facts,
     record_of,
     spending_calls,
+    unless_stopped,
     within,
 )
 from convergent._streamed import streamed_request
@@ -48,6 +50,7 @@ from convergent.extensions import RunObserver
 from convergent.messages import (
     AssistantMessage,
     CallOutcome,
+    ModelResponse,
     ToolCall,
     UserMessage,
 )
@@ -252,13 +255,7 @@ class Run:
     async def cycle(self) -> Decision:
         """One cycle: the budget note, compaction, the model request, then its answer or calls."""
         agent, state, driver = self.agent, self.state, self.driver
-        note = driver.budget_note()
-        if note is not None:
-            state.messages.append(UserMessage(content=note))
-            if self.listening:
-                self.sink.emit(
-                    Nudged(run_id=state.run_id, cycle=state.cycles, about="budget", note=note)
-                )
+        self._note_budget()
         if agent.context_policy is not None:
             await agent.context_policy.maybe_compact(state, agent.model, self.sink.emit)
         settings = self._request_settings()
@@ -269,17 +266,12 @@ class Run:
         started = self.clock.monotonic()
         settings = bounded(settings, seconds)
         try:
-            response = await within(
-                seconds,
-                streamed_request(
-                    agent.model, state.messages, agent.tool_specs, settings, self.sink, cycle
-                )
-                if self.sink.streaming
-                else agent.model.request(state.messages, agent.tool_specs, settings),
-            )
+            response = await self._request(settings, seconds, cycle)
         except ModelError as exc:
             # any backend's error text, masked once more: it is stored and printed
             return driver.model_failed(redact(str(exc), known_secrets()))
+        if isinstance(response, Stopped):  # a stop came while the reply came in: it ends now
+            return self.boundary()
         if response is None:
             return driver.ran_out("a model request")
         response = response.with_unique_call_ids()
@@ -298,6 +290,30 @@ class Run:
             if calls != response.tool_calls:
                 state.messages[-1] = AssistantMessage(content=response.content, tool_calls=calls)
         return await self._run_tools(calls, cycle)
+
+    def _note_budget(self) -> None:
+        """Tell the model what is left of its budgets, once, when it is due."""
+        note = self.driver.budget_note()
+        if note is not None:
+            state = self.state
+            state.messages.append(UserMessage(content=note))
+            if self.listening:
+                self.sink.emit(
+                    Nudged(run_id=state.run_id, cycle=state.cycles, about="budget", note=note)
+                )
+
+    async def _request(
+        self, settings: ModelSettings | None, seconds: float | None, cycle: int
+    ) -> ModelResponse | None | Stopped:
+        """The model's response; None when the time ran out; `Stopped` when a stop came."""
+        agent, messages = self.agent, self.state.messages
+        request = within(
+            seconds,
+            streamed_request(agent.model, messages, agent.tool_specs, settings, self.sink, cycle)
+            if self.sink.streaming
+            else agent.model.request(messages, agent.tool_specs, settings),
+        )
+        return await unless_stopped(self.steering, request)
 
     def _request_settings(self) -> ModelSettings | None:
         """The agent's settings, with the output capped to what the budgets leave."""

@@ -133,6 +133,10 @@ class WorkflowSteering(SteeringQueue):
         """Return once no pause is in force."""
         await workflow.wait_condition(lambda: not self._paused)
 
+    async def wait_for_stop(self, poll: float = 0.1) -> None:
+        """Return once a stop signal waits to be taken (a workflow condition, no timer)."""
+        await workflow.wait_condition(lambda: self.stopping)
+
 
 class SignalChannel:
     """Asks the user through the workflow: the question waits for an ``answer`` signal."""
