@@ -75,10 +75,25 @@ _AFTER_STOP = "convergent_after_stop"
 class _Replay:
     """One run's driver, and how far into its conversation it has read."""
 
-    __slots__ = ("batch", "driver", "final", "going_on", "held", "read", "requesting", "tail")
+    __slots__ = (
+        "batch",
+        "driver",
+        "final",
+        "first",
+        "going_on",
+        "held",
+        "read",
+        "requesting",
+        "start",
+        "tail",
+    )
 
-    def __init__(self, driver: CycleDriver) -> None:
+    def __init__(self, driver: CycleDriver, start: int, first: object) -> None:
         self.driver = driver
+        self.start = start
+        """Where the run starts in the state's messages (its last human message)."""
+        self.first = first
+        """That message."""
         self.read = 0
         """Messages of the run read so far."""
         self.tail: object = None
@@ -93,6 +108,18 @@ class _Replay:
         """A model request started (the tools' edge routed back to the model node)."""
         self.going_on = False
         """The last reply was not an answer (empty, cut): the model is asked again."""
+
+    def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether ``messages`` go on with this run's conversation as far as it was read.
+
+        Only the messages not read yet are looked at (for a new human message).
+        """
+        start, read = self.start, self.read
+        if len(messages) < start + read or messages[start] is not self.first:
+            return False
+        if read and messages[start + read - 1] is not self.tail:
+            return False
+        return not any(isinstance(m, HumanMessage) for m in messages[start + read :])
 
 
 class ToolsCondition:
@@ -155,6 +182,8 @@ class ToolsCondition:
         self._model_node: str | None = None
         self._wrapped = False
         self._replays: OrderedDict[int, _Replay] = OrderedDict()
+        self._last: _Replay | None = None
+        """The replay used last (most routings go on with the same run)."""
         self._lock = threading.Lock()
 
     def __call__(self, state: Any) -> Literal["tools", "__end__"]:
@@ -234,8 +263,7 @@ class ToolsCondition:
         """The result of a call the review held back, instead of running it; else None."""
         call = request.tool_call
         with self._lock:
-            run = _run_of(self._messages(request.state))
-            replay = self._replays.get(id(run[0])) if run else None
+            replay = self._found(self._messages(request.state))
             text = replay.held.get(call["id"] or "") if replay is not None else None
         if text is None:
             return None
@@ -299,7 +327,8 @@ class ToolsCondition:
             replay = self._replay(messages)
         if replay.driver.stop is None:
             raise ValueError("the run in this state has not stopped")
-        said = [message for message in _run_of(messages) if not _is_after_stop(message)]
+        run = messages[replay.start :]
+        said = [message for message in run if not _is_after_stop(message)]
         return replay.driver.report(last_text(said), replay.final)
 
     def _driver(self) -> CycleDriver:
@@ -341,17 +370,28 @@ class ToolsCondition:
         found = getattr(state, self.messages_key, [])
         return found
 
+    def _found(self, messages: Sequence[BaseMessage]) -> _Replay | None:
+        """The replay of the run ``messages`` go on with, if one is kept."""
+        last = self._last
+        if last is not None and last.continued_by(messages):
+            return last
+        start = _start_of(messages)
+        replay = self._replays.get(id(messages[start])) if messages else None
+        return replay if replay is not None and replay.continued_by(messages) else None
+
     def _replay(self, messages: Sequence[BaseMessage]) -> _Replay:
         """The run's replay, read up to the end of ``messages``."""
-        run = _run_of(messages)
-        key = id(run[0]) if run else 0
-        replay = self._replays.pop(key, None)
-        if replay is None or replay.read > len(run) or run[replay.read - 1] is not replay.tail:
-            replay = _Replay(self._driver())
-        self._replays[key] = replay
-        while len(self._replays) > _REPLAYS_KEPT:
-            self._replays.popitem(last=False)
-        _read(replay, run, early=self._model_node is None, wrapped=self._wrapped)
+        replay = self._found(messages)
+        if replay is None:
+            start = _start_of(messages)
+            first = messages[start] if messages else None
+            replay = _Replay(self._driver(), start, first)
+            self._replays.pop(id(first), None)
+            self._replays[id(first)] = replay
+            while len(self._replays) > _REPLAYS_KEPT:
+                self._replays.popitem(last=False)
+        self._last = replay
+        _read(replay, messages, early=self._model_node is None, wrapped=self._wrapped)
         return replay
 
 
@@ -385,16 +425,16 @@ def _is_after_stop(message: BaseMessage) -> bool:
     return isinstance(message, AIMessage) and bool(message.response_metadata.get(_AFTER_STOP))
 
 
-def _run_of(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
-    """The run's part of the conversation: from its last human message on."""
+def _start_of(messages: Sequence[BaseMessage]) -> int:
+    """Where the run's part of the conversation starts: its last human message (or 0)."""
     for position in range(len(messages) - 1, -1, -1):
         if isinstance(messages[position], HumanMessage):
-            return messages[position:]
-    return messages
+            return position
+    return 0
 
 
 def _read(
-    replay: _Replay, run: Sequence[BaseMessage], *, early: bool = True, wrapped: bool = False
+    replay: _Replay, messages: Sequence[BaseMessage], *, early: bool = True, wrapped: bool = False
 ) -> None:
     """Feed the driver the run's messages it has not read, in the loop's order.
 
@@ -409,7 +449,7 @@ def _read(
     batch a cap cuts does not run.
     """
     driver = replay.driver
-    for message in run[replay.read :]:
+    for message in messages[replay.start + replay.read :]:
         replay.read += 1
         replay.tail = message
         if isinstance(message, ToolMessage):
