@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from convergent._answer_check import Settled, detail_with_note, settle_output
@@ -303,6 +303,18 @@ class CycleDriver:
         left, `Budget.seconds_left`) stops for ``max_seconds``, which comes first.
         """
         return self._decided(decide(Facts(model_error=error, limit=self.budget.time_up())))
+
+    def offers(self, tools: Mapping[str, bool | None]) -> None:
+        """The host names the tools the run has, with their effects, before the first call.
+
+        For a host that learns them only once the run started (Claude Code lists its
+        tools as a session begins): each name with its ``read_only`` flag, from the
+        caller's ``tools`` or the host's own metadata. Calls of other names are the
+        model's mistakes; the counters so far are kept.
+        """
+        self.monitor = RunMonitor(
+            self.policy, tools=tools, state=self.monitor.state, idle=self.budget.idle
+        )
 
     def message(self, text: str) -> None:
         """A message from the user reached the run (steering): a new one restarts the counts."""

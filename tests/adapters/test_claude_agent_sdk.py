@@ -11,6 +11,7 @@ from claude_agent_sdk import (
     HookContext,
     ResultMessage,
     StreamEvent,
+    SystemMessage,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -403,3 +404,30 @@ async def test_calls_claude_code_refused_itself_are_the_models_mistakes() -> Non
     assert await call_hook(convergence, "Stop", stop_hook) == {}
     report = convergence.finish(result(turns=5, text="what I know"))
     assert (report.cycles, report.output, report.output_after_stop) == (4, "what I know", True)
+
+
+def test_the_tools_claude_code_lists_get_their_declared_effects() -> None:
+    """Claude Code's own reads are reads, a wrapped SDK tool's MCP annotations say what
+    it does, and the caller's flags come first."""
+    from mcp.types import ToolAnnotations
+
+    @tool("lookup", "Look a key up", {"key": str}, annotations=ToolAnnotations(readOnlyHint=True))
+    async def lookup(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": "found"}]}
+
+    @tool("drop", "Drop a table", {"name": str}, annotations=ToolAnnotations(destructiveHint=True))
+    async def drop(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": "dropped"}]}
+
+    convergence = Convergence(tools={"Bash": True})
+    convergence.tools(lookup, drop)
+    names = ["Read", "Edit", "Bash", "Task", "mcp__db__lookup", "mcp__db__drop"]
+    convergence.record(SystemMessage(subtype="init", data={"type": "system", "tools": names}))
+    assert convergence.driver.monitor.tools == {
+        "Read": True,
+        "Edit": False,
+        "Bash": True,
+        "Task": None,
+        "mcp__db__lookup": True,
+        "mcp__db__drop": False,
+    }

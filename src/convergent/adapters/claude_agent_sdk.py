@@ -52,6 +52,7 @@ from claude_agent_sdk import (
     ResultMessage,
     SdkMcpTool,
     StreamEvent,
+    SystemMessage,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -78,6 +79,17 @@ from convergent.stop import (
 )
 
 __all__ = ["Convergence"]
+
+CLAUDE_CODE_TOOLS: Mapping[str, bool | None] = {
+    **dict.fromkeys(("Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch", "ToolSearch"), True),
+    **dict.fromkeys(("CronList", "ListAgents", "TaskGet", "TaskList", "BashOutput"), True),
+    **dict.fromkeys(("Edit", "MultiEdit", "Write", "NotebookEdit", "TodoWrite"), False),
+    **dict.fromkeys(("CronCreate", "CronDelete", "TaskCreate", "TaskUpdate", "TaskStop"), False),
+    **dict.fromkeys(("SendMessage", "ScheduleWakeup", "EnterWorktree", "ExitWorktree"), False),
+}
+"""The effect of Claude Code's own tools (``read_only``), as its documentation describes
+them: reads and look-ups only read; edits, writes and scheduling change something. A
+tool not named here (``Bash``, ``Task``, ``Skill``...) may do either."""
 
 _LIMIT_RESULTS = {"error_max_turns": "max_cycles", "error_max_budget_usd": "max_cost"}
 """Claude Code's results for the limits the adapter sets, by the limit they stand for."""
@@ -146,6 +158,9 @@ class Convergence:
                 "Claude Agent SDK hooks do not see model requests: a token or wall-time "
                 "budget cannot be checked before one (use max_cycles or max_cost)"
             )
+        self._given_tools = options.get("tools")
+        self._declared: dict[str, bool | None] = {}
+        """The effects the wrapped SDK tools declare (MCP annotations), by tool name."""
         self.price: TokenPrice | None = token_price(price) if price is not None else None
         """The model's price; None: the price table's for the model Claude Code names."""
         self.driver = CycleDriver(limits, price=self.price, **options)
@@ -204,6 +219,8 @@ class Convergence:
         SDK's bare message), and a `ToolError(fatal=True)` stops the run when its
         failure reaches ``PostToolUse``. Give the copies to ``create_sdk_mcp_server``.
         """
+        for tool in tools:
+            self._declared[tool.name] = _effect(tool.annotations)
         return [dataclasses.replace(tool, handler=self._guarded(tool)) for tool in tools]
 
     def _guarded(self, tool: SdkMcpTool[Any]) -> Any:
@@ -480,7 +497,9 @@ class Convergence:
         Counts the main agent's model requests and their usage; at the
         ``ResultMessage``, `finish`es and returns the report.
         """
-        if isinstance(message, StreamEvent):
+        if isinstance(message, SystemMessage) and message.subtype == "init":
+            self._offered(message.data.get("tools"))
+        elif isinstance(message, StreamEvent):
             if message.parent_tool_use_id is None:
                 self._streamed = True
                 self._stream_event(message.event)
@@ -503,6 +522,26 @@ class Convergence:
         elif isinstance(message, ResultMessage):
             return self.finish(message)
         return None
+
+    def _offered(self, names: Any) -> None:
+        """The tools Claude Code lists as the session begins, with their effects.
+
+        Each name's flag is the caller's (``tools``), else what a wrapped SDK tool's
+        annotations declare, else Claude Code's own tool's (`CLAUDE_CODE_TOOLS`), else
+        unknown.
+        """
+        if not isinstance(names, list):
+            return
+        given = self._given_tools or {}
+        effects: dict[str, bool | None] = {}
+        for name in map(str, names):
+            if name in given:
+                effects[name] = given[name]
+            elif name.startswith("mcp__") and name.rpartition("__")[2] in self._declared:
+                effects[name] = self._declared[name.rpartition("__")[2]]
+            else:
+                effects[name] = CLAUDE_CODE_TOOLS.get(name)
+        self.driver.offers(effects)
 
     def _response(self, key: str, usage: Mapping[str, Any] | None) -> _Response:
         usage = usage or {}
@@ -693,6 +732,18 @@ def _context(event: str, text: str) -> dict[str, Any]:
 def _end(stop: Stop) -> dict[str, Any]:
     """End the session: Claude Code makes no further request."""
     return {"continue_": False, "stopReason": f"{stop.reason.value}: {stop.detail}"}
+
+
+def _effect(annotations: Any) -> bool | None:
+    """A tool's ``read_only`` flag from its MCP annotations (None when they do not say)."""
+    if annotations is None:
+        return None
+    hints = annotations if isinstance(annotations, Mapping) else vars(annotations)
+    if hints.get("read_only_hint") or hints.get("readOnlyHint"):
+        return True
+    if hints.get("destructive_hint") or hints.get("destructiveHint"):
+        return False
+    return None
 
 
 def _text(response: Any) -> str:

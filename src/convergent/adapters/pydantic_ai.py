@@ -146,6 +146,8 @@ class _RunConvergence(Convergence):
         """The names of the host's output tools (a typed answer comes as a call of one)."""
         self.words = True
         """Whether an answer in words is a valid output of the agent (its type allows text)."""
+        self.offered: tuple[str, ...] = ()
+        """The names of the tools the driver was last told of."""
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
         return self
@@ -327,6 +329,7 @@ class _RunConvergence(Convergence):
         parameters = request_context.model_request_parameters
         final = self.final
         if final is None:
+            self._offer(parameters.function_tools)
             self.driver.start_request()
             self.output_tools = frozenset(tool.name for tool in parameters.output_tools)
             self.words = parameters.output_mode == "text" or (
@@ -346,6 +349,24 @@ class _RunConvergence(Convergence):
             settings = ModelSettings(**(settings or {}), max_tokens=final.max_tokens)
         return dataclasses.replace(
             request_context, model_request_parameters=parameters, model_settings=settings
+        )
+
+    def _offer(self, tools: list[ToolDefinition]) -> None:
+        """Tell the driver the agent's tools, with their effects, when they change.
+
+        A tool's flag is the caller's (``tools``), else its MCP annotations (an MCP
+        server's tools carry them in their metadata), else unknown.
+        """
+        names = tuple(tool.name for tool in tools)
+        if names == self.offered:
+            return
+        self.offered = names
+        given = self.parent._options.get("tools") or {}
+        self.driver.offers(
+            {
+                tool.name: given[tool.name] if tool.name in given else _effect(tool.metadata)
+                for tool in tools
+            }
         )
 
     async def wrap_tool_execute(
@@ -376,6 +397,16 @@ class _RunConvergence(Convergence):
 
 _REJECTED: tuple[CallOutcome, str, bool] = (CallOutcome.INVALID, "", False)
 """How a call ended that no tool wrapper saw: the host rejected it before it ran."""
+
+
+def _effect(metadata: dict[str, Any] | None) -> bool | None:
+    """A tool's ``read_only`` flag from the MCP annotations in its metadata, if any."""
+    annotations = (metadata or {}).get("annotations") or {}
+    if annotations.get("readOnlyHint"):
+        return True
+    if annotations.get("destructiveHint"):
+        return False
+    return None
 
 
 def _feedback(request: ModelRequest) -> str:
