@@ -102,6 +102,7 @@ def spoil(db: Path, keep: str, how: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("spared", ["probe", "nothing"])
 @pytest.mark.parametrize("how", ["deleted", "damaged"])
 async def test_a_run_whose_payloads_cannot_be_read_ends_naming_the_store(
     tmp_path: Path,
@@ -109,15 +110,18 @@ async def test_a_run_whose_payloads_cannot_be_read_ends_naming_the_store(
     payload_db: Path,
     monkeypatch: pytest.MonkeyPatch,
     how: str,
+    spared: str,
 ) -> None:
+    """Every row but the run's probe, or every row: the store is still the cluster's (its
+    id says so even when the probes are gone), so its workers start, and the run ends
+    naming it. It used to fail its workflow task for ever, the run staying ``running``;
+    with the probes gone, every worker refused to start ("must use the same store")."""
     monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.3")
-    run = await in_flight(tmp_path, runner, f"spoilt-{how}")
+    run = await in_flight(tmp_path, runner, f"spoilt-{how}-{spared}")
     probe = (await (await run.handle.describe()).memo())["probe"]["digest"]
-    assert spoil(payload_db, probe, how) > 0
-    # the store holds the run's probe: the worker starts, and cannot replay the run
+    assert spoil(payload_db, probe if spared == "probe" else "", how) > 0
     async with make_worker(runner.client, runner.task_queue):
         with pytest.raises(UserError) as raised:
-            # it used to fail its workflow task for ever, the run staying ``running``
             await asyncio.wait_for(run.result(), 60)
     message = str(raised.value)
     assert message.startswith(f"the payload store {payload_db} ")
@@ -169,28 +173,6 @@ async def test_a_full_payload_store_ends_the_run_naming_it(
         f"cannot store payloads in {payload_db}: database or disk is full; the run cannot "
         "go on without its payloads"
     )
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("how", ["deleted", "damaged"])
-async def test_a_store_that_lost_every_payload_ends_its_runs_and_lets_workers_start(
-    tmp_path: Path,
-    runner: TemporalRunner,
-    payload_db: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    how: str,
-) -> None:
-    """The probes' rows too: it is still the cluster's store (its id says so), so its
-    workers start and the run ends naming it, instead of every worker refusing to start
-    with "must use the same store" and the run staying ``running``."""
-    monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.3")
-    run = await in_flight(tmp_path, runner, f"all-{how}")
-    assert spoil(payload_db, "", how) > 0
-    async with make_worker(runner.client, runner.task_queue):
-        with pytest.raises(UserError) as raised:
-            await asyncio.wait_for(run.result(), 60)
-    assert str(raised.value).startswith(f"the payload store {payload_db} ")
-    assert not await runner.is_running(run.run_id)
 
 
 @pytest.mark.slow
