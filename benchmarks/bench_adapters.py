@@ -7,7 +7,11 @@ with convergent's adapter. Each agent is built before the clock starts: a cycle'
 is the run's, not the build's. The adapter's cost per cycle splits into the seams' share
 and convergent's own (adapter minus no-op), each reported as a share of the host's own
 per-cycle cost (target: <= 5 % in all), in wall time and in the process's CPU time (which
-other processes on a busy machine disturb less).
+other processes on a busy machine disturb less). The three ways run one after the other
+in each repeat, and each share is the median of the repeats' own shares, with its
+quartiles: on a shared machine whose load moves, pairs compare like with like; the
+least run of each way is given too (``least_shares``: seams, convergent, in all), which
+other processes' work disturbs least.
 
 LangChain runs three ways (``ainvoke``; ``invoke``; ``ainvoke`` with LangSmith's set-up
 of each traced hook call made on the event loop, as docs/adapters.md shows), then three
@@ -16,7 +20,8 @@ that hook, against the agent alone); what one call of a ``wrap_*`` hook costs in
 (``create_agent`` wraps every such hook in LangSmith's ``traceable``, which does its
 work even with tracing off); and convergent's own work per model call, replayed outside
 the agent on the requests a run made (no graph around it, so no noise from it).
-Run: ``PYTHONPATH=src python benchmarks/bench_adapters.py``.
+Run: ``PYTHONPATH=src python benchmarks/bench_adapters.py [--host NAME ...] [--repeats N]
+[--no-details]``.
 """
 
 from __future__ import annotations
@@ -144,15 +149,50 @@ def langchain_inline(way: Way) -> Run:
 
 
 def langgraph(way: Way) -> Run:
+    """The tutorial's graph: with ``tools_condition`` and the module's tool wrappers; with
+    the shape the adapter needs, every piece a no-op (a routing function in place of
+    ``tools_condition``, the tools' edge back to the model, the tool wrappers, the answer
+    node); and with the adapter's route and its pieces."""
     from langgraph.prebuilt import tools_condition
 
     from convergent.adapters.langgraph import ToolsCondition
 
-    # no seam is added: the routing function replaces LangGraph's own
-    route = ToolsCondition(Limits(max_cycles=CYCLES + 5), tools=READ_ONLY)
-    condition = route if way == "adapter" else tools_condition
-    graph = hand_built_graph(langchain_model(STEPS), langchain_tools(World()), condition)
+    model, tools = langchain_model(STEPS), langchain_tools(World())
+    if way == "host":
+        graph = hand_built_graph(model, tools, tools_condition)
+    elif way == "seams":
+        graph = hand_built_graph(model, tools, _LangGraphNoop())
+    else:
+        graph = hand_built_graph(model, tools, ToolsCondition(LIMITS, tools=READ_ONLY))
     return lambda: graph.ainvoke(_task(), {"recursion_limit": 500})
+
+
+class _LangGraphNoop:
+    """The pieces of a graph `ToolsCondition` uses, doing only what ``tools_condition`` does."""
+
+    def __call__(self, state: Any) -> str:
+        from langgraph.prebuilt import tools_condition
+
+        return tools_condition(state)
+
+    def after_tools(self, model_node: str) -> Callable[[Any], str]:
+        return lambda state: model_node
+
+    def final_answer(self, model: Any) -> Any:
+        from langchain_core.runnables import RunnableLambda
+
+        return RunnableLambda(lambda state: {}, name="final_answer")
+
+    @property
+    def wrap_tool_call(self) -> Callable[..., Any]:
+        return lambda request, handler: handler(request)
+
+    @property
+    def awrap_tool_call(self) -> Callable[..., Any]:
+        async def passing(request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+        return passing
 
 
 def _pydantic_ai_noop() -> Any:
@@ -265,38 +305,66 @@ async def timed(host: Callable[[Any], Run], way: Any) -> tuple[float, float]:
     return (time.perf_counter() - wall) / CYCLES, (time.process_time() - cpu) / CYCLES
 
 
-def shares(base: float, seams: float, total: float) -> dict[str, float]:
-    """A host's per-cycle figures (medians, in seconds) as milliseconds and shares."""
+def shares(runs: list[tuple[float, float, float]]) -> dict[str, Any]:
+    """A host's per-cycle figures from paired runs (host, seams, adapter, in seconds).
+
+    Milliseconds are medians over the runs; each share is the median of the shares of
+    the runs made one after the other (so that a load that changes between pairs
+    changes less), with its quartiles.
+    """
+    base = statistics.median(r[0] for r in runs)
+    seams = statistics.median(r[1] - r[0] for r in runs)
+    own = statistics.median(r[2] - r[1] for r in runs)
+
+    def share(part: Callable[[tuple[float, float, float]], float]) -> list[float]:
+        quartiles = statistics.quantiles((part(r) / r[0] for r in runs), n=4)
+        middle = statistics.median(part(r) / r[0] for r in runs)
+        return [round(middle, 4), round(quartiles[0], 4), round(quartiles[2], 4)]
+
+    least = [min(r[index] for r in runs) for index in range(3)]
     return {
         "host_ms_per_cycle": round(base * 1000, 3),
-        "seams_ms_per_cycle": round((seams - base) * 1000, 3),
-        "convergent_ms_per_cycle": round((total - seams) * 1000, 3),
-        "seams_share": round((seams - base) / base, 4),
-        "convergent_share": round((total - seams) / base, 4),
-        "adapter_share": round((total - base) / base, 4),
+        "seams_ms_per_cycle": round(seams * 1000, 3),
+        "convergent_ms_per_cycle": round(own * 1000, 3),
+        "seams_share": share(lambda r: r[1] - r[0]),
+        "convergent_share": share(lambda r: r[2] - r[1]),
+        "adapter_share": share(lambda r: r[2] - r[0]),
+        # the least run of each way: what others' work on a busy machine adds least to
+        "least_ms_per_cycle": [round(value * 1000, 3) for value in least],
+        "least_shares": [
+            round((least[1] - least[0]) / least[0], 4),
+            round((least[2] - least[1]) / least[0], 4),
+            round((least[2] - least[0]) / least[0], 4),
+        ],
     }
+
+
+async def paired(
+    host: Callable[[Any], Run], ways: tuple[Any, ...]
+) -> list[list[tuple[float, float]]]:
+    """Each repeat's seconds per cycle (wall, CPU) of every way, run one after the other."""
+    for way in ways:
+        await timed(host, way)  # warm every path
+    return [[await timed(host, way) for way in ways] for _ in range(REPEATS)]
 
 
 async def medians(host: Callable[[Any], Run], ways: tuple[Any, ...]) -> list[tuple[float, float]]:
     """Each way's median seconds per cycle (wall, CPU), the ways' runs interleaved."""
-    for way in ways:
-        await timed(host, way)  # warm every path
-    runs: dict[Any, list[tuple[float, float]]] = {way: [] for way in ways}
-    for _ in range(REPEATS):
-        for way in ways:
-            runs[way].append(await timed(host, way))
+    runs = await paired(host, ways)
     return [
-        (statistics.median(r[0] for r in runs[way]), statistics.median(r[1] for r in runs[way]))
-        for way in ways
+        (
+            statistics.median(run[index][0] for run in runs),
+            statistics.median(run[index][1] for run in runs),
+        )
+        for index in range(len(ways))
     ]
 
 
-async def measure(host: Callable[[Way], Run]) -> dict[str, dict[str, float]]:
-    found = await medians(host, ("host", "seams", "adapter"))
-    return {
-        "wall": shares(*(wall for wall, _ in found)),
-        "cpu": shares(*(cpu for _, cpu in found)),
-    }
+async def measure(host: Callable[[Way], Run]) -> dict[str, dict[str, Any]]:
+    runs = await paired(host, ("host", "seams", "adapter"))
+    wall = [(a[0], b[0], c[0]) for a, b, c in runs]
+    cpu = [(a[1], b[1], c[1]) for a, b, c in runs]
+    return {"wall": shares(wall), "cpu": shares(cpu)}
 
 
 Seam = Literal["none", "wrap_model_call", "wrap_tool_call", "both", "after_model", "before_model"]
@@ -487,25 +555,86 @@ def langchain_own_work() -> dict[str, float]:
     }
 
 
-async def main() -> None:
+def langgraph_own_work() -> dict[str, float]:
+    """Convergent's work per cycle in a LangGraph graph: the states of one run routed
+    through `ToolsCondition`, its tools' edge and its tool wrapper's look-up, outside the
+    graph (CPU time, the least of many replays: others' work disturbs it least)."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+
+    from convergent.adapters.langgraph import ToolsCondition
+
+    usage: Any = {"input_tokens": 1000, "output_tokens": 100, "total_tokens": 1100}
+    states: list[tuple[str, list[Any]]] = []
+    messages: list[Any] = [HumanMessage("task")]
+    for n in range(CYCLES - 1):
+        call = {"name": "read_file", "args": {"path": f"part{n}.txt"}, "id": f"c{n}"}
+        messages = [*messages, AIMessage("", tool_calls=[call], usage_metadata=usage)]
+        states.append(("route", messages))
+        states.append(("wrapper", messages))
+        result = ToolMessage(f"contents of part{n}.txt", tool_call_id=f"c{n}", name="read_file")
+        messages = [*messages, result]
+        states.append(("after_tools", messages))
+    states.append(("route", [*messages, AIMessage("done", usage_metadata=usage)]))
+
+    def replay() -> float:
+        route = ToolsCondition(LIMITS, tools=READ_ONLY)
+        back = route.after_tools("agent")
+        wrapper = route.wrap_tool_call
+        started = time.process_time()
+        for kind, state in states:
+            if kind == "route":
+                route({"messages": state})
+            elif kind == "after_tools":
+                back({"messages": state})
+            else:
+                call = state[-1].tool_calls[0]
+                request = ToolCallRequest(call, None, {"messages": state}, None)  # type: ignore[arg-type]
+                wrapper(request, lambda request: None)
+        return (time.process_time() - started) / CYCLES
+
+    least = min(replay() for _ in range(REPEATS * 10))
+    return {"convergent_cpu_us_per_cycle": round(least * 1e6, 1)}
+
+
+HOSTS: dict[str, Callable[[Way], Run]] = {
+    "langchain": langchain,
+    "langchain_sync": langchain_sync,
+    "langchain_inline": langchain_inline,
+    "langgraph": langgraph,
+    "openai_agents": openai_agents,
+    "pydantic_ai": pydantic_ai,
+}
+
+
+async def main(hosts: list[str], details: bool) -> None:
     set_tracing_disabled(True)
-    report: dict[str, object] = {"load_average": os.getloadavg(), "cycles": CYCLES}
-    for name, host in (
-        ("langchain", langchain),
-        ("langchain_sync", langchain_sync),
-        ("langchain_inline", langchain_inline),
-        ("langgraph", langgraph),
-        ("openai_agents", openai_agents),
-        ("pydantic_ai", pydantic_ai),
-    ):
-        report[name] = await measure(host)
-    report["langchain_seams_ainvoke"] = await langchain_seams(sync=False)
-    report["langchain_seams_invoke"] = await langchain_seams(sync=True)
-    report["langchain_hook_call"] = await langchain_hook_call()
-    report["langchain_convergent_per_model_call"] = langchain_own_work()
+    report: dict[str, object] = {
+        "load_average": os.getloadavg(),
+        "cycles": CYCLES,
+        "repeats": REPEATS,
+    }
+    for name in hosts:
+        report[name] = await measure(HOSTS[name])
+    if details:
+        report["langchain_seams_ainvoke"] = await langchain_seams(sync=False)
+        report["langchain_seams_invoke"] = await langchain_seams(sync=True)
+        report["langchain_hook_call"] = await langchain_hook_call()
+        report["langchain_convergent_per_model_call"] = langchain_own_work()
+        report["langgraph_convergent_per_cycle"] = langgraph_own_work()
     report["load_average_after"] = os.getloadavg()
     print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", action="append", choices=sorted(HOSTS), help="(repeatable)")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="paired runs per way")
+    parser.add_argument(
+        "--no-details", action="store_true", help="skip LangChain's per-seam figures"
+    )
+    arguments = parser.parse_args()
+    REPEATS = arguments.repeats
+    asyncio.run(main(arguments.host or list(HOSTS), not arguments.no_details))

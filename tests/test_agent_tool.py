@@ -349,3 +349,40 @@ async def test_a_child_that_crashes_counts_what_it_spent() -> None:
     assert record.result == "helper raised RuntimeError: the child's model crashed"
     assert result.usage.total_tokens == 710
     assert result.stop_reason is StopReason.COMPLETED
+
+
+async def test_max_tool_calls_holds_for_the_tree_of_agents() -> None:
+    ran: list[str] = []
+
+    @tool
+    def counted(n: int) -> str:
+        """Count one call.
+
+        Args:
+            n: The call's number.
+        """
+        ran.append(f"counted {n}")
+        return f"call {n} counted"
+
+    def working(messages: Any, tools: Any) -> ModelResponse:
+        done = sum(1 for m in messages if m.role == "tool")
+        if not tools or done >= 5:
+            return answer(f"{done} calls done")
+        return step(call("counted", n=len(ran)))
+
+    child = Agent(ScriptedModel(working), [counted])
+    helper = child.as_tool("helper", "Does work.")
+
+    def delegated(messages: Any, tools: Any) -> ModelResponse:
+        ran.append("helper")
+        return answer("done") if not tools else step(call("helper", task=f"work {len(ran)}"))
+
+    parent = Agent(ScriptedModel(delegated), [helper], limits=Limits(max_tool_calls=10))
+    result = await parent.run("work")
+    # the parent's calls of its helper and the helpers' own calls: 10 in all (49 when
+    # each run counted only its own)
+    assert (
+        len([entry for entry in ran if entry.startswith("counted")]) + len(result.tool_calls) == 10
+    )
+    assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
+    assert "max_tool_calls=10" in result.stop_detail

@@ -48,6 +48,35 @@ def test_room_is_kept_for_one_more_cycle_and_the_final_answer() -> None:
     assert b.limit(300) is None
 
 
+@pytest.mark.parametrize(
+    ("replies", "room"),
+    [((30,), 60), ((10,), 32), ((30, 100, 40), 200), ((400,), FINAL_ANSWER_TOKENS)],
+)
+def test_the_room_kept_for_the_answer_is_twice_the_runs_longest_reply(
+    replies: tuple[int, ...], room: int
+) -> None:
+    b = budget(max_total_tokens=10**6)
+    for output in replies:
+        b.start_request()
+        b.responded(Usage(input_tokens=1000, output_tokens=output))
+    b.tally.usage = Usage(input_tokens=10**6 - 1)
+    reached = b.limit()
+    size, reply = 1000 + replies[-1], max(replies[-1], MIN_REPLY_TOKENS)
+    assert reached is not None
+    assert reached.reserved == (size + reply) + (size + reply + FINAL_PROMPT_TOKENS + room)
+
+
+def test_a_small_cost_budget_goes_on_past_its_first_cycle() -> None:
+    """A $0.002 budget with replies of 20 tokens: 512 tokens kept stopped it at 20 %."""
+    b = Budget(Limits(max_cost=0.002), price=TokenPrice(1.0, 10.0))
+    cycles = 0
+    while b.limit() is None:
+        b.start_request()
+        b.responded(Usage(input_tokens=200, output_tokens=20))
+        cycles += 1
+    assert cycles == 2 and b.tally.usage.cost == pytest.approx(0.0008)
+
+
 def test_without_a_final_answer_room_is_still_kept_for_the_next_request() -> None:
     b = budget(max_total_tokens=1000, final_answer=False, cycles=1)
     b.last = Usage(input_tokens=400, output_tokens=100)

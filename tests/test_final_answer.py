@@ -78,7 +78,7 @@ def ask_colour() -> str:
                     usage=Usage(input_tokens=100, output_tokens=10, requests=1, cost=0.05),
                 )
             ],
-            {"limits": Limits(max_cost=1.0)},
+            {"limits": Limits(max_cost=0.3)},
             StopReason.BUDGET_EXHAUSTED,
         ),
     ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -117,3 +118,43 @@ def test_stored_kinds_are_the_enum(tmp_path: Path, kind: str) -> None:
             )
         store.send_steering("r", kind, "x")
         assert store.stored_steering("r", 0)[0][1] == SteeringKind(kind).value
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+async def test_a_stop_sent_while_a_slow_reply_comes_in_ends_the_run_at_once(
+    tmp_path: Path, streamed: bool
+) -> None:
+    """From another process (the run store), as ``convergent steer --stop`` sends it: the
+    request is ended, and the run is ``stopped`` (it used to run on until the request's
+    own timeout, and end ``model_error``)."""
+    from convergent.models import AnthropicModel
+    from convergent.testing.chat_server import SSE, ChatServer, anthropic_stream
+
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-5-5",
+        "content": [{"type": "text", "text": "a long answer " * 50}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 100},
+    }
+    trickle = SSE(anthropic_stream(message).events, done=False, pace=0.5)
+    store = RunStore(tmp_path / "runs.db")
+    other = RunStore(tmp_path / "runs.db")  # the steering process's connection
+    with ChatServer(lambda n, body: trickle) as server:
+        model = AnthropicModel(
+            "claude-sonnet-5-5", api_key="test", base_url=server.url, max_retries=0, timeout=60
+        )
+        loop = asyncio.get_running_loop()
+        loop.call_later(1.0, other.send_steering, "slow", "stop", "enough")
+        started = loop.time()
+        result = await Agent(model, store=store).run(
+            "write it", run_id="slow", on_event=(lambda event: None) if streamed else None
+        )
+        took = loop.time() - started
+        assert await asyncio.to_thread(server.dropped.wait, 30)  # the request was ended
+    assert (result.stop_reason, result.stop_detail) == (StopReason.STOPPED, "enough")
+    assert took < 10
+    store.close()
+    other.close()

@@ -1,8 +1,8 @@
 """An agent called as a tool: its run is a child of the calling run (machinery of `Agent.as_tool`).
 
 The child runs the call's task within what is left of its caller's budgets, and what
-it spends counts as the caller's: its usage, and its cycles with those of its own
-children, so a budget holds for the whole tree of runs below a run. A child that does
+it spends counts as the caller's: its usage, and its cycles and tool calls with those
+of its own children, so a budget holds for the whole tree of runs below a run. A child that does
 not end (its call timed out, it raised, it was cancelled) counts what it spent up to
 then. Runs nest at most ``max_depth`` levels below the run no agent called
 (`DEFAULT_MAX_DEPTH`): a deeper call fails without running.
@@ -50,6 +50,7 @@ __all__ = [
     "nesting",
     "run_depth",
     "spent_cycles",
+    "spent_tool_calls",
 ]
 
 DEFAULT_MAX_DEPTH = 5
@@ -79,6 +80,11 @@ def nesting(depth: int) -> Iterator[None]:
 def spent_cycles(state: RunState) -> int:
     """The cycles a run spent: its own and those of its children (theirs included)."""
     return state.cycles + state.monitor.budget.child_cycles
+
+
+def spent_tool_calls(state: RunState) -> int:
+    """The tool calls a run made: its own and those of its children (theirs included)."""
+    return state.monitor.budget.tool_calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,22 +118,34 @@ class ChildEnd:
     """What the child used, its own children and its final answer included."""
     cycles: int
     """The child's cycles and those of its own children (`spent_cycles`)."""
+    tool_calls: int = 0
+    """The tool calls the child made, its own children's included (`spent_tool_calls`)."""
 
     @classmethod
     def of(cls, run: RunState) -> ChildEnd:
         """How ``run``, a finished child run (just ended, or found stored), ended."""
         assert run.stop_reason is not None, "a finished run has a stop reason"
-        return cls(run.stop_reason, run.stop_detail, run.output, run.usage, spent_cycles(run))
+        return cls(
+            run.stop_reason,
+            run.stop_detail,
+            run.output,
+            run.usage,
+            spent_cycles(run),
+            spent_tool_calls(run),
+        )
 
 
 class ChildSpent(ConvergentError):  # noqa: N818  (a carrier: the child's own error is inside)
     """A child run that did not end raised: what it had spent, and why it did not end."""
 
-    def __init__(self, usage: Usage, cycles: int, error: BaseException) -> None:
+    def __init__(
+        self, usage: Usage, cycles: int, error: BaseException, tool_calls: int = 0
+    ) -> None:
         super().__init__(str(error))
         self.usage = usage
         self.cycles = cycles
         self.error = error
+        self.tool_calls = tool_calls
 
 
 ChildRunner = Callable[[str, CallContext | None], Awaitable[ChildEnd]]
@@ -209,10 +227,10 @@ def child_tool(
                 ended = await run(prompt, caller)
         except ChildSpent as spent:
             if caller is not None:
-                caller.budget.add_usage(spent.usage, spent.cycles)
+                caller.budget.add_usage(spent.usage, spent.cycles, spent.tool_calls)
             raise spent.error from None
         if caller is not None:
-            caller.budget.add_usage(ended.usage, ended.cycles)
+            caller.budget.add_usage(ended.usage, ended.cycles, ended.tool_calls)
         if ended.stop_reason is StopReason.COMPLETED:
             return ended.output
         detail = f" ({ended.stop_detail})" if ended.stop_detail else ""
@@ -286,7 +304,7 @@ async def _watched(child: ChildAgent, running: Awaitable[RunResult]) -> ChildEnd
         state = watch.state
         if state is None:
             raise
-        raise ChildSpent(state.usage, spent_cycles(state), exc) from exc
+        raise ChildSpent(state.usage, spent_cycles(state), exc, spent_tool_calls(state)) from exc
     finally:
         child.observers.remove(watch)
     assert watch.state is not None, "a run that ended was observed"

@@ -20,12 +20,14 @@ from convergent._executor import execute_batch, start, wait_for_stragglers
 from convergent._redact import known_secrets, redact
 from convergent._run_parts import (
     LoopAgent,
+    Stopped,
     bounded,
     last_text,
     outside_facts,
     record_of,
     settings_fields,
     spending_calls,
+    unless_stopped,
     within,
 )
 from convergent._streamed import streamed_request
@@ -281,13 +283,7 @@ class Run:
     async def cycle(self) -> Decision:
         """One cycle: the budget note, compaction, the model request, then its answer or calls."""
         agent, state, driver = self.agent, self.state, self.driver
-        note = driver.budget_note()
-        if note is not None:
-            state.messages.append(UserMessage(content=note))
-            if self.observed:
-                self.sink.emit(
-                    Nudged(run_id=state.run_id, cycle=state.cycles, about="budget", note=note)
-                )
+        self._note_budget()
         if agent.context_policy is not None:
             await agent.context_policy.maybe_compact(state, agent.model, self.sink.emit)
         seconds = driver.budget.seconds_left()
@@ -296,18 +292,13 @@ class Run:
         if self.observed:
             self.sink.cycle_started(cycle, len(state.messages))
         started = self.monotonic()
-        request = (
-            streamed_request(
-                agent.model, state.messages, agent.tool_specs, settings, self.sink, cycle
-            )
-            if self.sink.streaming
-            else agent.model.request(state.messages, agent.tool_specs, settings)
-        )
         try:
-            response = await request if seconds is None else await within(seconds, request)
+            response = await self._request(settings, seconds, cycle)
         except ModelError as exc:
             # any backend's error text, masked once more: it is stored and printed
             return driver.model_failed(redact(str(exc), known_secrets()))
+        if isinstance(response, Stopped):  # a stop came while the reply came in: it ends now
+            return self.boundary()
         if response is None:
             return driver.ran_out("a model request")
         response = response.with_unique_call_ids()
@@ -326,6 +317,30 @@ class Run:
             if calls != response.tool_calls:
                 state.messages[-1] = AssistantMessage(content=response.content, tool_calls=calls)
         return await self._run_tools(calls, cycle)
+
+    def _note_budget(self) -> None:
+        """Tell the model what is left of its budgets, once, when it is due."""
+        note = self.driver.budget_note()
+        if note is not None:
+            state = self.state
+            state.messages.append(UserMessage(content=note))
+            if self.observed:
+                self.sink.emit(
+                    Nudged(run_id=state.run_id, cycle=state.cycles, about="budget", note=note)
+                )
+
+    async def _request(
+        self, settings: ModelSettings | None, seconds: float | None, cycle: int
+    ) -> ModelResponse | None | Stopped:
+        """The model's response; None when the time ran out; `Stopped` when a stop came."""
+        agent, messages = self.agent, self.state.messages
+        request = within(
+            seconds,
+            streamed_request(agent.model, messages, agent.tool_specs, settings, self.sink, cycle)
+            if self.sink.streaming
+            else agent.model.request(messages, agent.tool_specs, settings),
+        )
+        return await unless_stopped(self.steering, request)
 
     def _request_settings(self, seconds: float | None) -> ModelSettings | None:
         """The agent's settings, capped to the output tokens and ``seconds`` budgets leave."""

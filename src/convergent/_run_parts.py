@@ -1,13 +1,15 @@
 """The stateless parts of a run's cycle: what a run needs of its agent, and helpers.
 
 `convergent._cycle.Run` does each step of a cycle; what it needs of its agent
-(`LoopAgent`), how it bounds a request by the time left (`within`, `bounded`), reads
+(`LoopAgent`), how it bounds a request by the time left (`within`, `bounded`) and ends
+it when a stop comes (`unless_stopped`), reads
 steering as facts (`outside_facts`) and records a call (`record_of`) live here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 from collections.abc import Awaitable, Mapping, Sequence
@@ -20,18 +22,21 @@ from convergent.models.base import Model, ModelSettings
 from convergent.output import OutputSpec
 from convergent.policy import StopPolicy
 from convergent.state import ToolCallRecord
-from convergent.steering import Taken
+from convergent.steering import SteeringQueue, Taken
 from convergent.stop import Facts
 from convergent.tools import Tool
 
 __all__ = [
+    "STOPPED",
     "LoopAgent",
+    "Stopped",
     "bounded",
     "last_text",
     "outside_facts",
     "record_of",
     "settings_fields",
     "spending_calls",
+    "unless_stopped",
     "within",
 ]
 
@@ -77,6 +82,35 @@ async def within(seconds: float | None, work: Awaitable[T]) -> T | None:
         if scope.expired():
             return None
         raise
+
+
+class Stopped:
+    """A stop came before the work was done (see `unless_stopped`)."""
+
+    __slots__ = ()
+
+
+STOPPED = Stopped()
+"""What `unless_stopped` returns when a stop came first."""
+
+
+async def unless_stopped(steering: SteeringQueue | None, work: Awaitable[T]) -> T | Stopped:
+    """``work``'s result, or `STOPPED` (the work cancelled) when a stop comes first."""
+    if steering is None:
+        return await work
+    doing = asyncio.ensure_future(work)
+    watching = asyncio.ensure_future(steering.wait_for_stop())
+    try:
+        await asyncio.wait((doing, watching), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (watching, doing):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    if doing.done() and not doing.cancelled():
+        return doing.result()
+    return STOPPED
 
 
 def bounded(settings: ModelSettings | None, seconds: float | None) -> ModelSettings | None:

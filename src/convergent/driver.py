@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from convergent._answer_check import Settled, detail_with_note, settle_output
@@ -34,6 +33,7 @@ from convergent.budget import (
     RunTally,
     Tally,
 )
+from convergent.clock import current_clock
 from convergent.driving import (
     ANSWER_AFTER_STOP,
     FINAL_ANSWER_PROMPT,
@@ -103,7 +103,8 @@ class CycleDriver:
         tally: Where requests and usage are counted (a run's `RunState`); default a
             fresh `RunTally`.
         monitor_state: The counters to continue (a resumed run's).
-        clock: Monotonic seconds, for ``max_seconds`` and the time between polls.
+        clock: Monotonic seconds, for ``max_seconds`` and the time between polls;
+            default the current context's clock (`convergent.clock.current_clock`).
         elapsed_before: Seconds the run took before this driver took it over.
         price: The model's price: a response whose usage reports no cost is costed at
             it, and so is the room kept for the next cycle and the final answer; None:
@@ -139,7 +140,7 @@ class CycleDriver:
         *,
         tally: Tally | None = None,
         monitor_state: MonitorState | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         elapsed_before: float = 0.0,
         price: TokenPrice | None = None,
         conversation: Callable[[], int] | None = None,
@@ -153,7 +154,7 @@ class CycleDriver:
             limits,
             tally=tally,
             state=state.budget,
-            clock=clock,
+            clock=clock or current_clock().monotonic,
             elapsed_before=elapsed_before,
             price=price,
             final_answer=final_answer,
@@ -270,9 +271,26 @@ class CycleDriver:
         self.pending = 0
         return cycle
 
-    def add_usage(self, usage: Usage, cycles: int = 0) -> None:
-        """Count usage that is not a cycle's: a final answer's, or a child run's and its cycles."""
-        self.budget.add_usage(usage, cycles)
+    def add_usage(self, usage: Usage, cycles: int = 0, tool_calls: int = 0) -> None:
+        """Count usage that is not a cycle's: a final answer's, or a child run's and its counts."""
+        self.budget.add_usage(usage, cycles, tool_calls)
+
+    def host_stop(self, facts: Facts) -> Stop:
+        """A stop the host made itself (its own limit, its retries used up): decided here.
+
+        The host's facts go through ``decide`` like every other decision, so its end is
+        typed and worded as the loop's would be. The first stop decided stays the run's;
+        it is returned.
+
+        Raises:
+            ValueError: If the facts call for no stop.
+        """
+        decision = decide(facts)
+        if not isinstance(decision, Stop):
+            raise ValueError(f"the host's facts call for no stop ({decision})")
+        self._decided(decision)
+        assert self.stop is not None
+        return self.stop
 
     def ran_out(self, during: str) -> Decision:
         """``max_seconds`` ran out while a request or the tools ran (they were cancelled)."""
@@ -285,6 +303,18 @@ class CycleDriver:
         left, `Budget.seconds_left`) stops for ``max_seconds``, which comes first.
         """
         return self._decided(decide(Facts(model_error=error, limit=self.budget.time_up())))
+
+    def offers(self, tools: Mapping[str, bool | None]) -> None:
+        """The host names the tools the run has, with their effects, before the first call.
+
+        For a host that learns them only once the run started (Claude Code lists its
+        tools as a session begins): each name with its ``read_only`` flag, from the
+        caller's ``tools`` or the host's own metadata. Calls of other names are the
+        model's mistakes; the counters so far are kept.
+        """
+        self.monitor = RunMonitor(
+            self.policy, tools=tools, state=self.monitor.state, idle=self.budget.idle
+        )
 
     def message(self, text: str) -> None:
         """A message from the user reached the run (steering): a new one restarts the counts."""
@@ -313,17 +343,28 @@ class CycleDriver:
         """An answer's check against the output type (None: no output type)."""
         return self.output_spec.check(text) if self.output_spec is not None else None
 
-    def unfinished(self, text: str, finish_reason: str | None) -> Decision | None:
+    def unfinished(
+        self, text: str, finish_reason: str | None, *, continues: bool = True
+    ) -> Decision | None:
         """A reply without tool calls that is not an answer: continue, or stop.
 
         Returns the request to continue, or the stop once the model was asked often
         enough; None: the reply is an answer.
+
+        Args:
+            text: The reply's text.
+            finish_reason: The provider's finish reason, if known.
+            continues: Whether the host can ask the model to go on; a host that cannot
+                stops at such a reply as the loop stops once it asked often enough.
         """
         end = reply_end(text, finish_reason)
         if end == "answer":
             self.answer = self.monitor.finished_reply(text)
             return None
-        facts = Facts(answered=True, unfinished=self.monitor.unfinished(end, text))
+        unfinished = self.monitor.unfinished(end, text)
+        if not continues:
+            unfinished = dataclasses.replace(unfinished, left=False)
+        facts = Facts(answered=True, unfinished=unfinished)
         decision = decide(facts)
         if isinstance(decision, Interrupted):
             self.pending += len(decision.message) + CHARS_PER_MESSAGE
@@ -367,9 +408,15 @@ class CycleDriver:
             self.pending += len(_text_of(decision)) + CHARS_PER_MESSAGE
         return self._decided(decision)
 
-    def answered(self, text: str, finish_reason: str | None = None) -> Decision:
-        """A reply without tool calls, judged: is it an answer, of the output type, verified?"""
-        ready = self._answer_to_verify(text, finish_reason, None)
+    def answered(
+        self, text: str, finish_reason: str | None = None, *, continues: bool = True
+    ) -> Decision:
+        """A reply without tool calls, judged: is it an answer, of the output type, verified?
+
+        ``continues``: whether the host can ask the model to go on after a reply that is
+        not an answer (see `unfinished`).
+        """
+        ready = self._answer_to_verify(text, finish_reason, None, continues)
         return ready if not isinstance(ready, str) else self.judge_answer(self.verify(ready))
 
     async def answered_async(
@@ -397,14 +444,18 @@ class CycleDriver:
         return self.judge_answer(verdict)
 
     def _answer_to_verify(
-        self, text: str, finish_reason: str | None, on_verdict: Callable[[bool, str], None] | None
+        self,
+        text: str,
+        finish_reason: str | None,
+        on_verdict: Callable[[bool, str], None] | None,
+        continues: bool = True,
     ) -> Decision | str:
         """What a reply gives the verifier: the answer, cut parts joined; else a decision.
 
         The decision is the one on a reply that is not an answer, or not of the output
         type.
         """
-        unfinished = self.unfinished(text, finish_reason)
+        unfinished = self.unfinished(text, finish_reason, continues=continues)
         if unfinished is not None:
             return unfinished
         text = self.answer or text

@@ -24,12 +24,14 @@ ConvergentError
 ├── ClassifiedOutcome         a tool call already run and classified elsewhere (a worker)
 ├── ChildSpent                a child run that did not end, with what it had spent
 ├── Unchecked                 a value a bounded schema check could not finish checking
+├── StoppedBeforeRequest      an Agents SDK run stopped where no hook of the SDK could end it
 └── PolicyAdapted             a warning, not raised: an adapter fitted the policy to its host
 ```
 
 Classes defined elsewhere: ``StateFileError`` and ``HookInputError`` in
 `convergent.coordinator`, ``AskTimedOut`` in `convergent.gate`, ``NotExpressible`` and
-the ``PolicyAdapted`` warning (a ``UserWarning`` too) in `convergent.adapters`;
+the ``PolicyAdapted`` warning (a ``UserWarning`` too) in `convergent.adapters`,
+``StoppedBeforeRequest`` in `convergent.adapters.openai_agents` (`run` catches it);
 ``UnusableJson``, ``UnusableYaml``, ``RolledOver``, ``ClassifiedOutcome``,
 ``ChildSpent``, ``Unchecked`` and ``RequestTimedOut`` in the machinery (``_json``,
 ``_yaml``, ``_cycle``, ``_executor``, ``_agent_tool``, ``_bounded_schema``,

@@ -29,8 +29,8 @@ class RunBudget(Protocol):
     def remaining(self) -> Limits:
         """What is left of the run's cycle, token, cost and time budgets now."""
 
-    def add_usage(self, usage: Usage, cycles: int) -> None:
-        """Count work done on the run's behalf (a child run's usage and cycles)."""
+    def add_usage(self, usage: Usage, cycles: int, tool_calls: int = 0) -> None:
+        """Count work done on the run's behalf (a child run's usage, cycles and tool calls)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

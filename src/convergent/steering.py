@@ -4,6 +4,8 @@ Commands are queued from anywhere (another task, a thread, a terminal reader, an
 process through the run store, a workflow signal) and the loop takes them at the next
 cycle boundary: a message becomes a redirect (an interruption, not a stop), a stop ends
 the run ``stopped``, a pause holds the loop before its next model request until resumed.
+A stop that comes while a model request is in flight ends the request and the run at
+once (`SteeringQueue.wait_for_stop`).
 
 A message and a stop taken at the same boundary: the stop wins and the message is put
 back, so it is delivered when the run resumes instead of being lost.
@@ -124,6 +126,23 @@ class SteeringQueue:
     def pending(self) -> bool:
         """Whether a message or stop waits to be taken."""
         return bool(self._pending)
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop waits to be taken."""
+        if not self._pending:
+            return False
+        with self._lock:
+            return any(command.kind is SteeringKind.STOP for command in self._pending)
+
+    async def wait_for_stop(self, poll: float = 0.1) -> None:
+        """Return once a stop waits to be taken (polls, so it works across threads).
+
+        The loop races a model request against it: a stop that comes while a slow reply
+        streams in ends the run at once, instead of at the request's end.
+        """
+        while not self.stopping:  # noqa: ASYNC110  (stopped from other threads)
+            await asyncio.sleep(poll)
 
     def take(self) -> Taken:
         """Take every queued message and the first stop, oldest first."""

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from convergent import Agent, ScriptedModel, tool
+from convergent.clock import use_clock
 from convergent.messages import ModelResponse, ToolCall, Usage
 from convergent.output import OutputSpec
 
@@ -19,10 +20,12 @@ from .trajectories import (
     READ_ONLY,
     TERMINAL,
     USAGE,
+    Cut,
     Ending,
     Report,
     Seen,
     Step,
+    TestClock,
     Trajectory,
     World,
     ending,
@@ -48,15 +51,28 @@ def _policy(trajectory: Trajectory) -> dict[str, Any]:
     }
 
 
-def _ending(report: Any, seen: list[Seen]) -> Ending:
-    return ending(report.reason, report.cycles, report.output, report.output_after_stop, seen)
+def _ending(report: Any, seen: list[Seen], world: World) -> Ending:
+    return ending(
+        report.reason, report.cycles, report.output, report.output_after_stop, seen, world.ran
+    )
 
 
 # -- convergent's own loop ----------------------------------------------------------------
 
 
-async def run_loop(trajectory: Trajectory) -> Ending:
-    world = World()
+def timed(run: Callable[[Trajectory, World], Awaitable[Ending]]) -> Callable[..., Any]:
+    """``run`` on a `TestClock` that its driver reads and its tools wait on."""
+
+    async def on_the_clock(trajectory: Trajectory) -> Ending:
+        clock = TestClock()
+        with use_clock(clock):
+            return await run(trajectory, World(clock))
+
+    return on_the_clock
+
+
+@timed
+async def run_loop(trajectory: Trajectory, world: World) -> Ending:
     tools = [
         tool(read_only=READ_ONLY[name], terminal=name in TERMINAL)(getattr(world, name))
         for name in READ_ONLY
@@ -64,9 +80,12 @@ async def run_loop(trajectory: Trajectory) -> Ending:
     ids = (f"call_{n}" for n in itertools.count())
 
     def response(step: Step) -> ModelResponse:
-        usage = Usage(input_tokens=USAGE[0], output_tokens=USAGE[1], requests=1)
+        usage = Usage(
+            input_tokens=trajectory.usage[0], output_tokens=trajectory.usage[1], requests=1
+        )
         if isinstance(step, str):
-            return ModelResponse(content=step, usage=usage)
+            finish = "length" if isinstance(step, Cut) else "stop"
+            return ModelResponse(content=str(step), usage=usage, finish_reason=finish)
         calls = tuple(ToolCall(id=next(ids), name=n, arguments=dict(a)) for n, a in step)
         return ModelResponse(tool_calls=calls, usage=usage)
 
@@ -85,14 +104,24 @@ async def run_loop(trajectory: Trajectory) -> Ending:
         (repr(request.messages), request.settings.max_tokens if request.settings else None)
         for request in model.requests
     ]
-    return ending(result.stop_reason, result.cycles, result.output, result.output_after_stop, seen)
+    return ending(
+        result.stop_reason,
+        result.cycles,
+        result.output,
+        result.output_after_stop,
+        seen,
+        world.ran,
+    )
 
 
 # -- LangChain create_agent and hand-built LangGraph graphs ---------------------------------
 
 
 def langchain_model(
-    steps: list[Step], seen: list[Seen] | None = None, max_tokens: int | None = None
+    steps: list[Step],
+    seen: list[Seen] | None = None,
+    max_tokens: int | None = None,
+    usage: tuple[int, int] = USAGE,
 ) -> Any:
     """LangChain's list fake, able to take tools as its tool-calling models do, and failing
     on a request past the end of its script."""
@@ -116,14 +145,18 @@ def langchain_model(
             return super()._generate(messages, *args, **kwargs)
 
     ids = (f"call_{n}" for n in itertools.count())
-    usage = {"input_tokens": USAGE[0], "output_tokens": USAGE[1], "total_tokens": sum(USAGE)}
+    counts = {"input_tokens": usage[0], "output_tokens": usage[1], "total_tokens": sum(usage)}
     messages = [
-        AIMessage(step, usage_metadata=usage)  # type: ignore[arg-type]
+        AIMessage(
+            str(step),
+            usage_metadata=counts,  # type: ignore[arg-type]
+            response_metadata={"finish_reason": "length" if isinstance(step, Cut) else "stop"},
+        )
         if isinstance(step, str)
         else AIMessage(
             "",
             tool_calls=[{"name": n, "args": dict(a), "id": next(ids)} for n, a in step],
-            usage_metadata=usage,  # type: ignore[arg-type]
+            usage_metadata=counts,  # type: ignore[arg-type]
         )
         for step in steps
     ]
@@ -136,7 +169,8 @@ def langchain_tools(world: World) -> list[Any]:
     return [StructuredTool.from_function(getattr(world, name)) for name in READ_ONLY]
 
 
-async def run_langchain(trajectory: Trajectory) -> Ending:
+@timed
+async def run_langchain(trajectory: Trajectory, world: World) -> Ending:
     from langchain.agents import create_agent
     from langchain_core.messages import HumanMessage
 
@@ -144,34 +178,37 @@ async def run_langchain(trajectory: Trajectory) -> Ending:
 
     middleware = ConvergenceMiddleware(**_policy(trajectory))
     seen: list[Seen] = []
-    agent = create_agent(
-        langchain_model(trajectory.steps, seen), langchain_tools(World()), middleware=[middleware]
-    )
+    model = langchain_model(trajectory.steps, seen, usage=trajectory.usage)
+    agent = create_agent(model, langchain_tools(world), middleware=[middleware])
     result = await agent.ainvoke({"messages": [HumanMessage("the task")]}, {"recursion_limit": 200})
-    return _ending(result["stop_report"], seen)
+    return _ending(result["stop_report"], seen, world)
 
 
 def hand_built_graph(model: Any, tools: list[Any], route: Any) -> Any:
     """The graph of LangGraph's own agent tutorial, with ``route`` as its condition (and,
-    for convergent's route, its node for the answer after a stop)."""
+    for convergent's route, its node for the answer after a stop, its tools' edge and
+    its tool wrappers)."""
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode
 
-    from convergent.adapters.langgraph import awrap_tool_call, wrap_tool_call
+    from convergent.adapters.langgraph import awrap_tool_call as awrap
+    from convergent.adapters.langgraph import wrap_tool_call as wrap
 
     bound = model.bind_tools(tools)
 
     async def agent(state: MessagesState) -> dict[str, Any]:
         return {"messages": [await bound.ainvoke(state["messages"])]}
 
+    ours = hasattr(route, "final_answer")
+    wrapped = (route.wrap_tool_call, route.awrap_tool_call) if ours else (wrap, awrap)
     builder = StateGraph(MessagesState)
     builder.add_node("agent", agent)
     builder.add_node(
-        "tools", ToolNode(tools, wrap_tool_call=wrap_tool_call, awrap_tool_call=awrap_tool_call)
+        "tools", ToolNode(tools, wrap_tool_call=wrapped[0], awrap_tool_call=wrapped[1])
     )
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", route)
-    if hasattr(route, "final_answer"):
+    if ours:
         builder.add_node("final_answer", route.final_answer(model))
         builder.add_conditional_edges("tools", route.after_tools("agent"))
     else:
@@ -179,24 +216,25 @@ def hand_built_graph(model: Any, tools: list[Any], route: Any) -> Any:
     return builder.compile()
 
 
-async def run_langgraph(trajectory: Trajectory) -> Ending:
+@timed
+async def run_langgraph(trajectory: Trajectory, world: World) -> Ending:
     from langchain_core.messages import HumanMessage
 
     from convergent.adapters.langgraph import ToolsCondition
 
     route = ToolsCondition(**_policy(trajectory))
     seen: list[Seen] = []
-    graph = hand_built_graph(
-        langchain_model(trajectory.steps, seen), langchain_tools(World()), route
-    )
+    model = langchain_model(trajectory.steps, seen, usage=trajectory.usage)
+    graph = hand_built_graph(model, langchain_tools(world), route)
     state = await graph.ainvoke({"messages": [HumanMessage("the task")]}, {"recursion_limit": 200})
-    return _ending(route.report(state), seen)
+    return _ending(route.report(state), seen, world)
 
 
 # -- OpenAI Agents SDK ----------------------------------------------------------------------
 
 
-async def run_openai_agents(trajectory: Trajectory) -> Ending:
+@timed
+async def run_openai_agents(trajectory: Trajectory, world: World) -> Ending:
     from agents import Agent as SdkAgent
     from agents import function_tool
     from agents.testing import ModelStep, assistant_message, function_call
@@ -208,13 +246,16 @@ async def run_openai_agents(trajectory: Trajectory) -> Ending:
     ids = (f"call_{n}" for n in itertools.count())
 
     def step_of(step: Step) -> ModelStep:
-        usage = SdkUsage(requests=1, input_tokens=USAGE[0], output_tokens=USAGE[1])
+        tokens = trajectory.usage
+        usage = SdkUsage(requests=1, input_tokens=tokens[0], output_tokens=tokens[1])
         if isinstance(step, str):
-            return ModelStep(output=[assistant_message(step)], usage=usage)
+            message = assistant_message(str(step))
+            if isinstance(step, Cut):  # the Responses API's mark of a reply cut short
+                message = message.model_copy(update={"status": "incomplete"})
+            return ModelStep(output=[message], usage=usage)
         calls = [function_call(n, dict(a), call_id=next(ids)) for n, a in step]
         return ModelStep(output=calls, usage=usage)
 
-    world = World()
     tools = [function_tool(getattr(world, name)) for name in READ_ONLY]
     model = SdkScriptedModel([step_of(step) for step in trajectory.steps])
     agent = SdkAgent(name="agent", model=model, tools=tools)
@@ -224,26 +265,33 @@ async def run_openai_agents(trajectory: Trajectory) -> Ending:
         (json.dumps(call.input, default=str), call.model_settings.max_tokens)
         for call in model.calls
     ]
-    return _ending(ran.report, seen)
+    return _ending(ran.report, seen, world)
 
 
 # -- PydanticAI ----------------------------------------------------------------------------
 
 
-def pydantic_ai_function(steps: list[Step], seen: list[Seen] | None = None) -> Callable[..., Any]:
+def pydantic_ai_function(
+    steps: list[Step], seen: list[Seen] | None = None, usage: tuple[int, int] = USAGE
+) -> Callable[..., Any]:
     from pydantic_ai.messages import ModelResponse as PaiResponse
     from pydantic_ai.messages import TextPart, ToolCallPart
     from pydantic_ai.usage import RequestUsage
 
     ids = (f"call_{n}" for n in itertools.count())
-    usage = RequestUsage(input_tokens=USAGE[0], output_tokens=USAGE[1])
+    counts = RequestUsage(input_tokens=usage[0], output_tokens=usage[1])
     responses = iter(
         [
-            PaiResponse(parts=[TextPart(step)], usage=usage)
+            PaiResponse(
+                parts=[TextPart(str(step))] if step else [],
+                usage=counts,
+                finish_reason="length" if isinstance(step, Cut) else "stop",
+            )
             if isinstance(step, str)
             else PaiResponse(
                 parts=[ToolCallPart(n, dict(a), tool_call_id=next(ids)) for n, a in step],
-                usage=usage,
+                usage=counts,
+                finish_reason="tool_call",
             )
             for step in steps
         ]
@@ -257,24 +305,24 @@ def pydantic_ai_function(steps: list[Step], seen: list[Seen] | None = None) -> C
     return respond
 
 
-async def run_pydantic_ai(trajectory: Trajectory) -> Ending:
+@timed
+async def run_pydantic_ai(trajectory: Trajectory, world: World) -> Ending:
     from pydantic_ai import Agent as PaiAgent
     from pydantic_ai.models.function import FunctionModel
 
     from convergent.adapters.pydantic_ai import Convergence
 
-    world = World()
     convergence = Convergence(**_policy(trajectory))
     seen: list[Seen] = []
     agent = PaiAgent(
-        FunctionModel(pydantic_ai_function(trajectory.steps, seen)),
+        FunctionModel(pydantic_ai_function(trajectory.steps, seen, trajectory.usage)),
         tools=[getattr(world, name) for name in READ_ONLY],
         capabilities=[convergence],
     )
     result = await agent.run("the task")
     report = convergence.report_for(result)
     assert result.output == report.output
-    return _ending(report, seen)
+    return _ending(report, seen, world)
 
 
 HOSTS: dict[str, Callable[[Trajectory], Awaitable[Ending]]] = {

@@ -10,8 +10,12 @@ from claude_agent_sdk import (
     ClaudeAgentOptions,
     HookContext,
     ResultMessage,
+    StreamEvent,
+    SystemMessage,
     TextBlock,
+    ToolResultBlock,
     ToolUseBlock,
+    UserMessage,
     tool,
 )
 
@@ -290,13 +294,14 @@ async def test_the_last_block_claude_code_delivers_asks_for_the_answer_after_the
     answers = await _answers(convergence, ["draft 1", "draft 2", "draft 3", "my best answer"])
     assert [a.get("decision") for a in answers] == ["block", "block", "block", None]
     assert answers[1]["reason"].startswith("Verification failed:")
-    assert answers[2]["reason"].startswith("The run has stopped (the answer was rejected 3 times")
+    detail = (
+        "the answer (Claude Code delivers at most 3 stop-hook blocks in a row) was rejected "
+        "3 times in a row"
+    )
+    assert answers[2]["reason"].startswith(f"The run has stopped ({detail})")
     report = convergence.finish(result(turns=4, text="my best answer"))
     assert (report.reason, report.output) == (StopReason.STALLED, "my best answer")
-    assert report.detail == (
-        "the answer was rejected 3 times in a row, and Claude Code delivers at most 3 "
-        "stop-hook blocks in a row"
-    )
+    assert report.detail == detail
 
 
 async def test_a_session_that_ends_on_a_rejected_answer_is_never_completed() -> None:
@@ -306,7 +311,10 @@ async def test_a_session_that_ends_on_a_rejected_answer_is_never_completed() -> 
     assert (await _answers(convergence, ["a draft"]))[0]["decision"] == "block"
     report = convergence.finish(result(turns=1, text="a draft"))
     assert report.reason is StopReason.STALLED
-    assert report.detail.startswith("the session ended on an answer that failed its checks")
+    assert report.detail == (
+        "the answer (the session ended on it: Claude Code delivers only so many stop-hook "
+        "blocks in a row) was rejected 1 times in a row"
+    )
 
 
 async def test_an_output_type_is_checked_at_the_stop() -> None:
@@ -320,3 +328,106 @@ async def test_an_output_type_is_checked_at_the_stop() -> None:
     assert answers[1] == {}
     report = convergence.finish(result(turns=2, text=VALID))
     assert (report.reason, report.output) == (StopReason.COMPLETED, VALID)
+
+
+def stream(
+    convergence: Convergence,
+    key: str,
+    blocks: list[Any],
+    stop_reason: str,
+    usage: tuple[int, int],
+) -> None:
+    """A response as Claude Code sends it with partial messages: the stream's start, the
+    message of its blocks, the stream's end (its stop reason and output tokens)."""
+    started = {"id": key, "model": "claude-sonnet-4-5", "usage": {"input_tokens": usage[0]}}
+    ended = {"stop_reason": stop_reason}
+    start = {"type": "message_start", "message": started}
+    convergence.record(StreamEvent(uuid="u", session_id="s", event=start))
+    convergence.record(AssistantMessage(content=blocks, model="m", message_id=key))
+    end = {"type": "message_delta", "delta": ended, "usage": {"output_tokens": usage[1]}}
+    convergence.record(StreamEvent(uuid="u", session_id="s", event=end))
+
+
+async def test_a_cost_budget_stops_before_a_request_that_could_overspend_it() -> None:
+    """Each response is costed from the stream at the price table's price of the model
+    Claude Code names; $0.0045 a response ($3 and $15 a million) under $0.03."""
+    convergence = Convergence(Limits(max_cost=0.03), tools={"Read": True})
+    answers = []
+    for n in range(8):
+        blocks = [ToolUseBlock(id=f"t{n}", name="Read", input={"file_path": f"{n}.txt"})]
+        stream(convergence, f"m{n}", blocks, "tool_use", (1000, 100))
+        call = {
+            "tool_name": "Read",
+            "tool_input": {"file_path": f"{n}.txt"},
+            "tool_use_id": f"t{n}",
+        }
+        assert await call_hook(convergence, "PreToolUse", call) == {}
+        answer = await call_hook(convergence, "PostToolUse", {**call, "tool_response": f"{n}"})
+        answers.append(answer.get("hookSpecificOutput", {}).get("additionalContext", ""))
+        if convergence.driver.stop is not None:
+            break
+    assert convergence.driver.stop is not None
+    assert convergence.driver.stop.reason is StopReason.BUDGET_EXHAUSTED
+    # four responses ($0.018): a fifth and room for the answer would not fit
+    assert answers[-1].startswith("The run has stopped (cost 0.0180 reached max_cost=0.03 (")
+    assert convergence.driver.usage.cost == pytest.approx(0.018)
+
+
+async def test_the_parts_of_a_reply_cut_at_the_token_limit_make_the_answer() -> None:
+    convergence = Convergence()
+    stream(convergence, "m1", [TextBlock("The answer is forty")], "max_tokens", (100, 20))
+    # Claude Code asks the model to go on by itself; the hook sees the second part only
+    stream(convergence, "m2", [TextBlock("-two.")], "end_turn", (100, 5))
+    stop = {"stop_hook_active": False, "last_assistant_message": "-two."}
+    assert await call_hook(convergence, "Stop", stop) == {}
+    report = convergence.finish(result(turns=2, text="-two."))
+    assert (report.reason, report.cycles) == (StopReason.COMPLETED, 2)
+    assert report.output == "The answer is forty-two."
+
+
+async def test_calls_claude_code_refused_itself_are_the_models_mistakes() -> None:
+    """A call of a tool Claude Code does not have reaches no hook: its result counts."""
+    convergence = Convergence(tools={"Read": True})
+    for n in range(4):
+        blocks = [ToolUseBlock(id=f"t{n}", name=f"made_up_{n}", input={})]
+        convergence.record(AssistantMessage(content=blocks, model="m", message_id=f"m{n}"))
+        refused = "<tool_use_error>Error: No such tool available: made_up</tool_use_error>"
+        convergence.record(
+            UserMessage(
+                content=[ToolResultBlock(tool_use_id=f"t{n}", content=refused, is_error=True)]
+            )
+        )
+    stop = convergence.driver.stop
+    assert stop is not None and stop.reason is StopReason.STALLED
+    assert stop.detail.startswith("the model made calls the run cannot make")
+    stop_hook = {"stop_hook_active": False, "last_assistant_message": "what I know"}
+    assert await call_hook(convergence, "Stop", stop_hook) == {}
+    report = convergence.finish(result(turns=5, text="what I know"))
+    assert (report.cycles, report.output, report.output_after_stop) == (4, "what I know", True)
+
+
+def test_the_tools_claude_code_lists_get_their_declared_effects() -> None:
+    """Claude Code's own reads are reads, a wrapped SDK tool's MCP annotations say what
+    it does, and the caller's flags come first."""
+    from mcp.types import ToolAnnotations
+
+    @tool("lookup", "Look a key up", {"key": str}, annotations=ToolAnnotations(readOnlyHint=True))
+    async def lookup(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": "found"}]}
+
+    @tool("drop", "Drop a table", {"name": str}, annotations=ToolAnnotations(destructiveHint=True))
+    async def drop(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": "dropped"}]}
+
+    convergence = Convergence(tools={"Bash": True})
+    convergence.tools(lookup, drop)
+    names = ["Read", "Edit", "Bash", "Task", "mcp__db__lookup", "mcp__db__drop"]
+    convergence.record(SystemMessage(subtype="init", data={"type": "system", "tools": names}))
+    assert convergence.driver.monitor.tools == {
+        "Read": True,
+        "Edit": False,
+        "Bash": True,
+        "Task": None,
+        "mcp__db__lookup": True,
+        "mcp__db__drop": False,
+    }

@@ -227,3 +227,18 @@ def test_the_verifier_judges_the_hosts_typed_answer_as_json() -> None:
     assert judged == ['{"files": 3, "summary": "x"}', '{"files": 2, "summary": "two files"}']
     assert result["structured_response"] == Report(files=2, summary="two files")
     assert result["stop_report"].cycles == 2
+
+
+def test_an_answer_in_words_to_a_tool_strategy_goes_back_as_not_typed() -> None:
+    """A provider that ignores the forced call answers in words: that is no typed answer."""
+    from langchain.agents.structured_output import ToolStrategy
+
+    steps = ["There are two files.", (("Report", _VALID_ARGS),)]
+    agent = _typed_agent(steps, ToolStrategy)
+    result = agent.invoke({"messages": [HumanMessage("count the files")]})
+    feedback = [m.text for m in result["messages"] if isinstance(m, HumanMessage)][1]
+    assert feedback.startswith(NOTES["output"])
+    assert "not as a call of the output tool (Report)" in feedback
+    assert result["structured_response"] == Report(files=2, summary="two files")
+    report = result["stop_report"]
+    assert (report.reason, report.cycles) == (StopReason.COMPLETED, 2)

@@ -217,3 +217,70 @@ async def test_a_graph_without_the_tool_wrappers_counts_error_results_as_rejecte
     assert [m.status for m in errors] == ["error", "error"]
     report = route.report(state)
     assert (report.reason, report.cycles) == (StopReason.STALLED, 3)
+
+
+def _plain_graph(route: ToolsCondition, model: object, tools: list[object]) -> object:
+    """The tutorial's graph with the module's tool wrappers and no tools' edge."""
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    from convergent.adapters.langgraph import awrap_tool_call, wrap_tool_call
+
+    bound = model.bind_tools(tools)  # type: ignore[attr-defined]
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})
+    builder.add_node(
+        "tools", ToolNode(tools, wrap_tool_call=wrap_tool_call, awrap_tool_call=awrap_tool_call)
+    )
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route)
+    builder.add_edge("tools", "agent")
+    return builder.compile()
+
+
+@pytest.mark.parametrize("wired", [True, False], ids=["route's wrappers", "module's wrappers"])
+async def test_no_call_past_a_cap_runs(wired: bool) -> None:
+    """With the route's tool wrappers the calls before the cap run, as in the loop; with
+    the module's, the batch a cap cuts does not run at all."""
+    world = World()
+    reads = [(("read_file", {"path": f"part{n}.txt"}),) for n in range(2)]
+    cut = (("read_file", {"path": "part2.txt"}), ("read_file", {"path": "part3.txt"}))
+    model = langchain_model([*reads, cut, "never asked"])
+    route = ToolsCondition(Limits(max_calls_per_tool={"read_file": 3}), policy=PLAIN)
+    tools = langchain_tools(world)
+    graph = hand_built_graph(model, tools, route) if wired else _plain_graph(route, model, tools)
+    state = await graph.ainvoke({"messages": [HumanMessage("read the parts")]})  # type: ignore[attr-defined]
+    report = route.report(state)
+    assert (report.reason, report.cycles) == (StopReason.BUDGET_EXHAUSTED, 3)
+    assert "max_calls_per_tool=3" in report.detail
+    assert world.ran == (3 if wired else 2)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [AIMessage(""), AIMessage("The answer is", response_metadata={"finish_reason": "length"})],
+)
+def test_without_the_tool_edge_a_reply_that_is_no_answer_ends_the_run(reply: AIMessage) -> None:
+    """The route cannot send the model back for more: the run ends as the loop ends once
+    it asked often enough, and the report says so."""
+    route = ToolsCondition(policy=PLAIN)
+    messages: list[AnyMessage] = [HumanMessage("what is the answer?"), reply]
+    assert route({"messages": messages}) == "__end__"
+    report = route.report({"messages": messages})
+    assert (report.reason, report.cycles) == (StopReason.MODEL_ERROR, 1)
+    assert report.output == reply.text
+
+
+def test_with_the_tool_edge_a_reply_that_is_no_answer_goes_back_to_the_model() -> None:
+    route = ToolsCondition(policy=PLAIN)
+    route.after_tools("agent")
+    cut = AIMessage("The answer is", response_metadata={"finish_reason": "length"})
+    messages: list[AnyMessage] = [HumanMessage("what is the answer?"), cut]
+    assert route({"messages": messages}) == "agent"
+    with pytest.raises(ValueError, match="has not stopped"):
+        route.report({"messages": messages})
+    messages.append(AIMessage(" forty-two."))
+    assert route({"messages": messages}) == "__end__"
+    report = route.report({"messages": messages})
+    assert (report.reason, report.cycles) == (StopReason.COMPLETED, 2)
+    assert report.output == "The answer is forty-two."

@@ -186,8 +186,52 @@ async def test_arguments_nested_too_deeply_reach_the_driver_as_unparsed() -> Non
         usage=SdkUsage(requests=1),
         response_id=None,
     )
-    await convergence.hooks.on_llm_end(RunContextWrapper(None), Agent(name="a"), response)
+    context, agent = RunContextWrapper(None), Agent(name="a")
+    await convergence.hooks.on_llm_start(context, agent, None, [])
+    await convergence.hooks.on_llm_end(context, agent, response)
     assert convergence.driver.cycles == 1
     [converted] = convergence._calls.values()
     assert (converted.name, converted.arguments) == ("lookup", {})
     assert converted.parse_error == "nested too deeply"
+
+
+async def test_a_call_of_a_tool_the_agent_lacks_is_a_mistake_not_a_crash() -> None:
+    """The SDK raises ``ModelBehaviorError`` on such a call unless told otherwise."""
+    looked: list[str] = []
+
+    @function_tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        looked.append(key)
+        return f"{key}: found"
+
+    model = ScriptedModel(
+        [
+            [function_call("search_web", {"query": "x"}, call_id="c1")],
+            [
+                function_call("fetch_page", {"url": "y"}, call_id="c2"),
+                function_call("lookup", {"key": "k"}, call_id="c3"),
+            ],
+            [assistant_message("k: found")],
+        ]
+    )
+    ran = await run(Agent(name="a", model=model, tools=[lookup]), "find k", tools={"lookup": True})
+    assert (ran.report.reason, ran.report.cycles, ran.final_output) == (
+        StopReason.COMPLETED,
+        3,
+        "k: found",
+    )
+    assert looked == ["k"]
+    assert "Tool 'search_web' not found." in _sent(model)[1]
+
+
+def test_a_chat_completions_agent_is_told_to_lose_cut_replies() -> None:
+    from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+    from openai import AsyncOpenAI
+
+    from convergent.adapters import PolicyAdapted
+
+    client = AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9")
+    agent = Agent(name="a", model=OpenAIChatCompletionsModel("gpt-4o", client))
+    with pytest.warns(PolicyAdapted, match="drops the finish reason"):
+        Convergence().agent(agent)

@@ -3,6 +3,7 @@ refuses a bad rule in one line when it is built."""
 
 from __future__ import annotations
 
+import inspect
 from contextlib import AbstractContextManager, nullcontext
 
 import pytest
@@ -48,3 +49,30 @@ def test_a_bad_rule_is_refused_when_the_adapter_is_built(adapter: str) -> None:
     with pytest.raises(UserError) as refused, pytest.warns(DeprecationWarning):
         EVERY[adapter](on_tool_error="bogus")
     assert "on_tool_error" in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "module", ["langchain", "langgraph", "openai_agents", "pydantic_ai", "claude_agent_sdk"]
+)
+def test_an_adapter_stops_a_run_only_through_the_driver(module: str) -> None:
+    """A stop a host makes itself goes through ``CycleDriver.host_stop`` (and ``decide``):
+    no adapter sets a driver's ``stop`` or calls ``decide`` by itself."""
+    import ast
+    import importlib
+
+    source = inspect.getsource(importlib.import_module(f"convergent.adapters.{module}"))
+    tree = ast.parse(source)
+    assigned = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Attribute) and target.attr == "stop"
+    ]
+    called = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", getattr(node.func, "attr", None)) == "decide"
+    ]
+    assert (assigned, called) == ([], [])

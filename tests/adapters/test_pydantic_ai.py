@@ -101,7 +101,10 @@ async def test_the_hosts_cap_on_retries_ends_the_run_stalled_with_an_answer() ->
     result = await agent.run("count the files")
     report = convergence.report_for(result)
     assert (report.reason, report.cycles) == (StopReason.STALLED, 2)
-    assert report.detail.startswith("the answer was rejected until PydanticAI gave up:")
+    assert report.detail == (
+        "the answer (Exceeded maximum output retries (1); PydanticAI gave up) was rejected "
+        "2 times in a row"
+    )
     assert (report.output, report.output_after_stop) == ("the files could not be counted", True)
     assert result.output is None
 
@@ -136,3 +139,28 @@ async def test_a_stop_keeps_a_text_agents_answer_in_words() -> None:
     report = convergence.report_for(result)
     assert report.reason is StopReason.MAX_CYCLES
     assert result.output == "what I have so far" == report.output
+
+
+@pytest.mark.parametrize("hint", [{"readOnlyHint": True}, None], ids=["read-only", "unknown"])
+async def test_a_tools_mcp_annotations_declare_its_effect(hint: dict[str, bool] | None) -> None:
+    """A read runs each time and is judged on its result; a call whose effect is unknown
+    is held back with the note once it repeats (the third time)."""
+    looked: list[str] = []
+    replies = iter(
+        [
+            ModelResponse(parts=[ToolCallPart("lookup", {"key": "k"}, tool_call_id=f"c{n}")])
+            for n in range(3)
+        ]
+        + [ModelResponse(parts=[TextPart("k is found")])]
+    )
+    agent = Agent(FunctionModel(lambda messages, info: next(replies)), capabilities=[Convergence()])
+
+    @agent.tool_plain(metadata={"annotations": hint} if hint else None)
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        looked.append(key)
+        return "found"
+
+    result = await agent.run("find k")
+    assert result.output == "k is found"
+    assert len(looked) == (3 if hint else 2)

@@ -5,8 +5,13 @@ each with the usage it reports, run against the same tools: ``read_file`` (read-
 same result every time), ``poll`` (read-only, its result changes each call),
 ``write_file`` (changes state), ``run_tests`` (its result changes with each write),
 ``flaky`` (always fails the same way), ``pay`` (fails fatally), ``status`` (read-only,
-the same status with a new clock time each call) and ``transfer`` (a terminal tool).
-After a stop that asks for a final answer, the next scripted response is that answer.
+the same status with a new clock time each call), ``transfer`` (a terminal tool), ``job``
+(read-only, a job's status: running until its seventh poll), ``wait`` (read-only, waits)
+and ``wait_job`` (read-only, waits, then gives the job's status). A step that names
+another tool calls a tool the run does not have. Waits advance the run's `TestClock`,
+which every host's driver reads, so no test waits for real. After a stop that asks for
+a final answer, the next scripted response is that answer; a `Cut` reply is one the
+provider cut at the output token limit.
 
 Most trajectories declare the end convergent's loop must reach; the ones whose end is
 the loop's to decide (answers that never pass, an alternation) declare none, and every
@@ -20,6 +25,7 @@ carried, read from what each host's test double received.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -27,10 +33,19 @@ from pydantic import BaseModel
 
 from convergent import Limits, StopPolicy, StopReason
 from convergent.budget import FINAL_ANSWER_TOKENS
+from convergent.clock import Clock
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification
 
 Call = tuple[str, dict[str, object]]
+
+
+class Cut(str):
+    """A reply the provider cut at the output token limit (finish reason ``length``)."""
+
+    __slots__ = ()
+
+
 Step = tuple[Call, ...] | str
 
 READ_ONLY: dict[str, bool | None] = {
@@ -42,6 +57,9 @@ READ_ONLY: dict[str, bool | None] = {
     "pay": False,
     "status": True,
     "transfer": False,
+    "job": True,
+    "wait": True,
+    "wait_job": True,
 }
 """The tools' ``read_only`` flags, the same for every host."""
 
@@ -52,49 +70,112 @@ PRICE = (1.0, 10.0)
 """A price per million tokens at which each scripted response costs $0.002."""
 
 
-class World:
-    """The tools' state for one run."""
+WAIT = 0.6
+"""Seconds a waiting tool waits (more than the timed trajectories' ``poll_gap``)."""
+DONE_AT = 7
+"""The poll of a job that finds it done."""
+
+
+class TestClock(Clock):
+    """Time that passes only when a tool waits, and counted ids: runs are replayable."""
+
+    __test__ = False  # not a test class, whatever its name
 
     def __init__(self) -> None:
+        self.seconds = 0.0
+        self.ids = 0
+
+    def now(self) -> float:
+        return 1_700_000_000.0 + self.seconds
+
+    def monotonic(self) -> float:
+        return self.seconds
+
+    def new_id(self) -> str:
+        self.ids += 1
+        return f"{self.ids:012x}"
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass."""
+        self.seconds += seconds
+
+
+class World:
+    """The tools' state for one run, waiting on ``clock``; it counts the calls that ran."""
+
+    def __init__(self, clock: TestClock | None = None) -> None:
+        self.clock = clock or TestClock()
+        self.ran = 0
+        """Calls of its tools that ran (whether they failed or not)."""
         self.polls = 0
         self.checks = 0
+        self.jobs = 0
         self.files: dict[str, str] = {}
 
     def read_file(self, path: str) -> str:
         """Read a file."""
+        self.ran += 1
         return self.files.get(path, f"contents of {path}")
 
     def poll(self, job: str) -> str:
         """Report a job's progress."""
+        self.ran += 1
         self.polls += 1
         return f"{job}: {min(25 * self.polls, 100)}% done"
 
     def write_file(self, path: str, text: str) -> str:
         """Write a file."""
+        self.ran += 1
         self.files[path] = text
         return f"wrote {len(text)} characters to {path}"
 
     def run_tests(self, suite: str) -> str:
         """Run the tests: one fewer fails after each write."""
+        self.ran += 1
         failing = max(6 - len(self.files), 0)
         return f"{suite}: {failing} failing" if failing else f"{suite}: all passed"
 
     def flaky(self, item: int) -> str:
         """Call a service that is down."""
+        self.ran += 1
         raise ToolError("service unavailable")
 
     def pay(self, amount: int) -> str:
         """Charge the customer's card."""
+        self.ran += 1
         raise ToolError("the card was cancelled", fatal=True)
 
     def status(self, service: str) -> str:
         """Report whether a service is up."""
+        self.ran += 1
         self.checks += 1
         return f"{service}: starting (as of 12:00:{self.checks:02d})"
 
     def transfer(self, reason: str) -> str:
         """Hand the conversation to a human."""
+        self.ran += 1
         return f"transferred to a human: {reason}"
+
+    def job(self, name: str) -> str:
+        """Report a job's status."""
+        self.ran += 1
+        return self._job(name)
+
+    def wait(self, seconds: float) -> str:
+        """Wait before looking again."""
+        self.ran += 1
+        self.clock.advance(seconds)
+        return f"waited {seconds:g}s"
+
+    def wait_job(self, name: str) -> str:
+        """Wait for a job a while, then report its status."""
+        self.ran += 1
+        self.clock.advance(WAIT)
+        return self._job(name)
+
+    def _job(self, name: str) -> str:
+        self.jobs += 1
+        return f"{name}: done" if self.jobs >= DONE_AT else f"{name}: running"
 
 
 def needs_citation(answer: str) -> Verification:
@@ -141,6 +222,8 @@ class Trajectory:
     price: tuple[float, float] | None = None
     """The model's price, ``(input, output)`` per million tokens: the hosts report
     tokens only, and each response is costed at it."""
+    usage: tuple[int, int] = USAGE
+    """Input and output tokens each scripted response reports."""
 
 
 def _read(path: str) -> tuple[Call, ...]:
@@ -215,14 +298,14 @@ TRAJECTORIES = [
     ),
     Trajectory(
         "cost_budget",
-        [*[_read(f"part{n}.txt") for n in range(4)], "best answer"],
+        [*[_read(f"part{n}.txt") for n in range(5)], "best answer"],
         StopReason.BUDGET_EXHAUSTED,
-        cycles=4,
+        cycles=5,
         output="best answer",
         after_stop=True,
         limits=Limits(max_cost=0.015),
         notes=("budget", "final"),
-        final_cap=FINAL_ANSWER_TOKENS,
+        final_cap=378,
         price=PRICE,
     ),
     Trajectory(
@@ -372,6 +455,120 @@ TRAJECTORIES = [
         cycles=13,
         output="all tests pass after six fixes",
     ),
+    # time between polls is progress: the job waits, or the model waits between polls
+    Trajectory(
+        "slow_poll",
+        [*[(("wait_job", {"name": "build"}),)] * DONE_AT, "the build is done"],
+        StopReason.COMPLETED,
+        cycles=DONE_AT + 1,
+        output="the build is done",
+        policy=StopPolicy(poll_gap=WAIT - 0.1),
+    ),
+    Trajectory(
+        "polls_with_waits",
+        [
+            *[(("wait", {"seconds": WAIT}), ("job", {"name": "build"}))] * DONE_AT,
+            "the build is done",
+        ],
+        StopReason.COMPLETED,
+        cycles=DONE_AT + 1,
+        output="the build is done",
+        policy=StopPolicy(poll_gap=WAIT - 0.1),
+    ),
+    Trajectory(
+        "polls_without_waits",
+        [*[(("job", {"name": "build"}),)] * 4, "best answer", NEVER],
+        StopReason.STALLED,
+        cycles=4,
+        output="best answer",
+        after_stop=True,
+        notes=("stall", "final"),
+        policy=StopPolicy(poll_gap=WAIT - 0.1),
+    ),
+    # calls of tools the run does not have, each under a new name
+    Trajectory(
+        "unknown_tools",
+        [
+            (("search_web", {"query": "refund rules"}),),
+            (("lookup_record", {"id": 7}),),
+            (("fetch_page", {"url": "https://example.com/rules"}),),
+            (("query_db", {"sql": "select 1"}),),
+            "best answer",
+            NEVER,
+        ],
+        StopReason.STALLED,
+        cycles=4,
+        output="best answer",
+        after_stop=True,
+        notes=("mistakes", "final"),
+    ),
+    # replies that are not answers
+    Trajectory(
+        "empty_reply",
+        ["", "the answer"],
+        StopReason.COMPLETED,
+        cycles=2,
+        output="the answer",
+    ),
+    Trajectory(
+        "always_empty",
+        ["", "", "", NEVER],
+        StopReason.MODEL_ERROR,
+        cycles=3,
+        output="",
+    ),
+    Trajectory(
+        "cut_reply",
+        [Cut("The answer is forty"), "-two."],
+        StopReason.COMPLETED,
+        cycles=2,
+        output="The answer is forty-two.",
+    ),
+    # call caps: per tool and in all
+    Trajectory(
+        "per_tool_cap",
+        [*[_read(f"part{n}.txt") for n in range(3)], "best answer", NEVER],
+        StopReason.BUDGET_EXHAUSTED,
+        cycles=3,
+        output="best answer",
+        after_stop=True,
+        limits=Limits(max_calls_per_tool={"read_file": 2}),
+        notes=("budget", "final"),
+    ),
+    Trajectory(
+        "total_cap",
+        [*[_read(f"part{n}.txt") for n in range(5)], "best answer", NEVER],
+        StopReason.BUDGET_EXHAUSTED,
+        cycles=5,
+        output="best answer",
+        after_stop=True,
+        limits=Limits(max_tool_calls=4),
+        notes=("budget", "final"),
+    ),
+    # a small cost budget: the room kept for the answer is sized from the run's replies
+    # (with 512 tokens kept, it stopped after one cycle, 20 % spent)
+    Trajectory(
+        "small_cost_budget",
+        [*[_read(f"part{n}.txt") for n in range(2)], "best answer", NEVER],
+        StopReason.BUDGET_EXHAUSTED,
+        cycles=2,
+        output="best answer",
+        after_stop=True,
+        limits=Limits(max_cost=0.002),
+        notes=("budget", "final"),
+        final_cap=87,
+        price=PRICE,
+        usage=(200, 20),
+    ),
+    Trajectory(
+        "typed_third_try",
+        [INVALID, INVALID, VALID],
+        StopReason.COMPLETED,
+        cycles=3,
+        output=VALID,
+        typed=True,
+        notes=("output",),
+    ),
     # without nudges and final answers (what a routing function can express)
     *(
         Trajectory(
@@ -463,6 +660,7 @@ TRAJECTORIES = [
 
 NOTES = {
     "stall": "you have requested",
+    "mistakes": "steps in a row were calls the run cannot make",
     "tool_error": "Note: tool calls have failed",
     "budget": "Budget note:",
     "verifier": "Verification failed:",
@@ -486,10 +684,17 @@ class Ending:
     after_stop: bool
     notes: tuple[str, ...] = ()
     final_cap: int | None = None
+    ran: int | None = None
+    """Calls of the run's tools that ran; None: not compared."""
 
 
 def ending(
-    reason: StopReason, cycles: int, output: str, after_stop: bool, requests: Sequence[Seen]
+    reason: StopReason,
+    cycles: int,
+    output: str,
+    after_stop: bool,
+    requests: Sequence[Seen],
+    ran: int | None = None,
 ) -> Ending:
     """An ending, with the notes and the final cap read from the requests the model got."""
     notes: list[str] = []
@@ -499,7 +704,12 @@ def ending(
         notes.extend(kind for at, kind in found if at >= 0 and kind not in notes)
         if NOTES["final"] in text:
             final_cap = cap
-    return Ending(reason, cycles, output, after_stop, tuple(notes), final_cap)
+    return Ending(reason, cycles, output, after_stop, tuple(notes), final_cap, ran)
+
+
+def same(got: Ending, wanted: Ending) -> bool:
+    """Whether ``got`` is ``wanted`` (the calls that ran compared only where it says)."""
+    return got == (dataclasses.replace(wanted, ran=got.ran) if wanted.ran is None else wanted)
 
 
 def expected(trajectory: Trajectory) -> Ending:

@@ -784,3 +784,64 @@ def test_stdout_carries_only_the_answer(store: StateStore, tmp_path: Path) -> No
     stderr = done.stderr.decode()
     for noise in ("print() while deciding", "a write to descriptor 1", "a child process"):
         assert noise in stderr
+
+
+# --- PreToolUse fails closed ---------------------------------------------------------
+
+
+def test_pre_tool_use_after_a_stop_denies_the_call_when_stdin_is_unusable(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    """Claude Code runs the hook in the session's folder: the state is found there."""
+    reason = _halted(store, tmp_path)
+    code, output, stderr = run_hook(convergent_exe, "pre-tool-use", "{not json", cwd=tmp_path)
+    assert code == 0
+    denied = output["hookSpecificOutput"]
+    assert (denied["permissionDecision"], denied["permissionDecisionReason"]) == ("deny", reason)
+    assert stderr.startswith("convergent hook: the hook's input is unusable (stdin is not valid")
+    assert stderr.endswith("; the work was stopped, the tool call is denied\n")
+
+
+def test_pre_tool_use_after_a_stop_denies_the_call_while_the_state_is_locked(
+    store: StateStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from convergent.coordinator import hook
+    from convergent.coordinator._lock import StateLock
+
+    reason = _halted(store, tmp_path)
+    monkeypatch.setattr(hook, "HOOK_LOCK_TIMEOUT", 0.2)
+    with StateLock(f"{store.path}.lock", timeout=1):  # another process holds it
+        answer = answer_hook(HookEvent.PRE_TOOL_USE, pre_tool_payload(tmp_path, "Bash"))
+    denied = answer.output["hookSpecificOutput"]
+    assert (denied["permissionDecision"], denied["permissionDecisionReason"]) == ("deny", reason)
+    assert answer.message is not None and "is locked by another process" in answer.message
+    assert answer.message.endswith("the work was stopped, the tool call is denied")
+
+
+def test_pre_tool_use_denies_the_call_when_the_state_file_is_broken(
+    state_path: Path, tmp_path: Path
+) -> None:
+    state_path.write_text("control: [broken\n")
+    answer = answer_hook(HookEvent.PRE_TOOL_USE, pre_tool_payload(tmp_path, "Bash"))
+    reason = answer.output["hookSpecificOutput"]["permissionDecisionReason"]
+    assert answer.output["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert reason.startswith("convergent: this tool call is not run: the state file is unusable")
+    assert "allowing the stop" not in f"{reason} {answer.message}"
+    assert state_path.read_text() == "control: [broken\n"
+
+
+def test_pre_tool_use_lets_the_call_run_when_the_work_goes_on_whatever_the_input(
+    convergent_exe: str, store: StateStore, tmp_path: Path
+) -> None:
+    store.create(make_state(2))
+    code, output, stderr = run_hook(convergent_exe, "pre-tool-use", "", cwd=tmp_path)
+    assert (code, output) == (0, {})
+    assert stderr == (
+        "convergent hook: the hook's input is unusable (empty input on stdin); the work goes "
+        "on, letting the tool call run\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code, output, stderr = run_hook(convergent_exe, "pre-tool-use", "", cwd=elsewhere)
+    assert (code, output) == (0, {})
+    assert "no state file at" in stderr and stderr.endswith("letting the tool call run\n")

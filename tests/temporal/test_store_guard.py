@@ -102,6 +102,7 @@ def spoil(db: Path, keep: str, how: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("spared", ["probe", "nothing"])
 @pytest.mark.parametrize("how", ["deleted", "damaged"])
 async def test_a_run_whose_payloads_cannot_be_read_ends_naming_the_store(
     tmp_path: Path,
@@ -109,15 +110,18 @@ async def test_a_run_whose_payloads_cannot_be_read_ends_naming_the_store(
     payload_db: Path,
     monkeypatch: pytest.MonkeyPatch,
     how: str,
+    spared: str,
 ) -> None:
+    """Every row but the run's probe, or every row: the store is still the cluster's (its
+    id says so even when the probes are gone), so its workers start, and the run ends
+    naming it. It used to fail its workflow task for ever, the run staying ``running``;
+    with the probes gone, every worker refused to start ("must use the same store")."""
     monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.3")
-    run = await in_flight(tmp_path, runner, f"spoilt-{how}")
+    run = await in_flight(tmp_path, runner, f"spoilt-{how}-{spared}")
     probe = (await (await run.handle.describe()).memo())["probe"]["digest"]
-    assert spoil(payload_db, probe, how) > 0
-    # the store holds the run's probe: the worker starts, and cannot replay the run
+    assert spoil(payload_db, probe if spared == "probe" else "", how) > 0
     async with make_worker(runner.client, runner.task_queue):
         with pytest.raises(UserError) as raised:
-            # it used to fail its workflow task for ever, the run staying ``running``
             await asyncio.wait_for(run.result(), 60)
     message = str(raised.value)
     assert message.startswith(f"the payload store {payload_db} ")
@@ -169,3 +173,52 @@ async def test_a_full_payload_store_ends_the_run_naming_it(
         f"cannot store payloads in {payload_db}: database or disk is full; the run cannot "
         "go on without its payloads"
     )
+
+
+@pytest.mark.slow
+async def test_steer_stop_stops_a_run_no_worker_can_take_the_stop_of(
+    tmp_path: Path,
+    runner: TemporalRunner,
+    temporal_server: DevServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its workers are on another store and refuse to start: the stop is not left waiting
+    (it used to say "sent stop" and change nothing)."""
+    monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.3")
+    run = await in_flight(tmp_path, runner, "no-worker")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    command = [str(Path(sys.executable).with_name("convergent")), "steer", "no-worker", "--stop"]
+    target = ["--temporal", temporal_server.address, "--task-queue", runner.task_queue]
+    proc = await asyncio.to_thread(
+        subprocess.run,
+        [*command, *target, "--db", str(tmp_path / "runs.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=elsewhere,
+    )
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == (
+        "stopped no-worker: no worker could take the stop, so its workflow was terminated\n"
+    )
+    assert not await runner.is_running(run.run_id)
+    with pytest.raises(UserError) as raised:
+        await run.result()
+    assert str(raised.value).startswith(
+        "run 'no-worker' was terminated: stopped, and no worker took the stop (none runs "
+        f"task queue {runner.task_queue!r}"
+    )
+
+
+@pytest.mark.slow
+async def test_steer_stop_waits_for_a_run_a_worker_runs_to_stop(
+    tmp_path: Path, runner: TemporalRunner, worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.3")
+    made = scripted_spec(tmp_path, [*[call("step", n=n) for n in range(20)], "done"])
+    run = await runner.start(made, "step on", run_id="stoppable")
+    await wait_for(run, lambda progress: progress["cycles"] >= 2)
+    assert await run.stop() == "stopped"
+    result = await run.result()
+    assert result.stop_reason.value == "stopped"

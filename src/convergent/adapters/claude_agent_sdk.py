@@ -35,6 +35,8 @@ Install with ``pip install convergent[claude-agent-sdk]``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -49,8 +51,12 @@ from claude_agent_sdk import (
     ResultError,
     ResultMessage,
     SdkMcpTool,
+    StreamEvent,
+    SystemMessage,
     TextBlock,
+    ToolResultBlock,
     ToolUseBlock,
+    UserMessage,
 )
 from claude_agent_sdk import query as sdk_query
 from claude_agent_sdk.types import HookCallback, Message
@@ -60,28 +66,46 @@ from convergent.adapters import NotExpressible
 from convergent.adapters._policy import settled, told
 from convergent.driver import CycleDriver, PolicyOptions, StopReport, failure_result
 from convergent.limits import Limits
-from convergent.messages import CallOutcome, ToolCall, Usage
+from convergent.messages import CallOutcome, ToolCall, Usage, reply_end
+from convergent.models._prices import PriceLike, TokenPrice, known_price, priced, token_price
 from convergent.stop import (
     Decision,
     Facts,
     LimitReached,
     Nudge,
+    Stall,
     Stop,
     StopReason,
-    decide,
 )
 
 __all__ = ["Convergence"]
 
+CLAUDE_CODE_TOOLS: Mapping[str, bool | None] = {
+    **dict.fromkeys(("Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch", "ToolSearch"), True),
+    **dict.fromkeys(("CronList", "ListAgents", "TaskGet", "TaskList", "BashOutput"), True),
+    **dict.fromkeys(("Edit", "MultiEdit", "Write", "NotebookEdit", "TodoWrite"), False),
+    **dict.fromkeys(("CronCreate", "CronDelete", "TaskCreate", "TaskUpdate", "TaskStop"), False),
+    **dict.fromkeys(("SendMessage", "ScheduleWakeup", "EnterWorktree", "ExitWorktree"), False),
+}
+"""The effect of Claude Code's own tools (``read_only``), as its documentation describes
+them: reads and look-ups only read; edits, writes and scheduling change something. A
+tool not named here (``Bash``, ``Task``, ``Skill``...) may do either."""
+
 _LIMIT_RESULTS = {"error_max_turns": "max_cycles", "error_max_budget_usd": "max_cost"}
 """Claude Code's results for the limits the adapter sets, by the limit they stand for."""
+
+
+_SETTLE_SECONDS = 2.0
+"""How long a hook waits for the end of the response it follows to be recorded."""
 
 
 @dataclasses.dataclass(slots=True)
 class _Response:
     """One model response of the main agent, as `record` saw it.
 
-    Claude Code sends one message per content block, under the response's id.
+    Claude Code sends one message per content block, under the response's id, and
+    (with partial messages) the stream's events: its start, then its stop reason and
+    final usage.
     """
 
     usage: Usage
@@ -89,6 +113,12 @@ class _Response:
     text: str = ""
     blocks: set[str] = dataclasses.field(default_factory=set)
     """The text blocks seen, so that a message seen twice adds its text once."""
+    calls: dict[str, ToolCall] = dataclasses.field(default_factory=dict)
+    """Its tool calls, by id."""
+    stop_reason: str | None = None
+    """Why the model stopped, once the stream said (``end_turn``, ``max_tokens``...)."""
+    judged: Decision | None = None
+    """What a reply that was no answer (empty, cut) was judged, when `record` judged it."""
 
 
 class Convergence:
@@ -115,14 +145,25 @@ class Convergence:
         NotExpressible: For a token or wall-time budget.
     """
 
-    def __init__(self, limits: Limits | None = None, **options: Unpack[PolicyOptions]) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        price: PriceLike | None = None,
+        **options: Unpack[PolicyOptions],
+    ) -> None:
         limits, options = settled(limits, options)
         if limits.max_total_tokens is not None or limits.max_seconds is not None:
             raise NotExpressible(
                 "Claude Agent SDK hooks do not see model requests: a token or wall-time "
                 "budget cannot be checked before one (use max_cycles or max_cost)"
             )
-        self.driver = CycleDriver(limits, **options)
+        self._given_tools = options.get("tools")
+        self._declared: dict[str, bool | None] = {}
+        """The effects the wrapped SDK tools declare (MCP annotations), by tool name."""
+        self.price: TokenPrice | None = token_price(price) if price is not None else None
+        """The model's price; None: the price table's for the model Claude Code names."""
+        self.driver = CycleDriver(limits, price=self.price, **options)
         self.report: StopReport | None = None
         """How the session ended, once `finish` has seen its result."""
         self.block_cap: int | None = claude_code_block_cap(os.environ)
@@ -154,6 +195,22 @@ class Convergence:
         self._pending_note: str | None = None
         """A note decided where no context can be added (a step ended by the next call's
         PreToolUse): it goes with the next call's result."""
+        self._hooked: set[str] = set()
+        """Calls a ``PreToolUse`` hook saw (Claude Code refuses a call of a tool it does
+        not have before any hook runs)."""
+        self._streaming: str | None = None
+        """The response whose stream has started and not yet ended."""
+        self._settled = asyncio.Event()
+        """No response is streaming (set when one ends)."""
+        self._settled.set()
+        self._streamed = False
+        """Claude Code sends the stream's events (partial messages)."""
+        self._show_events = False
+        """The caller asked for the stream's events too: `query` passes them on."""
+        self._unheard = False
+        """A stop decided from the messages alone, which no hook has delivered yet."""
+        self._abandon = False
+        """The session goes on past a stop no hook can deliver: `query` ends it."""
 
     def tools(self, *tools: SdkMcpTool[Any]) -> list[SdkMcpTool[Any]]:
         """Copies of in-process SDK tools whose exceptions the policy can read.
@@ -162,6 +219,8 @@ class Convergence:
         SDK's bare message), and a `ToolError(fatal=True)` stops the run when its
         failure reaches ``PostToolUse``. Give the copies to ``create_sdk_mcp_server``.
         """
+        for tool in tools:
+            self._declared[tool.name] = _effect(tool.annotations)
         return [dataclasses.replace(tool, handler=self._guarded(tool)) for tool in tools]
 
     def _guarded(self, tool: SdkMcpTool[Any]) -> Any:
@@ -204,11 +263,14 @@ class Convergence:
         cycles = limits.max_cycles
         # one turn more for the answer after a stop at max_cycles, which the hooks ask for
         turns = cycles + int(self.driver.final_answer) if cycles is not None else base.max_turns
+        self._show_events = base.include_partial_messages
         return dataclasses.replace(
             base,
             hooks=hooks,
             max_turns=turns,
             max_budget_usd=limits.max_cost if limits.max_cost is not None else base.max_budget_usd,
+            # each response's stop reason and final usage: a cut or empty reply, its cost
+            include_partial_messages=True,
         )
 
     async def query(
@@ -225,13 +287,22 @@ class Convergence:
         ``ResultError`` after the result: here the iteration simply ends, and `report`
         says ``max_cycles`` or ``budget_exhausted``. Other errors are raised.
         """
+        messages = sdk_query(prompt=prompt, options=self.options(options), **kwargs)
         try:
-            async for message in sdk_query(prompt=prompt, options=self.options(options), **kwargs):
+            async for message in messages:
                 self.record(message)
-                yield message
+                if self._abandon:  # a stop no hook can deliver: the session ends here
+                    self.report = self._reported()
+                    return
+                if not isinstance(message, StreamEvent) or self._show_events:
+                    yield message
         except ResultError as error:
             if not self._ended_by_a_limit(error):
                 raise
+        finally:
+            closing = getattr(messages, "aclose", None)
+            if closing is not None:
+                await closing()
 
     def _ended_by_a_limit(self, error: ResultError) -> bool:
         report = self.report
@@ -252,6 +323,8 @@ class Convergence:
             arguments=dict(data.get("tool_input") or {}),
         )
         self._calls[call.id] = call
+        self._hooked.add(call.id)
+        self._unheard = False  # a stop decided meanwhile is delivered below
         driver = self.driver
         if driver.stop is None and self._step and call.id not in self._step:
             decision = self._end_step()  # a step whose results did not all come back
@@ -273,7 +346,16 @@ class Convergence:
         if isinstance(decision, Stop):
             prompt = self._stopped(decision, call.id)
             return _deny(prompt) if prompt else _deny(review.skipped[0], end=decision)
-        return _deny(review.skipped[0])
+        text = review.skipped[0]
+        if self._step <= self._done:  # the last call of its step: a cap's stop comes now
+            await self._settle()
+            step = self._end_step()
+            if isinstance(step, Stop):
+                prompt = self._stopped(step, call.id)
+                return _deny(f"{text}\n\n{prompt}") if prompt else _deny(text, end=step)
+            if isinstance(step, Nudge):
+                text = f"{text}\n\n{step.note}"
+        return _deny(text)
 
     async def _post_tool_use(
         self, data: Any, tool_use_id: str | None, context: HookContext
@@ -281,17 +363,18 @@ class Convergence:
         text = _text(data.get("tool_response"))
         if text in self._fatal:
             self._fatal.remove(text)
-            return self._after_call(data, tool_use_id, CallOutcome.FAILED, text, fatal=True)
-        return self._after_call(data, tool_use_id, CallOutcome.OK, text)
+            return await self._after_call(data, tool_use_id, CallOutcome.FAILED, text, fatal=True)
+        return await self._after_call(data, tool_use_id, CallOutcome.OK, text)
 
     async def _post_tool_use_failure(
         self, data: Any, tool_use_id: str | None, context: HookContext
     ) -> dict[str, Any]:
         if data.get("is_interrupt"):
             return {}
-        return self._after_call(data, tool_use_id, CallOutcome.FAILED, str(data.get("error", "")))
+        error = str(data.get("error", ""))
+        return await self._after_call(data, tool_use_id, CallOutcome.FAILED, error)
 
-    def _after_call(
+    async def _after_call(
         self,
         data: Any,
         tool_use_id: str | None,
@@ -312,6 +395,7 @@ class Convergence:
         pending, self._pending_note = self._pending_note, None
         if not self._step <= self._done:  # the step goes on: more calls of the response
             return _context(event, pending) if pending is not None else {}
+        await self._settle()  # the response's usage and cost, before the limits
         decision = self._end_step()
         if isinstance(decision, Stop):
             prompt = self._stopped(decision, call_id)
@@ -348,16 +432,23 @@ class Convergence:
         text = str(data.get("last_assistant_message") or "")
         if text:
             self._last_text = text
+        await self._settle()
         driver = self.driver
         if driver.stop is None and self._step:  # a step whose results did not all come back
             self._end_step()
         if driver.stop is not None:  # the answer after the stop: let the session end
-            if self._asked and self._after is None:
+            if (self._asked or self._unheard) and self._after is None:
                 self._after = text
+                self._asked = True
             return {}
         if not data.get("stop_hook_active"):
             self._blocks = 0
-        decision = await driver.answered_async(text)
+        last = self._latest()
+        if last is not None and last.judged is not None:  # no answer: judged when it came
+            decision = last.judged
+        else:
+            stop_reason = last.stop_reason if last is not None else None
+            decision = await driver.answered_async(text, stop_reason)
         feedback = told(decision)
         self._rejected = feedback is not None
         if feedback is not None:
@@ -369,12 +460,14 @@ class Convergence:
                 note = driver.budget_note()
                 reason = feedback if note is None else f"{feedback}\n\n{note}"
                 return {"decision": "block", "reason": reason}
-            else:
-                driver.stop = Stop(  # the last block Claude Code delivers: used for the answer
-                    StopReason.STALLED,
-                    f"the answer was rejected {self._blocks} times in a row, and Claude Code "
-                    f"delivers at most {self.block_cap} stop-hook blocks in a row",
+            else:  # the last block Claude Code delivers: used for the answer
+                capped = Stall(
+                    what=f"the answer (Claude Code delivers at most {self.block_cap} stop-hook "
+                    "blocks in a row)",
+                    times=self._blocks,
+                    kind="rejected",
                 )
+                driver.host_stop(Facts(stall=capped))
         stop = driver.stop
         if stop is None or stop.reason is StopReason.COMPLETED:
             return {}
@@ -404,54 +497,189 @@ class Convergence:
         Counts the main agent's model requests and their usage; at the
         ``ResultMessage``, `finish`es and returns the report.
         """
-        if isinstance(message, AssistantMessage) and message.parent_tool_use_id is None:
+        if isinstance(message, SystemMessage) and message.subtype == "init":
+            self._offered(message.data.get("tools"))
+        elif isinstance(message, StreamEvent):
+            if message.parent_tool_use_id is None:
+                self._streamed = True
+                self._stream_event(message.event)
+        elif isinstance(message, AssistantMessage) and message.parent_tool_use_id is None:
             key = message.message_id or str(len(self._responses))
-            response = self._responses.get(key)
-            if response is None:
-                usage = message.usage or {}
-                response = self._responses[key] = _Response(
-                    Usage(
-                        input_tokens=usage.get("input_tokens", 0),
-                        output_tokens=usage.get("output_tokens", 0),
-                        requests=1,
-                    )
-                )
+            response = self._responses.get(key) or self._response(key, message.usage)
             for block in message.content:
                 if isinstance(block, ToolUseBlock):
                     response.tool_ids.add(block.id)
+                    response.calls[block.id] = ToolCall(
+                        id=block.id, name=block.name, arguments=dict(block.input)
+                    )
                 elif isinstance(block, TextBlock) and block.text not in response.blocks:
                     response.blocks.add(block.text)
                     response.text += block.text
             if response.text.strip():
                 self._last_text = response.text
+        elif isinstance(message, UserMessage) and message.parent_tool_use_id is None:
+            self._refused(message)
         elif isinstance(message, ResultMessage):
             return self.finish(message)
         return None
 
+    def _offered(self, names: Any) -> None:
+        """The tools Claude Code lists as the session begins, with their effects.
+
+        Each name's flag is the caller's (``tools``), else what a wrapped SDK tool's
+        annotations declare, else Claude Code's own tool's (`CLAUDE_CODE_TOOLS`), else
+        unknown.
+        """
+        if not isinstance(names, list):
+            return
+        given = self._given_tools or {}
+        effects: dict[str, bool | None] = {}
+        for name in map(str, names):
+            if name in given:
+                effects[name] = given[name]
+            elif name.startswith("mcp__") and name.rpartition("__")[2] in self._declared:
+                effects[name] = self._declared[name.rpartition("__")[2]]
+            else:
+                effects[name] = CLAUDE_CODE_TOOLS.get(name)
+        self.driver.offers(effects)
+
+    def _response(self, key: str, usage: Mapping[str, Any] | None) -> _Response:
+        usage = usage or {}
+        response = self._responses[key] = _Response(
+            Usage(
+                input_tokens=usage.get("input_tokens", 0),
+                output_tokens=usage.get("output_tokens", 0),
+                requests=1,
+            )
+        )
+        return response
+
+    def _stream_event(self, event: Mapping[str, Any]) -> None:
+        """A response's start (a request made) and end (its stop reason, its final usage).
+
+        A reply without tool calls that is no answer (empty, cut at the token limit) is
+        judged here: Claude Code asks the model to go on by itself, past any hook.
+        """
+        kind = event.get("type")
+        driver = self.driver
+        if kind == "message_start":
+            started = event.get("message") or {}
+            key = str(started.get("id") or len(self._responses))
+            if key not in self._responses:
+                self._response(key, started.get("usage"))
+            self._streaming = key
+            self._settled.clear()
+            if self.price is None and started.get("model"):
+                self.price = known_price(str(started["model"]), "anthropic")
+                driver.budget.price = self.price
+            driver.start_request()
+        elif kind == "message_delta" and self._streaming is not None:
+            response = self._responses[self._streaming]
+            response.stop_reason = (event.get("delta") or {}).get("stop_reason")
+            output = (event.get("usage") or {}).get("output_tokens", 0)
+            response.usage = dataclasses.replace(response.usage, output_tokens=output)
+            driver.responded(response.usage)
+            if not response.tool_ids and reply_end(response.text, response.stop_reason) != "answer":
+                response.judged = driver.unfinished(response.text, response.stop_reason)
+            self._streaming = None
+            self._settled.set()
+
+    def _refused(self, message: UserMessage) -> None:
+        """Results of calls Claude Code refused itself (a tool it does not have): mistakes.
+
+        No hook sees such a call: it is counted here, and its step judged when the
+        response's calls are all done. A note goes with the next hook's answer; a stop
+        no hook delivers before the model goes on ends the session (`query`).
+        """
+        if not isinstance(message.content, list):
+            return
+        driver = self.driver
+        for block in message.content:
+            if not isinstance(block, ToolResultBlock) or block.tool_use_id in self._hooked:
+                continue
+            if not block.is_error:
+                continue
+            if driver.stop is not None:
+                self._abandon = self._unheard  # the model goes on past a stop it never heard
+                return
+            call = self._call_of(block.tool_use_id)
+            driver.observe(call, CallOutcome.INVALID, _text(block.content))
+            self._hooked.add(call.id)
+            self._step = self._step or self._batch(call.id)
+            self._done.add(call.id)
+            if self._step <= self._done:
+                decision = self._end_step()
+                if isinstance(decision, Nudge):
+                    self._pending_note = decision.note
+                elif isinstance(decision, Stop):
+                    self._unheard = True
+                    self._anchor = call.id
+
+    def _call_of(self, call_id: str) -> ToolCall:
+        for response in self._responses.values():
+            call = response.calls.get(call_id)
+            if call is not None:
+                return call
+        return ToolCall(id=call_id, name="", arguments={})
+
+    def _latest(self) -> _Response | None:
+        """The latest response recorded."""
+        return next(reversed(self._responses.values()), None)
+
+    async def _settle(self) -> None:
+        """Wait (briefly) until the response being streamed has been recorded to its end.
+
+        Hooks and messages travel separately: a hook may come before the messages that
+        precede it have been recorded.
+        """
+        if self._streamed and not self._settled.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._settled.wait(), _SETTLE_SECONDS)
+
     def finish(self, result: ResultMessage) -> StopReport:
         """How the session ended, from its ``ResultMessage`` and the hooks' decisions."""
         driver = self.driver
+        if not self._responses:
+            driver.tally.cycles = result.num_turns
+        if driver.stop is None:
+            limit = _limit_of(result, driver)
+            if limit is not None:  # Claude Code's own end at a limit the adapter set
+                driver.host_stop(Facts(limit=limit))
+            elif self._rejected:  # it ended the turn on a block it would not deliver
+                rejected = Stall(
+                    what="the answer (the session ended on it: Claude Code delivers only so "
+                    "many stop-hook blocks in a row)",
+                    times=driver.monitor.state.rejections,
+                    kind="rejected",
+                )
+                driver.host_stop(Facts(stall=rejected))
+            elif result.is_error:
+                error = f"the session ended with an error ({result.subtype}) before an answer"
+                driver.host_stop(Facts(model_error=error))
+            else:
+                driver.judge_answer(None)
+        self.report = self._reported(result.result, result.total_cost_usd)
+        return self.report
+
+    def _reported(self, text: str | None = None, cost: float | None = None) -> StopReport:
+        """The report of the session so far: its cycles and usage from the responses.
+
+        Args:
+            text: Claude Code's last answer, if it gave one.
+            cost: What Claude Code reported the session cost, if it did.
+        """
+        driver = self.driver
         tally = driver.tally
         cycles, before, after = self._split()
-        tally.cycles = cycles if self._responses else result.num_turns
-        tally.usage = sum((response.usage for response in self._responses.values()), Usage())
-        if result.total_cost_usd:
-            tally.usage = dataclasses.replace(tally.usage, cost=result.total_cost_usd)
-        if driver.stop is None or driver.stop.reason is StopReason.COMPLETED:
-            limit = _limit_of(result, driver)
-            if limit is not None:
-                decision = decide(Facts(limit=limit))
-                assert isinstance(decision, Stop)
-                driver.stop = decision
-            elif driver.stop is None and (self._rejected or result.is_error):
-                driver.stop = Stop(StopReason.STALLED, _ended_unaccepted(result, self._rejected))
-            elif driver.stop is None:
-                driver.judge_answer(None)
+        if self._responses:
+            tally.cycles = cycles
+            usages = (priced(response.usage, self.price) for response in self._responses.values())
+            tally.usage = sum(usages, Usage())
+        if cost:
+            tally.usage = dataclasses.replace(tally.usage, cost=cost)
         if before is None:
-            self.report = driver.report(result.result or self._last_text)
-        else:
-            self.report = driver.report(before, self._after or after)
-        return self.report
+            return driver.report(text or self._last_text)
+        return driver.report(before, self._after or after)
 
     def _split(self) -> tuple[int, str | None, str | None]:
         """The cycles; after a stop that asked for an answer, the text before it and the answer.
@@ -471,15 +699,6 @@ class Convergence:
                 answer = "".join(r.text for r in responses[position + 1 :])
                 return position + 1, said[-1] if said else "", answer
         return len(responses), None, None
-
-
-def _ended_unaccepted(result: ResultMessage, rejected: bool) -> str:
-    if rejected:
-        return (
-            "the session ended on an answer that failed its checks (Claude Code delivers "
-            "only so many stop-hook blocks in a row)"
-        )
-    return f"the session ended with an error ({result.subtype}) before an answer passed"
 
 
 def _limit_of(result: ResultMessage, driver: CycleDriver) -> LimitReached | None:
@@ -513,6 +732,18 @@ def _context(event: str, text: str) -> dict[str, Any]:
 def _end(stop: Stop) -> dict[str, Any]:
     """End the session: Claude Code makes no further request."""
     return {"continue_": False, "stopReason": f"{stop.reason.value}: {stop.detail}"}
+
+
+def _effect(annotations: Any) -> bool | None:
+    """A tool's ``read_only`` flag from its MCP annotations (None when they do not say)."""
+    if annotations is None:
+        return None
+    hints = annotations if isinstance(annotations, Mapping) else vars(annotations)
+    if hints.get("read_only_hint") or hints.get("readOnlyHint"):
+        return True
+    if hints.get("destructive_hint") or hints.get("destructiveHint"):
+        return False
+    return None
 
 
 def _text(response: Any) -> str:

@@ -63,12 +63,15 @@ __all__ = ["ConvergenceMiddleware", "ConvergenceState"]
 class _RunBook:
     """One run's driver and the tool calls it let run, between model calls."""
 
-    __slots__ = ("batch", "driver")
+    __slots__ = ("batch", "driver", "reviewed")
 
     def __init__(self, driver: CycleDriver) -> None:
         self.driver = driver
         self.batch: list[ToolCall] = []
         """The calls of the last response that ran (their results come next)."""
+        self.reviewed = False
+        """A batch was reviewed and its step has not ended (even one whose calls were
+        all held back: a cap's stop is decided when the step ends)."""
 
 
 class ConvergenceState(AgentState[Any]):
@@ -208,6 +211,7 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
             note = driver.budget_note()
             if note is not None:
                 added.append(HumanMessage(note))
+            driver.start_request()
             try:
                 response: ModelResponse[Any] = yield (
                     request.override(messages=[*request.messages, *added]) if added else request
@@ -218,7 +222,7 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
                 _rejected(driver, error, added)
                 continue
             ai = _ai_of(response.result)
-            driver.requested(usage_of_any(ai))
+            driver.responded(usage_of_any(ai))
             added.extend(response.result)  # type: ignore[arg-type]
             if ai is None:
                 yield _respond(added, update, response)
@@ -230,7 +234,7 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
                     break
                 yield _respond(added, update, response)
                 return
-            decision = yield from _judged(driver, ai, answered, response)
+            decision = yield from _judged(driver, ai, answered, response, typed=_typed(request))
             hosts_turn = bool(answered) and response.structured_response is None
             if _tell(decision, added, hosts_turn=hosts_turn) and not hosts_turn:
                 continue
@@ -253,6 +257,7 @@ def _reviewed(book: _RunBook, calls: list[ToolCall], added: list[AnyMessage]) ->
         call = calls[position]
         added.append(ToolMessage(text, tool_call_id=call.id, name=call.name, status="error"))
     book.batch = [c for n, c in enumerate(calls) if n not in review.skipped]
+    book.reviewed = True
     return driver.stop is not None
 
 
@@ -261,10 +266,13 @@ def _judged(
     message: AIMessage,
     answered: set[str],
     response: ModelResponse[Any],
+    *,
+    typed: str | None,
 ) -> Generator[_Check, Any, Decision]:
     """An answer's decision: the host's verdict, the output type, then the verifier.
 
-    The verifier's verdict is asked for with a `_Check`.
+    The verifier's verdict is asked for with a `_Check`. ``typed`` says how a typed
+    agent's answer must come (None: the agent is not typed).
     """
     if answered and response.structured_response is None:
         errors = "; ".join(m.text for m in response.result if isinstance(m, ToolMessage))
@@ -275,6 +283,9 @@ def _judged(
         if unfinished is not None:  # empty, cut or refused: the model is asked to go on
             return unfinished
         text = driver.answer or text
+        if typed is not None and response.structured_response is None:
+            # a provider that ignored the forced call: an answer in words is not typed
+            return driver.judge_answer(None, output_errors=typed)
     check = driver.check_output(text)
     if check is not None and check.errors is not None:
         return driver.judge_answer(None, output_errors=check.errors)
@@ -282,6 +293,17 @@ def _judged(
         (yield _Check(driver, text)) if driver.verifier is not None else None
     )
     return driver.judge_answer(verdict)
+
+
+def _typed(request: ModelRequest[Any]) -> str | None:
+    """Why an answer in words is not a typed agent's answer; None for an agent without a type."""
+    strategy = request.response_format
+    if strategy is None:
+        return None
+    if isinstance(strategy, ToolStrategy):
+        names = ", ".join(spec.name for spec in strategy.schema_specs)
+        return f"it came as text, not as a call of the output tool ({names})"
+    return "it came as text without the structured output"
 
 
 def _tell(decision: Decision, added: list[AnyMessage], *, hosts_turn: bool) -> bool:
@@ -300,7 +322,7 @@ def _tell(decision: Decision, added: list[AnyMessage], *, hosts_turn: bool) -> b
 
 def _rejected(driver: CycleDriver, error: StructuredOutputError, added: list[AnyMessage]) -> None:
     """A provider's typed answer that did not validate: counted, and sent back with why."""
-    driver.requested(usage_of(error.ai_message))
+    driver.responded(usage_of(error.ai_message))
     added.append(error.ai_message)
     feedback = told(driver.judge_answer(None, output_errors=str(error)))
     if feedback is not None:
@@ -366,8 +388,9 @@ def _record_batch(book: _RunBook, messages: list[AnyMessage]) -> list[AnyMessage
 
     Returns the messages it adds to the conversation: a tool-error nudge, if any.
     """
-    if not book.batch:
+    if not book.reviewed:
         return []
+    book.reviewed = False
     results: dict[str, ToolMessage] = {}
     for message in reversed(messages):
         if not isinstance(message, ToolMessage):

@@ -44,6 +44,7 @@ from typing import Any, Literal, Unpack
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
+from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from convergent.adapters import NotExpressible, PolicyAdapted
 from convergent.adapters._langchain_common import (
@@ -74,18 +75,51 @@ _AFTER_STOP = "convergent_after_stop"
 class _Replay:
     """One run's driver, and how far into its conversation it has read."""
 
-    __slots__ = ("batch", "driver", "final", "read", "tail")
+    __slots__ = (
+        "batch",
+        "driver",
+        "final",
+        "first",
+        "going_on",
+        "held",
+        "read",
+        "requesting",
+        "start",
+        "tail",
+    )
 
-    def __init__(self, driver: CycleDriver) -> None:
+    def __init__(self, driver: CycleDriver, start: int, first: object) -> None:
         self.driver = driver
+        self.start = start
+        """Where the run starts in the state's messages (its last human message)."""
+        self.first = first
+        """That message."""
         self.read = 0
         """Messages of the run read so far."""
         self.tail: object = None
         """The last message read (to tell that the conversation still continues it)."""
         self.batch: dict[str, ToolCall] = {}
         """The calls of the last response read, by id, until their results come."""
+        self.held: dict[str, str] = {}
+        """Calls of the last response that must not run (past a cap), with their result."""
         self.final: str | None = None
         """The answer after the stop, once the answer node added it."""
+        self.requesting = False
+        """A model request started (the tools' edge routed back to the model node)."""
+        self.going_on = False
+        """The last reply was not an answer (empty, cut): the model is asked again."""
+
+    def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether ``messages`` go on with this run's conversation as far as it was read.
+
+        Only the messages not read yet are looked at (for a new human message).
+        """
+        start, read = self.start, self.read
+        if len(messages) < start + read or messages[start] is not self.first:
+            return False
+        if read and messages[start + read - 1] is not self.tail:
+            return False
+        return not any(isinstance(m, HumanMessage) for m in messages[start + read :])
 
 
 class ToolsCondition:
@@ -145,44 +179,95 @@ class ToolsCondition:
         self.messages_key = messages_key
         self._options = options
         self._answer_node: str | None = None
-        self._after_tools = False
+        self._model_node: str | None = None
+        self._wrapped = False
         self._replays: OrderedDict[int, _Replay] = OrderedDict()
+        self._last: _Replay | None = None
+        """The replay used last (most routings go on with the same run)."""
         self._lock = threading.Lock()
 
     def __call__(self, state: Any) -> Literal["tools", "__end__"]:
         """``"tools"`` while the last model message has tool calls and nothing stops the run.
 
         After a stop that calls for an answer, the `final_answer` node's name, if the
-        graph has one.
+        graph has one; after a reply that is not an answer (empty, cut at the token
+        limit), the model node's, when `after_tools` named it.
         """
         messages = self._messages(state)
         if not messages:
             raise ValueError(f"no messages found in the state's {self.messages_key!r}")
+        with self._lock:
+            replay = self._replay(messages)
+        driver = replay.driver
+        if driver.stop is not None:
+            return self._end(driver)  # type: ignore[return-value]  # the answer node, if any
         last = messages[-1]
         if not isinstance(last, AIMessage) or not last.tool_calls:
+            if replay.going_on and self._model_node is not None:
+                return self._model_node  # type: ignore[return-value]  # asked again
             return "__end__"
-        with self._lock:
-            driver = self._replay(messages).driver
-        if driver.stop is None:
-            return "tools"
-        return self._end(driver)  # type: ignore[return-value]  # the answer node, if any
+        return "tools"
 
     def after_tools(self, model_node: str) -> Callable[[Any], str]:
         """A routing function for the tool node's edge back to ``model_node``.
 
         With it, a stop that a batch's results call for (a hand-off, a tool-error
         streak, a limit) ends the run right after the batch, before the next model
-        request, as in convergent's loop; the route alone stops one request later.
-        Use it in place of ``builder.add_edge("tools", model_node)``.
+        request, as in convergent's loop (the route alone stops one request later); the
+        time of each model request is known, so only time outside them counts between
+        polls; and a reply that is not an answer (empty, cut at the token limit) goes
+        back to ``model_node`` for more, as the loop asks for it. Use it in place of
+        ``builder.add_edge("tools", model_node)``.
         """
-        self._after_tools = True
+        self._model_node = model_node
 
         def route_results(state: Any) -> str:
             with self._lock:
                 replay = self._replay(self._messages(state))
-            return model_node if replay.driver.stop is None else self._end(replay.driver)
+                driver = replay.driver
+                if driver.stop is not None:
+                    return self._end(driver)
+                driver.start_request()
+                replay.requesting = True
+            return model_node
 
         return route_results
+
+    @property
+    def wrap_tool_call(self) -> Callable[..., Any]:
+        """The tool node's ``wrap_tool_call``, for this route's runs.
+
+        Besides turning a tool's exception into a failure the model reads (as the
+        module's `wrap_tool_call`), it holds back the calls a tool-call cap refuses:
+        they get the loop's "not run" result, and the calls before them run. Without
+        it, a batch that a cap cuts does not run at all.
+        """
+        self._wrapped = True
+        return self._wrap_sync
+
+    @property
+    def awrap_tool_call(self) -> Callable[..., Any]:
+        """The tool node's ``awrap_tool_call``, for this route's runs (see `wrap_tool_call`)."""
+        self._wrapped = True
+        return self._wrap_async
+
+    def _wrap_sync(self, request: ToolCallRequest, handler: Callable[..., Any]) -> Any:
+        held = self._held(request)
+        return held if held is not None else wrap_tool_call(request, handler)
+
+    async def _wrap_async(self, request: ToolCallRequest, handler: Callable[..., Any]) -> Any:
+        held = self._held(request)
+        return held if held is not None else await awrap_tool_call(request, handler)
+
+    def _held(self, request: ToolCallRequest) -> ToolMessage | None:
+        """The result of a call the review held back, instead of running it; else None."""
+        call = request.tool_call
+        with self._lock:
+            replay = self._found(self._messages(request.state))
+            text = replay.held.get(call["id"] or "") if replay is not None else None
+        if text is None:
+            return None
+        return ToolMessage(text, tool_call_id=call["id"] or "", name=call["name"], status="error")
 
     def _end(self, driver: CycleDriver) -> str:
         """Where a stopped run goes: the answer node if one is due and the graph has it."""
@@ -232,13 +317,17 @@ class ToolsCondition:
         return RunnableLambda(answer, afunc=aanswer, name=name)
 
     def report(self, state: Any) -> StopReport:
-        """How the run in ``state`` ended (its state at the end of the graph's run)."""
+        """How the run in ``state`` ended (its state at the end of the graph's run).
+
+        Raises:
+            ValueError: If the run in ``state`` has not stopped.
+        """
         messages = self._messages(state)
-        run = _run_of(messages)
-        replay = _Replay(self._driver())
-        _read(replay, run, early=not self._after_tools)
+        with self._lock:
+            replay = self._replay(messages)
         if replay.driver.stop is None:
             raise ValueError("the run in this state has not stopped")
+        run = messages[replay.start :]
         said = [message for message in run if not _is_after_stop(message)]
         return replay.driver.report(last_text(said), replay.final)
 
@@ -281,17 +370,28 @@ class ToolsCondition:
         found = getattr(state, self.messages_key, [])
         return found
 
+    def _found(self, messages: Sequence[BaseMessage]) -> _Replay | None:
+        """The replay of the run ``messages`` go on with, if one is kept."""
+        last = self._last
+        if last is not None and last.continued_by(messages):
+            return last
+        start = _start_of(messages)
+        replay = self._replays.get(id(messages[start])) if messages else None
+        return replay if replay is not None and replay.continued_by(messages) else None
+
     def _replay(self, messages: Sequence[BaseMessage]) -> _Replay:
         """The run's replay, read up to the end of ``messages``."""
-        run = _run_of(messages)
-        key = id(run[0]) if run else 0
-        replay = self._replays.pop(key, None)
-        if replay is None or replay.read > len(run) or run[replay.read - 1] is not replay.tail:
-            replay = _Replay(self._driver())
-        self._replays[key] = replay
-        while len(self._replays) > _REPLAYS_KEPT:
-            self._replays.popitem(last=False)
-        _read(replay, run, early=not self._after_tools)
+        replay = self._found(messages)
+        if replay is None:
+            start = _start_of(messages)
+            first = messages[start] if messages else None
+            replay = _Replay(self._driver(), start, first)
+            self._replays.pop(id(first), None)
+            self._replays[id(first)] = replay
+            while len(self._replays) > _REPLAYS_KEPT:
+                self._replays.popitem(last=False)
+        self._last = replay
+        _read(replay, messages, early=self._model_node is None, wrapped=self._wrapped)
         return replay
 
 
@@ -325,25 +425,31 @@ def _is_after_stop(message: BaseMessage) -> bool:
     return isinstance(message, AIMessage) and bool(message.response_metadata.get(_AFTER_STOP))
 
 
-def _run_of(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
-    """The run's part of the conversation: from its last human message on."""
+def _start_of(messages: Sequence[BaseMessage]) -> int:
+    """Where the run's part of the conversation starts: its last human message (or 0)."""
     for position in range(len(messages) - 1, -1, -1):
         if isinstance(messages[position], HumanMessage):
-            return messages[position:]
-    return messages
+            return position
+    return 0
 
 
-def _read(replay: _Replay, run: Sequence[BaseMessage], *, early: bool = True) -> None:
+def _read(
+    replay: _Replay, messages: Sequence[BaseMessage], *, early: bool = True, wrapped: bool = False
+) -> None:
     """Feed the driver the run's messages it has not read, in the loop's order.
 
     Every model message counts as a request, also one made after the stop was due:
-    the graph made it. The answer after the stop is not a request of the run's. A
-    batch's step ends once each of its calls has a result. With ``early``, a limit is
-    checked before the batch runs: the route alone sees no result before the next
-    request, and a limit reached now still holds then.
+    the graph made it; one whose start the tools' edge did not see took no time. The
+    answer after the stop is not a request of the run's. A batch's step ends once each
+    of its calls has a result. With ``early`` (no tools' edge: the model node is not
+    known), a limit is checked before the batch runs: the route alone sees no result
+    before the next request, and a limit reached now still holds then; and a reply that
+    is not an answer ends the run, since the model cannot be asked again. Calls a cap
+    refuses are held back by the route's tool wrappers (``wrapped``); without them, a
+    batch a cap cuts does not run.
     """
     driver = replay.driver
-    for message in run[replay.read :]:
+    for message in messages[replay.start + replay.read :]:
         replay.read += 1
         replay.tail = message
         if isinstance(message, ToolMessage):
@@ -358,24 +464,41 @@ def _read(replay: _Replay, run: Sequence[BaseMessage], *, early: bool = True) ->
         if replay.batch:  # a call without a result: the step ends anyway
             replay.batch = {}
             _end_step(driver)
-        elif driver.stop is None:
+        elif driver.stop is None and not replay.requesting:
             driver.before_request()
-        driver.requested(usage_of(message))
-        if driver.stop is not None:
-            continue
-        if not message.tool_calls:
-            driver.answered(message.text, finish_reason_of(message))
-            continue
-        calls = to_tool_calls(message)
-        if isinstance(driver.review(calls).decision, Stop):
-            continue
-        replay.batch = {call.id: call for call in calls}
-        if early:
-            driver.before_request()
+        if not replay.requesting:
+            driver.start_request()
+        replay.requesting = replay.going_on = False
+        driver.responded(usage_of(message))
+        if driver.stop is None:
+            _read_reply(replay, message, early=early, wrapped=wrapped)
+
+
+def _read_reply(replay: _Replay, message: AIMessage, *, early: bool, wrapped: bool) -> None:
+    """A model reply of a run that goes on: an answer judged, or its calls reviewed."""
+    driver = replay.driver
+    if not message.tool_calls:
+        decision = driver.answered(message.text, finish_reason_of(message), continues=not early)
+        replay.going_on = not isinstance(decision, Stop)
+        return
+    calls = to_tool_calls(message)
+    review = driver.review(calls)
+    if isinstance(review.decision, Stop):
+        return
+    replay.held = {calls[n].id: text for n, text in review.skipped.items()}
+    if replay.held and not wrapped:  # nothing can hold the refused calls back
+        driver.end_step()
+        return
+    replay.batch = {call.id: call for n, call in enumerate(calls) if n not in review.skipped}
+    if not replay.batch:  # every call held back: the step ends without results
+        _end_step(driver)
+    elif early:
+        driver.before_request()
 
 
 def _read_result(replay: _Replay, message: ToolMessage) -> None:
     """A call's result; the last of its batch ends the step."""
+    replay.held.pop(message.tool_call_id, None)
     call = replay.batch.pop(message.tool_call_id, None)
     driver = replay.driver
     if call is None or driver.stop is not None:

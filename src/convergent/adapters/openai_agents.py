@@ -50,12 +50,18 @@ from agents import (
 from agents.agent_output import AgentOutputSchemaBase
 from agents.exceptions import AgentsException, MaxTurnsExceeded, ModelBehaviorError
 from agents.items import ModelResponse, TResponseInputItem
+from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 from agents.run_config import CallModelData, ModelInputData, ToolErrorFormatterArgs
 from agents.run_error_handlers import RunErrorHandlerInput, RunErrorHandlerResult
 from agents.tool import FunctionToolResult
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputRefusal,
+)
 
 from convergent._json import UnusableJson, load_json
+from convergent.adapters import PolicyAdapted
 from convergent.adapters._policy import settled, told
 from convergent.driver import (
     CycleDriver,
@@ -64,13 +70,28 @@ from convergent.driver import (
     StopReport,
     failure_result,
 )
-from convergent.exceptions import UserError
+from convergent.exceptions import ConvergentError, UserError
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.stop import Facts, LimitReached, Nudge, Stop, StopReason, decide
+from convergent.stop import Facts, LimitReached, Nudge, Stop, StopReason
 
-__all__ = ["ConvergedRun", "Convergence", "run", "run_sync"]
+__all__ = ["ConvergedRun", "Convergence", "StoppedBeforeRequest", "run", "run_sync"]
+
+
+class StoppedBeforeRequest(ConvergentError):  # noqa: N818  (a stop, not a failure)
+    """The run stopped before a model request that no hook of the SDK could end it at.
+
+    A batch whose every call names a tool the agent lacks never reaches the agent's
+    ``tool_use_behavior``: its step is judged before the next request, and a stop there
+    ends `Runner.run` with this. `run` catches it and ends the run as any other stop;
+    wired by hand, pass it to `Convergence.finish_stopped`.
+    """
+
+    def __init__(self, history: list[TResponseInputItem]) -> None:
+        super().__init__("the run stopped before its next model request")
+        self.history = history
+        """The conversation so far, for the request for the answer after the stop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +168,8 @@ class Convergence:
         self._calls: dict[str, ToolCall] = {}
         self._skipped: dict[str, str] = {}
         self._outcomes: dict[str, tuple[CallOutcome, bool]] = {}
+        self._invalid: dict[str, str] = {}
+        """What the SDK told the model of each call of a tool the agent lacks."""
         self._notes: list[str] = []
         self._base_config: RunConfig | None = None
         self._last_text = ""
@@ -165,7 +188,20 @@ class Convergence:
         return 10**9 if cycles is None else max(cycles - self.driver.cycles, 0) + 1
 
     def agent(self, agent: Agent[Any]) -> Agent[Any]:
-        """A copy of ``agent`` whose tools are guarded and whose batches are judged."""
+        """A copy of ``agent`` whose tools are guarded and whose batches are judged.
+
+        The SDK's Chat Completions model drops the provider's finish reason: for such an
+        agent a reply cut at the token limit cannot be told from an answer, which is said
+        once with a `PolicyAdapted` warning.
+        """
+        if isinstance(agent.model, OpenAIChatCompletionsModel):
+            warnings.warn(
+                "the Agents SDK's Chat Completions model drops the finish reason: a reply "
+                "cut at the output token limit is taken for an answer (use the Responses "
+                "API's model to have it continued)",
+                PolicyAdapted,
+                stacklevel=2,
+            )
         tools = [
             dataclasses.replace(
                 tool, tool_input_guardrails=[*(tool.tool_input_guardrails or ()), self._guardrail]
@@ -185,6 +221,8 @@ class Convergence:
             base,
             tool_error_formatter=self._format_error,
             call_model_input_filter=self._filter_input,
+            # a call of a tool the agent lacks is the model's mistake, as in the loop
+            tool_not_found_behavior="return_error_to_model",
         )
 
     # -- model requests -----------------------------------------------------------------
@@ -201,17 +239,11 @@ class Convergence:
             )
         self._input = list(input_items)
         self.feedback = self._resume = None  # the SDK asks again itself (no typed answer)
+        self.driver.start_request()
 
     def _responded(self, response: ModelResponse) -> None:
         driver = self.driver
-        usage = response.usage
-        driver.requested(
-            Usage(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                requests=max(usage.requests, 1),
-            )
-        )
+        driver.responded(_usage(response))
         self._response = response
         calls = [item for item in response.output if isinstance(item, ResponseFunctionToolCall)]
         text = _text_of(response)
@@ -225,6 +257,9 @@ class Convergence:
         self._skipped = {converted[position].id: text for position, text in review.skipped.items()}
 
     async def _filter_input(self, data: CallModelData[Any]) -> ModelInputData:
+        if self._calls:  # a batch the SDK judged no result of (every call was unknown)
+            if self._close_step({}):
+                raise StoppedBeforeRequest(list(data.model_data.input))
         notes, self._notes = self._notes, []
         note = self.driver.budget_note()
         if note is not None:
@@ -251,35 +286,49 @@ class Convergence:
             return text
         if args.kind == "tool_not_found":  # the model's mistake, as in convergent's loop
             self._outcomes[args.call_id] = (CallOutcome.INVALID, False)
+            self._invalid[args.call_id] = args.default_message
         return None
 
     async def _tool_use_behavior(
         self, context: RunContextWrapper[Any], results: list[FunctionToolResult]
     ) -> ToolsToFinalOutputResult:
-        driver = self.driver
         outputs: list[TResponseInputItem] = []
+        texts: dict[str, str] = {}
         for result in results:
             item = result.run_item
             if item is None:
                 continue
             outputs.append(item.to_input_item())
             call_id = str(getattr(item.raw_item, "call_id", None) or _get(item.raw_item, "call_id"))
-            call = self._calls.get(call_id)
-            if call is None or call_id in self._skipped:
+            texts[call_id] = str(result.output)
+        if not self._close_step(texts):
+            return ToolsToFinalOutputResult(is_final_output=False)
+        response = self._response.to_input_items() if self._response is not None else []
+        output = await self._finish([*self._input, *response, *outputs])
+        return ToolsToFinalOutputResult(is_final_output=True, final_output=output)
+
+    def _close_step(self, texts: dict[str, str]) -> bool:
+        """The batch's calls, in call order, then its step and the limits; whether it stopped.
+
+        ``texts`` are the results of the calls that ran, by call id; a call of a tool the
+        agent lacks has none (the SDK answered it itself).
+        """
+        driver = self.driver
+        for call_id, call in self._calls.items():
+            if call_id in self._skipped:
                 continue
             outcome, fatal = self._outcomes.get(call_id, _RAN)
-            driver.observe(call, outcome, str(result.output), fatal=fatal)
-        self._skipped, self._outcomes = {}, {}
+            text = texts.get(call_id, self._invalid.get(call_id))
+            if text is None:
+                continue  # no result came back for it: it did not run
+            driver.observe(call, outcome, text, fatal=fatal)
+        self._calls, self._skipped, self._outcomes, self._invalid = {}, {}, {}, {}
         decision = driver.end_step()
         if isinstance(decision, Nudge):
             self._notes.append(decision.note)
         if driver.stop is None:
             driver.before_request()
-        if driver.stop is None:
-            return ToolsToFinalOutputResult(is_final_output=False)
-        response = self._response.to_input_items() if self._response is not None else []
-        output = await self._finish([*self._input, *response, *outputs])
-        return ToolsToFinalOutputResult(is_final_output=True, final_output=output)
+        return driver.stop is not None
 
     # -- answers ------------------------------------------------------------------------
 
@@ -298,17 +347,28 @@ class Convergence:
         """
         if self.report is not None:
             return self.report
-        text = self._last_text if self._response is None else _text_of(self._response)
-        decision = await self.driver.answered_async(text)
+        response = self._response
+        text = self._last_text if response is None else _text_of(response)
+        finish = None if response is None else _finish_of(response)
+        decision = await self.driver.answered_async(text, finish)
         feedback = told(decision)
         if feedback is not None:
             self.feedback = feedback
             self._resume = result.to_input_list()
             return None
         if isinstance(decision, Stop) and decision.reason is StopReason.COMPLETED:
-            self.report = self.driver.report(text)
+            self.report = self.driver.report(self.driver.answer or text)
             return self.report
         await self._finish(result.to_input_list())
+        return self.report
+
+    async def finish_stopped(self, stopped: StoppedBeforeRequest) -> StopReport:
+        """End a run that `Runner.run` left with `StoppedBeforeRequest`: its report.
+
+        The answer after the stop is asked for as after any other stop.
+        """
+        await self._finish(stopped.history)
+        assert self.report is not None
         return self.report
 
     def _continuation(self) -> list[TResponseInputItem] | None:
@@ -325,7 +385,9 @@ class Convergence:
         assert report is not None
         agent = self._agent
         if report.reason is StopReason.COMPLETED and result is not None:
-            output = result.final_output
+            # a text agent's answer is the report's: the parts of a reply cut short, joined
+            plain = agent is None or _plain(agent)
+            output = report.output if plain else result.final_output
         else:
             output = report.output if agent is None or _plain(agent) else None
         return ConvergedRun(result, report, output)
@@ -369,24 +431,14 @@ class Convergence:
             return None  # no answer is better than a crash: the run keeps its last text
         self._final = result
         for response in result.raw_responses:
-            usage = response.usage
-            self.driver.add_usage(
-                Usage(
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    requests=max(usage.requests, 1),
-                )
-            )
+            self.driver.add_usage(_usage(response))
         return str(result.final_output) if result.final_output is not None else None
 
     async def _on_max_turns(self, data: RunErrorHandlerInput[Any]) -> RunErrorHandlerResult | None:
         driver = self.driver
-        if driver.stop is None:
-            maximum = data.error.args[0] if data.error.args else ""
+        if driver.stop is None:  # the SDK's own turn limit, past the cycles convergent allows
             limit = LimitReached(limit="max_cycles", used=driver.cycles, maximum=driver.cycles)
-            decision = decide(Facts(limit=limit))
-            assert isinstance(decision, Stop)
-            driver.stop = Stop(decision.reason, f"the SDK's turn limit: {maximum}")
+            driver.host_stop(Facts(limit=limit))
         output = await self._finish(data.run_data.history)
         # the SDK holds a handler's output to a typed agent's type: a typed agent keeps the error
         return RunErrorHandlerResult(final_output=output) if output is not None else None
@@ -458,6 +510,9 @@ async def run(
             if convergence.report is None:  # the SDK's own limit, not one convergent set
                 raise
             return convergence._converged(convergence._final)
+        except StoppedBeforeRequest as stopped:
+            await convergence.finish_stopped(stopped)
+            return convergence._converged(convergence._final or last)
         except ModelBehaviorError:
             if convergence._resume is None:  # not an answer the adapter judged
                 raise
@@ -532,6 +587,31 @@ def _tool_call(item: ResponseFunctionToolCall) -> ToolCall:
     if not isinstance(arguments, dict):
         arguments = {"value": arguments}
     return ToolCall(id=item.call_id, name=item.name, arguments=arguments)
+
+
+def _usage(response: ModelResponse) -> Usage:
+    """A response's usage, as convergent counts it (one request at least)."""
+    usage = response.usage
+    return Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        requests=max(usage.requests, 1),
+    )
+
+
+def _finish_of(response: ModelResponse) -> str | None:
+    """Why the model stopped, as far as the response says: cut short, refused, or None.
+
+    The Responses API marks a message cut at the output token limit ``incomplete``; a
+    refusal comes as its own content part.
+    """
+    for item in response.output:
+        if isinstance(item, ResponseOutputMessage):
+            if item.status == "incomplete":
+                return "length"
+            if any(isinstance(part, ResponseOutputRefusal) for part in item.content):
+                return "refusal"
+    return None
 
 
 def _text_of(response: ModelResponse) -> str:

@@ -66,7 +66,7 @@ from convergent.exceptions import UserError
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.models._prices import PriceLike, priced_for_limit
-from convergent.stop import Facts, Nudge, Stop, StopReason, decide
+from convergent.stop import Facts, Nudge, Stall, Stop, StopReason
 
 __all__ = ["Convergence"]
 
@@ -140,10 +140,14 @@ class _RunConvergence(Convergence):
         self.last_text = ""
         self.answer: str | None = None
         """The latest response's answer, until the host has judged it."""
+        self.reply = ""
+        """The latest answer's own text (without the earlier parts of a reply cut short)."""
         self.output_tools: frozenset[str] = frozenset()
         """The names of the host's output tools (a typed answer comes as a call of one)."""
         self.words = True
         """Whether an answer in words is a valid output of the agent (its type allows text)."""
+        self.offered: tuple[str, ...] = ()
+        """The names of the tools the driver was last told of."""
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
         return self
@@ -183,10 +187,13 @@ class _RunConvergence(Convergence):
         self.answer = None
         driver = self.driver
         decision = driver.judge_answer(None, output_errors=str(error))
-        if not isinstance(decision, Stop):
-            driver.stop = Stop(
-                StopReason.STALLED, f"the answer was rejected until PydanticAI gave up: {error}"
+        if not isinstance(decision, Stop):  # the host's cap came before convergent's
+            rejected = Stall(
+                what=f"the answer ({error}; PydanticAI gave up)",
+                times=driver.monitor.state.rejections,
+                kind="rejected",
             )
+            driver.host_stop(Facts(stall=rejected))
         return ModelRequestNode(ModelRequest(parts=[]))
 
     async def _after_answer(self, result: Any) -> Any:
@@ -200,7 +207,11 @@ class _RunConvergence(Convergence):
             if feedback is not None:
                 return ModelRequestNode(ModelRequest(parts=[UserPromptPart(feedback)]))
             if isinstance(decision, Stop) and decision.reason is StopReason.COMPLETED:
-                self._remember(driver.report(driver.answer or answer))
+                joined = driver.answer or answer
+                self._remember(driver.report(joined))
+                if joined != self.reply and result.data.output == self.reply:
+                    # the host's output is the last part of a reply cut short: all of it
+                    return End(dataclasses.replace(result.data, output=joined))
                 return result
             return ModelRequestNode(ModelRequest(parts=[]))  # a stop: the final request
         if isinstance(result, ModelRequestNode):  # the host asks again, with its own why
@@ -219,9 +230,8 @@ class _RunConvergence(Convergence):
         output = getattr(result.data, "output", None)
         if isinstance(output, DeferredToolRequests):
             names = ", ".join(call.tool_name for call in [*output.calls, *output.approvals])
-            decision = decide(Facts(needs_user=f"calls wait for their result or approval: {names}"))
-            assert isinstance(decision, Stop)
-            self.driver.stop = decision
+            waiting = f"calls wait for their result or approval: {names}"
+            self.driver.host_stop(Facts(needs_user=waiting))
             self._remember(self.driver.report(self.last_text))
 
     def _before_request(self, ctx: RunContext[Any], node: Any) -> Any:
@@ -265,14 +275,24 @@ class _RunConvergence(Convergence):
         if self.final is not None:
             driver.add_usage(_usage(response))
             return self._end(driver.report(self.last_text, text))
-        driver.requested(_usage(response))
+        driver.responded(_usage(response))
         if text.strip():
             self.last_text = text
         calls = [part for part in response.tool_calls if part.tool_name not in self.output_tools]
         if not calls:  # an answer: the host judges it first (its type, its retries)
             typed = [part for part in response.tool_calls if part.tool_name in self.output_tools]
-            self.answer = typed[0].args_as_json_str() if typed else text
-            return None
+            if typed:
+                self.answer = typed[0].args_as_json_str()
+                return None
+            self.reply = text
+            unfinished = driver.unfinished(text, response.finish_reason)
+            if unfinished is None:
+                self.answer = driver.answer or text  # the parts of a reply cut short, joined
+                return None
+            if isinstance(unfinished, Stop):  # asked to go on often enough
+                return self._end(driver.report(self.last_text))
+            told_to = told(unfinished) or ""  # empty, cut or refused: the model goes on
+            return ModelRequestNode(ModelRequest(parts=[UserPromptPart(told_to)]))
         self.calls = [_tool_call(part) for part in calls]
         review = driver.review(self.calls)
         self.skipped = {self.calls[position].id: note for position, note in review.skipped.items()}
@@ -309,6 +329,8 @@ class _RunConvergence(Convergence):
         parameters = request_context.model_request_parameters
         final = self.final
         if final is None:
+            self._offer(parameters.function_tools)
+            self.driver.start_request()
             self.output_tools = frozenset(tool.name for tool in parameters.output_tools)
             self.words = parameters.output_mode == "text" or (
                 parameters.output_mode == "tool" and parameters.allow_text_output
@@ -327,6 +349,24 @@ class _RunConvergence(Convergence):
             settings = ModelSettings(**(settings or {}), max_tokens=final.max_tokens)
         return dataclasses.replace(
             request_context, model_request_parameters=parameters, model_settings=settings
+        )
+
+    def _offer(self, tools: list[ToolDefinition]) -> None:
+        """Tell the driver the agent's tools, with their effects, when they change.
+
+        A tool's flag is the caller's (``tools``), else its MCP annotations (an MCP
+        server's tools carry them in their metadata), else unknown.
+        """
+        names = tuple(tool.name for tool in tools)
+        if names == self.offered:
+            return
+        self.offered = names
+        given = self.parent._options.get("tools") or {}
+        self.driver.offers(
+            {
+                tool.name: given[tool.name] if tool.name in given else _effect(tool.metadata)
+                for tool in tools
+            }
         )
 
     async def wrap_tool_execute(
@@ -357,6 +397,16 @@ class _RunConvergence(Convergence):
 
 _REJECTED: tuple[CallOutcome, str, bool] = (CallOutcome.INVALID, "", False)
 """How a call ended that no tool wrapper saw: the host rejected it before it ran."""
+
+
+def _effect(metadata: dict[str, Any] | None) -> bool | None:
+    """A tool's ``read_only`` flag from the MCP annotations in its metadata, if any."""
+    annotations = (metadata or {}).get("annotations") or {}
+    if annotations.get("readOnlyHint"):
+        return True
+    if annotations.get("destructiveHint"):
+        return False
+    return None
 
 
 def _feedback(request: ModelRequest) -> str:

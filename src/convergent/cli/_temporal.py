@@ -468,14 +468,30 @@ def resume_run(
 
 
 def steer_run(address: str, task_queue: str, db: Path, run_id: str, kind: str, text: str) -> None:
-    """``steer --temporal``: send the command as a signal."""
+    """``steer --temporal``: send the command as a signal; a stop is seen through.
 
-    async def work() -> None:
+    A stop says what became of the run: stopped; stopped by terminating its workflow,
+    when no worker could take the stop; or asked, while a worker finishes a call first.
+    """
+
+    async def work() -> str:
         runner = await connect_runner(address, task_queue, db)
-        await runner.run(run_id).steer(kind, text)
+        run = runner.run(run_id)
+        if kind != "stop":
+            await run.steer(kind, text)
+            return f"sent {kind} to {run_id}"
+        match await run.stop():
+            case "stopped":
+                return f"stopped {run_id}"
+            case "terminated":
+                return (
+                    f"stopped {run_id}: no worker could take the stop, so its workflow "
+                    "was terminated"
+                )
+            case _:
+                return f"asked {run_id} to stop; it stops once the work in flight ends"
 
-    _sync(work)
-    print(f"sent {kind} to {run_id}")
+    print(_sync(work))
 
 
 def list_runs(address: str, task_queue: str, db: Path, limit: int, json_output: bool) -> None:

@@ -28,6 +28,13 @@ blocks at ``control.hook.max_consecutive_blocks`` and at Claude Code's own cap
 (``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP``), and malformed or empty stdin, a missing,
 unreadable or locked state file, or any internal error all allow the stop with a
 message on stderr. It never exits 2, which Claude Code would read as "block".
+
+The ``PreToolUse`` gate fails closed instead: a call runs only when the hook can tell
+that the work goes on (or there is no state file). With a locked state file it reads
+the file without the lock (writes replace it whole, so a read is never torn); with a
+state file it cannot read, stdin it cannot read (the state file is then looked for in
+the hook's own working directory, where Claude Code runs it), or an internal error,
+the call is denied, saying why.
 """
 
 from __future__ import annotations
@@ -70,7 +77,7 @@ from convergent.coordinator.state import (
     WorkflowState,
     WorkflowStatus,
 )
-from convergent.coordinator.store import DEFAULT_STATE_FILE, StateStore
+from convergent.coordinator.store import DEFAULT_STATE_FILE, StateStore, read_state_file
 from convergent.exceptions import UserError
 from convergent.stop import StopReason
 
@@ -414,6 +421,48 @@ def _remember(state: WorkflowState, event: HookEvent, answer: HookAnswer) -> Non
     )
 
 
+def _letting(event: HookEvent) -> str:
+    """What the hook lets happen when it has nothing to decide, in words for its event."""
+    if event is HookEvent.PRE_TOOL_USE:
+        return "letting the tool call run"
+    if event is HookEvent.POST_TOOL_USE:
+        return "saying nothing after the tool call"
+    return "allowing the stop"
+
+
+def _deny_unsure(why: str) -> HookAnswer:
+    """PreToolUse when the hook cannot tell whether the work was stopped: the call waits."""
+    reason = _clip(
+        f"{_PREFIX}: this tool call is not run: {why}, so whether the work was stopped "
+        "cannot be told. Report the problem to the user instead of calling tools."
+    )
+    answer = _deny(reason)
+    return HookAnswer(
+        answer.action, answer.output, _clip(f"{_PREFIX} hook: {why}; the tool call is denied")
+    )
+
+
+def _gate_unsure(payload: HookInput, state: str | None, why: str) -> HookAnswer:
+    """PreToolUse without its usual way to the state (stdin, the lock): read it as it is.
+
+    The call runs when there is no state file, or the file says the work goes on; it is
+    denied when the file says the work ended, or cannot be read.
+    """
+    path = state_path_for(payload, state)
+    if not path.is_file():
+        return _allow(f"{why}; no state file at {path}; letting the tool call run")
+    try:
+        current = read_state_file(path)
+    except StateFileError as exc:
+        return _deny_unsure(f"{why}, and {exc}")
+    stop = _work_ended(current)
+    if stop is None:
+        return _allow(f"{why}; the work goes on, letting the tool call run")
+    answer = _deny(_halt_reason(current, stop))
+    message = _clip(f"{_PREFIX} hook: {why}; the work was stopped, the tool call is denied")
+    return HookAnswer(answer.action, answer.output, message)
+
+
 def _verify(store: StateStore) -> list[CheckResult] | None:
     """Run the base case checks outside the lock (they may take a while)."""
     state = store.load()
@@ -443,17 +492,25 @@ def answer_hook(
         environ: The environment Claude Code gave the hook (default ``os.environ``),
             read for `BLOCK_CAP_VARIABLE`.
     """
+    gate = event is HookEvent.PRE_TOOL_USE
     try:
         payload = parse_hook_input(raw_input)
     except HookInputError as exc:
-        return _allow(f"{exc}; allowing the stop", notify=f"hook input unusable ({exc})")
+        if gate:
+            return _gate_unsure(HookInput(), state, f"the hook's input is unusable ({exc})")
+        return _allow(f"{exc}; {_letting(event)}", notify=f"hook input unusable ({exc})")
     claude_cap = claude_code_block_cap(os.environ if environ is None else environ)
     try:
         answer = _answer_from_file(event, payload, state, verify, verifier, claude_cap)
     except StateFileError as exc:
-        return _allow(f"{exc}; allowing the stop", notify=f"state file unusable: {exc}")
+        if gate:
+            return _gate_unsure(payload, state, f"the state file is unusable ({exc})")
+        return _allow(f"{exc}; {_letting(event)}", notify=f"state file unusable: {exc}")
     except Exception as exc:  # a hook must never trap the agent, whatever went wrong
-        return _allow(f"internal error ({type(exc).__name__}: {exc}); allowing the stop")
+        error = f"internal error ({type(exc).__name__}: {exc})"
+        if gate:
+            return _deny_unsure(error)
+        return _allow(f"{error}; {_letting(event)}")
     if payload.hook_event_name and payload.hook_event_name != event.value:
         note = f"hook_event_name is {payload.hook_event_name!r} but installed as {event}"
         message = f"{answer.message}; {note}" if answer.message else f"{_PREFIX} hook: {note}"
@@ -471,7 +528,7 @@ def _answer_from_file(
 ) -> HookAnswer:
     store = StateStore(state_path_for(payload, state), lock_timeout=HOOK_LOCK_TIMEOUT)
     if not store.exists():
-        return _allow(f"no state file at {store.path}; allowing the stop")
+        return _allow(f"no state file at {store.path}; {_letting(event)}")
     if event in (HookEvent.PRE_TOOL_USE, HookEvent.POST_TOOL_USE):
         if _work_ended(store.load()) is None:
             return HookAnswer(HookAction.ALLOW)  # the common case: read only, nothing written

@@ -137,9 +137,9 @@ async def _earlier_child(run_id: str) -> dict[str, Any]:
     return done
 
 
-def spend_details(usage: Usage, cycles: int) -> dict[str, Any]:
+def spend_details(usage: Usage, cycles: int, tool_calls: int = 0) -> dict[str, Any]:
     """What a run spent, as the details of the failure that ends it (see `_failed`)."""
-    return {"usage": dataclasses.asdict(usage), "cycles": cycles}
+    return {"usage": dataclasses.asdict(usage), "cycles": cycles, "tool_calls": tool_calls}
 
 
 def _failed(exc: ChildWorkflowError | ActivityError) -> ToolError | ChildSpent:
@@ -154,12 +154,13 @@ def _failed(exc: ChildWorkflowError | ActivityError) -> ToolError | ChildSpent:
     error = ToolError(f"the agent's run failed: {message}")
     if spent is None:
         return error
-    usage, cycles = spent
-    return ChildSpent(usage, cycles, error)
+    usage, cycles, tool_calls = spent
+    return ChildSpent(usage, cycles, error, tool_calls)
 
 
-def _spent(details: Sequence[Any]) -> tuple[Usage, int] | None:
+def _spent(details: Sequence[Any]) -> tuple[Usage, int, int] | None:
     for detail in details:
         if isinstance(detail, dict) and {"usage", "cycles"} <= detail.keys():
-            return Usage(**detail["usage"]), int(detail["cycles"])
+            calls = int(detail.get("tool_calls", 0))
+            return Usage(**detail["usage"]), int(detail["cycles"]), calls
     return None

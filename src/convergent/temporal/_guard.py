@@ -7,7 +7,8 @@ deaf to ``steer --stop``. Two guards keep that from happening:
 
 - A worker refuses to start on a store that holds none of the payloads of the runs in
   flight on its task queue (each run's memo keeps the claim of the probe its client
-  stored, see `store_probe`): it is not the cluster's store.
+  stored, see `store_probe`), unless a claim names this very store (a store that lost
+  or damaged rows, the probes' among them): it is not the cluster's store.
 - A worker that meets a payload its store cannot read, or a store that cannot keep
   one (a full disk), ends the run it belongs to at once, by terminating its workflow
   with a reason that names the store and what is wrong (details: the failure's type),
@@ -40,7 +41,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from convergent.exceptions import UserError
-from convergent.temporal._store import ENDS_RUN, UNREADABLE, driver_of, read_probe, store_name
+from convergent.temporal._store import (
+    ENDS_RUN,
+    UNREADABLE,
+    driver_of,
+    read_probe,
+    same_store,
+    store_name,
+)
 
 __all__ = ["PROBE_MEMO", "check_store", "worker_client"]
 
@@ -179,6 +187,8 @@ async def check_store(client: Client, task_queue: str, workflow_name: str) -> No
     if not probes:
         return
     driver = driver_of(client)
+    if any(same_store(driver, claim) for _, claim in probes):
+        return  # its own runs: those whose payloads it lost end when a worker meets them
     held = await asyncio.gather(*(_holds(driver, claim) for _, claim in probes))
     if any(held):
         return

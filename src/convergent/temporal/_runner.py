@@ -15,9 +15,9 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
-from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.enums.v1 import PendingWorkflowTaskState, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
@@ -54,7 +54,7 @@ from convergent.temporal._store import (
 from convergent.temporal._worker import DEFAULT_TASK_QUEUE
 from convergent.temporal._workflow import WORKFLOW_NAME
 
-__all__ = ["RunInfo", "TemporalRun", "TemporalRunner", "check_address", "connect"]
+__all__ = ["STOP_WAIT", "RunInfo", "TemporalRun", "TemporalRunner", "check_address", "connect"]
 
 NO_EVENTS = 2**31 - 1
 """A ``progress`` query's ``after`` beyond any run's events: the counts only."""
@@ -62,6 +62,10 @@ NO_EVENTS = 2**31 - 1
 _ADDRESS = re.compile(
     r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?):(?P<port>[0-9]+)"
 )
+
+STOP_WAIT = 10.0
+"""Seconds `TemporalRun.stop` waits for a run to take its stop."""
+_STOP_POLL = 0.25
 
 _USER_ERRORS = frozenset({USER_ERROR, *ENDS_RUN, ToolDefinitionError.__name__})
 """Failure types of a run that ended on a caller's mistake or a payload its workers could
@@ -199,6 +203,67 @@ class TemporalRun:
         _check_item("the steering message", text)
         await self._signal("steer", kind, text)
 
+    async def stop(self, *, wait: float = STOP_WAIT) -> Literal["stopped", "terminated", "asked"]:
+        """Ask the run to stop, and see that it does; how it ended, or that it was asked.
+
+        The stop is a ``steer`` signal, which the run takes at its next boundary, when a
+        worker runs it. Within ``wait`` seconds it has ``stopped``; otherwise, when no
+        worker can take it (none polls the run's task queue, or every attempt at its
+        workflow task fails, as with a payload store that is not the cluster's), its
+        workflow is ``terminated`` with the reason; else the stop was ``asked`` (a worker
+        runs the run, and a call in flight finishes first).
+
+        Raises:
+            UserError: For a run that is not running.
+        """
+        await self.steer("stop", "stop requested (convergent steer --stop)")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            description = await self._describe()
+            if description.status != WorkflowExecutionStatus.RUNNING:
+                return "stopped"
+            if loop.time() >= deadline:
+                break
+            await asyncio.sleep(_STOP_POLL)
+        why = await self._stuck(description)
+        if why is None:
+            return "asked"
+        try:
+            await self.handle.terminate(reason=f"stopped, and {why}")
+        except RPCError:  # it ended meanwhile
+            return "stopped"
+        return "terminated"
+
+    async def _describe(self) -> Any:
+        try:
+            return await self.handle.describe()
+        except RPCError as exc:
+            raise UserError(f"no run {self.run_id!r} on the cluster ({exc.message})") from None
+
+    async def _stuck(self, description: Any) -> str | None:
+        """Why no worker took the run's stop, or None when one did.
+
+        A worker that runs the run takes the signal's workflow task at once, even while
+        a call is in flight; one still waiting to be taken, or failing again and again,
+        means no worker can.
+        """
+        raw = description.raw_description
+        if not raw.HasField("pending_workflow_task"):
+            return None
+        pending = raw.pending_workflow_task
+        if pending.attempt > 1:
+            return (
+                f"its workflow task failed {pending.attempt - 1} times (no worker could "
+                "take the stop: one that cannot read the run's payloads?)"
+            )
+        if pending.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
+            return (
+                f"no worker took the stop (none runs task queue {self.runner.task_queue!r}, "
+                "or none can start)"
+            )
+        return None
+
     async def answer(self, text: str) -> None:
         """Answer the question the run waits on.
 
@@ -229,8 +294,10 @@ class TemporalRun:
             cause = exc.cause
             if isinstance(cause, ApplicationError) and cause.type in _USER_ERRORS:
                 raise UserError(cause.message) from None
-            if isinstance(cause, TerminatedError) and ENDS_RUN & set(map(str, cause.details)):
-                raise UserError(cause.message) from None  # its workers could not go on
+            if isinstance(cause, TerminatedError):
+                if ENDS_RUN & set(map(str, cause.details)):
+                    raise UserError(cause.message) from None  # its workers could not go on
+                raise UserError(f"run {self.run_id!r} was terminated: {cause.message}") from None
             raise UserError(f"run {self.run_id!r} failed on the cluster: {cause}") from None
         except ApplicationError as exc:  # this client's store lacks the result
             raise UserError(exc.message) from None

@@ -20,6 +20,7 @@ import hashlib
 import json
 import threading
 import time
+import uuid
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,10 +48,12 @@ __all__ = [
     "PAYLOAD_MISSING",
     "PAYLOAD_UNWRITABLE",
     "UNREADABLE",
+    "STORE_CLAIM",
     "PayloadStore",
     "data_converter",
     "driver_of",
     "read_probe",
+    "same_store",
     "store_name",
     "store_probe",
 ]
@@ -81,6 +84,11 @@ CREATE TABLE IF NOT EXISTS temporal_payloads (
     stored_at REAL NOT NULL
 )
 """
+_IDENTITY = "CREATE TABLE IF NOT EXISTS temporal_store (id TEXT NOT NULL)"
+"""The store's own id, made when its table is: a store that lost payload rows keeps it."""
+
+STORE_CLAIM = "store"
+"""The key, in a probe's claim, of the id of the store the client stored it in."""
 
 
 class PayloadStore(StorageDriver):
@@ -97,6 +105,7 @@ class PayloadStore(StorageDriver):
     def __init__(self, path: str | Path = DEFAULT_DB_PATH) -> None:
         self.path = Path(path)
         self._db: RunStore | None = None
+        self._id = ""
         self._opening = threading.Lock()
 
     def name(self) -> str:
@@ -119,8 +128,24 @@ class PayloadStore(StorageDriver):
                 db = RunStore(self.path)
                 with db.transaction("create the payload table in") as conn:
                     conn.execute(_TABLE)
+                    conn.execute(_IDENTITY)
+                    row = conn.execute("SELECT id FROM temporal_store").fetchone()
+                    if row is None:
+                        row = (uuid.uuid4().hex,)
+                        conn.execute("INSERT INTO temporal_store (id) VALUES (?)", row)
+                self._id = str(row[0])
                 self._db = db
             return self._db
+
+    @property
+    def store_id(self) -> str:
+        """The store's own id: the same for every client and worker on this file.
+
+        Payload rows deleted or damaged leave it as it was: a worker tells this store
+        from another by it, not by the payloads it still holds.
+        """
+        self.open()
+        return self._id
 
     def put(self, payloads: Sequence[Payload]) -> list[str]:
         """Store payloads (each once, however often it is stored); their digests.
@@ -243,10 +268,22 @@ def driver_of(client: Client) -> StorageDriver:
 
 
 async def store_probe(driver: StorageDriver, run_id: str) -> dict[str, str]:
-    """Store a small payload for the workers to read back; the claim to give them."""
+    """Store a small payload for the workers to read back; the claim to give them.
+
+    A `PayloadStore`'s claim also names the store (`STORE_CLAIM`), so that a worker on
+    the same store knows it whatever became of the probe.
+    """
     payload = Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(run_id).encode())
     [claim] = await driver.store(StorageDriverStoreContext(), [payload])
-    return dict(claim.claim_data)
+    data = dict(claim.claim_data)
+    if isinstance(driver, PayloadStore):
+        data[STORE_CLAIM] = await asyncio.to_thread(lambda: driver.store_id)
+    return data
+
+
+def same_store(driver: StorageDriver, claim: dict[str, str]) -> bool:
+    """Whether a probe's claim names ``driver`` as the store it was stored in."""
+    return isinstance(driver, PayloadStore) and claim.get(STORE_CLAIM) == driver.store_id
 
 
 async def read_probe(driver: StorageDriver, claim: dict[str, str]) -> None:

@@ -31,7 +31,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from convergent._agent_tool import nesting, spent_cycles
+    from convergent._agent_tool import nesting, spent_cycles, spent_tool_calls
     from convergent._cycle import RolledOver
     from convergent._executor import ClassifiedOutcome
     from convergent.agent import Agent
@@ -133,6 +133,10 @@ class WorkflowSteering(SteeringQueue):
     async def wait_while_paused(self, poll: float = 0.05) -> None:
         """Return once no pause is in force."""
         await workflow.wait_condition(lambda: not self._paused)
+
+    async def wait_for_stop(self, poll: float = 0.1) -> None:
+        """Return once a stop signal waits to be taken (a workflow condition, no timer)."""
+        await workflow.wait_condition(lambda: self.stopping)
 
 
 class SignalChannel:
@@ -444,7 +448,11 @@ class AgentWorkflow:
     def _failure(self, message: str, kind: str) -> ApplicationError:
         """The failure that ends a run before its stop, with what it had spent."""
         state = self.recorder.state
-        spent = () if state is None else (spend_details(state.usage, spent_cycles(state)),)
+        spent = (
+            ()
+            if state is None
+            else (spend_details(state.usage, spent_cycles(state), spent_tool_calls(state)),)
+        )
         return ApplicationError(message, *spent, type=kind, non_retryable=True)
 
     def _agent(self, spec: AgentSpec, start: RunStart, blueprint: Blueprint) -> Agent:

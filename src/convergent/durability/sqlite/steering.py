@@ -60,6 +60,14 @@ class DatabaseSteering(SteeringQueue):
         """Mark the stored ones among ``commands`` consumed."""
         self.store.consume_steering(c.id for c in commands if c.id is not None)
 
+    async def wait_for_stop(self, poll: float = 0.25) -> None:
+        """Return once a stop waits to be taken, checking the database while waiting."""
+        while True:
+            self.poll()
+            if self.stopping:
+                return
+            await asyncio.sleep(poll)
+
     async def wait_while_paused(self, poll: float = 0.05) -> None:
         """Return once no pause is in force, checking the database while waiting."""
         while self._paused:  # noqa: ASYNC110  (resumed from another process)
