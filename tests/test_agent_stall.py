@@ -175,8 +175,31 @@ async def test_one_payment_sent_again_and_again_stalls() -> None:
     script = [step(call("send_payment", amount=100, to="acct-1"))] * 15 + ["sent"]
     result, _, world = await run(script)
     assert result.stop_reason is StopReason.STALLED
-    assert world.payments == 2  # the third was not sent (a nudge), nor the fourth
+    # undeclared, it runs and is judged on its result: the third gets the note after it,
+    # the fourth is refused (it may be a write)
+    assert world.payments == 3
     assert result.cycles == 4
+
+
+async def test_a_declared_payment_sent_again_is_refused_before_its_third_run() -> None:
+    sent = []
+
+    @tool(read_only=False)
+    def issue_voucher(customer: str, amount: int) -> str:
+        """Issue a voucher.
+
+        Args:
+            customer: Who gets it.
+            amount: How much.
+        """
+        sent.append(amount)
+        return f"voucher V-{len(sent)} of {amount} issued to {customer}"
+
+    script = [step(call("issue_voucher", customer="c1", amount=200))] * 5 + ["done"]
+    result = await Agent(ScriptedModel(script), [issue_voucher]).run("compensate c1")
+    assert result.stop_reason is StopReason.STALLED and result.cycles == 4
+    assert sent == [200, 200]  # the new id each time does not make it new
+    assert "each call does it again" in result.stop_detail
 
 
 async def test_a_two_call_cycle_gets_a_note_then_its_next_call_stops_the_run() -> None:
@@ -191,13 +214,13 @@ async def test_a_two_call_cycle_gets_a_note_then_its_next_call_stops_the_run() -
     model.assert_consumed()
 
 
-async def test_the_same_write_with_checks_between_stalls_at_its_fourth() -> None:
+async def test_the_same_write_with_checks_between_stalls_at_its_third() -> None:
     cycle = [step(call("write", path="a", text="x")), step(call("run_tests"))]
     result, _, _ = await run(cycle * 8 + ["stuck"])
     assert result.stop_reason is StopReason.STALLED
     # the first check said something new (it may have changed something): the writes
-    # count from the second; the note replaces the fifth write, the sixth ends the run
-    assert result.cycles == 11 and len(result.tool_calls) == 9
+    # count from the second; the note replaces the fourth write, the fifth ends the run
+    assert result.cycles == 9 and len(result.tool_calls) == 7
 
 
 async def test_calls_to_tools_the_agent_lacks_form_a_streak_whatever_their_names() -> None:
@@ -213,15 +236,15 @@ async def test_calls_to_tools_the_agent_lacks_form_a_streak_whatever_their_names
 
 
 async def test_a_stall_nudge_replaces_only_the_repeated_call_of_a_batch() -> None:
-    pay = call("send_payment", amount=5, to="acme")
-    script = [step(pay)] * 2 + [step(call("read", path="b"), pay), "done"]
-    result, model, world = await run(script)
+    write = call("write", path="a", text="x")
+    script = [step(write)] * 2 + [step(call("read", path="b"), write), "done"]
+    result, model, _ = await run(script)
     assert result.stop_reason is StopReason.COMPLETED
     third = [m for m in model.requests[3].messages if isinstance(m, ToolResultMessage)][-2:]
     assert third[0].content == "contents of b" and not third[0].is_error
     assert third[1].is_error and third[1].content.startswith("Not run: you have requested")
-    assert "change your approach, or answer" in third[1].content
-    assert world.payments == 2
+    assert "do it another way" in third[1].content
+    assert [r.name for r in result.tool_calls] == ["write", "write", "read"]
 
 
 async def test_a_tool_error_nudge_follows_the_results_in_a_valid_sequence() -> None:

@@ -10,6 +10,7 @@ from convergent.budget import (
     FINAL_ANSWER_TOKENS,
     FINAL_PROMPT_TOKENS,
     MIN_REPLY_TOKENS,
+    NOTHING_REFUSED,
     Budget,
     RunTally,
 )
@@ -143,15 +144,31 @@ def test_time_outside_requests_is_known_only_when_requests_are_bracketed() -> No
 
 def test_tool_call_caps_admit_calls_until_a_cap_and_refuse_the_rest() -> None:
     b = budget(max_tool_calls=3)
-    assert b.admit([call("a"), call("b")]) is None
-    refused = b.admit([call("a"), call("b"), call("c")])
-    assert refused is not None
-    position, limit = refused
+    assert b.admit([call("a"), call("b")]) == NOTHING_REFUSED
+    admitted = b.admit([call("a"), call("b"), call("c")])
+    assert admitted.stop is not None and not admitted.refused
+    position, limit = admitted.stop
     assert position == 1 and limit.limit == "max_tool_calls" and limit.maximum == 3
     per_tool = budget(max_calls_per_tool={"search": 2})
-    assert per_tool.admit([call("search"), call("read"), call("search")]) is None
-    refused = per_tool.admit([call("read"), call("search")])
-    assert refused is not None and refused[0] == 1 and refused[1].tool == "search"
+    assert per_tool.admit([call("search"), call("read"), call("search")]) == NOTHING_REFUSED
+    admitted = per_tool.admit([call("read"), call("search")])
+    assert admitted.stop is not None and admitted.stop[0] == 1
+    assert admitted.stop[1].tool == "search"
+
+
+def test_a_cap_that_continues_refuses_only_the_calls_past_it() -> None:
+    b = budget(max_calls_per_tool={"search": 1}, on_max_calls_per_tool="continue")
+    admitted = b.admit([call("search"), call("read"), call("search"), call("read")])
+    assert admitted.stop is None and list(admitted.refused) == [2]
+    assert admitted.refused[2].tool == "search" and b.state.tool_calls == 3
+    total = budget(max_tool_calls=2, on_max_tool_calls="continue")
+    admitted = total.admit([call("a"), call("b"), call("c")])
+    assert admitted.stop is None and list(admitted.refused) == [2]
+    # a cap that stops still stops, beside one that continues
+    both = budget(max_tool_calls=2, max_calls_per_tool=1, on_max_calls_per_tool="continue")
+    admitted = both.admit([call("a"), call("a"), call("b"), call("c")])
+    assert list(admitted.refused) == [1]
+    assert admitted.stop is not None and admitted.stop[0] == 3
 
 
 def test_a_note_comes_before_a_tool_call_cap_stops_the_run() -> None:

@@ -23,6 +23,7 @@ CORE = [
     "AnthropicModel",
     "ConvergentError",
     "CycleStarted",
+    "Effect",
     "Event",
     "Limits",
     "LocalModel",

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         ToolFinished,
         ToolStarted,
     )
+    from convergent.effects import Effect
     from convergent.exceptions import (
         ConvergentError,
         ModelError,
@@ -74,6 +75,7 @@ __all__ = [
     "AnthropicModel",
     "ConvergentError",
     "CycleStarted",
+    "Effect",
     "Event",
     "Limits",
     "LocalModel",
@@ -135,6 +137,7 @@ _MODULE_OF = {
     "TextDelta": "convergent.events",
     "ToolFinished": "convergent.events",
     "ToolStarted": "convergent.events",
+    "Effect": "convergent.effects",
     "ConvergentError": "convergent.exceptions",
     "ModelError": "convergent.exceptions",
     "ModelHTTPError": "convergent.exceptions",

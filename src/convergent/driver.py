@@ -43,6 +43,7 @@ from convergent.driving import (
     PolicyOptions,
     Review,
     StopReport,
+    cap_note,
     failure_result,
     message_chars,
     verdict_feedback,
@@ -88,6 +89,7 @@ __all__ = [
     "RunTally",
     "StopReport",
     "Tally",
+    "cap_note",
     "failure_result",
     "message_chars",
     "resolved_policy",
@@ -250,7 +252,7 @@ class CycleDriver:
 
     def start_request(self) -> int:
         """A model request is about to be made: returns its cycle number."""
-        return self.budget.start_request()
+        return self.budget.start_request(self.pending_chars())
 
     def responded(self, usage: Usage) -> None:
         """The request was answered, with this usage (`NO_USAGE` when unknown).
@@ -266,7 +268,7 @@ class CycleDriver:
         A host that can say when a request starts calls `start_request` and `responded`
         instead, so that the time between polls can count (``StopPolicy.poll_gap``).
         """
-        cycle = self.budget.requested(usage)
+        cycle = self.budget.requested(usage, self.pending_chars())
         self.pending = 0
         return cycle
 
@@ -449,9 +451,12 @@ class CycleDriver:
                 return self._skip_all(calls, decision)
             if isinstance(decision, Nudge):
                 skipped = dict.fromkeys(stall.positions, decision.note)
-        refused = self.budget.admit(calls, skipped)
-        if refused is not None:
-            first, self._capped = refused
+        admission = self.budget.admit(calls, skipped)
+        for index, limit in admission.refused.items():
+            skipped[index] = cap_note(limit)
+        self.monitor.refused([calls[index] for index in admission.refused])
+        if admission.stop is not None:
+            first, self._capped = admission.stop
             text = f"not run: {_stop_text(self._capped)}"
             later = (index for index in range(first, len(calls)) if index not in skipped)
             skipped.update(dict.fromkeys(later, text))

@@ -275,7 +275,7 @@ TRAJECTORIES = [
         [
             (("flaky", {"item": 1}),),
             (("flaky", {"item": 2}), ("flaky", {"item": 1})),
-            (("flaky", {"item": 3}), ("flaky", {"item": 2})),
+            (("flaky", {"item": 3}), ("flaky", {"item": 1})),
             _read("a.txt"),
             "a.txt holds it",
         ],

@@ -137,6 +137,10 @@ DIRECTORIES = {
     "/home/ana/projects": ("atlas", "convergent", "notes"),
     "/opt/tools": ("bin", "lib", "share"),
     "/var/www": ("html", "logs", "staging"),
+    "/srv/shop/releases": ("v5", "v6", "v7"),
+    "/home/ana/projects/atlas": ("docs", "src", "tests"),
+    "/opt/tools/lib": ("node", "python", "ruby"),
+    "/var/www/html": ("assets", "index.html", "robots.txt"),
 }
 """What ``ls`` lists in some directories."""
 DEEP_PATHS = (
@@ -145,7 +149,7 @@ DEEP_PATHS = (
     "/opt/tools/lib/python/site",
     "/var/www/html/assets/img",
 )
-"""Directories three levels below one of `DIRECTORIES`."""
+"""Directories two and three levels below some of `DIRECTORIES`."""
 REPORTS = {
     "north": 412,
     "south": 388,
@@ -551,8 +555,8 @@ class World:
         return job_status
 
     def _wait_tool(self) -> Tool:
-        # time passes: the world may be another after it (a job finished meanwhile)
-        @tool(name="wait", read_only=False)
+        # it changes nothing itself: the time it lets pass makes the next poll a fresh look
+        @tool(name="wait", read_only=True)
         def wait(seconds: int) -> str:
             """Wait before the next step.
 
