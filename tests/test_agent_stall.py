@@ -13,6 +13,7 @@ from convergent import (
     ToolError,
     tool,
 )
+from convergent.clock import Clock, use_clock
 from convergent.events import Nudged
 from convergent.messages import ToolResultMessage, UserMessage
 from convergent.models.anthropic import _to_anthropic
@@ -338,3 +339,104 @@ def test_a_wait_between_polls_always_runs() -> None:
     assert result.stop_reason is StopReason.COMPLETED
     assert [r.name for r in result.tool_calls].count("wait") == 4
     assert nudges == []
+
+
+# --- waiting --------------------------------------------------------------------------
+
+
+class ManualClock(Clock):
+    """Time that passes only when a tool says so."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def monotonic(self) -> float:
+        return self.seconds
+
+
+def ci_shell(clock: ManualClock, done_after: float) -> Any:
+    """An undeclared shell tool: ``sleep N`` takes N seconds; the CI job ends after a while."""
+
+    @tool
+    def shell(command: str) -> str:
+        """Run a shell command.
+
+        Args:
+            command: The command.
+        """
+        if command.startswith("sleep "):
+            clock.seconds += float(command.split()[1])
+            return ""
+        if command == "pytest":
+            clock.seconds += 5.0  # a slow command: it takes time itself, between nothing
+            return "3 failed, 40 passed"
+        state = "completed success" if clock.seconds >= done_after else "in_progress"
+        return f"run 42: {state}"
+
+    return shell
+
+
+async def run_shell(script: list[Any], done_after: float = 30.0) -> Any:
+    clock = ManualClock()
+    with use_clock(clock):
+        agent = Agent(ScriptedModel(script), [ci_shell(clock, done_after)])
+        return await agent.run("wait for CI run 42")
+
+
+async def test_a_five_second_sleep_between_polls_lets_a_ci_poll_finish() -> None:
+    poll, sleep = (
+        step(call("shell", command="gh run view 42")),
+        step(call("shell", command="sleep 5")),
+    )
+    script = [poll]
+    for _ in range(7):
+        script += [sleep, poll]
+    result = await run_shell([*script, "CI run 42 succeeded"])
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.tool_calls[-1].result == "run 42: completed success"
+    assert [e for e in result.events if isinstance(e, Nudged)] == []
+
+
+async def test_a_slow_command_repeated_back_to_back_is_still_a_loop() -> None:
+    # five seconds in the command itself, nothing waited between: the same result again
+    result = await run_shell([step(call("shell", command="pytest"))] * 5 + ["stuck"])
+    assert result.stop_reason is StopReason.STALLED and result.cycles == 4
+
+
+async def test_the_note_on_a_repeated_poll_says_how_to_wait() -> None:
+    poll = step(call("shell", command="gh run view 42"))
+    result = await run_shell([poll] * 4 + ["still running"])
+    assert result.stop_reason is StopReason.STALLED
+    [nudge] = [e for e in result.events if isinstance(e, Nudged)]
+    assert "If you are waiting for it to change, wait at least 10 seconds" in nudge.note
+
+
+async def test_a_model_that_waits_as_the_note_says_goes_on_polling() -> None:
+    poll = step(call("shell", command="gh run view 42"))
+    script = [poll] * 3 + [step(call("shell", command="sleep 10")), poll]
+    script += [step(call("shell", command="sleep 10")), poll, "CI run 42 succeeded"]
+    result = await run_shell(script, done_after=20.0)
+    assert result.stop_reason is StopReason.COMPLETED
+
+
+# --- one note per stretch without progress ----------------------------------------------
+
+
+async def test_an_identical_failing_call_gets_one_note_whichever_rule_sees_it() -> None:
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a page.
+
+        Args:
+            url: The page.
+        """
+        raise ToolError("connection refused")
+
+    script = [step(call("fetch", url="http://x.example"))] * 5 + ["it is down"]
+    policy = StopPolicy(max_repeated_failures=2)
+    result = await Agent(ScriptedModel(script), [fetch], policy=policy).run("fetch x")
+    assert result.stop_reason is StopReason.TOOL_ERROR
+    assert [e.about for e in result.events if isinstance(e, Nudged)] == ["tool_error"]
+    assert result.cycles == 3

@@ -3,9 +3,20 @@ keep a run within its budgets, the note before a budget stop, and tool-call caps
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from convergent import Limits, Usage
+from convergent import (
+    Agent,
+    Limits,
+    ModelResponse,
+    ScriptedModel,
+    StopReason,
+    Usage,
+    UserError,
+    tool,
+)
 from convergent.budget import (
     FINAL_ANSWER_TOKENS,
     FINAL_PROMPT_TOKENS,
@@ -14,8 +25,10 @@ from convergent.budget import (
     Budget,
     RunTally,
 )
+from convergent.events import Nudged
+from convergent.messages import ToolResultMessage
 from convergent.models import TokenPrice
-from convergent.testing import call
+from convergent.testing import call, step
 
 
 class Clock:
@@ -186,3 +199,76 @@ def test_what_is_left_for_a_child_run() -> None:
     left = b.remaining()
     assert (left.max_cycles, left.max_total_tokens, left.max_tool_calls) == (6, 700, 4)
     assert MIN_REPLY_TOKENS > 0
+
+
+# --- in the loop ------------------------------------------------------------------------
+
+
+@tool(read_only=True)
+def read(part: int) -> str:
+    """Read a part.
+
+    Args:
+        part: Which part.
+    """
+    return f"part {part}"
+
+
+@tool(read_only=True)
+def search(query: str) -> str:
+    """Search.
+
+    Args:
+        query: What to look for.
+    """
+    return f"results for {query}"
+
+
+def growing(cycles: int, growth: int) -> list[ModelResponse | str]:
+    """Short results, while the provider counts ``growth`` more input tokens each cycle."""
+    usage = [
+        Usage(input_tokens=1000 + growth * n, output_tokens=50, requests=1) for n in range(cycles)
+    ]
+    return [dataclasses.replace(step(call("read", part=n)), usage=u) for n, u in enumerate(usage)]
+
+
+async def test_the_budget_note_follows_the_growth_the_provider_reports() -> None:
+    events: list[object] = []
+    agent = Agent(
+        ScriptedModel([*growing(30, 4000), "best answer"]),
+        [read],
+        limits=Limits(max_total_tokens=80_000),
+    )
+    result = await agent.run("read the parts", on_event=events.append)
+    assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
+    notes = [e.cycle for e in events if isinstance(e, Nudged) and e.about == "budget"]
+    assert notes == [result.cycles - 1]  # told before the request the budget refuses
+    assert result.usage.total_tokens <= 80_000
+
+
+async def test_a_cap_that_continues_refuses_its_calls_and_the_rest_of_the_batch_runs() -> None:
+    script = [
+        step(call("search", query="a"), call("search", query="b")),
+        step(call("search", query="c"), call("read", part=1)),
+        "found it in part 1",
+    ]
+    limits = Limits(max_calls_per_tool={"search": 2}, on_max_calls_per_tool="continue")
+    result = await Agent(ScriptedModel(script), [read, search], limits=limits).run("find it")
+    assert result.stop_reason is StopReason.COMPLETED and result.output == "found it in part 1"
+    assert [r.name for r in result.tool_calls] == ["search", "search", "read"]
+    refused = [m for m in result.messages if isinstance(m, ToolResultMessage)][2]
+    assert refused.is_error and refused.content.startswith("Not run: search may be called")
+
+
+async def test_a_model_that_keeps_calling_past_a_cap_stops_on_its_mistakes() -> None:
+    script = [step(call("search", query=f"q{n}")) for n in range(10)] + ["nothing"]
+    limits = Limits(max_tool_calls=2, on_max_tool_calls="continue")
+    result = await Agent(ScriptedModel(script), [search], limits=limits).run("find it")
+    assert result.stop_reason is StopReason.STALLED
+    assert len(result.tool_calls) == 2
+    assert "calls past a tool-call cap" in result.stop_detail
+
+
+def test_a_cap_policy_is_stop_or_continue() -> None:
+    with pytest.raises(UserError, match="on_max_tool_calls"):
+        Limits(max_tool_calls=3, on_max_tool_calls="skip")  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from convergent.builtin_tools import calculator, default_tools, file_tools
     from convergent.durability.protocol import RunJournal
     from convergent.durability.sqlite import RunStore
+    from convergent.effects import Effect
     from convergent.events import (
         CycleStarted,
         Event,
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
         ToolFinished,
         ToolStarted,
     )
-    from convergent.effects import Effect
     from convergent.exceptions import (
         ConvergentError,
         ModelError,
