@@ -11,7 +11,8 @@ successful runs cut against failed-run replies saved.
 
 Run from the repository root (the corpora are not part of the repository; see
 docs/evidence.md):
-    python benchmarks/stop_policy_curves.py CORPUS... --out /tmp/curves [--workers 2]
+    python benchmarks/stop_policy_curves.py CORPUS... --out /tmp/curves [--workers 2] \
+        [--success LABELS.json ...] [--knob NAME ...]
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ CURVES: dict[str, tuple[Any, ...]] = {
     "max_cycle_length": (1, 2, 3, 4, 5, 6),
     "notes": (0, 1, 2),
     "max_repeated_failures": (1, 2, 3, 4, 5, None),
-    "max_failing_steps": (2, 3, 4, 5, 6, 7, 8, None),
-    "max_mistakes": (1, 2, 3, 4, 5, None),
+    "max_failing_steps": (4, 5, 6, 7, 8, 9, 10, 11, 12, 14, None),
+    "max_repeated_mistakes": (1, 2, 3, 4, 5, None),
+    "max_mistakes": (2, 3, 4, 5, 6, 8, 10, 11, 12, 14, None),
     "max_rejected_answers": (1, 2, 3, 5, None),
 }
 """Each threshold and the values tried (None: the rule off)."""
@@ -44,7 +46,25 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--knob", action="append", default=[], choices=sorted(CURVES))
+    parser.add_argument(
+        "--success",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="LABELS.json",
+        help="success labels by run id (a `convergent replay --success` file; repeatable)",
+    )
     return parser.parse_args(argv)
+
+
+def _labels(files: Sequence[Path]) -> dict[str, bool] | None:
+    """The labels of every ``--success`` file, in one map (None: none given)."""
+    if not files:
+        return None
+    labels: dict[str, bool] = {}
+    for file in files:
+        labels.update(json.loads(file.read_text()))
+    return labels
 
 
 def _table(points: Sequence[Point]) -> str:
@@ -110,12 +130,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     arguments = _arguments(argv)
     arguments.out.mkdir(parents=True, exist_ok=True)
     knobs = arguments.knob or list(CURVES)
+    labels = _labels(arguments.success)
     points: list[Point] = []
     started = time.perf_counter()
     for knob in knobs:
         for value in CURVES[knob]:
             settings = {knob: value}
-            report = replay(arguments.corpora, settings=settings, workers=arguments.workers)
+            report = replay(
+                arguments.corpora, settings=settings, success=labels, workers=arguments.workers
+            )
             point = Point.of(knob, value, settings, report)
             points.append(point)
             print(

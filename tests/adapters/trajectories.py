@@ -5,7 +5,10 @@ each with the usage it reports, run against the same tools: ``read_file`` (read-
 same result every time), ``poll`` (read-only, its result changes each call),
 ``write_file`` (changes state), ``run_tests`` (its result changes with each write),
 ``flaky`` (always fails the same way), ``pay`` (fails fatally), ``status`` (read-only,
-the same status with a new clock time each call) and ``transfer`` (a terminal tool).
+the same status with a new clock time each call), ``transfer`` (a terminal tool), and
+three tools that declare nothing: ``deploy_status`` (queued, running, running,
+succeeded), ``pause`` (sleeps, as a shell's ``sleep``) and ``ci`` (in progress for three
+polls, then done).
 After a stop that asks for a final answer, the next scripted response is that answer.
 
 Most trajectories declare the end convergent's loop must reach; the ones whose end is
@@ -20,6 +23,7 @@ carried, read from what each host's test double received.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -42,6 +46,9 @@ READ_ONLY: dict[str, bool | None] = {
     "pay": False,
     "status": True,
     "transfer": False,
+    "deploy_status": None,
+    "pause": None,
+    "ci": None,
 }
 """The tools' ``read_only`` flags, the same for every host."""
 
@@ -58,6 +65,8 @@ class World:
     def __init__(self) -> None:
         self.polls = 0
         self.checks = 0
+        self.deploys = 0
+        self.ci_polls = 0
         self.files: dict[str, str] = {}
 
     def read_file(self, path: str) -> str:
@@ -95,6 +104,21 @@ class World:
     def transfer(self, reason: str) -> str:
         """Hand the conversation to a human."""
         return f"transferred to a human: {reason}"
+
+    def deploy_status(self, name: str) -> str:
+        """Report a deployment's state (the tool declares nothing)."""
+        self.deploys += 1
+        return f"{name}: " + ("queued", "running", "running", "succeeded")[min(self.deploys, 4) - 1]
+
+    def pause(self, seconds: float) -> str:
+        """Wait (the tool declares nothing, as a shell's sleep)."""
+        time.sleep(seconds)
+        return ""
+
+    def ci(self, run: str) -> str:
+        """Report a CI run's state: in progress for three polls, then done."""
+        self.ci_polls += 1
+        return f"run {run}: " + ("in_progress" if self.ci_polls <= 3 else "success")
 
 
 def needs_citation(answer: str) -> Verification:
@@ -161,7 +185,7 @@ TRAJECTORIES = [
         cycles=4,
         output="best answer",
         after_stop=True,
-        notes=("stall", "final"),
+        notes=("stall", "wait", "final"),
     ),
     Trajectory(
         "polling",
@@ -330,7 +354,7 @@ TRAJECTORIES = [
         cycles=4,
         output="best answer",
         after_stop=True,
-        notes=("stall", "final"),
+        notes=("stall", "wait", "final"),
     ),
     Trajectory(
         "cycle_of_four",
@@ -343,7 +367,7 @@ TRAJECTORIES = [
         cycles=10,
         output="best answer",
         after_stop=True,
-        notes=("stall", "final"),
+        notes=("stall", "wait", "final"),
     ),
     Trajectory(
         "tool_call_cap",
@@ -371,6 +395,74 @@ TRAJECTORIES = [
         StopReason.COMPLETED,
         cycles=13,
         output="all tests pass after six fixes",
+    ),
+    # a write repeated: the note replaces the third call, whatever the results say
+    Trajectory(
+        "repeated_write",
+        [*[(("write_file", {"path": "a.txt", "text": "v1"}),)] * 4, "best answer"],
+        StopReason.STALLED,
+        cycles=4,
+        output="best answer",
+        after_stop=True,
+        notes=("stall", "final"),
+    ),
+    # a poll of a tool that declares nothing runs, and is judged on its result
+    Trajectory(
+        "undeclared_poll",
+        [*[(("deploy_status", {"name": "web"}),)] * 4, "web succeeded"],
+        StopReason.COMPLETED,
+        cycles=5,
+        output="web succeeded",
+    ),
+    # edits A, B, B, A failing: no call failed three times, nothing is repeated
+    Trajectory(
+        "failed_calls_a_b_b_a",
+        [*[(("flaky", {"item": item}),) for item in (1, 2, 2, 1)], _read("a.txt"), "a.txt"],
+        StopReason.COMPLETED,
+        cycles=6,
+        output="a.txt",
+    ),
+    # the same failing call: one note in the stretch, whichever rule sees it first
+    Trajectory(
+        "one_note",
+        [*[(("flaky", {"item": 1}),)] * 3, "best answer"],
+        StopReason.TOOL_ERROR,
+        cycles=3,
+        output="best answer",
+        after_stop=True,
+        policy=StopPolicy(max_repeated_failures=2),
+        notes=("tool_error", "final"),
+    ),
+    # a call cap that refuses and goes on: the other call of the batch runs
+    Trajectory(
+        "cap_continues",
+        [
+            (*_read("a.txt"), *_read("b.txt")),
+            (*_read("c.txt"), ("poll", {"job": "build"})),
+            "a and b, and the build is at 25%",
+        ],
+        StopReason.COMPLETED,
+        cycles=3,
+        output="a and b, and the build is at 25%",
+        limits=Limits(max_calls_per_tool={"read_file": 2}, on_max_calls_per_tool="continue"),
+        notes=("budget",),
+    ),
+    # a wait between polls makes the next poll a fresh look
+    Trajectory(
+        "sleep_between_polls",
+        [
+            (("ci", {"run": "7"}),),
+            *[
+                step
+                for _ in range(3)
+                for step in ((("pause", {"seconds": 0.3}),), (("ci", {"run": "7"}),))
+            ],
+            "run 7 succeeded",
+        ],
+        StopReason.COMPLETED,
+        cycles=8,
+        output="run 7 succeeded",
+        policy=StopPolicy(wait_gap=0.2),
     ),
     # without nudges and final answers (what a routing function can express)
     *(
@@ -463,6 +555,7 @@ TRAJECTORIES = [
 
 NOTES = {
     "stall": "you have requested",
+    "wait": "If you are waiting for it to change, wait at least",
     "tool_error": "Note: tool calls have failed",
     "budget": "Budget note:",
     "verifier": "Verification failed:",

@@ -77,3 +77,9 @@ def test_a_reply_that_never_becomes_an_answer_stops_model_error(scenario: str) -
     assert all(run.correct and not run.answer_after_stop for run in library)
     # a cut reply's parts are the best text the run has (the answer's token spans them)
     assert all(run.answered for run in library) is (scenario == "cut_forever")
+
+
+def test_the_same_failing_call_gets_one_note_whichever_rule_sees_it() -> None:
+    library = outcomes("one_note", "objective", 5)
+    assert {(run.stop, run.cycles, run.nudges) for run in library} == {("tool_error", 3, 1)}
+    assert all(run.correct for run in library)
