@@ -208,6 +208,16 @@ def test_the_earlier_spellings_still_work_and_warn() -> None:
     assert agent.limits.max_repeated_calls is None
 
 
+def test_the_old_error_count_warns_what_it_maps_to_now() -> None:
+    with pytest.warns(DeprecationWarning) as warned:
+        Agent(ScriptedModel(["x"]), max_consecutive_tool_errors=4)
+    [warning] = [str(w.message) for w in warned]
+    assert "StopPolicy(max_repeated_failures=...)" in warning
+    assert "counted failed calls in a row" in warning
+    assert "how often the same call (same tool, same arguments) fails" in warning
+    assert "max_failing_steps" in warning
+
+
 async def test_a_terminal_tool_hands_the_run_off_with_its_result() -> None:
     model = ScriptedModel([step(call("transfer_to_human_agents", summary="refund")), "unused"])
     result = await Agent(model, [transfer_to_human_agents]).run("I want a refund")
