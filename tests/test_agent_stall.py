@@ -304,8 +304,10 @@ async def test_a_redirect_starts_a_fresh_stretch() -> None:
 
 
 def test_a_wait_between_polls_always_runs() -> None:
-    # each poll's new status shows the world moved, so the identical waits are no loop
+    # each wait lets time pass: the poll after it is a fresh look, and every count starts
+    # again, so the identical waits are no loop
     status = iter(["running, 20% done", "running, 40%", "running, 60%", "running, 80%", "done"])
+    clock = ManualClock()
 
     @tool(read_only=True)
     def job_status(job: str) -> str:
@@ -323,6 +325,7 @@ def test_a_wait_between_polls_always_runs() -> None:
         Args:
             seconds: How long.
         """
+        clock.seconds += seconds
         return f"waited {seconds} s"
 
     script = [step(call("job_status", job="j1"))]
@@ -335,10 +338,42 @@ def test_a_wait_between_polls_always_runs() -> None:
             nudges.append(event)
 
     agent = Agent(ScriptedModel([*script, "j1 is done"]), [job_status, wait])
-    result = agent.run_sync("Poll j1 until done.", on_event=keep_nudges)
+    with use_clock(clock):
+        result = agent.run_sync("Poll j1 until done.", on_event=keep_nudges)
     assert result.stop_reason is StopReason.COMPLETED
     assert [r.name for r in result.tool_calls].count("wait") == 4
     assert nudges == []
+
+
+def test_a_read_whose_result_moves_does_not_hide_another_read_repeated() -> None:
+    # SWE-agent's viewer: scroll_down shows other lines each time (the model moved it),
+    # while the same search comes back the same between the scrolls
+    lines = iter(f"lines {10 * n}-{10 * n + 9}" for n in range(20))
+
+    @tool(read_only=True)
+    def search_dir(term: str) -> str:
+        """Search the repository.
+
+        Args:
+            term: What to look for.
+        """
+        return f"Found 66 matches for {term}"
+
+    @tool(read_only=True)
+    def scroll_down() -> str:
+        """Show the next lines of the open file."""
+        return next(lines)
+
+    script = [step(call("search_dir", term="@JsonAnySetter")), step(call("scroll_down"))] * 4
+    nudges: list[Nudged] = []
+    agent = Agent(ScriptedModel([*script, "stuck"]), [search_dir, scroll_down])
+    agent.run_sync(
+        "find where any-setters are handled",
+        on_event=lambda e: nudges.append(e) if isinstance(e, Nudged) else None,
+    )
+    # the third identical search gets the note: the scrolls' new lines changed nothing
+    assert [e.cycle for e in nudges] == [5, 7]
+    assert all('search_dir(term="@JsonAnySetter")' in e.note for e in nudges)
 
 
 # --- waiting --------------------------------------------------------------------------

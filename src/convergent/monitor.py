@@ -21,8 +21,9 @@ Progress, the rule behind stalls:
 - A read, an idempotent call and an undeclared call run and are judged on their
   result. An identical call (same name, same canonical arguments) counts while
   nothing has changed; its count starts again when its result means something else
-  than its last one (the world changed: every count starts again), when a call that
-  changed something ran since, or when real time passed: ``poll_gap`` seconds outside
+  than its last one (for a call that may change something, every count starts again;
+  a read changes nothing, so only its own count does), when a call that changed
+  something ran since, or when real time passed: ``poll_gap`` seconds outside
   model requests since it last started (a poll that waits itself, a slow job), or
   ``wait_gap`` seconds outside model requests between its last end and this start (a
   wait or sleep between polls, a pause). Real time passing starts every count again:
@@ -477,8 +478,9 @@ class RunMonitor:
             count, changed = (entry[1] if entry is not None else 0) + 1, True
         elif entry is None:  # another call changes something only with a new result
             count, changed = 1, effect is not Effect.READ and new
-        elif entry[0] != digest:  # the same call answered otherwise: the world changed
-            count, changed = 1, True
+        elif entry[0] != digest:  # answered otherwise: its own count starts again, and a
+            # call that may change something may have changed it (a read never does)
+            count, changed = 1, effect is not Effect.READ
         elif item.timed:  # the same answer after real time passed: a fresh look
             count, changed = 1, False
         else:

@@ -48,16 +48,19 @@ def _repeated_writes(name: str, index: int, rng: random.Random) -> Task:
     customer = rng.choice(CUSTOMERS)
     kind = index % 3
     if kind == 0:
-        write = Call("issue_voucher", {"customer": customer, "amount": 200}, "")
+        write = Call(
+            "issue_voucher", {"customer": customer, "amount": 200}, f"voucher:{customer}:200"
+        )
         prompt = f"Customer {customer} had a delayed flight: issue one $200 voucher."
     elif kind == 1:
         email = f"{customer.lower()}@mail.example"
-        write = Call("update_profile", {"user": customer, "email": email}, "")
+        write = Call("update_profile", {"user": customer, "email": email}, f"profile:{customer}")
         prompt = f"Change the e-mail address of {customer} to {email}."
     else:
-        write = Call("book_flight", {"flight": rng.choice(FLIGHTS)}, "")
+        flight = rng.choice(FLIGHTS)
+        write = Call("book_flight", {"flight": flight}, f"book:{flight}")
         prompt = f"Book {write.arguments['flight']} for {customer}."
-    plan = rule_plan(prompt, (), "", "")
+    plan = rule_plan(prompt, (write.effect,), "", "")
     script = looping_script(rng, (write,))
     return stuck_task(name, index, plan, script, 3, tools=(write.name,), on_tool_error="continue")
 

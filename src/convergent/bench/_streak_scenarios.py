@@ -339,8 +339,8 @@ def _failing_search_phase(name: str, index: int, rng: random.Random) -> Task:
 
 def _one_note(name: str, index: int, rng: random.Random) -> Task:
     command = rng.choice(("make deploy", "kubectl rollout status web", "terraform apply"))
-    failing = Call("shell", {"command": command}, "")
-    plan = rule_plan(f"Run `{command}` and tell me how it went.", (), "", "")
+    failing = Call("shell", {"command": command}, "shell")
+    plan = rule_plan(f"Run `{command}` and tell me how it went.", (failing.effect,), "", "")
     script = looping_script(rng, (failing,))
     return stuck_task(
         name,
