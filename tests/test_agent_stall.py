@@ -225,12 +225,21 @@ async def test_the_same_write_with_checks_between_stalls_at_its_third() -> None:
 
 
 async def test_calls_to_tools_the_agent_lacks_form_a_streak_whatever_their_names() -> None:
-    script = [step(call(f"search_{n}", query=f"q{n}")) for n in range(4)] + ["no search here"]
+    streak = (StopPolicy().max_mistakes or 0) + 1
+    names = [step(call(f"search_{n}", query=f"q{n}")) for n in range(streak)]
+    result, _, _ = await run([*names, "no search here"])
+    # a new name each step is a search: the streak's threshold gets the note, then a stop
+    assert result.stop_reason is StopReason.STALLED and result.cycles == streak
+    assert f"in {streak} steps in a row" in result.stop_detail
+    assert [r.outcome for r in result.tool_calls] == ["invalid"] * streak
+
+
+async def test_the_same_call_to_a_tool_the_agent_lacks_is_a_loop() -> None:
+    script = [step(call("search", query="q"))] * 4 + ["no search here"]
     result, _, _ = await run(script)
     # the third gets the note, the fourth stops the run
     assert result.stop_reason is StopReason.STALLED and result.cycles == 4
-    assert "in 4 steps in a row" in result.stop_detail
-    assert [r.outcome for r in result.tool_calls] == ["invalid"] * 4
+    assert result.stop_detail.startswith('the model made search(query="q"), a call the run')
 
 
 # --- the nudge ---------------------------------------------------------------------------

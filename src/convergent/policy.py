@@ -72,7 +72,7 @@ class StopPolicy:
     where a call fails for this time gets a note, and the next such step stops the run
     ``tool_error``. A loop, not a search: calls that fail with new arguments each
     step never reach it."""
-    max_failing_steps: int | None = Field(default=6, ge=1)
+    max_failing_steps: int | None = Field(default=12, ge=1)
     """Failing steps in a row, whatever their calls and errors (a search that tries
     something new each step, or a tool that is down), that stop the run ``tool_error``
     after a note."""
@@ -81,7 +81,7 @@ class StopPolicy:
     do not parse or validate) may be made within one streak of mistakes: the step
     where it is made for this time gets a note, and the next mistake stops the run
     ``stalled``."""
-    max_mistakes: int | None = Field(default=3, ge=1)
+    max_mistakes: int | None = Field(default=12, ge=1)
     """Steps in a row whose every call was the model's mistake, whatever the calls,
     that stop the run ``stalled`` after a note."""
     max_rejected_answers: int | None = Field(default=3, ge=1)

@@ -53,6 +53,8 @@ READ_ONLY: dict[str, bool | None] = {
 """The tools' ``read_only`` flags, the same for every host."""
 
 TERMINAL = ("transfer",)
+FAILING = StopPolicy().max_failing_steps or 0
+"""Failing steps in a row that get the note (without notes: that stop the run)."""
 USAGE = (1000, 100)
 """Input and output tokens every scripted response reports."""
 PRICE = (1.0, 10.0)
@@ -217,11 +219,14 @@ TRAJECTORIES = [
     Trajectory(
         "parallel_failures",
         [
-            *[(("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1})) for n in range(7)],
+            *[
+                (("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1}))
+                for n in range(FAILING + 1)
+            ],
             "best answer",
         ],
         StopReason.TOOL_ERROR,
-        cycles=7,
+        cycles=FAILING + 1,
         output="best answer",
         after_stop=True,
         notes=("tool_error", "final"),
@@ -536,12 +541,12 @@ TRAJECTORIES = [
                 [
                     *[
                         (("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1}))
-                        for n in range(6)
+                        for n in range(FAILING)
                     ],
                     NEVER,
                 ],
                 StopReason.TOOL_ERROR,
-                6,
+                FAILING,
                 "",
                 {},
                 (),

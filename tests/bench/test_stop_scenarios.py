@@ -46,10 +46,12 @@ def test_the_third_identical_read_gets_a_note_and_the_answer_still_comes() -> No
 def test_a_stuck_model_is_stopped_one_cycle_after_its_note(scenario: str) -> None:
     expected = "tool_error" if scenario == "broken_tool" else "stalled"
     # the stop comes one cycle after the note; the note comes at the counting policy's stop
-    # for a read cycle and for a payment (a write's repeat is judged before it runs), and
-    # at the failing-steps threshold for a tool failing whatever the arguments
-    failing = StopPolicy().max_failing_steps or 0
-    extra = {"abab_loop": 1, "repeated_payment": 1, "broken_tool": failing - 2}[scenario]
+    # for a read cycle and for a payment (a write's repeat is judged before it runs); a
+    # tool failing whatever the arguments (five spellings in turn) gets it when one of
+    # them fails for the max_repeated_failures-th time
+    repeated = StopPolicy().max_repeated_failures or 0
+    extra = {"abab_loop": 1, "repeated_payment": 1, "broken_tool": 5 * (repeated - 1) - 1}
+    extra = extra[scenario]
     library = outcomes(scenario, "objective")
     assert {(run.stop, run.extra_cycles, run.nudges) for run in library} == {(expected, extra, 1)}
     assert all(run.answer_after_stop for run in library)
