@@ -118,7 +118,14 @@ def measure(
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpora", nargs="+", metavar="FORMAT:PATH")
-    parser.add_argument("--success", action="append", default=[], type=Path, metavar="JSON")
+    parser.add_argument(
+        "--success",
+        action="append",
+        default=[],
+        metavar="[PATH=]JSON",
+        help="success labels by run id, for every corpus or for the corpus at PATH (run ids "
+        "are paths within a corpus: two corpora may share them)",
+    )
     parser.add_argument(
         "--failure-if",
         action="append",
@@ -132,15 +139,21 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _arguments(argv)
-    labels: dict[str, bool] = {}
-    for file in arguments.success:
-        labels.update(json.loads(file.read_text()))
+    shared: dict[str, bool] = {}
+    own: dict[str, dict[str, bool]] = {}
+    for item in arguments.success:
+        path, sep, file = item.rpartition("=")
+        labels = json.loads(Path(file).read_text())
+        if sep:
+            own.setdefault(path, {}).update(labels)
+        else:
+            shared.update(labels)
     patterns = dict(item.split("=", 1) for item in arguments.failure_if)
     table: dict[str, object] = {}
     for spec in arguments.corpora:
         corpus, _, path = spec.partition(":")
         pattern = re.compile(patterns[corpus], re.M) if corpus in patterns else None
-        measured = measure(corpus, path, labels, pattern)
+        measured = measure(corpus, path, {**shared, **own.get(path, {})}, pattern)
         table[path] = {
             kind: {label: vars(longest) for label, longest in by_label.items()}
             for kind, by_label in measured.items()

@@ -63,7 +63,8 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         default=[],
         type=Path,
         metavar="LABELS.json",
-        help="success labels by run id (a `convergent replay --success` file; repeatable)",
+        help="success labels by run id (a `convergent replay --success` file; repeatable, "
+        "merged: run ids are paths within a corpus, so replay corpora that share ids apart)",
     )
     return parser.parse_args(argv)
 

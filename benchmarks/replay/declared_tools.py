@@ -16,7 +16,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import convergent.replay._replayer as replayer
-from convergent.replay._tool_kinds import BFCL_READ_ONLY, TAU_READ_ONLY, TAU_TERMINAL
+from convergent.replay._tool_kinds import (
+    BFCL_READ_ONLY,
+    SWE_AGENT_READ_ONLY,
+    TAU_READ_ONLY,
+    TAU_TERMINAL,
+)
 from convergent.tools import Tool
 
 BFCL_READS = set(BFCL_READ_ONLY) | {
@@ -119,23 +124,28 @@ WRITES = {
     "send_message",
     "withdraw_funds",
     "cd",
-    "edit",
-    "create",
-    "submit",  # SWE-agent
 }
+SWE_AGENT_WRITES = {"edit", "create", "submit"}
 TAU_NOT_WRITES = TAU_TERMINAL | {"get_input_from_user"}
 
 
 def declared(name: str, trajectory: Any) -> tuple[bool | None, bool]:
-    """``(read_only, idempotent)`` of a replayed tool."""
-    if name in trajectory.read_only or name.startswith("get_") or name in BFCL_READS:
+    """``(read_only, idempotent)`` of a replayed tool, as its benchmark's user declares it.
+
+    A shell's commands (mini-swe-agent's, SWE-agent's ``bash``) declare nothing.
+    """
+    if name in trajectory.read_only:
         return True, True
-    if name in BFCL_IDEMPOTENT:
-        return False, True
-    if name in WRITES:
+    if trajectory.read_only & TAU_READ_ONLY:
+        return (None, False) if name in TAU_NOT_WRITES else (False, False)
+    if trajectory.read_only & BFCL_READ_ONLY:
+        if name.startswith("get_") or name in BFCL_READS:
+            return True, True
+        if name in BFCL_IDEMPOTENT:
+            return False, True
+        return (False, False) if name in WRITES else (None, False)
+    if trajectory.read_only & SWE_AGENT_READ_ONLY and name in SWE_AGENT_WRITES:
         return False, False
-    if trajectory.read_only & TAU_READ_ONLY and name not in TAU_NOT_WRITES:
-        return False, False  # a tau tool that does not read
     return None, False
 
 

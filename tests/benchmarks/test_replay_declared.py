@@ -10,7 +10,7 @@ from benchmarks.replay.declared_tools import declared
 from benchmarks.replay_declared import main
 
 from convergent.replay._recording import Trajectory
-from convergent.replay._tool_kinds import BFCL_READ_ONLY, TAU_READ_ONLY
+from convergent.replay._tool_kinds import BFCL_READ_ONLY, SWE_AGENT_READ_ONLY, TAU_READ_ONLY
 
 FIXTURES = Path(__file__).resolve().parents[1] / "replay" / "fixtures"
 
@@ -28,7 +28,10 @@ def run(read_only: frozenset[str]) -> Trajectory:
         ("ls", BFCL_READ_ONLY, (True, True)),
         ("setHeadlights", BFCL_READ_ONLY, (False, True)),
         ("post_tweet", BFCL_READ_ONLY, (False, False)),
-        ("edit", frozenset({"open"}), (False, False)),
+        ("edit", SWE_AGENT_READ_ONLY, (False, False)),
+        ("cd", SWE_AGENT_READ_ONLY, (None, False)),
+        ("cd", BFCL_READ_ONLY, (False, False)),
+        ("get_user_details", SWE_AGENT_READ_ONLY, (None, False)),
         ("bash", frozenset(), (None, False)),
     ],
 )
