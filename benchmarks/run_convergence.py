@@ -102,6 +102,7 @@ def _summary(runs: Sequence[TaskOutcome]) -> str:
         "budget notes": sum(run.budget_notes for run in runs),
         "answers after stop": sum(run.answer_after_stop for run in runs),
         "payments": sum(run.payments for run in runs),
+        "writes": sum(run.writes for run in runs),
     }
     parts += [f"{value} {name}" for name, value in extras.items() if value]
     if any(run.cost for run in runs):

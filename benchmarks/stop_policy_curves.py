@@ -11,28 +11,35 @@ successful runs cut against failed-run replies saved.
 
 Run from the repository root (the corpora are not part of the repository; see
 docs/evidence.md):
-    python benchmarks/stop_policy_curves.py CORPUS... --out /tmp/curves [--workers 2]
+    python benchmarks/stop_policy_curves.py CORPUS... --out /tmp/curves [--workers 2] \
+        [--success LABELS.json ...] [--knob NAME ...] [--declared]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from convergent import StopPolicy
-from convergent.replay import Point, replay
+if __package__ in (None, ""):  # run as a file: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from convergent import StopPolicy  # noqa: E402
+from convergent.replay import Point, replay  # noqa: E402
 
 CURVES: dict[str, tuple[Any, ...]] = {
-    "max_repeated_calls": (2, 3, 4, 5, 6),
+    "max_repeated_calls": (2, 3, 4, 5),
     "max_cycle_length": (1, 2, 3, 4, 5, 6),
     "notes": (0, 1, 2),
-    "max_repeated_failures": (1, 2, 3, 4, 5, None),
-    "max_failing_steps": (2, 3, 4, 5, 6, 7, 8, None),
-    "max_mistakes": (1, 2, 3, 4, 5, None),
+    "max_repeated_failures": (2, 3, 4, 5, None),
+    "max_failing_steps": (6, 7, 8, 10, 11, 12, 14, None),
+    "max_repeated_mistakes": (2, 3, 4, 5, None),
+    "max_mistakes": (3, 4, 6, 8, 11, 12, 14, None),
     "max_rejected_answers": (1, 2, 3, 5, None),
 }
 """Each threshold and the values tried (None: the rule off)."""
@@ -44,7 +51,32 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--knob", action="append", default=[], choices=sorted(CURVES))
+    parser.add_argument(
+        "--declared",
+        action="store_true",
+        help="declare every tool as docs/loop.md tells users to (benchmarks/replay/"
+        "declared_tools.py), writes included; replays in this process (--workers 1)",
+    )
+    parser.add_argument(
+        "--success",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="LABELS.json",
+        help="success labels by run id (a `convergent replay --success` file; repeatable, "
+        "merged: run ids are paths within a corpus, so replay corpora that share ids apart)",
+    )
     return parser.parse_args(argv)
+
+
+def _labels(files: Sequence[Path]) -> dict[str, bool] | None:
+    """The labels of every ``--success`` file, in one map (None: none given)."""
+    if not files:
+        return None
+    labels: dict[str, bool] = {}
+    for file in files:
+        labels.update(json.loads(file.read_text()))
+    return labels
 
 
 def _table(points: Sequence[Point]) -> str:
@@ -110,20 +142,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     arguments = _arguments(argv)
     arguments.out.mkdir(parents=True, exist_ok=True)
     knobs = arguments.knob or list(CURVES)
+    labels = _labels(arguments.success)
+    declared = contextlib.nullcontext()
+    if arguments.declared:
+        from benchmarks.replay.declared_tools import declaring
+
+        declared, arguments.workers = declaring(), 1
     points: list[Point] = []
     started = time.perf_counter()
-    for knob in knobs:
-        for value in CURVES[knob]:
-            settings = {knob: value}
-            report = replay(arguments.corpora, settings=settings, workers=arguments.workers)
-            point = Point.of(knob, value, settings, report)
-            points.append(point)
-            print(
-                f"{knob}={value}: cut {point.successful_cut} ({point.policy_faults}), "
-                f"failed stopped {point.failed_stopped}, saved {point.replies_saved}, "
-                f"loops {point.loops}, notes {point.notes}",
-                flush=True,
-            )
+    with declared:
+        for knob in knobs:
+            for value in CURVES[knob]:
+                settings = {knob: value}
+                report = replay(
+                    arguments.corpora, settings=settings, success=labels, workers=arguments.workers
+                )
+                point = Point.of(knob, value, settings, report)
+                points.append(point)
+                print(
+                    f"{knob}={value}: cut {point.successful_cut} ({point.policy_faults}), "
+                    f"failed stopped {point.failed_stopped}, saved {point.replies_saved}, "
+                    f"loops {point.loops}, notes {point.notes}",
+                    flush=True,
+                )
     seconds = time.perf_counter() - started
     data = {"seconds": round(seconds, 1), "points": [point.to_dict() for point in points]}
     (arguments.out / "curves.json").write_text(json.dumps(data, indent=1) + "\n")

@@ -243,7 +243,7 @@ async def test_the_same_read_gets_a_note_after_the_third_and_stalls_at_the_fourt
     assert model.requests[-1].tools == ()
 
 
-async def test_an_unannotated_call_is_nudged_at_the_third_request_and_not_run() -> None:
+async def test_an_undeclared_call_runs_its_third_time_then_gets_the_note() -> None:
     @tool
     def charge(amount: int) -> str:
         """Charge the card.
@@ -253,13 +253,17 @@ async def test_an_unannotated_call_is_nudged_at_the_third_request_and_not_run() 
         """
         return "charged"
 
-    model = ScriptedModel([step(call("charge", amount=5))] * 4 + ["charged once or twice"])
+    model = ScriptedModel([step(call("charge", amount=5))] * 4 + ["charged three times"])
     result = await Agent(model, [charge]).run("charge 5")
     assert result.stop_reason is StopReason.STALLED and result.cycles == 4
-    assert len(result.tool_calls) == 2  # the third and fourth identical calls do not run
+    # undeclared: it runs and is judged on its result; after the note it may be a write,
+    # so the fourth does not run
+    assert len(result.tool_calls) == 3
     results = [m for m in result.messages if isinstance(m, ToolResultMessage)]
-    assert results[2].is_error and "requested charge(amount=5) 3 times" in results[2].content
+    assert [r.content for r in results[:3]] == ["charged"] * 3
     assert results[3].is_error and results[3].content.startswith("not executed: ")
+    notes = [m for m in result.messages if isinstance(m, UserMessage)]
+    assert "requested charge(amount=5) 3 times" in notes[-1].content
 
 
 async def test_no_notes_stall_at_the_third_request() -> None:

@@ -3,19 +3,33 @@ keep a run within its budgets, the note before a budget stop, and tool-call caps
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from convergent import Limits, Usage
+from convergent import (
+    Agent,
+    Limits,
+    ModelResponse,
+    ScriptedModel,
+    StopReason,
+    Usage,
+    UserError,
+    tool,
+)
 from convergent.budget import (
     FINAL_ANSWER_TOKENS,
     FINAL_PROMPT_TOKENS,
     MIN_REPLY_TOKENS,
+    NOTHING_REFUSED,
     Budget,
     RunTally,
 )
+from convergent.events import Nudged
+from convergent.messages import ToolResultMessage
 from convergent.models import TokenPrice
 from convergent.stop import LimitReached
-from convergent.testing import call
+from convergent.testing import call, step
 
 
 class Clock:
@@ -173,15 +187,31 @@ def test_time_outside_requests_is_known_only_when_requests_are_bracketed() -> No
 
 def test_tool_call_caps_admit_calls_until_a_cap_and_refuse_the_rest() -> None:
     b = budget(max_tool_calls=3)
-    assert b.admit([call("a"), call("b")]) is None
-    refused = b.admit([call("a"), call("b"), call("c")])
-    assert refused is not None
-    position, limit = refused
+    assert b.admit([call("a"), call("b")]) == NOTHING_REFUSED
+    admitted = b.admit([call("a"), call("b"), call("c")])
+    assert admitted.stop is not None and not admitted.refused
+    position, limit = admitted.stop
     assert position == 1 and limit.limit == "max_tool_calls" and limit.maximum == 3
     per_tool = budget(max_calls_per_tool={"search": 2})
-    assert per_tool.admit([call("search"), call("read"), call("search")]) is None
-    refused = per_tool.admit([call("read"), call("search")])
-    assert refused is not None and refused[0] == 1 and refused[1].tool == "search"
+    assert per_tool.admit([call("search"), call("read"), call("search")]) == NOTHING_REFUSED
+    admitted = per_tool.admit([call("read"), call("search")])
+    assert admitted.stop is not None and admitted.stop[0] == 1
+    assert admitted.stop[1].tool == "search"
+
+
+def test_a_cap_that_continues_refuses_only_the_calls_past_it() -> None:
+    b = budget(max_calls_per_tool={"search": 1}, on_max_calls_per_tool="continue")
+    admitted = b.admit([call("search"), call("read"), call("search"), call("read")])
+    assert admitted.stop is None and list(admitted.refused) == [2]
+    assert admitted.refused[2].tool == "search" and b.state.tool_calls == 3
+    total = budget(max_tool_calls=2, on_max_tool_calls="continue")
+    admitted = total.admit([call("a"), call("b"), call("c")])
+    assert admitted.stop is None and list(admitted.refused) == [2]
+    # a cap that stops still stops, beside one that continues
+    both = budget(max_tool_calls=2, max_calls_per_tool=1, on_max_calls_per_tool="continue")
+    admitted = both.admit([call("a"), call("a"), call("b"), call("c")])
+    assert list(admitted.refused) == [1]
+    assert admitted.stop is not None and admitted.stop[0] == 3
 
 
 def test_a_note_comes_before_a_tool_call_cap_stops_the_run() -> None:
@@ -214,3 +244,76 @@ def test_what_is_left_for_a_child_run() -> None:
     left = b.remaining()
     assert (left.max_cycles, left.max_total_tokens, left.max_tool_calls) == (6, 700, 4)
     assert MIN_REPLY_TOKENS > 0
+
+
+# --- in the loop ------------------------------------------------------------------------
+
+
+@tool(read_only=True)
+def read(part: int) -> str:
+    """Read a part.
+
+    Args:
+        part: Which part.
+    """
+    return f"part {part}"
+
+
+@tool(read_only=True)
+def search(query: str) -> str:
+    """Search.
+
+    Args:
+        query: What to look for.
+    """
+    return f"results for {query}"
+
+
+def growing(cycles: int, growth: int) -> list[ModelResponse | str]:
+    """Short results, while the provider counts ``growth`` more input tokens each cycle."""
+    usage = [
+        Usage(input_tokens=1000 + growth * n, output_tokens=50, requests=1) for n in range(cycles)
+    ]
+    return [dataclasses.replace(step(call("read", part=n)), usage=u) for n, u in enumerate(usage)]
+
+
+async def test_the_budget_note_follows_the_growth_the_provider_reports() -> None:
+    events: list[object] = []
+    agent = Agent(
+        ScriptedModel([*growing(30, 4000), "best answer"]),
+        [read],
+        limits=Limits(max_total_tokens=80_000),
+    )
+    result = await agent.run("read the parts", on_event=events.append)
+    assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
+    notes = [e.cycle for e in events if isinstance(e, Nudged) and e.about == "budget"]
+    assert notes == [result.cycles - 1]  # told before the request the budget refuses
+    assert result.usage.total_tokens <= 80_000
+
+
+async def test_a_cap_that_continues_refuses_its_calls_and_the_rest_of_the_batch_runs() -> None:
+    script = [
+        step(call("search", query="a"), call("search", query="b")),
+        step(call("search", query="c"), call("read", part=1)),
+        "found it in part 1",
+    ]
+    limits = Limits(max_calls_per_tool={"search": 2}, on_max_calls_per_tool="continue")
+    result = await Agent(ScriptedModel(script), [read, search], limits=limits).run("find it")
+    assert result.stop_reason is StopReason.COMPLETED and result.output == "found it in part 1"
+    assert [r.name for r in result.tool_calls] == ["search", "search", "read"]
+    refused = [m for m in result.messages if isinstance(m, ToolResultMessage)][2]
+    assert refused.is_error and refused.content.startswith("Not run: search may be called")
+
+
+async def test_a_model_that_keeps_calling_past_a_cap_stops_on_its_mistakes() -> None:
+    script = [step(call("search", query="the same"))] * 10 + ["nothing"]
+    limits = Limits(max_tool_calls=2, on_max_tool_calls="continue")
+    result = await Agent(ScriptedModel(script), [search], limits=limits).run("find it")
+    assert result.stop_reason is StopReason.STALLED
+    assert len(result.tool_calls) == 2
+    assert 'search(query="the same"), a call the run cannot make' in result.stop_detail
+
+
+def test_a_cap_policy_is_stop_or_continue() -> None:
+    with pytest.raises(UserError, match="on_max_tool_calls"):
+        Limits(max_tool_calls=3, on_max_tool_calls="skip")  # type: ignore[arg-type]

@@ -43,6 +43,7 @@ CORE = [
     "AnthropicModel",
     "ConvergentError",
     "CycleStarted",
+    "Effect",
     "Event",
     "Limits",
     "LocalModel",

@@ -11,6 +11,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from convergent import StopPolicy, ToolCall
+from convergent.effects import Effect
 from convergent.messages import CallOutcome
 from convergent.monitor import MonitorState, RunMonitor, describe_call
 from convergent.stop import Nudge, Stall, StopReason, ToolFailure
@@ -148,8 +149,8 @@ def test_a_count_that_moves_is_progress_even_beside_a_clock_time() -> None:
 def test_the_same_payment_with_a_new_receipt_each_time_is_stopped() -> None:
     m = monitor()
     pays = [(call("pay", to="ACME", amount=15), f"payment P-{1001 + n} sent") for n in range(8)]
-    # an action may be meant to repeat: the note comes at the fourth, the stop at the fifth
-    assert trajectory(m, pays)[:2] == [3, 4]
+    # a write's repeat is the harm: the note replaces the third, the fourth stops the run
+    assert trajectory(m, pays)[:2] == [2, 3]
 
 
 def test_a_read_keeps_its_numbered_steps() -> None:
@@ -181,15 +182,45 @@ def test_the_third_identical_read_is_found_with_its_count() -> None:
     step(m, (call("read", path="a"), "x"))
     step(m, (call("read", path="a"), "x"))
     found = step(m, (call("read", path="a"), "x"))
-    assert found == Stall(what='read(path="a")', times=3, nudge=True, kind="repeat")
+    assert found == Stall(what='read(path="a")', times=3, nudge=True, kind="repeat", wait=10.0)
 
 
-def test_an_unannotated_call_is_judged_before_it_runs() -> None:
+def test_an_undeclared_call_runs_and_is_judged_on_its_result() -> None:
+    m = monitor()
+    polls = ["queued", "running", "running", "succeeded"]
+    # the third call is not refused on a prediction: it runs, and says something new
+    assert trajectory(m, [(call("status", job="j"), text) for text in polls]) == []
+
+
+def test_an_undeclared_call_repeated_after_its_note_does_not_run() -> None:
     m = monitor()
     step(m, (call("status", job="j"), "running"))
     step(m, (call("status", job="j"), "running"))
-    found = m.review([call("status", job="j")])
-    assert found == Stall(what='status(job="j")', times=3, nudge=True, positions=(0,))
+    found = step(m, (call("status", job="j"), "running"))
+    assert found == Stall(what='status(job="j")', times=3, nudge=True, wait=10.0)
+    m.noted(Nudge(StopReason.STALLED, "note"))
+    # it may be a write: after the note, the repeat is refused before it runs
+    stop = m.review([call("status", job="j")])
+    assert stop is not None and not stop.nudge and stop.positions == (0,)
+
+
+def test_a_declared_write_is_noted_before_its_third_run_whatever_it_returns() -> None:
+    m = monitor()
+    assert step(m, (call("pay", to="ACME"), "voucher V-1 issued")) is None
+    assert step(m, (call("pay", to="ACME"), "voucher V-2 issued")) is None
+    found = m.review([call("pay", to="ACME")])
+    assert found == Stall(what='pay(to="ACME")', times=3, nudge=True, positions=(0,), write=True)
+
+
+def test_an_idempotent_call_runs_after_its_note_and_stops_on_the_same_result() -> None:
+    m = monitor({"set": Effect.IDEMPOTENT})
+    assert trajectory(m, [(call("set", v=1), "set to 1")] * 2) == []
+    third = step(m, (call("set", v=1), "set to 1"))
+    assert third is not None and third.nudge
+    m.noted(Nudge(StopReason.STALLED, "note"))
+    assert m.review([call("set", v=1)]) is None  # harmless to repeat: it runs
+    fourth = step(m, (call("set", v=1), "set to 1"))
+    assert fourth is not None and not fourth.nudge
 
 
 # --- time between polls -----------------------------------------------------------------
@@ -215,7 +246,7 @@ def test_a_tight_loop_of_instant_identical_polls_still_stops_at_the_third() -> N
 
 def test_time_never_counts_without_a_clock_or_a_gap() -> None:
     idle = Idle()
-    m = monitor(idle=idle, poll_gap=None)
+    m = monitor(idle=idle, poll_gap=None, wait_gap=None)
     found = []
     for n in range(4):
         idle.now += 300.0
@@ -224,11 +255,11 @@ def test_time_never_counts_without_a_clock_or_a_gap() -> None:
     assert found[:1] == [2]
 
 
-def test_a_declared_wait_between_polls_breaks_the_cycle() -> None:
+def test_a_wait_declared_a_write_without_time_passing_is_a_repeated_write() -> None:
     m = monitor()
     steps = [(call("status", job="j"), "running"), (call("wait", seconds=10), "waited")] * 6
-    # not the cycle at the third poll (position 4): the same wait, a fourth time, at once
-    assert trajectory(m, steps)[0] == 7
+    # without a clock, no time passes: the same write a third time, at once, is refused
+    assert trajectory(m, steps)[0] == 5
 
 
 def test_a_declared_wait_that_takes_time_lets_a_poll_run_until_the_job_is_done() -> None:
@@ -302,15 +333,16 @@ def test_a_cycle_whose_results_change_is_progress() -> None:
 def test_a_declared_state_changing_call_breaks_any_cycle() -> None:
     m = monitor()
     steps = [(call("read", path="a"), "x"), (call("write", v=1), "ok")] * 5
-    # not the cycle (it would be found at the fifth call): the same write a fourth time
-    assert trajectory(m, steps)[0] == 7
+    # not the cycle of the read and the write: the same write a third time
+    assert trajectory(m, steps)[0] == 5
 
 
 def test_after_a_note_on_a_cycle_any_call_of_it_stops_the_run() -> None:
     m = monitor()
     steps = [(call("a"), "ra"), (call("b"), "rb")] * 2
     assert trajectory(m, steps) == []
-    note = m.review([call("a")])
+    assert m.review([call("a")]) is None  # undeclared: it runs, judged on its result
+    note = step(m, (call("a"), "ra"))
     assert note is not None and note.kind == "cycle" and note.nudge
     m.noted(Nudge(StopReason.STALLED, "note", "cycle"))
     stop = m.review([call("b")])  # call 6
@@ -320,11 +352,12 @@ def test_after_a_note_on_a_cycle_any_call_of_it_stops_the_run() -> None:
 # --- state-changing calls repeated ---------------------------------------------------------
 
 
-def test_a_state_changing_call_may_repeat_once_more_than_a_read() -> None:
+def test_a_write_gets_its_note_no_later_than_a_read() -> None:
     m = monitor()
-    ups = [(call("cd", folder=".."), "{}")] * 3
+    ups = [(call("cd", folder=".."), "{}")] * 2
     assert trajectory(m, ups) == []
-    assert m.review([call("cd", folder="..")]) is not None
+    found = m.review([call("cd", folder="..")])
+    assert found is not None and found.times == 3 and found.write and found.wait is None
 
 
 # --- the model's mistakes --------------------------------------------------------------
@@ -345,10 +378,26 @@ def test_calls_to_tools_that_do_not_exist_form_a_streak_whatever_their_names() -
     assert isinstance(found[3], Stall) and found[3].kind == "mistakes" and found[3].nudge
 
 
-def test_a_garbled_name_repeated_is_a_mistake_not_a_repeat() -> None:
+def test_a_garbled_name_repeated_is_a_repeated_mistake_not_a_repeat() -> None:
     m = monitor(max_mistakes=4)
     found = [mistake(m, "echo<|channel|>commentary") for _ in range(3)]
-    assert found == [None, None, None]
+    assert found[:2] == [None, None]
+    assert isinstance(found[2], Stall) and found[2].kind == "repeated_mistake"
+    assert found[2].what == 'echo<|channel|>commentary(q="x")' and found[2].times == 3
+
+
+def test_new_mistakes_each_step_are_a_search_bounded_by_the_streak() -> None:
+    m = monitor(max_mistakes=5, max_repeated_mistakes=2)
+    found = [mistake(m, f"tool_{n}") for n in range(5)]
+    assert found[:4] == [None] * 4
+    assert isinstance(found[4], Stall) and found[4].kind == "mistakes"
+
+
+def test_the_same_mistake_within_a_streak_counts_even_between_others() -> None:
+    m = monitor(max_mistakes=None)
+    found = [mistake(m, name) for name in ("x", "y", "x", "z", "x")]
+    assert found[:4] == [None] * 4
+    assert isinstance(found[4], Stall) and found[4].kind == "repeated_mistake"
 
 
 def test_a_successful_call_ends_the_mistake_streak() -> None:
@@ -398,12 +447,31 @@ def test_the_same_error_with_new_arguments_is_the_model_searching() -> None:
     assert found == [None] * 4
 
 
-def test_a_repeated_failing_call_adds_to_the_repeated_streak() -> None:
+def test_a_call_that_fails_a_third_time_in_the_streak_reaches_the_repeated_limit() -> None:
     m = monitor()
     assert fail_step(m, (call("lookup", id="1"), "down")) is None
     assert fail_step(m, (call("lookup", id="1"), "down again")) is None
     found = fail_step(m, (call("lookup", id="1"), "down"))
-    assert found == ToolFailure(error="down", streak=3, at_limit=True, nudge=True)
+    assert found == ToolFailure(
+        error="down", streak=3, at_limit=True, nudge=True, call='lookup(id="1")', times=3
+    )
+
+
+def test_edits_a_b_b_a_are_no_call_failing_three_times() -> None:
+    m = monitor()
+    found = [
+        fail_step(m, (call("edit", patch=patch), "lint error")) for patch in ("A", "B", "B", "A")
+    ]
+    assert found == [None] * 4 and m.state.repeated_failures == 2
+    third = fail_step(m, (call("edit", patch="B"), "lint error"))
+    assert third is not None and third.kind == "repeated" and third.times == 3
+    assert third.call == 'edit(patch="B")' and third.streak == 5
+
+
+def test_failing_steps_that_each_try_something_new_are_a_search() -> None:
+    m = monitor(max_failing_steps=8)
+    found = [fail_step(m, (call("edit", patch=f"p{n}"), "lint error")) for n in range(7)]
+    assert found == [None] * 7
 
 
 def test_any_success_resets_the_failure_streaks() -> None:
@@ -481,35 +549,35 @@ def test_new_instructions_start_a_fresh_stretch() -> None:
 
 def test_calls_of_one_batch_count_in_call_order() -> None:
     m = monitor()
-    same = [call("status", job="a") for _ in range(3)]
+    same = [call("pay", to="a") for _ in range(3)]
     found = m.review(same)
     assert found is not None and found.positions == (2,)
     for _ in range(2):
-        step(m, (call("status", job="b"), "y"))
-    assert m.review([call("status", job="b")]) is not None
+        step(m, (call("pay", to="b"), "y"))
+    assert m.review([call("pay", to="b")]) is not None
     # a call that may change something lets the calls after it count afresh
-    assert m.review([call("edit", v=9), call("status", job="b")]) is None
+    assert m.review([call("edit", v=9), call("pay", to="b")]) is None
 
 
 def test_a_note_is_given_once_per_episode() -> None:
     m = monitor()
     for _ in range(2):
-        step(m, (call("status", job="a"), "x"))
-    first = m.review([call("status", job="a")])
+        step(m, (call("pay", to="a"), "x"))
+    first = m.review([call("pay", to="a")])
     assert first is not None and first.nudge
     m.noted(Nudge(StopReason.STALLED, "note"))
-    again = m.review([call("status", job="a")])
+    again = m.review([call("pay", to="a")])
     assert again is not None and not again.nudge
     step(m, (call("list_files"), "brand new listing"))
-    fresh = m.review([call("status", job="a")])
+    fresh = m.review([call("pay", to="a")])
     assert fresh is not None and fresh.nudge
 
 
 def test_no_notes_configured_means_no_note() -> None:
     m = monitor(notes=0)
     for _ in range(2):
-        step(m, (call("status", job="a"), "x"))
-    found = m.review([call("status", job="a")])
+        step(m, (call("pay", to="a"), "x"))
+    found = m.review([call("pay", to="a")])
     assert found is not None and not found.nudge
 
 
@@ -518,12 +586,12 @@ def test_the_state_survives_json() -> None:
     for n in range(2):
         fail_step(m, (call("lookup", id=str(n)), "down"))
     for _ in range(2):
-        step(m, (call("status", job="a"), "x"))
+        step(m, (call("pay", to="a"), "x"))
     adapter = TypeAdapter(MonitorState)
     again = adapter.validate_python(json.loads(adapter.dump_json(m.state)))
     assert again == m.state
     resumed = RunMonitor(StopPolicy(), tools=TOOLS, state=again)
-    assert resumed.review([call("status", job="a")]) is not None
+    assert resumed.review([call("pay", to="a")]) is not None
 
 
 def test_describe_call_is_short_and_readable() -> None:

@@ -215,10 +215,12 @@ def test_decide_follows_stop_priority_as_it_stands(monkeypatch: pytest.MonkeyPat
             Stop(StopReason.TOOL_ERROR, "pay failed: revoked"),
         ),
         (
-            Facts(tool_failure=ToolFailure(error="e", streak=4, at_limit=True)),
+            Facts(
+                tool_failure=ToolFailure(error="e", streak=4, at_limit=True, call="f(x=1)", times=3)
+            ),
             Stop(
                 StopReason.TOOL_ERROR,
-                "tool calls failed in 4 steps in a row, each repeating a failed call; the last: e",
+                "f(x=1) failed 3 times in 4 failing steps in a row; the last error: e",
             ),
         ),
         (

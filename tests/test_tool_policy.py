@@ -20,6 +20,9 @@ from convergent.messages import ToolResultMessage, UserMessage
 from convergent.stop import STOP_PRIORITY
 from convergent.testing import call, step
 
+FAILING = StopPolicy().max_failing_steps or 0
+"""The failing steps in a row that get the note (the next one stops the run)."""
+
 
 @tool
 def book(flight: str) -> str:
@@ -76,20 +79,22 @@ def lookup(customer: str) -> str:
 
 
 async def test_a_tool_failing_whatever_the_arguments_is_noted_then_stops_with_tool_error() -> None:
+    steps = FAILING + 1
     model = ScriptedModel(
-        [step(call("lookup", customer=f"c{n}")) for n in range(7)] + ["could not look it up"]
+        [step(call("lookup", customer=f"c{n}")) for n in range(steps)] + ["could not look it up"]
     )
     result = await Agent(model, [lookup]).run("find the customer")
     assert result.stop_reason is StopReason.TOOL_ERROR
-    assert result.cycles == 7
+    assert result.cycles == steps
     assert result.stop_detail == (
-        "tool calls failed in 7 steps in a row; the last: lookup failed: database unreachable"
+        f"tool calls failed in {steps} steps in a row; the last: lookup failed: "
+        "database unreachable"
     )
-    # the note came after the sixth failing step, after its results
-    seventh_request = model.requests[6].messages
-    assert isinstance(seventh_request[-1], UserMessage)
-    assert "failed in 6 steps in a row" in seventh_request[-1].content
-    assert isinstance(seventh_request[-2], ToolResultMessage)
+    # the note came after the last failing step before the stop, after its results
+    last_request = model.requests[steps - 1].messages
+    assert isinstance(last_request[-1], UserMessage)
+    assert f"failed in {FAILING} steps in a row" in last_request[-1].content
+    assert isinstance(last_request[-2], ToolResultMessage)
     assert result.output == "could not look it up" and result.output_after_stop
 
 
@@ -97,14 +102,29 @@ async def test_a_failing_call_repeated_is_noted_at_its_third_step() -> None:
     script = [
         step(call("lookup", customer="c1")),
         step(call("lookup", customer="c2"), call("lookup", customer="c1")),
-        step(call("lookup", customer="c3"), call("lookup", customer="c2")),
-        step(call("lookup", customer="c4"), call("lookup", customer="c3")),
+        step(call("lookup", customer="c3"), call("lookup", customer="c1")),
+        step(call("lookup", customer="c4"), call("lookup", customer="c1")),
         "could not look it up",
     ]
     model = ScriptedModel(script)
     result = await Agent(model, [lookup]).run("find the customer")
     assert result.stop_reason is StopReason.TOOL_ERROR and result.cycles == 4
-    assert "each repeating a failed call" in result.stop_detail
+    assert result.stop_detail.startswith(
+        'lookup(customer="c1") failed 4 times in 4 failing steps in a row; the last error:'
+    )
+
+
+async def test_each_call_retried_once_is_a_search_not_a_loop() -> None:
+    script = [
+        step(call("lookup", customer="c1")),
+        step(call("lookup", customer="c2"), call("lookup", customer="c1")),
+        step(call("lookup", customer="c3"), call("lookup", customer="c2")),
+        step(call("lookup", customer="c4"), call("lookup", customer="c3")),
+        "could not look it up",
+    ]
+    result = await Agent(ScriptedModel(script), [lookup]).run("find the customer")
+    # no call failed three times: the failing steps stay below their own limit
+    assert result.stop_reason is StopReason.COMPLETED
 
 
 async def test_failures_of_different_calls_are_the_model_searching_for_a_while() -> None:
@@ -112,10 +132,30 @@ async def test_failures_of_different_calls_are_the_model_searching_for_a_while()
     result = await Agent(model, [book]).run("book")
     assert result.stop_reason is StopReason.COMPLETED
     assert [r.ok for r in result.tool_calls] == [False] * 4
-    # but not for ever: the seventh failing step in a row ends the run, after a note
-    model = ScriptedModel([step(call("book", flight=f"X{n}")) for n in range(9)] + ["none left"])
+    # but not for ever: the step after the threshold ends the run, after a note
+    tries = [step(call("book", flight=f"X{n}")) for n in range(FAILING + 3)]
+    model = ScriptedModel([*tries, "none left"])
     result = await Agent(model, [book]).run("book")
-    assert result.stop_reason is StopReason.TOOL_ERROR and result.cycles == 7
+    assert result.stop_reason is StopReason.TOOL_ERROR and result.cycles == FAILING + 1
+
+
+async def test_six_lint_refused_edits_then_one_that_applies_complete() -> None:
+    @tool(read_only=False)
+    def apply_patch(patch: str) -> str:
+        """Apply a patch; the linter refuses all but one.
+
+        Args:
+            patch: The change.
+        """
+        if patch != "p10":
+            raise ToolError("lint: E999 SyntaxError: the patch was not applied")
+        return "patched"
+
+    # ten refused patches, each a new one (a search), then the eleventh applies
+    script = [step(call("apply_patch", patch=f"p{n}")) for n in range(11)] + ["fixed"]
+    result = await Agent(ScriptedModel(script), [apply_patch]).run("fix it")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [r.ok for r in result.tool_calls] == [False] * 10 + [True]
 
 
 async def test_a_success_resets_the_count_and_model_mistakes_do_not_count() -> None:
@@ -191,6 +231,16 @@ def test_the_earlier_spellings_still_work_and_warn() -> None:
     agent = Agent(model, limits=limits)
     assert (agent.policy.max_repeated_calls, agent.policy.notes) == (4, 0)
     assert agent.limits.max_repeated_calls is None
+
+
+def test_the_old_error_count_warns_what_it_maps_to_now() -> None:
+    with pytest.warns(DeprecationWarning) as warned:
+        Agent(ScriptedModel(["x"]), max_consecutive_tool_errors=4)
+    [warning] = [str(w.message) for w in warned]
+    assert "StopPolicy(max_repeated_failures=...)" in warning
+    assert "counted failed calls in a row" in warning
+    assert "how often the same call (same tool, same arguments) fails" in warning
+    assert "max_failing_steps" in warning
 
 
 async def test_a_terminal_tool_hands_the_run_off_with_its_result() -> None:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from convergent.builtin_tools import file_tools as file_tools
     from convergent.durability.protocol import RunJournal as RunJournal
     from convergent.durability.sqlite import RunStore as RunStore
+    from convergent.effects import Effect as Effect
     from convergent.events import CycleStarted as CycleStarted
     from convergent.events import Event as Event
     from convergent.events import ModelResponded as ModelResponded
@@ -88,6 +89,7 @@ _MODULE_OF = {
     "TextDelta": "convergent.events",
     "ToolFinished": "convergent.events",
     "ToolStarted": "convergent.events",
+    "Effect": "convergent.effects",
     "ConvergentError": "convergent.exceptions",
     "ModelError": "convergent.exceptions",
     "ModelHTTPError": "convergent.exceptions",

@@ -150,7 +150,7 @@ class Run:
         self.driver = CycleDriver(
             agent.limits,
             policy=agent.policy,
-            tools=agent.read_only_tools,
+            tools=agent.tool_effects,
             terminal_tools=agent.terminal_tools,
             verifier=agent.verifier,
             output=agent.output,

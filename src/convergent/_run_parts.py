@@ -15,6 +15,7 @@ import json
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+from convergent.effects import Effect
 from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, Message, ToolCall, ToolSpec
@@ -56,6 +57,7 @@ class LoopAgent(Protocol):
     tool_names: tuple[str, ...]
     terminal_tools: frozenset[str]
     read_only_tools: dict[str, bool | None]
+    tool_effects: dict[str, Effect]
     settings: ModelSettings | None
     limits: Limits
     policy: StopPolicy

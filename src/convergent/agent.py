@@ -219,6 +219,7 @@ class Agent:
         self.tool_names = tuple(found)
         self.terminal_tools = frozenset(n for n, t in found.items() if t.terminal)
         self.read_only_tools = {n: t.read_only for n, t in found.items()}
+        self.tool_effects = {n: t.effect for n, t in found.items()}
 
     async def _start_servers(self) -> None:
         """Start the MCP servers (unless they run) and offer their tools."""

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUDGET_NOTE_AT",
+    "NOTHING_REFUSED",
+    "Admission",
     "CHARS_PER_MESSAGE",
     "CHARS_PER_TOKEN",
     "FINAL_ANSWER_TOKENS",
@@ -127,6 +129,22 @@ class RunTally:
 _N = TypeVar("_N", int, float)
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What the tool-call caps make of a batch (`Budget.admit`)."""
+
+    refused: Mapping[int, LimitReached] = field(default_factory=dict)
+    """Calls past a cap whose policy is ``continue``, by position: they do not run, and
+    the run goes on."""
+    stop: tuple[int, LimitReached] | None = None
+    """The first call past a cap whose policy is ``stop`` and that cap: it and the calls
+    after it do not run, and the run stops."""
+
+
+NOTHING_REFUSED = Admission()
+"""Every call of the batch may run."""
+
+
 class Budget:
     """The budgets of one run, counted as it goes.
 
@@ -146,6 +164,8 @@ class Budget:
     __slots__ = (
         "_before",
         "_bracketed",
+        "_predicted",
+        "_unseen",
         "_clock",
         "_in_request",
         "_last_batch",
@@ -184,6 +204,13 @@ class Budget:
         self._last_batch = 0
         self.last: Usage = NO_USAGE
         """The latest request's usage (none yet: estimates count the whole conversation)."""
+        self._predicted = 0
+        """The text's estimate of the input of the request in flight (0: none)."""
+        self._unseen = 0
+        """Input tokens the provider counted for the latest request beyond the text's
+        estimate of it (what the text does not show: tool definitions resent, hidden
+        reasoning, results counted otherwise); each later request is taken to grow by
+        as much again."""
 
     # -- what was spent -----------------------------------------------------------------
 
@@ -210,11 +237,17 @@ class Budget:
             return None
         return self.elapsed() - self.state.model_seconds
 
-    def start_request(self) -> int:
-        """A model request is about to be made: returns its cycle number."""
+    def start_request(self, pending_chars: int = 0) -> int:
+        """A model request is about to be made: returns its cycle number.
+
+        Args:
+            pending_chars: Characters added to the conversation since the last response
+                (its estimate is compared with the input the provider reports).
+        """
         tally = self.tally
         tally.cycles += 1
         self._in_request = self._clock()
+        self._predicted = self._text_size(pending_chars) if self.last.input_tokens else 0
         return tally.cycles
 
     def responded(self, usage: Usage) -> Usage:
@@ -228,6 +261,9 @@ class Budget:
             self._last_cycle = took
             self._in_request = None
         usage = priced(usage, self.price)
+        if self._predicted and usage.input_tokens:
+            self._unseen = max(usage.input_tokens - self._predicted, 0)
+        self._predicted = 0
         self.last = usage
         if usage.output_tokens > self.state.longest_reply:
             self.state.longest_reply = usage.output_tokens
@@ -236,9 +272,9 @@ class Budget:
             tally.usage = tally.usage + usage
         return usage
 
-    def requested(self, usage: Usage = NO_USAGE) -> int:
+    def requested(self, usage: Usage = NO_USAGE, pending_chars: int = 0) -> int:
         """A request was made and answered, reported after the fact (its time is unknown)."""
-        cycle = self.start_request()
+        cycle = self.start_request(pending_chars)
         self._in_request = None
         self._bracketed = False
         self.responded(usage)
@@ -260,10 +296,18 @@ class Budget:
 
     # -- before a request ---------------------------------------------------------------
 
-    def _request_size(self, pending_chars: int) -> int:
-        """Estimated input tokens of the next request: the last one, its reply, what came since."""
+    def _text_size(self, pending_chars: int) -> int:
+        """The next request's input as the text shows it: the last, its reply, what came since."""
         last = self.last
         return last.input_tokens + last.output_tokens + _tokens(pending_chars)
+
+    def _request_size(self, pending_chars: int) -> int:
+        """Estimated input tokens of the next request.
+
+        The text's estimate, and what the provider counted beyond the text's estimate of
+        the latest request.
+        """
+        return self._text_size(pending_chars) + self._unseen
 
     def _final_tokens(
         self, size: int, reply: int, pending_chars: int, after_cycles: bool = False
@@ -314,8 +358,9 @@ class Budget:
         Room is kept for the request (its input, a reply like the last) and, with a
         final answer, for that answer; ``ahead`` counts more cycles (the note looks one
         cycle further). Each cycle after the next is taken to grow the conversation as
-        much as the last one did (its reply and what came after it), so a run whose
-        results are long is told early enough.
+        much as the last one did (its reply, what came after it, and what the provider
+        counted beyond the text), so a run whose results are long, or whose requests
+        grow for reasons the text does not show, is told early enough.
 
         Args:
             pending_chars: Characters added to the conversation since the last response
@@ -330,7 +375,7 @@ class Budget:
         tokens, cost = limits.max_total_tokens, limits.max_cost
         if tokens is not None or cost is not None:
             reply = self._reply_tokens()
-            growth = reply + _tokens(pending_chars)
+            growth = reply + _tokens(pending_chars) + self._unseen
             sizes = [self._request_size(pending_chars) + step * growth for step in range(ahead)]
             final = self._final_tokens(sizes[-1], reply, pending_chars, ahead > 1)
             kept_tokens = sum(sizes) + ahead * reply + final
@@ -461,14 +506,13 @@ class Budget:
 
     # -- tool calls ---------------------------------------------------------------------
 
-    def admit(
-        self, calls: Sequence[ToolCall], skipped: Collection[int] = ()
-    ) -> tuple[int, LimitReached] | None:
+    def admit(self, calls: Sequence[ToolCall], skipped: Collection[int] = ()) -> Admission:
         """Count the calls of a batch against the tool-call caps.
 
-        Calls at positions in ``skipped`` do not run and are not counted. Returns None
-        when every other call may run; else the position of the first call a cap refuses
-        and that cap (it and the calls after it do not run, and are not counted).
+        Calls at positions in ``skipped`` do not run and are not counted. A call past a
+        cap whose policy is ``continue`` is refused (it does not run, is not counted)
+        and the calls after it are still counted; the first call past a cap whose
+        policy is ``stop`` ends the admission: it and the calls after it do not run.
         """
         limits, state = self.limits, self.state
         total, per_tool = limits.max_tool_calls, limits.max_calls_per_tool
@@ -476,23 +520,29 @@ class Budget:
         self._last_batch = len(running)
         if total is None and per_tool is None:
             state.tool_calls += len(running)
-            return None
+            return NOTHING_REFUSED
         counted = state.calls_by_tool
+        refused: dict[int, LimitReached] = {}
         for index in running:
             name = calls[index].name
-            if total is not None and state.tool_calls >= total:
-                return index, LimitReached(
-                    limit="max_tool_calls", used=state.tool_calls, maximum=total
-                )
             cap = limits.tool_cap(name)
-            if cap is not None and counted.get(name, 0) >= cap:
-                return index, LimitReached(
-                    limit="max_calls_per_tool", used=counted.get(name, 0), maximum=cap, tool=name
+            reached: LimitReached | None = None
+            if total is not None and state.tool_calls >= total:
+                reached = LimitReached(limit="max_tool_calls", used=state.tool_calls, maximum=total)
+            elif cap is not None and counted.get(name, 0) >= cap:
+                used = counted.get(name, 0)
+                reached = LimitReached(
+                    limit="max_calls_per_tool", used=used, maximum=cap, tool=name
                 )
+            if reached is not None:
+                if limits.cap_policy(reached.limit) == "stop":
+                    return Admission(refused, (index, reached))
+                refused[index] = reached
+                continue
             state.tool_calls += 1
             if cap is not None:
                 counted[name] = counted.get(name, 0) + 1
-        return None
+        return Admission(refused, None) if refused else NOTHING_REFUSED
 
     # -- after a stop -------------------------------------------------------------------
 

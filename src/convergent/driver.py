@@ -43,10 +43,12 @@ from convergent.driving import (
     PolicyOptions,
     Review,
     StopReport,
+    cap_note,
     failure_result,
     message_chars,
     verdict_feedback,
 )
+from convergent.effects import Declared
 from convergent.extensions import Verification
 from convergent.limits import Limits
 from convergent.messages import (
@@ -88,6 +90,7 @@ __all__ = [
     "RunTally",
     "StopReport",
     "Tally",
+    "cap_note",
     "failure_result",
     "message_chars",
     "resolved_policy",
@@ -251,7 +254,7 @@ class CycleDriver:
 
     def start_request(self) -> int:
         """A model request is about to be made: returns its cycle number."""
-        return self.budget.start_request()
+        return self.budget.start_request(self.pending_chars())
 
     def responded(self, usage: Usage) -> None:
         """The request was answered, with this usage (`NO_USAGE` when unknown).
@@ -267,7 +270,7 @@ class CycleDriver:
         A host that can say when a request starts calls `start_request` and `responded`
         instead, so that the time between polls can count (``StopPolicy.poll_gap``).
         """
-        cycle = self.budget.requested(usage)
+        cycle = self.budget.requested(usage, self.pending_chars())
         self.pending = 0
         return cycle
 
@@ -304,11 +307,11 @@ class CycleDriver:
         """
         return self._decided(decide(Facts(model_error=error, limit=self.budget.time_up())))
 
-    def offers(self, tools: Mapping[str, bool | None]) -> None:
+    def offers(self, tools: Mapping[str, Declared]) -> None:
         """The host names the tools the run has, with their effects, before the first call.
 
         For a host that learns them only once the run started (Claude Code lists its
-        tools as a session begins): each name with its ``read_only`` flag, from the
+        tools as a session begins): each name with its `Effect` (or ``read_only`` flag), from the
         caller's ``tools`` or the host's own metadata. Calls of other names are the
         model's mistakes; the counters so far are kept.
         """
@@ -500,9 +503,12 @@ class CycleDriver:
                 return self._skip_all(calls, decision)
             if isinstance(decision, Nudge):
                 skipped = dict.fromkeys(stall.positions, decision.note)
-        refused = self.budget.admit(calls, skipped)
-        if refused is not None:
-            first, self._capped = refused
+        admission = self.budget.admit(calls, skipped)
+        for index, limit in admission.refused.items():
+            skipped[index] = cap_note(limit)
+        self.monitor.refused([calls[index] for index in admission.refused])
+        if admission.stop is not None:
+            first, self._capped = admission.stop
             text = f"not run: {_stop_text(self._capped)}"
             later = (index for index in range(first, len(calls)) if index not in skipped)
             skipped.update(dict.fromkeys(later, text))

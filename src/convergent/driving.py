@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from convergent.budget import CHARS_PER_MESSAGE
+from convergent.effects import Declared
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification, Verifier
 from convergent.messages import NO_USAGE, AssistantMessage, Message, Usage
 from convergent.output import OutputSpec
 from convergent.policy import StopPolicy, ToolErrorPolicy
-from convergent.stop import CONTINUE, Decision, StopReason
+from convergent.stop import CONTINUE, Decision, LimitReached, StopReason
 
 __all__ = [
     "ANSWER_AFTER_STOP",
@@ -30,6 +31,7 @@ __all__ = [
     "PolicyOptions",
     "Review",
     "StopReport",
+    "cap_note",
     "failure_result",
     "message_chars",
     "verdict_feedback",
@@ -71,6 +73,20 @@ def failure_result(tool: str, error: BaseException) -> tuple[str, bool]:
     return f"{tool} raised {type(error).__name__}: {text}", False
 
 
+def cap_note(limit: LimitReached) -> str:
+    """The result of a call a tool-call cap refused while the run goes on (``continue``)."""
+    if limit.limit == "max_calls_per_tool":
+        return (
+            f"Not run: {limit.tool} may be called at most {limit.maximum:g} times in this run "
+            f"(max_calls_per_tool), and it has been. Use another tool, or answer with what "
+            "you have."
+        )
+    return (
+        f"Not run: this run may make at most {limit.maximum:g} tool calls (max_tool_calls), "
+        "and it has made them all. Answer with what you have."
+    )
+
+
 def message_chars(message: Message) -> int:
     """Characters of a message as a model sees it: its text, call arguments and framing."""
     if isinstance(message, AssistantMessage) and message.tool_calls:
@@ -98,9 +114,10 @@ class PolicyOptions(TypedDict, total=False):
 
     policy: StopPolicy | None
     """The rules that judge progress (default `StopPolicy()`)."""
-    tools: Mapping[str, bool | None] | None
-    """Tool names with their ``read_only`` flag (True, False, or None when unknown);
-    None (the default): every name is a tool with an unknown flag."""
+    tools: Mapping[str, Declared] | None
+    """Tool names with what each declares: a `convergent.effects.Effect`, or the older
+    ``read_only`` flag (True: a read, False: a write, None: undeclared); None (the
+    default): every name is an undeclared tool."""
     terminal_tools: Collection[str]
     """Tools whose successful call hands the run off (its result is the output)."""
     verifier: Verifier | None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -18,7 +18,12 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 from convergent._deprecated import warn_old
 from convergent._validation import raises_user_errors
 
-__all__ = ["Limits", "without_legacy"]
+__all__ = ["CapPolicy", "Limits", "without_legacy"]
+
+CapPolicy = Literal["stop", "continue"]
+"""What a tool-call cap does to a call past it: ``stop``: the call does not run and the
+run stops ``budget_exhausted``; ``continue``: the call does not run, its result is a
+note saying so, and the run goes on."""
 
 
 def _non_negative(caps: int | dict[str, int] | None) -> int | dict[str, int] | None:
@@ -55,10 +60,17 @@ class Limits:
     """Maximum cost in the currency of the model's price table."""
     max_tool_calls: int | None = Field(default=None, ge=0)
     """Maximum tool calls the run may make, whatever the tools (calls past it do not
-    run, and the run stops ``budget_exhausted``)."""
+    run; ``on_max_tool_calls`` says what the run does then)."""
     max_calls_per_tool: _Caps = None
     """Maximum calls of each tool: one number for every tool, or a number per tool name
-    (tools not named are not capped)."""
+    (tools not named are not capped; ``on_max_calls_per_tool`` says what the run does
+    with a call past its cap)."""
+    on_max_tool_calls: CapPolicy = "stop"
+    """``stop``: a call past ``max_tool_calls`` stops the run ``budget_exhausted``;
+    ``continue``: it does not run, the model is told why as its result, and the run
+    goes on (the other calls of its batch within the caps run)."""
+    on_max_calls_per_tool: CapPolicy = "stop"
+    """The same choice for a call past its tool's ``max_calls_per_tool``."""
     max_repeated_calls: int | None = Field(default=None, ge=1, exclude=True, repr=False)
     """Deprecated: `convergent.StopPolicy.max_repeated_calls`."""
     stall_nudges: int | None = Field(default=None, ge=0, exclude=True, repr=False)
@@ -86,6 +98,10 @@ class Limits:
             for name in ("max_repeated_calls", "stall_nudges")
             if getattr(self, name) is not None
         }
+
+    def cap_policy(self, limit: str) -> CapPolicy:
+        """What a call past the cap ``limit`` (``max_tool_calls``, ``max_calls_per_tool``) does."""
+        return self.on_max_tool_calls if limit == "max_tool_calls" else self.on_max_calls_per_tool
 
     def tool_cap(self, name: str) -> int | None:
         """The cap on calls of the tool ``name`` (None: not capped)."""

@@ -15,43 +15,55 @@ Progress, the rule behind stalls:
   same result. The previous text is kept in memory (by reference) for the last calls;
   the state keeps only digests, so after a resume a result counts as the same only when
   its bytes are, and any other counts as a change.
-- An identical call (same name, same canonical arguments) counts while nothing has
-  changed. Its count starts again when its result means something else than its last
-  one, when a call that changed something ran since, or when real time passed since its
-  last call started (``poll_gap`` seconds outside model requests: a wait between polls,
-  a poll that waits itself, a pause). A slow command repeated without change is then
+- What a call does comes from its tool's declared `convergent.effects.Effect`: a read
+  (``read_only=True``) changes nothing; an idempotent call (``idempotent=True``) may
+  change something, but not again when repeated; a write (``read_only=False``)
+  changes something each time; an undeclared tool changes something only when its
+  (call, result) pair is new since the last change. A call rejected as the model's
+  mistake and a call that failed never change anything. Calls to a tool the run does
+  not have are mistakes (see below), not repeats.
+- A read, an idempotent call and an undeclared call run and are judged on their
+  result. An identical call (same name, same canonical arguments) counts while
+  nothing has changed; its count starts again when its result means something else
+  than its last one (for a call that may change something, every count starts again;
+  a read changes nothing, so only its own count does), when a call that changed
+  something ran since, or when real time passed: ``poll_gap`` seconds outside
+  model requests since it last started (a poll that waits itself, a slow job), or
+  ``wait_gap`` seconds outside model requests between its last end and this start (a
+  wait or sleep between polls, a pause). Real time passing starts every count again:
+  the world had time to change. A slow command repeated without change is then
   bounded by the budgets, not by this rule.
-  A call whose result moved shows that the world changed, so every count starts again,
-  whatever its tool declares.
-- A call *changed something* when its tool is declared state-changing
-  (``read_only=False``), or when its tool is unannotated (``read_only=None``) and its
-  (call, result) pair is new since the last change. A read-only tool, a call rejected as
-  the model's mistake and a call that failed never change anything. Calls to a tool the
-  run does not have are mistakes (see below), not repeats.
+- A write is judged before it runs, and its count is every identical call since the
+  last other change, whatever its results and however long ago: the repeat itself is
+  the harm (a voucher issued again with a new id is a second voucher).
 - The ``max_repeated_calls``-th identical call with the same meaning while nothing
-  changed is a stall finding (for a call declared state-changing, one more: an action
-  may be meant to repeat, such as moving up a folder twice); so is the first call of a cycle of 2 to
-  ``max_cycle_length`` calls about to start its ``max_repeated_calls``-th repetition with
-  every result unchanged. A cycle never spans a call declared state-changing, nor a call
-  made after real time passed.
-- A call that may change something (not declared read-only) is judged before it runs:
-  at a finding it does not run. A read-only call always runs and is judged on its
-  result: a poll that says something new is progress, never replaced by a note.
+  changed (for a write: the ``max_repeated_calls``-th identical call) is a stall
+  finding; so is the first call of a cycle of 2 to ``max_cycle_length`` calls about to
+  start its ``max_repeated_calls``-th repetition with every result unchanged. A cycle
+  never spans a write, nor a call made after real time passed.
+- A write at a finding does not run; a call judged on its result gets the note after
+  it ran. After a note, the next call of the same pattern stops the run: a read runs
+  first (a poll that says something new is progress), an undeclared call does not run
+  unless real time passed (it may be a write).
 - Within one batch, calls count in call order, and a call that may change something
   lets the calls after it count afresh.
 
-A note is given once per episode (``StopPolicy.notes``): an episode ends when a call
-brings something new (a call and result not among the last few calls). After a note,
-the next call of the same pattern (the repeated call, or any call of the cycle) stops
-the run.
+A note is given once per stretch without progress, whichever rule finds it first
+(``StopPolicy.notes``): the stretch ends when a call succeeds with something new (a
+call and result not among the last few calls). The repeat rules also keep one note
+per episode: an episode ends when a call brings something new. After a note, the
+next finding of any rule in the stretch stops the run.
 
 Streaks count *steps* (one response's batch) and answers:
 
 - failing steps (at least one call failed, none succeeded): every one counts toward
-  ``max_failing_steps``; one that repeats a call that already failed in the streak
-  counts toward ``max_repeated_failures`` too (the first failing step starts both);
-- mistakes (every call of the step was the model's mistake: an unknown tool, arguments
-  that do not parse or validate) count toward ``max_mistakes``;
+  ``max_failing_steps`` (a search that tries something new each step, a tool that is
+  down); a call that fails again within the streak counts toward
+  ``max_repeated_failures`` (a loop: the same call again);
+- mistakes (every call of the step was the model's mistake: an unknown tool,
+  arguments that do not parse or validate, a call past a tool-call cap whose policy is
+  ``continue``): every such step counts toward ``max_mistakes``, and the same mistaken
+  call made again within the streak toward ``max_repeated_mistakes``;
 - answers rejected by the verifier or the output type count toward
   ``max_rejected_answers`` until a call brings something new.
 
@@ -67,6 +79,7 @@ from typing import Literal
 from zlib import crc32
 
 from convergent.budget import BudgetState
+from convergent.effects import Declared, Effect, as_effect
 from convergent.meaning import MAX_DIFFERENCES, compare, same_meaning
 from convergent.messages import CallOutcome, ToolCall
 from convergent.policy import DEFAULT_POLICY, StopPolicy
@@ -86,8 +99,8 @@ _STRETCH_SIZE = 32
 """Distinct calls remembered per stretch (the least recently seen goes first)."""
 _RECENT_SIZE = 40
 """Calls remembered in order (cycles, and what is new)."""
-_ERRORS_KEPT = 32
-"""Failed calls remembered per streak."""
+_KEYS_KEPT = 64
+"""Failed (or mistaken) calls remembered per streak, one entry per step each was in."""
 _MESSAGES_KEPT = 64
 """Digests of the user's messages remembered, to tell a repeated one from a new one."""
 _MESSAGE_TEXTS_KEPT = 8
@@ -126,9 +139,10 @@ class MonitorState:
     failing_steps: int = 0
     """Failing steps in a row."""
     repeated_failures: int = 0
-    """Failing steps in a row that repeated a call that failed in the streak."""
+    """The most times one call failed in this streak of failing steps."""
     failed_calls: list[str] = field(default_factory=list)
-    """Canonical keys of the calls that failed in this streak."""
+    """Canonical keys of the calls that failed in this streak, once per failing step
+    each failed in (the latest `_KEYS_KEPT`)."""
     failure_notes: int = 0
     """Notes given for the failure streaks."""
     mistakes: int = 0
@@ -147,6 +161,14 @@ class MonitorState:
     """Digests of the user's messages (the task, steering), to tell a repeated one."""
     budget: BudgetState = field(default_factory=BudgetState)
     """What the run's budgets keep between decisions (`convergent.budget.Budget`)."""
+    ended: dict[str, float] = field(default_factory=dict)
+    """When each recent call last ended, in seconds outside model requests (the wait
+    before the same call again)."""
+    stretch_notes: int = 0
+    """Notes given, by any rule, since a call last succeeded with something new."""
+    mistaken_calls: list[str] = field(default_factory=list)
+    """Canonical keys of the mistaken calls of this streak of mistakes, once per step
+    each was made in (the latest `_KEYS_KEPT`)."""
 
 
 @dataclass(slots=True)
@@ -154,18 +176,38 @@ class _Reviewed:
     call: ToolCall
     key: str
     read_only: bool | None
+    """True for a read, False for a write, None otherwise (`Effect`)."""
     digest: int
     timed: bool
-    """Real time passed since the last identical call started."""
+    """Real time passed since the last identical call (``poll_gap``, ``wait_gap``)."""
     mark: float | None
     """Seconds outside model requests when the call started (None: time does not count)."""
+    effect: Effect = Effect.UNDECLARED
+    """What the call does, as its tool declares it."""
 
 
 @dataclass(slots=True)
 class _Failure:
+    call: ToolCall
     key: str
     text: str
     fatal: bool
+
+
+_FLAGS: dict[Effect, bool | None] = {
+    Effect.READ: True,
+    Effect.WRITE: False,
+    Effect.IDEMPOTENT: None,
+    Effect.UNDECLARED: None,
+}
+"""The ``read_only`` flag the comparison of results reads, by effect (an idempotent
+call changes nothing when repeated: a cycle may span it)."""
+_RESULT_JUDGED = frozenset({Effect.READ, Effect.IDEMPOTENT, Effect.UNDECLARED})
+"""Effects whose calls run, and are judged on their result."""
+_MISTAKES = (
+    "calls the run cannot make (tools it does not have, arguments that do not parse or "
+    "validate, calls past a tool-call cap)"
+)
 
 
 def describe_call(name: str, arguments: Mapping[str, object], limit: int = 100) -> str:
@@ -188,21 +230,24 @@ class RunMonitor:
 
     Args:
         policy: The rules (default `StopPolicy()`).
-        tools: The tools the run offers, by name, with their ``read_only`` flag (True,
-            False, or None when unknown); a call to another name is the model's mistake.
-            None: every name is a tool with an unknown flag.
+        tools: The tools the run offers, by name, with what each declares: an
+            `convergent.effects.Effect`, or the older ``read_only`` flag (True: a read,
+            False: a write, None: undeclared); a call to another name is the model's
+            mistake. None: every name is an undeclared tool.
         state: The state to continue (a resumed run's), updated in place.
         idle: Seconds the run has spent outside model requests so far; None (or a
             function returning None): time never counts as progress.
     """
 
     __slots__ = (
+        "_effects",
         "_examined",
         "_failures",
         "_finding",
         "_invalid",
         "_last",
         "_messages",
+        "_mistaken",
         "_ok",
         "_recent_size",
         "_reviewed",
@@ -217,20 +262,25 @@ class RunMonitor:
         self,
         policy: StopPolicy | None = None,
         *,
-        tools: Mapping[str, bool | None] | None = None,
+        tools: Mapping[str, Declared] | None = None,
         state: MonitorState | None = None,
         idle: Callable[[], float | None] | None = None,
     ) -> None:
         self.policy = policy if policy is not None else DEFAULT_POLICY
         self._tools = tools
+        self._effects = (
+            None if tools is None else {name: as_effect(flag) for name, flag in tools.items()}
+        )
         self.state = state if state is not None else MonitorState()
         self.idle: Callable[[], float | None] = idle or _no_time
         self._ok = False
         self._invalid = False
         self._failures: list[_Failure] = []
+        self._mistaken: dict[str, ToolCall] = {}
+        """The step's mistaken calls, by key."""
         self._reviewed: dict[int, _Reviewed] = {}
         self._finding: Stall | None = None
-        """A stall found on a read's result, decided at the end of the step."""
+        """A stall found on a call's result, decided at the end of the step."""
         self._watch: tuple[int, ...] = ()
         """The calls of the pattern of the latest stall finding, watched once noted."""
         self._last: dict[str, str] = {}
@@ -245,39 +295,54 @@ class RunMonitor:
         )
 
     @property
-    def tools(self) -> Mapping[str, bool | None] | None:
-        """The tools the run offers, with their ``read_only`` flag (None: any name)."""
+    def tools(self) -> Mapping[str, Declared] | None:
+        """The tools the run offers, with what each declares (None: any name)."""
         return self._tools
+
+    def effect(self, name: str) -> Effect | None:
+        """What a call of the tool ``name`` does (None: the run has no such tool)."""
+        effects = self._effects
+        if effects is None:
+            return Effect.UNDECLARED
+        return effects.get(name)
 
     # -- repeats ------------------------------------------------------------------------
 
-    def _review_one(self, call: ToolCall, idle: float | None) -> _Reviewed | None:
-        """The call's key, flag, digest and whether time passed; None: not a known tool."""
-        tools, name = self._tools, call.name
-        if tools is None:
-            read_only = None
-        elif name in tools:
-            read_only = tools[name]
-        else:
+    def _now(self) -> float | None:
+        """Seconds outside model requests now (None: time does not count)."""
+        policy = self.policy
+        if policy.poll_gap is None and policy.wait_gap is None:
             return None
-        key = canonical_call_key(name, call.arguments)
-        timed = False
-        gap = self.policy.poll_gap
-        if gap is not None and idle is not None:
-            started = self.state.started.get(key)
-            timed = started is not None and idle - started >= gap
-        return _Reviewed(call, key, read_only, _digest(key), timed, idle)
+        return self.idle()
+
+    def _review_one(self, call: ToolCall, idle: float | None) -> _Reviewed | None:
+        """The call's key, effect, digest and whether time passed; None: not a known tool."""
+        effect = self.effect(call.name)
+        if effect is None:
+            return None
+        key = canonical_call_key(call.name, call.arguments)
+        timed = idle is not None and self._waited(key, idle)
+        return _Reviewed(call, key, _FLAGS[effect], _digest(key), timed, idle, effect)
+
+    def _waited(self, key: str, idle: float) -> bool:
+        """Whether real time passed since the identical call (``poll_gap``, ``wait_gap``)."""
+        policy, state = self.policy, self.state
+        gap, started = policy.poll_gap, state.started.get(key)
+        if gap is not None and started is not None and idle - started >= gap:
+            return True
+        wait, ended = policy.wait_gap, state.ended.get(key)
+        return wait is not None and ended is not None and idle - ended >= wait
 
     def review(self, calls: Sequence[ToolCall]) -> Stall | None:
         """Whether the calls about to run would repeat without progress (a prediction).
 
-        Only calls that may change something are judged here (a read runs and is judged
-        on its result, see `observe`). Returns the finding (which calls, how often,
-        whether a note is left), or None. Nothing is recorded: `observe` records the
-        calls that run.
+        Writes are judged here, and undeclared calls the model was told repeat (a call
+        judged on its result runs first, see `observe`). Returns the finding (which
+        calls, how often, whether a note is left), or None. Nothing is recorded:
+        `observe` records the calls that run.
         """
-        idle = self.idle() if self.policy.poll_gap is not None else None
-        state, limit = self.state, self.policy.max_repeated_calls
+        idle = self._now()
+        state = self.state
         reviewed = self._reviewed = {}
         fresh = False  # a call earlier in this batch may have changed something
         earlier: dict[str, int] = {}
@@ -288,23 +353,25 @@ class RunMonitor:
             if item is None:
                 continue
             reviewed[id(call)] = item
-            key = item.key
-            if item.read_only is True:
-                earlier[key] = earlier.get(key, 0) + 1
+            key, effect = item.key, item.effect
+            if effect is Effect.READ:
                 continue
-            entry = None if fresh or item.timed else state.stretch.get(key)
+            entry = None if fresh else state.stretch.get(key)
             count = (entry[1] if entry is not None else 0) + earlier.get(key, 0) + 1
-            watched = not fresh and not item.timed and item.digest in state.watched
-            # an action may be meant to repeat (moving up a folder twice): one more
-            own = limit + 1 if item.read_only is False else limit
-            period = 0
-            if not watched and count < own and not position:
-                period = self._cycle(item.digest, None)
-            if watched or count >= own or period:
+            if effect is Effect.WRITE:
+                # a write's repeat is the harm: neither its results nor time reset it
+                watched = not fresh and item.digest in state.watched
+                found = watched or count >= self.policy.max_repeated_calls
+                earlier = {key: count}
+            else:  # it runs, unless the model was told it repeats and no time passed
+                watched = not fresh and not item.timed and item.digest in state.watched
+                found = watched and effect is Effect.UNDECLARED
+                earlier = {}
+            if found:
                 positions.append(position)
                 if finding is None:
-                    finding = (call, item.digest, count, period, watched)
-            fresh, earlier = True, {key: count}
+                    finding = (call, item.digest, count, 0, watched)
+            fresh = True
         if finding is None:
             return None
         return self._stall(*finding, positions=tuple(positions))
@@ -330,8 +397,26 @@ class RunMonitor:
         else:
             what, times = shown, count
             self._watch = (digest,)
-        nudge = self.state.notes_given < self.policy.notes
-        return Stall(what=what, times=times, nudge=nudge, positions=positions, kind=kind)
+        nudge = self.state.notes_given < self.policy.notes and self._may_note()
+        write = self.effect(call.name) is Effect.WRITE
+        return Stall(
+            what=what,
+            times=times,
+            nudge=nudge,
+            positions=positions,
+            kind=kind,
+            write=write,
+            wait=None if write else self._wait_advice(),
+        )
+
+    def _wait_advice(self) -> float | None:
+        """Seconds to wait before a call so that it is a fresh look (None: time never counts)."""
+        policy = self.policy
+        return policy.poll_gap if policy.poll_gap is not None else policy.wait_gap
+
+    def _may_note(self) -> bool:
+        """Whether a note is still left in this stretch without progress (any rule's)."""
+        return self.state.stretch_notes < self.policy.notes
 
     def _cycle(self, call: int, pair: int | None) -> int:
         """The period of the cycle a call would start again; 0: none.
@@ -375,44 +460,60 @@ class RunMonitor:
         """
         if outcome not in _OBSERVED:
             return
+        item = self._reviewed.get(id(call))
+        if item is None:
+            item = self._review_one(call, self._now())
+        key = item.key if item is not None else canonical_call_key(call.name, call.arguments)
         if outcome is CallOutcome.OK:
             self._ok = True
         elif outcome is CallOutcome.FAILED:
-            self._failures.append(
-                _Failure(canonical_call_key(call.name, call.arguments), result, fatal)
-            )
+            self._failures.append(_Failure(call, key, result, fatal))
         else:
             self._invalid = True
-        item = self._reviewed.get(id(call))
-        if item is None:
-            idle = self.idle() if self.policy.poll_gap is not None else None
-            item = self._review_one(call, idle)
-            if item is None:  # a tool the run does not have: a mistake, not a repeat
-                return
+            self._mistaken.setdefault(key, call)
+        if item is None:  # a tool the run does not have: a mistake, not a repeat
+            return
         self._count(item, outcome, result)
+
+    def refused(self, calls: Sequence[ToolCall]) -> None:
+        """Calls of the step did not run: past a tool-call cap the model was told of.
+
+        They are the model's mistakes (calls the run cannot make), not repeats.
+        """
+        for call in calls:
+            self._invalid = True
+            self._mistaken.setdefault(canonical_call_key(call.name, call.arguments), call)
 
     def _count(self, item: _Reviewed, outcome: CallOutcome, result: str) -> None:
         state = self.state
-        read_only = item.read_only
         digest = self._meaning(item.key, result)
         stretch = state.stretch
         entry = stretch.pop(item.key, None)
         pair = item.digest << 64 | digest
         new = self._remember(item, pair)
-        if entry is None:  # an unannotated call changes something only with a new result
-            count, changed = 1, read_only is False or (read_only is None and new)
-        elif entry[0] != digest:  # the same call answered otherwise: the world changed
-            count, changed = 1, True
+        effect, ok = item.effect, outcome is CallOutcome.OK
+        if effect is Effect.WRITE:  # the repeat itself is the harm, whatever it returns
+            count, changed = (entry[1] if entry is not None else 0) + 1, True
+        elif entry is None:  # another call changes something only with a new result
+            count, changed = 1, effect is not Effect.READ and new
+        elif entry[0] != digest:  # answered otherwise: its own count starts again, and a
+            # call that may change something may have changed it (a read never does)
+            count, changed = 1, effect is not Effect.READ
         elif item.timed:  # the same answer after real time passed: a fresh look
             count, changed = 1, False
         else:
-            count, changed = entry[1] + 1, read_only is False
-        if changed and outcome is CallOutcome.OK:  # a failed or rejected call changed nothing
+            count, changed = entry[1] + 1, False
+        # time passed, or a call changed something (a failed or rejected one did not):
+        # every count starts again
+        if item.timed or (changed and ok):
             stretch.clear()
         stretch[item.key] = (digest, count)
         if len(stretch) > _STRETCH_SIZE:
             del stretch[next(iter(stretch))]
-        if read_only is True and self._finding is None:
+        self._ended(item.key)
+        if ok and new:  # something new came back: a stretch with progress
+            state.stretch_notes = 0
+        if effect in _RESULT_JUDGED and self._finding is None:
             self._finding = self._judge_read(item, count, pair)
 
     def _meaning(self, key: str, result: str) -> int:
@@ -445,6 +546,17 @@ class RunMonitor:
             del results[oldest]
             last.pop(oldest, None)
         return meant
+
+    def _ended(self, key: str) -> None:
+        """Record when the call ended (the wait before the same call again)."""
+        now = self._now()
+        if now is None:
+            return
+        marks = self.state.ended
+        marks.pop(key, None)
+        marks[key] = now
+        if len(marks) > _STRETCH_SIZE:
+            del marks[next(iter(marks))]
 
     def _remember(self, item: _Reviewed, pair: int) -> bool:
         """Record a call's (key, result) pair, and when it started; whether the pair is new.
@@ -498,6 +610,7 @@ class RunMonitor:
         state.since_break = 0
         state.notes_given, state.watched = 0, []
         state.rejections = 0
+        state.stretch_notes = 0
 
     def message(self, text: str) -> bool:
         """A message from the user reached the run: whether it is new.
@@ -534,13 +647,14 @@ class RunMonitor:
     def end_step(self) -> tuple[ToolFailure | None, Stall | None]:
         """The batch recorded since the last step is complete: what it means.
 
-        Returns the tool failure that calls for the tool-error policy, and a stall: a read
+        Returns the tool failure that calls for the tool-error policy, and a stall: a call
         that repeated without progress, or a streak of the model's mistakes.
         """
         ok, invalid, failures = self._ok, self._invalid, self._failures
+        mistaken = self._mistaken
         finding, self._finding = self._finding, None
         self._ok = self._invalid = False
-        self._failures = []
+        self._failures, self._mistaken = [], {}
         self._reviewed = {}
         self._examined = 0
         state, policy = self.state, self.policy
@@ -552,54 +666,76 @@ class RunMonitor:
                 return ToolFailure(error=failures[0].text, policy=True), finding
         if ok:
             self._reset_failures()
-            state.mistakes = state.mistake_notes = 0
+            self._reset_mistakes()
             return None, finding
-        if failures:
+        if failures:  # a failure is not a mistake: the mistake streak is broken
             state.mistakes = 0
+            state.mistaken_calls.clear()
             return self._failed(failures), finding
         if not invalid:
             return None, finding
-        state.mistakes += 1
-        limit = policy.max_mistakes
-        if finding is None and limit is not None and state.mistakes >= limit:
-            finding = Stall(
-                what="calls the run cannot make (tools it does not have, arguments that do "
-                "not parse or validate)",
-                times=state.mistakes,
-                nudge=state.mistake_notes < policy.notes,
-                kind="mistakes",
-            )
-        return None, finding
+        mistakes = self._mistakes(mistaken)
+        return None, finding if finding is not None else mistakes
 
     def _failed(self, failures: list[_Failure]) -> ToolFailure | None:
         state, policy = self.state, self.policy
-        known = state.failed_calls
-        repeats = not state.failing_steps or any(f.key in known for f in failures)
-        for failure in failures:
-            if failure.key not in known:
-                known.append(failure.key)
-        del known[:-_ERRORS_KEPT]
         state.failing_steps += 1
-        if repeats:
-            state.repeated_failures += 1
-        nudge = state.failure_notes < policy.notes
+        calls = {failure.key: failure.call for failure in failures}
+        key, times = _most_repeated(state.failed_calls, list(calls))
+        state.repeated_failures = max(state.repeated_failures, times)
+        nudge = state.failure_notes < policy.notes and self._may_note()
         repeated, steps = policy.max_repeated_failures, policy.max_failing_steps
-        kind: Literal["repeated", "steps"]
-        if repeats and repeated is not None and state.repeated_failures >= repeated:
-            streak, kind = state.repeated_failures, "repeated"
-        elif steps is not None and state.failing_steps >= steps:
-            streak, kind = state.failing_steps, "steps"
-        else:
-            return None
-        return ToolFailure(
-            error=failures[0].text, streak=streak, at_limit=True, nudge=nudge, kind=kind
-        )
+        error = next(f.text for f in failures if f.key == key)
+        if repeated is not None and times >= repeated:
+            call = calls[key]
+            return ToolFailure(
+                error=error,
+                streak=state.failing_steps,
+                at_limit=True,
+                nudge=nudge,
+                kind="repeated",
+                call=describe_call(call.name, call.arguments),
+                times=times,
+            )
+        if steps is not None and state.failing_steps >= steps:
+            return ToolFailure(
+                error=failures[0].text,
+                streak=state.failing_steps,
+                at_limit=True,
+                nudge=nudge,
+                kind="steps",
+            )
+        return None
+
+    def _mistakes(self, mistaken: dict[str, ToolCall]) -> Stall | None:
+        """A step of nothing but the model's mistakes: the streak, at a threshold."""
+        state, policy = self.state, self.policy
+        state.mistakes += 1
+        key, times = _most_repeated(state.mistaken_calls, list(mistaken))
+        nudge = state.mistake_notes < policy.notes and self._may_note()
+        repeated, steps = policy.max_repeated_mistakes, policy.max_mistakes
+        if key and repeated is not None and times >= repeated:
+            call = mistaken[key]
+            return Stall(
+                what=describe_call(call.name, call.arguments),
+                times=times,
+                nudge=nudge,
+                kind="repeated_mistake",
+            )
+        if steps is not None and state.mistakes >= steps:
+            return Stall(what=_MISTAKES, times=state.mistakes, nudge=nudge, kind="mistakes")
+        return None
 
     def _reset_failures(self) -> None:
         state = self.state
         if state.failing_steps or state.failed_calls:
             state.failing_steps = state.repeated_failures = state.failure_notes = 0
             state.failed_calls.clear()
+
+    def _reset_mistakes(self) -> None:
+        state = self.state
+        state.mistakes = state.mistake_notes = 0
+        state.mistaken_calls.clear()
 
     def reset_errors(self) -> None:
         """Forget the failure streaks (a resumed run gets a fresh chance)."""
@@ -615,7 +751,7 @@ class RunMonitor:
         return Stall(
             what=f"the answer ({why})",
             times=state.rejections,
-            nudge=state.rejection_notes < policy.notes,
+            nudge=state.rejection_notes < policy.notes and self._may_note(),
             kind="rejected",
         )
 
@@ -640,13 +776,17 @@ class RunMonitor:
         return joined
 
     def noted(self, nudge: Nudge) -> None:
-        """Record that the model got ``nudge`` (it uses up a note of its kind)."""
+        """Record that the model got ``nudge``.
+
+        It uses up a note of its kind, and the stretch's note.
+        """
         state = self.state
+        state.stretch_notes += 1
         if nudge.reason is StopReason.TOOL_ERROR:
             state.failure_notes += 1
             return
         match nudge.kind:
-            case "mistakes":
+            case "mistakes" | "repeated_mistake":
                 state.mistake_notes += 1
             case "rejected":
                 state.rejection_notes += 1
@@ -657,3 +797,18 @@ class RunMonitor:
 
 def _no_time() -> float | None:
     return None
+
+
+def _most_repeated(streak: list[str], step: list[str]) -> tuple[str, int]:
+    """Add the step's calls (each once) to the streak's: the step's call made most often.
+
+    Returns that call's key and how often it was made in the streak ("" and 0: none).
+    """
+    streak.extend(step)
+    del streak[:-_KEYS_KEPT]
+    best, times = "", 0
+    for key in step:
+        made = streak.count(key)
+        if made > times:
+            best, times = key, made
+    return best, times

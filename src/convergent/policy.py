@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_POLICY",
+    "LEGACY_MEANINGS",
     "LEGACY_POLICY_FIELDS",
     "POLICY_RULES",
     "UNSET",
@@ -67,15 +68,23 @@ class StopPolicy:
     """``continue``: a tool's failure goes back to the model as its result and only the
     streaks below stop the run; ``stop``: the first failure ends it ``tool_error``."""
     max_repeated_failures: int | None = Field(default=3, ge=1)
-    """Failing steps in a row (every call of the response failed), each repeating a
-    call that already failed, that stop the run ``tool_error`` after a note."""
-    max_failing_steps: int | None = Field(default=6, ge=1)
-    """Failing steps in a row, whatever their calls and errors (a tool that is down, or
-    a search that never succeeds), that stop the run ``tool_error`` after a note."""
-    max_mistakes: int | None = Field(default=3, ge=1)
-    """Steps in a row whose every call was the model's mistake (a tool the run does not
-    have, arguments that do not parse or validate), that stop the run ``stalled`` after
-    a note."""
+    """How often the same call (same tool, same arguments) may fail within one streak
+    of failing steps (steps in a row where calls failed and none succeeded): the step
+    where a call fails for this time gets a note, and the next such step stops the run
+    ``tool_error``. A loop, not a search: calls that fail with new arguments each
+    step never reach it."""
+    max_failing_steps: int | None = Field(default=12, ge=1)
+    """Failing steps in a row, whatever their calls and errors (a search that tries
+    something new each step, or a tool that is down), that stop the run ``tool_error``
+    after a note."""
+    max_repeated_mistakes: int | None = Field(default=3, ge=1)
+    """How often the same mistaken call (a tool the run does not have, arguments that
+    do not parse or validate) may be made within one streak of mistakes: the step
+    where it is made for this time gets a note, and the next mistake stops the run
+    ``stalled``."""
+    max_mistakes: int | None = Field(default=12, ge=1)
+    """Steps in a row whose every call was the model's mistake, whatever the calls,
+    that stop the run ``stalled`` after a note."""
     max_rejected_answers: int | None = Field(default=3, ge=1)
     """Answers in a row rejected by the verifier or the output type, with nothing new
     found in between, that stop the run ``stalled`` after a note."""
@@ -84,9 +93,14 @@ class StopPolicy:
     which the model is asked to continue; one more ends the run ``model_error`` with the
     best text the run has."""
     poll_gap: float | None = Field(default=10.0, gt=0, allow_inf_nan=False)
-    """Seconds outside model requests (a waiting tool, a slow job, a pause) between two
-    identical calls after which the second is a fresh look, not a repeat; None: time
-    never counts."""
+    """Seconds outside model requests (a poll that waits itself, a slow job, a pause)
+    from the start of a call to the start of the same call again, after which the
+    second is a fresh look, not a repeat; None: this measure never counts."""
+    wait_gap: float | None = Field(default=2.0, gt=0, allow_inf_nan=False)
+    """Seconds outside model requests that passed between the end of a call and the
+    start of the same call again (a wait, a sleep, other calls), after which the second
+    is a fresh look; None: this measure never counts. Either measure makes every count
+    start again: the world had time to change."""
 
 
 DEFAULT_POLICY = StopPolicy()
@@ -99,6 +113,16 @@ LEGACY_POLICY_FIELDS = {
     "on_tool_error": "on_tool_error",
 }
 """Options of earlier versions that are now fields of `StopPolicy`, with their new names."""
+
+LEGACY_MEANINGS = {
+    "max_consecutive_tool_errors": (
+        "max_consecutive_tool_errors counted failed calls in a row; max_repeated_failures "
+        "counts how often the same call (same tool, same arguments) fails within one "
+        "streak of failing steps, and StopPolicy.max_failing_steps the failing steps in a "
+        "row whatever their calls"
+    ),
+}
+"""What a legacy option that maps to a rule of another meaning now means, for its warning."""
 
 
 class Unset(Enum):
@@ -130,10 +154,11 @@ def policy_of(policy: StopPolicy | None = None, /, **legacy: Any) -> StopPolicy:
     if not given:
         return policy if policy is not None else DEFAULT_POLICY
     renamed = {LEGACY_POLICY_FIELDS[key]: value for key, value in given.items()}
+    changed = "".join(f" ({LEGACY_MEANINGS[k]})" for k in sorted(given) if k in LEGACY_MEANINGS)
     warn_old(
         f"{', '.join(sorted(given))} moved to StopPolicy("
         + ", ".join(f"{name}=..." for name in sorted(renamed))
-        + "): pass policy=StopPolicy(...) instead",
+        + f"): pass policy=StopPolicy(...) instead{changed}",
         stacklevel=3,
     )
     base = policy if policy is not None else DEFAULT_POLICY

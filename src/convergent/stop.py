@@ -142,9 +142,10 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 # --- facts ----------------------------------------------------------------------------
 
 
-StallKind = Literal["repeat", "cycle", "mistakes", "rejected"]
-"""What repeats without progress: one call, a cycle of calls, the model's mistakes, or
-answers the verifier or the output type rejects."""
+StallKind = Literal["repeat", "cycle", "mistakes", "repeated_mistake", "rejected"]
+"""What repeats without progress: one call, a cycle of calls, the model's mistakes (a
+streak of them, or the same mistaken call again), or answers the verifier or the output
+type rejects."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,6 +166,11 @@ class Stall:
     """Positions, in the response's batch, of the calls that would repeat (not run)."""
     kind: StallKind = "repeat"
     """What repeats."""
+    write: bool = False
+    """The repeated call is a write: each call does it again, whatever it returns."""
+    wait: float | None = None
+    """Seconds to wait before the call so that it is a fresh look, if the model is
+    waiting for its result to change (None: time never counts, or it is a write)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,8 +194,13 @@ class ToolFailure:
     nudge: bool = False
     """A note is still available for this streak."""
     kind: Literal["repeated", "steps"] = "repeated"
-    """Which streak: failing steps that repeat a failed call (``max_repeated_failures``),
-    or failing steps whatever their calls (``max_failing_steps``)."""
+    """Which streak: the same call failing again within the streak
+    (``max_repeated_failures``), or failing steps whatever their calls
+    (``max_failing_steps``)."""
+    call: str = ""
+    """The call that failed again (``repeated``), in words."""
+    times: int = 0
+    """How often that call failed in the streak (``repeated``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -443,13 +454,22 @@ def _tool_error(facts: Facts) -> Stop | None:
         return Stop(StopReason.TOOL_ERROR, failure.error)
     if not failure.at_limit or failure.nudge:
         return None
+    if failure.kind == "repeated" and failure.call:
+        return Stop(
+            StopReason.TOOL_ERROR,
+            f"{failure.call} failed {failure.times} times in {_steps(failure.streak)} in a "
+            f"row; the last error: {failure.error}",
+        )
     if failure.streak <= 1:
         return Stop(StopReason.TOOL_ERROR, failure.error)
-    how = ", each repeating a failed call" if failure.kind == "repeated" else ""
     return Stop(
         StopReason.TOOL_ERROR,
-        f"tool calls failed in {failure.streak} steps in a row{how}; the last: {failure.error}",
+        f"tool calls failed in {failure.streak} steps in a row; the last: {failure.error}",
     )
+
+
+def _steps(count: int) -> str:
+    return "1 failing step" if count == 1 else f"{count} failing steps"
 
 
 def _stalled(facts: Facts) -> Stop | None:
@@ -459,8 +479,18 @@ def _stalled(facts: Facts) -> Stop | None:
     match stall.kind:
         case "mistakes":
             detail = f"the model made {stall.what} in {stall.times} steps in a row"
+        case "repeated_mistake":
+            detail = (
+                f"the model made {stall.what}, a call the run cannot make, {stall.times} "
+                "times in one streak of mistakes"
+            )
         case "rejected":
             detail = f"{stall.what} was rejected {stall.times} times in a row"
+        case _ if stall.write:
+            detail = (
+                f"{stall.what} was requested {stall.times} times with the same arguments "
+                "and nothing else changed in between (each call does it again)"
+            )
         case _:
             detail = (
                 f"{stall.what} was requested {stall.times} times with the same result and "
@@ -547,23 +577,50 @@ def _stall_note(stall: Stall) -> str:
                 f"Note: {stall.times} steps in a row were {stall.what}. Use only the tools "
                 "listed, with arguments that match their schema, or answer with what you have."
             )
+        case "repeated_mistake":
+            return (
+                f"Note: you have made {stall.what} {stall.times} times, and the run cannot "
+                "make it (no such tool, arguments that do not parse or validate, or past a "
+                "tool-call cap). Use only the tools listed, with arguments that match their "
+                "schema, or answer with what you have."
+            )
         case "rejected":
             return (
                 f"Your answer has been rejected {stall.times} times in a row. Change your "
                 "approach; another rejected answer ends the run."
             )
     ran = "Not run: you" if stall.positions else "Note: you"
+    if stall.write:
+        return (
+            f"{ran} have requested {stall.what} {stall.times} times with the same "
+            "arguments while nothing else changed, and each call does it again (a second "
+            "payment, a second booking). If you mean to do it once more, do it another way "
+            "(other arguments, another tool); otherwise answer with what you have."
+        )
+    waiting = (
+        ""
+        if stall.wait is None
+        else f" If you are waiting for it to change, wait at least {stall.wait:g} seconds "
+        "before you call it again (for instance with a sleep or wait tool): a call made that "
+        "long after the last one is a fresh look."
+    )
     return (
         f"{ran} have requested {stall.what} {stall.times} times, and it returned "
         "the same result each time while nothing changed. Repeating it will not help: "
-        "change your approach, or answer with what you have."
+        f"change your approach, or answer with what you have.{waiting}"
     )
 
 
 def _tool_error_note(failure: ToolFailure) -> str:
-    how = ", the same way" if failure.kind == "repeated" else ""
+    if failure.kind == "repeated" and failure.call:
+        return (
+            f"Note: tool calls have failed in {failure.streak} steps in a row, and "
+            f"{failure.call} failed {failure.times} times (last error: {failure.error}). "
+            "Retrying it the same way will not help: change your approach (other arguments "
+            "or another tool), or answer with what you have."
+        )
     return (
-        f"Note: tool calls have failed in {failure.streak} steps in a row{how} "
+        f"Note: tool calls have failed in {failure.streak} steps in a row "
         f"(last error: {failure.error}). Retrying like this will not help: change your "
         "approach (other arguments or another tool), or answer with what you have."
     )

@@ -18,6 +18,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
+from convergent.effects import Effect, effect_of
 from convergent.exceptions import ToolArgumentsError, ToolDefinitionError
 from convergent.messages import ToolSpec
 
@@ -124,15 +125,17 @@ class Tool:
     timeout: float | None = 60.0
     """Seconds one call may take before it counts as a tool failure; None disables."""
     idempotent: bool = False
-    """Safe to re-run after a crash interrupted a call (used when resuming runs)."""
+    """Calling it again with the same arguments has no further effect: safe to re-run
+    after a crash interrupted a call (resuming runs), and a repeat is judged on its
+    result (see `effect`)."""
     modifies_files: bool = False
     """The tool writes workspace files (used by checkpoints to snapshot before changes)."""
     terminal: bool = False
     """A hand-off: once a call of it succeeds, the run stops ``handed_off`` with its result."""
     read_only: bool | None = None
-    """Whether a call only reads (True) or may change something (False); None: unknown.
-    Stall detection counts repeats of a read while nothing changed (see
-    `convergent.monitor`)."""
+    """Whether a call only reads (True) or changes something (False); None: unknown.
+    With ``idempotent``, it is the tool's `effect`, which the stop rules judge repeats
+    by (see `convergent.monitor`)."""
     parameters: dict[str, Any] = field(default_factory=dict)
     """JSON schema of the arguments (derived from ``arguments_model``)."""
     source: str | None = None
@@ -181,7 +184,8 @@ class Tool:
             parameters: JSON schema of the arguments (an object schema).
             function: Called with the arguments as keyword arguments.
             timeout: Seconds per call before it fails; None for no limit.
-            idempotent: Whether re-running an interrupted call is safe.
+            idempotent: Whether a call made again with the same arguments has no
+                further effect (see `tool`).
             terminal: Whether a successful call hands the run off (see `tool`).
             read_only: Whether a call only reads (see `tool`); None: unknown.
             source: Where the tool comes from (``mcp:SERVER``).
@@ -198,6 +202,11 @@ class Tool:
             parameters=parameters,
             source=source,
         )
+
+    @property
+    def effect(self) -> Effect:
+        """What a call does, as the tool declares it (``read_only``, ``idempotent``)."""
+        return effect_of(self.read_only, self.idempotent)
 
     @property
     def spec(self) -> ToolSpec:
@@ -277,14 +286,17 @@ def tool(
         name: Tool name; defaults to the function's name.
         description: Overrides the docstring summary.
         timeout: Seconds per call before it fails; None for no limit.
-        idempotent: Whether re-running an interrupted call is safe.
+        idempotent: Whether a call made again with the same arguments has no further
+            effect (setting a value, writing the same file): an interrupted call is
+            then re-run on resume, and a repeat runs and is judged on its result.
         modifies_files: Whether the tool writes workspace files.
         terminal: Whether a successful call hands the run off and ends it
             (``handed_off``), e.g. ``transfer_to_human_agents``.
-        read_only: True for a tool that only reads (a lookup, a search, a status), False
-            for one that changes something (a write, a payment); None (the default):
-            unknown. A repeated read with the same result while nothing changed is a
-            stall; a change lets repeats count afresh.
+        read_only: True for a tool that only reads (a lookup, a search, a status, a
+            wait), False for one that changes something (a write, a payment); None
+            (the default): unknown. A read runs and is judged on its result; a write
+            repeated with the same arguments is judged before it runs (unless
+            ``idempotent``); see ``docs/loop.md``.
 
     Raises:
         ToolDefinitionError: If a parameter lacks a type hint or the signature is

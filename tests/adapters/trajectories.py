@@ -6,12 +6,14 @@ same result every time), ``poll`` (read-only, its result changes each call),
 ``write_file`` (changes state), ``run_tests`` (its result changes with each write),
 ``flaky`` (always fails the same way), ``pay`` (fails fatally), ``status`` (read-only,
 the same status with a new clock time each call), ``transfer`` (a terminal tool), ``job``
-(read-only, a job's status: running until its seventh poll), ``wait`` (read-only, waits)
-and ``wait_job`` (read-only, waits, then gives the job's status). A step that names
-another tool calls a tool the run does not have. Waits advance the run's `TestClock`,
-which every host's driver reads, so no test waits for real. After a stop that asks for
-a final answer, the next scripted response is that answer; a `Cut` reply is one the
-provider cut at the output token limit.
+(read-only, a job's status: running until its seventh poll), ``wait`` (read-only, waits),
+``wait_job`` (read-only, waits, then gives the job's status), and three tools that
+declare nothing: ``deploy_status`` (queued, running, running, succeeded), ``pause``
+(waits, as a shell's ``sleep``) and ``ci`` (in progress for three polls, then done). A
+step that names another tool calls a tool the run does not have. Waits advance the
+run's `TestClock`, which every host's driver reads, so no test waits for real. After a
+stop that asks for a final answer, the next scripted response is that answer; a `Cut`
+reply is one the provider cut at the output token limit.
 
 Most trajectories declare the end convergent's loop must reach; the ones whose end is
 the loop's to decide (answers that never pass, an alternation) declare none, and every
@@ -60,10 +62,15 @@ READ_ONLY: dict[str, bool | None] = {
     "job": True,
     "wait": True,
     "wait_job": True,
+    "deploy_status": None,
+    "pause": None,
+    "ci": None,
 }
 """The tools' ``read_only`` flags, the same for every host."""
 
 TERMINAL = ("transfer",)
+FAILING = StopPolicy().max_failing_steps or 0
+"""Failing steps in a row that get the note (without notes: that stop the run)."""
 USAGE = (1000, 100)
 """Input and output tokens every scripted response reports."""
 PRICE = (1.0, 10.0)
@@ -110,6 +117,8 @@ class World:
         self.polls = 0
         self.checks = 0
         self.jobs = 0
+        self.deploys = 0
+        self.ci_polls = 0
         self.files: dict[str, str] = {}
 
     def read_file(self, path: str) -> str:
@@ -176,6 +185,24 @@ class World:
     def _job(self, name: str) -> str:
         self.jobs += 1
         return f"{name}: done" if self.jobs >= DONE_AT else f"{name}: running"
+
+    def deploy_status(self, name: str) -> str:
+        """Report a deployment's state (the tool declares nothing)."""
+        self.ran += 1
+        self.deploys += 1
+        return f"{name}: " + ("queued", "running", "running", "succeeded")[min(self.deploys, 4) - 1]
+
+    def pause(self, seconds: float) -> str:
+        """Wait (the tool declares nothing, as a shell's sleep)."""
+        self.ran += 1
+        self.clock.advance(seconds)
+        return ""
+
+    def ci(self, run: str) -> str:
+        """Report a CI run's state: in progress for three polls, then done."""
+        self.ran += 1
+        self.ci_polls += 1
+        return f"run {run}: " + ("in_progress" if self.ci_polls <= 3 else "success")
 
 
 def needs_citation(answer: str) -> Verification:
@@ -244,7 +271,7 @@ TRAJECTORIES = [
         cycles=4,
         output="best answer",
         after_stop=True,
-        notes=("stall", "final"),
+        notes=("stall", "wait", "final"),
     ),
     Trajectory(
         "polling",
@@ -276,11 +303,14 @@ TRAJECTORIES = [
     Trajectory(
         "parallel_failures",
         [
-            *[(("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1})) for n in range(7)],
+            *[
+                (("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1}))
+                for n in range(FAILING + 1)
+            ],
             "best answer",
         ],
         StopReason.TOOL_ERROR,
-        cycles=7,
+        cycles=FAILING + 1,
         output="best answer",
         after_stop=True,
         notes=("tool_error", "final"),
@@ -358,7 +388,7 @@ TRAJECTORIES = [
         [
             (("flaky", {"item": 1}),),
             (("flaky", {"item": 2}), ("flaky", {"item": 1})),
-            (("flaky", {"item": 3}), ("flaky", {"item": 2})),
+            (("flaky", {"item": 3}), ("flaky", {"item": 1})),
             _read("a.txt"),
             "a.txt holds it",
         ],
@@ -413,7 +443,7 @@ TRAJECTORIES = [
         cycles=4,
         output="best answer",
         after_stop=True,
-        notes=("stall", "final"),
+        notes=("stall", "wait", "final"),
     ),
     Trajectory(
         "cycle_of_four",
@@ -426,7 +456,7 @@ TRAJECTORIES = [
         cycles=10,
         output="best answer",
         after_stop=True,
-        notes=("stall", "final"),
+        notes=("stall", "wait", "final"),
     ),
     Trajectory(
         "tool_call_cap",
@@ -569,6 +599,74 @@ TRAJECTORIES = [
         typed=True,
         notes=("output",),
     ),
+    # a write repeated: the note replaces the third call, whatever the results say
+    Trajectory(
+        "repeated_write",
+        [*[(("write_file", {"path": "a.txt", "text": "v1"}),)] * 4, "best answer"],
+        StopReason.STALLED,
+        cycles=4,
+        output="best answer",
+        after_stop=True,
+        notes=("stall", "final"),
+    ),
+    # a poll of a tool that declares nothing runs, and is judged on its result
+    Trajectory(
+        "undeclared_poll",
+        [*[(("deploy_status", {"name": "web"}),)] * 4, "web succeeded"],
+        StopReason.COMPLETED,
+        cycles=5,
+        output="web succeeded",
+    ),
+    # edits A, B, B, A failing: no call failed three times, nothing is repeated
+    Trajectory(
+        "failed_calls_a_b_b_a",
+        [*[(("flaky", {"item": item}),) for item in (1, 2, 2, 1)], _read("a.txt"), "a.txt"],
+        StopReason.COMPLETED,
+        cycles=6,
+        output="a.txt",
+    ),
+    # the same failing call: one note in the stretch, whichever rule sees it first
+    Trajectory(
+        "one_note",
+        [*[(("flaky", {"item": 1}),)] * 3, "best answer"],
+        StopReason.TOOL_ERROR,
+        cycles=3,
+        output="best answer",
+        after_stop=True,
+        policy=StopPolicy(max_repeated_failures=2),
+        notes=("tool_error", "final"),
+    ),
+    # a call cap that refuses and goes on: the other call of the batch runs
+    Trajectory(
+        "cap_continues",
+        [
+            (*_read("a.txt"), *_read("b.txt")),
+            (*_read("c.txt"), ("poll", {"job": "build"})),
+            "a and b, and the build is at 25%",
+        ],
+        StopReason.COMPLETED,
+        cycles=3,
+        output="a and b, and the build is at 25%",
+        limits=Limits(max_calls_per_tool={"read_file": 2}, on_max_calls_per_tool="continue"),
+        notes=("budget",),
+    ),
+    # a wait between polls makes the next poll a fresh look
+    Trajectory(
+        "sleep_between_polls",
+        [
+            (("ci", {"run": "7"}),),
+            *[
+                step
+                for _ in range(3)
+                for step in ((("pause", {"seconds": 0.3}),), (("ci", {"run": "7"}),))
+            ],
+            "run 7 succeeded",
+        ],
+        StopReason.COMPLETED,
+        cycles=8,
+        output="run 7 succeeded",
+        policy=StopPolicy(wait_gap=0.2),
+    ),
     # without nudges and final answers (what a routing function can express)
     *(
         Trajectory(
@@ -641,12 +739,12 @@ TRAJECTORIES = [
                 [
                     *[
                         (("flaky", {"item": 2 * n}), ("flaky", {"item": 2 * n + 1}))
-                        for n in range(6)
+                        for n in range(FAILING)
                     ],
                     NEVER,
                 ],
                 StopReason.TOOL_ERROR,
-                6,
+                FAILING,
                 "",
                 {},
                 (),
@@ -661,6 +759,7 @@ TRAJECTORIES = [
 NOTES = {
     "stall": "you have requested",
     "mistakes": "steps in a row were calls the run cannot make",
+    "wait": "If you are waiting for it to change, wait at least",
     "tool_error": "Note: tool calls have failed",
     "budget": "Budget note:",
     "verifier": "Verification failed:",

@@ -58,3 +58,16 @@ def test_the_note_comes_before_a_cap_on_one_tools_calls() -> None:
     library = outcomes("max_calls_per_tool", "objective")
     assert [run.budget_notes for run in library] == [1] * 10
     assert all(run.correct for run in library)
+
+
+def test_the_note_comes_before_a_budget_the_provider_counts_faster_than_the_text() -> None:
+    library = outcomes("provider_growth", "objective", 5)
+    assert all(run.correct and run.budget_notes == 1 for run in library)
+    assert max(run.tokens for run in library) <= 80_000
+
+
+def test_a_cap_that_continues_refuses_its_calls_and_the_run_answers() -> None:
+    library = outcomes("caps_continue", "objective")
+    assert all(run.correct and run.stop == "completed" for run in library)
+    # two weather calls, the order and the rate: the weather calls past the cap never ran
+    assert {run.tool_calls for run in library} == {4}

@@ -71,18 +71,16 @@ def test_a_cycle_stops_at_the_call_after_its_note(period: int) -> None:
     assert {(run.stop, run.cycles) for run in counting} == {("stalled", 2 * period + 1)}
 
 
-def test_moving_up_three_folders_is_not_a_loop() -> None:
-    library = outcomes("cd_up_three_times", "objective")
+def test_moving_up_two_folders_is_not_a_loop() -> None:
+    library = outcomes("cd_up_twice", "objective")
     assert all(run.correct and run.nudges == 0 for run in library)
-    assert all(run.tool_calls == 5 for run in library)  # cd, cd .. three times, ls
-    counting = outcomes("cd_up_three_times", "counting")
-    assert all(run.false_positive and run.stop == "stalled" for run in counting)
+    assert all(run.tool_calls == 4 for run in library)  # cd, cd .. twice, ls
 
 
 def test_the_task_sent_again_after_every_step_does_not_hide_a_loop() -> None:
     library = outcomes("repeated_user_prompt", "objective", 5)
     assert {(run.stop, run.cycles, run.nudges, run.payments) for run in library} == {
-        ("stalled", 5, 1, 3)
+        ("stalled", 4, 1, 2)
     }
 
 

@@ -46,10 +46,12 @@ def test_the_third_identical_read_gets_a_note_and_the_answer_still_comes() -> No
 def test_a_stuck_model_is_stopped_one_cycle_after_its_note(scenario: str) -> None:
     expected = "tool_error" if scenario == "broken_tool" else "stalled"
     # the stop comes one cycle after the note; the note comes at the counting policy's stop
-    # for a read cycle, one repeat later for a payment (an action may be meant to repeat),
-    # and at the failing-steps threshold for a tool failing whatever the arguments
-    failing = StopPolicy().max_failing_steps or 0
-    extra = {"abab_loop": 1, "repeated_payment": 2, "broken_tool": failing - 2}[scenario]
+    # for a read cycle and for a payment (a write's repeat is judged before it runs); a
+    # tool failing whatever the arguments (five spellings in turn) gets it when one of
+    # them fails for the max_repeated_failures-th time
+    repeated = StopPolicy().max_repeated_failures or 0
+    extra = {"abab_loop": 1, "repeated_payment": 1, "broken_tool": 5 * (repeated - 1) - 1}
+    extra = extra[scenario]
     library = outcomes(scenario, "objective")
     assert {(run.stop, run.extra_cycles, run.nudges) for run in library} == {(expected, extra, 1)}
     assert all(run.answer_after_stop for run in library)
@@ -59,8 +61,8 @@ def test_a_stuck_model_is_stopped_one_cycle_after_its_note(scenario: str) -> Non
     }
 
 
-def test_the_same_payment_is_sent_at_most_three_times() -> None:
-    assert [run.payments for run in outcomes("repeated_payment", "objective", 3)] == [3, 3, 3]
+def test_the_same_payment_is_sent_at_most_twice() -> None:
+    assert [run.payments for run in outcomes("repeated_payment", "objective", 3)] == [2, 2, 2]
     assert [run.payments for run in outcomes("repeated_payment", "counting", 3)] == [2, 2, 2]
 
 
@@ -71,7 +73,7 @@ def test_the_same_payment_is_sent_at_most_three_times() -> None:
 )
 def test_a_payment_with_a_new_receipt_each_time_is_stopped_too() -> None:
     library = outcomes("repeated_payment_new_ids", "objective", 2)
-    assert [(run.stop, run.correct, run.payments) for run in library] == [("stalled", True, 3)] * 2
+    assert [(run.stop, run.correct, run.payments) for run in library] == [("stalled", True, 2)] * 2
     counting = outcomes("repeated_payment_new_ids", "counting", 2)
     assert [(run.stop, run.correct, run.payments) for run in counting] == [("stalled", True, 2)] * 2
 

@@ -18,7 +18,7 @@ STREAKS = {
     "malformed_arguments": (
         "stalled",
         MISTAKES + 1,
-        f"arguments that do not parse or validate) in {MISTAKES + 1} steps",
+        f"calls past a tool-call cap) in {MISTAKES + 1} steps",
     ),
     "rejected_answers": ("stalled", 5, "the answer (the verifier) was rejected 4 times"),
     "schema_never_met": ("stalled", 5, "the answer (the output type) was rejected 4 times"),
@@ -36,7 +36,8 @@ def test_each_streak_stops_after_its_note_with_its_own_detail(scenario: str) -> 
 
 def test_failing_steps_are_not_a_repeated_failure() -> None:
     library = outcomes("failing_steps", "objective", 3)
-    assert all("each repeating a failed call" not in run.detail for run in library)
+    # a new order id each step is a search: the steps' limit stops it, never the same call
+    assert all(run.detail.startswith("tool calls failed in") for run in library)
 
 
 @pytest.mark.parametrize("scenario", ["garbled_tool_names", "same_error_new_arguments"])
@@ -76,3 +77,9 @@ def test_a_reply_that_never_becomes_an_answer_stops_model_error(scenario: str) -
     assert all(run.correct and not run.answer_after_stop for run in library)
     # a cut reply's parts are the best text the run has (the answer's token spans them)
     assert all(run.answered for run in library) is (scenario == "cut_forever")
+
+
+def test_the_same_failing_call_gets_one_note_whichever_rule_sees_it() -> None:
+    library = outcomes("one_note", "objective", 5)
+    assert {(run.stop, run.cycles, run.nudges) for run in library} == {("tool_error", 3, 1)}
+    assert all(run.correct for run in library)

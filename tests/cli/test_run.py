@@ -109,6 +109,21 @@ def test_the_live_view_and_the_trace_show_a_nudge(tmp_path: Path) -> None:
     assert kinds.count("nudged") == 1
 
 
+def test_a_cap_that_continues_refuses_the_call_and_the_run_answers(tmp_path: Path) -> None:
+    model = write_script(
+        tmp_path / "script.json",
+        step(call("calculator", expression="1+1")),
+        step(call("calculator", expression="2+2")),
+        answer("2 and, not computed, 4"),
+    )
+    args = ["--max-calls-per-tool", "calculator=1", "--on-max-calls-per-tool", "continue"]
+    proc = run_cli("run", "add", "--model", model, *args, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["stop_reason"] == "completed"
+    assert [c["result"] for c in data["tool_calls"]] == ["2"]  # the second did not run
+
+
 def test_max_cycles_and_trace_file(tmp_path: Path) -> None:
     calls = [call("calculator", expression=f"{i}+1") for i in range(5)]
     trace = tmp_path / "trace.jsonl"
@@ -191,6 +206,7 @@ def test_read_file_is_confined_to_the_workspace(tmp_path: Path) -> None:
         (["--temperature", "-0.5"], "--temperature must be >= 0, got -0.5"),
         (["--max-tool-errors", "-1"], "--max-tool-errors must be >= 0"),
         (["--ask-via", "carrier-pigeon"], "--ask-via must be one of"),
+        (["--on-max-tool-calls", "skip"], "--on-max-tool-calls must be"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_two(tmp_path: Path, args: list[str], message: str) -> None:

@@ -94,9 +94,9 @@ def labelled_corpus(path: Path) -> Path:
             ),
             # loops on the same status until the recording ends
             labelled_run("bad-loop", [same] * 8, False),
-            # fails seven different payments in a row
+            # fails thirteen different payments in a row (a search past max_failing_steps)
             labelled_run(
-                "bad-failures", [("pay", {"n": n}, "declined", True) for n in range(7)], False
+                "bad-failures", [("pay", {"n": n}, "declined", True) for n in range(13)], False
             ),
         ],
     )

@@ -43,14 +43,16 @@ async def test_a_failing_read_repeated_gets_the_failure_note_and_is_nudged() -> 
 
 async def test_calls_to_a_name_no_tool_can_have_are_the_models_mistakes() -> None:
     # gpt-oss writes its control tokens into the name; no tool has that name, so the loop
-    # answers each call as the model's mistake: one note, then the stop at the fourth
+    # answers each call as the model's mistake, the same one again: one note, then the stop
+    # at the fourth
     garbled = [("echo<|channel|>commentary", "Error: invalid syntax")] * 6
     verdict = await judged(recorded(*garbled, failed=range(6)))
     stop = verdict.stop
     assert (stop.reason, verdict.notes) == ("stalled", 1)
-    assert "calls the run cannot make" in stop.detail and "4 steps in a row" in stop.detail
+    assert "a call the run cannot make, 4 times in one streak of mistakes" in stop.detail
     assert [line.status for line in stop.calls][:4] == ["ran", "ran", "noted", "ran"]
-    assert (await judged(recorded(*garbled, failed=range(6)), {"max_mistakes": None})).stops == ()
+    off = {"max_mistakes": None, "max_repeated_mistakes": None}
+    assert (await judged(recorded(*garbled, failed=range(6)), off)).stops == ()
 
 
 async def test_a_loop_that_goes_on_after_the_note_is_stopped_and_saves_the_rest() -> None:

@@ -229,9 +229,9 @@ async def test_a_tool_error_stop_marks_the_run_span_as_an_error(
     assert attributes(run)["convergent.stop_reason"] == "tool_error"
 
 
-@tool
+@tool(read_only=False)
 def charge(amount: int) -> str:
-    """Charge the card (it may change something: a repeat is judged before it runs).
+    """Charge the card (a write: a repeat is judged before it runs).
 
     Args:
         amount: Amount.
@@ -243,7 +243,7 @@ async def test_a_stall_stops_the_run_with_a_stall_event_and_no_span_for_the_unru
     observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
 ) -> None:
     same = step(call("charge", amount=5))
-    # a nudge at the third identical request, the stop at the fourth, then the answer
+    # a nudge instead of the third identical write, the stop at the fourth, then the answer
     model = ScriptedModel([same, same, same, same, "2"])
     agent = Agent(model, [charge], observers=[observer], policy=StopPolicy(max_repeated_calls=3))
     result = await agent.run("loop")

@@ -29,6 +29,30 @@ def lookup(customer: str) -> str:
     raise ToolError("database unreachable")
 '''
 
+DECLARED = '''
+from convergent import tool
+
+
+@tool(read_only=False, timeout=30)
+def voucher(customer: str) -> str:
+    """Issue a voucher: each call issues one more.
+
+    Args:
+        customer: Customer id.
+    """
+    return f"a voucher for {customer} was issued"
+
+
+@tool(read_only=False, idempotent=True, timeout=30)
+def set_status(value: str) -> str:
+    """Set the status: the same value again changes nothing.
+
+    Args:
+        value: The status.
+    """
+    return f"the status is {value}"
+'''
+
 
 DEFAULTS = StopPolicy()
 """The default rules (the shared spec allows more repeats)."""
@@ -75,6 +99,16 @@ TRAJECTORIES: dict[str, tuple[list[Any], dict[str, Any], StopReason]] = {
         {},
         StopReason.COMPLETED,
     ),
+    "a write repeated: noted before its third run": (
+        [call("voucher", customer="c1")] * 4 + ["issued twice"],
+        {"tools": ("calculator", "declared:voucher"), "policy": DEFAULTS},
+        StopReason.STALLED,
+    ),
+    "an idempotent call repeated: it runs after its note": (
+        [call("set_status", value="done")] * 4 + ["set"],
+        {"tools": ("calculator", "declared:set_status"), "policy": DEFAULTS},
+        StopReason.STALLED,
+    ),
     "distinct reads": (
         [call("calculator", expression=f"{n}*0+{n}") for n in range(5)] + ["done"],
         {},
@@ -88,6 +122,7 @@ async def test_a_trajectory_ends_with_the_same_reason_and_cycle_on_both_backends
     name: str, tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
     (tmp_path / "broken.py").write_text(BROKEN)
+    (tmp_path / "declared.py").write_text(DECLARED)
     responses, changes, expected = TRAJECTORIES[name]
     made = scripted_spec(tmp_path, responses, **changes)
     local = await build_agent(made).run("task", run_id="same")
@@ -95,3 +130,7 @@ async def test_a_trajectory_ends_with_the_same_reason_and_cycle_on_both_backends
     remote = await run.result()
     assert local.stop_reason is expected, local.stop_detail
     assert comparable(remote) == comparable(local)
+    if name.startswith("a write repeated"):
+        assert [record.name for record in local.tool_calls] == ["voucher", "voucher"]
+    if name.startswith("an idempotent"):
+        assert len(local.tool_calls) == 4

@@ -65,6 +65,7 @@ from convergent._claude_code import claude_code_block_cap
 from convergent.adapters import NotExpressible
 from convergent.adapters._policy import settled, told
 from convergent.driver import CycleDriver, PolicyOptions, StopReport, failure_result
+from convergent.effects import Declared
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage, reply_end
 from convergent.models._prices import PriceLike, TokenPrice, known_price, priced, token_price
@@ -533,7 +534,7 @@ class Convergence:
         if not isinstance(names, list):
             return
         given = self._given_tools or {}
-        effects: dict[str, bool | None] = {}
+        effects: dict[str, Declared] = {}
         for name in map(str, names):
             if name in given:
                 effects[name] = given[name]

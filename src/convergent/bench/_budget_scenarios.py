@@ -9,7 +9,15 @@ off) with an answer after the stop.
   2.4); ``cost_limit_no_final_answer``: the same without the answer after the stop;
 - ``max_tool_calls``: 9 or 12 lookups in batches of 3, with ``max_tool_calls`` 5 to 7;
 - ``max_calls_per_tool``: ``get_weather`` for 5 or 6 cities, with
-  ``max_calls_per_tool=3``.
+  ``max_calls_per_tool=3``;
+- ``provider_growth``: ``get_weather`` for 12 cities, one per response, with short
+  results, while the provider counts 4,000 more input tokens at each request than the
+  text shows, with ``max_total_tokens=80,000``.
+
+And one of kind ``progress`` (the run must complete, within its caps): ``caps_continue``,
+weather, an order and a rate asked two calls at a time with ``get_weather`` capped at 2
+calls whose policy is ``continue``: the weather calls past the cap are refused, the
+others of their batches run, and the model answers from what it has.
 """
 
 from __future__ import annotations
@@ -21,10 +29,12 @@ from convergent.bench._tasks import (
     Scenario,
     Script,
     Task,
+    honest_final,
+    honest_mid,
     honest_script,
     script_task,
 )
-from convergent.bench._world import REPORTS, WEATHER, Call, Plan
+from convergent.bench._world import ORDERS, RATES, REPORTS, WEATHER, Call, Plan
 from convergent.stop import StopReason
 
 __all__ = ["BUDGET_BUILDERS", "BUDGET_SCENARIOS", "MAX_COST"]
@@ -39,6 +49,16 @@ BUDGET_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("cost_limit_no_final_answer", "budget", "the same, no answer after the stop"),
     Scenario("max_tool_calls", "budget", "needs 9-12 calls in batches of 3; max_tool_calls 5-7"),
     Scenario("max_calls_per_tool", "budget", "needs get_weather 5-6 times; max_calls_per_tool=3"),
+    Scenario(
+        "provider_growth",
+        "budget",
+        "short reads; the provider counts 4,000 input tokens more each cycle; 80,000 in all",
+    ),
+    Scenario(
+        "caps_continue",
+        "progress",
+        "weather, an order, a rate in pairs; get_weather capped at 2, the cap refuses and goes on",
+    ),
 )
 """The scenarios of this module, in report order."""
 
@@ -98,10 +118,51 @@ def _max_calls_per_tool(name: str, index: int, rng: random.Random) -> Task:
     return _budget(name, index, plan, honest_script(plan, rng), max_calls_per_tool=3)
 
 
+def _provider_growth(name: str, index: int, rng: random.Random) -> Task:
+    plan = _weather_plan(rng.sample(sorted(WEATHER), 12))
+    script = honest_script(plan, rng)
+    return _budget(name, index, plan, script, max_total_tokens=80_000, hidden_growth=4000)
+
+
+def _caps_continue(name: str, index: int, rng: random.Random) -> Task:
+    cities = [city.title() for city in rng.sample(sorted(WEATHER), 4)]
+    order = rng.choice(sorted(ORDERS))
+    base, target = rng.choice(sorted(RATES))
+    weather = [Call("get_weather", {"city": c}, f"weather:{c.casefold()}") for c in cities]
+    lookup = Call("lookup_order", {"order_id": order}, f"order:{order.casefold()}")
+    rate = Call("exchange_rate", {"base": base, "target": target}, f"rate:{base}-{target}".lower())
+    script = Script()
+    script.calls(weather[:2], honest_mid(rng))
+    script.calls((weather[2], lookup), honest_mid(rng))
+    script.calls((weather[3], rate), honest_mid(rng))
+    warmer = max(cities[:2], key=lambda c: WEATHER[c.casefold()])
+    text = (
+        f"Of the cities I could check, {warmer} is warmer; order {order} is "
+        f"{ORDERS[order][0]}; 1 {base} = {RATES[(base, target)]} {target}."
+    )
+    script.answer(text, honest_final(rng))
+    prompt = (
+        f"Which of {', '.join(cities)} is warmest (get_weather), what is the status of order "
+        f"{order}, and the {base}/{target} rate? Two calls at a time."
+    )
+    needed = (weather[0].effect, weather[1].effect, lookup.effect, rate.effect)
+    plan = Plan("caps", prompt, (), needed, warmer, text)
+    return script_task(
+        name,
+        index,
+        plan,
+        script,
+        max_calls_per_tool=2,
+        on_max_calls_per_tool="continue",
+    )
+
+
 BUDGET_BUILDERS: dict[str, Callable[[str, int, random.Random], Task]] = {
     "cost_limit": _cost_limit,
     "cost_limit_no_final_answer": _cost_limit,
     "max_tool_calls": _max_tool_calls,
     "max_calls_per_tool": _max_calls_per_tool,
+    "provider_growth": _provider_growth,
+    "caps_continue": _caps_continue,
 }
 """How each scenario of this module builds a task."""

@@ -7,8 +7,9 @@ since then, and this module is the only place that knows it:
 
 - the tool-error policy is a `convergent.StopPolicy` rule; before ``convergent.policy``
   existed it was a keyword of `Agent`;
-- a budget the tree's `Limits` does not have (the tool-call caps came later) is left
-  out, and the run goes without it: `unsupported` names it for the report.
+- a budget the tree's `Limits` does not have (the tool-call caps came later, what a call
+  past one does later still) is left out, and the run goes without it: `unsupported`
+  names it for the report; so is a rule of the task's policy the tree does not have.
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ from convergent.limits import Limits
 
 __all__ = ["agent_rules", "unsupported"]
 
-_BUDGETS = ("max_total_tokens", "max_cost", "max_tool_calls", "max_calls_per_tool")
+_BUDGETS = (
+    "max_total_tokens",
+    "max_cost",
+    "max_tool_calls",
+    "max_calls_per_tool",
+    "on_max_tool_calls",
+    "on_max_calls_per_tool",
+)
 
 
 def _has_policy() -> bool:
@@ -47,7 +55,9 @@ def agent_rules(task: Task, max_cycles: int) -> dict[str, Any]:
     rules: dict[str, Any] = {"limits": Limits(max_cycles=max_cycles, **budgets)}
     if _has_policy():
         policy = importlib.import_module("convergent.policy")
-        rules["policy"] = policy.StopPolicy(on_tool_error=task.on_tool_error)
+        known = set(policy.StopPolicy.__dataclass_fields__)
+        chosen = {name: value for name, value in task.policy.items() if name in known}
+        rules["policy"] = policy.StopPolicy(on_tool_error=task.on_tool_error, **chosen)
     else:
         rules["on_tool_error"] = task.on_tool_error
     return rules

@@ -9,7 +9,7 @@
 - ``progress`` (the run must not stop before the answer): an export polled until it is
   done, its status the same text each time: each poll taking 30 s, the same with the
   poll's tool unannotated, and instant polls with ``wait(30)`` (declared
-  state-changing) between them; ``cd("..")`` three times, each answered ``{}``; the same
+  state-changing) between them; ``cd("..")`` twice, each answered ``{}``; the same
   read twice before and twice after a new instruction from the user.
 """
 
@@ -62,7 +62,7 @@ STALL_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("cycle_of_3", "stuck", "3 unannotated calls in a cycle, the same results"),
     Scenario("cycle_of_4", "stuck", "4 unannotated calls in a cycle, the same results"),
     Scenario("cycle_of_5", "stuck", "5 unannotated calls in a cycle, the same results"),
-    Scenario("cd_up_three_times", "progress", 'cd("..") three times, each answered {}'),
+    Scenario("cd_up_twice", "progress", 'cd("..") twice (a write), each answered {}'),
     Scenario("repeated_user_prompt", "stuck", "pays again; the task is sent again after each step"),
     Scenario("new_instruction", "progress", "the same read twice, a new instruction, twice again"),
 )
@@ -152,23 +152,23 @@ def _cycle(name: str, index: int, rng: random.Random) -> Task:
     return stuck_task(name, index, plan, script, 2 * period + 1, declared=unannotated)
 
 
-def _cd_up_three_times(name: str, index: int, rng: random.Random) -> Task:
+def _cd_up_twice(name: str, index: int, rng: random.Random) -> Task:
     start = rng.choice(DEEP_PATHS)
     up = Call("cd", {"path": ".."}, "")
     script = Script()
     script.calls((Call("cd", {"path": start}, f"cd:{start}"),), honest_mid(rng))
     needed = [f"cd:{start}"]
     here = start
-    for _ in range(3):
+    for _ in range(2):
         here = posixpath.dirname(here)
         needed.append(f"cd:{here}")
         script.calls((up,), honest_mid(rng))
     script.calls((Call("ls", {}, f"ls:{here}"),), honest_mid(rng))
     needed.append(f"ls:{here}")
-    text = f"Three levels above {start} is {here}: {', '.join(DIRECTORIES[here])}."
+    text = f"Two levels above {start} is {here}: {', '.join(DIRECTORIES[here])}."
     script.answer(text, honest_final(rng))
     prompt = (
-        f"Go to {start} with cd, then up three levels with cd('..'), one level at a time, "
+        f"Go to {start} with cd, then up two levels with cd('..'), one level at a time, "
         f"and tell me what ls shows there."
     )
     plan = rule_plan(prompt, tuple(needed), here, text)
@@ -219,7 +219,7 @@ STALL_BUILDERS: dict[str, Callable[[str, int, random.Random], Task]] = {
     "cycle_of_3": _cycle,
     "cycle_of_4": _cycle,
     "cycle_of_5": _cycle,
-    "cd_up_three_times": _cd_up_three_times,
+    "cd_up_twice": _cd_up_twice,
     "repeated_user_prompt": _repeated_user_prompt,
     "new_instruction": _new_instruction,
 }

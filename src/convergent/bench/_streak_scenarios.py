@@ -11,7 +11,13 @@
   note comes with the third), then the right call; the same error text for four
   different amounts, then one that fits (as BFCL's ``fillFuelTank``); an empty reply
   or two before the answer; an answer cut at the token limit once or twice, then
-  completed (the output is the parts joined).
+  completed (the output is the parts joined); 6 to 10 patches in a row that the linter
+  refuses, each a new one, then one it accepts (a coding agent searching for a valid
+  edit); 4 to 10 searches in a row for symbols the code base does not have, then one it
+  has (a search phase).
+- ``one_note``: the same failing call again and again, with
+  ``max_repeated_failures=2``: one note, whichever rule sees the stretch first, then the
+  stop (``tool_error``).
 """
 
 from __future__ import annotations
@@ -20,7 +26,13 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from convergent.bench._stop_scenarios import STUCK_SCRIPT_LENGTH, rule_plan, stuck_task
+from convergent.bench._effect_world import FIXES, SYMBOLS
+from convergent.bench._stop_scenarios import (
+    STUCK_SCRIPT_LENGTH,
+    looping_script,
+    rule_plan,
+    stuck_task,
+)
 from convergent.bench._tasks import (
     Scenario,
     Script,
@@ -60,6 +72,13 @@ STREAK_SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario("empty_reply", "progress", "replies empty once or twice, then answers"),
     Scenario("cut_reply", "progress", "its answer is cut at the token limit 1-2 times, then ends"),
+    Scenario(
+        "lint_refused_edits", "progress", "6-10 patches the linter refuses, each new; then one fits"
+    ),
+    Scenario(
+        "failing_search_phase", "progress", "4-10 searches for symbols that do not exist; then one"
+    ),
+    Scenario("one_note", "stuck", "the same failing call; max_repeated_failures=2: one note"),
 )
 """The scenarios of this module, in report order."""
 
@@ -255,6 +274,87 @@ def _unfinished(name: str, index: int, rng: random.Random) -> Task:
     return stuck_task(name, index, plan, script, calls + 3, expected_stop=StopReason.MODEL_ERROR)
 
 
+WRONG_PATCHES = (
+    "add a null check",
+    "inline the helper",
+    "rename the loop variable",
+    "catch the ValueError",
+    "return early on None",
+    "cast the index to int",
+    "split the long condition",
+    "move the import up",
+    "use a list comprehension",
+    "drop the default argument",
+)
+"""Patches a coding agent tries that the linter refuses (each is new)."""
+WRONG_SYMBOLS = (
+    "tokenize",
+    "Parser",
+    "parse_input",
+    "TokenList",
+    "lex",
+    "read_tokens",
+    "ParseError",
+    "split_tokens",
+    "scan",
+    "Lexer",
+)
+"""Symbols a search phase looks for that the code base does not define."""
+
+
+def _lint_refused_edits(name: str, index: int, rng: random.Random) -> Task:
+    path = rng.choice(sorted(FIXES))
+    suite = path.removeprefix("src/").removesuffix(".py")
+    refused = rng.sample(WRONG_PATCHES, 6 + index % 5)
+    script = Script()
+    for patch in refused:
+        script.calls((Call("apply_patch", {"path": path, "patch": patch}, ""),), honest_mid(rng))
+    fix = Call("apply_patch", {"path": path, "patch": FIXES[path]}, f"patch:{path}")
+    tests = Call("run_tests", {"suite": suite}, f"tests:{suite}")
+    script.calls((fix,), honest_mid(rng))
+    script.calls((tests,), honest_mid(rng))
+    text = f"The {suite} tests pass now."
+    script.answer(text, honest_final(rng))
+    prompt = f"The {suite} tests fail: fix {path} with apply_patch, then run run_tests."
+    plan = rule_plan(prompt, (fix.effect, tests.effect), "pass now", text)
+    return script_task(
+        name, index, plan, script, tools=("apply_patch", "run_tests"), on_tool_error="continue"
+    )
+
+
+def _failing_search_phase(name: str, index: int, rng: random.Random) -> Task:
+    symbol = rng.choice(sorted(SYMBOLS))
+    misses = rng.sample(WRONG_SYMBOLS, 4 + index % 7)
+    script = Script()
+    for missing in misses:
+        script.calls((Call("search_code", {"symbol": missing}, ""),), honest_mid(rng))
+    found = Call("search_code", {"symbol": symbol}, f"search:{symbol}")
+    script.calls((found,), honest_mid(rng))
+    text = f"The code is in {SYMBOLS[symbol]}."
+    script.answer(text, honest_final(rng))
+    prompt = "Which file defines the function that splits the input into tokens?"
+    plan = rule_plan(prompt, (found.effect,), SYMBOLS[symbol], text)
+    return script_task(name, index, plan, script, tools=("search_code",), on_tool_error="continue")
+
+
+def _one_note(name: str, index: int, rng: random.Random) -> Task:
+    command = rng.choice(("make deploy", "kubectl rollout status web", "terraform apply"))
+    failing = Call("shell", {"command": command}, "shell")
+    plan = rule_plan(f"Run `{command}` and tell me how it went.", (failing.effect,), "", "")
+    script = looping_script(rng, (failing,))
+    return stuck_task(
+        name,
+        index,
+        plan,
+        script,
+        2,
+        tools=("shell",),
+        expected_stop=StopReason.TOOL_ERROR,
+        on_tool_error="continue",
+        policy={"max_repeated_failures": 2},
+    )
+
+
 STREAK_BUILDERS: dict[str, Callable[[str, int, random.Random], Task]] = {
     "failing_steps": _failing_steps,
     "unknown_tools": _unknown_tools,
@@ -267,5 +367,8 @@ STREAK_BUILDERS: dict[str, Callable[[str, int, random.Random], Task]] = {
     "same_error_new_arguments": _same_error_new_arguments,
     "empty_reply": _unfinished,
     "cut_reply": _unfinished,
+    "lint_refused_edits": _lint_refused_edits,
+    "failing_search_phase": _failing_search_phase,
+    "one_note": _one_note,
 }
 """How each scenario of this module builds a task."""

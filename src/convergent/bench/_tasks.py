@@ -128,6 +128,15 @@ class Task:
     messages: tuple[str, ...] = ()
     """What the user's harness sends after each response with tool calls, by position in
     the script ("" or past the end: nothing)."""
+    on_max_tool_calls: Literal["stop", "continue"] | None = None
+    """What a call past ``max_tool_calls`` does (None: the library's default)."""
+    on_max_calls_per_tool: Literal["stop", "continue"] | None = None
+    """What a call past ``max_calls_per_tool`` does (None: the library's default)."""
+    policy: Mapping[str, Any] = field(default_factory=dict)
+    """Rules of the stop policy the task sets (the others are the library's defaults)."""
+    hidden_growth: int = 0
+    """Input tokens the provider counts more at each request than the text shows (tool
+    definitions resent, hidden reasoning)."""
 
 
 class Harness(Protocol):
@@ -254,10 +263,10 @@ def scripted_model(
             (the run reads it before the next request, after the response's calls).
     """
     responses = [response_from_dict(item) for item in task.script]
-    position = 0
+    position = requests = 0
 
     def respond(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-        nonlocal position
+        nonlocal position, requests
         if task.tools and not tools:
             response = ModelResponse(content=FINAL_ANSWER)
         else:
@@ -268,7 +277,12 @@ def scripted_model(
             position += 1
         if clock is not None:
             clock.advance(task.request_seconds)
-        return replace(response, usage=_usage(messages, response))
+        usage = _usage(messages, response)
+        if task.hidden_growth:
+            hidden = task.hidden_growth * requests
+            usage = replace(usage, input_tokens=usage.input_tokens + hidden)
+        requests += 1
+        return replace(response, usage=usage)
 
     price = task.price if any(task.price) else None
     return ScriptedModel(respond, name=f"scripted:{task.id}", price=price)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from convergent.bench._effect_world import effect_tools
 from convergent.builtin_tools import evaluate_arithmetic
 from convergent.clock import Clock
 from convergent.exceptions import ToolError
@@ -137,6 +138,10 @@ DIRECTORIES = {
     "/home/ana/projects": ("atlas", "convergent", "notes"),
     "/opt/tools": ("bin", "lib", "share"),
     "/var/www": ("html", "logs", "staging"),
+    "/srv/shop/releases": ("v5", "v6", "v7"),
+    "/home/ana/projects/atlas": ("docs", "src", "tests"),
+    "/opt/tools/lib": ("node", "python", "ruby"),
+    "/var/www/html": ("assets", "index.html", "robots.txt"),
 }
 """What ``ls`` lists in some directories."""
 DEEP_PATHS = (
@@ -145,7 +150,7 @@ DEEP_PATHS = (
     "/opt/tools/lib/python/site",
     "/var/www/html/assets/img",
 )
-"""Directories three levels below one of `DIRECTORIES`."""
+"""Directories two and three levels below some of `DIRECTORIES`."""
 REPORTS = {
     "north": 412,
     "south": 388,
@@ -277,7 +282,8 @@ class World:
         self.effects: list[str] = []
         """Effect keys of every call that succeeded."""
 
-    def _enter(self, tool: str, effect: str) -> None:
+    def enter(self, tool: str, effect: str) -> None:
+        """A call of ``tool`` reached the world: count it, let its time pass, fail it if due."""
         self.calls[tool] += 1
         self.clock.advance(self.tool_seconds.get(tool, 0.0))
         self.attempts.append(effect)
@@ -286,7 +292,8 @@ class World:
             self.failures[effect] = remaining - 1 if remaining > 0 else remaining
             raise ToolError("the service is unavailable (HTTP 503); try again")
 
-    def _done(self, effect: str, text: str) -> str:
+    def done(self, effect: str, text: str) -> str:
+        """The call succeeded with ``text``: record its effect."""
         self.effects.append(effect)
         return text
 
@@ -336,6 +343,7 @@ class World:
             "ls": self._ls_tool,
             "fill_fuel_tank": self._fuel_tool,
             "read_report": self._report_tool,
+            **effect_tools(self),
         }
         overrides = declared or {}
         built = [factories[name]() for name in names]
@@ -353,10 +361,10 @@ class World:
                 city: City name, e.g. "Oslo".
             """
             effect = f"weather:{_key(city)}"
-            self._enter("get_weather", effect)
+            self.enter("get_weather", effect)
             if _key(city) not in WEATHER:
                 raise ToolError(f"unknown city {city!r}")
-            return self._done(effect, f"{city.strip()}: {WEATHER[_key(city)]} °C")
+            return self.done(effect, f"{city.strip()}: {WEATHER[_key(city)]} °C")
 
         return get_weather
 
@@ -370,11 +378,11 @@ class World:
             """
             order = order_id.strip().upper()
             effect = f"order:{order.casefold()}"
-            self._enter("lookup_order", effect)
+            self.enter("lookup_order", effect)
             if order not in ORDERS:
                 raise ToolError(f"no order {order_id!r}")
             status, total = ORDERS[order]
-            return self._done(effect, f"order {order}: {status}, total {total:.2f} EUR")
+            return self.done(effect, f"order {order}: {status}, total {total:.2f} EUR")
 
         return lookup_order
 
@@ -389,10 +397,10 @@ class World:
             """
             pair = (base.strip().upper(), target.strip().upper())
             effect = f"rate:{pair[0].casefold()}-{pair[1].casefold()}"
-            self._enter("exchange_rate", effect)
+            self.enter("exchange_rate", effect)
             if pair not in RATES:
                 raise ToolError(f"no rate for {pair[0]}/{pair[1]}")
-            return self._done(effect, f"1 {pair[0]} = {RATES[pair]} {pair[1]}")
+            return self.done(effect, f"1 {pair[0]} = {RATES[pair]} {pair[1]}")
 
         return exchange_rate
 
@@ -406,8 +414,8 @@ class World:
             """
             value = evaluate_arithmetic(expression)
             effect = f"calc:{format_number(value)}"
-            self._enter("calculator", effect)
-            return self._done(effect, format_number(value))
+            self.enter("calculator", effect)
+            return self.done(effect, format_number(value))
 
         return calculator
 
@@ -421,10 +429,10 @@ class World:
             """
             name = _key(path)
             effect = f"read:{name}"
-            self._enter("read_file", effect)
+            self.enter("read_file", effect)
             if name not in self.files:
                 raise ToolError(f"no such file: {path}")
-            return self._done(effect, self.files[name])
+            return self.done(effect, self.files[name])
 
         return read_file
 
@@ -439,9 +447,9 @@ class World:
             """
             name = _key(path)
             effect = f"write:{name}"
-            self._enter("write_file", effect)
+            self.enter("write_file", effect)
             self.files[name] = content
-            return self._done(effect, f"wrote {len(content)} characters to {name}")
+            return self.done(effect, f"wrote {len(content)} characters to {name}")
 
         return write_file
 
@@ -455,7 +463,7 @@ class World:
             """
             name = _key(suite)
             effect = f"tests:{name}"
-            self._enter("run_tests", effect)
+            self.enter("run_tests", effect)
             if name in BUGGY_SUITES:
                 tests, failing = BUGGY_SUITES[name]
                 failed = max(0, failing - self.fixes[name])
@@ -464,7 +472,7 @@ class World:
                 passed, failed = TEST_SUITES[name]
             else:
                 raise ToolError(f"no test suite {suite!r}")
-            return self._done(effect, f"{name}: {passed} passed, {failed} failed")
+            return self.done(effect, f"{name}: {passed} passed, {failed} failed")
 
         return run_tests
 
@@ -479,8 +487,8 @@ class World:
             words = query.casefold()
             topic = next((name for name in DOCS if name in words), "")
             effect = f"docs:{topic or 'none'}"
-            self._enter("search_docs", effect)
-            return self._done(effect, DOCS[topic][0] if topic else "no matching page")
+            self.enter("search_docs", effect)
+            return self.done(effect, DOCS[topic][0] if topic else "no matching page")
 
         return search_docs
 
@@ -495,11 +503,11 @@ class World:
             """
             suite = _key(path).removeprefix("src/").removesuffix(".py")
             effect = f"edit:{suite}"
-            self._enter("edit_file", effect)
+            self.enter("edit_file", effect)
             if suite not in BUGGY_SUITES:
                 raise ToolError(f"no such file: {path}")
             self.fixes[suite] += 1
-            return self._done(effect, f"edited src/{suite}.py: {change}")
+            return self.done(effect, f"edited src/{suite}.py: {change}")
 
         return edit_file
 
@@ -507,8 +515,8 @@ class World:
         @tool(name="list_files", read_only=True)
         def list_files() -> str:
             """List the files of the workspace."""
-            self._enter("list_files", "list")
-            return self._done("list", "files: " + ", ".join(sorted(self.files)))
+            self.enter("list_files", "list")
+            return self.done("list", "files: " + ", ".join(sorted(self.files)))
 
         return list_files
 
@@ -522,10 +530,10 @@ class World:
             """
             name = _key(path)
             effect = f"delete:{name}"
-            self._enter("delete_file", effect)
+            self.enter("delete_file", effect)
             if self.files.pop(name, None) is None:
                 raise ToolError(f"no such file: {path}")
-            return self._done(effect, f"deleted {name}")
+            return self.done(effect, f"deleted {name}")
 
         return delete_file
 
@@ -539,29 +547,29 @@ class World:
             """
             name = _key(job)
             effect = f"job:{name}"
-            self._enter("job_status", effect)
+            self.enter("job_status", effect)
             if name not in JOBS:
                 raise ToolError(f"no job {job!r}")
             self.polls[name] += 1
             polls, done_at = self.polls[name], JOBS[name]
             if polls >= done_at:
-                return self._done(effect, f"{name}: done, results in reports/{name}.csv")
-            return self._done(effect, f"{name}: running, {100 * polls // done_at}% done")
+                return self.done(effect, f"{name}: done, results in reports/{name}.csv")
+            return self.done(effect, f"{name}: running, {100 * polls // done_at}% done")
 
         return job_status
 
     def _wait_tool(self) -> Tool:
-        # time passes: the world may be another after it (a job finished meanwhile)
-        @tool(name="wait", read_only=False)
+        # it changes nothing itself: the time it lets pass makes the next poll a fresh look
+        @tool(name="wait", read_only=True)
         def wait(seconds: int) -> str:
             """Wait before the next step.
 
             Args:
                 seconds: How long to wait.
             """
-            self._enter("wait", "wait")
+            self.enter("wait", "wait")
             self.clock.advance(max(seconds, 0))
-            return self._done("wait", f"waited {seconds} s")
+            return self.done("wait", f"waited {seconds} s")
 
         return wait
 
@@ -575,10 +583,10 @@ class World:
                 amount: Amount in EUR.
             """
             effect = f"pay:{_key(to)}:{format_number(amount)}"
-            self._enter("pay", effect)
+            self.enter("pay", effect)
             self.payments += 1
             receipt = f" P-{1000 + self.payments}" if self.receipt_ids else ""
-            return self._done(effect, f"payment{receipt} of {amount:.2f} EUR to {to} sent")
+            return self.done(effect, f"payment{receipt} of {amount:.2f} EUR to {to} sent")
 
         return pay
 
@@ -592,13 +600,13 @@ class World:
             """
             name = _key(export)
             effect = f"export:{name}"
-            self._enter("export_status", effect)
+            self.enter("export_status", effect)
             if name not in EXPORTS:
                 raise ToolError(f"no export {export!r}")
             self.polls[effect] += 1
             if self.polls[effect] > EXPORTS[name]:
-                return self._done(effect, f"export {name}: done, file exports/{name}.csv")
-            return self._done(effect, f"export {name}: running")
+                return self.done(effect, f"export {name}: done, file exports/{name}.csv")
+            return self.done(effect, f"export {name}: running")
 
         return export_status
 
@@ -612,9 +620,9 @@ class World:
             """
             name = _key(service)
             effect = f"service:{name}"
-            self._enter("service_status", effect)
+            self.enter("service_status", effect)
             stamp = time.strftime("%H:%M:%S", time.gmtime(self.clock.now()))
-            return self._done(effect, f"{name}: running (as of {stamp})")
+            return self.done(effect, f"{name}: running (as of {stamp})")
 
         return service_status
 
@@ -627,9 +635,9 @@ class World:
                 timezone: IANA time zone, e.g. "Europe/Paris".
             """
             effect = f"time:{timezone.strip()}"
-            self._enter("get_current_time", effect)
+            self.enter("get_current_time", effect)
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(self.clock.now()))
-            return self._done(
+            return self.done(
                 effect,
                 json.dumps({"timezone": timezone.strip(), "datetime": stamp, "is_dst": False}),
             )
@@ -646,9 +654,9 @@ class World:
             """
             target = posixpath.normpath(posixpath.join(self.cwd, path.strip()))
             effect = f"cd:{target}"
-            self._enter("cd", effect)
+            self.enter("cd", effect)
             self.cwd = target
-            return self._done(effect, "{}")
+            return self.done(effect, "{}")
 
         return cd
 
@@ -657,9 +665,9 @@ class World:
         def ls() -> str:
             """List the working directory."""
             effect = f"ls:{self.cwd}"
-            self._enter("ls", effect)
+            self.enter("ls", effect)
             entries = DIRECTORIES.get(self.cwd, ())
-            return self._done(effect, f"{self.cwd}: {', '.join(entries) or '(empty)'}")
+            return self.done(effect, f"{self.cwd}: {', '.join(entries) or '(empty)'}")
 
         return ls
 
@@ -673,14 +681,14 @@ class World:
             """
             name = _key(region)
             effect = f"report:{name}"
-            self._enter("read_report", effect)
+            self.enter("read_report", effect)
             if name not in REPORTS:
                 raise ToolError(f"no report for {region!r}")
             rows = "\n".join(
                 f"store {row:03d} | {name:<8} | sales {(row * 37) % 900 + 100:>4} kEUR"
                 for row in range(1, REPORT_ROWS + 1)
             )
-            return self._done(effect, f"{rows}\ntotal {name}: {REPORTS[name]} kEUR")
+            return self.done(effect, f"{rows}\ntotal {name}: {REPORTS[name]} kEUR")
 
         return read_report
 
@@ -693,11 +701,11 @@ class World:
                 liters: Litres to add.
             """
             effect = f"fuel:{format_number(liters)}"
-            self._enter("fill_fuel_tank", effect)
+            self.enter("fill_fuel_tank", effect)
             if self.fuel + liters > TANK_CAPACITY:
                 raise ToolError("cannot fill above the tank capacity")
             self.fuel += liters
-            return self._done(effect, f"the tank holds {format_number(self.fuel)} litres")
+            return self.done(effect, f"the tank holds {format_number(self.fuel)} litres")
 
         return fill_fuel_tank
 

@@ -40,8 +40,10 @@ Scenario kinds:
   that differ only in a time or an id, slow polls, longer cycles, state-changing calls
   and the user's messages (`convergent.bench._stall_scenarios`); each streak of
   non-progress, replies that are not answers, and cases that look like a streak but
-  recover (`convergent.bench._streak_scenarios`); cost budgets and tool-call caps
-  (`convergent.bench._budget_scenarios`).
+  recover (`convergent.bench._streak_scenarios`); cost budgets, tool-call caps and the
+  provider's own count (`convergent.bench._budget_scenarios`); writes repeated, polls of
+  tools that declare nothing and waiting between polls
+  (`convergent.bench._effect_scenarios`).
 
 When a policy asks the model again after the script ended, the model repeats its last
 response: a model asked again after answering restates its answer.
@@ -63,6 +65,7 @@ from convergent.bench._baselines import (
     subjective_converged,
 )
 from convergent.bench._budget_scenarios import BUDGET_BUILDERS, BUDGET_SCENARIOS
+from convergent.bench._effect_scenarios import EFFECT_BUILDERS, EFFECT_SCENARIOS
 from convergent.bench._rules import agent_rules
 from convergent.bench._stall_scenarios import STALL_BUILDERS, STALL_SCENARIOS
 from convergent.bench._stop_scenarios import STOP_BUILDERS, STOP_SCENARIOS
@@ -132,6 +135,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     *STALL_SCENARIOS,
     *STREAK_SCENARIOS,
     *BUDGET_SCENARIOS,
+    *EFFECT_SCENARIOS,
 )
 """Every scenario of the suite, in report order."""
 
@@ -175,6 +179,8 @@ class TaskOutcome:
     """Notes the model got on what is left of its budgets."""
     tool_calls: int = 0
     """Calls that reached a tool of the world."""
+    writes: int = 0
+    """Calls that reached a tool declared a write (``read_only=False``)."""
     answered: bool = False
     """The run's output holds the task's answer."""
     detail: str = ""
@@ -319,6 +325,7 @@ _BUILDERS: dict[str, Callable[[str, int, random.Random], Task]] = {
     **STALL_BUILDERS,
     **STREAK_BUILDERS,
     **BUDGET_BUILDERS,
+    **EFFECT_BUILDERS,
 }
 
 
@@ -394,7 +401,8 @@ def judge(task: Task, policy: str, end: RunEnd, world: World) -> TaskOutcome:
     - A task the model finishes (``behaviour``, ``adversarial``, ``premature``,
       ``progress``): a false stop when the run ended before the needed calls were made
       or before the done cycle; a missed stop when it made model requests after the
-      done cycle, or ended on a limit or a stall; correct when it ended at the done
+      done cycle, ended on a limit or a stall, or spent past a tool-call cap; correct
+      when it ended at the done
       cycle, for the library's policies and ``counting`` also with the expected reason
       and, when that is ``completed``, with an output that holds the task's answer.
     - A stuck model (``stuck``): a false stop when the run ended before the done cycle
@@ -425,7 +433,9 @@ def judge(task: Task, policy: str, end: RunEnd, world: World) -> TaskOutcome:
     else:
         made_all = world.attempted(task.needed)
         false_positive = not made_all or cycles < task.done_cycle
-        false_negative = not false_positive and (cycles > task.done_cycle or stop in _LOOPING)
+        false_negative = not false_positive and (
+            cycles > task.done_cycle or stop in _LOOPING or overspent(task, end, world)
+        )
         completed = task.expected_stop is StopReason.COMPLETED
         reason_ok = policy == "subjective" or (
             stop == task.expected_stop.value and (answered or not completed)
@@ -448,9 +458,15 @@ def judge(task: Task, policy: str, end: RunEnd, world: World) -> TaskOutcome:
         cost=end.cost,
         budget_notes=end.budget_notes,
         tool_calls=sum(world.calls.values()),
+        writes=sum(world.calls[name] for name in _writes(task)),
         answered=answered,
         detail=end.detail,
     )
+
+
+def _writes(task: Task) -> list[str]:
+    """The task's tools declared writes (``read_only=False``)."""
+    return [t.name for t in World().tools(task.tools, task.declared) if t.read_only is False]
 
 
 def overspent(task: Task, end: RunEnd, world: World) -> bool:

@@ -27,6 +27,8 @@ LIMIT_OPTIONS = {
     "max_cost": "--max-cost",
     "max_tool_calls": "--max-tool-calls",
     "max_calls_per_tool": "--max-calls-per-tool",
+    "on_max_tool_calls": "--on-max-tool-calls",
+    "on_max_calls_per_tool": "--on-max-calls-per-tool",
 }
 """The options of `Limits`' fields, by field."""
 

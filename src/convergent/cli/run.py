@@ -33,11 +33,13 @@ from convergent.mcp.config import MCPServer, load_mcp_config, mcp_config, server
 from convergent.models._prices import parse_price
 from convergent.models.registry import default_model_spec
 from convergent.output import load_output_schema
+from convergent.policy import StopPolicy
 from convergent.spec import AgentSpec, command_line_tools
 
 __all__ = ["mcp_servers", "read_task", "run_command"]
 
 DEFAULT_MAX_CYCLES = Limits().max_cycles
+DEFAULT_REPEATED_FAILURES = StopPolicy().max_repeated_failures or 0
 """The cycle limit of a run that sets none: `Limits`' own, the same from Python and here."""
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -146,17 +148,17 @@ def run_command(
     tool_error: Annotated[
         str,
         typer.Option(
-            help="On a tool failure: continue (send it to the model; stop after "
-            "--max-tool-errors in a row) or stop at once."
+            help="On a tool failure: continue (send it to the model; the failure streaks "
+            "stop the run) or stop at once."
         ),
     ] = "continue",
     max_tool_errors: Annotated[
         int,
         typer.Option(
-            help="Failing steps in a row, each repeating a failed call, that stop the run "
-            "after a note (0: never; the policy's max_repeated_failures)."
+            help="How often the same call may fail in one streak of failing steps: the "
+            "note, then the stop at the next (0: never; the policy's max_repeated_failures)."
         ),
-    ] = 3,
+    ] = DEFAULT_REPEATED_FAILURES,
     max_tool_calls: Annotated[
         int | None, typer.Option(help="Tool calls the run may make in all.")
     ] = None,
@@ -168,6 +170,22 @@ def run_command(
             help="Calls each tool may get (N), or one tool (TOOL=N; repeatable).",
         ),
     ] = None,
+    on_max_tool_calls: Annotated[
+        str,
+        typer.Option(
+            metavar="stop|continue",
+            help="A call past --max-tool-calls: stop the run, or refuse the call with a "
+            "note and go on.",
+        ),
+    ] = "stop",
+    on_max_calls_per_tool: Annotated[
+        str,
+        typer.Option(
+            metavar="stop|continue",
+            help="A call past its --max-calls-per-tool cap: stop the run, or refuse the "
+            "call with a note and go on.",
+        ),
+    ] = "stop",
     policy: Annotated[
         list[str] | None,
         typer.Option(
@@ -326,6 +344,8 @@ def run_command(
                 "max_cost": max_cost,
                 "max_tool_calls": max_tool_calls,
                 "max_calls_per_tool": parse_tool_caps(max_calls_per_tool or []),
+                "on_max_tool_calls": on_max_tool_calls,
+                "on_max_calls_per_tool": on_max_calls_per_tool,
             },
             "policy": {
                 "on_tool_error": tool_error,

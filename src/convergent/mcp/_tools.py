@@ -21,7 +21,7 @@ from convergent.mcp._content import result_text
 from convergent.mcp._schema import ArgumentCheck
 from convergent.tools import Tool
 
-__all__ = ["local_name", "mcp_tool"]
+__all__ = ["declared", "local_name", "mcp_tool"]
 
 
 def local_name(name: str, prefix: str | None) -> str:
@@ -38,6 +38,27 @@ def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
     cleaned["type"] = "object"
     cleaned.setdefault("properties", {})
     return cleaned
+
+
+def declared(hints: types.ToolAnnotations | None) -> tuple[bool | None, bool]:
+    """What a tool's MCP annotations declare: ``read_only`` and ``idempotent``.
+
+    ``readOnlyHint`` says whether it only reads. ``idempotentHint`` and
+    ``destructiveHint`` mean something only for a tool that is not read-only, so a
+    server that sets either without ``readOnlyHint`` declares a write; with
+    ``idempotentHint`` true, a repeat has no further effect. ``destructiveHint`` says how
+    bad one call is, not whether a repeat adds anything: it changes no count. With no
+    annotation at all the tool is undeclared (MCP's own defaults are hints, not
+    declarations).
+    """
+    if hints is None:
+        return None, False
+    read_only = hints.read_only_hint
+    if read_only is None and (
+        hints.idempotent_hint is not None or hints.destructive_hint is not None
+    ):
+        read_only = False
+    return read_only, bool(read_only or hints.idempotent_hint)
 
 
 def mcp_tool(connection: ServerConnection, listed: types.Tool, taken: Collection[str] = ()) -> Tool:
@@ -63,10 +84,7 @@ def mcp_tool(connection: ServerConnection, listed: types.Tool, taken: Collection
             raise ToolError(text or f"MCP server {server.name!r} reported an error")
         return text
 
-    hints = listed.annotations
-    idempotent = hints is not None and bool(hints.read_only_hint or hints.idempotent_hint)
-    # readOnlyHint absent: unknown (MCP's own default, false, is a hint, not a declaration)
-    read_only = hints.read_only_hint if hints is not None else None
+    read_only, idempotent = declared(listed.annotations)
     return Tool.from_schema(
         name=name,
         description=listed.description or listed.title or remote,

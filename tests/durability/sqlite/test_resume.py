@@ -69,6 +69,7 @@ async def stop_and_resume(
     *,
     limits: Limits | None = None,
     steering: SteeringQueue | None = None,
+    resume_limits: Limits | None = None,
 ) -> list[Message]:
     stopped = await agent(store, first, limits).run("task", run_id="r", steering=steering)
     assert stopped.stop_reason is expected
@@ -81,7 +82,7 @@ async def stop_and_resume(
         return answer("finished after " + " | ".join(results(messages)), usage=USED)
 
     answers = {q.call_id: "blue" for q in store.pending_questions("r")}
-    resumed = await agent(store, ScriptedModel(finish)).run(
+    resumed = await agent(store, ScriptedModel(finish), resume_limits).run(
         state=state, answers=answers, steering=DatabaseSteering(store, "r")
     )
     assert resumed.stop_reason is StopReason.COMPLETED
@@ -107,15 +108,20 @@ async def test_resume_after_stopped(store: RunStore) -> None:
 
 
 async def test_resume_after_tool_error(store: RunStore) -> None:
-    # failing whatever the arguments: a note after the sixth failing step, a stop at the 7th
-    model = ScriptedModel([step(call("save", f"f{i}", n=i), usage=USED) for i in range(7)])
-    stopped = await agent(store, model).run("task", run_id="first")
+    # failing whatever the arguments: a note after the last failing step the policy
+    # allows, a stop at the next
+    steps = (StopPolicy().max_failing_steps or 0) + 1
+    model = ScriptedModel([step(call("save", f"f{i}", n=i), usage=USED) for i in range(steps)])
+    room = Limits(max_cycles=steps + 5)
+    stopped = await agent(store, model, room).run("task", run_id="first")
     assert stopped.stop_reason is StopReason.TOOL_ERROR
-    assert store.load("first").monitor.failing_steps == 7
+    assert store.load("first").monitor.failing_steps == steps
     messages = await stop_and_resume(
         store,
-        ScriptedModel([step(call("save", f"f{i}", n=i), usage=USED) for i in range(7)]),
+        ScriptedModel([step(call("save", f"f{i}", n=i), usage=USED) for i in range(steps)]),
         StopReason.TOOL_ERROR,
+        limits=room,
+        resume_limits=room,
     )
     assert "save failed: disk full" in messages[-1].content
     # resuming after tool_error is a fresh chance: the streak counts from there
