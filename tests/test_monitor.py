@@ -7,7 +7,6 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import pytest
 from pydantic import TypeAdapter
 
 from convergent import StopPolicy, ToolCall
@@ -141,11 +140,6 @@ def test_a_count_that_moves_is_progress_even_beside_a_clock_time() -> None:
     assert trajectory(m, polls) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the receipt is the payment's subject, so each result says something new: a "
-    "declared write repeated with the same arguments is for the effect rules to catch",
-)
 def test_the_same_payment_with_a_new_receipt_each_time_is_stopped() -> None:
     m = monitor()
     pays = [(call("pay", to="ACME", amount=15), f"payment P-{1001 + n} sent") for n in range(8)]

@@ -124,11 +124,6 @@ def test_subjective_is_measurably_worse_on_every_adversarial_scenario(
     assert looping["finish_synonym"] == 1.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the receipt is the payment's subject, so each result says something new: a "
-    "declared write repeated with the same arguments is for the effect rules to catch",
-)
 @pytest.mark.slow
 def test_overall_rates_beside_each_other(suite: SuiteResult) -> None:
     structural = suite.details["structural"]

@@ -9,19 +9,12 @@ from __future__ import annotations
 
 import itertools
 
-import pytest
-
 from convergent import Agent, Limits, ScriptedModel, StopReason, tool
 from convergent.events import Event, Nudged, RunStopped
 from convergent.messages import Usage
 from convergent.testing import answer, call, step
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the receipt is the payment's subject, so each result says something new: a "
-    "declared write repeated with the same arguments is for the effect rules to catch",
-)
 def test_the_same_payment_with_a_new_receipt_each_time_is_stopped() -> None:
     receipts = itertools.count(1001)
 

@@ -66,11 +66,6 @@ def test_the_same_payment_is_sent_at_most_twice() -> None:
     assert [run.payments for run in outcomes("repeated_payment", "counting", 3)] == [2, 2, 2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the receipt is the payment's subject, so each result says something new: a "
-    "declared write repeated with the same arguments is for the effect rules to catch",
-)
 def test_a_payment_with_a_new_receipt_each_time_is_stopped_too() -> None:
     library = outcomes("repeated_payment_new_ids", "objective", 2)
     assert [(run.stop, run.correct, run.payments) for run in library] == [("stalled", True, 2)] * 2
