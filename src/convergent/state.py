@@ -17,12 +17,12 @@ from convergent.messages import (
     ToolResultMessage,
     Usage,
 )
-from convergent.monitor import MonitorState
+from convergent.monitor import MonitorState, digested_keys
 from convergent.stop import StopReason
 
 __all__ = ["STATE_SCHEMA_VERSION", "RunState", "ToolCallRecord"]
 
-STATE_SCHEMA_VERSION = 6
+STATE_SCHEMA_VERSION = 7
 """Bumped whenever the serialised shape of `RunState` changes."""
 
 
@@ -123,7 +123,8 @@ class RunState:
         such a state continues with fresh counters. Versions before 4 lacked
         the output's JSON data (None); versions 4 and 5 named it ``output_data``.
         Version 4 counted repeats by exact results: its repeat and streak counters start
-        afresh, its budget note and child cycles stay.
+        afresh, its budget note and child cycles stay. Versions 5 and 6 knew each call in
+        the counters by its canonical key: the counters go on under its digest.
         Older states also held the replay positions of scripted
         models (``model_positions``), which the run store now keeps beside the state
         (`RunStore.model_positions`): here they are ignored.
@@ -141,8 +142,12 @@ class RunState:
             old = isinstance(version, int) and version < 3
             dropped = ("call_counts", "tool_error_streak") if old else ()
             data = {k: v for k, v in data.items() if k not in (*dropped, "model_positions")}
-            if isinstance(version, int) and version < 5 and isinstance(data.get("monitor"), dict):
-                data["monitor"] = upgraded_monitor(data["monitor"])
+            monitor = data.get("monitor")
+            if isinstance(version, int) and isinstance(monitor, dict):
+                if version < 5:
+                    data["monitor"] = upgraded_monitor(monitor)
+                elif version < 7:
+                    data["monitor"] = digested_keys(monitor)
             if isinstance(version, int) and version < 6 and "output_data" in data:
                 data["output_json"] = data.pop("output_data")
         try:

@@ -32,7 +32,7 @@ from convergent import ModelResponse, RunState, ScriptedModel
 from convergent.compaction import SUMMARY_HEADER
 from convergent.durability.sqlite import DB_SCHEMA_VERSION, DatabaseSteering, RunStore
 from convergent.messages import AssistantMessage, CallOutcome, ToolResultMessage, UserMessage
-from convergent.monitor import MonitorState
+from convergent.monitor import MonitorState, call_digest
 from convergent.stop import StopReason
 
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -292,6 +292,18 @@ def test_v5_state_json_loads_with_its_counters() -> None:
     assert monitor.budget.tool_calls == 5
     again = RunState.from_jsonable(json.loads(json.dumps(state.to_jsonable())))
     assert again.monitor == monitor
+
+
+def test_v5_counters_go_on_under_the_digests_of_the_calls_they_stored() -> None:
+    """Versions 5 and 6 kept each call's canonical key; version 7 its digest, which the
+    calls made after the resume are looked up by."""
+    data = json.loads((FIXTURES / "state.v5.json").read_text())
+    monitor = RunState.from_jsonable(data).monitor
+    status, lookup = call_digest("status", {"job": "j1"}), call_digest("lookup", {"customer": "c1"})
+    assert list(monitor.stretch) == list(monitor.started) == [lookup, status]
+    assert monitor.stretch[status][1] == 4
+    # the recent calls and the watched pattern were digests already: they still match
+    assert monitor.watched == [status] and monitor.recent[-1] >> 64 == status
 
 
 def test_v6_state_json_loads_with_its_output_json() -> None:
