@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from convergent._frozen import blank, slot_setters
 from convergent.exceptions import UserError
 from convergent.messages import (
     NO_USAGE,
@@ -16,6 +17,7 @@ from convergent.messages import (
     ToolCall,
     ToolResultMessage,
     Usage,
+    tool_result_message,
 )
 from convergent.monitor import MonitorState, digested_keys
 from convergent.stop import StopReason
@@ -53,9 +55,50 @@ class ToolCallRecord:
 
     def to_message(self) -> ToolResultMessage:
         """The observation this call gives the model."""
-        return ToolResultMessage(
-            tool_call_id=self.id, name=self.name, content=self.result, is_error=not self.ok
-        )
+        return tool_result_message(self.id, self.name, self.result, not self.ok)
+
+
+_OK = CallOutcome.OK
+(
+    _SET_CYCLE,
+    _SET_ID,
+    _SET_NAME,
+    _SET_ARGUMENTS,
+    _SET_OK,
+    _SET_OUTCOME,
+    _SET_RESULT,
+    _SET_DURATION,
+    _SET_FATAL,
+) = slot_setters(
+    ToolCallRecord,
+    ("cycle", "id", "name", "arguments", "ok", "outcome", "result", "duration", "fatal"),
+)
+
+
+def new_record(
+    call: ToolCall,
+    outcome: CallOutcome,
+    text: str,
+    cycle: int,
+    duration: float = 0.0,
+    fatal: bool = False,
+) -> ToolCallRecord:
+    """The record of one call that ended with ``outcome`` and ``text``.
+
+    It is made at the cost of a plain object, not through the frozen dataclass's
+    ``__init__``: the loop makes one per call.
+    """
+    record = blank(ToolCallRecord)
+    _SET_CYCLE(record, cycle)
+    _SET_ID(record, call.id)
+    _SET_NAME(record, call.name)
+    _SET_ARGUMENTS(record, call.arguments)
+    _SET_OK(record, outcome == _OK)
+    _SET_OUTCOME(record, outcome)
+    _SET_RESULT(record, text)
+    _SET_DURATION(record, duration)
+    _SET_FATAL(record, fatal)
+    return record
 
 
 @dataclass(slots=True, kw_only=True)
