@@ -5,8 +5,10 @@ successful run recovered from at least two steps below the stop. This script mea
 those streaks on the recordings, without replaying them:
 
 - a *step* is one recorded reply with tool calls; it *fails* when every call failed (as
-  the reader marks it, or as ``--failure-if`` declares it), and it is a *mistake* when
-  every call went to a name that can be no tool's (``get_weather<|channel|>commentary``);
+  the reader marks it, or as the corpus's declarations or ``--failure-if`` declare it),
+  and it is a *mistake* when every call was the model's mistake (as the reader or the
+  declarations mark it, or a call to a name that can be no tool's,
+  ``get_weather<|channel|>commentary``);
 - a *streak* is such steps in a row within a turn; it *recovers* when the turn goes on
   with a step that did not fail (or with an answer); a harness action that ends the run
   (SWE-agent's ``exit_cost``...) is no recovery;
@@ -14,10 +16,14 @@ those streaks on the recordings, without replaying them:
   was made in it (the loop that ``max_repeated_failures`` and ``max_repeated_mistakes``
   count; the rest is a search).
 
+Each corpus's runs are read with the declarations of its kind
+(`benchmarks.replay.declared`, the files ``convergent replay --declare`` reads); a
+``--failure-if FORMAT=REGEX`` adds a failure pattern for that format's corpora.
+
 Run from the repository root:
     python benchmarks/failure_streaks.py tau-bench:$C/gpt-4o-airline.json \\
         swe-agent:$C/swe-agent-gpt4-lite --success $C/labels/swe-agent-gpt4-lite.json \\
-        --failure-if 'swe-agent=Your proposed edit has introduced new syntax error'
+        --failure-if 'mini-swe-agent=<returncode>[1-9]'
 """
 
 from __future__ import annotations
@@ -34,9 +40,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from convergent.replay._labels import Labels  # noqa: E402
-from convergent.replay._readers import read_runs  # noqa: E402
-from convergent.replay._recording import Malformed, RecordedCall, Trajectory  # noqa: E402
+from benchmarks.replay.declared import declarations_for  # noqa: E402
+from convergent.replay import RecordedCall, Trajectory, declared, read_runs  # noqa: E402
 
 NO_TOOL = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")
 """What a tool's name can be (as the replay reads it): anything else went to no tool."""
@@ -81,27 +86,30 @@ def streaks(run: Trajectory, bad: Callable[[RecordedCall], bool]) -> list[tuple[
     return found
 
 
+def failed(call: RecordedCall) -> bool:
+    """Whether a call failed, as the reader or a declaration marks it."""
+    return call.failed
+
+
+def mistaken(call: RecordedCall) -> bool:
+    """Whether a call was the model's mistake: marked so, or to a name no tool can have."""
+    return call.mistake or NO_TOOL.fullmatch(call.name) is None
+
+
 def measure(
-    corpus: str, path: str, labels: dict[str, bool], failure_if: re.Pattern[str] | None
+    corpus: str, path: str, labels: dict[str, bool], failure_if: str | None
 ) -> dict[str, dict[str, Longest]]:
     """The longest failing and mistake streaks of a corpus, per success label."""
-
-    def failed(call: RecordedCall) -> bool:
-        if call.failed:
-            return True
-        text = call.result
-        return failure_if is not None and text is not None and bool(failure_if.search(text))
-
-    def mistaken(call: RecordedCall) -> bool:
-        return NO_TOOL.fullmatch(call.name) is None
-
-    apply = Labels(labels).apply
+    declarations = declarations_for(corpus)
+    if failure_if is not None:
+        declarations = declarations.merged(declared(failures=[f"(?m){failure_if}"]))
     result: dict[str, dict[str, Longest]] = {"failing": {}, "mistakes": {}}
-    for run in read_runs([path], corpus):
-        if isinstance(run, Malformed):
-            continue
-        run = apply(run)
-        label = {True: "successful", False: "failed", None: "unlabelled"}[run.success]
+    for item in read_runs([path], corpus):
+        if not isinstance(item, Trajectory):
+            continue  # a run that could not be read, or a line that holds none
+        run = declarations.apply(item)
+        success = labels.get(run.id, labels.get(run.name, run.success))
+        label = {True: "successful", False: "failed", None: "unlabelled"}[success]
         for kind, bad in (("failing", failed), ("mistakes", mistaken)):
             longest = result[kind].setdefault(label, Longest())
             longest.runs += 1
@@ -152,8 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table: dict[str, object] = {}
     for spec in arguments.corpora:
         corpus, _, path = spec.partition(":")
-        pattern = re.compile(patterns[corpus], re.M) if corpus in patterns else None
-        measured = measure(corpus, path, {**shared, **own.get(path, {})}, pattern)
+        measured = measure(corpus, path, {**shared, **own.get(path, {})}, patterns.get(corpus))
         table[path] = {
             kind: {label: vars(longest) for label, longest in by_label.items()}
             for kind, by_label in measured.items()

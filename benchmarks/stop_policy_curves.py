@@ -18,7 +18,6 @@ docs/evidence.md):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
@@ -29,8 +28,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.replay.declared import labels_by_corpus, replay_each  # noqa: E402
 from convergent import StopPolicy  # noqa: E402
-from convergent.replay import Point, replay  # noqa: E402
+from convergent.replay import Point  # noqa: E402
 
 CURVES: dict[str, tuple[Any, ...]] = {
     "max_repeated_calls": (2, 3, 4, 5),
@@ -54,29 +54,19 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--declared",
         action="store_true",
-        help="declare every tool as docs/loop.md tells users to (benchmarks/replay/"
-        "declared_tools.py), writes included; replays in this process (--workers 1)",
+        help="declare every tool as docs/loop.md tells users to, writes included: each "
+        "corpus with the declaration file of its kind (benchmarks/replay/declarations/)",
     )
     parser.add_argument(
         "--success",
         action="append",
         default=[],
-        type=Path,
-        metavar="LABELS.json",
-        help="success labels by run id (a `convergent replay --success` file; repeatable, "
-        "merged: run ids are paths within a corpus, so replay corpora that share ids apart)",
+        metavar="[PATH=]LABELS.json",
+        help="success labels by run id (a `convergent replay --success` file), for every "
+        "corpus or for the corpus at PATH (run ids are paths within a corpus: two corpora "
+        "may share them); repeatable",
     )
     return parser.parse_args(argv)
-
-
-def _labels(files: Sequence[Path]) -> dict[str, bool] | None:
-    """The labels of every ``--success`` file, in one map (None: none given)."""
-    if not files:
-        return None
-    labels: dict[str, bool] = {}
-    for file in files:
-        labels.update(json.loads(file.read_text()))
-    return labels
 
 
 def _table(points: Sequence[Point]) -> str:
@@ -142,29 +132,27 @@ def main(argv: Sequence[str] | None = None) -> None:
     arguments = _arguments(argv)
     arguments.out.mkdir(parents=True, exist_ok=True)
     knobs = arguments.knob or list(CURVES)
-    labels = _labels(arguments.success)
-    declared = contextlib.nullcontext()
-    if arguments.declared:
-        from benchmarks.replay.declared_tools import declaring
-
-        declared, arguments.workers = declaring(), 1
+    labels = labels_by_corpus(arguments.success)
     points: list[Point] = []
     started = time.perf_counter()
-    with declared:
-        for knob in knobs:
-            for value in CURVES[knob]:
-                settings = {knob: value}
-                report = replay(
-                    arguments.corpora, settings=settings, success=labels, workers=arguments.workers
-                )
-                point = Point.of(knob, value, settings, report)
-                points.append(point)
-                print(
-                    f"{knob}={value}: cut {point.successful_cut} ({point.policy_faults}), "
-                    f"failed stopped {point.failed_stopped}, saved {point.replies_saved}, "
-                    f"loops {point.loops}, notes {point.notes}",
-                    flush=True,
-                )
+    for knob in knobs:
+        for value in CURVES[knob]:
+            settings = {knob: value}
+            report = replay_each(
+                arguments.corpora,
+                settings=settings,
+                labels=labels,
+                declared=arguments.declared,
+                workers=arguments.workers,
+            )
+            point = Point.of(knob, value, settings, report)
+            points.append(point)
+            print(
+                f"{knob}={value}: cut {point.successful_cut} ({point.policy_faults}), "
+                f"failed stopped {point.failed_stopped}, saved {point.replies_saved}, "
+                f"loops {point.loops}, notes {point.notes}",
+                flush=True,
+            )
     seconds = time.perf_counter() - started
     data = {"seconds": round(seconds, 1), "points": [point.to_dict() for point in points]}
     (arguments.out / "curves.json").write_text(json.dumps(data, indent=1) + "\n")

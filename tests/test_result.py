@@ -20,6 +20,7 @@ from convergent import (
     calculator,
 )
 from convergent.durability.sqlite import RunStore
+from convergent.events import RunStopped
 from convergent.testing import call, scripted
 
 
@@ -78,3 +79,29 @@ async def test_a_stop_other_than_completed_has_no_data() -> None:
 def test_a_state_that_has_not_stopped_has_no_result() -> None:
     with pytest.raises(UserError, match="no stop reason"):
         RunResult.from_state(RunState(run_id="r", task="t"))
+
+
+@pytest.mark.parametrize(
+    ("script", "limits", "rule"),
+    [
+        (["done"], Limits(), "answered"),
+        ([call("calculator", expression="1+1")] * 5, Limits(), "max_repeated_calls"),
+        (
+            [call("calculator", expression=f"{n}+1") for n in range(5)],
+            Limits(max_cycles=3),
+            "max_cycles",
+        ),
+        (
+            [call("calculator", expression=f"{n}+1") for n in range(5)],
+            Limits(max_tool_calls=2),
+            "max_tool_calls",
+        ),
+    ],
+)
+async def test_the_result_and_its_stop_event_name_the_rule_that_stopped_the_run(
+    script: list[object], limits: Limits, rule: str
+) -> None:
+    result = await Agent(scripted(*script), [calculator], limits=limits).run("add")
+    stopped = result.events[-1]
+    assert isinstance(stopped, RunStopped)
+    assert result.stop_rule == stopped.rule == result.to_dict()["stop_rule"] == rule

@@ -24,13 +24,23 @@ from convergent.stop import (
     Stop,
     StopReason,
     ToolFailure,
+    Unfinished,
     decide,
 )
 
 texts = st.sampled_from(["", "why", "disk full"])
 limits = st.builds(
     LimitReached,
-    limit=st.sampled_from(["max_cycles", "max_total_tokens", "max_seconds", "max_cost"]),
+    limit=st.sampled_from(
+        [
+            "max_cycles",
+            "max_total_tokens",
+            "max_seconds",
+            "max_cost",
+            "max_tool_calls",
+            "max_calls_per_tool",
+        ]
+    ),
     used=st.integers(0, 100),
     maximum=st.integers(0, 100),
     reserved=st.sampled_from([0, 10]),
@@ -43,9 +53,16 @@ failures = st.builds(
     streak=st.integers(0, 5),
     at_limit=st.booleans(),
     nudge=st.booleans(),
+    kind=st.sampled_from(["repeated", "steps"]),
+    call=st.sampled_from(["", "pay(n=1)"]),
 )
 stalls = st.builds(
-    Stall, what=st.just('read(path="a")'), times=st.integers(1, 5), nudge=st.booleans()
+    Stall,
+    what=st.just('read(path="a")'),
+    times=st.integers(1, 5),
+    nudge=st.booleans(),
+    kind=st.sampled_from(["repeat", "cycle", "mistakes", "repeated_mistake", "rejected"]),
+    write=st.booleans(),
 )
 facts = st.builds(
     Facts,
@@ -84,6 +101,39 @@ def holds(reason: StopReason, f: Facts) -> bool:
     }[reason]
 
 
+def rule_of(reason: StopReason, f: Facts) -> str:
+    """The rule each stop names, written out independently of `decide`."""
+    failure, stall, limit = f.tool_failure, f.stall, f.limit
+    match reason:
+        case StopReason.TOOL_ERROR:
+            assert failure is not None
+            if failure.fatal:
+                return "fatal"
+            if failure.policy:
+                return "on_tool_error"
+            return "max_repeated_failures" if failure.kind == "repeated" else "max_failing_steps"
+        case StopReason.STALLED:
+            assert stall is not None
+            return {
+                "repeat": "max_repeated_calls",
+                "cycle": "max_cycle_length",
+                "mistakes": "max_mistakes",
+                "repeated_mistake": "max_repeated_mistakes",
+                "rejected": "max_rejected_answers",
+            }[stall.kind]
+        case StopReason.MAX_CYCLES | StopReason.BUDGET_EXHAUSTED:
+            assert limit is not None
+            return limit.limit
+        case StopReason.MODEL_ERROR:
+            return "model_error" if f.model_error is not None else "max_continuations"
+    return {
+        StopReason.STOPPED: "stop_requested",
+        StopReason.COMPLETED: "answered",
+        StopReason.HANDED_OFF: "handed_off",
+        StopReason.NEEDS_USER: "needs_user",
+    }[reason]
+
+
 def holding(f: Facts) -> list[StopReason]:
     return [reason for reason in STOP_PRIORITY if holds(reason, f)]
 
@@ -109,6 +159,7 @@ def test_a_stop_is_the_first_reason_of_the_priority_order_that_holds(f: Facts) -
     if reasons and (reasons[0] is StopReason.STOPPED or not interrupted):
         assert isinstance(decision, Stop)
         assert decision.reason is reasons[0]
+        assert decision.rule == rule_of(reasons[0], f)
     else:
         assert not isinstance(decision, Stop)
 
@@ -120,7 +171,9 @@ def test_a_stop_request_beats_everything_and_roll_over_or_messages_beat_other_st
 ) -> None:
     decision = decide(f)
     if f.stop_requested:
-        assert decision == Stop(StopReason.STOPPED, f.stop_text or "stop requested")
+        assert decision == Stop(
+            StopReason.STOPPED, f.stop_text or "stop requested", rule="stop_requested"
+        )
     elif f.roll_over:
         assert isinstance(decision, RollOver)
     elif f.redirect is not None:
@@ -146,6 +199,7 @@ def test_a_nudge_replaces_only_a_stall_or_tool_error_stop_with_a_nudge_left(f: F
         spent = dataclasses.replace(f, stall=dataclasses.replace(f.stall, nudge=False))
     stopped = decide(spent)
     assert isinstance(stopped, Stop) and stopped.reason is decision.reason
+    assert stopped.rule == rule_of(decision.reason, spent)
 
 
 @settings(max_examples=400, deadline=None)
@@ -188,15 +242,25 @@ def test_decide_follows_stop_priority_as_it_stands(monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize(
     ("f", "expected"),
     [
-        (Facts(stop_requested=True), Stop(StopReason.STOPPED, "stop requested")),
+        (
+            Facts(stop_requested=True),
+            Stop(StopReason.STOPPED, "stop requested", rule="stop_requested"),
+        ),
         (
             Facts(stop_requested=True, stop_text="user pressed stop", redirect="more"),
-            Stop(StopReason.STOPPED, "user pressed stop"),
+            Stop(StopReason.STOPPED, "user pressed stop", rule="stop_requested"),
         ),
-        (Facts(answered=True), Stop(StopReason.COMPLETED, "the model answered without tool calls")),
+        (
+            Facts(answered=True),
+            Stop(StopReason.COMPLETED, "the model answered without tool calls", rule="answered"),
+        ),
         (
             Facts(answered=True, verdict=True),
-            Stop(StopReason.COMPLETED, "answered without tool calls; verifier passed"),
+            Stop(
+                StopReason.COMPLETED,
+                "answered without tool calls; verifier passed",
+                rule="answered",
+            ),
         ),
         (
             Facts(answered=True, verdict=False, feedback="expected 42"),
@@ -208,11 +272,16 @@ def test_decide_follows_stop_priority_as_it_stands(monkeypatch: pytest.MonkeyPat
         ),
         (
             Facts(handed_off=HandOff(tool="transfer", result="sent to Ann")),
-            Stop(StopReason.HANDED_OFF, "transfer handed the run off: sent to Ann", "sent to Ann"),
+            Stop(
+                StopReason.HANDED_OFF,
+                "transfer handed the run off: sent to Ann",
+                "sent to Ann",
+                rule="handed_off",
+            ),
         ),
         (
             Facts(tool_failure=ToolFailure(error="pay failed: revoked", fatal=True)),
-            Stop(StopReason.TOOL_ERROR, "pay failed: revoked"),
+            Stop(StopReason.TOOL_ERROR, "pay failed: revoked", rule="fatal"),
         ),
         (
             Facts(
@@ -221,6 +290,7 @@ def test_decide_follows_stop_priority_as_it_stands(monkeypatch: pytest.MonkeyPat
             Stop(
                 StopReason.TOOL_ERROR,
                 "f(x=1) failed 3 times in 4 failing steps in a row; the last error: e",
+                rule="max_repeated_failures",
             ),
         ),
         (
@@ -229,15 +299,20 @@ def test_decide_follows_stop_priority_as_it_stands(monkeypatch: pytest.MonkeyPat
                 StopReason.STALLED,
                 'read(path="a") was requested 4 times with the same result and nothing '
                 "changed in between",
+                rule="max_repeated_calls",
             ),
         ),
         (
             Facts(limit=LimitReached(limit="max_cycles", used=4, maximum=4)),
-            Stop(StopReason.MAX_CYCLES, "reached max_cycles=4"),
+            Stop(StopReason.MAX_CYCLES, "reached max_cycles=4", rule="max_cycles"),
         ),
         (
             Facts(limit=LimitReached(limit="max_total_tokens", used=700, maximum=1000)),
-            Stop(StopReason.BUDGET_EXHAUSTED, "used 700 tokens of max_total_tokens=1000"),
+            Stop(
+                StopReason.BUDGET_EXHAUSTED,
+                "used 700 tokens of max_total_tokens=1000",
+                rule="max_total_tokens",
+            ),
         ),
         (
             Facts(
@@ -247,14 +322,58 @@ def test_decide_follows_stop_priority_as_it_stands(monkeypatch: pytest.MonkeyPat
                 StopReason.BUDGET_EXHAUSTED,
                 "used 600 tokens of max_total_tokens=1000 (450 tokens kept for the next "
                 "request and the final answer)",
+                rule="max_total_tokens",
             ),
         ),
         (
             Facts(limit=LimitReached(limit="max_cost", used=1.2, maximum=1.0)),
-            Stop(StopReason.BUDGET_EXHAUSTED, "cost 1.2000 reached max_cost=1.0"),
+            Stop(StopReason.BUDGET_EXHAUSTED, "cost 1.2000 reached max_cost=1.0", rule="max_cost"),
         ),
-        (Facts(model_error="HTTP 503"), Stop(StopReason.MODEL_ERROR, "HTTP 503")),
-        (Facts(needs_user="Which file?"), Stop(StopReason.NEEDS_USER, "Which file?")),
+        (
+            Facts(model_error="HTTP 503"),
+            Stop(StopReason.MODEL_ERROR, "HTTP 503", rule="model_error"),
+        ),
+        (
+            Facts(needs_user="Which file?"),
+            Stop(StopReason.NEEDS_USER, "Which file?", rule="needs_user"),
+        ),
+        (
+            Facts(tool_failure=ToolFailure(error="e", streak=12, at_limit=True, kind="steps")),
+            Stop(
+                StopReason.TOOL_ERROR,
+                "tool calls failed in 12 steps in a row; the last: e",
+                rule="max_failing_steps",
+            ),
+        ),
+        (
+            Facts(tool_failure=ToolFailure(error="declined", policy=True)),
+            Stop(StopReason.TOOL_ERROR, "declined", rule="on_tool_error"),
+        ),
+        (
+            Facts(stall=Stall(what="f(x=1)", times=4, kind="repeated_mistake")),
+            Stop(
+                StopReason.STALLED,
+                "the model made f(x=1), a call the run cannot make, 4 times in one streak of "
+                "mistakes",
+                rule="max_repeated_mistakes",
+            ),
+        ),
+        (
+            Facts(limit=LimitReached(limit="max_tool_calls", used=20, maximum=20)),
+            Stop(
+                StopReason.BUDGET_EXHAUSTED,
+                "made 20 tool calls of max_tool_calls=20",
+                rule="max_tool_calls",
+            ),
+        ),
+        (
+            Facts(answered=True, unfinished=Unfinished(kind="empty", times=3, left=False)),
+            Stop(
+                StopReason.MODEL_ERROR,
+                "the model's reply was empty 3 times in a row",
+                rule="max_continuations",
+            ),
+        ),
         (Facts(paused=True, roll_over=True), RollOver()),
         (Facts(paused=True, redirect="new plan"), Interrupted("new plan")),
         (Facts(paused=True), Paused()),

@@ -5,7 +5,8 @@ replayed in its own Python process with that tree first on the path, so today's 
 and a new one are measured on the same recordings in one command. A tree older than
 `convergent.replay` gets it from this checkout (only the loop under test comes from the
 tree; see `benchmarks.replay`). Without ``--source`` the convergent this process
-imports is used.
+imports is used. With ``--declared`` each corpus's tools are declared with the file of
+its format (`benchmarks.replay.declared`), as ``convergent replay --declare`` reads it.
 """
 
 from __future__ import annotations
@@ -84,6 +85,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         default=3,
         help="unchanged repeats that make a real loop (default 3)",
     )
+    parser.add_argument(
+        "--declared",
+        action="store_true",
+        help="declare each corpus's tools as docs/loop.md tells users to, writes included "
+        "(benchmarks/replay/declarations/<kind>.yaml)",
+    )
     parser.add_argument("--details", action="store_true", help="list every stop")
     parser.add_argument(
         "--patterns", action="store_true", help="count each corpus's call patterns too"
@@ -118,16 +125,26 @@ def settings_for(policy: str) -> dict[str, Any]:
 
 
 def replay_all(
-    found: Sequence[tuple[str, Path]], policies: Sequence[str], threshold: int
+    found: Sequence[tuple[str, Path]],
+    policies: Sequence[str],
+    threshold: int,
+    declared: bool = False,
 ) -> dict[str, list[dict[str, Any]]]:
     """Every corpus under each policy: ``{policy: [corpus figures as dicts]}``."""
+    from benchmarks.replay.declared import declarations_for
     from convergent.replay import replay
 
     out: dict[str, list[dict[str, Any]]] = {}
     for policy in policies:
         out[policy] = []
         for fmt, path in found:
-            report = replay([path], settings=settings_for(policy), format=fmt, threshold=threshold)
+            report = replay(
+                [path],
+                settings=settings_for(policy),
+                format=fmt,
+                threshold=threshold,
+                declarations=declarations_for(fmt) if declared else None,
+            )
             (figures,) = report.to_dict()["corpora"]
             out[policy].append(figures)
     return out
@@ -160,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.worker:
             import convergent
 
-            replays = replay_all(found, policies, args.loop_threshold)
+            replays = replay_all(found, policies, args.loop_threshold, args.declared)
             print(json.dumps({"convergent": convergent.__file__, "replays": replays}))
             return 0
         sources: dict[str, dict[str, Any]] = {}
@@ -169,11 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             sources["installed"] = {
                 "convergent": convergent.__file__,
-                "replays": replay_all(found, policies, args.loop_threshold),
+                "replays": replay_all(found, policies, args.loop_threshold, args.declared),
             }
         child = [f"--corpus={fmt}:{path}" for fmt, path in found]
         child += [f"--policy={policy}" for policy in policies]
         child += [f"--loop-threshold={args.loop_threshold}"]
+        child += ["--declared"] if args.declared else []
         for spec in args.source:
             label, sep, src = spec.partition("=")
             if not sep or not Path(src).is_dir():
@@ -207,7 +225,7 @@ def print_report(
             payload[path.name] = [{"policy": label, **figures} for label, figures in rows]
             continue
         print()
-        print(_header(fmt, path, args.loop_threshold, args.patterns))
+        print(_header(fmt, path, args.loop_threshold, args.patterns, args.declared))
         print("\n".join(table(rows)))
         if args.details:
             for label, figures in rows:
@@ -216,11 +234,15 @@ def print_report(
         print(json.dumps(payload, indent=2, default=str))
 
 
-def _header(fmt: str, path: Path, threshold: int, patterns: bool) -> str:
+def _header(fmt: str, path: Path, threshold: int, patterns: bool, declared: bool) -> str:
+    from benchmarks.replay.declared import declarations_for
     from convergent.replay import Trajectory, read_runs
     from convergent.replay._loops import longest_repeat
 
-    runs = [run for run in read_runs([path], fmt) if isinstance(run, Trajectory)]
+    declarations = declarations_for(fmt if declared else None)
+    runs = [
+        declarations.apply(run) for run in read_runs([path], fmt) if isinstance(run, Trajectory)
+    ]
     models = Counter(run.model for run in runs)
     successful = sum(1 for run in runs if run.success)
     failed = sum(1 for run in runs if run.success is False)
@@ -228,7 +250,13 @@ def _header(fmt: str, path: Path, threshold: int, patterns: bool) -> str:
     looping = [
         run
         for run in runs
-        if any(longest_repeat(t, read_only=run.read_only).times >= threshold for t in run.turns)
+        if any(
+            longest_repeat(
+                t, read_only=run.read_only, waits=run.waits, idempotent=run.idempotent
+            ).times
+            >= threshold
+            for t in run.turns
+        )
     ]
     in_successful = sum(1 for run in looping if run.success)
     in_failed = sum(1 for run in looping if run.success is False)

@@ -568,7 +568,7 @@ class Run:
     async def finish(self, stop: Stop) -> RunResult:
         """End the run on ``stop``: its output (with an answer after it, if due), its result."""
         state, driver = self.state, self.driver
-        state.stop_reason, state.stop_detail = stop.reason, stop.detail
+        state.stop_reason, state.stop_detail, state.stop_rule = stop.reason, stop.detail, stop.rule
         if stop.reason is not StopReason.COMPLETED:
             state.output_json = None
         state.output, state.output_after_stop, note = await self._output(stop)
@@ -585,6 +585,7 @@ class Run:
                     cycle=state.cycles,
                     reason=stop.reason,
                     detail=state.stop_detail,
+                    rule=stop.rule,
                     output=state.output,
                     output_after_stop=state.output_after_stop,
                     usage=state.usage,

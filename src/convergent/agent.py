@@ -465,7 +465,7 @@ class Agent:
             assert task is not None
             state = self.new_state(task, run_id=run_id)
         fresh_errors = state.stop_reason is StopReason.TOOL_ERROR
-        state.stop_reason, state.stop_detail = None, ""
+        state.stop_reason, state.stop_detail, state.stop_rule = None, "", ""
         journal = None
         store = store if store is not None else self.store
         if store is not None:

@@ -268,6 +268,10 @@ class RunStopped(Event):
     """Human-readable detail for the reason."""
     output: str
     """Final text output."""
+    rule: str = ""
+    """The rule that gave the stop (`convergent.stop.Stop.rule`: a setting's name such
+    as ``max_repeated_calls``, or the fact, such as ``answered``); "" in events written
+    before runs named it."""
     usage: Usage
     """Total usage of the run."""
     output_after_stop: bool = False

@@ -47,6 +47,11 @@ class RunResult:
     """The final conversation."""
     output_after_stop: bool = False
     """``output`` is the best answer the model gave after the stop, not a completion."""
+    stop_rule: str = ""
+    """The rule that gave the stop (`convergent.stop.Stop.rule`): the setting's name
+    (``max_repeated_calls``, ``max_failing_steps``, ``max_tool_calls``...) or, for a stop
+    no setting gives, the fact (``answered``, ``handed_off``, ``fatal``...); "" for a
+    run stored before runs named it."""
     output_data: Any = None
     """The output as a value of the agent's ``output_type`` (the JSON data, for an
     ``output_schema``), once the run is ``completed``; None otherwise, and for agents
@@ -89,6 +94,7 @@ class RunResult:
             output_data=output.value_of(data) if output is not None else data,
             stop_reason=state.stop_reason,
             stop_detail=state.stop_detail,
+            stop_rule=state.stop_rule,
             cycles=state.cycles,
             tool_calls=tuple(state.tool_calls),
             usage=state.usage,
@@ -119,6 +125,7 @@ class RunResult:
             "run_id": self.run_id,
             "stop_reason": self.stop_reason.value,
             "stop_detail": self.stop_detail,
+            "stop_rule": self.stop_rule,
             "output": self.output,
             "output_after_stop": self.output_after_stop,
             "output_data": self.output_json,

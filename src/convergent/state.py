@@ -22,7 +22,7 @@ from convergent.stop import StopReason
 
 __all__ = ["STATE_SCHEMA_VERSION", "RunState", "ToolCallRecord"]
 
-STATE_SCHEMA_VERSION = 6
+STATE_SCHEMA_VERSION = 7
 """Bumped whenever the serialised shape of `RunState` changes."""
 
 
@@ -86,6 +86,9 @@ class RunState:
     """Why the run stopped, once it has."""
     stop_detail: str = ""
     """Human-readable detail of the stop."""
+    stop_rule: str = ""
+    """The rule that gave the stop (`convergent.stop.Stop.rule`); "" before the stop, and
+    in states written before version 7."""
     output: str = ""
     """Final text output, once stopped."""
     output_after_stop: bool = False
@@ -122,6 +125,7 @@ class RunState:
         per-run repeat counts and a streak of failed calls instead of the ``monitor``:
         such a state continues with fresh counters. Versions before 4 lacked
         the output's JSON data (None); versions 4 and 5 named it ``output_data``.
+        Versions before 7 lacked the stop's rule (``stop_rule``: "").
         Version 4 counted repeats by exact results: its repeat and streak counters start
         afresh, its budget note and child cycles stay.
         Older states also held the replay positions of scripted

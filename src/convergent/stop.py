@@ -24,11 +24,15 @@ from typing import Any, Literal
 
 __all__ = [
     "CONTINUE",
+    "FACT_RULES",
+    "FAILURE_RULES",
     "NO_FACTS",
     "OUTPUT_FEEDBACK",
+    "STALL_RULES",
     "STOP_PRIORITY",
     "Continue",
     "Decision",
+    "FailureKind",
     "Facts",
     "HandOff",
     "Interrupted",
@@ -147,6 +151,30 @@ StallKind = Literal["repeat", "cycle", "mistakes", "repeated_mistake", "rejected
 streak of them, or the same mistaken call again), or answers the verifier or the output
 type rejects."""
 
+STALL_RULES: Mapping[StallKind, str] = {
+    "repeat": "max_repeated_calls",
+    "cycle": "max_cycle_length",
+    "mistakes": "max_mistakes",
+    "repeated_mistake": "max_repeated_mistakes",
+    "rejected": "max_rejected_answers",
+}
+"""The `StopPolicy` setting behind each kind of stall (a cycle of calls is watched up to
+``max_cycle_length`` calls long, and counted as ``max_repeated_calls`` counts)."""
+
+FailureKind = Literal["repeated", "steps"]
+"""Which tool-failure streak: the same call failing again within it, or failing steps
+whatever their calls."""
+
+FAILURE_RULES: Mapping[FailureKind, str] = {
+    "repeated": "max_repeated_failures",
+    "steps": "max_failing_steps",
+}
+"""The `StopPolicy` setting behind each kind of tool-failure streak."""
+
+FACT_RULES = ("stop_requested", "answered", "handed_off", "fatal", "model_error", "needs_user")
+"""The rule of a stop no setting gives: the fact that gave it (a fatal failure is
+``fatal``; a failure under ``on_tool_error="stop"`` is that setting's)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Stall:
@@ -193,7 +221,7 @@ class ToolFailure:
     """The streak just reached or passed its threshold."""
     nudge: bool = False
     """A note is still available for this streak."""
-    kind: Literal["repeated", "steps"] = "repeated"
+    kind: FailureKind = "repeated"
     """Which streak: the same call failing again within the streak
     (``max_repeated_failures``), or failing steps whatever their calls
     (``max_failing_steps``)."""
@@ -298,7 +326,7 @@ class Continue:
 
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """The run ends for ``reason``."""
+    """The run ends for ``reason``, by ``rule``."""
 
     reason: StopReason
     """The objective reason."""
@@ -306,6 +334,12 @@ class Stop:
     """The reason in words, with the numbers that triggered it."""
     output: str | None = None
     """The run's output when it is not the model's last text (a hand-off's result)."""
+    rule: str = ""
+    """The rule that gave the stop, from the facts: the name of the `StopPolicy` or
+    `Limits` setting (``max_repeated_calls``, ``max_failing_steps``, ``max_tool_calls``...:
+    `STALL_RULES`, `FAILURE_RULES`, `LimitName`), or for a stop no setting gives, the
+    fact that gave it (`FACT_RULES`: ``stop_requested``, ``answered``, ``handed_off``,
+    ``fatal``, ``model_error``, ``needs_user``). Every stop `decide` returns names one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,7 +456,7 @@ def _first_stop(facts: Facts) -> Stop | None:
 def _stopped(facts: Facts) -> Stop | None:
     if not facts.stop_requested:
         return None
-    return Stop(StopReason.STOPPED, facts.stop_text or "stop requested")
+    return Stop(StopReason.STOPPED, facts.stop_text or "stop requested", rule="stop_requested")
 
 
 def _completed(facts: Facts) -> Stop | None:
@@ -434,8 +468,10 @@ def _completed(facts: Facts) -> Stop | None:
     ):
         return None
     if facts.verdict is None:
-        return Stop(StopReason.COMPLETED, "the model answered without tool calls")
-    return Stop(StopReason.COMPLETED, "answered without tool calls; verifier passed")
+        return Stop(StopReason.COMPLETED, "the model answered without tool calls", rule="answered")
+    return Stop(
+        StopReason.COMPLETED, "answered without tool calls; verifier passed", rule="answered"
+    )
 
 
 def _handed_off(facts: Facts) -> Stop | None:
@@ -443,28 +479,33 @@ def _handed_off(facts: Facts) -> Stop | None:
     if handoff is None:
         return None
     detail = f"{handoff.tool} handed the run off: {handoff.result}"
-    return Stop(StopReason.HANDED_OFF, detail, handoff.result)
+    return Stop(StopReason.HANDED_OFF, detail, handoff.result, rule="handed_off")
 
 
 def _tool_error(facts: Facts) -> Stop | None:
     failure = facts.tool_failure
     if failure is None:
         return None
-    if failure.fatal or failure.policy:
-        return Stop(StopReason.TOOL_ERROR, failure.error)
+    if failure.fatal:
+        return Stop(StopReason.TOOL_ERROR, failure.error, rule="fatal")
+    if failure.policy:
+        return Stop(StopReason.TOOL_ERROR, failure.error, rule="on_tool_error")
     if not failure.at_limit or failure.nudge:
         return None
+    rule = FAILURE_RULES[failure.kind]
     if failure.kind == "repeated" and failure.call:
         return Stop(
             StopReason.TOOL_ERROR,
             f"{failure.call} failed {failure.times} times in {_steps(failure.streak)} in a "
             f"row; the last error: {failure.error}",
+            rule=rule,
         )
     if failure.streak <= 1:
-        return Stop(StopReason.TOOL_ERROR, failure.error)
+        return Stop(StopReason.TOOL_ERROR, failure.error, rule=rule)
     return Stop(
         StopReason.TOOL_ERROR,
         f"tool calls failed in {failure.streak} steps in a row; the last: {failure.error}",
+        rule=rule,
     )
 
 
@@ -496,14 +537,14 @@ def _stalled(facts: Facts) -> Stop | None:
                 f"{stall.what} was requested {stall.times} times with the same result and "
                 "nothing changed in between"
             )
-    return Stop(StopReason.STALLED, detail)
+    return Stop(StopReason.STALLED, detail, rule=STALL_RULES[stall.kind])
 
 
 def _max_cycles(facts: Facts) -> Stop | None:
     limit = facts.limit
     if limit is None or limit.limit != "max_cycles":
         return None
-    return Stop(StopReason.MAX_CYCLES, f"reached max_cycles={limit.maximum}")
+    return Stop(StopReason.MAX_CYCLES, f"reached max_cycles={limit.maximum}", rule=limit.limit)
 
 
 def _budget_exhausted(facts: Facts) -> Stop | None:
@@ -532,12 +573,12 @@ def _budget_exhausted(facts: Facts) -> Stop | None:
         detail += f", during {limit.during}"
     elif limit.reserved and kept:
         detail += f" ({kept} kept for the next request and the final answer)"
-    return Stop(StopReason.BUDGET_EXHAUSTED, detail)
+    return Stop(StopReason.BUDGET_EXHAUSTED, detail, rule=limit.limit)
 
 
 def _model_error(facts: Facts) -> Stop | None:
     if facts.model_error is not None:
-        return Stop(StopReason.MODEL_ERROR, facts.model_error)
+        return Stop(StopReason.MODEL_ERROR, facts.model_error, rule="model_error")
     unfinished = facts.unfinished
     if facts.answered and unfinished is not None and not unfinished.left:
         what = {
@@ -546,14 +587,16 @@ def _model_error(facts: Facts) -> Stop | None:
             "refused": "was withheld by the provider",
         }[unfinished.kind]
         detail = f"the model's reply {what} {unfinished.times} times in a row"
-        return Stop(StopReason.MODEL_ERROR, detail, unfinished.text or None)
+        return Stop(
+            StopReason.MODEL_ERROR, detail, unfinished.text or None, rule="max_continuations"
+        )
     return None
 
 
 def _needs_user(facts: Facts) -> Stop | None:
     if facts.needs_user is None:
         return None
-    return Stop(StopReason.NEEDS_USER, facts.needs_user)
+    return Stop(StopReason.NEEDS_USER, facts.needs_user, rule="needs_user")
 
 
 _RULES: dict[StopReason, Callable[[Facts], Stop | None]] = {

@@ -30,3 +30,14 @@ def test_a_declared_failure_and_the_same_call_again(
     assert main([f"messages:{corpus}", "--failure-if", "messages=^lint:", "--json"]) == 0
     failing = json.loads(capsys.readouterr().out)[str(corpus)]["failing"]["successful"]
     assert (failing["recovered"], failing["recovered_same_call"]) == (3, 2)
+
+
+def test_a_line_that_holds_no_run_is_passed_over(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    declined = [("pay", {"n": n}, "declined", True) for n in range(2)]
+    run = labelled_run("good", [*declined, ("pay", {"n": 9}, "ok", False)], True)
+    corpus = write_lines(tmp_path / "runs.jsonl", [{"benchmark": "x", "version": 2}, run])
+    assert main([f"messages:{corpus}", "--json"]) == 0
+    failing = json.loads(capsys.readouterr().out)[str(corpus)]["failing"]["successful"]
+    assert (failing["runs"], failing["recovered"]) == (1, 2)

@@ -103,3 +103,19 @@ def test_the_patterns_of_a_corpus_are_counted(capsys: pytest.CaptureFixture[str]
     assert successful.split()[:5] == ["successful", "(3)", "0", "1", "1"]
     assert successful.split()[-3:] == ["2,", "2", "1"]
     assert failed.split()[-1] == "4"
+
+
+def test_declared_replays_each_corpus_with_the_file_of_its_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.benchmarks.test_replay_declared import _tau_run
+
+    corpus = tmp_path / "gpt-4o-airline.json"
+    corpus.write_text(json.dumps([_tau_run([f"reservation R{n}" for n in range(4)])]))
+    for flag, stopped in (("--loop-threshold=3", 0), ("--declared", 1)):
+        code, out, _ = run_cli(
+            capsys, f"--corpus=tau-bench:{corpus}", "--policy=default", flag, "--json"
+        )
+        assert code == 0
+        (figures,) = json.loads(out)["gpt-4o-airline.json"]
+        assert figures["failed_stopped"] == stopped, flag

@@ -173,17 +173,34 @@ def test_a_setting_of_the_wrong_type_is_one_line(tmp_path: Path) -> None:
 
 
 def test_declarations_on_the_command_line_and_in_a_file(tmp_path: Path) -> None:
-    polls = [("status", {"job": 1}, result, False) for result in ("q", "q", "r", "r", "done")]
+    # the third poll repeats and gets the note; the fourth, which would say done, runs
+    # only if the tool is declared to change nothing (more)
+    polls = [("status", {"job": 1}, result, False) for result in ("q", "q", "q", "done")]
     corpus = str(write_lines(tmp_path / "runs.jsonl", [labelled_run("polls", polls, True)]))
-    data = json.loads(invoke("replay", corpus, "--json").stdout)
-    assert data["report"]["total"]["policy_faults"] == 1
-    flag = json.loads(invoke("replay", corpus, "--read-only", "status,search", "--json").stdout)
-    assert flag["report"]["total"]["successful_cut"] == 0
-    declared = write_json(tmp_path / "tools.json", {"read_only": ["status"]})
-    from_file = json.loads(invoke("replay", corpus, "--declare", str(declared), "--json").stdout)
-    assert from_file["report"]["total"]["successful_cut"] == 0
-    bad = invoke("replay", corpus, "--mistake-if", "(")
-    assert bad.returncode == 2 and "--mistake-if '(': not a regular expression" in bad.stderr
+
+    def cut(*options: str) -> int:
+        done = invoke("replay", corpus, *options, "--json")
+        assert done.returncode == 0, done.stderr
+        count: int = json.loads(done.stdout)["report"]["total"]["successful_cut"]
+        return count
+
+    assert cut() == 1
+    assert cut("--reads", "status,search") == cut("--read-only", "status") == 0
+    assert cut("--idempotent", "status") == 0
+    assert cut("--writes", "status") == 1
+    for key in ("reads", "read_only", "idempotent"):
+        declared = write_json(tmp_path / f"{key}.json", {key: ["status"]})
+        assert cut("--declare", str(declared)) == 0
+    writes = write_json(tmp_path / "writes.json", {"writes": ["status"]})
+    assert cut("--declare", str(writes)) == 1
+    for bad, message in (
+        (("--mistake-if", "("), "--mistake-if '(': not a regular expression"),
+        (("--reads", "status", "--writes", "status"), "'status' is declared both reads"),
+        (("--declare", str(writes), "--idempotent", "status"), "declared both idempotent"),
+    ):
+        done = invoke("replay", corpus, *bad)
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
 def test_success_if_says_which_runs_it_could_not_label_and_why(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Declarations: reads, writes, waits and mistakes the recordings do not say, for every format."""
+"""Declarations: reads, idempotent calls, writes, waits and mistakes the recordings do not say."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from convergent.effects import Effect
 from convergent.exceptions import UserError
 from convergent.replay import (
     RecordedCall,
@@ -23,9 +24,10 @@ from convergent.replay import (
 from .conftest import labelled_run, write_lines
 
 
-def _polls(results: list[str], tool: str = "status") -> Trajectory:
+def _polls(results: list[str], tool: str = "status", new_arguments: bool = False) -> Trajectory:
     replies = tuple(
-        RecordedReply("", (RecordedCall(tool, {"job": 7}, result),)) for result in results
+        RecordedReply("", (RecordedCall(tool, {"job": n if new_arguments else 7}, result),))
+        for n, result in enumerate(results)
     )
     return Trajectory(
         id="r",
@@ -41,82 +43,108 @@ def _judged(run: Trajectory, settings: dict[str, object] | None = None) -> objec
     return judge(run, asyncio.run(replay_run(run, settings)))
 
 
-def test_a_tool_declared_read_only_is_judged_on_its_results() -> None:
-    # the status moves at the third poll: a tool that may change state is judged before
-    # it runs, a read on its result
-    run = _polls(["queued", "queued", "running", "running", "done"])
-    unknown = _judged(run)
-    assert unknown.stop is not None and unknown.stop.rule == "max_repeated_calls"  # type: ignore[attr-defined]
-    reads = declared(read_only=["status"]).apply(run)
-    assert reads.read_only == {"status"}
-    assert _judged(reads).stops == ()  # type: ignore[attr-defined]
-
-
-def test_a_tool_declared_a_write_gets_one_more_repeat() -> None:
-    run = _polls(["ok"] * 4)
-    assert _judged(run).stops != ()  # type: ignore[attr-defined]
-    writes = declared(writes=["status"]).apply(dataclasses.replace(run, read_only={"status"}))
-    assert (writes.read_only, writes.writes) == (frozenset(), frozenset({"status"}))
-    assert _judged(writes).stops == ()  # type: ignore[attr-defined]
-
-
-def test_a_waiting_tool_lets_the_time_between_polls_count() -> None:
-    waiting = [
-        RecordedReply("", (RecordedCall("sleep", {"s": 30}, "slept"),)),
-        RecordedReply("", (RecordedCall("status", {"job": 7}, "queued"),)),
-    ]
-    run = Trajectory(
-        id="r",
-        name="r",
-        source="test",
-        model="m",
-        success=True,
-        turns=((*(waiting * 5), RecordedReply("done")),),
-        read_only=frozenset({"status", "sleep"}),
-    )
-    assert _judged(run).stops != ()  # type: ignore[attr-defined]  # polls with nothing between
-    verdict = _judged(declared(waits=["sleep"]).apply(run))
-    assert verdict.stops == () and verdict.loop is None  # type: ignore[attr-defined]
-
-
-def test_results_declared_mistakes_and_failures() -> None:
-    run = _polls(["Invalid arguments: job", "Error: down", "queued"])
-    marked = declared(mistakes=["^Invalid"], failures=["^Error:"]).apply(run)
-    calls = [(c.mistake, c.failed) for reply in marked.turns[0] for c in reply.calls]
-    assert calls == [(True, False), (False, True), (False, False)]
-
-
-def test_three_mistakes_in_a_row_stop_the_run_as_the_loop_would() -> None:
-    run = declared(mistakes=["^Invalid"]).apply(
-        _polls([f"Invalid arguments ({n})" for n in range(5)], tool="search")
-    )
+@pytest.mark.parametrize(
+    ("declaration", "stopped"),
+    [
+        # nothing declared: judged on its result, and after its note a repeat does not run
+        ({}, True),
+        ({"reads": ["status"]}, False),
+        ({"idempotent": ["status"]}, False),
+        ({"writes": ["status"]}, True),
+    ],
+)
+def test_each_effect_is_judged_as_the_loop_judges_it(
+    declaration: dict[str, list[str]], stopped: bool
+) -> None:
+    # the third poll repeats the first two and gets the note; the fourth would say done
+    run = declared(**declaration).apply(_polls(["queued", "queued", "queued", "done"]))
     verdict = _judged(run)
+    assert verdict.nudges == ((1, 3, "status"),)  # type: ignore[attr-defined]
+    if stopped:
+        stop = verdict.stop  # type: ignore[attr-defined]
+        assert (stop.reason, stop.rule, stop.played) == ("stalled", "max_repeated_calls", 4)
+    else:
+        assert verdict.stops == ()  # type: ignore[attr-defined]
+
+
+def test_a_write_is_judged_before_it_runs_whatever_it_returns() -> None:
+    # a payment confirmed with a new receipt each time: new results, the same payment again
+    run = _polls([f"paid, receipt P-{n}" for n in range(4)], tool="pay")
+    assert _judged(run).stops == ()  # type: ignore[attr-defined]
+    assert _judged(declared(reads=["pay"]).apply(run)).stops == ()  # type: ignore[attr-defined]
+    writes = declared(writes=["pay"]).apply(dataclasses.replace(run, read_only={"pay"}))
+    assert (writes.read_only, writes.writes) == (frozenset(), frozenset({"pay"}))
+    assert writes.effect("pay") is Effect.WRITE
+    verdict = _judged(writes)
     stop = verdict.stop  # type: ignore[attr-defined]
-    assert (stop.reason, stop.rule) == ("stalled", "max_mistakes")
+    assert (stop.reason, stop.rule, stop.played) == ("stalled", "max_repeated_calls", 4)
+    assert [line.status for line in stop.calls] == ["ran", "ran", "noted", "not run"]
+
+
+def test_an_idempotent_call_with_a_result_it_had_changes_nothing_in_the_proof_of_a_loop() -> None:
+    # a status read between settings of the same priority: the second setting changes
+    # nothing more, so the read that follows it repeats the two before it unchanged
+    calls = [("status", "queued"), ("set_priority", "high")] + [("status", "queued")] * 2
+    calls += [("set_priority", "high"), ("status", "queued")]
+    replies = [RecordedReply("", (RecordedCall(name, {"job": 7}, text),)) for name, text in calls]
+    run = Trajectory(id="r", name="r", source="t", model="m", success=False, turns=((*replies,),))
+    assert _judged(declared(reads=["status"]).apply(run)).loop is None  # type: ignore[attr-defined]
+    both = declared(reads=["status"], idempotent=["set_priority"]).apply(run)
+    assert both.effect("set_priority") is Effect.IDEMPOTENT
+    loop = _judged(both).loop  # type: ignore[attr-defined]
+    assert (loop.repeat.name, loop.repeat.times, loop.repeat.reply) == ("status", 3, 5)
+
+
+@pytest.mark.parametrize(
+    ("new_arguments", "rule", "played"),
+    [
+        (False, "max_repeated_mistakes", 4),  # the same mistaken call: noted at its third
+        (True, "max_mistakes", 13),  # a new mistake each step: a search, noted at the 12th
+    ],
+)
+def test_declared_mistakes_stop_the_run_as_the_loop_would(
+    new_arguments: bool, rule: str, played: int
+) -> None:
+    results = [f"Invalid arguments ({n})" for n in range(16)]
+    run = declared(mistakes=["^Invalid"]).apply(_polls(results, "search", new_arguments))
+    stop = _judged(run).stop  # type: ignore[attr-defined]
+    assert (stop.reason, stop.rule, stop.played) == ("stalled", rule, played)
 
 
 def test_a_declaration_file_in_yaml(tmp_path: Path) -> None:
     path = tmp_path / "tools.yaml"
     path.write_text(
-        "read_only: [status, search]\nwrites: pay\nwaits: [sleep]\nmistakes: ['^Invalid']\n",
+        "reads: [status, search]\nidempotent: [set_address]\nwrites: pay\nwaits: [sleep]\n"
+        "mistakes: ['^Invalid']\n",
         encoding="utf-8",
     )
     found = load_declarations(path)
-    assert (found.read_only, found.writes, found.waits) == (
+    assert (found.reads, found.idempotent, found.writes, found.waits) == (
         frozenset({"status", "search"}),
+        frozenset({"set_address"}),
         frozenset({"pay"}),
         frozenset({"sleep"}),
     )
+    effects = {name: found.effect(name) for name in ("status", "set_address", "pay", "sleep")}
+    assert effects == {
+        "status": Effect.READ,
+        "set_address": Effect.IDEMPOTENT,
+        "pay": Effect.WRITE,
+        "sleep": Effect.READ,  # a wait is a read
+    }
+    assert found.effect("other") is None
     assert [pattern.pattern for pattern in found.mistakes] == ["^Invalid"]
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("reads: [a]\n", "unknown key 'reads'; expected read_only, writes"),
+        ("read: [a]\n", "unknown key 'read'; expected reads, idempotent, writes, waits"),
         ("read_only: {a: 1}\n", "read_only must be a list of strings"),
         ("mistakes: ['(']\n", "mistakes '(': not a regular expression"),
-        ("read_only: [a]\nwrites: [a]\n", "'a' is declared both read-only (read_only)"),
+        ("read_only: [a]\nwrites: [a]\n", "'a' is declared both reads (reads) and writes"),
+        ("reads: [a]\nidempotent: [a]\n", "'a' is declared both reads (reads) and idempotent"),
+        ("reads: [a]\nread_only: [b]\n", "reads is given twice"),
         ("- a\n", "expected a mapping"),
         ("a: [\n", "not valid YAML"),
     ],
@@ -129,8 +157,15 @@ def test_a_bad_declaration_file_is_one_line(tmp_path: Path, text: str, message: 
 
 
 def test_declarations_reach_every_run_of_a_replay(tmp_path: Path) -> None:
-    polls = [("status", {"job": 1}, result, False) for result in ("q", "q", "r", "r", "done")]
+    polls = [("status", {"job": 1}, result, False) for result in ("q", "q", "q", "done")]
     corpus = write_lines(tmp_path / "runs.jsonl", [labelled_run("polls", polls, True)])
-    assert replay([corpus]).total.policy_faults == 1
-    report = replay([corpus], declarations=declared(read_only=["status"]))
+    assert replay([corpus]).total.successful_cut == 1  # its fourth poll did not run
+    report = replay([corpus], declarations=declared(reads=["status"]))
     assert report.total.successful_cut == 0
+
+
+def test_a_tool_declared_two_ways_on_the_command_line_and_in_a_file_is_refused() -> None:
+    with pytest.raises(UserError, match="'pay' is declared both idempotent .* and writes"):
+        declared(idempotent=["pay"]).merged(declared(writes=["pay"]))
+    with pytest.raises(UserError, match=r"'a' is declared both reads \(--reads\)"):
+        declared(reads=["a,b"], writes=["a"])

@@ -143,7 +143,7 @@ def test_mini_swe_agent_one_bash_call_per_reply_and_labels_from_the_summary() ->
     # the reply with two blocks is one its harness refused: the model's mistake
     assert commands == [
         {"command": "python repro.py"},
-        {"command_blocks": 2},
+        {"command_blocks": 2, "reply": turn[1].content},
         {"command": "sed -i 's/n + 1/n/' lib.py"},
         {"command": "python repro.py"},
         {"command": "sed -i 's/range(1, /range(/' lib.py"},

@@ -201,3 +201,47 @@ def test_mini_swe_agent_2_format_errors_and_the_submission(tmp_path: Path) -> No
         ("bash", "diff --git a/x b/x", False),
     ]
     assert run.gaps == {}
+
+
+def test_unrecorded_replies_the_harness_refused_are_each_a_mistake_of_their_own(
+    tmp_path: Path,
+) -> None:
+    # mini-swe-agent 2 keeps only its answer to a reply it could not parse: nothing shows
+    # the replies were the same, so six of them are a streak of new mistakes (a search),
+    # not the same mistaken call six times, and the run that then submits is not cut
+    error = "No tool calls found in the response. Every response MUST include a tool call."
+    call = {"id": "c1", "function": {"name": "bash", "arguments": '{"command": "echo done"}'}}
+    refused = {"role": "user", "content": error, "extra": {"interrupt_type": "FormatError"}}
+    traj = {
+        "instance_id": "a__a-1",
+        "trajectory_format": "mini-swe-agent-1.1",
+        "info": {},
+        "messages": [
+            {"role": "system", "content": "You can run bash."},
+            {"role": "user", "content": "Fix it."},
+            *[refused] * 6,
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "exit", "content": "diff --git a/x b/x"},
+        ],
+    }
+    path = write_json(tmp_path / "a__a-1" / "a__a-1.traj.json", traj)
+    (run,) = runs_of(path)
+    keys = [call.key for reply in run.turns[0] for call in reply.calls]
+    assert len(set(keys[:6])) == 6
+    report = replay([path], success={"a__a-1": True})
+    assert report.total.successful_cut == 0 and report.total.loop_counts("successful") == (
+        0,
+        0,
+        0,
+    )
+
+
+def test_the_same_refused_reply_again_is_the_same_mistake(tmp_path: Path) -> None:
+    traj = _traj(("", ""), ("", ""), ("", ""), ("ls", "a.py"))
+    replies = ["I will look at the file first."] * 2 + ["Let me list the files."]
+    for step, reply in zip(traj["trajectory"], replies, strict=False):
+        step["response"] = reply  # a reply without a command the harness could parse
+    (run,) = runs_of(write_json(tmp_path / "x__x-1.traj", traj))
+    calls = [call for reply in run.turns[0] for call in reply.calls]
+    assert [call.mistake for call in calls] == [True, True, True, False]
+    assert calls[0].key == calls[1].key != calls[2].key

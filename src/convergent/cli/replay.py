@@ -141,18 +141,30 @@ def replay_command(
         str | None,
         typer.Option(help="A run succeeded if its final answer matches this regular expression."),
     ] = None,
-    read_only: Annotated[
+    reads: Annotated[
         list[str] | None,
         typer.Option(
+            "--reads",
             "--read-only",
             metavar="NAMES",
-            help="These tools only read (comma-separated, repeatable).",
+            help="These tools change nothing (comma-separated, repeatable).",
+        ),
+    ] = None,
+    idempotent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--idempotent",
+            metavar="NAMES",
+            help="These tools change nothing more when called again the same way "
+            "(comma-separated).",
         ),
     ] = None,
     writes: Annotated[
         list[str] | None,
         typer.Option(
-            "--writes", metavar="NAMES", help="These tools change state (comma-separated)."
+            "--writes",
+            metavar="NAMES",
+            help="Each call of these tools changes something (comma-separated).",
         ),
     ] = None,
     waits: Annotated[
@@ -182,7 +194,7 @@ def replay_command(
         typer.Option(
             "--declare",
             metavar="FILE",
-            help="A YAML or JSON file of read_only, writes, waits, mistakes, failures.",
+            help="A YAML or JSON file of reads, idempotent, writes, waits, mistakes, failures.",
         ),
     ] = None,
     setting: Annotated[
@@ -237,7 +249,8 @@ def replay_command(
     settings = _checked(setting or [], calibrate, allow_real_loops, knob, loop_threshold, workers)
     labels = load_labels(success, success_if)
     declarations = declared(
-        read_only=read_only or (),
+        reads=reads or (),
+        idempotent=idempotent or (),
         writes=writes or (),
         waits=waits or (),
         mistakes=mistake_if or (),

@@ -64,9 +64,11 @@ KNOBS: tuple[Knob, ...] = (
         _one("max_consecutive_tool_errors"),
         superseded_by="max_repeated_failures",
     ),
-    Knob("max_failing_steps", (None, 8, 6, 5, 4, 3, 2), _one("max_failing_steps")),
-    Knob("max_mistakes", (None, 5, 4, 3, 2, 1), _one("max_mistakes")),
+    Knob("max_failing_steps", (None, 16, 12, 8, 6, 4, 3, 2), _one("max_failing_steps")),
+    Knob("max_repeated_mistakes", (None, 6, 5, 4, 3, 2, 1), _one("max_repeated_mistakes")),
+    Knob("max_mistakes", (None, 16, 12, 8, 6, 4, 3, 2, 1), _one("max_mistakes")),
     Knob("max_rejected_answers", (None, 5, 3, 2, 1), _one("max_rejected_answers")),
+    Knob("wait_gap", (1, 2, 5, 10, 30, None), _one("wait_gap")),
     Knob("max_tool_calls", (None, 400, 200, 100, 50, 30, 20), _one("max_tool_calls")),
     Knob("max_calls_per_tool", (None, 200, 100, 50, 25, 10), _one("max_calls_per_tool")),
 )

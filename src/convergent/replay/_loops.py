@@ -2,12 +2,14 @@
 
 A call *repeats unchanged* when an earlier call had the same name and arguments, got the
 same result (compared as the stop policy compares them, `same_result`: by their
-differences, a time stamp or a request id set aside) or the same failure, and no other call that may
-change state ran in between. Calls of tools known to only read, calls that failed and
-the model's mistakes do not count as changes; any other call does, and so does a call
-of a tool that waits (time passed). A call without a recorded result proves nothing, so
-it never repeats unchanged. A run of ``threshold`` such calls (the first one and its
-unchanged repeats) is a *real loop*: stopping it is right whatever the policy.
+differences, a time stamp or a request id set aside) or the same failure, and no other
+call that may change state ran in between. Calls of tools known to only read, calls
+that failed and the model's mistakes do not count as changes, nor does an idempotent
+call that got a result it got before (the same call again changes nothing more); any
+other call does, and so does a call of a tool that waits (time passed). A call without
+a recorded result proves nothing, so it never repeats unchanged. A run of
+``threshold`` such calls (the first one and its unchanged repeats) is a *real loop*:
+stopping it is right whatever the policy.
 """
 
 from __future__ import annotations
@@ -43,10 +45,13 @@ def longest_repeat(
     replies: int | None = None,
     read_only: Iterable[str],
     waits: Iterable[str] = (),
+    idempotent: Iterable[str] = (),
 ) -> Repeat:
     """The call repeated unchanged most often in a turn (or its first ``replies`` replies)."""
     waiting = frozenset(waits)
     reads = frozenset(read_only) - waiting
+    settles = frozenset(idempotent) - waiting
+    settled: set[tuple[str, str | None]] = set()
     writes = 0
     seen: dict[str, tuple[int, str | None, bool, int, int]] = {}
     best = Repeat(name="", times=0, reply=-1)
@@ -64,8 +69,12 @@ def longest_repeat(
                     and same_result(result, call.result)
                 ):
                     times, start = count + 1, first
-            if _may_change(call, reads):
-                writes += 1
+            changed = _may_change(call, reads)
+            if changed and call.name in settles:
+                # an idempotent call changes something only the first time it gets a result
+                changed = (key, call.result) not in settled
+                settled.add((key, call.result))
+            writes += changed
             seen[key] = (times, call.result, call.failed, writes, start)
             if times > best.times:
                 best = Repeat(name=call.name, times=times, reply=index, key=key, start=start)

@@ -38,7 +38,7 @@ def _replay_batch(
     runs: Sequence[Trajectory], settings: Settings, threshold: int
 ) -> list[RunVerdict]:
     async def replay_all() -> list[RunVerdict]:
-        return [judge(run, await replay_run(run, settings), threshold, settings) for run in runs]
+        return [judge(run, await replay_run(run, settings), threshold) for run in runs]
 
     return asyncio.run(replay_all())
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from convergent.effects import Effect
 from convergent.messages import Usage
 
 __all__ = [
@@ -96,22 +97,35 @@ class Trajectory:
     turns: tuple[Turn, ...]
     """The agent's turns, in order."""
     read_only: frozenset[str] = frozenset()
-    """Tools known to change nothing (reads, pure computations)."""
+    """Tools known to change nothing (reads, pure computations): `Effect.READ`."""
     terminal: frozenset[str] = frozenset()
     """Tools that hand the conversation off (a transfer to a human)."""
     writes: frozenset[str] = frozenset()
-    """Tools known to change state (declared ``read_only=False`` in the replay)."""
+    """Tools each call of which changes something: `Effect.WRITE`."""
     waits: frozenset[str] = frozenset()
-    """Tools that wait (a sleep, a poll that blocks): real time passes while they run."""
+    """Tools that wait (a sleep, a poll that blocks): real time passes while they run.
+    A wait is a read unless it is declared otherwise."""
     gaps: Mapping[str, int] = field(default_factory=dict)
     """What the reader could not read or had to guess in this run: counts by the keys
     of `GAPS` (empty: nothing)."""
     unlabelled_why: str = ""
     """Why a rule given for labels could not label the run ("" when it could, or none
     was given)."""
+    idempotent: frozenset[str] = frozenset()
+    """Tools whose call made again changes nothing more: `Effect.IDEMPOTENT`."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "turns", split_turns(self.turns))
+
+    def effect(self, name: str) -> Effect:
+        """What a call of a tool does, as the recording and the user declare it."""
+        if name in self.writes:
+            return Effect.WRITE
+        if name in self.idempotent:
+            return Effect.IDEMPOTENT
+        if name in self.read_only or name in self.waits:
+            return Effect.READ
+        return Effect.UNDECLARED
 
     @property
     def replies(self) -> int:

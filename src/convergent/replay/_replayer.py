@@ -3,10 +3,11 @@
 A `ScriptedModel` function plays the recorded replies in order; each tool answers a call
 with the recorded result of the same call in the current reply, raising `ToolError`
 where the recording marks a failure and `ToolArgumentsError` where it marks the model's
-mistake. Each tool is declared as the recording (or the user) knows it: ``read_only``
-True for a read, False for a write, unknown otherwise; a tool that waits advances the
-replay's clock past the policy's ``poll_gap``, as the time it waited would (the replay
-runs on a clock of its own, so that nothing else it does takes time).
+mistake. Each tool is declared with the `convergent.Effect` the recording (or the user)
+gives it (`Trajectory.effect`): a read, an idempotent call, a write, or nothing; a tool
+that waits advances the replay's clock past the policy's ``poll_gap`` and ``wait_gap``,
+as the time it waited would (the replay runs on a clock of its own, so that nothing
+else it does takes time).
 
 When the loop does not run a call (it stops, or it answers the call with a note to the
 model instead), that recorded result is dropped so the next reply's calls still get
@@ -32,6 +33,7 @@ from typing import Any
 import convergent
 from convergent import Agent, ModelResponse, ScriptedModel, StopReason, ToolCall
 from convergent.clock import Clock, use_clock
+from convergent.effects import Effect
 from convergent.exceptions import ToolArgumentsError, ToolError
 from convergent.messages import Message, ToolSpec
 from convergent.replay._recording import RecordedCall, RecordedReply, Trajectory, Turn, call_key
@@ -47,7 +49,15 @@ _NOTES_AFTER = frozenset({"stalled", "tool_error"})
 """What a note after the calls is about: a repeat or a streak (not a budget running low)."""
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")
 """What a tool's name can be: letters, digits and ``_.:/-`` (providers allow less)."""
-_DECLARES_READ_ONLY = "read_only" in inspect.signature(Tool.from_schema).parameters
+_DECLARES = frozenset(inspect.signature(Tool.from_schema).parameters)
+"""The flags the installed `Tool` takes (an older convergent may lack some)."""
+_FLAGS: dict[Effect, dict[str, Any]] = {
+    Effect.READ: {"read_only": True},
+    Effect.IDEMPOTENT: {"idempotent": True},
+    Effect.WRITE: {"read_only": False},
+    Effect.UNDECLARED: {},
+}
+"""The flags of `Tool` that declare each effect (`convergent.effects.effect_of`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +68,10 @@ class TurnReplay:
     """The run's stop reason."""
     detail: str
     """The run's stop detail."""
+    rule: str
+    """The rule that gave the stop, as the loop names it (`convergent.RunResult.stop_rule`:
+    ``max_repeated_calls``, ``max_failing_steps``..., ``answered``); "" from a loop that
+    does not name it."""
     played: int
     """Recorded replies the model had given when the run stopped."""
     recorded: int
@@ -186,7 +200,7 @@ class _Recording:
         return call.result if call.result is not None else "(no recorded result)"
 
     def waited(self) -> None:
-        """A tool that waits ran: the replay's time passes the policy's poll gap."""
+        """A tool that waits ran: the replay's time passes the policy's time gaps."""
         if self.clock is not None and self.wait is not None:
             self.clock.seconds += self.wait + 1.0
 
@@ -210,11 +224,8 @@ def _tools(recording: _Recording, trajectory: Trajectory, turn: Turn) -> list[To
                 recording.waited()
             return recording.answer(name, arguments)
 
-        extra: dict[str, Any] = {}
-        if _DECLARES_READ_ONLY and name in trajectory.writes:
-            extra["read_only"] = False
-        elif _DECLARES_READ_ONLY and name in trajectory.read_only:
-            extra["read_only"] = True
+        flags = _FLAGS[trajectory.effect(name)]
+        extra = {flag: value for flag, value in flags.items() if flag in _DECLARES}
         return Tool.from_schema(
             name=name,
             description=name,
@@ -242,20 +253,21 @@ async def replay_turn(trajectory: Trajectory, turn: Turn, settings: Settings) ->
     return await _replay_turn(trajectory, turn, agent_arguments(settings))
 
 
-def _poll_gap(arguments: Mapping[str, Any]) -> float | None:
+def _time_gap(arguments: Mapping[str, Any]) -> float | None:
+    """The longest of the policy's gaps after which a call is a fresh look (None: none)."""
     policy = arguments.get("policy")
     if policy is None:
         policy_type: Any = getattr(convergent, "StopPolicy", None)
         policy = policy_type() if policy_type is not None else None
-    gap = getattr(policy, "poll_gap", None)
-    return None if gap is None else float(gap)
+    gaps = [getattr(policy, name, None) for name in ("poll_gap", "wait_gap")]
+    return max((float(gap) for gap in gaps if gap is not None), default=None)
 
 
 async def _replay_turn(
     trajectory: Trajectory, turn: Turn, arguments: Mapping[str, Any]
 ) -> TurnReplay:
     clock = _ReplayClock()
-    recording = _Recording(turn, clock, _poll_gap(arguments) if trajectory.waits else None)
+    recording = _Recording(turn, clock, _time_gap(arguments) if trajectory.waits else None)
     agent = Agent(
         ScriptedModel(recording.respond, record_requests=False),
         _tools(recording, trajectory, turn),
@@ -268,6 +280,7 @@ async def _replay_turn(
     return TurnReplay(
         stop_reason=result.stop_reason.value,
         detail=result.stop_detail,
+        rule=getattr(result, "stop_rule", ""),
         played=recording.played,
         recorded=len(turn),
         notes=recording.notes + len(recording.noted_after),

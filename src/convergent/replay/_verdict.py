@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from convergent.replay._loops import Repeat, longest_repeat
 from convergent.replay._recording import Trajectory, Turn
 from convergent.replay._replayer import RunReplay, TurnReplay
-from convergent.replay._rules import rule_of
-from convergent.replay._settings import Settings
 
 __all__ = [
     "CUT_FAULT",
@@ -88,8 +86,9 @@ class Stop:
     reason: str
     """The stop reason."""
     rule: str
-    """The setting whose rule gave the stop (``max_repeated_calls``, ``max_failing_steps``
-    ...), as `--set` names it."""
+    """The rule that gave the stop, as the loop names it (`convergent.RunResult.stop_rule`):
+    the setting `--set` names (``max_repeated_calls``, ``max_failing_steps``,
+    ``max_tool_calls``...) or, for a stop no setting gives, the fact (``fatal``...)."""
     detail: str
     """The stop detail, on one line."""
     played: int
@@ -149,9 +148,12 @@ class RunVerdict:
     loop: LoopFate | None
     """The run's real loop and what became of it (None: the recording holds none)."""
     notes: int
-    """Calls the loop answered with a note instead of running them, the run going on."""
+    """Notes the loop gave, the run going on: calls it answered with a note instead of
+    running them, and notes right after a reply's calls ran (a read or an undeclared
+    call judged on its result, a failure streak)."""
     nudges: tuple[tuple[int, int, str], ...] = ()
-    """Where: each such call as its turn and reply (1-based) and its tool."""
+    """Where: each note as its turn and reply (1-based) and the tool it was about (for a
+    note after the calls ran: each tool of that reply)."""
     unplayed: int = 0
     """Recorded replies never played in turns the loop did not cut (a partial replay)."""
     gaps: Mapping[str, int] = field(default_factory=dict)
@@ -205,22 +207,16 @@ class RunVerdict:
         return sum(found) if found else None
 
 
-def judge(
-    trajectory: Trajectory,
-    replay: RunReplay,
-    threshold: int = 3,
-    settings: Settings | None = None,
-) -> RunVerdict:
+def judge(trajectory: Trajectory, replay: RunReplay, threshold: int = 3) -> RunVerdict:
     """Judge a run's replay: its stops, its real loop's fate, its verdict.
 
     Args:
         trajectory: The recorded run.
         replay: Its replay (`replay_run`).
         threshold: Unchanged repeats of one call that make a real loop.
-        settings: The settings replayed (to name the rule behind a stop).
     """
     stops = tuple(
-        _stop(trajectory, index, outcome, threshold, settings)
+        _stop(trajectory, index, outcome, threshold)
         for index, outcome in enumerate(replay.turns)
         if outcome.cut
     )
@@ -237,11 +233,7 @@ def judge(
         stops=stops,
         loop=loop_fate(trajectory, replay.turns, threshold),
         notes=sum(outcome.notes for outcome in replay.turns),
-        nudges=tuple(
-            (turn + 1, reply + 1, key.split("\x00", 1)[0])
-            for turn, outcome in enumerate(replay.turns)
-            for reply, key in outcome.replaced
-        ),
+        nudges=_nudges(trajectory, replay),
         unplayed=replay.unplayed,
         gaps=trajectory.gaps,
         final_answer=trajectory.final_answer is not None,
@@ -249,23 +241,39 @@ def judge(
     )
 
 
+def _nudges(trajectory: Trajectory, replay: RunReplay) -> tuple[tuple[int, int, str], ...]:
+    """Where the loop gave a note and went on: turn, reply (1-based) and tool, in order."""
+    found: dict[tuple[int, int, str], None] = {}
+    for index, (turn, outcome) in enumerate(zip(trajectory.turns, replay.turns, strict=True)):
+        replaced = set(outcome.replaced)
+        noted = set(outcome.noted_after)
+        for reply, recorded in enumerate(turn):
+            for call in recorded.calls:
+                if reply in noted or (reply, call.key) in replaced:
+                    found[(index + 1, reply + 1, call.name)] = None
+    return tuple(found)
+
+
 def _stop(
     trajectory: Trajectory,
     index: int,
     outcome: TurnReplay,
     threshold: int,
-    settings: Settings | None,
 ) -> Stop:
     turn = trajectory.turns[index]
     repeat = longest_repeat(
-        turn, replies=outcome.played, read_only=trajectory.read_only, waits=trajectory.waits
+        turn,
+        replies=outcome.played,
+        read_only=trajectory.read_only,
+        waits=trajectory.waits,
+        idempotent=trajectory.idempotent,
     )
     unplayed = turn[outcome.played :]
     usage = [reply.usage for reply in unplayed if reply.usage is not None]
     return Stop(
         turn=index,
         reason=outcome.stop_reason,
-        rule=rule_of(outcome.stop_reason, outcome.detail, settings),
+        rule=outcome.rule,
         detail=" ".join(outcome.detail.split()),
         played=outcome.played,
         recorded=outcome.recorded,
@@ -322,7 +330,12 @@ def loop_fate(
     """What became of the run's real loops: the best fate over its looping turns, or None."""
     found: LoopFate | None = None
     for index, (turn, outcome) in enumerate(zip(trajectory.turns, outcomes, strict=True)):
-        repeat = longest_repeat(turn, read_only=trajectory.read_only, waits=trajectory.waits)
+        repeat = longest_repeat(
+            turn,
+            read_only=trajectory.read_only,
+            waits=trajectory.waits,
+            idempotent=trajectory.idempotent,
+        )
         if repeat.times < threshold:
             continue
         # the reply with the last repeat never played, or played and the loop stopped there

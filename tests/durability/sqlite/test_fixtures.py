@@ -16,7 +16,10 @@ after the stop, with a message queued; ``write_v4.py`` wrote them.
 run that called an agent as a tool and its linked child run; ``write_v5.py`` wrote it.
 ``runs.v6.db`` (schema version 6: runs keep their typed output's data) and
 ``state.v4.json`` (run state version 4) hold a run of an agent with an output type
-whose third answer validated; ``write_v6.py`` wrote them.
+whose third answer validated; ``write_v6.py`` wrote them. ``state.v7.json`` (run state
+version 7: the stop's rule) holds a run stopped ``tool_error`` by
+``max_repeated_failures``; ``write_state_v7.py`` wrote it. ``runs.v7.db`` (schema
+version 7: runs keep the rule of their stop) holds the same run; ``write_v7.py`` wrote it.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from convergent import ModelResponse, RunState, ScriptedModel
+from convergent import ModelResponse, RunResult, RunState, ScriptedModel
 from convergent.compaction import SUMMARY_HEADER
 from convergent.durability.sqlite import DB_SCHEMA_VERSION, DatabaseSteering, RunStore
 from convergent.messages import AssistantMessage, CallOutcome, ToolResultMessage, UserMessage
@@ -264,6 +267,21 @@ def test_v6_database_loads_the_same_state_and_summary(tmp_path: Path) -> None:
         summary = store.get_run("fixture-v6")
         assert summary.status == "completed"
         assert summary.output_data == {"total": 6, "unit": "apples"}
+        assert store.load("fixture-v6").stop_rule == ""  # version 6 did not keep it
+        assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)] == [(7,)]
+
+
+def test_v7_database_keeps_the_rule_of_the_stop(tmp_path: Path) -> None:
+    copy = tmp_path / "runs.db"
+    shutil.copy(FIXTURES / "runs.v7.db", copy)
+    with RunStore(copy) as store:
+        state = store.load("fixture-v7")
+        assert state.stop_reason is StopReason.TOOL_ERROR
+        assert state.stop_rule == "max_repeated_failures"
+        assert RunResult.from_state(state).stop_rule == "max_repeated_failures"
+        # a rewind is a stop from outside
+        store.rewind("fixture-v7", 2)
+        assert store.load("fixture-v7").stop_rule == "stop_requested"
 
 
 @pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
@@ -273,7 +291,7 @@ def test_older_databases_are_upgraded_and_load_without_output_data(
     copy = tmp_path / f"runs.v{version}.db"
     shutil.copy(FIXTURES / copy.name, copy)
     with RunStore(copy) as store:
-        assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)] == [(6,)]
+        assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)] == [(7,)]
         run_id = f"fixture-v{version}"
         assert store.get_run(run_id).output_data is None
         assert store.load(run_id).output_json is None
@@ -302,6 +320,19 @@ def test_v6_state_json_loads_with_its_output_json() -> None:
     state = RunState.from_jsonable(data)
     assert state.stop_reason is StopReason.COMPLETED and state.cycles == 3
     assert state.output_json == {"total": 6, "unit": "apples"}
+    assert state.stop_rule == ""  # version 6 did not keep the rule
+    assert RunState.from_jsonable(json.loads(json.dumps(state.to_jsonable()))) == state
+
+
+def test_v7_state_json_keeps_the_rule_of_its_stop() -> None:
+    """``state.v7.json`` (run state version 7, ``write_state_v7.py``): a lookup that failed
+    the same way four times, stopped by ``max_repeated_failures``."""
+    data = json.loads((FIXTURES / "state.v7.json").read_text())
+    assert data["schema_version"] == 7
+    state = RunState.from_jsonable(data)
+    assert state.stop_reason is StopReason.TOOL_ERROR and state.cycles == 4
+    assert state.stop_rule == "max_repeated_failures"
+    assert RunResult.from_state(state).stop_rule == "max_repeated_failures"
     assert RunState.from_jsonable(json.loads(json.dumps(state.to_jsonable()))) == state
 
 

@@ -1,6 +1,9 @@
 """The run database's tables, its version, and opening it safely.
 
-Version 6 (this one) adds each run's ``output_data``: its answer as JSON data, validated
+Version 7 (this one) adds each run's ``stop_rule``: the rule that gave its stop (the
+setting's name, such as ``max_repeated_calls``, or the fact, such as ``answered``).
+
+Version 6 adds each run's ``output_data``: its answer as JSON data, validated
 against the agent's output type (``completed`` runs of agents that declare one).
 
 Version 5 links a child run (an agent called as a tool) to the run and
@@ -37,7 +40,7 @@ from convergent.exceptions import StorageError, UserError
 
 __all__ = ["DB_SCHEMA_VERSION", "connect", "storage_error"]
 
-DB_SCHEMA_VERSION = 6
+DB_SCHEMA_VERSION = 7
 """Version of the table layout, kept in ``PRAGMA user_version``."""
 
 _TABLES = """
@@ -193,6 +196,10 @@ _V6 = """
 ALTER TABLE runs ADD COLUMN output_data TEXT;
 """
 
+_V7 = """
+ALTER TABLE runs ADD COLUMN stop_rule TEXT NOT NULL DEFAULT '';
+"""
+
 
 LOCKED = "the database is locked by another process"
 """How a `StorageError` says that the database was busy (a wait, not a failure)."""
@@ -290,6 +297,7 @@ def _upgrade(conn: sqlite3.Connection, version: int) -> None:
             + (_V4 if version < 4 else "")
             + (_V5 if version < 5 else "")
             + (_V6 if version < 6 else "")
+            + (_V7 if version < 7 else "")
         )
         for statement in statements.split(";"):
             if statement.strip():

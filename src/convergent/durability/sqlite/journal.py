@@ -398,7 +398,7 @@ class SqliteJournal:
             )
             insert_records(conn, self.run_id, state.tool_calls, self._clock.now())
         conn.execute(
-            "UPDATE runs SET stop_reason = NULL, stop_detail = '', output = '', "
+            "UPDATE runs SET stop_reason = NULL, stop_detail = '', stop_rule = '', output = '', "
             "output_after_stop = 0, output_data = NULL, recipe = COALESCE(?, recipe), "
             "workspace = COALESCE(?, workspace) WHERE run_id = ?",
             (
@@ -471,14 +471,16 @@ class SqliteJournal:
         self, conn: sqlite3.Connection, state: RunState, cycles: int, *, stopped: bool = False
     ) -> None:
         conn.execute(
-            "UPDATE runs SET status = ?, stop_reason = ?, stop_detail = ?, output = ?, "
-            "cycles = ?, usage = ?, elapsed = ?, updated_at = ?, epoch = ?, message_count = ?, "
+            "UPDATE runs SET status = ?, stop_reason = ?, stop_detail = ?, stop_rule = ?, "
+            "output = ?, cycles = ?, usage = ?, elapsed = ?, updated_at = ?, epoch = ?, "
+            "message_count = ?, "
             "monitor = ?, output_after_stop = ?, output_data = ?, positions = ?, "
             "state_version = ? WHERE run_id = ?",
             (
                 "stopped" if stopped else "running",
                 state.stop_reason.value if stopped and state.stop_reason else None,
                 state.stop_detail if stopped else "",
+                state.stop_rule if stopped else "",
                 state.output if stopped else "",
                 cycles,
                 usage_json(state.usage),

@@ -725,13 +725,13 @@ class RunStore:
         row = conn.execute(
             "SELECT task, model, cycles, usage, elapsed, started_at, stop_reason, stop_detail, "
             "output, epoch, message_count, state_version, monitor, "
-            "output_after_stop, output_data FROM runs WHERE run_id = ?",
+            "output_after_stop, output_data, stop_rule FROM runs WHERE run_id = ?",
             (run_id,),
         ).fetchone()
         if row is None:
             raise UserError(f"no run {run_id!r} in {self.path}")
         (task, model, cycles, usage, elapsed, started_at, reason, detail, output) = row[:9]
-        epoch, count, version, monitor, after_stop, output_data = row[9:]
+        epoch, count, version, monitor, after_stop, output_data, rule = row[9:]
         if cycle is not None:
             point = conn.execute(
                 "SELECT epoch, message_count, usage, elapsed FROM checkpoints "
@@ -744,7 +744,7 @@ class RunStore:
             epoch, count, usage, elapsed = point
             # a rewound run starts its counters afresh: its files are restored (a change)
             cycles, reason, detail, output, monitor, after_stop = cycle, None, "", "", None, 0
-            output_data = None
+            output_data, rule = None, ""
         limit = cycles if cycle is not None else None
         data = {
             "run_id": run_id,
@@ -759,6 +759,7 @@ class RunStore:
             "started_at": started_at,
             "stop_reason": reason,
             "stop_detail": detail,
+            "stop_rule": rule,
             "output": output,
             "output_after_stop": bool(after_stop),
             "output_json": json.loads(output_data) if output_data is not None else None,
@@ -930,6 +931,7 @@ class RunStore:
         with self._lock:
             state = self.load(run_id, cycle=cycle)
             state.stop_reason, state.stop_detail = StopReason.STOPPED, f"rewound to cycle {cycle}"
+            state.stop_rule = "stop_requested"
             with self.transaction() as conn:
                 workspace = Path(summary.workspace) if summary.workspace else None
                 result = rollback.restore(conn, run_id, cycle, workspace)
@@ -947,6 +949,7 @@ class RunStore:
                 insert_messages(conn, run_id, epoch, 0, state.messages)
                 conn.execute(
                     "UPDATE runs SET status = 'stopped', stop_reason = ?, stop_detail = ?, "
+                    "stop_rule = 'stop_requested', "
                     "output = '', cycles = ?, usage = ?, elapsed = ?, updated_at = ?, "
                     "epoch = ?, message_count = ?, monitor = NULL, positions = (SELECT positions "
                     "FROM checkpoints WHERE run_id = ? AND cycle = ?), "

@@ -3,18 +3,22 @@
 - ``mini-swe-agent``: ``*.traj.json``, ``{"info", "messages", "instance_id"}``. Version 1
   runs one bash command per reply, in a ```` ```bash ```` block, and the next message is
   its output; a reply with no block or several is the text protocol's format error: it
-  is replayed as a call to no tool (``(no command)``), the model's mistake as the loop
-  counts it, answered by the reminder that followed it. Version 2 (``trajectory_format:
-  mini-swe-agent-1.1``) uses tool calls and tool messages; a reply the harness could not
-  parse is not in the messages, only its answer (a user message marked
-  ``FormatError``), and is replayed the same way. A non-zero exit code is a result, not a failure.
+  is replayed as a call to no tool (``(no command)``, with the reply's text as its
+  arguments: the same mistake only where the reply is the same), the model's mistake as
+  the loop counts it, answered by the reminder that followed it. Version 2
+  (``trajectory_format: mini-swe-agent-1.1``) uses tool calls and tool messages; a reply
+  the harness could not parse is not in the messages, only its answer (a user message
+  marked ``FormatError``), and is replayed the same way, each such reply a mistake of
+  its own (nothing shows it repeated an earlier one). A non-zero exit code is a result,
+  not a failure.
 - ``swe-agent``: ``*.traj``, ``{"trajectory": [{"action", "observation", ...}], "history",
   "info"}``: one command per step, named by its first word (``open``, ``edit``,
   ``python``...), its observation the result; function-calling runs name the tool in
   the history's ``tool_calls``. A file with only a ``history`` is read from it. An edit
   the editor refused (``Your proposed edit has introduced new syntax error(s)``: not
   applied) is a failed call; a step without an action (the reply had no command the
-  harness could parse, and it asked again) is the model's mistake; the harness's own
+  harness could parse, and it asked again) is the model's mistake (its reply's text its
+  arguments); the harness's own
   exit when a limit is hit (``exit_cost``, ``exit_context``, ``exit_format``,
   ``exit_api``) ends the run, no call of the model's. A command is named by the first
   word of its first line that is not a comment. The model is the one ``args.yaml``
@@ -101,6 +105,7 @@ def _mini_usage(message: Mapping[str, Any]) -> Any:
 def _mini_turn(builder: TurnBuilder, messages: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
     tool_calling = any(message.get("tool_calls") for message in messages)
     pending_output = False
+    unrecorded = 0
     for message in messages:
         role = message.get("role")
         content = as_text(message.get("content"))
@@ -123,7 +128,7 @@ def _mini_turn(builder: TurnBuilder, messages: Sequence[Mapping[str, Any]]) -> t
                     content, [(None, "bash", {"command": commands[0]})], _mini_usage(message)
                 )
             else:  # the text protocol's format error: a reply its harness refused
-                blocks = {"command_blocks": len(commands)}
+                blocks = {"command_blocks": len(commands), "reply": content}
                 builder.assistant(content, [(None, _NO_COMMAND, blocks)], _mini_usage(message))
         elif role == "tool":
             call_id = message.get("tool_call_id")
@@ -131,8 +136,10 @@ def _mini_turn(builder: TurnBuilder, messages: Sequence[Mapping[str, Any]]) -> t
         elif role == "exit" and builder.pending_call() is not None:
             builder.result_of_last_call(content)  # the submission ends the run
         elif role == "user" and tool_calling and _interrupt(extra) == _FORMAT_ERROR:
-            # the reply the harness could not parse is not recorded: only this answer
-            builder.assistant("", [(None, _NO_COMMAND, {})])
+            # the reply the harness could not parse is not recorded: only this answer, so
+            # nothing shows that it repeated an earlier one
+            unrecorded += 1
+            builder.assistant("", [(None, _NO_COMMAND, {"unrecorded_reply": unrecorded})])
             builder.own_result(0, content, mistake=True)
         elif role == "user" and pending_output:
             refused = "command_blocks" in (builder.pending_call() or {})
@@ -201,7 +208,8 @@ def _steps(
         if action in _HARNESS_EXITS:
             break  # the harness ends the run: the model made no call
         if not action:  # no command the harness could parse: it asked again
-            builder.assistant(as_text(step.get("response")), [(None, _NO_COMMAND, {})])
+            response = as_text(step.get("response"))
+            builder.assistant(response, [(None, _NO_COMMAND, {"reply": response})])
             builder.result_of_last_call(as_text(step.get("observation")), mistake=True)
             continue
         name, arguments = tools[index] if tools else (_command(action), {})
