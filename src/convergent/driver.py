@@ -313,11 +313,10 @@ class CycleDriver:
         For a host that learns them only once the run started (Claude Code lists its
         tools as a session begins): each name with its `Effect` (or ``read_only`` flag), from the
         caller's ``tools`` or the host's own metadata. Calls of other names are the
-        model's mistakes; the counters so far are kept.
+        model's mistakes; the counters so far are kept, and so are the last results, which
+        the next ones are compared with.
         """
-        self.monitor = RunMonitor(
-            self.policy, tools=tools, state=self.monitor.state, idle=self.budget.idle
-        )
+        self.monitor.declare(tools)
 
     def message(self, text: str) -> None:
         """A message from the user reached the run (steering): a new one restarts the counts."""
