@@ -296,7 +296,7 @@ def test_limits_become_the_sdks_own_options() -> None:
     options = convergence.options(ClaudeAgentOptions(max_turns=99))
     # a turn more than max_cycles: the answer after a stop at max_cycles
     assert (options.max_turns, options.max_budget_usd) == (8, 0.5)
-    without = Convergence(Limits(max_cycles=7), final_answer=False).options()
+    without = Convergence(Limits(max_cycles=7), policy=StopPolicy(final_answer=False)).options()
     assert without.max_turns == 7
     report = convergence.finish(result("error_max_turns", turns=7, text=""))
     assert (report.reason, report.detail) == (StopReason.MAX_CYCLES, "reached max_cycles=7")

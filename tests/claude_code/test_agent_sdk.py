@@ -252,7 +252,7 @@ async def test_a_limit_ends_the_documented_loop_without_an_exception(
 ) -> None:
     """Claude Code ends a session at max_turns with an error result, and the SDK raises
     ``ResultError`` after it; iterating `Convergence.query` ends with the report instead."""
-    convergence = Convergence(Limits(max_cycles=2), final_answer=False)
+    convergence = Convergence(Limits(max_cycles=2), policy=StopPolicy(final_answer=False))
     notes = claude_code.project / "notes.txt"
     notes.write_text("x\n")
     reads = [tool_use("Read", {"file_path": str(notes), "offset": n}) for n in range(1, 4)]

@@ -341,7 +341,8 @@ class ToolsCondition:
     def _driver(self) -> CycleDriver:
         """A run's driver: a final answer is asked for only where the graph has the node."""
         options: PolicyOptions = {**self._options}
-        options["final_answer"] = options.get("final_answer", True) and bool(self._answer_node)
+        if self._answer_node is None and options["policy"] is not None:
+            options["policy"] = dataclasses.replace(options["policy"], final_answer=False)
         return CycleDriver(self.limits, price=self.price, **options)
 
     def _final_request(
