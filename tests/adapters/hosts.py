@@ -45,7 +45,6 @@ def _policy(trajectory: Trajectory) -> dict[str, Any]:
         "tools": trajectory.declarations(),
         "terminal_tools": TERMINAL,
         "verifier": _verifier(trajectory),
-        "final_answer": trajectory.final_answer,
         "price": trajectory.price,
         **({"output": OutputSpec.of_type(Report)} if trajectory.typed else {}),
     }
@@ -112,7 +111,6 @@ async def run_loop(trajectory: Trajectory, world: World) -> Ending:
         limits=trajectory.limits,
         policy=trajectory.policy,
         verifier=_verifier(trajectory),
-        final_answer=trajectory.final_answer,
         output_type=Report if trajectory.typed else None,
     )
     result = await agent.run("the task")

@@ -255,7 +255,6 @@ class Trajectory:
     verifier: bool = False
     typed: bool = False
     """Answers must validate as a `Report`."""
-    final_answer: bool = True
     notes: tuple[str, ...] = ()
     """The kinds of note (see `NOTES`) the model is sent, in the order it first sees them."""
     final_cap: int | None = None
@@ -806,8 +805,7 @@ TRAJECTORIES = [
             output,
             after_stop=False,
             limits=Limits(**limits),
-            policy=StopPolicy(notes=0),
-            final_answer=False,
+            policy=StopPolicy(notes=0, final_answer=False),
             notes=notes,
             price=PRICE if "max_cost" in limits else None,
         )

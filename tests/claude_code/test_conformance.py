@@ -188,7 +188,6 @@ def _convergence(trajectory: Trajectory) -> Convergence:
         # the tools' effects come from their MCP annotations, through Claude Code
         terminal_tools=[_named(name) for name in TERMINAL],
         verifier=needs_citation if trajectory.verifier else None,
-        final_answer=trajectory.final_answer,
         output=OutputSpec.of_type(Report) if trajectory.typed else None,
     )
 
