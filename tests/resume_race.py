@@ -72,12 +72,12 @@ SCENARIOS: dict[str, tuple[StopReason, list[Any], dict[str, Any]]] = {
     "max_cycles": (
         StopReason.MAX_CYCLES,
         [call("calculator", expression="1+1"), call("record", note="resumed"), "done"],
-        {"limits": Limits(max_cycles=1), "final_answer": False},
+        {"limits": Limits(max_cycles=1), "policy": StopPolicy(final_answer=False)},
     ),
     "tool_error": (
         StopReason.TOOL_ERROR,
         [call("fail", message="disk full"), call("record", note="resumed"), "done"],
-        {"policy": StopPolicy(on_tool_error="stop"), "final_answer": False},
+        {"policy": StopPolicy(on_tool_error="stop", final_answer=False)},
     ),
     "stalled": (
         StopReason.STALLED,
@@ -87,7 +87,7 @@ SCENARIOS: dict[str, tuple[StopReason, list[Any], dict[str, Any]]] = {
             call("record", note="resumed"),
             "done",
         ],
-        {"policy": StopPolicy(max_repeated_calls=2, notes=0), "final_answer": False},
+        {"policy": StopPolicy(max_repeated_calls=2, notes=0, final_answer=False)},
     ),
 }
 """How a run stops, by name: the stop reason, its script, and spec settings (no final

@@ -268,8 +268,8 @@ async def test_an_undeclared_call_runs_its_third_time_then_gets_the_note() -> No
 
 async def test_no_notes_stall_at_the_third_request() -> None:
     model = ScriptedModel([step(calc("1+1"))] * 3)
-    policy = StopPolicy(notes=0)
-    result = await Agent(model, [calculator], policy=policy, final_answer=False).run("loop")
+    policy = StopPolicy(notes=0, final_answer=False)
+    result = await Agent(model, [calculator], policy=policy).run("loop")
     assert result.stop_reason is StopReason.STALLED
     assert result.cycles == 3 and len(result.tool_calls) == 3
     assert result.output == "" and not result.output_after_stop
@@ -291,8 +291,8 @@ async def test_argument_order_does_not_hide_a_repeat() -> None:
         step(call("pair", a=1, b=2)),
         step(call("pair", b=2, a=1)),
     ]
-    policy = StopPolicy(max_repeated_calls=2, notes=0)
-    result = await Agent(ScriptedModel(script), [pair], policy=policy, final_answer=False).run("x")
+    policy = StopPolicy(max_repeated_calls=2, notes=0, final_answer=False)
+    result = await Agent(ScriptedModel(script), [pair], policy=policy).run("x")
     assert result.stop_reason is StopReason.STALLED
 
 
@@ -316,7 +316,10 @@ async def test_token_budget() -> None:
     ]
     # without a final answer room is still kept for the next request: it would not fit
     result = await Agent(
-        ScriptedModel(heavy), [calculator], limits=Limits(max_total_tokens=1000), final_answer=False
+        ScriptedModel(heavy),
+        [calculator],
+        limits=Limits(max_total_tokens=1000),
+        policy=StopPolicy(final_answer=False),
     ).run("x")
     assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
     assert result.cycles == 1

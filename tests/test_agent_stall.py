@@ -286,7 +286,7 @@ async def test_a_tool_error_nudge_follows_the_results_in_a_valid_sequence() -> N
 
 async def test_zero_nudges_keeps_the_hard_stop() -> None:
     script = [step(call("read", path="a"))] * 3
-    result, model, _ = await run(script, policy=StopPolicy(notes=0), final_answer=False)
+    result, model, _ = await run(script, policy=StopPolicy(notes=0, final_answer=False))
     assert result.stop_reason is StopReason.STALLED and result.cycles == 3
     model.assert_consumed()
 

@@ -10,6 +10,7 @@ from convergent import (
     Limits,
     ModelResponse,
     ScriptedModel,
+    StopPolicy,
     StopReason,
     Usage,
     calculator,
@@ -56,7 +57,7 @@ async def test_parent_stops_on_its_token_budget_after_the_childs_usage() -> None
         ScriptedModel([ask("answer", usage=10), "never requested"]),
         [child.as_tool("helper", "Answers.")],
         limits=Limits(max_total_tokens=1000),
-        final_answer=False,
+        policy=StopPolicy(final_answer=False),
     )
     result = await parent.run("delegate")
     (record,) = result.tool_calls
@@ -80,13 +81,13 @@ async def test_child_token_budget_is_what_the_parent_has_left() -> None:
             ]
         ),
         [calculator],
-        final_answer=False,
+        policy=StopPolicy(final_answer=False),
     )
     parent = Agent(
         ScriptedModel([ask("answer", usage=10)]),
         [child.as_tool("helper", "Answers.")],
         limits=Limits(max_total_tokens=1000),
-        final_answer=False,
+        policy=StopPolicy(final_answer=False),
     )
     result = await parent.run("delegate")
     (record,) = result.tool_calls
@@ -170,12 +171,12 @@ async def test_children_of_one_response_share_what_is_left_and_never_overspend_i
             call("calculator", expression=f"{len(counted)}+1"), usage=Usage(input_tokens=10)
         )
 
-    child = Agent(ScriptedModel(child_model), [calculator], final_answer=False)
+    child = Agent(ScriptedModel(child_model), [calculator], policy=StopPolicy(final_answer=False))
     parent = Agent(
         scripted(step(call("helper", task="a"), call("helper", task="b")), "both stopped"),
         [child.as_tool("helper", "Calculates.")],
         limits=Limits(max_cycles=7, max_total_tokens=400),
-        final_answer=False,
+        policy=StopPolicy(final_answer=False),
     )
     result = await parent.run("delegate")
     # 7 - 1 = 6 cycles and 400 tokens were left; each child had half: 3 cycles, 200 tokens

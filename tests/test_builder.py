@@ -102,7 +102,12 @@ async def test_a_resume_keeps_the_runs_price_unless_given_another_or_another_mod
     steps = [step(call("calculator", expression=f"{n}+1"), usage=used) for n in range(4)]
     model = write_script(tmp_path / "script.json", *steps, answer("done", usage=used))
     other = write_script(tmp_path / "other.json", answer("done", usage=used))
-    spec = AgentSpec(model=model, workspace=str(tmp_path), price=(1.0, 4.0), final_answer=False)
+    spec = AgentSpec(
+        model=model,
+        workspace=str(tmp_path),
+        price=(1.0, 4.0),
+        policy=StopPolicy(final_answer=False),
+    )
     db = tmp_path / "runs.db"
     more = Limits(max_cycles=1)
     with RunStore(db) as store:

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from convergent import Agent, Effect, ScriptedModel, StopReason, ToolError, tool
-from convergent.effects import as_effect, effect_of
+from convergent.effects import annotated_effect, as_effect, effect_of
 from convergent.events import Nudged
 from convergent.messages import ToolResultMessage
 from convergent.testing import call, step
@@ -43,6 +45,39 @@ def test_the_older_flag_is_still_accepted() -> None:
         Effect.UNDECLARED,
     ]
     assert as_effect(Effect.IDEMPOTENT) is Effect.IDEMPOTENT
+
+
+@pytest.mark.parametrize(
+    ("hints", "effect"),
+    [
+        ({"readOnlyHint": True}, Effect.READ),
+        ({"readOnlyHint": True, "idempotentHint": False}, Effect.READ),
+        ({"readOnlyHint": False}, Effect.WRITE),
+        ({"readOnlyHint": False, "idempotentHint": True}, Effect.IDEMPOTENT),
+        # the hints that mean something only for a tool that is not read-only declare one
+        ({"idempotentHint": True}, Effect.IDEMPOTENT),
+        ({"destructiveHint": False}, Effect.WRITE),
+        ({"destructiveHint": True, "idempotentHint": True}, Effect.IDEMPOTENT),
+        ({"title": "Lookup", "openWorldHint": True}, Effect.UNDECLARED),
+        ({}, Effect.UNDECLARED),
+    ],
+)
+def test_mcp_annotations_declare_the_same_effect_in_every_form(
+    hints: dict[str, object], effect: Effect
+) -> None:
+    """A host hands MCP annotations over as the protocol's keys, or as the MCP SDK's
+    attributes (``read_only_hint``...): both read the same."""
+    snake = {
+        "".join(f"_{c.lower()}" if c.isupper() else c for c in key): value
+        for key, value in hints.items()
+    }
+    assert annotated_effect(hints) is effect
+    assert annotated_effect(snake) is effect
+    assert annotated_effect(SimpleNamespace(**snake)) is effect
+
+
+def test_a_tool_without_annotations_is_undeclared() -> None:
+    assert annotated_effect(None) is Effect.UNDECLARED
 
 
 def notes(result: object) -> list[str]:

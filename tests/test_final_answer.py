@@ -28,6 +28,7 @@ from convergent import (
     tool,
 )
 from convergent.builtin_tools import fail
+from convergent.driver import CycleDriver
 from convergent.durability.sqlite import RunStore
 from convergent.events import Nudged, RunStopped
 from convergent.messages import Message, ToolSpec, UserMessage
@@ -144,12 +145,30 @@ async def test_other_stops_make_no_extra_request() -> None:
 
 async def test_it_can_be_switched_off() -> None:
     model = scripted(*counting(2))
-    result = await Agent(model, [calculator], limits=Limits(max_cycles=2), final_answer=False).run(
-        "x"
-    )
+    result = await Agent(
+        model, [calculator], limits=Limits(max_cycles=2), policy=StopPolicy(final_answer=False)
+    ).run("x")
     assert result.stop_reason is StopReason.MAX_CYCLES
     assert result.output == "" and not result.output_after_stop
     assert len(model.requests) == 2
+
+
+async def test_the_earlier_keyword_still_switches_it_off_and_warns() -> None:
+    model = scripted(*counting(2))
+    with pytest.warns(DeprecationWarning, match=r"final_answer moved to StopPolicy"):
+        agent = Agent(model, [calculator], limits=Limits(max_cycles=2), final_answer=False)
+    assert agent.policy == StopPolicy(final_answer=False) and not agent.final_answer
+    result = await agent.run("x")
+    assert result.stop_reason is StopReason.MAX_CYCLES and not result.output_after_stop
+    assert len(model.requests) == 2
+
+
+def test_a_driver_takes_it_from_the_policy() -> None:
+    assert CycleDriver(policy=StopPolicy(final_answer=False)).final_answer is False
+    assert CycleDriver().final_answer is True
+    with pytest.warns(DeprecationWarning, match=r"final_answer moved to StopPolicy"):
+        driver = CycleDriver(final_answer=False)
+    assert driver.policy.final_answer is False
 
 
 async def test_a_failing_final_request_keeps_the_last_text() -> None:
@@ -307,7 +326,7 @@ def test_a_budget_stop_keeps_room_for_the_answer() -> None:
             plain,
             [calculator],
             limits=Limits(max_cycles=None, max_total_tokens=8000),
-            final_answer=False,
+            policy=StopPolicy(final_answer=False),
         ).run("count " * 50)
     )
     assert spent.cycles > result.cycles and spent.usage.total_tokens <= 8000

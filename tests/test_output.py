@@ -14,6 +14,7 @@ from convergent import (
     AgentSpec,
     Limits,
     ScriptedModel,
+    StopPolicy,
     UserError,
     Verification,
     build_agent,
@@ -107,7 +108,9 @@ async def test_requests_carry_the_schema_except_the_final_answer_after_a_stop() 
 
 async def test_a_limit_reached_while_the_answer_is_invalid_stops_for_that_limit() -> None:
     model = ScriptedModel(["{}", "{}"])
-    agent = Agent(model, output_type=City, limits=Limits(max_cycles=2), final_answer=False)
+    agent = Agent(
+        model, output_type=City, limits=Limits(max_cycles=2), policy=StopPolicy(final_answer=False)
+    )
     result = await agent.run("x")
     assert result.stop_reason is StopReason.MAX_CYCLES
     assert result.output == "{}" and not result.output_after_stop
@@ -135,7 +138,7 @@ async def test_an_answer_that_validates_but_fails_the_verifier_gives_no_data() -
         output_type=City,
         verifier=lambda answer: Verification(passed=False, feedback="no"),
         limits=Limits(max_cycles=1),
-        final_answer=False,
+        policy=StopPolicy(final_answer=False),
     )
     result = await agent.run("x")
     assert result.stop_reason is StopReason.MAX_CYCLES and result.output_data is None
@@ -159,7 +162,12 @@ def test_the_schema_of_a_type_is_pydantics() -> None:
 async def test_a_durable_run_stores_the_data_and_resumes_with_its_type(tmp_path: Path) -> None:
     with RunStore(tmp_path / "runs.db") as store:
         first = ScriptedModel(["Lima"])
-        agent = Agent(first, output_type=City, limits=Limits(max_cycles=1), final_answer=False)
+        agent = Agent(
+            first,
+            output_type=City,
+            limits=Limits(max_cycles=1),
+            policy=StopPolicy(final_answer=False),
+        )
         stopped = await agent.run("x", run_id="r", store=store)
         assert stopped.stop_reason is StopReason.MAX_CYCLES
         assert store.get_run("r").output_data is None

@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 import convergent
-from convergent import Agent, Limits, ScriptedModel, StopReason, UserError, calculator
+from convergent import (
+    Agent,
+    Limits,
+    ScriptedModel,
+    StopPolicy,
+    StopReason,
+    UserError,
+    calculator,
+)
 from convergent.durability.sqlite import PendingQuestion, RunStore
 from convergent.resuming import answers_for
 from convergent.testing import call, step, write_script
@@ -81,7 +89,7 @@ async def test_resume_limits_count_from_the_runs_start_and_a_used_up_budget_is_r
     write_script(script, *[call("calculator", expression=f"{n}+1") for n in range(8)])
     spec = convergent.AgentSpec(
         model=f"scripted:{script}", tools=("calculator",), limits=Limits(max_cycles=2),
-        final_answer=False,
+        policy=StopPolicy(final_answer=False),
     )  # fmt: skip
     with RunStore(tmp_path / "runs.db") as store:
         for run_id in ("a", "b", "c"):

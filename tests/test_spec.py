@@ -52,9 +52,9 @@ def test_a_spec_from_a_newer_version_is_refused() -> None:
 def test_a_version_1_spec_still_loads_with_the_new_fields_at_their_defaults() -> None:
     data = AgentSpec().model_dump(mode="json")
     data["version"] = 1
-    del data["final_answer"], data["policy"]
+    del data["policy"]
     spec = AgentSpec.from_json(data)
-    assert spec.final_answer is True and spec.policy == StopPolicy()
+    assert spec.policy == StopPolicy() and spec.policy.final_answer is True
 
 
 def test_a_version_5_spec_moves_its_stop_rules_into_the_policy_without_a_warning() -> None:
@@ -68,6 +68,21 @@ def test_a_version_5_spec_moves_its_stop_rules_into_the_policy_without_a_warning
         max_repeated_calls=4, notes=0, on_tool_error="stop", max_repeated_failures=2
     )
     assert spec.limits == Limits()
+
+
+def test_a_version_6_spec_moves_its_final_answer_into_the_policy_without_a_warning() -> None:
+    data = AgentSpec().model_dump(mode="json")
+    data["version"] = 6
+    data["final_answer"] = False
+    spec = AgentSpec.from_json(data)
+    assert spec.policy == StopPolicy(final_answer=False)
+    assert "final_answer" not in spec.model_dump(mode="json")
+
+
+def test_a_spec_written_now_with_final_answer_warns_and_keeps_it_in_the_policy() -> None:
+    with pytest.warns(DeprecationWarning, match=r"final_answer.*moved to AgentSpec\(policy="):
+        spec = AgentSpec(final_answer=False)  # type: ignore[call-arg]
+    assert spec.policy.final_answer is False
 
 
 def test_the_earlier_spellings_of_a_spec_warn() -> None:
@@ -156,6 +171,7 @@ def scripts(folder: Path) -> None:
         # three requests of 1,000 input tokens at $1 and 100 output tokens at $4 per million
         ("spec.v3.json", (1.0, 4.0), 3 * 1400 / 1e6),
         ("spec.v4.json", (1.0, 4.0), 3 * 1400 / 1e6),
+        ("spec.v6.json", (1.0, 4.0), 3 * 1400 / 1e6),
     ],
 )
 async def test_a_run_stored_with_an_older_spec_loads_and_resumes(
@@ -167,10 +183,13 @@ async def test_a_run_stored_with_an_older_spec_loads_and_resumes(
     assert spec.gate == GateSpec(threshold=0.5, model=f"scripted:{tmp_path / 'scorer.json'}")
     assert spec.limits.max_cycles == 10 and spec.workspace == str(tmp_path)
     assert spec.price == price
+    assert spec.policy.final_answer is (name == "spec.v1.json")  # v1 had no final_answer
     db = tmp_path / "runs.db"
     with RunStore(db) as store:
         # the first part runs one cycle, and stores the spec exactly as it was written
-        agent = build_agent(spec, spec=stored, limits=Limits(max_cycles=1), final_answer=False)
+        agent = build_agent(
+            spec, spec=stored, limits=Limits(max_cycles=1), policy=StopPolicy(final_answer=False)
+        )
         first = await agent.run("calculate", run_id="old", store=store)
         assert first.stop_reason is StopReason.MAX_CYCLES
         assert store.get_run("old").spec == stored
@@ -188,7 +207,9 @@ async def test_a_run_stored_with_convergent_0_1_settings_loads_and_resumes(
     db = tmp_path / "runs.db"
     with RunStore(db) as store:
         model = convergent.ScriptedModel.from_file(tmp_path / "script.json")
-        agent = Agent(model, [calculator], limits=Limits(max_cycles=1), final_answer=False)
+        agent = Agent(
+            model, [calculator], limits=Limits(max_cycles=1), policy=StopPolicy(final_answer=False)
+        )
         first = await agent.run("calculate", run_id="old", store=store)
         assert first.stop_reason is StopReason.MAX_CYCLES
     with sqlite3.connect(db) as connection:  # what 0.1 left: settings, no spec

@@ -196,7 +196,6 @@ class Run:
             terminal_tools=agent.terminal_tools,
             verifier=agent.verifier,
             output=agent.output,
-            final_answer=agent.final_answer,
             tally=state,
             monitor_state=state.monitor,
             clock=self.monotonic,

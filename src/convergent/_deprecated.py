@@ -22,6 +22,7 @@ OLD_SPELLINGS = {
     "max_consecutive_tool_errors= (Agent, AgentSpec, CycleDriver, the adapters)": (
         "StopPolicy(max_repeated_failures=)"
     ),
+    "final_answer= (Agent, AgentSpec, CycleDriver, the adapters)": "StopPolicy(final_answer=)",
     "convergent.durability.resume": "convergent.resume",
     "convergent.durability.resuming": "convergent.resuming",
     "RunSummary.recipe": "RunSummary.spec",

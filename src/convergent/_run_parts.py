@@ -61,7 +61,6 @@ class LoopAgent(Protocol):
     settings: ModelSettings | None
     limits: Limits
     policy: StopPolicy
-    final_answer: bool
     verifier: Verifier | None
     output: OutputSpec | None
     context_policy: ContextPolicy | None

@@ -78,9 +78,7 @@ class Agent:
             the tool-error policy, replies that are not answers (`StopPolicy`).
         on_tool_error: Deprecated: ``StopPolicy(on_tool_error=...)``.
         max_consecutive_tool_errors: Deprecated: ``StopPolicy(max_repeated_failures=...)``.
-        final_answer: After a stop for ``max_cycles``, ``stalled``, ``budget_exhausted``
-            or ``tool_error``, make one last request without tools for the best answer
-            so far (`RunResult.output`, with ``output_after_stop``).
+        final_answer: Deprecated: ``StopPolicy(final_answer=...)``.
         settings: Per-request model settings.
         verifier: Optional external check on the final answer; while it fails, its
             feedback goes back to the model and the run continues.
@@ -130,7 +128,7 @@ class Agent:
         policy: StopPolicy | None = None,
         on_tool_error: ToolErrorPolicy | Unset = UNSET,
         max_consecutive_tool_errors: int | None | Unset = UNSET,
-        final_answer: bool = True,
+        final_answer: bool | Unset = UNSET,
         settings: ModelSettings | None = None,
         verifier: Verifier | None = None,
         output_type: Any = None,
@@ -153,6 +151,7 @@ class Agent:
             {
                 "on_tool_error": on_tool_error,
                 "max_consecutive_tool_errors": max_consecutive_tool_errors,
+                "final_answer": final_answer,
             },
         )
         self.limits = without_legacy(limits)
@@ -169,7 +168,6 @@ class Agent:
             self._toolset = MCPToolset(self.mcp_servers, reserved=self.tool_names)
         self._entered = 0
         self.system_prompt = system_prompt
-        self.final_answer = final_answer
         self.output = _output_spec(output_type, output_schema)
         if self.output is not None:
             settings = dataclasses.replace(
@@ -189,6 +187,11 @@ class Agent:
         self.spec = spec
         self.store = store
         self.instrument = instrument
+
+    @property
+    def final_answer(self) -> bool:
+        """Whether a stop asks for one more answer (`StopPolicy.final_answer`)."""
+        return self.policy.final_answer
 
     @property
     def on_tool_error(self) -> ToolErrorPolicy:

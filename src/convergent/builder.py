@@ -297,7 +297,6 @@ def build_agent(
         "system_prompt": toolbox.system_prompt,
         "limits": spec.limits,
         "policy": spec.policy,
-        "final_answer": spec.final_answer,
         "settings": (
             ModelSettings(temperature=spec.temperature) if spec.temperature is not None else None
         ),

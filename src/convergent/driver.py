@@ -125,7 +125,6 @@ class CycleDriver:
         "_measure",
         "answer",
         "budget",
-        "final_answer",
         "monitor",
         "output_json",
         "output_spec",
@@ -152,7 +151,6 @@ class CycleDriver:
         limits = limits if limits is not None else Limits()
         self.policy = policy = resolved_policy(options.get("policy"), limits, options)
         state = monitor_state if monitor_state is not None else MonitorState()
-        final_answer = self.final_answer = options.get("final_answer", True)
         self.budget = Budget(
             limits,
             tally=tally,
@@ -160,7 +158,7 @@ class CycleDriver:
             clock=clock or current_clock().monotonic,
             elapsed_before=elapsed_before,
             price=price,
-            final_answer=final_answer,
+            final_answer=policy.final_answer,
         )
         self.monitor = RunMonitor(
             policy, tools=options.get("tools"), state=state, idle=self.budget.idle
@@ -208,6 +206,11 @@ class CycleDriver:
     def usage(self) -> Usage:
         """Usage reported so far."""
         return self.budget.tally.usage
+
+    @property
+    def final_answer(self) -> bool:
+        """Whether a stop that calls for it gets one more answer (`StopPolicy.final_answer`)."""
+        return self.policy.final_answer
 
     def elapsed(self) -> float:
         """Seconds the run has taken."""
@@ -317,11 +320,10 @@ class CycleDriver:
         For a host that learns them only once the run started (Claude Code lists its
         tools as a session begins): each name with its `Effect` (or ``read_only`` flag), from the
         caller's ``tools`` or the host's own metadata. Calls of other names are the
-        model's mistakes; the counters so far are kept.
+        model's mistakes; the counters so far are kept, and so are the last results, which
+        the next ones are compared with.
         """
-        self.monitor = RunMonitor(
-            self.policy, tools=tools, state=self.monitor.state, idle=self.budget.idle
-        )
+        self.monitor.declare(tools)
 
     def message(self, text: str) -> None:
         """A message from the user reached the run (steering): a new one restarts the counts."""

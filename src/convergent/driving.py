@@ -128,9 +128,7 @@ class PolicyOptions(TypedDict, total=False):
     does not validate, the errors go to the model and the run goes on. It is checked
     before the verifier, which judges only a valid answer."""
     final_answer: bool
-    """Ask for one answer without tools after a stop for ``max_cycles``, ``stalled``,
-    ``budget_exhausted`` or ``tool_error`` (the default); room for it is kept in the
-    token, cost and time budgets."""
+    """Deprecated: `StopPolicy.final_answer`."""
     max_consecutive_tool_errors: int | None
     """Deprecated: `StopPolicy.max_repeated_failures`."""
     on_tool_error: ToolErrorPolicy

@@ -17,14 +17,16 @@ from its name or its result (``docs/loop.md``, "What a call does"):
 
 `effect_of` reads the flags a `convergent.Tool` carries (``read_only``,
 ``idempotent``); `as_effect` reads what a host passes for a tool: an `Effect`, or the
-older ``read_only`` flag (True, False, None).
+older ``read_only`` flag (True, False, None); `annotated_effect` reads a tool's MCP
+annotations, the one reading of them for convergent's MCP tools and every host's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 
-__all__ = ["Declared", "Effect", "as_effect", "effect_of"]
+__all__ = ["Declared", "Effect", "annotated_effect", "as_effect", "effect_of"]
 
 
 class Effect(StrEnum):
@@ -64,3 +66,49 @@ def as_effect(declared: Declared) -> Effect:
     if isinstance(declared, Effect):
         return declared
     return effect_of(declared)
+
+
+_HINTS = {
+    "read_only": ("read_only_hint", "readOnlyHint"),
+    "idempotent": ("idempotent_hint", "idempotentHint"),
+    "destructive": ("destructive_hint", "destructiveHint"),
+}
+"""Each MCP hint under the names it goes by: the MCP SDK's attribute, the protocol's key."""
+
+
+def _hint(annotations: object, hint: str) -> bool | None:
+    for name in _HINTS[hint]:
+        value = (
+            annotations.get(name)
+            if isinstance(annotations, Mapping)
+            else getattr(annotations, name, None)
+        )
+        if isinstance(value, bool):
+            return value
+    return None
+
+
+def annotated_effect(annotations: object) -> Effect:
+    """A tool's effect from its MCP annotations.
+
+    ``annotations`` is the MCP SDK's ``ToolAnnotations`` (or any object with its
+    attributes), or a mapping with the protocol's keys (``readOnlyHint``...) or the
+    SDK's (``read_only_hint``...); None: the tool has none.
+
+    ``readOnlyHint`` says whether the tool only reads. ``idempotentHint`` and
+    ``destructiveHint`` mean something only for a tool that is not read-only, so a
+    server that sets either without ``readOnlyHint`` declares a change; with
+    ``idempotentHint`` true, a repeat has no further effect. ``destructiveHint`` says
+    how bad one call is, not whether a repeat adds anything: it changes no count. With
+    no hint at all the tool is undeclared (MCP's own defaults are hints, not
+    declarations).
+    """
+    if annotations is None:
+        return Effect.UNDECLARED
+    read_only = _hint(annotations, "read_only")
+    idempotent = _hint(annotations, "idempotent")
+    if read_only is None and (
+        idempotent is not None or _hint(annotations, "destructive") is not None
+    ):
+        read_only = False
+    return effect_of(read_only, bool(idempotent))

@@ -303,10 +303,7 @@ class RunMonitor:
         idle: Callable[[], float | None] | None = None,
     ) -> None:
         self.policy = policy if policy is not None else DEFAULT_POLICY
-        self._tools = tools
-        self._effects = (
-            None if tools is None else {name: as_effect(flag) for name, flag in tools.items()}
-        )
+        self.declare(tools)
         self.state = state if state is not None else MonitorState()
         self.idle: Callable[[], float | None] = idle or _no_time
         self._ok = False
@@ -334,6 +331,16 @@ class RunMonitor:
     def tools(self) -> Mapping[str, Declared] | None:
         """The tools the run offers, with what each declares (None: any name)."""
         return self._tools
+
+    def declare(self, tools: Mapping[str, Declared] | None) -> None:
+        """The run's tools changed (a host learns them once the run started): these, now.
+
+        Between steps; the counters and the results kept for comparison stay.
+        """
+        self._tools = tools
+        self._effects = (
+            None if tools is None else {name: as_effect(flag) for name, flag in tools.items()}
+        )
 
     def effect(self, name: str) -> Effect | None:
         """What a call of the tool ``name`` does (None: the run has no such tool)."""

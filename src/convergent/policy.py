@@ -64,6 +64,11 @@ class StopPolicy:
     notes: int = Field(default=1, ge=0)
     """Notes the model gets when a stall or a streak reaches its threshold, before the
     run stops on it (per stretch without progress); 0 stops at once."""
+    final_answer: bool = True
+    """After a stop for ``max_cycles``, ``stalled``, ``budget_exhausted`` or
+    ``tool_error``, ask the model once more, without tools, for its best answer
+    (`RunResult.output`, with ``output_after_stop``); room for it is kept in the token,
+    cost and time budgets."""
     on_tool_error: ToolErrorPolicy = "continue"
     """``continue``: a tool's failure goes back to the model as its result and only the
     streaks below stop the run; ``stop``: the first failure ends it ``tool_error``."""
@@ -111,6 +116,7 @@ LEGACY_POLICY_FIELDS = {
     "stall_nudges": "notes",
     "max_consecutive_tool_errors": "max_repeated_failures",
     "on_tool_error": "on_tool_error",
+    "final_answer": "final_answer",
 }
 """Options of earlier versions that are now fields of `StopPolicy`, with their new names."""
 
@@ -139,8 +145,9 @@ def policy_of(policy: StopPolicy | None = None, /, **legacy: Any) -> StopPolicy:
     """The policy a run follows: ``policy``, with the legacy options given applied.
 
     The legacy options (`LEGACY_POLICY_FIELDS`: ``max_repeated_calls`` and
-    ``stall_nudges`` of `convergent.Limits`, ``on_tool_error`` and
-    ``max_consecutive_tool_errors`` of `convergent.Agent` and the adapters) still work
+    ``stall_nudges`` of `convergent.Limits`, ``on_tool_error``,
+    ``max_consecutive_tool_errors`` and ``final_answer`` of `convergent.Agent` and the
+    adapters) still work
     and warn (`DeprecationWarning`); one that is `UNSET` was not given.
 
     Raises:
@@ -176,8 +183,8 @@ def resolved_policy(
     """The policy of a run from its arguments: ``policy``, and the legacy options given.
 
     The legacy options are ``Limits(max_repeated_calls=, stall_nudges=)`` and the
-    ``on_tool_error`` and ``max_consecutive_tool_errors`` keywords (`StopPolicy` holds
-    them now); each warns once where it is given.
+    ``on_tool_error``, ``max_consecutive_tool_errors`` and ``final_answer`` keywords
+    (`StopPolicy` holds them now); each warns once where it is given.
     """
     given = limits.legacy_policy()
     if given:  # `Limits` warned when it was built
@@ -185,7 +192,8 @@ def resolved_policy(
             warnings.simplefilter("ignore", DeprecationWarning)
             policy = policy_of(policy, **given)
     legacy: dict[str, Any] = {
-        name: options.get(name, UNSET) for name in ("on_tool_error", "max_consecutive_tool_errors")
+        name: options.get(name, UNSET)
+        for name in ("on_tool_error", "max_consecutive_tool_errors", "final_answer")
     }
     if all(value is UNSET for value in legacy.values()):
         return policy if policy is not None else StopPolicy()

@@ -220,6 +220,7 @@ def prepare_resume(
     limits: Limits | None = None,
     model: str | None = None,
     claim: RunClaim | None = None,
+    handed: str | None = None,
     price: tuple[float, float] | None = None,
 ) -> Continuation:
     """Claim the run and get everything `resume` needs, without running.
@@ -239,6 +240,9 @@ def prepare_resume(
             more (`renewed`).
         model: A model spec instead of the spec's (without the spec's price).
         claim: A claim already taken on the run (default: one is taken now).
+        handed: The token of a claim another process took for this one (the console's):
+            taken over only once the agent is built, so that a resume that cannot start
+            never shows the run as going on.
         price: The model's price, (input, output) in US dollars per million tokens,
             instead of the spec's.
 
@@ -252,11 +256,15 @@ def prepare_resume(
         raise UserError("give resume() an agent, or changes to the stored spec, not both")
     if answer is not None and answers is not None:
         raise UserError("give resume() an answer or answers by call id, not both")
-    held = claim if claim is not None else store.claim(run_id)
+    if claim is not None and handed is not None:
+        raise UserError("give prepare_resume() a claim or a handed claim's token, not both")
+    held = claim if claim is not None or handed is not None else store.claim(run_id)
     try:
         state = store.load(run_id)
         if agent is None:
             agent = _rebuilt(store, state, limits=limits, model=model, price=price)
+        if held is None:
+            held = store.claim(run_id, token=handed)
         if answers is None:
             answers = pending_answers(store, run_id, answer)
         if message is not None:
@@ -265,7 +273,8 @@ def prepare_resume(
             store.send_steering(run_id, "message", message)
         return Continuation(agent, state, dict(answers), held)
     except BaseException:
-        held.release()
+        if held is not None:
+            held.release()
         raise
 
 

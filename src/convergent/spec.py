@@ -55,15 +55,15 @@ __all__ = [
     "tool_name_problem",
 ]
 
-SPEC_VERSION = 6
+SPEC_VERSION = 7
 """Version of the spec's shape; bumped when a field is added or changes meaning.
 
 Version 1 (what convergent stored with runs before `AgentSpec`) had no ``final_answer`` and no
 ``limits.stall_nudges``; version 2 added them, version 3 ``price``, version 4
 ``output_schema``, version 5 ``agents`` (each takes its default when absent). Version 6
 moved the stop rules (``limits.max_repeated_calls``, ``limits.stall_nudges``,
-``on_tool_error``, ``max_consecutive_tool_errors``) into ``policy``; earlier specs are
-read with them moved."""
+``on_tool_error``, ``max_consecutive_tool_errors``) into ``policy``, version 7
+``final_answer``; earlier specs are read with them moved."""
 
 BUILTIN_TOOLS = (
     "calculator",
@@ -195,9 +195,6 @@ class AgentSpec(BaseModel):
     """Budgets: cycles, tokens, seconds, cost and tool calls."""
     policy: StopPolicy = Field(default_factory=StopPolicy)
     """The rules that stop a run that makes no progress (`convergent.StopPolicy`)."""
-    final_answer: bool = True
-    """After a stop for max_cycles, stalled, budget_exhausted or tool_error, ask the
-    model once more, without tools, for its best answer."""
     compress: bool = True
     """Compress the context near the model's window."""
     parallel_tool_calls: bool = True
@@ -218,7 +215,7 @@ class AgentSpec(BaseModel):
         data = dict(data)
         stored = isinstance(data.get("version"), int) and data["version"] < SPEC_VERSION
         moved: dict[str, Any] = {}
-        for name in ("on_tool_error", "max_consecutive_tool_errors"):
+        for name in ("on_tool_error", "max_consecutive_tool_errors", "final_answer"):
             if name in data:
                 moved[LEGACY_POLICY_FIELDS[name]] = data.pop(name)
         limits = data.get("limits")

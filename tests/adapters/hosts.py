@@ -11,13 +11,13 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from convergent import Agent, ScriptedModel, tool
+from convergent import Agent, Effect, ScriptedModel, tool
 from convergent.clock import use_clock
 from convergent.messages import ModelResponse, ToolCall, Usage
 from convergent.output import OutputSpec
 
 from .trajectories import (
-    READ_ONLY,
+    EFFECTS,
     TERMINAL,
     USAGE,
     Cut,
@@ -42,10 +42,9 @@ def _policy(trajectory: Trajectory) -> dict[str, Any]:
     return {
         "limits": trajectory.limits,
         "policy": trajectory.policy,
-        "tools": READ_ONLY,
+        "tools": trajectory.declarations(),
         "terminal_tools": TERMINAL,
         "verifier": _verifier(trajectory),
-        "final_answer": trajectory.final_answer,
         "price": trajectory.price,
         **({"output": OutputSpec.of_type(Report)} if trajectory.typed else {}),
     }
@@ -71,32 +70,47 @@ def timed(run: Callable[[Trajectory, World], Awaitable[Ending]]) -> Callable[...
     return on_the_clock
 
 
+_FLAGS: dict[Effect, tuple[bool | None, bool]] = {
+    Effect.READ: (True, False),
+    Effect.IDEMPOTENT: (False, True),
+    Effect.WRITE: (False, False),
+    Effect.UNDECLARED: (None, False),
+}
+"""Each effect as ``@tool``'s flags (``read_only``, ``idempotent``)."""
+
+
+def _loop_tool(function: Callable[..., str], name: str, effect: Effect) -> Any:
+    """A world's method as convergent's tool, with its declared effect."""
+    read_only, idempotent = _FLAGS[effect]
+    return tool(read_only=read_only, idempotent=idempotent, terminal=name in TERMINAL)(function)
+
+
 @timed
 async def run_loop(trajectory: Trajectory, world: World) -> Ending:
     tools = [
-        tool(read_only=READ_ONLY[name], terminal=name in TERMINAL)(getattr(world, name))
-        for name in READ_ONLY
+        _loop_tool(getattr(world, name), name, effect)
+        for name, effect in trajectory.effects().items()
     ]
     ids = (f"call_{n}" for n in itertools.count())
 
-    def response(step: Step) -> ModelResponse:
-        usage = Usage(
-            input_tokens=trajectory.usage[0], output_tokens=trajectory.usage[1], requests=1
-        )
+    def response(n: int, step: Step) -> ModelResponse:
+        tokens = trajectory.usage_at(n)
+        usage = Usage(input_tokens=tokens[0], output_tokens=tokens[1], requests=1)
         if isinstance(step, str):
             finish = "length" if isinstance(step, Cut) else "stop"
             return ModelResponse(content=str(step), usage=usage, finish_reason=finish)
         calls = tuple(ToolCall(id=next(ids), name=n, arguments=dict(a)) for n, a in step)
         return ModelResponse(tool_calls=calls, usage=usage)
 
-    model = ScriptedModel([response(step) for step in trajectory.steps], price=trajectory.price)
+    model = ScriptedModel(
+        [response(n, step) for n, step in enumerate(trajectory.steps)], price=trajectory.price
+    )
     agent = Agent(
         model,
         tools,
         limits=trajectory.limits,
         policy=trajectory.policy,
         verifier=_verifier(trajectory),
-        final_answer=trajectory.final_answer,
         output_type=Report if trajectory.typed else None,
     )
     result = await agent.run("the task")
@@ -122,6 +136,7 @@ def langchain_model(
     seen: list[Seen] | None = None,
     max_tokens: int | None = None,
     usage: tuple[int, int] = USAGE,
+    growth: int = 0,
 ) -> Any:
     """LangChain's list fake, able to take tools as its tool-calling models do, and failing
     on a request past the end of its script."""
@@ -145,20 +160,24 @@ def langchain_model(
             return super()._generate(messages, *args, **kwargs)
 
     ids = (f"call_{n}" for n in itertools.count())
-    counts = {"input_tokens": usage[0], "output_tokens": usage[1], "total_tokens": sum(usage)}
+
+    def counts(n: int) -> Any:
+        tokens = (usage[0] + growth * n, usage[1])
+        return {"input_tokens": tokens[0], "output_tokens": tokens[1], "total_tokens": sum(tokens)}
+
     messages = [
         AIMessage(
             str(step),
-            usage_metadata=counts,  # type: ignore[arg-type]
+            usage_metadata=counts(n),
             response_metadata={"finish_reason": "length" if isinstance(step, Cut) else "stop"},
         )
         if isinstance(step, str)
         else AIMessage(
             "",
-            tool_calls=[{"name": n, "args": dict(a), "id": next(ids)} for n, a in step],
-            usage_metadata=counts,  # type: ignore[arg-type]
+            tool_calls=[{"name": c, "args": dict(a), "id": next(ids)} for c, a in step],
+            usage_metadata=counts(n),
         )
-        for step in steps
+        for n, step in enumerate(steps)
     ]
     return ToolCallingFake(responses=messages, max_tokens=max_tokens)
 
@@ -166,7 +185,7 @@ def langchain_model(
 def langchain_tools(world: World) -> list[Any]:
     from langchain_core.tools import StructuredTool
 
-    return [StructuredTool.from_function(getattr(world, name)) for name in READ_ONLY]
+    return [StructuredTool.from_function(getattr(world, name)) for name in EFFECTS]
 
 
 @timed
@@ -178,7 +197,9 @@ async def run_langchain(trajectory: Trajectory, world: World) -> Ending:
 
     middleware = ConvergenceMiddleware(**_policy(trajectory))
     seen: list[Seen] = []
-    model = langchain_model(trajectory.steps, seen, usage=trajectory.usage)
+    model = langchain_model(
+        trajectory.steps, seen, usage=trajectory.usage, growth=trajectory.growth
+    )
     agent = create_agent(model, langchain_tools(world), middleware=[middleware])
     result = await agent.ainvoke({"messages": [HumanMessage("the task")]}, {"recursion_limit": 200})
     return _ending(result["stop_report"], seen, world)
@@ -224,7 +245,9 @@ async def run_langgraph(trajectory: Trajectory, world: World) -> Ending:
 
     route = ToolsCondition(**_policy(trajectory))
     seen: list[Seen] = []
-    model = langchain_model(trajectory.steps, seen, usage=trajectory.usage)
+    model = langchain_model(
+        trajectory.steps, seen, usage=trajectory.usage, growth=trajectory.growth
+    )
     graph = hand_built_graph(model, langchain_tools(world), route)
     state = await graph.ainvoke({"messages": [HumanMessage("the task")]}, {"recursion_limit": 200})
     return _ending(route.report(state), seen, world)
@@ -245,8 +268,8 @@ async def run_openai_agents(trajectory: Trajectory, world: World) -> Ending:
 
     ids = (f"call_{n}" for n in itertools.count())
 
-    def step_of(step: Step) -> ModelStep:
-        tokens = trajectory.usage
+    def step_of(n: int, step: Step) -> ModelStep:
+        tokens = trajectory.usage_at(n)
         usage = SdkUsage(requests=1, input_tokens=tokens[0], output_tokens=tokens[1])
         if isinstance(step, str):
             message = assistant_message(str(step))
@@ -256,8 +279,8 @@ async def run_openai_agents(trajectory: Trajectory, world: World) -> Ending:
         calls = [function_call(n, dict(a), call_id=next(ids)) for n, a in step]
         return ModelStep(output=calls, usage=usage)
 
-    tools = [function_tool(getattr(world, name)) for name in READ_ONLY]
-    model = SdkScriptedModel([step_of(step) for step in trajectory.steps])
+    tools = [function_tool(getattr(world, name)) for name in EFFECTS]
+    model = SdkScriptedModel([step_of(n, step) for n, step in enumerate(trajectory.steps)])
     agent = SdkAgent(name="agent", model=model, tools=tools)
     ran = await run(agent, "the task", **_policy(trajectory))
     assert ran.final_output == ran.report.output
@@ -272,28 +295,34 @@ async def run_openai_agents(trajectory: Trajectory, world: World) -> Ending:
 
 
 def pydantic_ai_function(
-    steps: list[Step], seen: list[Seen] | None = None, usage: tuple[int, int] = USAGE
+    steps: list[Step],
+    seen: list[Seen] | None = None,
+    usage: tuple[int, int] = USAGE,
+    growth: int = 0,
 ) -> Callable[..., Any]:
     from pydantic_ai.messages import ModelResponse as PaiResponse
     from pydantic_ai.messages import TextPart, ToolCallPart
     from pydantic_ai.usage import RequestUsage
 
     ids = (f"call_{n}" for n in itertools.count())
-    counts = RequestUsage(input_tokens=usage[0], output_tokens=usage[1])
+
+    def counts(n: int) -> RequestUsage:
+        return RequestUsage(input_tokens=usage[0] + growth * n, output_tokens=usage[1])
+
     responses = iter(
         [
             PaiResponse(
                 parts=[TextPart(str(step))] if step else [],
-                usage=counts,
+                usage=counts(n),
                 finish_reason="length" if isinstance(step, Cut) else "stop",
             )
             if isinstance(step, str)
             else PaiResponse(
-                parts=[ToolCallPart(n, dict(a), tool_call_id=next(ids)) for n, a in step],
-                usage=counts,
+                parts=[ToolCallPart(c, dict(a), tool_call_id=next(ids)) for c, a in step],
+                usage=counts(n),
                 finish_reason="tool_call",
             )
-            for step in steps
+            for n, step in enumerate(steps)
         ]
     )
 
@@ -315,8 +344,10 @@ async def run_pydantic_ai(trajectory: Trajectory, world: World) -> Ending:
     convergence = Convergence(**_policy(trajectory))
     seen: list[Seen] = []
     agent = PaiAgent(
-        FunctionModel(pydantic_ai_function(trajectory.steps, seen, trajectory.usage)),
-        tools=[getattr(world, name) for name in READ_ONLY],
+        FunctionModel(
+            pydantic_ai_function(trajectory.steps, seen, trajectory.usage, trajectory.growth)
+        ),
+        tools=[getattr(world, name) for name in EFFECTS],
         capabilities=[convergence],
     )
     result = await agent.run("the task")

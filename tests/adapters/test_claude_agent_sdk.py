@@ -19,12 +19,12 @@ from claude_agent_sdk import (
     tool,
 )
 
-from convergent import Limits, StopPolicy, StopReason
+from convergent import Effect, Limits, StopPolicy, StopReason
 from convergent.adapters import NotExpressible
 from convergent.adapters.claude_agent_sdk import Convergence
 from convergent.exceptions import ToolError
 
-from .trajectories import needs_citation
+from .trajectories import FAILING, MISTAKES, needs_citation
 
 CONTEXT: HookContext = {"signal": None}
 
@@ -76,23 +76,25 @@ async def test_a_repeated_read_runs_gets_the_note_then_the_request_for_the_answe
     assert (report.reason, report.output) == (StopReason.STALLED, "what I found")
 
 
-async def test_a_repeated_unannotated_call_is_denied_with_the_note_then_the_answer_asked() -> None:
+async def test_a_repeated_undeclared_call_runs_gets_the_note_then_its_repeat_is_denied() -> None:
+    """A call that declares nothing runs and is judged on its result; once the model was
+    told it repeats, the same call again (no time passed) does not run."""
     convergence = Convergence(tools={"Bash": None})
     call = {"tool_name": "Bash", "tool_input": {"command": "make status"}}
     answers = []
     for n in range(4):
         pre = await call_hook(convergence, "PreToolUse", {**call, "tool_use_id": f"t{n}"})
-        answers.append(pre)
         if not pre:
             done = {**call, "tool_use_id": f"t{n}", "tool_response": "running"}
-            await call_hook(convergence, "PostToolUse", done)
+            pre = await call_hook(convergence, "PostToolUse", done)
+        answers.append(pre)
     assert answers[:2] == [{}, {}]
-    decision = answers[2]["hookSpecificOutput"]
-    assert decision["permissionDecision"] == "deny"
-    assert decision["permissionDecisionReason"].startswith("Not run: you have requested Bash(")
-    assert answers[3]["hookSpecificOutput"]["permissionDecisionReason"].startswith(
-        "The run has stopped (Bash("
-    )
+    noted = answers[2]["hookSpecificOutput"]
+    assert noted["hookEventName"] == "PostToolUse"
+    assert noted["additionalContext"].startswith("Note: you have requested Bash(")
+    denied = answers[3]["hookSpecificOutput"]
+    assert denied["permissionDecision"] == "deny"
+    assert denied["permissionDecisionReason"].startswith("The run has stopped (Bash(")
     assert "continue_" not in answers[3]
 
 
@@ -121,7 +123,7 @@ async def test_changing_results_are_progress() -> None:
 async def test_failing_calls_get_a_nudge_then_the_request_for_the_answer() -> None:
     convergence = Convergence()
     answers = []
-    for n in range(7):
+    for n in range(FAILING + 1):
         call = {
             "tool_name": "WebFetch",
             "tool_input": {"url": f"https://x/{n}"},
@@ -131,19 +133,21 @@ async def test_failing_calls_get_a_nudge_then_the_request_for_the_answer() -> No
         answers.append(
             await call_hook(convergence, "PostToolUseFailure", {**call, "error": "503 unavailable"})
         )
-    assert answers[:5] == [{}] * 5
-    assert answers[5]["hookSpecificOutput"]["additionalContext"].startswith("Note: tool calls")
-    asked = answers[6]["hookSpecificOutput"]["additionalContext"]
-    assert asked.startswith("The run has stopped (tool calls failed in 7 steps in a row")
+    assert answers[: FAILING - 1] == [{}] * (FAILING - 1)
+    noted = answers[FAILING - 1]["hookSpecificOutput"]["additionalContext"]
+    assert noted.startswith(f"Note: tool calls have failed in {FAILING} steps in a row")
+    asked = answers[FAILING]["hookSpecificOutput"]["additionalContext"]
+    stopped = f"tool calls failed in {FAILING + 1} steps in a row"
+    assert asked.startswith(f"The run has stopped ({stopped}")
     # a call instead of the answer is denied, and ends the session
-    call = {"tool_name": "WebFetch", "tool_input": {"url": "https://x/7"}, "tool_use_id": "t7"}
+    call = {"tool_name": "WebFetch", "tool_input": {"url": "https://x/n"}, "tool_use_id": "tn"}
     denied = await call_hook(convergence, "PreToolUse", call)
     assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert denied["hookSpecificOutput"]["permissionDecisionReason"].startswith(
-        "not executed: tool calls failed in 7 steps in a row"
+        f"not executed: {stopped}"
     )
     assert denied["continue_"] is False
-    assert convergence.finish(result(turns=8)).reason is StopReason.TOOL_ERROR
+    assert convergence.finish(result(turns=FAILING + 2)).reason is StopReason.TOOL_ERROR
 
 
 async def test_a_stopped_session_is_not_kept_going_by_the_verifier() -> None:
@@ -190,7 +194,7 @@ async def test_a_response_recorded_after_its_first_call_ran_counts_each_call_onc
     # recorded between the first call's result and the second call
     convergence = Convergence()
     notes = []
-    for response in range(4):
+    for response in range(FAILING // 2 + 1):
         ids = [f"t{response}a", f"t{response}b"]
         calls = [
             {"tool_name": "WebFetch", "tool_input": {"url": f"https://x/{i}"}, "tool_use_id": i}
@@ -204,11 +208,38 @@ async def test_a_response_recorded_after_its_first_call_ran_counts_each_call_onc
             if n == 0:
                 blocks = [ToolUseBlock(id=i, name="WebFetch", input={}) for i in ids]
                 convergence.record(AssistantMessage(content=blocks, model="m", message_id=ids[0]))
-    # one failing step per call, so the sixth call gets the note and the seventh stops
-    assert convergence.driver.monitor.state.failing_steps == 7
-    assert [bool(note) for note in notes[:7]] == [False] * 5 + [True] * 2
-    assert notes[5].startswith("Note: tool calls have failed in 6 steps in a row")
-    assert notes[6].startswith("The run has stopped (tool calls failed in 7 steps in a row")
+    # one failing step per call (no stream says the response ended before the first call's
+    # result): the note comes at the FAILING-th call, the stop at the next
+    assert convergence.driver.monitor.state.failing_steps == FAILING + 1
+    assert [bool(note) for note in notes] == [False] * (FAILING - 1) + [True] * 2 + [False]
+    assert notes[FAILING - 1].startswith(f"Note: tool calls have failed in {FAILING} steps")
+    assert notes[FAILING].startswith(f"The run has stopped (tool calls failed in {FAILING + 1}")
+
+
+async def test_a_response_streamed_to_its_end_before_its_first_result_is_one_step() -> None:
+    """Claude Code starts a call as its block arrives; once the stream has shown the
+    response's other calls, the first call's result does not end the step: the
+    response's calls fail as one step, as in the loop."""
+    convergence = Convergence()
+    ids = ["t0a", "t0b"]
+    calls = [
+        {"tool_name": "WebFetch", "tool_input": {"url": f"https://x/{i}"}, "tool_use_id": i}
+        for i in ids
+    ]
+    blocks = [ToolUseBlock(id=i, name="WebFetch", input={}) for i in ids]
+    start = {"type": "message_start", "message": {"id": "m0", "usage": {"input_tokens": 10}}}
+    convergence.record(StreamEvent(uuid="u", session_id="s", event=start))
+    convergence.record(AssistantMessage(content=blocks[:1], model="m", message_id="m0"))
+    await call_hook(convergence, "PreToolUse", calls[0])
+    # the rest of the response streams in while the first call runs
+    convergence.record(AssistantMessage(content=blocks[1:], model="m", message_id="m0"))
+    end = {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}}
+    convergence.record(StreamEvent(uuid="u", session_id="s", event=end))
+    await call_hook(convergence, "PostToolUseFailure", {**calls[0], "error": "503"})
+    assert convergence.driver.monitor.state.failing_steps == 0  # the step goes on
+    await call_hook(convergence, "PreToolUse", calls[1])
+    await call_hook(convergence, "PostToolUseFailure", {**calls[1], "error": "503"})
+    assert convergence.driver.monitor.state.failing_steps == 1
 
 
 async def test_a_note_due_when_a_step_ends_without_all_its_results_comes_with_the_next() -> None:
@@ -265,7 +296,7 @@ def test_limits_become_the_sdks_own_options() -> None:
     options = convergence.options(ClaudeAgentOptions(max_turns=99))
     # a turn more than max_cycles: the answer after a stop at max_cycles
     assert (options.max_turns, options.max_budget_usd) == (8, 0.5)
-    without = Convergence(Limits(max_cycles=7), final_answer=False).options()
+    without = Convergence(Limits(max_cycles=7), policy=StopPolicy(final_answer=False)).options()
     assert without.max_turns == 7
     report = convergence.finish(result("error_max_turns", turns=7, text=""))
     assert (report.reason, report.detail) == (StopReason.MAX_CYCLES, "reached max_cycles=7")
@@ -388,7 +419,7 @@ async def test_the_parts_of_a_reply_cut_at_the_token_limit_make_the_answer() -> 
 async def test_calls_claude_code_refused_itself_are_the_models_mistakes() -> None:
     """A call of a tool Claude Code does not have reaches no hook: its result counts."""
     convergence = Convergence(tools={"Read": True})
-    for n in range(4):
+    for n in range(MISTAKES + 1):
         blocks = [ToolUseBlock(id=f"t{n}", name=f"made_up_{n}", input={})]
         convergence.record(AssistantMessage(content=blocks, model="m", message_id=f"m{n}"))
         refused = "<tool_use_error>Error: No such tool available: made_up</tool_use_error>"
@@ -402,13 +433,17 @@ async def test_calls_claude_code_refused_itself_are_the_models_mistakes() -> Non
     assert stop.detail.startswith("the model made calls the run cannot make")
     stop_hook = {"stop_hook_active": False, "last_assistant_message": "what I know"}
     assert await call_hook(convergence, "Stop", stop_hook) == {}
-    report = convergence.finish(result(turns=5, text="what I know"))
-    assert (report.cycles, report.output, report.output_after_stop) == (4, "what I know", True)
+    report = convergence.finish(result(turns=MISTAKES + 2, text="what I know"))
+    assert (report.cycles, report.output, report.output_after_stop) == (
+        MISTAKES + 1,
+        "what I know",
+        True,
+    )
 
 
 def test_the_tools_claude_code_lists_get_their_declared_effects() -> None:
-    """Claude Code's own reads are reads, a wrapped SDK tool's MCP annotations say what
-    it does, and the caller's flags come first."""
+    """Claude Code's own reads are reads and its edits writes, a wrapped SDK tool's MCP
+    annotations say what it does, and the caller's declarations come first."""
     from mcp.types import ToolAnnotations
 
     @tool("lookup", "Look a key up", {"key": str}, annotations=ToolAnnotations(readOnlyHint=True))
@@ -419,15 +454,30 @@ def test_the_tools_claude_code_lists_get_their_declared_effects() -> None:
     async def drop(arguments: dict[str, Any]) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": "dropped"}]}
 
+    @tool("tag", "Tag a row", {"row": int}, annotations=ToolAnnotations(idempotentHint=True))
+    async def tag(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": "tagged"}]}
+
     convergence = Convergence(tools={"Bash": True})
-    convergence.tools(lookup, drop)
-    names = ["Read", "Edit", "Bash", "Task", "mcp__db__lookup", "mcp__db__drop"]
+    convergence.tools(lookup, drop, tag)
+    names = [
+        "Read",
+        "Edit",
+        "Write",
+        "Bash",
+        "Task",
+        *(f"mcp__db__{n}" for n in ("lookup", "drop")),
+    ]
+    names.append("mcp__db__tag")
     convergence.record(SystemMessage(subtype="init", data={"type": "system", "tools": names}))
     assert convergence.driver.monitor.tools == {
-        "Read": True,
-        "Edit": False,
+        "Read": Effect.READ,
+        "Edit": Effect.WRITE,
+        "Write": Effect.IDEMPOTENT,
         "Bash": True,
-        "Task": None,
-        "mcp__db__lookup": True,
-        "mcp__db__drop": False,
+        "Task": Effect.UNDECLARED,
+        "mcp__db__lookup": Effect.READ,
+        "mcp__db__drop": Effect.WRITE,
+        "mcp__db__tag": Effect.IDEMPOTENT,
     }
+    assert convergence.driver.monitor.effect("Bash") is Effect.READ

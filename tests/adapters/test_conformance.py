@@ -52,7 +52,18 @@ UNSENT_NOTES: dict[str, tuple[tuple[str, ...], str]] = {
 }
 """Kinds of note a host cannot send (it otherwise ends as the loop does), and why."""
 
-DIFFERS: dict[tuple[str, str], tuple[Ending, str]] = {}
+_PYDANTIC_RETRIES = (
+    "PydanticAI counts each mistaken call of one tool name against that tool's retries "
+    "(``retries``, 1 by default) and gives up when they run out: the run ends stalled there, "
+    "with the answer after the stop"
+)
+
+DIFFERS: dict[tuple[str, str], tuple[Ending, str]] = {
+    ("pydantic_ai", "unknown_tool_repeated"): (
+        Ending(StopReason.STALLED, 3, "", False, ("final",), ran=0),
+        _PYDANTIC_RETRIES,
+    ),
+}
 """(host, trajectory) pairs that a host can only end another way: that ending, and why."""
 
 _ADAPTERS = sorted(host for host in HOSTS if host != "loop")
@@ -86,7 +97,13 @@ async def test_every_host_ends_the_trajectory_as_the_loop_does(
     wanted = difference[0] if difference else await run_loop(adapted)
     unsent, _ = UNSENT_NOTES.get(host, ((), ""))
     notes = tuple(kind for kind in wanted.notes if kind not in unsent)
-    wanted = dataclasses.replace(wanted, notes=notes)
+    cap = wanted.final_cap
+    if notes != wanted.notes and cap is not None:
+        # the scripted usage counts the unsent note's tokens all the same: the host takes
+        # them for what the provider counts beyond the text, and keeps less room
+        assert ending.final_cap is not None and ending.final_cap <= cap
+        cap = ending.final_cap
+    wanted = dataclasses.replace(wanted, notes=notes, final_cap=cap)
     assert same(ending, wanted), f"{ending}\n!=\n{wanted}"
 
 
@@ -112,7 +129,11 @@ def test_every_difference_the_suites_allow_is_documented() -> None:
     from claude_code.test_conformance import DIFFERS as CLAUDE_DIFFERS
     from claude_code.test_conformance import NOT_EXPRESSIBLE as CLAUDE_REFUSED
 
-    names = {"langgraph": "LangGraph", "claude_agent_sdk": "Claude Agent SDK"}
+    names = {
+        "langgraph": "LangGraph",
+        "pydantic_ai": "PydanticAI",
+        "claude_agent_sdk": "Claude Agent SDK",
+    }
     excused = {(names[host], name) for host, name in (*NOT_EXPRESSIBLE, *DIFFERS)}
     excused |= {(names["claude_agent_sdk"], name) for name in (*CLAUDE_REFUSED, *CLAUDE_DIFFERS)}
     listed = {

@@ -75,10 +75,13 @@ def test_a_policy_that_asks_for_notes_runs_without_them_and_says_so_once() -> No
     messages: list[AnyMessage] = [HumanMessage("what is in a.txt?"), _calls("a.txt")]
     assert route({"messages": messages}) == "tools"
     messages += [ToolMessage("same", tool_call_id="c0"), _calls("a.txt")]
-    # the loop would answer the repeat with a note instead of running it; here it stops
+    # an undeclared call runs and is judged on its result, as in the loop
+    assert route({"messages": messages}) == "tools"
+    messages += [ToolMessage("same", tool_call_id="c0"), _calls("a.txt")]
+    # the loop would send a note after the repeat's result; here the next routing stops
     assert route({"messages": messages}) == "__end__"
     report = route.report({"messages": messages})
-    assert (report.reason, report.cycles) == (StopReason.STALLED, 2)
+    assert (report.reason, report.cycles) == (StopReason.STALLED, 3)
 
 
 def test_a_bad_rule_is_refused_when_the_route_is_built() -> None:
@@ -204,7 +207,9 @@ async def test_a_graph_without_the_tool_wrappers_counts_error_results_as_rejecte
     steps = [(("read_file", {"file": "a.txt"}),)] * 3 + ["never asked"]
     model = langchain_model(steps)
     tools = langchain_tools(World())
-    route = ToolsCondition(policy=StopPolicy(notes=0, max_repeated_failures=1))
+    route = ToolsCondition(
+        policy=StopPolicy(notes=0, max_repeated_failures=1, max_repeated_mistakes=2)
+    )
     builder = StateGraph(MessagesState)
     bound = model.bind_tools(tools)
     builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})

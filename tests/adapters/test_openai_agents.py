@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import Agent, RunContextWrapper, Runner, function_tool
 from agents.items import ModelResponse
+from agents.mcp import MCPServerStdio
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.usage import Usage as SdkUsage
 
@@ -235,3 +238,45 @@ def test_a_chat_completions_agent_is_told_to_lose_cut_replies() -> None:
     agent = Agent(name="a", model=OpenAIChatCompletionsModel("gpt-4o", client))
     with pytest.warns(PolicyAdapted, match="drops the finish reason"):
         Convergence().agent(agent)
+
+
+_RAW_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "raw_server.py"
+"""A stdio MCP server that lists the tools of its plan and echoes each call's arguments."""
+
+
+@pytest.mark.parametrize(
+    ("hints", "runs"),
+    [
+        ({"readOnlyHint": True}, 3),
+        ({"idempotentHint": True}, 3),
+        ({"destructiveHint": True}, 2),
+        (None, 3),
+    ],
+    ids=["read-only", "idempotent", "destructive", "unknown"],
+)
+async def test_an_mcp_servers_annotations_declare_its_tools_effect(
+    hints: dict[str, bool] | None, runs: int, tmp_path: Path
+) -> None:
+    """A read, an idempotent call and an undeclared one run each time and are judged on
+    their result; a write's third call is held back with the note before it runs (the
+    adapter's guardrail reaches the server's tools, which the SDK makes anew each turn)."""
+    tool = {
+        "name": "lookup",
+        "description": "Look a key up.",
+        "inputSchema": {"type": "object", "properties": {"key": {"type": "string"}}},
+        **({"annotations": hints} if hints else {}),
+    }
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"tools": [tool]}))
+    params = {"command": sys.executable, "args": [str(_RAW_SERVER), str(plan)]}
+    model = ScriptedModel(
+        [[function_call("lookup", {"key": "k"}, call_id=f"c{n}")] for n in range(3)]
+        + [[assistant_message("k is found")]]
+    )
+    async with MCPServerStdio(params, name="keys") as server:
+        agent = Agent(name="a", model=model, mcp_servers=[server])
+        ran = await run(agent, "find k")
+        assert server.tool_input_guardrails == []  # the run's guardrail is taken away after it
+    assert ran.final_output == "k is found"
+    echoed = json.dumps(json.dumps({"key": "k"}))[1:-1]  # a result, as JSON in the input
+    assert _sent(model)[-1].count(echoed) == runs

@@ -141,10 +141,22 @@ async def test_a_stop_keeps_a_text_agents_answer_in_words() -> None:
     assert result.output == "what I have so far" == report.output
 
 
-@pytest.mark.parametrize("hint", [{"readOnlyHint": True}, None], ids=["read-only", "unknown"])
-async def test_a_tools_mcp_annotations_declare_its_effect(hint: dict[str, bool] | None) -> None:
-    """A read runs each time and is judged on its result; a call whose effect is unknown
-    is held back with the note once it repeats (the third time)."""
+@pytest.mark.parametrize(
+    ("hint", "runs"),
+    [
+        ({"readOnlyHint": True}, 3),
+        ({"idempotentHint": True}, 3),
+        ({"destructiveHint": True}, 2),
+        (None, 3),
+    ],
+    ids=["read-only", "idempotent", "destructive", "unknown"],
+)
+async def test_a_tools_mcp_annotations_declare_its_effect(
+    hint: dict[str, bool] | None, runs: int
+) -> None:
+    """A read, an idempotent call and an undeclared one run each time and are judged on
+    their result (the third same result gets the note after it); a write's third call is
+    held back with the note before it runs."""
     looked: list[str] = []
     replies = iter(
         [
@@ -163,4 +175,4 @@ async def test_a_tools_mcp_annotations_declare_its_effect(hint: dict[str, bool] 
 
     result = await agent.run("find k")
     assert result.output == "k is found"
-    assert len(looked) == (3 if hint else 2)
+    assert len(looked) == runs

@@ -1,9 +1,11 @@
 """Scripted trajectories every host runs the same way, and what each must end with.
 
 A trajectory is a list of model responses (a tuple of tool calls, or a text answer),
-each with the usage it reports, run against the same tools: ``read_file`` (read-only,
-same result every time), ``poll`` (read-only, its result changes each call),
-``write_file`` (changes state), ``run_tests`` (its result changes with each write),
+each with the usage it reports, run against the same tools, each declaring its `Effect`
+(`EFFECTS`): ``read_file`` (a read, same result every time), ``poll`` (a read, its
+result changes each call), ``write_file`` (a write), ``set_status`` (idempotent: the
+same status set again changes nothing more), ``run_tests`` (its result changes with
+each write),
 ``flaky`` (always fails the same way), ``pay`` (fails fatally), ``status`` (read-only,
 the same status with a new clock time each call), ``transfer`` (a terminal tool), ``job``
 (read-only, a job's status: running until its seventh poll), ``wait`` (read-only, waits),
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from convergent import Limits, StopPolicy, StopReason
+from convergent import Effect, Limits, StopPolicy, StopReason
 from convergent.budget import FINAL_ANSWER_TOKENS
 from convergent.clock import Clock
 from convergent.exceptions import ToolError
@@ -50,27 +52,32 @@ class Cut(str):
 
 Step = tuple[Call, ...] | str
 
-READ_ONLY: dict[str, bool | None] = {
-    "read_file": True,
-    "poll": True,
-    "write_file": False,
-    "run_tests": None,
-    "flaky": None,
-    "pay": False,
-    "status": True,
-    "transfer": False,
-    "job": True,
-    "wait": True,
-    "wait_job": True,
-    "deploy_status": None,
-    "pause": None,
-    "ci": None,
+EFFECTS: dict[str, Effect] = {
+    "read_file": Effect.READ,
+    "poll": Effect.READ,
+    "write_file": Effect.WRITE,
+    "set_status": Effect.IDEMPOTENT,
+    "run_tests": Effect.UNDECLARED,
+    "flaky": Effect.UNDECLARED,
+    "pay": Effect.WRITE,
+    "status": Effect.READ,
+    "transfer": Effect.WRITE,
+    "job": Effect.READ,
+    "wait": Effect.READ,
+    "wait_job": Effect.READ,
+    "deploy_status": Effect.UNDECLARED,
+    "pause": Effect.UNDECLARED,
+    "ci": Effect.UNDECLARED,
 }
-"""The tools' ``read_only`` flags, the same for every host."""
+"""What each tool declares, the same for every host."""
 
 TERMINAL = ("transfer",)
 FAILING = StopPolicy().max_failing_steps or 0
 """Failing steps in a row that get the note (without notes: that stop the run)."""
+MISTAKES = StopPolicy().max_mistakes or 0
+"""Steps of nothing but mistakes in a row that get the note."""
+REPEATED_MISTAKES = StopPolicy().max_repeated_mistakes or 0
+"""Times the same mistaken call is made in a streak before the note."""
 USAGE = (1000, 100)
 """Input and output tokens every scripted response reports."""
 PRICE = (1.0, 10.0)
@@ -120,6 +127,7 @@ class World:
         self.deploys = 0
         self.ci_polls = 0
         self.files: dict[str, str] = {}
+        self.statuses: dict[str, str] = {}
 
     def read_file(self, path: str) -> str:
         """Read a file."""
@@ -137,6 +145,12 @@ class World:
         self.ran += 1
         self.files[path] = text
         return f"wrote {len(text)} characters to {path}"
+
+    def set_status(self, ticket: str, status: str) -> str:
+        """Set a ticket's status (setting it again changes nothing more)."""
+        self.ran += 1
+        self.statuses[ticket] = status
+        return f"{ticket} is {status}"
 
     def run_tests(self, suite: str) -> str:
         """Run the tests: one fewer fails after each write."""
@@ -241,7 +255,6 @@ class Trajectory:
     verifier: bool = False
     typed: bool = False
     """Answers must validate as a `Report`."""
-    final_answer: bool = True
     notes: tuple[str, ...] = ()
     """The kinds of note (see `NOTES`) the model is sent, in the order it first sees them."""
     final_cap: int | None = None
@@ -250,13 +263,53 @@ class Trajectory:
     """The model's price, ``(input, output)`` per million tokens: the hosts report
     tokens only, and each response is costed at it."""
     usage: tuple[int, int] = USAGE
-    """Input and output tokens each scripted response reports."""
+    """Input and output tokens the first scripted response reports."""
+    growth: int = 0
+    """Input tokens each response reports more than the one before: what the provider
+    counts beyond what the text shows (tool definitions resent, hidden reasoning)."""
+
+    declared: tuple[str, ...] | None = None
+    """The tools whose effects the caller declares to a host (None: every one); the
+    others declare nothing, in the loop too."""
+
+    def usage_at(self, step: int) -> tuple[int, int]:
+        """Input and output tokens the ``step``-th scripted response reports (from 0)."""
+        return self.usage[0] + self.growth * step, self.usage[1]
+
+    def effects(self) -> dict[str, Effect]:
+        """Each tool's effect, as the caller declares it (undeclared where it does not)."""
+        declared = self.declared
+        return {
+            name: effect if declared is None or name in declared else Effect.UNDECLARED
+            for name, effect in EFFECTS.items()
+        }
+
+    def declarations(self) -> dict[str, Effect]:
+        """What the caller gives a host's ``tools``: the tools it declares."""
+        return {name: EFFECTS[name] for name in self.declared or EFFECTS}
 
 
 def _read(path: str) -> tuple[Call, ...]:
     return (("read_file", {"path": path}),)
 
 
+UNKNOWN = (
+    "search_web",
+    "lookup_record",
+    "fetch_page",
+    "query_db",
+    "grep_docs",
+    "open_ticket",
+    "list_policies",
+    "read_wiki",
+    "ask_expert",
+    "find_refund",
+    "get_rules",
+    "browse",
+    "check_terms",
+    "scan_inbox",
+)
+"""Names of tools the run does not have (one more than the mistakes streak needs)."""
 NEVER = "never asked"
 """A scripted answer the run must stop before."""
 HANDED_OFF = "transferred to a human: refund over the limit"
@@ -512,25 +565,38 @@ TRAJECTORIES = [
         cycles=4,
         output="best answer",
         after_stop=True,
-        notes=("stall", "final"),
+        notes=("stall", "wait", "final"),
         policy=StopPolicy(poll_gap=WAIT - 0.1),
     ),
-    # calls of tools the run does not have, each under a new name
+    # calls of tools the run does not have: a new name each time is a search, noted after
+    # max_mistakes steps; the same call again is a loop, noted at its max_repeated_mistakes-th
     Trajectory(
         "unknown_tools",
         [
-            (("search_web", {"query": "refund rules"}),),
-            (("lookup_record", {"id": 7}),),
-            (("fetch_page", {"url": "https://example.com/rules"}),),
-            (("query_db", {"sql": "select 1"}),),
+            *[((name, {"about": "refund rules"}),) for name in UNKNOWN[: MISTAKES + 1]],
             "best answer",
             NEVER,
         ],
         StopReason.STALLED,
-        cycles=4,
+        cycles=MISTAKES + 1,
         output="best answer",
         after_stop=True,
         notes=("mistakes", "final"),
+    ),
+    Trajectory(
+        "unknown_tool_repeated",
+        [
+            (("search_web", {"query": "refund rules"}),),
+            (("fetch_page", {"url": "https://example.com/rules"}),),
+            *[(("search_web", {"query": "refund rules"}),)] * REPEATED_MISTAKES,
+            "best answer",
+            NEVER,
+        ],
+        StopReason.STALLED,
+        cycles=REPEATED_MISTAKES + 2,
+        output="best answer",
+        after_stop=True,
+        notes=("mistake_repeated", "final"),
     ),
     # replies that are not answers
     Trajectory(
@@ -648,7 +714,7 @@ TRAJECTORIES = [
         cycles=3,
         output="a and b, and the build is at 25%",
         limits=Limits(max_calls_per_tool={"read_file": 2}, on_max_calls_per_tool="continue"),
-        notes=("budget",),
+        notes=("budget", "cap"),
     ),
     # a wait between polls makes the next poll a fresh look
     Trajectory(
@@ -667,6 +733,68 @@ TRAJECTORIES = [
         output="run 7 succeeded",
         policy=StopPolicy(wait_gap=0.2),
     ),
+    # an idempotent call runs each time and is judged on its result, as a read is
+    Trajectory(
+        "idempotent_repeat",
+        [*[(("set_status", {"ticket": "T-1", "status": "done"}),)] * 4, "best answer"],
+        StopReason.STALLED,
+        cycles=4,
+        output="best answer",
+        after_stop=True,
+        notes=("stall", "wait", "final"),
+    ),
+    # a total cap that refuses and goes on: the batch's call within it runs
+    Trajectory(
+        "total_cap_continues",
+        [
+            (*_read("a.txt"), *_read("b.txt")),
+            (*_read("c.txt"), ("poll", {"job": "build"})),
+            "a, b and c",
+        ],
+        StopReason.COMPLETED,
+        cycles=3,
+        output="a, b and c",
+        limits=Limits(max_tool_calls=3, on_max_tool_calls="continue"),
+        notes=("budget", "cap_total"),
+    ),
+    # a model that keeps calling past a cap that goes on: the same refused call again
+    Trajectory(
+        "past_a_cap_again",
+        [*[_read("a.txt")] * (REPEATED_MISTAKES + 2), "best answer", NEVER],
+        StopReason.STALLED,
+        cycles=REPEATED_MISTAKES + 2,
+        output="best answer",
+        after_stop=True,
+        limits=Limits(max_calls_per_tool={"read_file": 1}, on_max_calls_per_tool="continue"),
+        notes=("budget", "cap", "mistake_repeated", "final"),
+    ),
+    # the provider counts more input each request than the text shows: the budget note
+    # comes from its count, before the stop
+    Trajectory(
+        "provider_growth",
+        [*[_read(f"part{n}.txt") for n in range(4)], "best answer", NEVER],
+        StopReason.BUDGET_EXHAUSTED,
+        cycles=4,
+        output="best answer",
+        after_stop=True,
+        limits=Limits(max_cost=0.05),
+        notes=("budget", "final"),
+        final_cap=96,
+        price=PRICE,
+        growth=4000,
+    ),
+    # a tool the caller does not declare to the host is the run's all the same: its repeat
+    # (a write, undeclared) runs, gets the note, then is refused
+    Trajectory(
+        "partly_declared",
+        [*[(("write_file", {"path": "a.txt", "text": "v1"}),)] * 4, "best answer", NEVER],
+        StopReason.STALLED,
+        cycles=4,
+        output="best answer",
+        after_stop=True,
+        notes=("stall", "wait", "final"),
+        declared=("read_file",),
+    ),
     # without nudges and final answers (what a routing function can express)
     *(
         Trajectory(
@@ -677,8 +805,7 @@ TRAJECTORIES = [
             output,
             after_stop=False,
             limits=Limits(**limits),
-            policy=StopPolicy(notes=0),
-            final_answer=False,
+            policy=StopPolicy(notes=0, final_answer=False),
             notes=notes,
             price=PRICE if "max_cost" in limits else None,
         )
@@ -759,6 +886,9 @@ TRAJECTORIES = [
 NOTES = {
     "stall": "you have requested",
     "mistakes": "steps in a row were calls the run cannot make",
+    "mistake_repeated": "and the run cannot make it",
+    "cap": "(max_calls_per_tool), and it has been",
+    "cap_total": "(max_tool_calls), and it has made them all",
     "wait": "If you are waiting for it to change, wait at least",
     "tool_error": "Note: tool calls have failed",
     "budget": "Budget note:",

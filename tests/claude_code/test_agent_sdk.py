@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from claude_agent_sdk import tool
 
-from convergent import Limits, StopReason
+from convergent import Limits, StopPolicy, StopReason
 from convergent.adapters.claude_agent_sdk import Convergence
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification
@@ -180,7 +180,8 @@ async def test_a_tool_error_streak_is_nudged_then_the_answer_asked_for(
         raise ConnectionError("503 service unavailable")
 
     convergence = Convergence()
-    calls = [tool_use("mcp__web__fetch", {"url": f"https://x/{n}"}) for n in range(8)]
+    failing = StopPolicy().max_failing_steps or 0
+    calls = [tool_use("mcp__web__fetch", {"url": f"https://x/{n}"}) for n in range(failing + 2)]
     with FakeAnthropic([*calls, text("never asked")]) as fake:
         report = await converge(
             claude_code,
@@ -193,12 +194,16 @@ async def test_a_tool_error_streak_is_nudged_then_the_answer_asked_for(
 
     error = "fetch raised ConnectionError: 503 service unavailable"
     assert tool_results(fake.requests[1])[0].startswith(error)  # in convergent's words
-    nudged = [r.mentions("Note: tool calls have failed in 6 steps in a row") for r in fake.requests]
-    assert nudged == [False] * 6 + [True, True]
-    assert fake.requests[7].mentions(ASKED)
-    assert fetched == [f"https://x/{n}" for n in range(7)]  # the eighth call never ran
-    assert (report.reason, report.cycles) == (StopReason.TOOL_ERROR, 7)  # as in the loop
-    assert report.detail.startswith(f"tool calls failed in 7 steps in a row; the last: {error}")
+    note = f"Note: tool calls have failed in {failing} steps in a row"
+    nudged = [r.mentions(note) for r in fake.requests]
+    assert nudged == [False] * failing + [True, True]
+    assert fake.requests[failing + 1].mentions(ASKED)
+    assert fetched == [f"https://x/{n}" for n in range(failing + 1)]  # the last never ran
+    stopped = failing + 1
+    assert (report.reason, report.cycles) == (StopReason.TOOL_ERROR, stopped)  # as in the loop
+    assert report.detail.startswith(
+        f"tool calls failed in {stopped} steps in a row; the last: {error}"
+    )
     assert not report.output_after_stop  # it called a tool instead of answering: ended
 
 
@@ -247,7 +252,7 @@ async def test_a_limit_ends_the_documented_loop_without_an_exception(
 ) -> None:
     """Claude Code ends a session at max_turns with an error result, and the SDK raises
     ``ResultError`` after it; iterating `Convergence.query` ends with the report instead."""
-    convergence = Convergence(Limits(max_cycles=2), final_answer=False)
+    convergence = Convergence(Limits(max_cycles=2), policy=StopPolicy(final_answer=False))
     notes = claude_code.project / "notes.txt"
     notes.write_text("x\n")
     reads = [tool_use("Read", {"file_path": str(notes), "offset": n}) for n in range(1, 4)]

@@ -1,10 +1,11 @@
 """The conformance trajectories through the Claude Agent SDK adapter and the real Claude Code CLI.
 
 The fake plays each trajectory's model; its tools are in-process SDK tools on one MCP
-server, wrapped with `Convergence.tools`. Each trajectory must end as convergent's loop
-ends it (see ``tests/adapters/test_conformance.py``), apart from what Claude Code cannot
-express (`NOT_EXPRESSIBLE`, refused when the adapter is built) and what it can only end
-another way (`DIFFERS`, with why).
+server, wrapped with `Convergence.tools`, each declaring its effect with MCP annotations
+(none, where the trajectory has the caller leave a tool undeclared). Each trajectory must
+end as convergent's loop ends it (see ``tests/adapters/test_conformance.py``), apart from
+what Claude Code cannot express (`NOT_EXPRESSIBLE`, refused when the adapter is built)
+and what it can only end another way (`DIFFERS`, with why).
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from typing import Any
 
 import pytest
 from claude_agent_sdk import SdkMcpTool, tool
+from mcp.types import ToolAnnotations
 
 from adapters.hosts import run_loop
 from adapters.trajectories import (
-    READ_ONLY,
+    EFFECTS,
+    MISTAKES,
+    REPEATED_MISTAKES,
     TERMINAL,
     TRAJECTORIES,
     Cut,
@@ -34,7 +38,7 @@ from adapters.trajectories import (
     needs_citation,
     same,
 )
-from convergent import Limits, StopReason
+from convergent import Effect, Limits, StopReason
 from convergent.adapters import NotExpressible
 from convergent.adapters.claude_agent_sdk import Convergence
 from convergent.clock import use_clock
@@ -58,11 +62,6 @@ NOT_EXPRESSIBLE: dict[str, str] = {
 }
 """Trajectories the Claude Agent SDK adapter refuses, and why."""
 
-_PER_CALL = (
-    "Claude Code runs a call as soon as its block arrives, before the response's next one: "
-    "a step is one call, and a parallel batch's failures are counted call by call"
-)
-
 _UNHOOKED = (
     "Claude Code answers a call of a tool it does not have itself, before any hook: the "
     "adapter counts it from the messages, but no note reaches the model, and the stop "
@@ -74,13 +73,12 @@ _NOTE_AFTER_CALLS = (
 )
 
 DIFFERS: dict[str, tuple[Ending, str]] = {
-    "parallel_failures": (
-        Ending(StopReason.TOOL_ERROR, 4, "", False, ("tool_error", "final")),
-        _PER_CALL,
-    ),
-    "tool_errors_plain": (Ending(StopReason.TOOL_ERROR, 4, "", False), _PER_CALL),
     "unknown_tools": (
-        Ending(StopReason.STALLED, 4, "best answer", True, (), ran=0),
+        Ending(StopReason.STALLED, MISTAKES + 1, "best answer", True, (), ran=0),
+        _UNHOOKED,
+    ),
+    "unknown_tool_repeated": (
+        Ending(StopReason.STALLED, REPEATED_MISTAKES + 2, "best answer", True, (), ran=0),
         _UNHOOKED,
     ),
     "small_cost_budget": (
@@ -95,7 +93,16 @@ def _named(name: str) -> str:
     return f"mcp__{SERVER}__{name}"
 
 
-def _sdk_tool(world: World, name: str) -> SdkMcpTool[Any]:
+_ANNOTATIONS: dict[Effect, ToolAnnotations | None] = {
+    Effect.READ: ToolAnnotations(readOnlyHint=True),
+    Effect.IDEMPOTENT: ToolAnnotations(readOnlyHint=False, idempotentHint=True),
+    Effect.WRITE: ToolAnnotations(destructiveHint=True),
+    Effect.UNDECLARED: None,
+}
+"""Each effect as the MCP annotations that declare it."""
+
+
+def _sdk_tool(world: World, name: str, effect: Effect) -> SdkMcpTool[Any]:
     method = getattr(world, name)
     parameters = {
         parameter: kind
@@ -106,10 +113,11 @@ def _sdk_tool(world: World, name: str) -> SdkMcpTool[Any]:
     async def call(arguments: dict[str, Any]) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": method(**arguments)}]}
 
-    return tool(name, method.__doc__ or name, parameters)(call)
+    return tool(name, method.__doc__ or name, parameters, annotations=_ANNOTATIONS[effect])(call)
 
 
 def _reply(step: Step, usage: tuple[int, int]) -> Reply:
+    """The fake's reply for one step, reporting ``usage`` (input and output tokens)."""
     tokens = {"input_tokens": usage[0], "output_tokens": usage[1]}
     if isinstance(step, str):
         stop = "max_tokens" if isinstance(step, Cut) else None
@@ -125,8 +133,9 @@ async def run_claude_code(
     world = World(clock)
     with use_clock(clock):  # the hooks' driver reads it; the tools wait on it
         convergence = _convergence(trajectory)
-    tools = convergence.tools(*(_sdk_tool(world, name) for name in READ_ONLY))
-    replies = [_reply(step, trajectory.usage) for step in trajectory.steps]
+    effects = trajectory.effects()
+    tools = convergence.tools(*(_sdk_tool(world, name, effects[name]) for name in EFFECTS))
+    replies = [_reply(step, trajectory.usage_at(n)) for n, step in enumerate(trajectory.steps)]
     with FakeAnthropic(replies) as fake:
         report = await converge(
             claude_code,
@@ -167,17 +176,18 @@ def _priced(trajectory: Trajectory) -> Trajectory:
     assert PRICE is not None
     (given_in, given_out), (used_in, used_out) = trajectory.price, trajectory.usage
     usage = (round(used_in * given_in / PRICE.input), round(used_out * given_out / PRICE.output))
-    return dataclasses.replace(trajectory, price=(PRICE.input, PRICE.output), usage=usage)
+    growth = round(trajectory.growth * given_in / PRICE.input)
+    price = (PRICE.input, PRICE.output)
+    return dataclasses.replace(trajectory, price=price, usage=usage, growth=growth)
 
 
 def _convergence(trajectory: Trajectory) -> Convergence:
     return Convergence(
         _limits(trajectory.limits),
         policy=trajectory.policy,
-        tools={_named(name): flag for name, flag in READ_ONLY.items()},
+        # the tools' effects come from their MCP annotations, through Claude Code
         terminal_tools=[_named(name) for name in TERMINAL],
         verifier=needs_citation if trajectory.verifier else None,
-        final_answer=trajectory.final_answer,
         output=OutputSpec.of_type(Report) if trajectory.typed else None,
     )
 

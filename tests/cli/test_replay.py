@@ -160,7 +160,7 @@ def test_a_setting_of_the_wrong_type_is_one_line(tmp_path: Path) -> None:
     corpus = str(labelled_corpus(tmp_path / "runs.jsonl"))
     for pair, message in (
         ('max_repeated_calls="x"', "max_repeated_calls"),
-        ("final_answer=3", "final_answer must be true/false, got 3"),
+        ("final_answer=3", "final_answer: input should be a valid boolean"),
         ("record_events=false", "unknown setting 'record_events'"),
         ("mcp_servers=[]", "unknown setting 'mcp_servers'"),
     ):

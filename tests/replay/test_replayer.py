@@ -115,15 +115,17 @@ async def test_a_token_budget_counts_the_recorded_usage() -> None:
 def test_settings_go_where_the_installed_convergent_takes_them() -> None:
     names = setting_names()
     assert names["max_cycles"] == "Limits" and names["on_tool_error"] == "StopPolicy"
-    assert names["final_answer"] == "Agent"
+    assert names["final_answer"] == "StopPolicy"
     assert "model" not in names and "tools" not in names
     # the earlier spellings of the policy's rules are not settings where it exists
     assert "stall_nudges" not in names and "max_consecutive_tool_errors" not in names
-    grouped = placed({"max_cycles": 3, "on_tool_error": "stop", "final_answer": False})
+    grouped = placed(
+        {"max_cycles": 3, "on_tool_error": "stop", "final_answer": False, "system_prompt": "x"}
+    )
     assert grouped == {
         "Limits": {"max_cycles": 3},
-        "StopPolicy": {"on_tool_error": "stop"},
-        "Agent": {"final_answer": False},
+        "StopPolicy": {"on_tool_error": "stop", "final_answer": False},
+        "Agent": {"system_prompt": "x"},
     }
     arguments = agent_arguments({"max_cycles": 3})
     assert arguments["limits"] == Limits(max_cycles=3)

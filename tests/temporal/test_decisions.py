@@ -56,6 +56,10 @@ def set_status(value: str) -> str:
 
 DEFAULTS = StopPolicy()
 """The default rules (the shared spec allows more repeats)."""
+FAILING = DEFAULTS.max_failing_steps or 0
+"""Failing steps in a row that get the note (a new failure each time)."""
+MISTAKES = DEFAULTS.max_mistakes or 0
+"""Steps of nothing but mistakes in a row that get the note."""
 
 
 def comparable(result: Any) -> dict[str, Any]:
@@ -80,7 +84,7 @@ TRAJECTORIES: dict[str, tuple[list[Any], dict[str, Any], StopReason]] = {
         StopReason.STALLED,
     ),
     "a broken tool, nudged then stopped": (
-        [call("lookup", customer=f"c{n}") for n in range(7)] + ["cannot look it up"],
+        [call("lookup", customer=f"c{n}") for n in range(FAILING + 1)] + ["cannot look it up"],
         {"tools": ("calculator", "fx:look", "broken:lookup")},
         StopReason.TOOL_ERROR,
     ),
@@ -90,7 +94,7 @@ TRAJECTORIES: dict[str, tuple[list[Any], dict[str, Any], StopReason]] = {
         StopReason.MAX_CYCLES,
     ),
     "calls to tools that do not exist, a new name each time": (
-        [call(f"search_{n}", q="x") for n in range(5)] + ["no such tool"],
+        [call(f"search_{n}", q="x") for n in range(MISTAKES + 1)] + ["no such tool"],
         {"policy": DEFAULTS},
         StopReason.STALLED,
     ),

@@ -25,6 +25,7 @@ from convergent import (
     ModelResponse,
     RunResult,
     ScriptedModel,
+    StopPolicy,
     StopReason,
     ToolCall,
     Usage,
@@ -289,7 +290,7 @@ def test_keyboard_only_steering_and_rewind(store: RunStore, console: Listening, 
         "keys",
         [step(call("calculator", expression=f"{n}+1")) for n in range(3)] + ["4"],
         limits=Limits(max_cycles=3),
-        final_answer=False,
+        policy=StopPolicy(final_answer=False),
     )
     page.goto(console.entry)
 

@@ -2,7 +2,8 @@
 
 Every adapter takes ``policy=`` (a `StopPolicy`) and the earlier spellings of its rules
 (``Limits(max_repeated_calls=, stall_nudges=)``, ``on_tool_error=``,
-``max_consecutive_tool_errors=``), which still work and warn. `settled` turns them into
+``max_consecutive_tool_errors=``, ``final_answer=``), which still work and warn.
+`settled` turns them into
 one validated policy (`convergent.driver.resolved_policy`, so a bad value is refused in
 one line where the adapter is built, never mid-run) and options without the old
 spellings, which each run's driver then takes as they are.
@@ -16,7 +17,7 @@ from convergent.stop import Decision, Interrupted, Nudge
 
 __all__ = ["given_policy", "settled", "told"]
 
-_LEGACY_OPTIONS = ("on_tool_error", "max_consecutive_tool_errors")
+_LEGACY_OPTIONS = ("on_tool_error", "max_consecutive_tool_errors", "final_answer")
 
 
 def given_policy(limits: Limits, options: PolicyOptions) -> bool:

@@ -65,7 +65,7 @@ from convergent._claude_code import claude_code_block_cap
 from convergent.adapters import NotExpressible
 from convergent.adapters._policy import settled, told
 from convergent.driver import CycleDriver, PolicyOptions, StopReport, failure_result
-from convergent.effects import Declared
+from convergent.effects import Declared, Effect, annotated_effect
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage, reply_end
 from convergent.models._prices import PriceLike, TokenPrice, known_price, priced, token_price
@@ -81,16 +81,22 @@ from convergent.stop import (
 
 __all__ = ["Convergence"]
 
-CLAUDE_CODE_TOOLS: Mapping[str, bool | None] = {
-    **dict.fromkeys(("Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch", "ToolSearch"), True),
-    **dict.fromkeys(("CronList", "ListAgents", "TaskGet", "TaskList", "BashOutput"), True),
-    **dict.fromkeys(("Edit", "MultiEdit", "Write", "NotebookEdit", "TodoWrite"), False),
-    **dict.fromkeys(("CronCreate", "CronDelete", "TaskCreate", "TaskUpdate", "TaskStop"), False),
-    **dict.fromkeys(("SendMessage", "ScheduleWakeup", "EnterWorktree", "ExitWorktree"), False),
+_READS = ("Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch", "ToolSearch", "CronList")
+_WRITES = ("CronCreate", "CronDelete", "TaskCreate", "TaskStop", "SendMessage", "ScheduleWakeup")
+
+CLAUDE_CODE_TOOLS: Mapping[str, Effect] = {
+    **dict.fromkeys(_READS, Effect.READ),
+    **dict.fromkeys(("ListAgents", "TaskGet", "TaskList", "BashOutput"), Effect.READ),
+    **dict.fromkeys(("Edit", "MultiEdit", "NotebookEdit"), Effect.WRITE),
+    **dict.fromkeys(("Write", "TodoWrite", "TaskUpdate"), Effect.IDEMPOTENT),
+    **dict.fromkeys(_WRITES, Effect.WRITE),
+    **dict.fromkeys(("EnterWorktree", "ExitWorktree"), Effect.WRITE),
 }
-"""The effect of Claude Code's own tools (``read_only``), as its documentation describes
-them: reads and look-ups only read; edits, writes and scheduling change something. A
-tool not named here (``Bash``, ``Task``, ``Skill``...) may do either."""
+"""The effect of Claude Code's own tools, as its documentation describes them: reads and
+look-ups only read; an edit (a string replaced), scheduling and messages change
+something each time; writing a file's whole content, the to-do list or a task's state
+again is the same change. A tool not named here (``Bash``, ``Task``, ``Skill``...) may
+do either."""
 
 _LIMIT_RESULTS = {"error_max_turns": "max_cycles", "error_max_budget_usd": "max_cost"}
 """Claude Code's results for the limits the adapter sets, by the limit they stand for."""
@@ -160,7 +166,7 @@ class Convergence:
                 "budget cannot be checked before one (use max_cycles or max_cost)"
             )
         self._given_tools = options.get("tools")
-        self._declared: dict[str, bool | None] = {}
+        self._declared: dict[str, Effect] = {}
         """The effects the wrapped SDK tools declare (MCP annotations), by tool name."""
         self.price: TokenPrice | None = token_price(price) if price is not None else None
         """The model's price; None: the price table's for the model Claude Code names."""
@@ -221,7 +227,7 @@ class Convergence:
         failure reaches ``PostToolUse``. Give the copies to ``create_sdk_mcp_server``.
         """
         for tool in tools:
-            self._declared[tool.name] = _effect(tool.annotations)
+            self._declared[tool.name] = annotated_effect(tool.annotations)
         return [dataclasses.replace(tool, handler=self._guarded(tool)) for tool in tools]
 
     def _guarded(self, tool: SdkMcpTool[Any]) -> Any:
@@ -394,9 +400,12 @@ class Convergence:
         self._done.add(call_id)
         event = str(data.get("hook_event_name") or "PostToolUse")
         pending, self._pending_note = self._pending_note, None
+        if self._step <= self._done:
+            await self._settle()  # the response's usage and cost, before the limits
+            # and its calls: those whose blocks came after this call started are its step's
+            self._step |= self._batch(call_id)
         if not self._step <= self._done:  # the step goes on: more calls of the response
             return _context(event, pending) if pending is not None else {}
-        await self._settle()  # the response's usage and cost, before the limits
         decision = self._end_step()
         if isinstance(decision, Stop):
             prompt = self._stopped(decision, call_id)
@@ -527,9 +536,9 @@ class Convergence:
     def _offered(self, names: Any) -> None:
         """The tools Claude Code lists as the session begins, with their effects.
 
-        Each name's flag is the caller's (``tools``), else what a wrapped SDK tool's
-        annotations declare, else Claude Code's own tool's (`CLAUDE_CODE_TOOLS`), else
-        unknown.
+        Each name's effect is the caller's (``tools``), else what a wrapped SDK tool's
+        MCP annotations declare, else Claude Code's own tool's (`CLAUDE_CODE_TOOLS`), else
+        undeclared.
         """
         if not isinstance(names, list):
             return
@@ -541,7 +550,7 @@ class Convergence:
             elif name.startswith("mcp__") and name.rpartition("__")[2] in self._declared:
                 effects[name] = self._declared[name.rpartition("__")[2]]
             else:
-                effects[name] = CLAUDE_CODE_TOOLS.get(name)
+                effects[name] = CLAUDE_CODE_TOOLS.get(name, Effect.UNDECLARED)
         self.driver.offers(effects)
 
     def _response(self, key: str, usage: Mapping[str, Any] | None) -> _Response:
@@ -680,14 +689,18 @@ class Convergence:
             tally.usage = dataclasses.replace(tally.usage, cost=cost)
         if before is None:
             return driver.report(text or self._last_text)
+        if not self._asked:  # a reply Claude Code asked for past the end: not the run's
+            return driver.report(before)
         return driver.report(before, self._after or after)
 
     def _split(self) -> tuple[int, str | None, str | None]:
-        """The cycles; after a stop that asked for an answer, the text before it and the answer.
+        """The cycles; after a stop, the text before it and what came after it.
 
-        The responses after the one the stop was decided at are the answer: not cycles.
+        The responses after the one the stop was decided at are not cycles: the answer
+        after the stop, or a request Claude Code made although the hook ended the session
+        (``continue: false`` after the last call of a response of several).
         """
-        anchor = self._anchor if self._asked else None
+        anchor = self._anchor
         responses = list(self._responses.values())
         # an answer the stop was decided at is not the answer after it, even word for word
         newest = len(responses) - (2 if self._after is not None else 1)
@@ -733,18 +746,6 @@ def _context(event: str, text: str) -> dict[str, Any]:
 def _end(stop: Stop) -> dict[str, Any]:
     """End the session: Claude Code makes no further request."""
     return {"continue_": False, "stopReason": f"{stop.reason.value}: {stop.detail}"}
-
-
-def _effect(annotations: Any) -> bool | None:
-    """A tool's ``read_only`` flag from its MCP annotations (None when they do not say)."""
-    if annotations is None:
-        return None
-    hints = annotations if isinstance(annotations, Mapping) else vars(annotations)
-    if hints.get("read_only_hint") or hints.get("readOnlyHint"):
-        return True
-    if hints.get("destructive_hint") or hints.get("destructiveHint"):
-        return False
-    return None
 
 
 def _text(response: Any) -> str:

@@ -22,7 +22,7 @@ Install with ``pip install convergent[langchain]``.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, Unpack
 
@@ -51,6 +51,7 @@ from convergent.adapters._langchain_common import (
 )
 from convergent.adapters._policy import settled, told
 from convergent.driver import CycleDriver, PolicyOptions, StopReport
+from convergent.effects import Declared, Effect
 from convergent.extensions import Verification
 from convergent.limits import Limits
 from convergent.messages import ToolCall
@@ -63,7 +64,7 @@ __all__ = ["ConvergenceMiddleware", "ConvergenceState"]
 class _RunBook:
     """One run's driver and the tool calls it let run, between model calls."""
 
-    __slots__ = ("batch", "driver", "reviewed")
+    __slots__ = ("batch", "driver", "offered", "reviewed")
 
     def __init__(self, driver: CycleDriver) -> None:
         self.driver = driver
@@ -72,6 +73,21 @@ class _RunBook:
         self.reviewed = False
         """A batch was reviewed and its step has not ended (even one whose calls were
         all held back: a cap's stop is decided when the step ends)."""
+        self.offered: tuple[str, ...] | None = None
+        """The names of the tools the driver was last told of."""
+
+    def offer(self, tools: Sequence[Any], declared: Mapping[str, Declared] | None) -> None:
+        """Tell the driver the agent's tools when they change, each with its effect.
+
+        A tool's effect is the caller's (``tools``), else undeclared: LangChain's tools
+        declare none.
+        """
+        names = tuple(_tool_name(tool) for tool in tools)
+        if names == self.offered:
+            return
+        self.offered = names
+        given = declared or {}
+        self.driver.offers({name: given.get(name, Effect.UNDECLARED) for name in names})
 
 
 class ConvergenceState(AgentState[Any]):
@@ -206,6 +222,7 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
             update["convergence_run"] = book
         driver = book.driver
         added = _record_batch(book, request.messages)
+        book.offer(request.tools, self._options.get("tools"))
         """Messages for the conversation, in order: notes, responses, skipped results."""
         while driver.stop is None and not isinstance(driver.before_request(), Stop):
             note = driver.budget_note()
@@ -417,6 +434,13 @@ def _respond(
         ModelResponse(result=list(messages), structured_response=structured),
         Command(update=update) if update else None,
     )
+
+
+def _tool_name(tool: Any) -> str:
+    """A tool's name: a `BaseTool`'s, or a provider's tool given as a dict."""
+    if isinstance(tool, Mapping):
+        return str(tool.get("name") or (tool.get("function") or {}).get("name") or "")
+    return str(getattr(tool, "name", ""))
 
 
 def _ai_of(messages: list[BaseMessage]) -> AIMessage | None:

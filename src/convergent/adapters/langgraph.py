@@ -58,6 +58,7 @@ from convergent.adapters._langchain_common import (
 )
 from convergent.adapters._policy import given_policy, settled
 from convergent.driver import CycleDriver, FinalRequest, PolicyOptions, StopReport
+from convergent.effects import Effect
 from convergent.limits import Limits
 from convergent.messages import ToolCall
 from convergent.models._prices import PriceLike, priced_for_limit
@@ -260,10 +261,16 @@ class ToolsCondition:
         return held if held is not None else await awrap_tool_call(request, handler)
 
     def _held(self, request: ToolCallRequest) -> ToolMessage | None:
-        """The result of a call the review held back, instead of running it; else None."""
+        """The result of a call the review held back, instead of running it; else None.
+
+        A tool of the tool node that ``tools`` does not name is learned here, as one that
+        declares nothing (a routing function does not see the tool node).
+        """
         call = request.tool_call
         with self._lock:
             replay = self._found(self._messages(request.state))
+            if replay is not None and request.tool is not None:
+                _learn(replay.driver, call["name"])
             text = replay.held.get(call["id"] or "") if replay is not None else None
         if text is None:
             return None
@@ -334,7 +341,8 @@ class ToolsCondition:
     def _driver(self) -> CycleDriver:
         """A run's driver: a final answer is asked for only where the graph has the node."""
         options: PolicyOptions = {**self._options}
-        options["final_answer"] = options.get("final_answer", True) and bool(self._answer_node)
+        if self._answer_node is None and options["policy"] is not None:
+            options["policy"] = dataclasses.replace(options["policy"], final_answer=False)
         return CycleDriver(self.limits, price=self.price, **options)
 
     def _final_request(
@@ -393,6 +401,13 @@ class ToolsCondition:
         self._last = replay
         _read(replay, messages, early=self._model_node is None, wrapped=self._wrapped)
         return replay
+
+
+def _learn(driver: CycleDriver, name: str) -> None:
+    """A tool the run has, which the driver was not told of: it declares nothing."""
+    tools = driver.monitor.tools
+    if tools is not None and name not in tools:
+        driver.offers({**tools, name: Effect.UNDECLARED})
 
 
 def _refuse(limits: Limits, options: PolicyOptions) -> None:

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
 
@@ -49,7 +49,9 @@ from agents import (
 )
 from agents.agent_output import AgentOutputSchemaBase
 from agents.exceptions import AgentsException, MaxTurnsExceeded, ModelBehaviorError
+from agents.handoffs import Handoff
 from agents.items import ModelResponse, TResponseInputItem
+from agents.mcp import MCPServer
 from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 from agents.run_config import CallModelData, ModelInputData, ToolErrorFormatterArgs
 from agents.run_error_handlers import RunErrorHandlerInput, RunErrorHandlerResult
@@ -70,6 +72,7 @@ from convergent.driver import (
     StopReport,
     failure_result,
 )
+from convergent.effects import Declared, Effect, annotated_effect
 from convergent.exceptions import ConvergentError, UserError
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
@@ -159,9 +162,17 @@ class Convergence:
             "invalid_final_output": self._on_invalid_output,
         }
         """Pass as ``Runner.run(..., error_handlers=...)``."""
-        self._guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
+        self.guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
             guardrail_function=self._guard, name="convergence"
         )
+        """The tool input guardrail that holds back the calls the review refused (a
+        repeated write's note, a call past a cap): `agent` gives it to the agent's own
+        tools; `guarding` to its MCP servers' tools, for the run."""
+        self._tools = options.get("tools")
+        self._offered: set[int] = set()
+        """The agents (by id) whose tools the driver was told of."""
+        self._known: dict[str, Declared] = {}
+        """Their tools, with their effects."""
         self._agent: Agent[Any] | None = None
         self._input: list[TResponseInputItem] = []
         self._response: ModelResponse | None = None
@@ -204,7 +215,7 @@ class Convergence:
             )
         tools = [
             dataclasses.replace(
-                tool, tool_input_guardrails=[*(tool.tool_input_guardrails or ()), self._guardrail]
+                tool, tool_input_guardrails=[*(tool.tool_input_guardrails or ()), self.guardrail]
             )
             if isinstance(tool, FunctionTool)
             else tool
@@ -212,6 +223,55 @@ class Convergence:
         ]
         self._agent = agent.clone(tools=tools, tool_use_behavior=self._tool_use_behavior)
         return self._agent
+
+    @contextlib.contextmanager
+    def guarding(self, servers: Sequence[MCPServer]) -> Iterator[None]:
+        """The MCP servers' tools hold back the calls the review refused, while inside.
+
+        The SDK makes an MCP server's tools anew at each turn, with the server's
+        ``tool_input_guardrails``: the adapter's guardrail is added to them for the run,
+        and taken away after it (it lets every call of another run through). `run` does
+        this for the agent's servers; wired by hand, wrap `Runner.run` in it.
+        """
+        added: list[MCPServer] = []
+        for server in servers:
+            guardrails = server.tool_input_guardrails
+            if guardrails is None:
+                guardrails = server.tool_input_guardrails = []
+            if self.guardrail not in guardrails:
+                guardrails.append(self.guardrail)
+                added.append(server)
+        try:
+            yield
+        finally:
+            for server in added:
+                with contextlib.suppress(ValueError):
+                    (server.tool_input_guardrails or []).remove(self.guardrail)
+
+    async def _offer(self, context: RunContextWrapper[Any], agent: Agent[Any]) -> None:
+        """Tell the driver the tools of an agent at its first request, each with its effect.
+
+        A tool's effect is the caller's (``tools``), else what its MCP annotations declare
+        (the SDK keeps them on an MCP server's tools: ``FunctionTool.mcp_annotations``),
+        else undeclared. The SDK lists the tools of the agent's MCP servers for this.
+        """
+        if id(agent) in self._offered:
+            return
+        self._offered.add(id(agent))
+        given = self._tools or {}
+        effects = self._known
+        for tool in await agent.get_all_tools(context):
+            name = tool.name
+            annotations = tool.mcp_annotations if isinstance(tool, FunctionTool) else None
+            effects[name] = given[name] if name in given else annotated_effect(annotations)
+        for handoff in agent.handoffs:
+            name = (
+                handoff.tool_name
+                if isinstance(handoff, Handoff)
+                else Handoff.default_tool_name(handoff)
+            )
+            effects[name] = given.get(name, Effect.UNDECLARED)
+        self.driver.offers(dict(effects))
 
     def run_config(self, config: RunConfig | None = None) -> RunConfig:
         """``config`` (or a default one) with the tool-error formatter and the input filter."""
@@ -227,9 +287,13 @@ class Convergence:
 
     # -- model requests -----------------------------------------------------------------
 
-    def _requesting(
-        self, context: RunContextWrapper[Any], input_items: list[TResponseInputItem]
+    async def _requesting(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        input_items: list[TResponseInputItem],
     ) -> None:
+        await self._offer(context, agent)
         if self._context is None and self.report is None:
             self._context = context
         elif context is not self._context:
@@ -455,7 +519,7 @@ class _Hooks(RunHooks[Any]):
         system_prompt: str | None,
         input_items: list[TResponseInputItem],
     ) -> None:
-        self._convergence._requesting(context, input_items)
+        await self._convergence._requesting(context, agent, input_items)
 
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
@@ -493,6 +557,18 @@ async def run(
     convergence = Convergence(limits, price=price, **options)
     guarded = convergence.agent(agent)
     config = convergence.run_config(run_config)
+    with convergence.guarding(agent.mcp_servers):
+        return await _run(convergence, guarded, config, input, context)
+
+
+async def _run(
+    convergence: Convergence,
+    guarded: Agent[Any],
+    config: RunConfig,
+    input: str | list[TResponseInputItem],
+    context: Any,
+) -> ConvergedRun:
+    """`run`'s parts: the SDK's runs, answers sent back, until a stop."""
     items: str | list[TResponseInputItem] = input
     last: RunResult | None = None
     while True:

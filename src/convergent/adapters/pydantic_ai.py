@@ -62,6 +62,7 @@ from convergent.driver import (
     StopReport,
     failure_result,
 )
+from convergent.effects import Effect, annotated_effect
 from convergent.exceptions import UserError
 from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
@@ -175,12 +176,16 @@ class _RunConvergence(Convergence):
         return result
 
     async def on_node_run_error(self, ctx: RunContext[Any], *, node: Any, error: Exception) -> Any:
-        """The host's own cap on rejected answers (``output_retries``) ends the run typed.
+        """The host's own caps on rejected answers and on mistaken calls end the run typed.
 
         PydanticAI raises `UnexpectedModelBehavior` once its output retries are used
-        up; the run then ends as a streak of rejected answers does in convergent's
-        loop: ``stalled``, with the answer after the stop.
+        up, or a tool's retries (a call of a tool it does not have, arguments that do
+        not validate: ``retries``, 1 by default, counted per tool name); the run then
+        ends as a streak of rejected answers, or of mistakes, does in convergent's loop:
+        ``stalled``, with the answer after the stop.
         """
+        if isinstance(error, UnexpectedModelBehavior) and self.calls:
+            return self._gave_up_on_calls(error)
         answer = self.answer
         if not (isinstance(error, UnexpectedModelBehavior) and answer is not None):
             raise error
@@ -195,6 +200,33 @@ class _RunConvergence(Convergence):
             )
             driver.host_stop(Facts(stall=rejected))
         return ModelRequestNode(ModelRequest(parts=[]))
+
+    def _gave_up_on_calls(self, error: UnexpectedModelBehavior) -> ModelRequestNode[Any, Any]:
+        """PydanticAI gave up on a tool's mistaken calls: ``stalled``, then the final request.
+
+        Each call of the response gets a result (none of them ran to its end), so that the
+        final request is one a provider accepts.
+        """
+        driver = self.driver
+        calls, self.calls, self.skipped, self.outcomes = self.calls, [], {}, {}
+        if driver.stop is None:
+            mistakes = Stall(
+                what=f"calls the run cannot make ({error}; PydanticAI gave up)",
+                times=driver.monitor.state.mistakes + 1,
+                kind="mistakes",
+            )
+            driver.host_stop(Facts(stall=mistakes))
+        assert driver.stop is not None
+        results = [
+            ToolReturnPart(
+                tool_name=call.name,
+                content=f"not executed: {driver.stop.detail}",
+                tool_call_id=call.id,
+                outcome="denied",
+            )
+            for call in calls
+        ]
+        return ModelRequestNode(ModelRequest(parts=results))
 
     async def _after_answer(self, result: Any) -> Any:
         """The host's verdict on an answer: the run's end (then the checks), or a retry."""
@@ -354,8 +386,8 @@ class _RunConvergence(Convergence):
     def _offer(self, tools: list[ToolDefinition]) -> None:
         """Tell the driver the agent's tools, with their effects, when they change.
 
-        A tool's flag is the caller's (``tools``), else its MCP annotations (an MCP
-        server's tools carry them in their metadata), else unknown.
+        A tool's effect is the caller's (``tools``), else what its MCP annotations declare
+        (an MCP server's tools carry them in their metadata), else undeclared.
         """
         names = tuple(tool.name for tool in tools)
         if names == self.offered:
@@ -399,14 +431,9 @@ _REJECTED: tuple[CallOutcome, str, bool] = (CallOutcome.INVALID, "", False)
 """How a call ended that no tool wrapper saw: the host rejected it before it ran."""
 
 
-def _effect(metadata: dict[str, Any] | None) -> bool | None:
-    """A tool's ``read_only`` flag from the MCP annotations in its metadata, if any."""
-    annotations = (metadata or {}).get("annotations") or {}
-    if annotations.get("readOnlyHint"):
-        return True
-    if annotations.get("destructiveHint"):
-        return False
-    return None
+def _effect(metadata: dict[str, Any] | None) -> Effect:
+    """A tool's effect from the MCP annotations in its metadata (undeclared without them)."""
+    return annotated_effect((metadata or {}).get("annotations"))
 
 
 def _feedback(request: ModelRequest) -> str:

@@ -12,21 +12,58 @@ base whose linter refuses most patches:
 - ``apply_patch`` (a write: the linter refuses every patch but the right one) and
   ``search_code`` (a read that fails for a symbol the code base does not have).
 
-Each is built for one `convergent.bench._world.World` by `effect_tools`.
+Each is built by `effect_tools` for one world: `convergent.bench._world.World`, which
+offers them beside its own tools, as far as `EffectWorld` says what they use of it.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from convergent.exceptions import ToolError
 from convergent.tools import Tool, tool
 
-if TYPE_CHECKING:
-    from convergent.bench._world import World
+__all__ = [
+    "CI_RUNS",
+    "DEPLOYMENTS",
+    "FIXES",
+    "SYMBOLS",
+    "EffectWorld",
+    "WorldClock",
+    "effect_tools",
+]
 
-__all__ = ["CI_RUNS", "DEPLOYMENTS", "FIXES", "SYMBOLS", "effect_tools"]
+
+class WorldClock(Protocol):
+    """The world's time, as these tools move and read it."""
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the world began."""
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass."""
+
+
+class EffectWorld(Protocol):
+    """What these tools use of the world they act on."""
+
+    @property
+    def clock(self) -> WorldClock:
+        """The world's time."""
+
+    fixes: Counter[str]
+    polls: Counter[str]
+    payments: int
+
+    def enter(self, tool: str, effect: str) -> None:
+        """A call of ``tool`` reached the world."""
+
+    def done(self, effect: str, text: str) -> str:
+        """The call succeeded with ``text``."""
+
 
 DEPLOYMENTS = ("web-7", "api-3", "worker-2", "docs-9")
 """Deployments: each says ``queued``, then ``running`` twice, then ``succeeded``."""
@@ -43,7 +80,7 @@ SYMBOLS = {"parse_tokens": "src/parser.py", "post_entry": "src/ledger.py"}
 """Where the code base defines each symbol ``search_code`` can find."""
 
 
-def effect_tools(world: World) -> dict[str, Callable[[], Tool]]:
+def effect_tools(world: EffectWorld) -> dict[str, Callable[[], Tool]]:
     """The factories of this module's tools, bound to ``world``."""
     return {
         "issue_voucher": lambda: _voucher(world),
@@ -56,7 +93,7 @@ def effect_tools(world: World) -> dict[str, Callable[[], Tool]]:
     }
 
 
-def _voucher(world: World) -> Tool:
+def _voucher(world: EffectWorld) -> Tool:
     @tool(name="issue_voucher", read_only=False)
     def issue_voucher(customer: str, amount: int) -> str:
         """Issue a voucher to a customer.
@@ -73,7 +110,7 @@ def _voucher(world: World) -> Tool:
     return issue_voucher
 
 
-def _profile(world: World) -> Tool:
+def _profile(world: EffectWorld) -> Tool:
     @tool(name="update_profile", read_only=False)
     def update_profile(user: str, email: str) -> str:
         """Change a user's e-mail address.
@@ -88,7 +125,7 @@ def _profile(world: World) -> Tool:
     return update_profile
 
 
-def _booking(world: World) -> Tool:
+def _booking(world: EffectWorld) -> Tool:
     @tool(name="book_flight", read_only=False)
     def book_flight(flight: str) -> str:
         """Book a seat on a flight.
@@ -102,7 +139,7 @@ def _booking(world: World) -> Tool:
     return book_flight
 
 
-def _deployment(world: World) -> Tool:
+def _deployment(world: EffectWorld) -> Tool:
     @tool(name="deployment_status")
     def deployment_status(deployment: str) -> str:
         """The state of a deployment.
@@ -121,7 +158,7 @@ def _deployment(world: World) -> Tool:
     return deployment_status
 
 
-def _shell(world: World) -> Tool:
+def _shell(world: EffectWorld) -> Tool:
     started: dict[str, float] = {}
 
     @tool(name="shell")
@@ -150,7 +187,7 @@ def _shell(world: World) -> Tool:
     return shell
 
 
-def _patch(world: World) -> Tool:
+def _patch(world: EffectWorld) -> Tool:
     @tool(name="apply_patch", read_only=False)
     def apply_patch(path: str, patch: str) -> str:
         """Apply a patch to a source file; the linter checks it first.
@@ -170,7 +207,7 @@ def _patch(world: World) -> Tool:
     return apply_patch
 
 
-def _search(world: World) -> Tool:
+def _search(world: EffectWorld) -> Tool:
     @tool(name="search_code", read_only=True)
     def search_code(symbol: str) -> str:
         """Find where a symbol is defined.

@@ -49,7 +49,11 @@ def unsupported(task: Task) -> tuple[str, ...]:
 
 
 def agent_rules(task: Task, max_cycles: int) -> dict[str, Any]:
-    """``limits=`` and the tool-error policy of the task's run, as this library takes them."""
+    """``limits=``, the tool-error policy and the final answer of the task's run.
+
+    As this library takes them: ``final_answer`` is a rule of `StopPolicy` where it has
+    one, a keyword of `convergent.Agent` before.
+    """
     left_out = unsupported(task)
     budgets = {name: value for name, value in _budgets(task).items() if name not in left_out}
     rules: dict[str, Any] = {"limits": Limits(max_cycles=max_cycles, **budgets)}
@@ -57,7 +61,12 @@ def agent_rules(task: Task, max_cycles: int) -> dict[str, Any]:
         policy = importlib.import_module("convergent.policy")
         known = set(policy.StopPolicy.__dataclass_fields__)
         chosen = {name: value for name, value in task.policy.items() if name in known}
+        if "final_answer" in known:
+            chosen["final_answer"] = task.final_answer
+        else:
+            rules["final_answer"] = task.final_answer
         rules["policy"] = policy.StopPolicy(on_tool_error=task.on_tool_error, **chosen)
     else:
         rules["on_tool_error"] = task.on_tool_error
+        rules["final_answer"] = task.final_answer
     return rules

@@ -367,7 +367,6 @@ async def _run_objective(task: Task, world: World, max_cycles: int, verified: bo
         **agent_rules(task, max_cycles),
         verifier=_verifier(task, world) if verified or task.verified else None,
         output_schema=task.output_schema,
-        final_answer=task.final_answer,
         record_events=False,
     )
     notes = {"budget": 0, "other": 0}

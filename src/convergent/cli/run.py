@@ -350,9 +350,9 @@ def run_command(
             "policy": {
                 "on_tool_error": tool_error,
                 "max_repeated_failures": max_tool_errors or None,
+                "final_answer": final_answer,
                 **rules,
             },
-            "final_answer": final_answer,
             "output_schema": (
                 load_output_schema(output_schema) if output_schema is not None else None
             ),

@@ -262,12 +262,14 @@ def resume_command(
     priced = parse_price(price) if price is not None else None
     with otlp_export(otlp):
         store = open_store(db, must_exist=True)
-        held = store.claim(run_id, token=claim)
+        # the console's claim is taken over once the agent is built (prepare_resume)
+        held = store.claim(run_id) if claim is None else None
         try:
             state = store.load(run_id)
             stored = spec_of(store.get_run(run_id)).limits
         except BaseException:
-            held.release()
+            if held is not None:
+                held.release()
             raise
         limits = budgets(stored, state)
         ready = prepare_resume(
@@ -278,6 +280,7 @@ def resume_command(
             limits=limits,
             model=absolute_model_spec(model) if model is not None else None,
             claim=held,
+            handed=claim,
             price=priced,
         )
         session = Session(

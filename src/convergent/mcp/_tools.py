@@ -15,6 +15,7 @@ from typing import Any
 
 import mcp_types as types
 
+from convergent.effects import Effect, annotated_effect
 from convergent.exceptions import ToolError
 from convergent.mcp._connection import ServerConnection
 from convergent.mcp._content import result_text
@@ -22,6 +23,14 @@ from convergent.mcp._schema import ArgumentCheck
 from convergent.tools import Tool
 
 __all__ = ["declared", "local_name", "mcp_tool"]
+
+_FLAGS: dict[Effect, tuple[bool | None, bool]] = {
+    Effect.READ: (True, True),
+    Effect.IDEMPOTENT: (False, True),
+    Effect.WRITE: (False, False),
+    Effect.UNDECLARED: (None, False),
+}
+"""Each effect as a `Tool`'s flags (a read is idempotent too: it may run again on resume)."""
 
 
 def local_name(name: str, prefix: str | None) -> str:
@@ -41,24 +50,12 @@ def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def declared(hints: types.ToolAnnotations | None) -> tuple[bool | None, bool]:
-    """What a tool's MCP annotations declare: ``read_only`` and ``idempotent``.
+    """What a tool's MCP annotations declare, as a `Tool`'s ``read_only`` and ``idempotent``.
 
-    ``readOnlyHint`` says whether it only reads. ``idempotentHint`` and
-    ``destructiveHint`` mean something only for a tool that is not read-only, so a
-    server that sets either without ``readOnlyHint`` declares a write; with
-    ``idempotentHint`` true, a repeat has no further effect. ``destructiveHint`` says how
-    bad one call is, not whether a repeat adds anything: it changes no count. With no
-    annotation at all the tool is undeclared (MCP's own defaults are hints, not
-    declarations).
+    The reading is `convergent.effects.annotated_effect`'s, the one every host uses too.
     """
-    if hints is None:
-        return None, False
-    read_only = hints.read_only_hint
-    if read_only is None and (
-        hints.idempotent_hint is not None or hints.destructive_hint is not None
-    ):
-        read_only = False
-    return read_only, bool(read_only or hints.idempotent_hint)
+    effect = annotated_effect(hints)
+    return _FLAGS[effect]
 
 
 def mcp_tool(connection: ServerConnection, listed: types.Tool, taken: Collection[str] = ()) -> Tool:
