@@ -14,7 +14,9 @@ recorded, tool timeouts on, stall and limit checks), one agent reused for every 
    a separate pass).
 
 Every figure is printed next to the hand-written loop's, measured in the same process.
-Run: ``python benchmarks/bench_loop_overhead.py [--repeat 7] [--runs 10000]``.
+Run: ``python benchmarks/bench_loop_overhead.py [--repeat 7] [--runs 10000]``;
+``--only convergent`` runs convergent's 10,000 concurrent runs alone and prints nothing
+(for a whole-process timer such as ``farm-bench``, one version against another).
 """
 
 from __future__ import annotations
@@ -154,7 +156,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--only", choices=["convergent", "hand"], help="concurrent runs alone")
     args = parser.parse_args(argv)
+    if args.only is not None:
+        concurrent(convergent_runner if args.only == "convergent" else hand_runner, args.runs, 10)
+        return
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"{'per cycle (CPU; wall)':<34}{'hand loop':>16}{'convergent':>18}{'ratio':>13}")
     for cycles in (10, 100, 1000):

@@ -12,8 +12,8 @@ from pydantic import TypeAdapter
 from convergent import StopPolicy, ToolCall
 from convergent.meaning import MAX_DIFFERENCES
 from convergent.messages import CallOutcome
-from convergent.monitor import MonitorState, RunMonitor
-from convergent.stop import Nudge, Stall, StopReason, canonical_call_key
+from convergent.monitor import MonitorState, RunMonitor, call_digest
+from convergent.stop import Nudge, Stall, StopReason
 from convergent.testing import call
 
 TOOLS: dict[str, bool | None] = {
@@ -144,7 +144,7 @@ def test_after_a_resume_only_the_same_bytes_are_the_same() -> None:
     other = monitor(stored)
     other.observe(call("job_status", job="j1"), CallOutcome.OK, "running at 10:26:02")
     assert other.end_step()[1] is None
-    assert other.state.stretch[canonical_call_key("job_status", {"job": "j1"})][1] == 1
+    assert other.state.stretch[call_digest("job_status", {"job": "j1"})][1] == 1
 
 
 def test_a_state_without_result_digests_still_loads() -> None:
@@ -157,7 +157,7 @@ def test_the_differences_examined_in_one_step_are_bounded() -> None:
     m = monitor()
     lines = "\n".join(f"line {n} took {{}}ms" for n in range(MAX_DIFFERENCES))
     calls = [call("read", path=str(n)) for n in range(8)]
-    keys = [canonical_call_key(made.name, made.arguments) for made in calls]
+    keys = [call_digest(made.name, made.arguments) for made in calls]
     for result in (lines.format(*[1] * MAX_DIFFERENCES), lines.format(*[2] * MAX_DIFFERENCES)):
         for made in calls:
             m.observe(made, CallOutcome.OK, result)

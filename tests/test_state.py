@@ -20,7 +20,7 @@ async def test_state_round_trips_through_json() -> None:
     again = RunState.from_jsonable(data)
     assert again == state
     assert again.stop_reason is StopReason.COMPLETED
-    assert again.schema_version == STATE_SCHEMA_VERSION == 7
+    assert again.schema_version == STATE_SCHEMA_VERSION == 8
     assert again.stop_rule == "answered"
     assert [m.role for m in again.messages] == ["system", "user", "assistant", "tool", "assistant"]
     assert again.pending_calls() == []

@@ -403,3 +403,23 @@ def test_notes_must_not_be_negative() -> None:
 
     with pytest.raises(UserError, match="notes"):
         StopPolicy(notes=-1)
+
+
+_SCALAR = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+
+
+@given(
+    name=st.text(max_size=8),
+    arguments=st.dictionaries(st.text(max_size=6), _SCALAR | st.lists(_SCALAR), max_size=4),
+)
+def test_a_calls_key_is_its_name_and_the_repr_of_its_sorted_scalar_arguments(
+    name: str, arguments: dict[str, object]
+) -> None:
+    """The key stored runs' counters were keyed by (their digests too): it never changes."""
+    key = stop.canonical_call_key(name, arguments)
+    items = sorted(arguments.items())
+    if all(type(value) is not list for _, value in items):
+        assert key == f"{name}\x00{items!r}"
+    else:
+        assert key.startswith(name + "\x01")
+    assert stop.canonical_call_key(name, dict(reversed(arguments.items()))) == key

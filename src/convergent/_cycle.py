@@ -89,6 +89,47 @@ class _HandlerObserver:
         self._handler(event)
 
 
+class _Unanswered:
+    """Characters added to a run's conversation since its latest request was answered.
+
+    The budgets ask before every request; only the messages added since they last asked
+    are counted (all of them again when the conversation was rewritten). It holds the
+    state, not the run: the driver that asks holds no reference back to the run, so a
+    finished run is freed at once rather than by the cyclic garbage collector.
+    """
+
+    __slots__ = ("answered_at", "counted", "end", "last", "start", "state")
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.answered_at = 0
+        """Length of the conversation when this process's latest request was answered
+        (0 before: the estimates count the whole conversation)."""
+        self.start = self.end = self.counted = 0
+        """From and to which message the last count went, and its characters."""
+        self.last: object = None
+        """The last message counted."""
+
+    def chars(self) -> int:
+        """Characters of the messages after the latest answered request."""
+        messages, start = self.state.messages, self.answered_at
+        end, size = self.end, len(messages)
+        if (
+            self.start != start
+            or end > size
+            or (end > start and messages[end - 1] is not self.last)
+        ):
+            end, self.counted = start, 0
+        elif end == size:
+            return self.counted
+        chars = self.counted
+        for message in messages[end:]:
+            chars += message_chars(message)
+        self.start, self.end, self.counted = start, size, chars
+        self.last = messages[-1] if size else None
+        return chars
+
+
 class Run:
     """The mutable bookkeeping of one `Agent.run` call, and each step of its cycles.
 
@@ -98,10 +139,9 @@ class Run:
 
     __slots__ = (
         "agent",
-        "answered_at",
         "budget_shares",
-        "_chars",
         "clock",
+        "conversation",
         "driver",
         "first_cycle",
         "journal",
@@ -147,6 +187,8 @@ class Run:
         self.observed = self.sink.active
         """Whether anyone wants the run's events (observers, or the result's events): when
         nobody does, none is built."""
+        self.conversation = _Unanswered(state)
+        """What the conversation grew by since the latest request was answered."""
         self.driver = CycleDriver(
             agent.limits,
             policy=agent.policy,
@@ -159,16 +201,10 @@ class Run:
             clock=self.monotonic,
             elapsed_before=state.elapsed,
             price=agent.model.price,
-            conversation=self.pending_chars,
+            conversation=self.conversation.chars,
         )
         self.driver.monitor.task(state.task)
         self.first_cycle = state.cycles
-        self.answered_at = 0
-        """Length of the conversation when this process's latest request was answered
-        (0 before: the estimates count the whole conversation)."""
-        self._chars: tuple[int, int, object, int] = (0, 0, None, 0)
-        """What `pending_chars` counted last: from and to which message, the last
-        message counted, and their characters."""
         self.stop_commands: tuple[SteeringCommand, ...] = ()
         """The steering command that asked for the stop, acknowledged when the run stops."""
         self.redirects: tuple[SteeringCommand, ...] = ()
@@ -261,24 +297,6 @@ class Run:
             return driver.before_request()
         return self._settle(taken, driver.before_request(outside_facts(taken, paused)))
 
-    def pending_chars(self) -> int:
-        """Characters added to the conversation since the last model request.
-
-        The budgets ask before every request; only the messages added since they last
-        asked are counted (all of them again when the conversation was rewritten).
-        """
-        messages, start = self.state.messages, self.answered_at
-        first, end, last, chars = self._chars
-        size = len(messages)
-        if end == size and first == start and (end == start or messages[end - 1] is last):
-            return chars
-        if first != start or end > size or (end > start and messages[end - 1] is not last):
-            end, chars = start, 0
-        for message in messages[end:]:
-            chars += message_chars(message)
-        self._chars = (start, size, messages[-1] if size else None, chars)
-        return chars
-
     async def cycle(self) -> Decision:
         """One cycle: the budget note, compaction, the model request, then its answer or calls."""
         agent, state, driver = self.agent, self.state, self.driver
@@ -291,8 +309,13 @@ class Run:
         if self.observed:
             self.sink.cycle_started(cycle, len(state.messages))
         started = self.monotonic()
+        response: ModelResponse | Stopped | None
         try:
-            response = await self._request(settings, seconds, cycle)
+            if seconds is None and self.steering is None and not self.sink.streaming:
+                # nothing can end the request early: it needs nothing around it
+                response = await agent.model.request(state.messages, agent.tool_specs, settings)
+            else:
+                response = await self._request(settings, seconds, cycle)
         except ModelError as exc:
             # any backend's error text, masked once more: it is stored and printed
             return driver.model_failed(redact(str(exc), known_secrets()))
@@ -303,7 +326,7 @@ class Run:
         response = response.with_unique_call_ids()
         driver.responded(response.usage)
         state.messages.append(response.to_message())
-        self.answered_at = len(state.messages)
+        self.conversation.answered_at = len(state.messages)
         if self.observed:
             self.sink.responded(cycle, response, self.monotonic() - started, settings)
         if not response.tool_calls:
@@ -344,8 +367,11 @@ class Run:
     def _request_settings(self, seconds: float | None) -> ModelSettings | None:
         """The agent's settings, capped to the output tokens and ``seconds`` budgets leave."""
         settings = self.agent.settings
+        budget = self.driver.budget
+        if not budget.counts_text:  # no token or cost budget to cap the output to
+            return settings if seconds is None else bounded(settings, seconds)
         wanted = settings.max_tokens if settings is not None else None
-        cap = self.driver.budget.request_tokens(self.driver.pending_chars(), wanted)
+        cap = budget.request_tokens(self.driver.pending_chars(), wanted)
         if cap is not None and cap != wanted:
             settings = dataclasses.replace(settings or ModelSettings(), max_tokens=cap)
         return settings if seconds is None else bounded(settings, seconds)

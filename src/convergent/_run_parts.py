@@ -18,11 +18,11 @@ from typing import Any, Protocol, TypeVar
 from convergent.effects import Effect
 from convergent.extensions import ActionGate, ContextPolicy, FollowUpGate, RunObserver, Verifier
 from convergent.limits import Limits
-from convergent.messages import CallOutcome, Message, ToolCall, ToolSpec
+from convergent.messages import Message, ToolCall, ToolSpec
 from convergent.models.base import Model, ModelSettings
 from convergent.output import OutputSpec
 from convergent.policy import StopPolicy
-from convergent.state import ToolCallRecord
+from convergent.state import new_record
 from convergent.steering import SteeringQueue, Taken
 from convergent.stop import Facts
 from convergent.tools import Tool
@@ -156,26 +156,8 @@ def outside_facts(taken: Taken, paused: bool = False) -> Facts:
     )
 
 
-def record_of(
-    call: ToolCall,
-    outcome: CallOutcome,
-    text: str,
-    cycle: int,
-    duration: float = 0.0,
-    fatal: bool = False,
-) -> ToolCallRecord:
-    """The record of one call that ended with ``outcome`` and ``text``."""
-    return ToolCallRecord(
-        cycle=cycle,
-        id=call.id,
-        name=call.name,
-        arguments=call.arguments,
-        ok=outcome == CallOutcome.OK,
-        outcome=outcome,
-        result=text,
-        duration=duration,
-        fatal=fatal,
-    )
+record_of = new_record
+"""The record of one call that ended with ``outcome`` and ``text`` (`new_record`)."""
 
 
 def last_text(messages: Sequence[Message]) -> str:

@@ -173,7 +173,8 @@ class Budget:
         "_started",
         "final_answer",
         "last",
-        "limits",
+        "_limits",
+        "counts_text",
         "price",
         "state",
         "tally",
@@ -190,6 +191,11 @@ class Budget:
         price: TokenPrice | None = None,
         final_answer: bool = True,
     ) -> None:
+        self.counts_text = False
+        """Whether a budget is measured in tokens or cost, estimated from the text.
+
+        Without one, the characters a caller passes to `limit`, `note` and
+        `start_request` are never read, and need not be counted."""
         self.limits = limits if limits is not None else Limits()
         self.tally: Tally = tally if tally is not None else RunTally()
         self.state = state if state is not None else BudgetState()
@@ -223,6 +229,16 @@ class Budget:
         """Cycles counted against ``max_cycles``: the run's own and its child runs'."""
         return self.tally.cycles + self.state.child_cycles
 
+    @property
+    def limits(self) -> Limits:
+        """What the run may spend."""
+        return self._limits
+
+    @limits.setter
+    def limits(self, limits: Limits) -> None:
+        self._limits = limits
+        self.counts_text = limits.max_total_tokens is not None or limits.max_cost is not None
+
     def elapsed(self) -> float:
         """Seconds the run has taken."""
         return self._before + self._clock() - self._started
@@ -235,7 +251,7 @@ class Budget:
         """
         if not self._bracketed:
             return None
-        return self.elapsed() - self.state.model_seconds
+        return self._before + self._clock() - self._started - self.state.model_seconds
 
     def start_request(self, pending_chars: int = 0) -> int:
         """A model request is about to be made: returns its cycle number.
@@ -260,6 +276,10 @@ class Budget:
             state.longest_request = max(state.longest_request, took)
             self._last_cycle = took
             self._in_request = None
+        if usage is NO_USAGE:  # nothing counted (a scripted or local model): nothing to add
+            self._predicted = 0
+            self.last = usage
+            return usage
         usage = priced(usage, self.price)
         if self._predicted and usage.input_tokens:
             self._unseen = max(usage.input_tokens - self._predicted, 0)
@@ -336,7 +356,7 @@ class Budget:
                 max(ANSWER_ROOM_FACTOR * longest, MIN_FINAL_ANSWER_TOKENS), FINAL_ANSWER_TOKENS
             )
         )
-        budget = self.limits.max_total_tokens
+        budget = self._limits.max_total_tokens
         return room if budget is None else min(room, budget // 10)
 
     def _reply_tokens(self) -> int:
@@ -344,7 +364,7 @@ class Budget:
         return max(self.last.output_tokens, MIN_REPLY_TOKENS)
 
     def _final_seconds(self) -> float:
-        maximum = self.limits.max_seconds
+        maximum = self._limits.max_seconds
         if not self.final_answer or maximum is None:
             return 0.0
         share = FINAL_TIME_SHARE * maximum
@@ -367,8 +387,8 @@ class Budget:
                 (with `CHARS_PER_MESSAGE` more for each message).
             ahead: Cycles that must still fit.
         """
-        limits = self.limits
-        cycles = self.cycles_used()
+        limits = self._limits
+        cycles = self.tally.cycles + self.state.child_cycles
         if limits.max_cycles is not None and cycles + ahead - 1 >= limits.max_cycles:
             return LimitReached(limit="max_cycles", used=cycles, maximum=limits.max_cycles)
         usage = self.tally.usage
@@ -425,7 +445,7 @@ class Budget:
             pending_chars: Characters added to the conversation since the last response.
             wanted: The request's own output setting, if any.
         """
-        limits = self.limits
+        limits = self._limits
         tokens, cost = limits.max_total_tokens, limits.max_cost
         if tokens is None and cost is None:
             return None
@@ -446,7 +466,7 @@ class Budget:
 
     def seconds_left(self) -> float | None:
         """Seconds the next request or batch may take (None: no time budget)."""
-        seconds = self.limits.max_seconds
+        seconds = self._limits.max_seconds
         if seconds is None:
             return None
         return max(seconds - self.elapsed() - self._final_seconds(), 0.0)
@@ -458,26 +478,15 @@ class Budget:
         more cycle, grown like the last, would leave no room for the next (so it comes
         before a budget stop whenever a response has come back to foresee it from).
         """
-        state, limits = self.state, self.limits
+        state, limits = self.state, self._limits
         if state.noted:
             return None
-        cycles = self.cycles_used()
+        cycles = self.tally.cycles + state.child_cycles
+        if not self._note_due(cycles, pending_chars):
+            return None
         usage = self.tally.usage
         elapsed = self.elapsed() if limits.max_seconds is not None else 0.0
-        calls = limits.max_tool_calls
         capped = state.calls_by_tool
-        due = (
-            _at(cycles, limits.max_cycles)
-            or _at(usage.total_tokens, limits.max_total_tokens)
-            or _at(usage.cost, limits.max_cost)
-            or _at(elapsed, limits.max_seconds)
-            or _at(state.tool_calls, calls)
-            or (calls is not None and state.tool_calls + self._last_batch >= calls)
-            or any(_at(used, limits.tool_cap(name)) for name, used in capped.items())
-            or self.limit(pending_chars, ahead=2) is not None
-        )
-        if not due:
-            return None
         parts: list[str] = []
         for used, maximum, unit in (
             (cycles, limits.max_cycles, "cycles"),
@@ -504,6 +513,33 @@ class Budget:
             + ". Plan to finish: give your best answer before the budget runs out."
         )
 
+    def _note_due(self, cycles: int, pending_chars: int) -> bool:
+        """Whether the note is due (see `note`): a budget 80 % used, or one cycle from its end."""
+        limits, state = self._limits, self.state
+        maximum = limits.max_cycles
+        if _at(cycles, maximum):
+            return True
+        calls = limits.max_tool_calls
+        if (
+            calls is None
+            and limits.max_calls_per_tool is None
+            and limits.max_seconds is None
+            and not self.counts_text
+        ):
+            # only the cycle budget is set: `limit` looking a cycle further is this
+            return maximum is not None and cycles + 1 >= maximum
+        usage = self.tally.usage
+        elapsed = self.elapsed() if limits.max_seconds is not None else 0.0
+        return (
+            _at(usage.total_tokens, limits.max_total_tokens)
+            or _at(usage.cost, limits.max_cost)
+            or _at(elapsed, limits.max_seconds)
+            or _at(state.tool_calls, calls)
+            or (calls is not None and state.tool_calls + self._last_batch >= calls)
+            or any(_at(used, limits.tool_cap(name)) for name, used in state.calls_by_tool.items())
+            or self.limit(pending_chars, ahead=2) is not None
+        )
+
     # -- tool calls ---------------------------------------------------------------------
 
     def admit(self, calls: Sequence[ToolCall], skipped: Collection[int] = ()) -> Admission:
@@ -514,13 +550,17 @@ class Budget:
         and the calls after it are still counted; the first call past a cap whose
         policy is ``stop`` ends the admission: it and the calls after it do not run.
         """
-        limits, state = self.limits, self.state
+        limits, state = self._limits, self.state
         total, per_tool = limits.max_tool_calls, limits.max_calls_per_tool
+        if total is None and per_tool is None:
+            ran = len(calls)
+            if skipped:
+                ran = sum(1 for index in range(ran) if index not in skipped)
+            self._last_batch = ran
+            state.tool_calls += ran
+            return NOTHING_REFUSED
         running = [index for index in range(len(calls)) if index not in skipped]
         self._last_batch = len(running)
-        if total is None and per_tool is None:
-            state.tool_calls += len(running)
-            return NOTHING_REFUSED
         counted = state.calls_by_tool
         refused: dict[int, LimitReached] = {}
         for index in running:
@@ -554,7 +594,7 @@ class Budget:
                 final request's own prompt included.
             wanted: The output tokens asked for (default `FINAL_ANSWER_TOKENS`).
         """
-        limits, usage = self.limits, self.tally.usage
+        limits, usage = self._limits, self.tally.usage
         room = wanted if wanted is not None else FINAL_ANSWER_TOKENS
         size = self._request_size(pending_chars)
         if limits.max_total_tokens is not None:
@@ -572,21 +612,21 @@ class Budget:
 
     def time_up(self, during: str = "", *, force: bool = False) -> LimitReached | None:
         """``max_seconds`` as a limit reached, once the run's time is up (or ``force``)."""
-        maximum, elapsed = self.limits.max_seconds, self.elapsed()
+        maximum, elapsed = self._limits.max_seconds, self.elapsed()
         if maximum is None or (elapsed < maximum and not force):
             return None
         return LimitReached(limit="max_seconds", used=elapsed, maximum=maximum, during=during)
 
     def final_seconds(self) -> float | None:
         """Seconds the answer after a stop may take (None: no time budget)."""
-        seconds = self.limits.max_seconds
+        seconds = self._limits.max_seconds
         if seconds is None:
             return None
         return max(seconds - self.elapsed(), 0.0)
 
     def remaining(self) -> Limits:
         """What is left of each budget now (a child run called as a tool gets at most this)."""
-        limits, usage = self.limits, self.tally.usage
+        limits, usage = self._limits, self.tally.usage
         return dataclasses.replace(
             limits,
             max_cycles=_left(limits.max_cycles, self.cycles_used()),

@@ -242,7 +242,8 @@ class CycleDriver:
             forbids the request (room is kept for it and for the final answer), or the
             decision an outside event calls for.
         """
-        limit = self.budget.limit(self.pending_chars())
+        budget = self.budget
+        limit = budget.limit(self.pending_chars() if budget.counts_text else 0)
         if limit is None and outside is None:
             return CONTINUE
         facts = Facts(limit=limit) if outside is None else dataclasses.replace(outside, limit=limit)
@@ -250,14 +251,16 @@ class CycleDriver:
 
     def budget_note(self) -> str | None:
         """Once per run, before a budget could stop it: what is left, for the model."""
-        note = self.budget.note(self.pending_chars())
+        budget = self.budget
+        note = budget.note(self.pending_chars() if budget.counts_text else 0)
         if note is not None:
             self.pending += len(note) + CHARS_PER_MESSAGE
         return note
 
     def start_request(self) -> int:
         """A model request is about to be made: returns its cycle number."""
-        return self.budget.start_request(self.pending_chars())
+        budget = self.budget
+        return budget.start_request(self.pending_chars() if budget.counts_text else 0)
 
     def responded(self, usage: Usage) -> None:
         """The request was answered, with this usage (`NO_USAGE` when unknown).
@@ -273,7 +276,8 @@ class CycleDriver:
         A host that can say when a request starts calls `start_request` and `responded`
         instead, so that the time between polls can count (``StopPolicy.poll_gap``).
         """
-        cycle = self.budget.requested(usage, self.pending_chars())
+        budget = self.budget
+        cycle = budget.requested(usage, self.pending_chars() if budget.counts_text else 0)
         self.pending = 0
         return cycle
 
@@ -508,7 +512,8 @@ class CycleDriver:
         admission = self.budget.admit(calls, skipped)
         for index, limit in admission.refused.items():
             skipped[index] = cap_note(limit)
-        self.monitor.refused([calls[index] for index in admission.refused])
+        if admission.refused:
+            self.monitor.refused([calls[index] for index in admission.refused])
         if admission.stop is not None:
             first, self._capped = admission.stop
             text = f"not run: {_stop_text(self._capped)}"
@@ -549,7 +554,13 @@ class CycleDriver:
         """
         failure, stall = self.monitor.end_step()
         handoff, capped = self._handoff, self._capped
-        if all(fact is None for fact in (handoff, failure, stall, needs_user, capped)):
+        if (
+            failure is None
+            and stall is None
+            and handoff is None
+            and capped is None
+            and needs_user is None
+        ):
             return CONTINUE
         self._handoff = self._capped = None
         facts = Facts(

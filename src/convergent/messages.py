@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field
 
+from convergent._frozen import blank, slot_setters
+
 __all__ = [
     "CURRENCY",
     "NO_USAGE",
@@ -153,6 +155,36 @@ class ToolResultMessage:
     role: Literal["tool"] = "tool"
 
 
+_SET_CONTENT, _SET_CALLS, _SET_ASSISTANT = slot_setters(
+    AssistantMessage, ("content", "tool_calls", "role")
+)
+_SET_CALL_ID, _SET_NAME, _SET_RESULT, _SET_ERROR, _SET_TOOL = slot_setters(
+    ToolResultMessage, ("tool_call_id", "name", "content", "is_error", "role")
+)
+
+
+def assistant_message(content: str, tool_calls: tuple[ToolCall, ...]) -> AssistantMessage:
+    """``AssistantMessage(content=..., tool_calls=...)``, made at the cost of a plain object."""
+    message = blank(AssistantMessage)
+    _SET_CONTENT(message, content)
+    _SET_CALLS(message, tool_calls)
+    _SET_ASSISTANT(message, "assistant")
+    return message
+
+
+def tool_result_message(
+    tool_call_id: str, name: str, content: str, is_error: bool
+) -> ToolResultMessage:
+    """``ToolResultMessage(...)`` with every field given, made at the cost of a plain object."""
+    message = blank(ToolResultMessage)
+    _SET_CALL_ID(message, tool_call_id)
+    _SET_NAME(message, name)
+    _SET_RESULT(message, content)
+    _SET_ERROR(message, is_error)
+    _SET_TOOL(message, "tool")
+    return message
+
+
 Message = Annotated[
     SystemMessage | UserMessage | AssistantMessage | ToolResultMessage,
     Field(discriminator="role"),
@@ -179,7 +211,7 @@ class ModelResponse:
 
     def to_message(self) -> AssistantMessage:
         """The assistant message this response adds to the conversation."""
-        return AssistantMessage(content=self.content, tool_calls=self.tool_calls)
+        return assistant_message(self.content, self.tool_calls)
 
     def with_unique_call_ids(self) -> ModelResponse:
         """This response with its calls' ids unique in it (the loop tells calls apart by id).

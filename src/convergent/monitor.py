@@ -75,7 +75,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 from zlib import crc32
 
 from convergent.budget import BudgetState
@@ -93,7 +93,7 @@ from convergent.stop import (
     canonical_call_key,
 )
 
-__all__ = ["MonitorState", "RunMonitor", "describe_call"]
+__all__ = ["MonitorState", "RunMonitor", "call_digest", "describe_call", "digested_keys"]
 
 _STRETCH_SIZE = 32
 """Distinct calls remembered per stretch (the least recently seen goes first)."""
@@ -115,20 +115,20 @@ _OBSERVED = frozenset({CallOutcome.OK, CallOutcome.FAILED, CallOutcome.INVALID})
 class MonitorState:
     """What a run's counters remember between decisions; serialisable, kept in `RunState`."""
 
-    stretch: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Calls seen since the last change, least recently seen first: canonical key ->
-    (the meaning of its last result, as in ``results``; how many times in a row it gave
-    it)."""
-    results: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """The last result of each recent call, least recently seen first: canonical key ->
-    (the digest of its text; its meaning, the digest of the first of the results in a row
-    that meant the same)."""
-    started: dict[str, float] = field(default_factory=dict)
+    stretch: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Calls seen since the last change, least recently seen first: the call's digest
+    (`call_digest`) -> (the meaning of its last result, as in ``results``; how many times
+    in a row it gave it)."""
+    results: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """The last result of each recent call, least recently seen first: the call's digest
+    -> (the digest of its text; its meaning, the digest of the first of the results in a
+    row that meant the same)."""
+    started: dict[int, float] = field(default_factory=dict)
     """When each recent call last started, in seconds outside model requests (kept
     across changes: time passes whatever changed)."""
     recent: list[int] = field(default_factory=list)
-    """The last calls, oldest first, each as one number: the digest of its canonical key
-    times 2**64 plus its result's meaning, as in ``results`` (cycles, and what is new)."""
+    """The last calls, oldest first, each as one number: the call's digest times 2**64
+    plus its result's meaning, as in ``results`` (cycles, and what is new)."""
     since_break: int = 0
     """Calls since the last one a cycle may not span (declared state-changing, or made
     after real time passed)."""
@@ -140,9 +140,9 @@ class MonitorState:
     """Failing steps in a row."""
     repeated_failures: int = 0
     """The most times one call failed in this streak of failing steps."""
-    failed_calls: list[str] = field(default_factory=list)
-    """Canonical keys of the calls that failed in this streak, once per failing step
-    each failed in (the latest `_KEYS_KEPT`)."""
+    failed_calls: list[int] = field(default_factory=list)
+    """Digests of the calls that failed in this streak, once per failing step each
+    failed in (the latest `_KEYS_KEPT`)."""
     failure_notes: int = 0
     """Notes given for the failure streaks."""
     mistakes: int = 0
@@ -161,23 +161,23 @@ class MonitorState:
     """Digests of the user's messages (the task, steering), to tell a repeated one."""
     budget: BudgetState = field(default_factory=BudgetState)
     """What the run's budgets keep between decisions (`convergent.budget.Budget`)."""
-    ended: dict[str, float] = field(default_factory=dict)
+    ended: dict[int, float] = field(default_factory=dict)
     """When each recent call last ended, in seconds outside model requests (the wait
     before the same call again)."""
     stretch_notes: int = 0
     """Notes given, by any rule, since a call last succeeded with something new."""
-    mistaken_calls: list[str] = field(default_factory=list)
-    """Canonical keys of the mistaken calls of this streak of mistakes, once per step
-    each was made in (the latest `_KEYS_KEPT`)."""
+    mistaken_calls: list[int] = field(default_factory=list)
+    """Digests of the mistaken calls of this streak of mistakes, once per step each was
+    made in (the latest `_KEYS_KEPT`)."""
 
 
 @dataclass(slots=True)
 class _Reviewed:
     call: ToolCall
-    key: str
     read_only: bool | None
     """True for a read, False for a write, None otherwise (`Effect`)."""
     digest: int
+    """The call's digest (`call_digest`)."""
     timed: bool
     """Real time passed since the last identical call (``poll_gap``, ``wait_gap``)."""
     mark: float | None
@@ -189,7 +189,7 @@ class _Reviewed:
 @dataclass(slots=True)
 class _Failure:
     call: ToolCall
-    key: str
+    digest: int
     text: str
     fatal: bool
 
@@ -223,6 +223,42 @@ def describe_call(name: str, arguments: Mapping[str, object], limit: int = 100) 
 def _digest(text: str) -> int:
     """A stable digest of a text (the same in every process): its CRC-32 and length."""
     return crc32(text.encode("utf-8", "surrogatepass")) | len(text) << 32
+
+
+def call_digest(name: str, arguments: Mapping[str, Any]) -> int:
+    """The number a run's counters know a call by: the digest of its canonical key.
+
+    Identical calls (same name, same arguments: `convergent.stop.canonical_call_key`)
+    have the same digest; the counters keep the digest, not the key, so that what they
+    hold (and what a checkpoint writes) does not grow with the size of the arguments.
+    """
+    return _digest(canonical_call_key(name, arguments))
+
+
+_KEYED = ("stretch", "results", "started", "ended")
+_KEY_LISTS = ("failed_calls", "mistaken_calls")
+
+
+def digested_keys(monitor: dict[str, Any]) -> dict[str, Any]:
+    """A stored monitor of run state versions 5 and 6, its calls known by digest.
+
+    Those versions kept each call's canonical key; the digest is computed from it, so
+    the counters go on as they were.
+    """
+    upgraded = dict(monitor)
+    for name in _KEYED:
+        entries = monitor.get(name)
+        if isinstance(entries, dict):
+            upgraded[name] = {_old_key(key): value for key, value in entries.items()}
+    for name in _KEY_LISTS:
+        keys = monitor.get(name)
+        if isinstance(keys, list):
+            upgraded[name] = [_old_key(key) for key in keys]
+    return upgraded
+
+
+def _old_key(key: object) -> object:
+    return _digest(key) if isinstance(key, str) else key
 
 
 class RunMonitor:
@@ -273,14 +309,14 @@ class RunMonitor:
         self._ok = False
         self._invalid = False
         self._failures: list[_Failure] = []
-        self._mistaken: dict[str, ToolCall] = {}
-        """The step's mistaken calls, by key."""
+        self._mistaken: dict[int, ToolCall] = {}
+        """The step's mistaken calls, by digest."""
         self._reviewed: dict[int, _Reviewed] = {}
         self._finding: Stall | None = None
         """A stall found on a call's result, decided at the end of the step."""
         self._watch: tuple[int, ...] = ()
         """The calls of the pattern of the latest stall finding, watched once noted."""
-        self._last: dict[str, str] = {}
+        self._last: dict[int, str] = {}
         """The text of the last result of each call in ``state.results`` this process saw."""
         self._examined = 0
         """Differences between results examined in this step."""
@@ -323,21 +359,22 @@ class RunMonitor:
         return self.idle()
 
     def _review_one(self, call: ToolCall, idle: float | None) -> _Reviewed | None:
-        """The call's key, effect, digest and whether time passed; None: not a known tool."""
-        effect = self.effect(call.name)
+        """The call's effect, digest and whether time passed; None: not a known tool."""
+        effects = self._effects
+        effect = Effect.UNDECLARED if effects is None else effects.get(call.name)
         if effect is None:
             return None
-        key = canonical_call_key(call.name, call.arguments)
-        timed = idle is not None and self._waited(key, idle)
-        return _Reviewed(call, key, _FLAGS[effect], _digest(key), timed, idle, effect)
+        digest = _digest(canonical_call_key(call.name, call.arguments))
+        timed = idle is not None and self._waited(digest, idle)
+        return _Reviewed(call, _FLAGS[effect], digest, timed, idle, effect)
 
-    def _waited(self, key: str, idle: float) -> bool:
+    def _waited(self, digest: int, idle: float) -> bool:
         """Whether real time passed since the identical call (``poll_gap``, ``wait_gap``)."""
         policy, state = self.policy, self.state
-        gap, started = policy.poll_gap, state.started.get(key)
+        gap, started = policy.poll_gap, state.started.get(digest)
         if gap is not None and started is not None and idle - started >= gap:
             return True
-        wait, ended = policy.wait_gap, state.ended.get(key)
+        wait, ended = policy.wait_gap, state.ended.get(digest)
         return wait is not None and ended is not None and idle - ended >= wait
 
     def review(self, calls: Sequence[ToolCall]) -> Stall | None:
@@ -350,9 +387,10 @@ class RunMonitor:
         """
         idle = self._now()
         state = self.state
-        reviewed = self._reviewed = {}
+        reviewed = self._reviewed
+        reviewed.clear()
         fresh = False  # a call earlier in this batch may have changed something
-        earlier: dict[str, int] = {}
+        earlier: dict[int, int] | None = None  # a write earlier in the batch, and its count
         positions: list[int] = []
         finding: tuple[ToolCall, int, int, int, bool] | None = None
         for position, call in enumerate(calls):
@@ -360,24 +398,26 @@ class RunMonitor:
             if item is None:
                 continue
             reviewed[id(call)] = item
-            key, effect = item.key, item.effect
+            digest, effect = item.digest, item.effect
             if effect is Effect.READ:
                 continue
-            entry = None if fresh else state.stretch.get(key)
-            count = (entry[1] if entry is not None else 0) + earlier.get(key, 0) + 1
+            entry = None if fresh else state.stretch.get(digest)
+            count = (entry[1] if entry is not None else 0) + 1
+            if earlier:
+                count += earlier.get(digest, 0)
             if effect is Effect.WRITE:
                 # a write's repeat is the harm: neither its results nor time reset it
-                watched = not fresh and item.digest in state.watched
+                watched = not fresh and digest in state.watched
                 found = watched or count >= self.policy.max_repeated_calls
-                earlier = {key: count}
+                earlier = {digest: count}
             else:  # it runs, unless the model was told it repeats and no time passed
-                watched = not fresh and not item.timed and item.digest in state.watched
+                watched = not fresh and not item.timed and digest in state.watched
                 found = watched and effect is Effect.UNDECLARED
-                earlier = {}
+                earlier = None
             if found:
                 positions.append(position)
                 if finding is None:
-                    finding = (call, item.digest, count, 0, watched)
+                    finding = (call, digest, count, 0, watched)
             fresh = True
         if finding is None:
             return None
@@ -425,34 +465,34 @@ class RunMonitor:
         """Whether a note is still left in this stretch without progress (any rule's)."""
         return self.state.stretch_notes < self.policy.notes
 
-    def _cycle(self, call: int, pair: int | None) -> int:
-        """The period of the cycle a call would start again; 0: none.
+    def _cycle(self, call: int, pair: int) -> int:
+        """The period of the cycle a call that ran starts again; 0: none.
 
-        The call would start the cycle's ``max_repeated_calls``-th repetition, every
-        result unchanged.
+        The call starts the cycle's ``max_repeated_calls``-th repetition, every result
+        unchanged.
 
         Args:
-            call: The digest of the call's key.
-            pair: Its (key, result) pair once it ran and was appended to the recent
-                calls; None: a prediction (its result is taken to be the last one).
+            call: The call's digest.
+            pair: Its (call, result) pair, just appended to the recent calls.
         """
-        repetitions = self.policy.max_repeated_calls - 1
-        recent = self.state.recent
-        # a prediction counts the call itself as one more
-        span_offset = 0 if pair is None else 1
-        for period in range(2, self.policy.max_cycle_length + 1):
+        policy, state = self.policy, self.state
+        repetitions = policy.max_repeated_calls - 1
+        if repetitions < 1:
+            return 0
+        recent = state.recent
+        # the recent calls before this one, since the last call a cycle may not span
+        have = len(recent) - 1
+        room = min(have, state.since_break - 1)
+        for period in range(2, policy.max_cycle_length + 1):
             span = repetitions * period
-            have = len(recent) - span_offset
-            if repetitions < 1 or have < span or self.state.since_break - span_offset < span:
+            if room < span:
+                break  # a longer period spans more still
+            if recent[have - period] != pair:
                 continue
-            tail = recent[have - span : have]
-            if tail[-period] >> 64 != call:
+            start = have - span
+            if any(recent[i] != recent[i + period] for i in range(start, have - period)):
                 continue
-            if pair is not None and tail[-period] != pair:
-                continue
-            if any(tail[i] != tail[i + period] for i in range(span - period)):
-                continue
-            if len({entry >> 64 for entry in tail[:period]}) < 2:
+            if len({entry >> 64 for entry in recent[start : start + period]}) < 2:
                 continue  # one call repeated: the identical-call rule counts it
             return period
         return 0
@@ -470,14 +510,14 @@ class RunMonitor:
         item = self._reviewed.get(id(call))
         if item is None:
             item = self._review_one(call, self._now())
-        key = item.key if item is not None else canonical_call_key(call.name, call.arguments)
+        digest = item.digest if item is not None else call_digest(call.name, call.arguments)
         if outcome is CallOutcome.OK:
             self._ok = True
         elif outcome is CallOutcome.FAILED:
-            self._failures.append(_Failure(call, key, result, fatal))
+            self._failures.append(_Failure(call, digest, result, fatal))
         else:
             self._invalid = True
-            self._mistaken.setdefault(key, call)
+            self._mistaken.setdefault(digest, call)
         if item is None:  # a tool the run does not have: a mistake, not a repeat
             return
         self._count(item, outcome, result)
@@ -489,21 +529,23 @@ class RunMonitor:
         """
         for call in calls:
             self._invalid = True
-            self._mistaken.setdefault(canonical_call_key(call.name, call.arguments), call)
+            self._mistaken.setdefault(call_digest(call.name, call.arguments), call)
 
     def _count(self, item: _Reviewed, outcome: CallOutcome, result: str) -> None:
+        """Count a call that ran: its result's meaning, whether the pair is new, its count."""
         state = self.state
-        digest = self._meaning(item.key, result)
-        stretch = state.stretch
-        entry = stretch.pop(item.key, None)
-        pair = item.digest << 64 | digest
+        digest = item.digest
+        meaning = self._meaning(digest, result)
+        pair = digest << 64 | meaning
         new = self._remember(item, pair)
+        stretch = state.stretch
+        entry = stretch.pop(digest, None)
         effect, ok = item.effect, outcome is CallOutcome.OK
         if effect is Effect.WRITE:  # the repeat itself is the harm, whatever it returns
             count, changed = (entry[1] if entry is not None else 0) + 1, True
         elif entry is None:  # another call changes something only with a new result
             count, changed = 1, effect is not Effect.READ and new
-        elif entry[0] != digest:  # answered otherwise: its own count starts again, and a
+        elif entry[0] != meaning:  # answered otherwise: its own count starts again, and a
             # call that may change something may have changed it (a read never does)
             count, changed = 1, effect is not Effect.READ
         elif item.timed:  # the same answer after real time passed: a fresh look
@@ -514,59 +556,19 @@ class RunMonitor:
         # every count starts again
         if item.timed or (changed and ok):
             stretch.clear()
-        stretch[item.key] = (digest, count)
+        stretch[digest] = (meaning, count)
         if len(stretch) > _STRETCH_SIZE:
             del stretch[next(iter(stretch))]
-        self._ended(item.key)
+        now = self._now()
+        if now is not None:  # when it ended: the wait before the same call again
+            _keep(state.ended, digest, now)
         if ok and new:  # something new came back: a stretch with progress
             state.stretch_notes = 0
         if effect in _RESULT_JUDGED and self._finding is None:
             self._finding = self._judge_read(item, count, pair)
 
-    def _meaning(self, key: str, result: str) -> int:
-        """The meaning of a call's result, as a number (see `MonitorState.results`).
-
-        It is the previous result's when the two say the same
-        (`convergent.meaning.compare`), else the digest of this text. Without the
-        previous text (a resumed run), only the same bytes say the same.
-        """
-        results, last = self.state.results, self._last
-        exact = _digest(result)
-        kept = results.pop(key, None)
-        before = last.pop(key, None)
-        meant = exact
-        if kept is not None and before is not None:  # compared by their differences
-            if before == result:
-                meant = kept[1]
-            else:
-                budget = min(MAX_DIFFERENCES, _STEP_DIFFERENCES - self._examined)
-                found = compare(before, result, max_differences=max(budget, 0))
-                self._examined += found.examined
-                if found.same:
-                    meant = kept[1]
-        elif kept is not None and kept[0] == exact:  # resumed: only the same bytes
-            meant = kept[1]
-        results[key] = (exact, meant)
-        last[key] = result
-        if len(results) > _STRETCH_SIZE:
-            oldest = next(iter(results))
-            del results[oldest]
-            last.pop(oldest, None)
-        return meant
-
-    def _ended(self, key: str) -> None:
-        """Record when the call ended (the wait before the same call again)."""
-        now = self._now()
-        if now is None:
-            return
-        marks = self.state.ended
-        marks.pop(key, None)
-        marks[key] = now
-        if len(marks) > _STRETCH_SIZE:
-            del marks[next(iter(marks))]
-
     def _remember(self, item: _Reviewed, pair: int) -> bool:
-        """Record a call's (key, result) pair, and when it started; whether the pair is new.
+        """Record a call's (call, result) pair, and when it started; whether the pair is new.
 
         Something new ends the episode: a later stall gets a note again.
         """
@@ -587,12 +589,39 @@ class RunMonitor:
         else:
             state.since_break += 1
         if item.mark is not None:
-            marks = state.started
-            marks.pop(item.key, None)
-            marks[item.key] = item.mark
-            if len(marks) > _STRETCH_SIZE:
-                del marks[next(iter(marks))]
+            _keep(state.started, item.digest, item.mark)
         return new
+
+    def _meaning(self, digest: int, result: str) -> int:
+        """The meaning of a call's result, as a number (see `MonitorState.results`).
+
+        It is the previous result's when the two say the same
+        (`convergent.meaning.compare`), else the digest of this text. Without the
+        previous text (a resumed run), only the same bytes say the same.
+        """
+        results, last = self.state.results, self._last
+        exact = _digest(result)
+        kept = results.pop(digest, None)
+        before = last.pop(digest, None)
+        meant = exact
+        if kept is not None and before is not None:  # compared by their differences
+            if before == result:
+                meant = kept[1]
+            else:
+                budget = min(MAX_DIFFERENCES, _STEP_DIFFERENCES - self._examined)
+                found = compare(before, result, max_differences=max(budget, 0))
+                self._examined += found.examined
+                if found.same:
+                    meant = kept[1]
+        elif kept is not None and kept[0] == exact:  # resumed: only the same bytes
+            meant = kept[1]
+        results[digest] = (exact, meant)
+        last[digest] = result
+        if len(results) > _STRETCH_SIZE:
+            oldest = next(iter(results))
+            del results[oldest]
+            last.pop(oldest, None)
+        return meant
 
     def _judge_read(self, item: _Reviewed, count: int, pair: int) -> Stall | None:
         """A read that ran: whether its result repeats without progress.
@@ -661,8 +690,11 @@ class RunMonitor:
         mistaken = self._mistaken
         finding, self._finding = self._finding, None
         self._ok = self._invalid = False
-        self._failures, self._mistaken = [], {}
-        self._reviewed = {}
+        if failures:
+            self._failures = []
+        if mistaken:
+            self._mistaken = {}
+        self._reviewed.clear()
         self._examined = 0
         state, policy = self.state, self.policy
         if failures:
@@ -687,12 +719,12 @@ class RunMonitor:
     def _failed(self, failures: list[_Failure]) -> ToolFailure | None:
         state, policy = self.state, self.policy
         state.failing_steps += 1
-        calls = {failure.key: failure.call for failure in failures}
+        calls = {failure.digest: failure.call for failure in failures}
         key, times = _most_repeated(state.failed_calls, list(calls))
         state.repeated_failures = max(state.repeated_failures, times)
         nudge = state.failure_notes < policy.notes and self._may_note()
         repeated, steps = policy.max_repeated_failures, policy.max_failing_steps
-        error = next(f.text for f in failures if f.key == key)
+        error = next(f.text for f in failures if f.digest == key)
         if repeated is not None and times >= repeated:
             call = calls[key]
             return ToolFailure(
@@ -714,7 +746,7 @@ class RunMonitor:
             )
         return None
 
-    def _mistakes(self, mistaken: dict[str, ToolCall]) -> Stall | None:
+    def _mistakes(self, mistaken: dict[int, ToolCall]) -> Stall | None:
         """A step of nothing but the model's mistakes: the streak, at a threshold."""
         state, policy = self.state, self.policy
         state.mistakes += 1
@@ -741,8 +773,9 @@ class RunMonitor:
 
     def _reset_mistakes(self) -> None:
         state = self.state
-        state.mistakes = state.mistake_notes = 0
-        state.mistaken_calls.clear()
+        if state.mistakes or state.mistake_notes or state.mistaken_calls:
+            state.mistakes = state.mistake_notes = 0
+            state.mistaken_calls.clear()
 
     def reset_errors(self) -> None:
         """Forget the failure streaks (a resumed run gets a fresh chance)."""
@@ -778,6 +811,8 @@ class RunMonitor:
     def finished_reply(self, text: str) -> str:
         """A reply that is an answer or calls tools: the text it completes (cut parts first)."""
         state = self.state
+        if not state.partial and not state.continuations:
+            return text
         joined = state.partial + text if state.partial else text
         state.continuations, state.partial = 0, ""
         return joined
@@ -806,14 +841,22 @@ def _no_time() -> float | None:
     return None
 
 
-def _most_repeated(streak: list[str], step: list[str]) -> tuple[str, int]:
+def _keep(marks: dict[int, float], digest: int, when: float) -> None:
+    """Record ``when`` for the call, as the latest of the bounded marks."""
+    marks.pop(digest, None)
+    marks[digest] = when
+    if len(marks) > _STRETCH_SIZE:
+        del marks[next(iter(marks))]
+
+
+def _most_repeated(streak: list[int], step: list[int]) -> tuple[int, int]:
     """Add the step's calls (each once) to the streak's: the step's call made most often.
 
-    Returns that call's key and how often it was made in the streak ("" and 0: none).
+    Returns that call's digest and how often it was made in the streak (0 and 0: none).
     """
     streak.extend(step)
     del streak[:-_KEYS_KEPT]
-    best, times = "", 0
+    best, times = 0, 0
     for key in step:
         made = streak.count(key)
         if made > times:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from convergent._frozen import blank, slot_setters
 from convergent.exceptions import UserError
 from convergent.messages import (
     NO_USAGE,
@@ -16,13 +17,14 @@ from convergent.messages import (
     ToolCall,
     ToolResultMessage,
     Usage,
+    tool_result_message,
 )
-from convergent.monitor import MonitorState
+from convergent.monitor import MonitorState, digested_keys
 from convergent.stop import StopReason
 
 __all__ = ["STATE_SCHEMA_VERSION", "RunState", "ToolCallRecord"]
 
-STATE_SCHEMA_VERSION = 7
+STATE_SCHEMA_VERSION = 8
 """Bumped whenever the serialised shape of `RunState` changes."""
 
 
@@ -53,9 +55,50 @@ class ToolCallRecord:
 
     def to_message(self) -> ToolResultMessage:
         """The observation this call gives the model."""
-        return ToolResultMessage(
-            tool_call_id=self.id, name=self.name, content=self.result, is_error=not self.ok
-        )
+        return tool_result_message(self.id, self.name, self.result, not self.ok)
+
+
+_OK = CallOutcome.OK
+(
+    _SET_CYCLE,
+    _SET_ID,
+    _SET_NAME,
+    _SET_ARGUMENTS,
+    _SET_OK,
+    _SET_OUTCOME,
+    _SET_RESULT,
+    _SET_DURATION,
+    _SET_FATAL,
+) = slot_setters(
+    ToolCallRecord,
+    ("cycle", "id", "name", "arguments", "ok", "outcome", "result", "duration", "fatal"),
+)
+
+
+def new_record(
+    call: ToolCall,
+    outcome: CallOutcome,
+    text: str,
+    cycle: int,
+    duration: float = 0.0,
+    fatal: bool = False,
+) -> ToolCallRecord:
+    """The record of one call that ended with ``outcome`` and ``text``.
+
+    It is made at the cost of a plain object, not through the frozen dataclass's
+    ``__init__``: the loop makes one per call.
+    """
+    record = blank(ToolCallRecord)
+    _SET_CYCLE(record, cycle)
+    _SET_ID(record, call.id)
+    _SET_NAME(record, call.name)
+    _SET_ARGUMENTS(record, call.arguments)
+    _SET_OK(record, outcome == _OK)
+    _SET_OUTCOME(record, outcome)
+    _SET_RESULT(record, text)
+    _SET_DURATION(record, duration)
+    _SET_FATAL(record, fatal)
+    return record
 
 
 @dataclass(slots=True, kw_only=True)
@@ -127,7 +170,8 @@ class RunState:
         the output's JSON data (None); versions 4 and 5 named it ``output_data``.
         Versions before 7 lacked the stop's rule (``stop_rule``: "").
         Version 4 counted repeats by exact results: its repeat and streak counters start
-        afresh, its budget note and child cycles stay.
+        afresh, its budget note and child cycles stay. Versions 5 to 7 knew each call in
+        the counters by its canonical key: the counters go on under its digest.
         Older states also held the replay positions of scripted
         models (``model_positions``), which the run store now keeps beside the state
         (`RunStore.model_positions`): here they are ignored.
@@ -145,8 +189,12 @@ class RunState:
             old = isinstance(version, int) and version < 3
             dropped = ("call_counts", "tool_error_streak") if old else ()
             data = {k: v for k, v in data.items() if k not in (*dropped, "model_positions")}
-            if isinstance(version, int) and version < 5 and isinstance(data.get("monitor"), dict):
-                data["monitor"] = upgraded_monitor(data["monitor"])
+            monitor = data.get("monitor")
+            if isinstance(version, int) and isinstance(monitor, dict):
+                if version < 5:
+                    data["monitor"] = upgraded_monitor(monitor)
+                elif version < 8:
+                    data["monitor"] = digested_keys(monitor)
             if isinstance(version, int) and version < 6 and "output_data" in data:
                 data["output_json"] = data.pop("output_data")
         try:

@@ -129,15 +129,19 @@ class LimitReached:
 
 def canonical_call_key(name: str, arguments: Mapping[str, Any]) -> str:
     """A stable key for a tool call: same name and same arguments give the same key."""
-    items = sorted(arguments.items()) if len(arguments) > 1 else list(arguments.items())
-    for _, value in items:
+    items = sorted(arguments.items()) if len(arguments) > 1 else arguments.items()
+    shown = []
+    for key, value in items:
         if type(value) not in _SCALARS:
             return (
                 name
                 + "\x01"
                 + json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
             )
-    return f"{name}\x00{items!r}"
+        # the repr of the list of (key, value) pairs, written out: repr() of a list of
+        # tuples guards against recursion, and costs several times as much
+        shown.append(f"({key!r}, {value!r})")
+    return f"{name}\x00[{', '.join(shown)}]"
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})

@@ -287,7 +287,7 @@ class ScriptedModel(Model):
         if self._function is not None:
             self._next = (self._next or 0) + 1
             reply = self._function(messages, tools)
-            if inspect.isawaitable(reply):
+            if not isinstance(reply, ModelResponse) and inspect.isawaitable(reply):
                 reply = await reply
             if not isinstance(reply, ModelResponse):
                 raise UserError(

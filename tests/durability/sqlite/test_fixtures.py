@@ -20,6 +20,9 @@ whose third answer validated; ``write_v6.py`` wrote them. ``state.v7.json`` (run
 version 7: the stop's rule) holds a run stopped ``tool_error`` by
 ``max_repeated_failures``; ``write_state_v7.py`` wrote it. ``runs.v7.db`` (schema
 version 7: runs keep the rule of their stop) holds the same run; ``write_v7.py`` wrote it.
+``state.v8.json`` (run state version 8: the counters know each call by a digest of its
+canonical key) holds a run whose status read repeated with a new clock time, noted then
+stopped ``stalled``, after a lookup that failed; ``write_state_v8.py`` wrote it.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from convergent import ModelResponse, RunResult, RunState, ScriptedModel
 from convergent.compaction import SUMMARY_HEADER
 from convergent.durability.sqlite import DB_SCHEMA_VERSION, DatabaseSteering, RunStore
 from convergent.messages import AssistantMessage, CallOutcome, ToolResultMessage, UserMessage
-from convergent.monitor import MonitorState
+from convergent.monitor import MonitorState, call_digest
 from convergent.stop import StopReason
 
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -312,6 +315,18 @@ def test_v5_state_json_loads_with_its_counters() -> None:
     assert again.monitor == monitor
 
 
+def test_v5_counters_go_on_under_the_digests_of_the_calls_they_stored() -> None:
+    """Versions 5 to 7 kept each call's canonical key; version 8 its digest, which the
+    calls made after the resume are looked up by."""
+    data = json.loads((FIXTURES / "state.v5.json").read_text())
+    monitor = RunState.from_jsonable(data).monitor
+    status, lookup = call_digest("status", {"job": "j1"}), call_digest("lookup", {"customer": "c1"})
+    assert list(monitor.stretch) == list(monitor.started) == [lookup, status]
+    assert monitor.stretch[status][1] == 4
+    # the recent calls and the watched pattern were digests already: they still match
+    assert monitor.watched == [status] and monitor.recent[-1] >> 64 == status
+
+
 def test_v6_state_json_loads_with_its_output_json() -> None:
     """``state.v6.json`` (run state version 6, ``write_state_v6.py``): a typed answer that
     validated, its JSON data under ``output_json``."""
@@ -333,6 +348,30 @@ def test_v7_state_json_keeps_the_rule_of_its_stop() -> None:
     assert state.stop_reason is StopReason.TOOL_ERROR and state.cycles == 4
     assert state.stop_rule == "max_repeated_failures"
     assert RunResult.from_state(state).stop_rule == "max_repeated_failures"
+    assert RunState.from_jsonable(json.loads(json.dumps(state.to_jsonable()))) == state
+
+
+def test_v7_counters_go_on_under_the_digest_of_the_failed_call() -> None:
+    """``state.v7.json`` kept the failed lookup's canonical key in its failure streak."""
+    data = json.loads((FIXTURES / "state.v7.json").read_text())
+    monitor = RunState.from_jsonable(data).monitor
+    lookup = call_digest("lookup", {"customer": "c1"})
+    assert monitor.failed_calls == [lookup] * 4
+    assert list(monitor.stretch) == list(monitor.results) == list(monitor.ended) == [lookup]
+
+
+def test_v8_state_json_loads_with_its_counters_under_the_calls_digests() -> None:
+    """``state.v8.json`` (run state version 8, ``write_state_v8.py``): a status read that
+    repeated with a new clock time, noted then stopped, after a lookup that failed."""
+    data = json.loads((FIXTURES / "state.v8.json").read_text())
+    assert data["schema_version"] == 8
+    state = RunState.from_jsonable(data)
+    assert state.stop_reason is StopReason.STALLED and state.cycles == 5
+    assert state.stop_rule == "max_repeated_calls"
+    monitor = state.monitor
+    status, lookup = call_digest("status", {"job": "j1"}), call_digest("lookup", {"customer": "c1"})
+    assert list(monitor.stretch) == list(monitor.started) == [lookup, status]
+    assert monitor.stretch[status][1] == 4 and monitor.watched == [status]
     assert RunState.from_jsonable(json.loads(json.dumps(state.to_jsonable()))) == state
 
 
