@@ -10,9 +10,10 @@ import pytest
 from pydantic import TypeAdapter
 
 from convergent import StopPolicy, ToolCall
+from convergent.digest import call_digest
 from convergent.meaning import MAX_DIFFERENCES
 from convergent.messages import CallOutcome
-from convergent.monitor import MonitorState, RunMonitor, call_digest
+from convergent.monitor import MonitorState, RunMonitor
 from convergent.stop import Nudge, Stall, StopReason
 from convergent.testing import call
 

@@ -75,10 +75,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
-from zlib import crc32
+from typing import Literal
 
 from convergent.budget import BudgetState
+from convergent.digest import call_digest, text_digest
 from convergent.effects import Declared, Effect, as_effect
 from convergent.meaning import MAX_DIFFERENCES, compare, same_meaning
 from convergent.messages import CallOutcome, ToolCall
@@ -93,7 +93,7 @@ from convergent.stop import (
     canonical_call_key,
 )
 
-__all__ = ["MonitorState", "RunMonitor", "call_digest", "describe_call", "digested_keys"]
+__all__ = ["MonitorState", "RunMonitor", "describe_call"]
 
 _STRETCH_SIZE = 32
 """Distinct calls remembered per stretch (the least recently seen goes first)."""
@@ -220,47 +220,6 @@ def describe_call(name: str, arguments: Mapping[str, object], limit: int = 100) 
     return text if len(text) <= limit else text[: limit - 2] + "…)"
 
 
-def _digest(text: str) -> int:
-    """A stable digest of a text (the same in every process): its CRC-32 and length."""
-    return crc32(text.encode("utf-8", "surrogatepass")) | len(text) << 32
-
-
-def call_digest(name: str, arguments: Mapping[str, Any]) -> int:
-    """The number a run's counters know a call by: the digest of its canonical key.
-
-    Identical calls (same name, same arguments: `convergent.stop.canonical_call_key`)
-    have the same digest; the counters keep the digest, not the key, so that what they
-    hold (and what a checkpoint writes) does not grow with the size of the arguments.
-    """
-    return _digest(canonical_call_key(name, arguments))
-
-
-_KEYED = ("stretch", "results", "started", "ended")
-_KEY_LISTS = ("failed_calls", "mistaken_calls")
-
-
-def digested_keys(monitor: dict[str, Any]) -> dict[str, Any]:
-    """A stored monitor of run state versions 5 and 6, its calls known by digest.
-
-    Those versions kept each call's canonical key; the digest is computed from it, so
-    the counters go on as they were.
-    """
-    upgraded = dict(monitor)
-    for name in _KEYED:
-        entries = monitor.get(name)
-        if isinstance(entries, dict):
-            upgraded[name] = {_old_key(key): value for key, value in entries.items()}
-    for name in _KEY_LISTS:
-        keys = monitor.get(name)
-        if isinstance(keys, list):
-            upgraded[name] = [_old_key(key) for key in keys]
-    return upgraded
-
-
-def _old_key(key: object) -> object:
-    return _digest(key) if isinstance(key, str) else key
-
-
 class RunMonitor:
     """Counts repeats, streaks and notes for one run, under a `StopPolicy`.
 
@@ -364,7 +323,7 @@ class RunMonitor:
         effect = Effect.UNDECLARED if effects is None else effects.get(call.name)
         if effect is None:
             return None
-        digest = _digest(canonical_call_key(call.name, call.arguments))
+        digest = text_digest(canonical_call_key(call.name, call.arguments))
         timed = idle is not None and self._waited(digest, idle)
         return _Reviewed(call, _FLAGS[effect], digest, timed, idle, effect)
 
@@ -600,7 +559,7 @@ class RunMonitor:
         previous text (a resumed run), only the same bytes say the same.
         """
         results, last = self.state.results, self._last
-        exact = _digest(result)
+        exact = text_digest(result)
         kept = results.pop(digest, None)
         before = last.pop(digest, None)
         meant = exact
@@ -667,7 +626,7 @@ class RunMonitor:
     def _known(self, text: str) -> bool:
         """Whether the run had this message already; it is remembered either way."""
         flat = " ".join(text.split())
-        digest = _digest(flat)
+        digest = text_digest(flat)
         seen, texts = self.state.messages, self._messages
         known = digest in seen or any(same_meaning(before, flat) for before in texts)
         if digest not in seen:

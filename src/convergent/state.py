@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from convergent._frozen import blank, slot_setters
+from convergent.digest import text_digest
 from convergent.exceptions import UserError
 from convergent.messages import (
     NO_USAGE,
@@ -19,7 +20,7 @@ from convergent.messages import (
     Usage,
     tool_result_message,
 )
-from convergent.monitor import MonitorState, digested_keys
+from convergent.monitor import MonitorState
 from convergent.stop import StopReason
 
 __all__ = ["STATE_SCHEMA_VERSION", "RunState", "ToolCallRecord"]
@@ -213,6 +214,34 @@ def upgraded_monitor(old: dict[str, Any]) -> dict[str, Any]:
             "child_cycles": int(old.get("child_cycles", 0) or 0),
         }
     }
+
+
+_KEYED = ("stretch", "results", "started", "ended")
+"""The monitor's maps keyed by a call (by its digest since version 8)."""
+_KEY_LISTS = ("failed_calls", "mistaken_calls")
+"""The monitor's lists of calls (by their digests since version 8)."""
+
+
+def digested_keys(monitor: dict[str, Any]) -> dict[str, Any]:
+    """A stored monitor of run state versions 5 to 7, its calls known by digest.
+
+    Those versions kept each call's canonical key; the digest is computed from it, so
+    the counters go on as they were.
+    """
+    upgraded = dict(monitor)
+    for name in _KEYED:
+        entries = monitor.get(name)
+        if isinstance(entries, dict):
+            upgraded[name] = {_old_key(key): value for key, value in entries.items()}
+    for name in _KEY_LISTS:
+        keys = monitor.get(name)
+        if isinstance(keys, list):
+            upgraded[name] = [_old_key(key) for key in keys]
+    return upgraded
+
+
+def _old_key(key: object) -> object:
+    return text_digest(key) if isinstance(key, str) else key
 
 
 _STATE: TypeAdapter[RunState] = TypeAdapter(RunState)
