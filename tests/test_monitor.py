@@ -12,7 +12,8 @@ from pydantic import TypeAdapter
 from convergent import StopPolicy, ToolCall
 from convergent.effects import Effect
 from convergent.messages import CallOutcome
-from convergent.monitor import MonitorState, RunMonitor, describe_call
+from convergent.monitor import RunMonitor, describe_call
+from convergent.state import MonitorState
 from convergent.stop import Nudge, Stall, StopReason, ToolFailure
 from convergent.testing import call
 

@@ -13,7 +13,8 @@ from convergent import StopPolicy, ToolCall
 from convergent.digest import call_digest
 from convergent.meaning import MAX_DIFFERENCES
 from convergent.messages import CallOutcome
-from convergent.monitor import MonitorState, RunMonitor
+from convergent.monitor import RunMonitor
+from convergent.state import MonitorState
 from convergent.stop import Nudge, Stall, StopReason
 from convergent.testing import call
 

@@ -25,12 +25,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from convergent._run_id import child_run_id
-from convergent.budget import shared
 from convergent.durability.protocol import Durability, JournaledRun, RunJournal
 from convergent.events import Event
 from convergent.exceptions import ConvergentError, ToolError, UserError
 from convergent.extensions import RunObserver
-from convergent.limits import Limits
+from convergent.limits import Limits, shared
 from convergent.messages import Usage
 from convergent.result import RunResult
 from convergent.run_context import CallContext, current_call

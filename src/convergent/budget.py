@@ -28,9 +28,10 @@ from math import inf
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from convergent.exceptions import UserError
-from convergent.limits import Limits
+from convergent.limits import Limits, least, narrowed, shared
 from convergent.messages import NO_USAGE, ToolCall, Usage
 from convergent.models._prices import priced
+from convergent.state import BudgetState
 from convergent.stop import LimitReached
 
 if TYPE_CHECKING:
@@ -84,27 +85,6 @@ CHARS_PER_MESSAGE = 16
 """Characters added per message to its text when estimating, for the message's framing."""
 FINAL_TIME_SHARE = 0.25
 """At most this share of ``max_seconds`` is kept for the answer after a stop."""
-
-
-@dataclass(slots=True, kw_only=True)
-class BudgetState:
-    """What a run's budget keeps between decisions; serialisable, inside `MonitorState`."""
-
-    noted: bool = False
-    """The model was told what is left of its budgets (once per run)."""
-    child_cycles: int = 0
-    """Cycles run by child agents this run called as tools; they count against
-    ``max_cycles`` beside the run's own."""
-    tool_calls: int = 0
-    """Tool calls admitted so far."""
-    calls_by_tool: dict[str, int] = field(default_factory=dict)
-    """Tool calls admitted so far, by tool (only for tools with a cap)."""
-    model_seconds: float = 0.0
-    """Seconds spent in model requests (time outside them is the tools' and waits')."""
-    longest_request: float = 0.0
-    """Seconds of the longest model request (time kept for the answer after a stop)."""
-    longest_reply: int = 0
-    """Output tokens of the longest reply so far (room kept for the answer after a stop)."""
 
 
 class Tally(Protocol):
@@ -718,49 +698,6 @@ def check_room(limits: Limits, state: SpentRun) -> None:
                 "count from the run's start, so give a larger one (resume(limits=...); on "
                 "the command line --max-* counts from the start, --more-* adds)"
             )
-
-
-def narrowed(limits: Limits, remaining: Limits) -> Limits:
-    """``limits`` with each budget cut to at most what ``remaining`` allows.
-
-    A budget unset in ``limits`` takes the remaining one.
-    """
-    return dataclasses.replace(
-        limits,
-        max_cycles=least(limits.max_cycles, remaining.max_cycles),
-        max_total_tokens=least(limits.max_total_tokens, remaining.max_total_tokens),
-        max_seconds=least(limits.max_seconds, remaining.max_seconds),
-        max_cost=least(limits.max_cost, remaining.max_cost),
-        max_tool_calls=least(limits.max_tool_calls, remaining.max_tool_calls),
-    )
-
-
-def shared(remaining: Limits, parts: int) -> Limits:
-    """One of ``parts`` equal shares of the cycle, token, cost and call budgets in ``remaining``.
-
-    Calls that run side by side spend the same budgets, so none may have all of them;
-    time passes for all at once, so ``max_seconds`` is not divided.
-    """
-    if parts <= 1:
-        return remaining
-    return dataclasses.replace(
-        remaining,
-        max_cycles=_part(remaining.max_cycles, parts),
-        max_total_tokens=_part(remaining.max_total_tokens, parts),
-        max_cost=None if remaining.max_cost is None else remaining.max_cost / parts,
-        max_tool_calls=_part(remaining.max_tool_calls, parts),
-    )
-
-
-def least(own: _N | None, left: _N | None) -> _N | None:
-    """The smaller of two budgets, None meaning unlimited."""
-    if own is None:
-        return left
-    return own if left is None else min(own, left)
-
-
-def _part(budget: int | None, parts: int) -> int | None:
-    return None if budget is None else budget // parts
 
 
 def _left(budget: _N | None, used: _N) -> _N | None:

@@ -58,9 +58,10 @@ from convergent.messages import (
     Usage,
     reply_end,
 )
-from convergent.monitor import MonitorState, RunMonitor
+from convergent.monitor import RunMonitor
 from convergent.output import OutputCheck
 from convergent.policy import resolved_policy
+from convergent.state import MonitorState
 from convergent.stop import (
     CONTINUE,
     Decision,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -118,3 +118,49 @@ def without_legacy(limits: Limits) -> Limits:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return dataclasses.replace(limits, max_repeated_calls=None, stall_nudges=None)
+
+
+_N = TypeVar("_N", int, float)
+
+
+def least(own: _N | None, left: _N | None) -> _N | None:
+    """The smaller of two budgets, None meaning unlimited."""
+    if own is None:
+        return left
+    return own if left is None else min(own, left)
+
+
+def _part(budget: int | None, parts: int) -> int | None:
+    return None if budget is None else budget // parts
+
+
+def narrowed(limits: Limits, remaining: Limits) -> Limits:
+    """``limits`` with each budget cut to at most what ``remaining`` allows.
+
+    A budget unset in ``limits`` takes the remaining one.
+    """
+    return dataclasses.replace(
+        limits,
+        max_cycles=least(limits.max_cycles, remaining.max_cycles),
+        max_total_tokens=least(limits.max_total_tokens, remaining.max_total_tokens),
+        max_seconds=least(limits.max_seconds, remaining.max_seconds),
+        max_cost=least(limits.max_cost, remaining.max_cost),
+        max_tool_calls=least(limits.max_tool_calls, remaining.max_tool_calls),
+    )
+
+
+def shared(remaining: Limits, parts: int) -> Limits:
+    """One of ``parts`` equal shares of the cycle, token, cost and call budgets in ``remaining``.
+
+    Calls that run side by side spend the same budgets, so none may have all of them;
+    time passes for all at once, so ``max_seconds`` is not divided.
+    """
+    if parts <= 1:
+        return remaining
+    return dataclasses.replace(
+        remaining,
+        max_cycles=_part(remaining.max_cycles, parts),
+        max_total_tokens=_part(remaining.max_total_tokens, parts),
+        max_cost=None if remaining.max_cost is None else remaining.max_cost / parts,
+        max_tool_calls=_part(remaining.max_tool_calls, parts),
+    )

@@ -74,15 +74,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from convergent.budget import BudgetState
 from convergent.digest import call_digest, text_digest
 from convergent.effects import Declared, Effect, as_effect
 from convergent.meaning import MAX_DIFFERENCES, compare, same_meaning
 from convergent.messages import CallOutcome, ToolCall
 from convergent.policy import DEFAULT_POLICY, StopPolicy
+from convergent.state import MonitorState
 from convergent.stop import (
     Nudge,
     Stall,
@@ -109,66 +109,6 @@ _STEP_DIFFERENCES = 4 * MAX_DIFFERENCES
 """Differences examined over all the results of one step; past them, a result that
 differs from its previous one is new (the work of a step is bounded)."""
 _OBSERVED = frozenset({CallOutcome.OK, CallOutcome.FAILED, CallOutcome.INVALID})
-
-
-@dataclass(slots=True, kw_only=True)
-class MonitorState:
-    """What a run's counters remember between decisions; serialisable, kept in `RunState`."""
-
-    stretch: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """Calls seen since the last change, least recently seen first: the call's digest
-    (`call_digest`) -> (the meaning of its last result, as in ``results``; how many times
-    in a row it gave it)."""
-    results: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """The last result of each recent call, least recently seen first: the call's digest
-    -> (the digest of its text; its meaning, the digest of the first of the results in a
-    row that meant the same)."""
-    started: dict[int, float] = field(default_factory=dict)
-    """When each recent call last started, in seconds outside model requests (kept
-    across changes: time passes whatever changed)."""
-    recent: list[int] = field(default_factory=list)
-    """The last calls, oldest first, each as one number: the call's digest times 2**64
-    plus its result's meaning, as in ``results`` (cycles, and what is new)."""
-    since_break: int = 0
-    """Calls since the last one a cycle may not span (declared state-changing, or made
-    after real time passed)."""
-    notes_given: int = 0
-    """Stall notes given in the current episode."""
-    watched: list[int] = field(default_factory=list)
-    """Digests of the calls of the pattern a note was given for in this episode."""
-    failing_steps: int = 0
-    """Failing steps in a row."""
-    repeated_failures: int = 0
-    """The most times one call failed in this streak of failing steps."""
-    failed_calls: list[int] = field(default_factory=list)
-    """Digests of the calls that failed in this streak, once per failing step each
-    failed in (the latest `_KEYS_KEPT`)."""
-    failure_notes: int = 0
-    """Notes given for the failure streaks."""
-    mistakes: int = 0
-    """Steps in a row whose every call was the model's mistake."""
-    mistake_notes: int = 0
-    """Notes given for the mistake streak."""
-    rejections: int = 0
-    """Answers in a row rejected by the verifier or the output type."""
-    rejection_notes: int = 0
-    """Notes given for the rejected-answer streak."""
-    continuations: int = 0
-    """Replies in a row that were not an answer (empty, cut, refused)."""
-    partial: str = ""
-    """The text of the replies cut at the token limit so far, to be continued."""
-    messages: list[int] = field(default_factory=list)
-    """Digests of the user's messages (the task, steering), to tell a repeated one."""
-    budget: BudgetState = field(default_factory=BudgetState)
-    """What the run's budgets keep between decisions (`convergent.budget.Budget`)."""
-    ended: dict[int, float] = field(default_factory=dict)
-    """When each recent call last ended, in seconds outside model requests (the wait
-    before the same call again)."""
-    stretch_notes: int = 0
-    """Notes given, by any rule, since a call last succeeded with something new."""
-    mistaken_calls: list[int] = field(default_factory=list)
-    """Digests of the mistaken calls of this streak of mistakes, once per step each was
-    made in (the latest `_KEYS_KEPT`)."""
 
 
 @dataclass(slots=True)

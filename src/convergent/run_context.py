@@ -13,8 +13,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from convergent.budget import narrowed, shared
-from convergent.limits import Limits
+from convergent.limits import Limits, narrowed, shared
 from convergent.messages import Usage
 
 if TYPE_CHECKING:

@@ -39,7 +39,7 @@ from convergent.compaction import SUMMARY_HEADER
 from convergent.digest import call_digest
 from convergent.durability.sqlite import DB_SCHEMA_VERSION, DatabaseSteering, RunStore
 from convergent.messages import AssistantMessage, CallOutcome, ToolResultMessage, UserMessage
-from convergent.monitor import MonitorState
+from convergent.state import MonitorState
 from convergent.stop import StopReason
 
 FIXTURES = Path(__file__).with_name("fixtures")

@@ -17,8 +17,7 @@ from convergent import (
 )
 from convergent.durability.sqlite import DB_SCHEMA_VERSION, RunStore
 from convergent.messages import AssistantMessage, CallOutcome
-from convergent.monitor import MonitorState
-from convergent.state import STATE_SCHEMA_VERSION
+from convergent.state import STATE_SCHEMA_VERSION, MonitorState
 from convergent.stop import StopReason
 from convergent.testing import call, scripted
 

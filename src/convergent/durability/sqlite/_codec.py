@@ -10,11 +10,9 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from convergent.budget import BudgetState
 from convergent.clock import now
 from convergent.messages import CallOutcome, Message, Usage
-from convergent.monitor import MonitorState
-from convergent.state import ToolCallRecord
+from convergent.state import BudgetState, MonitorState, ToolCallRecord
 
 __all__ = [
     "dump_arguments",
