@@ -28,8 +28,8 @@ from collections.abc import Callable
 from typing import Any
 
 from convergent import Agent, Limits, ScriptedModel, StopPolicy, ToolCall, tool
+from convergent.loop.monitor import RunMonitor
 from convergent.messages import CallOutcome, ModelResponse
-from convergent.monitor import RunMonitor
 
 SIZES = {"100 B": 100, "10 KB": 10 * 1024, "1 MB": 1024 * 1024}
 CYCLES = 200

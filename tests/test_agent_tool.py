@@ -16,8 +16,8 @@ from convergent import (
     calculator,
     tool,
 )
-from convergent.budget import shared
 from convergent.events import CycleStarted, Event
+from convergent.loop.budget import shared
 from convergent.messages import CallOutcome
 from convergent.state import RunState
 from convergent.testing import answer, call, scripted, step

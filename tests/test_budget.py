@@ -17,7 +17,8 @@ from convergent import (
     UserError,
     tool,
 )
-from convergent.budget import (
+from convergent.events import Nudged
+from convergent.loop.budget import (
     FINAL_ANSWER_TOKENS,
     FINAL_PROMPT_TOKENS,
     MIN_REPLY_TOKENS,
@@ -25,7 +26,6 @@ from convergent.budget import (
     Budget,
     RunTally,
 )
-from convergent.events import Nudged
 from convergent.messages import ToolResultMessage
 from convergent.models import TokenPrice
 from convergent.stop import LimitReached

@@ -86,9 +86,9 @@ async def test_elapsed_time_limits_use_the_clock() -> None:
 
 LOOP_MODULES = (
     "agent",
-    "_cycle",
-    "_executor",
-    "_trace",
+    "loop/cycle",
+    "loop/executor",
+    "loop/trace",
     "stop",
     "events",
     "steering",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from convergent import Limits
-from convergent.driver import CycleDriver
+from convergent.loop.driver import CycleDriver
 from convergent.messages import Usage
 from convergent.models import TokenPrice
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from convergent import Agent, ScriptedModel, StopReason, ToolCall, _executor, tool
-from convergent._executor import invoke
+from convergent import Agent, ScriptedModel, StopReason, ToolCall, tool
+from convergent.loop import executor as _executor
+from convergent.loop.executor import invoke
 from convergent.messages import CallOutcome
 from convergent.testing import answer, call, step
 

@@ -28,9 +28,9 @@ from convergent import (
     tool,
 )
 from convergent.builtin_tools import fail
-from convergent.driver import CycleDriver
 from convergent.durability.sqlite import RunStore
 from convergent.events import Nudged, RunStopped
+from convergent.loop.driver import CycleDriver
 from convergent.messages import Message, ToolSpec, UserMessage
 from convergent.models import TokenPrice
 from convergent.models._prices import FREE

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from convergent._frozen import slot_setters
-from convergent._run_parts import record_of
+from convergent.loop.parts import record_of
 from convergent.messages import (
     AssistantMessage,
     CallOutcome,

@@ -30,8 +30,8 @@ BACKENDS = ("anthropic", "local", "openai", "registry", "scripted", "structured"
 
 
 def test_the_budget_loads_no_model_backend_and_no_terminal_or_http_library() -> None:
-    loaded = imported_by("import convergent.budget")
-    assert "convergent.budget" in loaded and "convergent.models._prices" in loaded
+    loaded = imported_by("import convergent.loop.budget")
+    assert "convergent.loop.budget" in loaded and "convergent.models._prices" in loaded
     heavy = sorted(
         name
         for name in loaded

@@ -11,8 +11,8 @@ from pydantic import TypeAdapter
 
 from convergent import StopPolicy, ToolCall
 from convergent.effects import Effect
+from convergent.loop.monitor import RunMonitor, describe_call
 from convergent.messages import CallOutcome
-from convergent.monitor import RunMonitor, describe_call
 from convergent.state import MonitorState
 from convergent.stop import Nudge, Stall, StopReason, ToolFailure
 from convergent.testing import call

@@ -11,9 +11,9 @@ from pydantic import TypeAdapter
 
 from convergent import StopPolicy, ToolCall
 from convergent.digest import call_digest
+from convergent.loop.monitor import RunMonitor
 from convergent.meaning import MAX_DIFFERENCES
 from convergent.messages import CallOutcome
-from convergent.monitor import RunMonitor
 from convergent.state import MonitorState
 from convergent.stop import Nudge, Stall, StopReason
 from convergent.testing import call

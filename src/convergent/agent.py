@@ -15,11 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, assert_never
 
-from convergent._agent_tool import DEFAULT_MAX_DEPTH, agent_tool
-from convergent._cycle import Run
-from convergent._instrument import run_tracer
 from convergent.clock import current_clock
-from convergent.driver import resolved_policy
 from convergent.durability.protocol import Durability, JournaledRun
 from convergent.events import (
     Event,
@@ -34,6 +30,10 @@ from convergent.extensions import (
     Verifier,
 )
 from convergent.limits import Limits, without_legacy
+from convergent.loop.agent_tool import DEFAULT_MAX_DEPTH, agent_tool
+from convergent.loop.cycle import Run
+from convergent.loop.driver import resolved_policy
+from convergent.loop.instrument import run_tracer
 from convergent.messages import (
     Message,
     SystemMessage,

@@ -5,7 +5,7 @@
 may repeat with the same result, how long a cycle of calls is watched for, the streaks
 of failures, mistakes and rejected answers, the notes the model gets before a stop, and
 what happens to a reply that is not an answer. The loop (`convergent.Agent`), an
-`convergent.AgentSpec`, the `convergent.driver.CycleDriver`, the Temporal workflow and
+`convergent.AgentSpec`, the `convergent.loop.driver.CycleDriver`, the Temporal workflow and
 every adapter take the same object, so a rule means the same wherever it runs.
 
 Each rule and its evidence are described in ``docs/loop.md`` and ``docs/evidence.md``.

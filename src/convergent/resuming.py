@@ -26,7 +26,6 @@ from typing import Any
 
 from convergent._run_id import check_run_id
 from convergent.agent import Agent
-from convergent.budget import added, budgets_used, check_room, renewed
 from convergent.builder import BuildContext, build_agent
 from convergent.durability.sqlite import (
     DEFAULT_DB_PATH,
@@ -38,6 +37,7 @@ from convergent.durability.sqlite import (
 from convergent.events import EventHandler
 from convergent.exceptions import UserError
 from convergent.limits import Limits
+from convergent.loop.budget import added, budgets_used, check_room, renewed
 from convergent.models.base import Replayable
 from convergent.result import RunResult
 from convergent.spec import AgentSpec, command_line_tools
@@ -58,7 +58,7 @@ __all__ = [
     "spec_of",
     "steerable_run",
 ]
-"""``added``, ``budgets_used``, ``check_room`` and ``renewed`` are `convergent.budget`'s,
+"""``added``, ``budgets_used``, ``check_room`` and ``renewed`` are `convergent.loop.budget`'s,
 named here too: they say how a resumed run's budgets count."""
 
 

@@ -98,7 +98,7 @@ class MonitorState:
     messages: list[int] = field(default_factory=list)
     """Digests of the user's messages (the task, steering), to tell a repeated one."""
     budget: BudgetState = field(default_factory=BudgetState)
-    """What the run's budgets keep between decisions (`convergent.budget.Budget`)."""
+    """What the run's budgets keep between decisions (`convergent.loop.budget.Budget`)."""
     ended: dict[int, float] = field(default_factory=dict)
     """When each recent call last ended, in seconds outside model requests (the wait
     before the same call again)."""

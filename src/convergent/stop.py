@@ -220,7 +220,7 @@ class ToolFailure:
     policy: bool = False
     """The tool-error policy is ``stop``: any failure ends the run."""
     streak: int = 0
-    """Failing steps in a row, as counted by `convergent.monitor.RunMonitor`."""
+    """Failing steps in a row, as counted by `convergent.loop.monitor.RunMonitor`."""
     at_limit: bool = False
     """The streak just reached or passed its threshold."""
     nudge: bool = False

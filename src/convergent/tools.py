@@ -135,7 +135,7 @@ class Tool:
     read_only: bool | None = None
     """Whether a call only reads (True) or changes something (False); None: unknown.
     With ``idempotent``, it is the tool's `effect`, which the stop rules judge repeats
-    by (see `convergent.monitor`)."""
+    by (see `convergent.loop.monitor`)."""
     parameters: dict[str, Any] = field(default_factory=dict)
     """JSON schema of the arguments (derived from ``arguments_model``)."""
     source: str | None = None

@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from convergent import Effect, Limits, StopPolicy, StopReason
-from convergent.budget import FINAL_ANSWER_TOKENS
 from convergent.clock import Clock
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification
+from convergent.loop.budget import FINAL_ANSWER_TOKENS
 
 Call = tuple[str, dict[str, object]]
 

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from convergent import Agent, ScriptedModel, calculator
-from convergent._instrument import run_tracer
+from convergent.loop.instrument import run_tracer
 from convergent.telemetry import OpenTelemetryObserver
 from convergent.testing import call, scripted
 

@@ -11,7 +11,7 @@ Each framework has its own module, imported only when used, behind its own extra
 - `convergent.adapters.claude_agent_sdk`: hooks for the Claude Agent SDK
   (``[claude-agent-sdk]``).
 
-Every adapter drives a `convergent.driver.CycleDriver`, the same sequence of
+Every adapter drives a `convergent.loop.driver.CycleDriver`, the same sequence of
 `convergent.stop.decide` calls that convergent's own loop runs on, and reports how the
 run ended as a `StopReport` with its typed `StopReason`. Where a host cannot deliver
 part of the default policy (a note to the model), its adapter adapts the policy and
@@ -21,9 +21,9 @@ for explicitly is refused with `NotExpressible` when the adapter is built.
 
 from __future__ import annotations
 
-from convergent.driver import CycleDriver, FinalRequest, Review, StopReport
 from convergent.exceptions import ConvergentError as _ConvergentError
 from convergent.exceptions import UserError as _UserError
+from convergent.loop.driver import CycleDriver, FinalRequest, Review, StopReport
 
 __all__ = [
     "CycleDriver",

@@ -4,15 +4,15 @@ Every adapter takes ``policy=`` (a `StopPolicy`) and the earlier spellings of it
 (``Limits(max_repeated_calls=, stall_nudges=)``, ``on_tool_error=``,
 ``max_consecutive_tool_errors=``, ``final_answer=``), which still work and warn.
 `settled` turns them into
-one validated policy (`convergent.driver.resolved_policy`, so a bad value is refused in
+one validated policy (`convergent.loop.driver.resolved_policy`, so a bad value is refused in
 one line where the adapter is built, never mid-run) and options without the old
 spellings, which each run's driver then takes as they are.
 """
 
 from __future__ import annotations
 
-from convergent.driver import PolicyOptions, resolved_policy
 from convergent.limits import Limits, without_legacy
+from convergent.loop.driver import PolicyOptions, resolved_policy
 from convergent.stop import Decision, Interrupted, Nudge
 
 __all__ = ["given_policy", "settled", "told"]

@@ -64,9 +64,9 @@ from claude_agent_sdk.types import HookCallback, Message
 from convergent._claude_code import claude_code_block_cap
 from convergent.adapters import NotExpressible
 from convergent.adapters._policy import settled, told
-from convergent.driver import CycleDriver, PolicyOptions, StopReport, failure_result
 from convergent.effects import Declared, Effect, annotated_effect
 from convergent.limits import Limits
+from convergent.loop.driver import CycleDriver, PolicyOptions, StopReport, failure_result
 from convergent.messages import CallOutcome, ToolCall, Usage, reply_end
 from convergent.models._prices import PriceLike, TokenPrice, known_price, priced, token_price
 from convergent.stop import (
@@ -142,7 +142,7 @@ class Convergence:
     Args:
         limits: Budgets and thresholds (``max_cycles`` and ``max_cost`` only; see the
             module's notes).
-        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`).
+        **options: The rest of the stop policy (`convergent.loop.driver.PolicyOptions`).
             Give ``tools`` the ``read_only`` flags you know (Claude Code's ``Read``,
             ``Grep``, ``Glob`` only read; ``Edit``, ``Write``, ``Bash`` may change
             things); ``output`` and the ``verifier`` run when the model stops, and

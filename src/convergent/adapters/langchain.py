@@ -50,10 +50,10 @@ from convergent.adapters._langchain_common import (
     wrap_tool_call,
 )
 from convergent.adapters._policy import settled, told
-from convergent.driver import CycleDriver, PolicyOptions, StopReport
 from convergent.effects import Declared, Effect
 from convergent.extensions import Verification
 from convergent.limits import Limits
+from convergent.loop.driver import CycleDriver, PolicyOptions, StopReport
 from convergent.messages import ToolCall
 from convergent.models._prices import PriceLike, priced_for_limit
 from convergent.stop import Decision, Nudge, Stop, StopReason
@@ -128,7 +128,7 @@ class ConvergenceMiddleware(AgentMiddleware[ConvergenceState, Any, Any]):
         price: The model's price (`TokenPrice` or ``(input, output)`` in US dollars per
             million tokens): the host reports tokens, not cost, so each response is
             costed at it. Required with ``max_cost``.
-        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`). A
+        **options: The rest of the stop policy (`convergent.loop.driver.PolicyOptions`). A
             ``verifier`` must be synchronous under ``invoke`` (either kind under
             ``ainvoke``); the final answer's request gets ``max_tokens`` set to what a
             token or cost budget leaves.

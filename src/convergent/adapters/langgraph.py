@@ -57,9 +57,9 @@ from convergent.adapters._langchain_common import (
     wrap_tool_call,
 )
 from convergent.adapters._policy import given_policy, settled
-from convergent.driver import CycleDriver, FinalRequest, PolicyOptions, StopReport
 from convergent.effects import Effect
 from convergent.limits import Limits
+from convergent.loop.driver import CycleDriver, FinalRequest, PolicyOptions, StopReport
 from convergent.messages import ToolCall
 from convergent.models._prices import PriceLike, priced_for_limit
 from convergent.stop import Stop
@@ -142,7 +142,7 @@ class ToolsCondition:
         price: The model's price (`TokenPrice` or ``(input, output)`` in US dollars per
             million tokens): the host reports tokens, not cost, so each response is
             costed at it. Required with ``max_cost``.
-        **options: The stop policy and the rest (`convergent.driver.PolicyOptions`):
+        **options: The stop policy and the rest (`convergent.loop.driver.PolicyOptions`):
             the policy's notes are turned off (with a `PolicyAdapted` warning when it
             asked for them); a ``verifier`` and an ``output`` type cannot be expressed,
             and the final answer needs the `final_answer` node.

@@ -65,16 +65,16 @@ from openai.types.responses import (
 from convergent._json import UnusableJson, load_json
 from convergent.adapters import PolicyAdapted
 from convergent.adapters._policy import settled, told
-from convergent.driver import (
+from convergent.effects import Declared, Effect, annotated_effect
+from convergent.exceptions import ConvergentError, UserError
+from convergent.limits import Limits
+from convergent.loop.driver import (
     CycleDriver,
     FinalRequest,
     PolicyOptions,
     StopReport,
     failure_result,
 )
-from convergent.effects import Declared, Effect, annotated_effect
-from convergent.exceptions import ConvergentError, UserError
-from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.models._prices import PriceLike, priced_for_limit
 from convergent.stop import Facts, LimitReached, Nudge, Stop, StopReason
@@ -136,7 +136,7 @@ class Convergence:
         price: The model's price (`TokenPrice` or ``(input, output)`` in US dollars per
             million tokens): the host reports tokens, not cost, so each response is
             costed at it. Required with ``max_cost``.
-        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`); the
+        **options: The rest of the stop policy (`convergent.loop.driver.PolicyOptions`); the
             final answer's run gets ``max_tokens`` set to what a token or cost budget
             leaves.
 
@@ -552,7 +552,7 @@ async def run(
         price: The model's price (required with ``max_cost``; see `Convergence`).
         run_config: The run's configuration (the adapter adds its own seams to a copy).
         context: The run context, passed through.
-        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`).
+        **options: The rest of the stop policy (`convergent.loop.driver.PolicyOptions`).
     """
     convergence = Convergence(limits, price=price, **options)
     guarded = convergence.agent(agent)

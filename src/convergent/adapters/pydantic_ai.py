@@ -55,16 +55,16 @@ from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
 from pydantic_graph import End
 
 from convergent.adapters._policy import settled, told
-from convergent.driver import (
+from convergent.effects import Effect, annotated_effect
+from convergent.exceptions import UserError
+from convergent.limits import Limits
+from convergent.loop.driver import (
     CycleDriver,
     FinalRequest,
     PolicyOptions,
     StopReport,
     failure_result,
 )
-from convergent.effects import Effect, annotated_effect
-from convergent.exceptions import UserError
-from convergent.limits import Limits
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.models._prices import PriceLike, priced_for_limit
 from convergent.stop import Facts, Nudge, Stall, Stop, StopReason
@@ -88,7 +88,7 @@ class Convergence(AbstractCapability[Any]):
         price: The model's price (`TokenPrice` or ``(input, output)`` in US dollars per
             million tokens): the host reports tokens, not cost, so each response is
             costed at it. Required with ``max_cost``.
-        **options: The rest of the stop policy (`convergent.driver.PolicyOptions`): the
+        **options: The rest of the stop policy (`convergent.loop.driver.PolicyOptions`): the
             verifier's feedback goes back to the model as a new request; the final
             answer's request gets ``max_tokens`` set to what a token or cost budget
             leaves.

@@ -14,7 +14,6 @@ import typer
 
 from convergent._printable import printable
 from convergent._run_id import check_run_id
-from convergent.budget import added, renewed
 from convergent.cli._app import app
 from convergent.cli._checked import LIMIT_OPTIONS, checked
 from convergent.cli._options import JsonOption, OtlpOption, TraceOption
@@ -31,6 +30,7 @@ from convergent.cli.run import absolute_model_spec
 from convergent.durability.sqlite import DEFAULT_DB_PATH, RunStore, RunSummary
 from convergent.exceptions import UserError
 from convergent.limits import Limits
+from convergent.loop.budget import added, renewed
 from convergent.models._prices import CURRENCY, format_cost, parse_price
 from convergent.models.registry import costs_nothing
 from convergent.resuming import prepare_resume, spec_of, steerable_run

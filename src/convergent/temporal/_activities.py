@@ -5,7 +5,7 @@ A worker builds each spec's agent once (its models and tools, with
 by the next call that needs one that has ended) and runs,
 for the workflows that drive it: the description of the agent, one model request, one
 tool call, and the wait for the result of a child run an earlier attempt started. A
-tool call is classified exactly as in a local run (`convergent._executor.invoke`), and
+tool call is classified exactly as in a local run (`convergent.loop.executor.invoke`), and
 reports a heartbeat while it runs, so that a worker that dies is noticed within seconds
 instead of at the tool's timeout.
 
@@ -26,10 +26,10 @@ from temporalio import activity
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from convergent._executor import invoke
 from convergent.agent import Agent
 from convergent.builder import build_agent
 from convergent.exceptions import ModelError, ModelHTTPError, UserError
+from convergent.loop.executor import invoke
 from convergent.messages import CallOutcome
 from convergent.models._deadline import RequestTimedOut
 from convergent.models._prices import dump_price

@@ -35,10 +35,10 @@ from temporalio.exceptions import (
 from temporalio.workflow import ChildWorkflowHandle
 
 with workflow.unsafe.imports_passed_through():
-    from convergent._agent_tool import ChildEnd, ChildSpent, child_tool, run_depth
     from convergent._run_id import child_run_id
     from convergent.builder import child_spec
     from convergent.exceptions import ToolError
+    from convergent.loop.agent_tool import ChildEnd, ChildSpent, child_tool, run_depth
     from convergent.messages import Usage
     from convergent.run_context import CallContext
     from convergent.spec import AgentToolSpec

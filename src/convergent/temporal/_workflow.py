@@ -31,15 +31,15 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from convergent._agent_tool import nesting, spent_cycles, spent_tool_calls
-    from convergent._cycle import RolledOver
-    from convergent._executor import ClassifiedOutcome
     from convergent.agent import Agent
     from convergent.builder import BuildContext, ModelRole, Toolbox, build_agent
     from convergent.clock import Clock, use_clock
     from convergent.events import Event, event_to_dict
     from convergent.exceptions import ConvergentError, ModelError
     from convergent.gate.ask import ASK_USER
+    from convergent.loop.agent_tool import nesting, spent_cycles, spent_tool_calls
+    from convergent.loop.cycle import RolledOver
+    from convergent.loop.executor import ClassifiedOutcome
     from convergent.messages import (
         AssistantMessage,
         CallOutcome,

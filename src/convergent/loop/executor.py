@@ -18,8 +18,8 @@ import types
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from convergent.driver import failure_result
 from convergent.exceptions import ConvergentError, NeedsUserInput, ToolArgumentsError
+from convergent.loop.driver import failure_result
 from convergent.messages import CallOutcome, ToolCall
 from convergent.tools import Tool, to_text
 

@@ -5,7 +5,7 @@ come back with a result of the same meaning while nothing changed? do failures,
 mistakes or rejected answers persist? is a note still available?) is counted here, one
 call at a time, under the rules of a `convergent.StopPolicy`. The loop uses one monitor
 per run, and so does every adapter for another framework, through
-`convergent.driver.CycleDriver`. Budgets are `convergent.budget.Budget`'s.
+`convergent.loop.driver.CycleDriver`. Budgets are `convergent.loop.budget.Budget`'s.
 
 Progress, the rule behind stalls:
 

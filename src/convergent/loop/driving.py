@@ -1,4 +1,4 @@
-"""What a `convergent.driver.CycleDriver` takes and gives, and the words the model reads.
+"""What a `convergent.loop.driver.CycleDriver` takes and gives, and the words the model reads.
 
 The options of a run's stop decisions besides its budgets and rules (`PolicyOptions`),
 what the driver makes of a batch of calls (`Review`), the request it asks for after a
@@ -13,10 +13,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TypedDict
 
-from convergent.budget import CHARS_PER_MESSAGE
 from convergent.effects import Declared
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification, Verifier
+from convergent.loop.budget import CHARS_PER_MESSAGE
 from convergent.messages import NO_USAGE, AssistantMessage, Message, Usage
 from convergent.output import OutputSpec
 from convergent.policy import StopPolicy, ToolErrorPolicy

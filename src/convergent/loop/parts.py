@@ -1,6 +1,6 @@
 """The stateless parts of a run's cycle: what a run needs of its agent, and helpers.
 
-`convergent._cycle.Run` does each step of a cycle; what it needs of its agent
+`convergent.loop.cycle.Run` does each step of a cycle; what it needs of its agent
 (`LoopAgent`), how it bounds a request by the time left (`within`, `bounded`) and ends
 it when a stop comes (`unless_stopped`), reads
 steering as facts (`outside_facts`) and records a call (`record_of`) live here.

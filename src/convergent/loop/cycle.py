@@ -2,8 +2,8 @@
 
 `Agent.run` holds the loop itself; `Run` holds what one run keeps while it goes (the
 state, the event sink, the journal) and does each step of a cycle: the I/O. Every stop
-decision is its `convergent.driver.CycleDriver`'s (through the run's
-`convergent.monitor.RunMonitor`, `convergent.budget.Budget` and
+decision is its `convergent.loop.driver.CycleDriver`'s (through the run's
+`convergent.loop.monitor.RunMonitor`, `convergent.loop.budget.Budget` and
 `convergent.stop.decide`), taken at the same points as the adapters for other
 frameworks take them; the decision goes back to `Agent.run`, which handles it with
 ``match``.
@@ -15,25 +15,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from functools import partial
 
-from convergent._answer_check import Settled, detail_with_note
-from convergent._executor import execute_batch, start, wait_for_stragglers
 from convergent._redact import known_secrets, redact
-from convergent._run_parts import (
-    LoopAgent,
-    Stopped,
-    bounded,
-    last_text,
-    outside_facts,
-    record_of,
-    settings_fields,
-    spending_calls,
-    unless_stopped,
-    within,
-)
-from convergent._streamed import streamed_request
-from convergent._trace import EventSink
 from convergent.clock import Clock, current_clock, readers
-from convergent.driver import RUN_ALL, CycleDriver, message_chars
 from convergent.durability.protocol import Durability, RunJournal
 from convergent.events import (
     AnsweredAfterStop,
@@ -49,6 +32,23 @@ from convergent.events import (
 )
 from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedError, UserError
 from convergent.extensions import RunObserver
+from convergent.loop.answer_check import Settled, detail_with_note
+from convergent.loop.driver import RUN_ALL, CycleDriver, message_chars
+from convergent.loop.executor import execute_batch, start, wait_for_stragglers
+from convergent.loop.parts import (
+    LoopAgent,
+    Stopped,
+    bounded,
+    last_text,
+    outside_facts,
+    record_of,
+    settings_fields,
+    spending_calls,
+    unless_stopped,
+    within,
+)
+from convergent.loop.streamed import streamed_request
+from convergent.loop.trace import EventSink
 from convergent.messages import (
     AssistantMessage,
     CallOutcome,

@@ -5,8 +5,8 @@ events such as a stop request, then the budgets), after a response without tool 
 (a reply that is not an answer, the output type, the verifier, then completion), after a
 response with tool calls and before they run (a repeat becomes a note or a stop; the
 tool-call caps), and after they ran (a hand-off, failures, mistakes, reads that repeat).
-`CycleDriver` holds the run's `convergent.budget.Budget` and
-`convergent.monitor.RunMonitor`, asks `convergent.stop.decide` at each point, gives the
+`CycleDriver` holds the run's `convergent.loop.budget.Budget` and
+`convergent.loop.monitor.RunMonitor`, asks `convergent.stop.decide` at each point, gives the
 monitor back the notes it decided, and after a stop says whether one final request
 without tools is due, with its prompt and its output cap (`final_request`). It does no
 I/O.
@@ -25,16 +25,19 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
-from convergent._answer_check import Settled, detail_with_note, settle_output
-from convergent.budget import (
+from convergent.clock import current_clock
+from convergent.effects import Declared
+from convergent.extensions import Verification
+from convergent.limits import Limits
+from convergent.loop.answer_check import Settled, detail_with_note, settle_output
+from convergent.loop.budget import (
     CHARS_PER_MESSAGE,
     FINAL_ANSWER_TOKENS,
     Budget,
     RunTally,
     Tally,
 )
-from convergent.clock import current_clock
-from convergent.driving import (
+from convergent.loop.driving import (
     ANSWER_AFTER_STOP,
     FINAL_ANSWER_PROMPT,
     MAX_CALLS_PER_RESPONSE,
@@ -48,9 +51,7 @@ from convergent.driving import (
     message_chars,
     verdict_feedback,
 )
-from convergent.effects import Declared
-from convergent.extensions import Verification
-from convergent.limits import Limits
+from convergent.loop.monitor import RunMonitor
 from convergent.messages import (
     NO_USAGE,
     CallOutcome,
@@ -58,7 +59,6 @@ from convergent.messages import (
     Usage,
     reply_end,
 )
-from convergent.monitor import RunMonitor
 from convergent.output import OutputCheck
 from convergent.policy import resolved_policy
 from convergent.state import MonitorState
@@ -596,7 +596,7 @@ class CycleDriver:
         Args:
             stop: The stop (default the first decided).
             wanted_tokens: The output tokens the host would allow the answer (its own
-                setting); default `convergent.budget.FINAL_ANSWER_TOKENS`. Within a
+                setting); default `convergent.loop.budget.FINAL_ANSWER_TOKENS`. Within a
                 token or cost budget the answer gets what is left, if that is enough.
         """
         stop = stop or self.stop
@@ -619,7 +619,7 @@ class CycleDriver:
         """The run's output, whether it is an answer made after the stop, and a note.
 
         An answer after the stop that is no answer (empty, the request echoed, mostly
-        repetition, the protocol's JSON: `convergent._answer_check`) is left out; the
+        repetition, the protocol's JSON: `convergent.loop.answer_check`) is left out; the
         note says why.
 
         Args:

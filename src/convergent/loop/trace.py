@@ -14,7 +14,6 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from convergent._run_parts import settings_fields
 from convergent.clock import Clock, readers
 from convergent.events import (
     CycleStarted,
@@ -24,6 +23,7 @@ from convergent.events import (
     ToolStarted,
 )
 from convergent.extensions import RunObserver
+from convergent.loop.parts import settings_fields
 from convergent.messages import ModelResponse, ToolCall
 from convergent.models.base import ModelSettings
 from convergent.state import RunState, ToolCallRecord

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import aclosing
 
-from convergent._trace import EventSink
 from convergent.events import TextDelta, ToolCallDelta
 from convergent.exceptions import ModelError
+from convergent.loop.trace import EventSink
 from convergent.messages import Message, ModelResponse, ToolSpec
 from convergent.models.base import Model, ModelSettings, TextChunk
 
