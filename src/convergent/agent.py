@@ -32,7 +32,6 @@ from convergent.extensions import (
 from convergent.limits import Limits, without_legacy
 from convergent.loop.agent_tool import DEFAULT_MAX_DEPTH, agent_tool
 from convergent.loop.cycle import Run
-from convergent.loop.driver import resolved_policy
 from convergent.loop.instrument import run_tracer
 from convergent.messages import (
     Message,
@@ -41,7 +40,7 @@ from convergent.messages import (
 )
 from convergent.models.base import Model, ModelSettings
 from convergent.output import OutputSpec
-from convergent.policy import UNSET, StopPolicy, ToolErrorPolicy, Unset
+from convergent.policy import UNSET, StopPolicy, ToolErrorPolicy, Unset, resolved_policy
 from convergent.result import RunResult
 from convergent.state import RunState
 from convergent.steering import SteeringQueue

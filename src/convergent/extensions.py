@@ -24,6 +24,7 @@ __all__ = [
     "RunObserver",
     "Verification",
     "Verifier",
+    "verdict_feedback",
 ]
 
 
@@ -91,3 +92,8 @@ class FollowUpGate(ActionGate, Protocol):
         The returned call runs in the same cycle, only if the batch did not end the run.
         It must not return a call for a batch that holds only its own returned calls.
         """
+
+
+def verdict_feedback(verdict: Verification) -> str:
+    """What the model is told of a failed verdict ("" when it passed)."""
+    return "" if verdict.passed else verdict.feedback or "the answer failed verification"

@@ -16,7 +16,7 @@ import pytest
 from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, create_sdk_mcp_server
 
 from convergent.adapters.claude_agent_sdk import Convergence
-from convergent.loop.driver import StopReport
+from convergent.loop.ending import StopReport
 
 from .claude_cli import ClaudeCode, UnexpectedTraffic, reap
 from .fake_anthropic import FakeAnthropic, OutboundTrap

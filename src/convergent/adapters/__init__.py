@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from convergent.exceptions import ConvergentError as _ConvergentError
 from convergent.exceptions import UserError as _UserError
-from convergent.loop.driver import CycleDriver, FinalRequest, Review, StopReport
+from convergent.loop.driver import CycleDriver, Review
+from convergent.loop.ending import FinalRequest, StopReport
 
 __all__ = [
     "CycleDriver",

@@ -15,7 +15,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from convergent.loop.driver import failure_result
+from convergent.loop.executor import failure_result
 from convergent.messages import NO_USAGE, CallOutcome, ToolCall, Usage
 
 __all__ = [

@@ -12,7 +12,8 @@ spellings, which each run's driver then takes as they are.
 from __future__ import annotations
 
 from convergent.limits import Limits, without_legacy
-from convergent.loop.driver import PolicyOptions, resolved_policy
+from convergent.loop.driver import PolicyOptions
+from convergent.policy import resolved_policy
 from convergent.stop import Decision, Interrupted, Nudge
 
 __all__ = ["given_policy", "settled", "told"]

@@ -66,7 +66,9 @@ from convergent.adapters import NotExpressible
 from convergent.adapters._policy import settled, told
 from convergent.effects import Declared, Effect, annotated_effect
 from convergent.limits import Limits
-from convergent.loop.driver import CycleDriver, PolicyOptions, StopReport, failure_result
+from convergent.loop.driver import CycleDriver, PolicyOptions
+from convergent.loop.ending import StopReport
+from convergent.loop.executor import failure_result
 from convergent.messages import CallOutcome, ToolCall, Usage, reply_end
 from convergent.models._prices import PriceLike, TokenPrice, known_price, priced, token_price
 from convergent.stop import (

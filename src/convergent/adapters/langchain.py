@@ -53,7 +53,8 @@ from convergent.adapters._policy import settled, told
 from convergent.effects import Declared, Effect
 from convergent.extensions import Verification
 from convergent.limits import Limits
-from convergent.loop.driver import CycleDriver, PolicyOptions, StopReport
+from convergent.loop.driver import CycleDriver, PolicyOptions
+from convergent.loop.ending import StopReport
 from convergent.messages import ToolCall
 from convergent.models._prices import PriceLike, priced_for_limit
 from convergent.stop import Decision, Nudge, Stop, StopReason

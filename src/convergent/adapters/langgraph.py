@@ -59,7 +59,8 @@ from convergent.adapters._langchain_common import (
 from convergent.adapters._policy import given_policy, settled
 from convergent.effects import Effect
 from convergent.limits import Limits
-from convergent.loop.driver import CycleDriver, FinalRequest, PolicyOptions, StopReport
+from convergent.loop.driver import CycleDriver, PolicyOptions
+from convergent.loop.ending import FinalRequest, StopReport
 from convergent.messages import ToolCall
 from convergent.models._prices import PriceLike, priced_for_limit
 from convergent.stop import Stop

@@ -58,13 +58,9 @@ from convergent.adapters._policy import settled, told
 from convergent.effects import Effect, annotated_effect
 from convergent.exceptions import UserError
 from convergent.limits import Limits
-from convergent.loop.driver import (
-    CycleDriver,
-    FinalRequest,
-    PolicyOptions,
-    StopReport,
-    failure_result,
-)
+from convergent.loop.driver import CycleDriver, PolicyOptions
+from convergent.loop.ending import FinalRequest, StopReport
+from convergent.loop.executor import failure_result
 from convergent.messages import CallOutcome, ToolCall, Usage
 from convergent.models._prices import PriceLike, priced_for_limit
 from convergent.stop import Facts, Nudge, Stall, Stop, StopReason

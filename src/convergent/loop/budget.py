@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from convergent.exceptions import UserError
 from convergent.limits import Limits, least, narrowed, shared
-from convergent.messages import NO_USAGE, ToolCall, Usage
+from convergent.messages import NO_USAGE, AssistantMessage, Message, ToolCall, Usage
 from convergent.models._prices import priced
 from convergent.state import BudgetState
 from convergent.stop import LimitReached
@@ -38,14 +38,14 @@ if TYPE_CHECKING:
     from convergent.models._prices import TokenPrice
 
 __all__ = [
-    "BUDGET_NOTE_AT",
-    "NOTHING_REFUSED",
     "Admission",
+    "BUDGET_NOTE_AT",
+    "Budget",
+    "BudgetState",
     "CHARS_PER_MESSAGE",
     "CHARS_PER_TOKEN",
     "FINAL_ANSWER_TOKENS",
-    "Budget",
-    "BudgetState",
+    "NOTHING_REFUSED",
     "RunTally",
     "SpentRun",
     "Tally",
@@ -53,6 +53,7 @@ __all__ = [
     "budgets_used",
     "check_room",
     "least",
+    "message_chars",
     "narrowed",
     "renewed",
     "shared",
@@ -716,3 +717,17 @@ def _tokens(chars: int) -> int:
 def _blended(last: Usage) -> float:
     """The blended price per token of the last request (0 when unknown)."""
     return last.cost / last.total_tokens if last.total_tokens and last.cost else 0.0
+
+
+def message_chars(message: Message) -> int:
+    """Characters of a message as a model sees it: its text, call arguments and framing."""
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        return (
+            CHARS_PER_MESSAGE
+            + len(message.content)
+            + sum(
+                CHARS_PER_MESSAGE + len(call.name) + len(str(call.arguments))
+                for call in message.tool_calls
+            )
+        )
+    return CHARS_PER_MESSAGE + len(message.content)

@@ -32,8 +32,9 @@ from convergent.events import (
 )
 from convergent.exceptions import ConvergentError, ModelError, ScriptExhaustedError, UserError
 from convergent.extensions import RunObserver
-from convergent.loop.answer_check import Settled, detail_with_note
-from convergent.loop.driver import RUN_ALL, CycleDriver, message_chars
+from convergent.loop.budget import message_chars
+from convergent.loop.driver import RUN_ALL, CycleDriver
+from convergent.loop.ending import Settled, detail_with_note
 from convergent.loop.executor import execute_batch, start, wait_for_stragglers
 from convergent.loop.parts import (
     LoopAgent,

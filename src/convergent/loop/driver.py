@@ -22,34 +22,27 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Unpack
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from convergent.clock import current_clock
 from convergent.effects import Declared
-from convergent.extensions import Verification
+from convergent.extensions import Verification, Verifier, verdict_feedback
 from convergent.limits import Limits
-from convergent.loop.answer_check import Settled, detail_with_note, settle_output
 from convergent.loop.budget import (
     CHARS_PER_MESSAGE,
     FINAL_ANSWER_TOKENS,
     Budget,
-    RunTally,
     Tally,
 )
-from convergent.loop.driving import (
+from convergent.loop.ending import (
     ANSWER_AFTER_STOP,
     FINAL_ANSWER_PROMPT,
-    MAX_CALLS_PER_RESPONSE,
-    RUN_ALL,
     FinalRequest,
-    PolicyOptions,
-    Review,
+    Settled,
     StopReport,
-    cap_note,
-    failure_result,
-    message_chars,
-    verdict_feedback,
+    detail_with_note,
+    settle_output,
 )
 from convergent.loop.monitor import RunMonitor
 from convergent.messages import (
@@ -59,8 +52,8 @@ from convergent.messages import (
     Usage,
     reply_end,
 )
-from convergent.output import OutputCheck
-from convergent.policy import resolved_policy
+from convergent.output import OutputCheck, OutputSpec
+from convergent.policy import StopPolicy, ToolErrorPolicy, resolved_policy
 from convergent.state import MonitorState
 from convergent.stop import (
     CONTINUE,
@@ -80,23 +73,77 @@ if TYPE_CHECKING:
     from convergent.models._prices import TokenPrice
 
 __all__ = [
-    "ANSWER_AFTER_STOP",
-    "FINAL_ANSWER_PROMPT",
     "MAX_CALLS_PER_RESPONSE",
     "RUN_ALL",
     "CycleDriver",
-    "FinalRequest",
     "PolicyOptions",
     "Review",
-    "RunTally",
-    "StopReport",
-    "Tally",
     "cap_note",
-    "failure_result",
-    "message_chars",
-    "resolved_policy",
-    "verdict_feedback",
 ]
+
+MAX_CALLS_PER_RESPONSE = 256
+"""A response with more tool calls than this runs none of them: the run stops
+``model_error`` (no task needs them in one step, and each costs bookkeeping)."""
+
+
+class PolicyOptions(TypedDict, total=False):
+    """What a run's stop decisions need besides its `Limits` and `StopPolicy`.
+
+    The loop's `Agent` and every adapter take these.
+    """
+
+    policy: StopPolicy | None
+    """The rules that judge progress (default `StopPolicy()`)."""
+    tools: Mapping[str, Declared] | None
+    """Tool names with what each declares: a `convergent.effects.Effect`, or the older
+    ``read_only`` flag (True: a read, False: a write, None: undeclared); None (the
+    default): every name is an undeclared tool."""
+    terminal_tools: Collection[str]
+    """Tools whose successful call hands the run off (its result is the output)."""
+    verifier: Verifier | None
+    """An external check of an answer without tool calls; while it fails, its feedback
+    goes to the model and the run goes on."""
+    output: OutputSpec | None
+    """The type an answer without tool calls must have (`convergent.output`); while it
+    does not validate, the errors go to the model and the run goes on. It is checked
+    before the verifier, which judges only a valid answer."""
+    final_answer: bool
+    """Deprecated: `StopPolicy.final_answer`."""
+    max_consecutive_tool_errors: int | None
+    """Deprecated: `StopPolicy.max_repeated_failures`."""
+    on_tool_error: ToolErrorPolicy
+    """Deprecated: `StopPolicy.on_tool_error`."""
+
+
+class Review:
+    """What the driver makes of a response's tool calls before they run."""
+
+    __slots__ = ("decision", "skipped")
+
+    def __init__(self, decision: Decision, skipped: Mapping[int, str]) -> None:
+        self.decision = decision
+        """`CONTINUE`, a stall `Nudge`, or a `Stop`."""
+        self.skipped = skipped
+        """Calls that must not run, by position in the batch, with the text the model
+        gets as their result (the note, or why the run stopped)."""
+
+
+RUN_ALL = Review(CONTINUE, {})
+"""The review of a batch whose calls all run."""
+
+
+def cap_note(limit: LimitReached) -> str:
+    """The result of a call a tool-call cap refused while the run goes on (``continue``)."""
+    if limit.limit == "max_calls_per_tool":
+        return (
+            f"Not run: {limit.tool} may be called at most {limit.maximum:g} times in this run "
+            f"(max_calls_per_tool), and it has been. Use another tool, or answer with what "
+            "you have."
+        )
+    return (
+        f"Not run: this run may make at most {limit.maximum:g} tool calls (max_tool_calls), "
+        "and it has made them all. Answer with what you have."
+    )
 
 
 class CycleDriver:
@@ -619,7 +666,7 @@ class CycleDriver:
         """The run's output, whether it is an answer made after the stop, and a note.
 
         An answer after the stop that is no answer (empty, the request echoed, mostly
-        repetition, the protocol's JSON: `convergent.loop.answer_check`) is left out; the
+        repetition, the protocol's JSON: `convergent.loop.ending`) is left out; the
         note says why.
 
         Args:

@@ -18,8 +18,7 @@ import types
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from convergent.exceptions import ConvergentError, NeedsUserInput, ToolArgumentsError
-from convergent.loop.driver import failure_result
+from convergent.exceptions import ConvergentError, NeedsUserInput, ToolArgumentsError, ToolError
 from convergent.messages import CallOutcome, ToolCall
 from convergent.tools import Tool, to_text
 
@@ -27,6 +26,7 @@ __all__ = [
     "Classified",
     "ClassifiedOutcome",
     "execute_batch",
+    "failure_result",
     "invoke",
     "start",
     "wait_for_stragglers",
@@ -191,3 +191,17 @@ async def execute_batch(
     async with asyncio.TaskGroup() as group:
         tasks = [group.create_task(run_one(call, position)) for position, call in enumerate(calls)]
     return [task.result() for task in tasks]
+
+
+def failure_result(tool: str, error: BaseException) -> tuple[str, bool]:
+    """A tool's exception as the model reads it, and whether the tool declared it fatal.
+
+    An exception whose text cannot be made (its ``__str__`` raises) is named by its type.
+    """
+    try:
+        text = str(error)
+    except Exception:  # the tool's own exception class is broken: name it
+        text = f"<{type(error).__name__} whose message could not be read>"
+    if isinstance(error, ToolError):
+        return f"{tool} failed: {text}", error.fatal
+    return f"{tool} raised {type(error).__name__}: {text}", False

@@ -1,6 +1,8 @@
-"""Whether a model's answer after a stop is an answer at all (pure functions, no I/O).
+"""How a run ends: the request for an answer after a stop, and whether its reply is one.
 
-Asked once more for its best answer after a stop, a small model often sends back
+After a stop in `ANSWER_AFTER_STOP` the run asks the model once more, without tools
+(`FINAL_ANSWER_PROMPT`, sized by a `FinalRequest`); a host reports how its run ended in
+a `StopReport`. Asked once more for its best answer after a stop, a small model often sends back
 something else: the request itself, copied; one sentence over and over until the token
 limit; or the tool-call protocol's JSON it saw earlier in the conversation. None of
 these is an answer, and a run that returned one as its output would mislead whoever
@@ -13,9 +15,72 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["Settled", "answer_problem", "detail_with_note", "settle_output"]
+from convergent.messages import NO_USAGE, Usage
+from convergent.stop import StopReason
+
+__all__ = [
+    "ANSWER_AFTER_STOP",
+    "FINAL_ANSWER_PROMPT",
+    "FinalRequest",
+    "Settled",
+    "StopReport",
+    "answer_problem",
+    "detail_with_note",
+    "settle_output",
+]
+
+ANSWER_AFTER_STOP = frozenset(
+    {
+        StopReason.MAX_CYCLES,
+        StopReason.STALLED,
+        StopReason.BUDGET_EXHAUSTED,
+        StopReason.TOOL_ERROR,
+    }
+)
+"""Stops after which the run asks the model for its best answer, with no tools."""
+
+FINAL_ANSWER_PROMPT = (
+    "The run has stopped ({detail}), and you cannot call tools any more. Reply with your "
+    "best answer to the task from what you have found so far, and say briefly what is "
+    "missing or uncertain, and why."
+)
+"""The request for the final answer after a stop."""
+
+
+@dataclass(frozen=True, slots=True)
+class FinalRequest:
+    """The one request without tools after a stop, for the best answer so far."""
+
+    prompt: str
+    """What the model is asked, appended to the conversation as a user message."""
+    max_tokens: int | None
+    """The output cap that keeps the answer within the token and cost budgets; None
+    when no such budget is set (the host's own setting applies)."""
+    seconds: float | None = None
+    """The time the request may take within ``max_seconds``; None: no time budget."""
+
+
+@dataclass(frozen=True, slots=True)
+class StopReport:
+    """How a host's run ended, in convergent's terms."""
+
+    reason: StopReason
+    """The objective reason."""
+    detail: str
+    """The reason in words, with the numbers that triggered it."""
+    cycles: int
+    """Model requests made before the stop (the final answer's request is not one)."""
+    output: str
+    """The final answer: the model's answer, a hand-off's result, or the answer the
+    model gave after the stop (then ``output_after_stop``)."""
+    output_after_stop: bool = False
+    """The output was asked for after the stop, with no tools."""
+    usage: Usage = NO_USAGE
+    """Usage the host reported for the run's requests, the final one included."""
+
 
 ECHO_SHARE = 0.6
 """Share of an answer's words that, copied from a prompt, make it an echo."""

@@ -1,17 +1,17 @@
-"""What counts as an answer after a stop: the checks of `convergent.loop.answer_check`."""
+"""What counts as an answer after a stop: the checks of `convergent.loop.ending`."""
 
 from __future__ import annotations
 
 import pytest
 
 from convergent import Agent, Limits, StopReason, calculator
-from convergent.loop.answer_check import (
+from convergent.loop.ending import (
+    FINAL_ANSWER_PROMPT,
     HEAD_CHARS,
     answer_problem,
     detail_with_note,
     settle_output,
 )
-from convergent.loop.driver import FINAL_ANSWER_PROMPT
 from convergent.testing import call, scripted
 
 NOT_USED = "the answer asked for after the stop was not used"
