@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
-from convergent.replay import replay
+from convergent.replay import replay, replay_run
+from convergent.replay._html import html_page
+from convergent.replay._terminal import print_report
 
 from .conftest import runs_of, write_json
 
@@ -177,63 +182,88 @@ def test_the_harness_s_own_steps_are_not_the_model_s_calls(tmp_path: Path) -> No
     assert calls == [("(no command)", True), ("ls", False)]  # no exit_cost call
 
 
-def test_mini_swe_agent_2_format_errors_and_the_submission(tmp_path: Path) -> None:
-    call = {"id": "c1", "function": {"name": "bash", "arguments": '{"command": "echo done"}'}}
-    error = "No tool calls found in the response. Every response MUST include a tool call."
-    traj = {
+_NO_TOOL_CALL = "No tool calls found in the response. Every response MUST include a tool call."
+_REFUSED = {"role": "user", "content": _NO_TOOL_CALL, "extra": {"interrupt_type": "FormatError"}}
+
+
+def _mini_2(*steps: str) -> dict[str, Any]:
+    """A mini-swe-agent 2 run: ``bash`` a recorded call, ``refused`` an unrecorded reply."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You can run bash."},
+        {"role": "user", "content": "Fix it."},
+    ]
+    for number, step in enumerate(steps):
+        if step == "refused":
+            messages.append(_REFUSED)
+            continue
+        arguments = '{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}'
+        if step == "bash":
+            arguments = json.dumps({"command": f"cat file{number}.py"})
+        call = {"id": f"c{number}", "function": {"name": "bash", "arguments": arguments}}
+        messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        if step == "bash":
+            messages.append({"role": "tool", "tool_call_id": f"c{number}", "content": "x = 1"})
+        else:
+            messages.append({"role": "exit", "content": "diff --git a/x b/x"})
+    return {
         "instance_id": "a__a-1",
         "trajectory_format": "mini-swe-agent-1.1",
         "info": {},
-        "messages": [
-            {"role": "system", "content": "You can run bash."},
-            {"role": "user", "content": "Fix it."},
-            {"role": "user", "content": error, "extra": {"interrupt_type": "FormatError"}},
-            {"role": "user", "content": error, "extra": {"interrupt_type": "FormatError"}},
-            {"role": "assistant", "content": "", "tool_calls": [call]},
-            {"role": "exit", "content": "diff --git a/x b/x"},
-        ],
+        "messages": messages,
     }
-    (run,) = runs_of(write_json(tmp_path / "a.traj.json", traj))
-    calls = [(c.name, c.result, c.mistake) for reply in run.turns[0] for c in reply.calls]
-    assert calls == [
-        ("(no command)", error, True),
-        ("(no command)", error, True),
-        ("bash", "diff --git a/x b/x", False),
-    ]
-    assert run.gaps == {}
 
 
-def test_unrecorded_replies_the_harness_refused_are_each_a_mistake_of_their_own(
+def test_mini_swe_agent_2_replies_without_tool_calls_end_their_turns(tmp_path: Path) -> None:
+    # the harness keeps only its answer to a reply without tool calls: in the loop that
+    # reply is an answer (it ends the turn), its text unknown, and the answer starts the
+    # next turn; every recorded reply is still replayed
+    (run,) = runs_of(write_json(tmp_path / "a.traj.json", _mini_2("refused", "refused", "submit")))
+    shapes = [[(reply.unrecorded, [c.name for c in reply.calls]) for reply in t] for t in run.turns]
+    assert shapes == [[(True, [])], [(True, [])], [(False, ["bash"])]]
+    (submission,) = run.turns[2][0].calls
+    assert (submission.result, submission.mistake) == ("diff --git a/x b/x", False)
+    assert run.gaps == {"replies_unrecorded": 2}
+    assert run.final_answer is None  # the run ends on its submission
+
+
+def test_a_run_ending_at_an_unrecorded_reply_has_no_final_answer(tmp_path: Path) -> None:
+    (run,) = runs_of(write_json(tmp_path / "a.traj.json", _mini_2("bash", "refused")))
+    assert [len(turn) for turn in run.turns] == [2]
+    assert run.turns[0][-1].unrecorded and run.final_answer is None
+
+
+def test_a_stretch_of_unrecorded_replies_past_max_mistakes_then_a_fix_is_not_cut(
     tmp_path: Path,
 ) -> None:
-    # mini-swe-agent 2 keeps only its answer to a reply it could not parse: nothing shows
-    # the replies were the same, so six of them are a streak of new mistakes (a search),
-    # not the same mistaken call six times, and the run that then submits is not cut
-    error = "No tool calls found in the response. Every response MUST include a tool call."
-    call = {"id": "c1", "function": {"name": "bash", "arguments": '{"command": "echo done"}'}}
-    refused = {"role": "user", "content": error, "extra": {"interrupt_type": "FormatError"}}
-    traj = {
-        "instance_id": "a__a-1",
-        "trajectory_format": "mini-swe-agent-1.1",
-        "info": {},
-        "messages": [
-            {"role": "system", "content": "You can run bash."},
-            {"role": "user", "content": "Fix it."},
-            *[refused] * 6,
-            {"role": "assistant", "content": "", "tool_calls": [call]},
-            {"role": "exit", "content": "diff --git a/x b/x"},
-        ],
-    }
-    path = write_json(tmp_path / "a__a-1" / "a__a-1.traj.json", traj)
-    (run,) = runs_of(path)
-    keys = [call.key for reply in run.turns[0] for call in reply.calls]
-    assert len(set(keys[:6])) == 6
-    report = replay([path], success={"a__a-1": True})
-    assert report.total.successful_cut == 0 and report.total.loop_counts("successful") == (
-        0,
-        0,
-        0,
+    # as gpt-5-mini's resolved runs: 19 replies without a tool call, a call, 10 more, the
+    # submission; each unrecorded reply ends its turn (completed), none is a mistake
+    steps = ["refused"] * 19 + ["bash"] + ["refused"] * 10 + ["submit"]
+    path = write_json(tmp_path / "a__a-1" / "a__a-1.traj.json", _mini_2(*steps))
+    report = replay([path], success={"a__a-1": True}, settings={"max_mistakes": 12})
+    total = report.total
+    assert total.successful_cut == 0 and total.loop_counts("successful") == (0, 0, 0)
+    assert total.gaps["replies_unrecorded"] == 29 and total.gapped_runs["replies_unrecorded"] == 1
+    reading = report.to_dict()["corpora"][0]["reading"]
+    assert reading["gaps"]["replies_unrecorded"] == 29
+    out = Console(record=True, width=200)
+    print_report(report, out, details=False, wide=False)
+    assert (
+        "29 replies the recording does not hold (their harness refused them), each ending a "
+        "turn, in 1 run" in out.export_text()
     )
+    assert "replies the recording does not hold" in html_page(report)
+
+
+def test_an_unrecorded_reply_is_played_as_an_answer_not_an_empty_reply(tmp_path: Path) -> None:
+    # an empty reply is one the loop asks to go on; with no continuation allowed it would
+    # end the turn model_error, a stop the recording never shows
+    path = write_json(tmp_path / "a__a-1" / "a__a-1.traj.json", _mini_2("refused", "submit"))
+    (run,) = runs_of(path)
+    replayed = asyncio.run(replay_run(run, {"max_continuations": 0}))
+    assert [(turn.stop_reason, turn.rule, turn.extra_requests) for turn in replayed.turns] == [
+        ("completed", "answered", 0),
+        ("completed", "answered", 1),  # the run ends on its submission: one request past it
+    ]
 
 
 def test_the_same_refused_reply_again_is_the_same_mistake(tmp_path: Path) -> None:

@@ -7,6 +7,9 @@ by the kinds of `GAPS`), and reports a line it passed over (`Skipped`) or a run 
 A turn is what the loop plays as one run: it ends at a reply that answers (text and no
 tool calls). A recording whose turn goes on after such a reply (a harness's own request
 before the agent's, answered in text) is split there, so that every reply is replayed.
+A reply the recording does not hold, only the harness's answer to it (it refused a reply
+without tool calls), is such a reply with its text unknown (`RecordedReply.unrecorded`):
+it ends its turn, and the harness's answer starts the next.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ GAPS = {
     "results_dropped": "results that belong to no call (dropped)",
     "calls_without_result": "calls without a recorded result",
     "messages_skipped": "messages or steps that could not be read (skipped)",
+    "replies_unrecorded": (
+        "replies the recording does not hold (their harness refused them), each ending a turn"
+    ),
 }
 """What a reader could not read or had to guess in a run, by key, in words."""
 
@@ -73,6 +79,15 @@ class RecordedReply:
     """The tool calls of the message, in order (empty for a plain answer)."""
     usage: Usage | None = None
     """Tokens and cost of the request that produced it, where the recording has them."""
+    unrecorded: bool = False
+    """Whether the recording holds only the harness's answer to this reply (it refused a
+    reply without tool calls and kept no trace of it): a reply without calls, its text
+    unknown, that ends its turn as an answer does."""
+
+    @property
+    def answers(self) -> bool:
+        """Whether the reply ends the turn: no tool calls, and text (or text unrecorded)."""
+        return not self.calls and (self.unrecorded or bool(self.content.strip()))
 
 
 Turn = tuple[RecordedReply, ...]
@@ -139,7 +154,7 @@ class Trajectory:
         None when the run ends on tool calls, or its last reply's text was not recorded.
         """
         last = self.turns[-1][-1] if self.turns and self.turns[-1] else None
-        if last is None or last.calls or not last.content.strip():
+        if last is None or not last.answers or not last.content.strip():
             return None
         return last.content
 
@@ -149,7 +164,8 @@ def split_turns(turns: tuple[Turn, ...]) -> tuple[Turn, ...]:
 
     The loop ends a run at an answer (text, no tool calls); the replies a recording has
     after one belong to the next run the loop would play. A reply without calls or text
-    is not an answer (the loop asks the model to go on) and splits nothing.
+    is not an answer (the loop asks the model to go on) and splits nothing; an unrecorded
+    reply (`RecordedReply.unrecorded`) is one.
     """
     if all(_ends_well(turn) for turn in turns):
         return turns
@@ -157,7 +173,7 @@ def split_turns(turns: tuple[Turn, ...]) -> tuple[Turn, ...]:
     for turn in turns:
         start = 0
         for index, reply in enumerate(turn[:-1]):
-            if not reply.calls and reply.content.strip():
+            if reply.answers:
                 split.append(turn[start : index + 1])
                 start = index + 1
         split.append(turn[start:])
@@ -165,7 +181,7 @@ def split_turns(turns: tuple[Turn, ...]) -> tuple[Turn, ...]:
 
 
 def _ends_well(turn: Turn) -> bool:
-    return all(reply.calls or not reply.content.strip() for reply in turn[:-1])
+    return not any(reply.answers for reply in turn[:-1])
 
 
 @dataclass(frozen=True, slots=True)

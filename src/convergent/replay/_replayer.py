@@ -14,7 +14,10 @@ model instead), that recorded result is dropped so the next reply's calls still 
 their own. The recorded model never saw such a note,
 so after one the replay plays what it did next anyway: the worst case, a model that
 ignores the note. A request without the tools (the answer asked for after a stop) and
-requests past the recording get a short text reply.
+requests past the recording get a short text reply. A reply the recording does not
+hold (`RecordedReply.unrecorded`: its harness refused it for having no tool call) is
+played as an answer with a placeholder text, so its turn ends as it did (completed),
+never as an empty reply the loop would ask to go on.
 
 A recorded call to a name no tool can have (``echo<|channel|>commentary``: a model's
 control tokens in the name) is not offered as a tool: the loop answers it as a call to a
@@ -47,6 +50,9 @@ FINISHED = frozenset({StopReason.COMPLETED, StopReason.HANDED_OFF})
 
 _NOTES_AFTER = frozenset({"stalled", "tool_error"})
 """What a note after the calls is about: a repeat or a streak (not a budget running low)."""
+_UNRECORDED = "(a reply the recording does not hold)"
+"""What an unrecorded reply says when played: an answer, as the loop takes a reply
+without calls (never an empty reply, which the loop would ask to go on)."""
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")
 """What a tool's name can be: letters, digits and ``_.:/-`` (providers allow less)."""
 _DECLARES = frozenset(inspect.signature(Tool.from_schema).parameters)
@@ -210,9 +216,10 @@ def _response(reply: RecordedReply, number: int) -> ModelResponse:
         ToolCall(id=f"r{number}c{index}", name=call.name, arguments=dict(call.arguments))
         for index, call in enumerate(reply.calls)
     )
+    content = _UNRECORDED if reply.unrecorded else reply.content
     if reply.usage is None:
-        return ModelResponse(content=reply.content, tool_calls=calls)
-    return ModelResponse(content=reply.content, tool_calls=calls, usage=reply.usage)
+        return ModelResponse(content=content, tool_calls=calls)
+    return ModelResponse(content=content, tool_calls=calls, usage=reply.usage)
 
 
 def _tools(recording: _Recording, trajectory: Trajectory, turn: Turn) -> list[Tool]:

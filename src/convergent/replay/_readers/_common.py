@@ -284,6 +284,7 @@ class _Reply:
     ids: list[str | None]
     results: list[tuple[str, bool, bool] | None]
     usage: Usage | None
+    unrecorded: bool = False
 
     def free(self) -> list[int]:
         return [index for index, found in enumerate(self.results) if found is None]
@@ -296,7 +297,7 @@ class _Reply:
                 calls.append(RecordedCall(name, arguments, None))
             else:
                 calls.append(RecordedCall(name, arguments, *result))
-        return RecordedReply(self.content, tuple(calls), self.usage)
+        return RecordedReply(self.content, tuple(calls), self.usage, self.unrecorded)
 
 
 @dataclass
@@ -336,6 +337,17 @@ class TurnBuilder:
         )
         self._turn.append(reply)
         self._replies.append(reply)
+
+    def unrecorded_reply(self) -> None:
+        """A reply the recording does not hold, only its harness's answer to it.
+
+        The harness refused it for having no tool call: a reply without calls, its text
+        unknown, that ends the turn (counted as ``replies_unrecorded``); the harness's
+        answer starts the next turn, as a user message does.
+        """
+        self._turn.append(_Reply("", [], [], [], [], None, unrecorded=True))
+        self.gaps["replies_unrecorded"] += 1
+        self.user()
 
     def result(
         self,

@@ -7,10 +7,13 @@
   arguments: the same mistake only where the reply is the same), the model's mistake as
   the loop counts it, answered by the reminder that followed it. Version 2
   (``trajectory_format: mini-swe-agent-1.1``) uses tool calls and tool messages; a reply
-  the harness could not parse is not in the messages, only its answer (a user message
-  marked ``FormatError``), and is replayed the same way, each such reply a mistake of
-  its own (nothing shows it repeated an earlier one). A non-zero exit code is a result,
-  not a failure.
+  without tool calls is not in the messages, only the harness's answer to it (a user
+  message marked ``FormatError``: every reply must call a tool). In convergent's loop
+  such a reply is an answer, never a call the run cannot make: it is replayed as an
+  answer whose text the recording does not hold (`RecordedReply.unrecorded`, counted as
+  the gap ``replies_unrecorded``), which ends its turn, and the harness's answer starts
+  the next turn, as a user message does. A non-zero exit code is a result, not a
+  failure.
 - ``swe-agent``: ``*.traj``, ``{"trajectory": [{"action", "observation", ...}], "history",
   "info"}``: one command per step, named by its first word (``open``, ``edit``,
   ``python``...), its observation the result; function-calling runs name the tool in
@@ -46,7 +49,7 @@ from convergent.replay._readers._common import (
 )
 from convergent.replay._readers._format import Format, Sample
 from convergent.replay._readers._swebench_labels import swebench_label
-from convergent.replay._recording import Malformed, Trajectory
+from convergent.replay._recording import Malformed, Trajectory, Turn
 from convergent.replay._tool_kinds import SWE_AGENT_READ_ONLY
 
 __all__ = ["MINI_SWE_AGENT", "SWE_AGENT"]
@@ -81,14 +84,13 @@ def _read_mini(path: Path, sample: Sample) -> Iterator[Trajectory | Malformed]:
         config = (data.get("info") or {}).get("config") or {}
         model = str((config.get("model") or {}).get("model_name") or "")
         builder = TurnBuilder()
-        turn = _mini_turn(builder, data["messages"])
         yield Trajectory(
             id=path.name,
             name=instance,
             source=str(path),
             model=model,
             success=swebench_label(path, instance),
-            turns=(turn,) if turn else (),
+            turns=_mini_turns(builder, data["messages"]),
             gaps=dict(builder.gaps),
         )
     except READ_ERRORS as exc:
@@ -102,10 +104,10 @@ def _mini_usage(message: Mapping[str, Any]) -> Any:
     return usage_of(usage.get("prompt_tokens"), usage.get("completion_tokens"), cost)
 
 
-def _mini_turn(builder: TurnBuilder, messages: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
+def _mini_turns(builder: TurnBuilder, messages: Sequence[Mapping[str, Any]]) -> tuple[Turn, ...]:
+    """The run's turns: one, and one more after each reply its harness did not record."""
     tool_calling = any(message.get("tool_calls") for message in messages)
     pending_output = False
-    unrecorded = 0
     for message in messages:
         role = message.get("role")
         content = as_text(message.get("content"))
@@ -136,17 +138,12 @@ def _mini_turn(builder: TurnBuilder, messages: Sequence[Mapping[str, Any]]) -> t
         elif role == "exit" and builder.pending_call() is not None:
             builder.result_of_last_call(content)  # the submission ends the run
         elif role == "user" and tool_calling and _interrupt(extra) == _FORMAT_ERROR:
-            # the reply the harness could not parse is not recorded: only this answer, so
-            # nothing shows that it repeated an earlier one
-            unrecorded += 1
-            builder.assistant("", [(None, _NO_COMMAND, {"unrecorded_reply": unrecorded})])
-            builder.own_result(0, content, mistake=True)
+            builder.unrecorded_reply()  # a reply without tool calls: only this answer is kept
         elif role == "user" and pending_output:
             refused = "command_blocks" in (builder.pending_call() or {})
             builder.result_of_last_call(content, mistake=refused)
             pending_output = False
-    (turn,) = builder.turns() or ((),)
-    return turn
+    return builder.turns()
 
 
 def _interrupt(extra: Any) -> Any:
