@@ -7,8 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from convergent.replay import Malformed, Skipped, Trajectory, read_runs, replay
-from convergent.replay._recording import RecordedCall, RecordedReply
+from convergent.replay import (
+    Malformed,
+    RecordedCall,
+    RecordedReply,
+    Skipped,
+    Trajectory,
+    read_runs,
+    replay,
+)
 
 from .conftest import runs_of, write_json, write_lines
 
