@@ -46,7 +46,7 @@ from tests.adapters.hosts import (  # noqa: E402
     langchain_tools,
     pydantic_ai_function,
 )
-from tests.adapters.trajectories import READ_ONLY, World  # noqa: E402
+from tests.adapters.trajectories import EFFECTS, World  # noqa: E402
 
 from convergent import Limits  # noqa: E402
 
@@ -92,7 +92,7 @@ def _langchain_agent(way: Way) -> Any:
     middleware = {
         "host": [],
         "seams": [_langchain_noop()],
-        "adapter": [ConvergenceMiddleware(LIMITS, tools=READ_ONLY)],
+        "adapter": [ConvergenceMiddleware(LIMITS, tools=EFFECTS)],
     }[way]
     return create_agent(langchain_model(STEPS), langchain_tools(World()), middleware=middleware)
 
@@ -163,7 +163,7 @@ def langgraph(way: Way) -> Run:
     elif way == "seams":
         graph = hand_built_graph(model, tools, _LangGraphNoop())
     else:
-        graph = hand_built_graph(model, tools, ToolsCondition(LIMITS, tools=READ_ONLY))
+        graph = hand_built_graph(model, tools, ToolsCondition(LIMITS, tools=EFFECTS))
     return lambda: graph.ainvoke(_task(), {"recursion_limit": 500})
 
 
@@ -225,11 +225,11 @@ def pydantic_ai(way: Way) -> Run:
     capabilities = {
         "host": [],
         "seams": [_pydantic_ai_noop()],
-        "adapter": [Convergence(LIMITS, tools=READ_ONLY)],
+        "adapter": [Convergence(LIMITS, tools=EFFECTS)],
     }[way]
     agent = Agent(
         FunctionModel(pydantic_ai_function(STEPS)),
-        tools=[getattr(world, name) for name in READ_ONLY],
+        tools=[getattr(world, name) for name in EFFECTS],
         capabilities=capabilities,
     )
     return lambda: agent.run("task")
@@ -251,10 +251,10 @@ def openai_agents(way: Way) -> Run:
     agent = Agent(
         name="a",
         model=ScriptedModel(steps),
-        tools=[function_tool(getattr(world, name)) for name in READ_ONLY],
+        tools=[function_tool(getattr(world, name)) for name in EFFECTS],
     )
     if way == "adapter":
-        return lambda: run(agent, "task", limits=LIMITS, tools=READ_ONLY)
+        return lambda: run(agent, "task", limits=LIMITS, tools=EFFECTS)
     if way == "seams":
         return _openai_agents_noop(agent)
     return lambda: Runner.run(agent, "task", max_turns=CYCLES + 5)
@@ -546,7 +546,7 @@ def langchain_own_work() -> dict[str, float]:
     runs: dict[str, list[float]] = {"pass_through": [], "convergent": []}
     for _ in range(REPEATS * 10):
         runs["pass_through"].append(replay(passing))
-        runs["convergent"].append(replay(ConvergenceMiddleware(LIMITS, tools=READ_ONLY)))
+        runs["convergent"].append(replay(ConvergenceMiddleware(LIMITS, tools=EFFECTS)))
     through, ours = (min(runs[name]) for name in ("pass_through", "convergent"))
     return {
         "pass_through_cpu_us": round(through * 1e6, 1),
@@ -578,7 +578,7 @@ def langgraph_own_work() -> dict[str, float]:
     states.append(("route", [*messages, AIMessage("done", usage_metadata=usage)]))
 
     def replay() -> float:
-        route = ToolsCondition(LIMITS, tools=READ_ONLY)
+        route = ToolsCondition(LIMITS, tools=EFFECTS)
         back = route.after_tools("agent")
         wrapper = route.wrap_tool_call
         started = time.process_time()
