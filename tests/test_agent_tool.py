@@ -17,7 +17,7 @@ from convergent import (
     tool,
 )
 from convergent.events import CycleStarted, Event
-from convergent.loop.budget import shared
+from convergent.limits import shared
 from convergent.messages import CallOutcome
 from convergent.state import RunState
 from convergent.testing import answer, call, scripted, step

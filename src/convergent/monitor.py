@@ -1,21 +1,11 @@
 """`RunMonitor`: the counters behind a run's progress facts.
 
-Its home is `convergent.loop.monitor`: users import it from here, the
-loop's own modules from its home.
+Its home is `convergent.loop.monitor`, and that of the counters it keeps
+(`MonitorState`) `convergent.state`: users import them from here, the loop's own
+modules from their homes.
 """
 
-from convergent.loop.monitor import (
-    MonitorState as MonitorState,
-)
-from convergent.loop.monitor import (
-    RunMonitor as RunMonitor,
-)
-from convergent.loop.monitor import (
-    describe_call as describe_call,
-)
+from convergent.loop.monitor import RunMonitor, describe_call
+from convergent.state import MonitorState
 
-__all__ = [
-    "MonitorState",
-    "RunMonitor",
-    "describe_call",
-]
+__all__ = ["MonitorState", "RunMonitor", "describe_call"]

@@ -28,7 +28,7 @@ from math import inf
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from convergent.exceptions import UserError
-from convergent.limits import Limits, least, narrowed, shared
+from convergent.limits import Limits
 from convergent.messages import NO_USAGE, AssistantMessage, Message, ToolCall, Usage
 from convergent.models._prices import priced
 from convergent.state import BudgetState
@@ -41,7 +41,6 @@ __all__ = [
     "Admission",
     "BUDGET_NOTE_AT",
     "Budget",
-    "BudgetState",
     "CHARS_PER_MESSAGE",
     "CHARS_PER_TOKEN",
     "FINAL_ANSWER_TOKENS",
@@ -52,11 +51,8 @@ __all__ = [
     "added",
     "budgets_used",
     "check_room",
-    "least",
     "message_chars",
-    "narrowed",
     "renewed",
-    "shared",
 ]
 
 FINAL_ANSWER_TOKENS = 512

@@ -93,7 +93,7 @@ from convergent.stop import (
     canonical_call_key,
 )
 
-__all__ = ["MonitorState", "RunMonitor", "describe_call"]
+__all__ = ["RunMonitor", "describe_call"]
 
 _STRETCH_SIZE = 32
 """Distinct calls remembered per stretch (the least recently seen goes first)."""
