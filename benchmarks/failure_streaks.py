@@ -40,7 +40,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.replay.declared import declarations_for  # noqa: E402
+from benchmarks.replay.declared import (  # noqa: E402
+    add_success_option,
+    declarations_for,
+    labels_by_corpus,
+)
 from convergent.replay import RecordedCall, Trajectory, declared, read_runs  # noqa: E402
 
 NO_TOOL = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")
@@ -126,14 +130,7 @@ def measure(
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpora", nargs="+", metavar="FORMAT:PATH")
-    parser.add_argument(
-        "--success",
-        action="append",
-        default=[],
-        metavar="[PATH=]JSON",
-        help="success labels by run id, for every corpus or for the corpus at PATH (run ids "
-        "are paths within a corpus: two corpora may share them)",
-    )
+    add_success_option(parser)
     parser.add_argument(
         "--failure-if",
         action="append",
@@ -147,20 +144,13 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _arguments(argv)
-    shared: dict[str, bool] = {}
-    own: dict[str, dict[str, bool]] = {}
-    for item in arguments.success:
-        path, sep, file = item.rpartition("=")
-        labels = json.loads(Path(file).read_text())
-        if sep:
-            own.setdefault(path, {}).update(labels)
-        else:
-            shared.update(labels)
+    shared, own = labels_by_corpus(arguments.success)
     patterns = dict(item.split("=", 1) for item in arguments.failure_if)
     table: dict[str, object] = {}
     for spec in arguments.corpora:
         corpus, _, path = spec.partition(":")
-        measured = measure(corpus, path, {**shared, **own.get(path, {})}, patterns.get(corpus))
+        labels = {**shared, **own.get(str(Path(path)), {})}
+        measured = measure(corpus, path, labels, patterns.get(corpus))
         table[path] = {
             kind: {label: vars(longest) for label, longest in by_label.items()}
             for kind, by_label in measured.items()

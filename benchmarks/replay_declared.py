@@ -25,20 +25,17 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.replay.declared import labels_by_corpus, replay_each  # noqa: E402
+from benchmarks.replay.declared import (  # noqa: E402
+    add_success_option,
+    labels_by_corpus,
+    replay_each,
+)
 
 
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpora", nargs="+", type=Path)
-    parser.add_argument(
-        "--success",
-        action="append",
-        default=[],
-        metavar="[PATH=]JSON",
-        help="success labels by run id, for every corpus or for the corpus at PATH (run ids "
-        "are paths within a corpus: two corpora may share them)",
-    )
+    add_success_option(parser)
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--workers", type=int, default=1, help="processes that replay")
     parser.add_argument("--json", action="store_true")

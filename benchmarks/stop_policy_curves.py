@@ -28,7 +28,11 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.replay.declared import labels_by_corpus, replay_each  # noqa: E402
+from benchmarks.replay.declared import (  # noqa: E402
+    add_success_option,
+    labels_by_corpus,
+    replay_each,
+)
 from convergent import StopPolicy  # noqa: E402
 from convergent.replay import Point  # noqa: E402
 
@@ -57,15 +61,7 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         help="declare every tool as docs/loop.md tells users to, writes included: each "
         "corpus with the declaration file of its kind (benchmarks/replay/declarations/)",
     )
-    parser.add_argument(
-        "--success",
-        action="append",
-        default=[],
-        metavar="[PATH=]LABELS.json",
-        help="success labels by run id (a `convergent replay --success` file), for every "
-        "corpus or for the corpus at PATH (run ids are paths within a corpus: two corpora "
-        "may share them); repeatable",
-    )
+    add_success_option(parser)
     return parser.parse_args(argv)
 
 

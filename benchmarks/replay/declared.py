@@ -12,6 +12,7 @@ corpus with the file of its kind, and its own labels where given, into one repor
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ __all__ = [
     "DECLARATIONS",
     "FILES",
     "Labels",
+    "add_success_option",
     "corpus_format",
     "declarations_for",
     "labels_by_corpus",
@@ -67,6 +69,19 @@ def corpus_format(path: Path) -> str | None:
             if found is not None:
                 return found
     return None
+
+
+def add_success_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--success [PATH=]JSON`` option, repeatable, that `labels_by_corpus` reads."""
+    parser.add_argument(
+        "--success",
+        action="append",
+        default=[],
+        metavar="[PATH=]JSON",
+        help="success labels by run id (a `convergent replay --success` file), for every "
+        "corpus or for the corpus at PATH (run ids are paths within a corpus: two corpora "
+        "may share them); repeatable",
+    )
 
 
 def labels_by_corpus(specs: Sequence[str]) -> Labels:
