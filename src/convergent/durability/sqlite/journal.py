@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import json
 import os
 import sqlite3
@@ -50,6 +49,7 @@ from convergent.durability.sqlite._codec import (
     mark_consumed,
     monitor_json,
     next_epoch,
+    usage_dict,
     usage_json,
 )
 from convergent.durability.sqlite.steering import DatabaseSteering
@@ -519,7 +519,7 @@ def _reply_facts(event: ModelResponded) -> dict[str, Any]:
         "cycle": event.cycle,
         "time": event.time,
         "finish_reason": event.finish_reason,
-        "usage": dataclasses.asdict(event.usage),
+        "usage": usage_dict(event.usage),
         "metadata": event.metadata,
         "duration": event.duration,
         "first_delta": event.first_delta,
