@@ -15,6 +15,7 @@ Claude Code is also marked ``slow``, so ``pytest -m "not slow"`` leaves them out
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import os
 import shutil
@@ -150,6 +151,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.get_closest_marker(name) for name in _HEAVY_MARKERS):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Leave what collection loaded (modules, test functions, host frameworks) out of the
+    garbage collector's full passes: it lives as long as the session, and walking it again
+    at every full pass cost about a third of the collector's time."""
+    gc.freeze()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

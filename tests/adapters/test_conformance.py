@@ -23,7 +23,7 @@ from convergent import StopReason
 from convergent.adapters import NotExpressible, PolicyAdapted
 
 from .hosts import HOSTS, run_loop
-from .trajectories import TRAJECTORIES, Ending, Trajectory, expected, same
+from .trajectories import QUICK, TRAJECTORIES, Ending, Trajectory, expected, on_hosts, same
 
 _ROUTER = "a LangGraph routing function cannot deliver a verifier's or a schema's feedback"
 
@@ -68,37 +68,6 @@ DIFFERS: dict[tuple[str, str], tuple[Ending, str]] = {
 
 _ADAPTERS = sorted(host for host in HOSTS if host != "loop")
 
-QUICK = frozenset(
-    {
-        "completed",
-        "verified",
-        "handed_off",
-        "max_cycles",
-        "budget",
-        "cost_budget",
-        "fatal_tool_error",
-        "tool_error_nudge",
-        "cycle_of_four",
-        "polls_with_waits",
-        "unknown_tools",
-        "unknown_tool_repeated",
-        "per_tool_cap",
-        "cut_reply",
-        "typed_invalid_then_valid",
-        "verifier_never_passes",
-    }
-)
-"""Trajectories every host runs in the quick suite: one for each way a run ends and each
-excuse the suite allows; every other host run is ``slow`` (the loop runs them all)."""
-
-
-def _on_hosts(trajectory: Trajectory) -> object:
-    return pytest.param(
-        trajectory,
-        id=trajectory.name,
-        marks=() if trajectory.name in QUICK else pytest.mark.slow,
-    )
-
 
 @pytest.mark.parametrize("trajectory", TRAJECTORIES, ids=lambda t: t.name)
 async def test_the_loop_ends_each_trajectory_as_declared(trajectory: Trajectory) -> None:
@@ -110,7 +79,7 @@ async def test_the_loop_ends_each_trajectory_as_declared(trajectory: Trajectory)
 
 
 @pytest.mark.parametrize("host", _ADAPTERS)
-@pytest.mark.parametrize("trajectory", [_on_hosts(t) for t in TRAJECTORIES])
+@pytest.mark.parametrize("trajectory", on_hosts(TRAJECTORIES))
 async def test_every_host_ends_the_trajectory_as_the_loop_does(
     host: str, trajectory: Trajectory
 ) -> None:

@@ -20,7 +20,15 @@ from convergent.adapters.langchain import ConvergenceMiddleware
 from convergent.extensions import Verification
 
 from .hosts import langchain_model, langchain_tools, run_langchain, run_loop
-from .trajectories import NOTES, TRAJECTORIES, Report, Trajectory, World, needs_citation
+from .trajectories import (
+    NOTES,
+    TRAJECTORIES,
+    Report,
+    Trajectory,
+    World,
+    needs_citation,
+    on_hosts,
+)
 
 
 @tool
@@ -130,7 +138,7 @@ def langsmith_set_up_on_the_loop() -> Iterator[list[str]]:
         langsmith.set_runtime_overrides()
 
 
-@pytest.mark.parametrize("trajectory", TRAJECTORIES, ids=lambda t: t.name)
+@pytest.mark.parametrize("trajectory", on_hosts(TRAJECTORIES))
 async def test_langsmith_set_up_on_the_event_loop_ends_each_trajectory_the_same_way(
     trajectory: Trajectory, langsmith_set_up_on_the_loop: list[str]
 ) -> None:

@@ -32,7 +32,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from convergent import Effect, Limits, StopPolicy, StopReason
@@ -952,3 +954,36 @@ def expected(trajectory: Trajectory) -> Ending:
         trajectory.notes,
         trajectory.final_cap,
     )
+
+
+QUICK = frozenset(
+    {
+        "completed",
+        "verified",
+        "handed_off",
+        "max_cycles",
+        "budget",
+        "cost_budget",
+        "fatal_tool_error",
+        "tool_error_nudge",
+        "cycle_of_four",
+        "polls_with_waits",
+        "unknown_tools",
+        "unknown_tool_repeated",
+        "per_tool_cap",
+        "cut_reply",
+        "typed_invalid_then_valid",
+        "verifier_never_passes",
+    }
+)
+"""Trajectories every host runs in the quick suite: one for each way a run ends and each
+excuse the suite allows; every other host run is ``slow`` (the loop runs them all)."""
+
+
+def on_hosts(trajectories: list[Trajectory]) -> list[Any]:
+    """The trajectories as parameters of a test that runs them on a host: those outside
+    `QUICK` are marked ``slow``."""
+    return [
+        pytest.param(t, id=t.name, marks=() if t.name in QUICK else pytest.mark.slow)
+        for t in trajectories
+    ]

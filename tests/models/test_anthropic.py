@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import anthropic
 import pytest
 from genai_prices import Usage as TableUsage
 from genai_prices import calc_price
@@ -11,6 +10,8 @@ from ._replay import Replay
 
 
 def model_for(replay: Replay) -> AnthropicModel:
+    import anthropic  # loaded by the process that runs these tests only
+
     client = anthropic.AsyncAnthropic(
         api_key="test", base_url="http://provider.test", http_client=replay.client2(), max_retries=0
     )
@@ -87,6 +88,8 @@ async def test_a_request_without_tools_and_no_tool_history_sends_no_tools() -> N
 
 async def test_cache_reads_and_writes_are_priced_at_the_tables_cache_prices() -> None:
     replay = Replay("anthropic_cached_answer")
+    import anthropic
+
     client = anthropic.AsyncAnthropic(
         api_key="test",
         base_url="https://api.anthropic.com",
