@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -29,8 +30,10 @@ from convergent import (
 )
 from convergent.durability import JournaledRun
 from convergent.durability.sqlite import RunStore
+from convergent.durability.sqlite._codec import monitor_json
 from convergent.events import AnsweredAfterStop
 from convergent.gate import AskUser, ExecutiveGate, GateDecided, QueueChannel
+from convergent.state import STATE_SCHEMA_VERSION, BudgetState, MonitorState, RunState
 from convergent.testing import answer, call, scripted, step
 
 
@@ -422,3 +425,22 @@ async def test_a_failed_request_after_a_stop_says_why(store: RunStore) -> None:
     assert not result.output_after_stop
     (stored,) = [event for _, event in store.events("r") if event["type"] == "answered_after_stop"]
     assert stored["content"] == "" and "HTTP 503: busy" in stored["error"]
+
+
+def test_the_monitors_counters_load_back_as_they_were_written() -> None:
+    """Digests past 64 bits (the recent calls), maps keyed by digests, times and the
+    budget's counters are read back from the run's row unchanged."""
+    digest = 2**63 + 7
+    monitor = MonitorState(
+        stretch={digest: (11, 2)},
+        results={digest: (2**40 + 1, 11)},
+        started={digest: 0.1 + 0.2},
+        ended={5: 1e-7},
+        recent=[digest << 64 | 11, 5 << 64 | 3],
+        watched=[digest],
+        partial="cut \u00e9 ",
+        budget=BudgetState(noted=True, tool_calls=3, calls_by_tool={"read": 3}, model_seconds=1.5),
+    )
+    stored = json.loads(monitor_json(monitor))
+    data = {"schema_version": STATE_SCHEMA_VERSION, "run_id": "r", "task": "t", "monitor": stored}
+    assert RunState.from_jsonable(data).monitor == monitor
