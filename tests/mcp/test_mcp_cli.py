@@ -34,13 +34,22 @@ def _no_server_outlives_its_test() -> object:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "convergent", *args],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    """Start ``convergent ARGS`` as a terminal starts it: with Ctrl-C (SIGINT) at its
+    default, also when the suite runs as a background job, whose shell ignores it."""
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:  # a child inherits an ignored signal, but not a handler: it gets the default
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "convergent", *args],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
