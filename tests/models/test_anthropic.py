@@ -9,11 +9,11 @@ from convergent import Agent, AnthropicModel, Limits, StopReason, UserError, cal
 from ._replay import Replay
 
 
-def model_for(replay: Replay) -> AnthropicModel:
+def model_for(replay: Replay, base_url: str = "http://provider.test") -> AnthropicModel:
     import anthropic  # loaded by the process that runs these tests only
 
     client = anthropic.AsyncAnthropic(
-        api_key="test", base_url="http://provider.test", http_client=replay.client2(), max_retries=0
+        api_key="test", base_url=base_url, http_client=replay.client2(), max_retries=0
     )
     return AnthropicModel("claude-sonnet-5-5", client=client)
 
@@ -88,15 +88,8 @@ async def test_a_request_without_tools_and_no_tool_history_sends_no_tools() -> N
 
 async def test_cache_reads_and_writes_are_priced_at_the_tables_cache_prices() -> None:
     replay = Replay("anthropic_cached_answer")
-    import anthropic
-
-    client = anthropic.AsyncAnthropic(
-        api_key="test",
-        base_url="https://api.anthropic.com",
-        http_client=replay.client2(),
-        max_retries=0,
-    )
-    result = await Agent(AnthropicModel("claude-sonnet-5-5", client=client)).run("again?")
+    model = model_for(replay, base_url="https://api.anthropic.com")
+    result = await Agent(model).run("again?")
     # the input tokens are all three parts of the prompt
     assert result.usage.input_tokens == 21 + 188 + 2048 and result.usage.output_tokens == 6
     # claude-sonnet-5-5: $2 input, $2.50 cache write, $0.10 cache read, $10 output

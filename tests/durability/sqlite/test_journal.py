@@ -428,8 +428,9 @@ async def test_a_failed_request_after_a_stop_says_why(store: RunStore) -> None:
 
 
 def test_the_monitors_counters_load_back_as_they_were_written() -> None:
-    """Digests past 64 bits (the recent calls), maps keyed by digests, times and the
-    budget's counters are read back from the run's row unchanged."""
+    """The monitor's JSON, as the journal writes it into the run's row and the store
+    loads it, keeps digests past 64 bits (the recent calls), maps keyed by digests, times
+    and the budget's counters unchanged."""
     digest = 2**63 + 7
     monitor = MonitorState(
         stretch={digest: (11, 2)},
