@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import os
 import socket
 from pathlib import Path
@@ -100,3 +101,11 @@ def test_the_summary_says_which_groups_were_skipped_and_why() -> None:
     quiet = _Terminal([])
     pytest_terminal_summary(quiet)
     assert quiet.lines == []
+
+
+def test_the_collector_runs_during_tests_with_what_collection_loaded_frozen() -> None:
+    from conftest import _YOUNG_COLLECTION_EVERY
+
+    assert gc.isenabled()  # collection turned it off; the tests need it back on
+    assert gc.get_freeze_count() > 0
+    assert gc.get_threshold()[0] == _YOUNG_COLLECTION_EVERY
