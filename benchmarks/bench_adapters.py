@@ -39,7 +39,6 @@ from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents import set_tracing_disabled  # noqa: E402
 from tests.adapters.hosts import (  # noqa: E402
     hand_built_graph,
     langchain_model,
@@ -608,6 +607,8 @@ HOSTS: dict[str, Callable[[Way], Run]] = {
 
 
 async def main(hosts: list[str], details: bool) -> None:
+    from agents import set_tracing_disabled
+
     set_tracing_disabled(True)
     report: dict[str, object] = {
         "load_average": os.getloadavg(),

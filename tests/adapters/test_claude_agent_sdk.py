@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from claude_agent_sdk import (
-    AssistantMessage,
-    ClaudeAgentOptions,
-    HookContext,
-    ResultMessage,
-    StreamEvent,
-    SystemMessage,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    UserMessage,
-    tool,
-)
 
 from convergent import Effect, Limits, StopPolicy, StopReason
 from convergent.adapters import NotExpressible
-from convergent.adapters.claude_agent_sdk import Convergence
 from convergent.exceptions import ToolError
 
 from .trajectories import FAILING, MISTAKES, needs_citation
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import HookContext, ResultMessage
+
+    from convergent.adapters.claude_agent_sdk import Convergence
 
 CONTEXT: HookContext = {"signal": None}
 
@@ -45,6 +36,8 @@ async def read(convergence: Convergence, n: int) -> dict[str, Any]:
 
 
 def result(subtype: str = "success", turns: int = 5, text: str = "done") -> ResultMessage:
+    from claude_agent_sdk import ResultMessage
+
     return ResultMessage(
         subtype=subtype,
         duration_ms=1,
@@ -57,6 +50,8 @@ def result(subtype: str = "success", turns: int = 5, text: str = "done") -> Resu
 
 
 async def test_a_repeated_read_runs_gets_the_note_then_the_request_for_the_answer() -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(tools={"Read": True})
     assert await read(convergence, 1) == {}
     assert await read(convergence, 2) == {}
@@ -79,6 +74,8 @@ async def test_a_repeated_read_runs_gets_the_note_then_the_request_for_the_answe
 async def test_a_repeated_undeclared_call_runs_gets_the_note_then_its_repeat_is_denied() -> None:
     """A call that declares nothing runs and is judged on its result; once the model was
     told it repeats, the same call again (no time passed) does not run."""
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(tools={"Bash": None})
     call = {"tool_name": "Bash", "tool_input": {"command": "make status"}}
     answers = []
@@ -99,6 +96,8 @@ async def test_a_repeated_undeclared_call_runs_gets_the_note_then_its_repeat_is_
 
 
 async def test_a_call_in_the_answer_after_the_stop_ends_the_session() -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(tools={"Read": True})
     for n in range(4):
         await read(convergence, n)
@@ -108,6 +107,8 @@ async def test_a_call_in_the_answer_after_the_stop_ends_the_session() -> None:
 
 
 async def test_changing_results_are_progress() -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(tools={"Bash": None})
     for n in range(6):
         call = {
@@ -121,6 +122,8 @@ async def test_changing_results_are_progress() -> None:
 
 
 async def test_failing_calls_get_a_nudge_then_the_request_for_the_answer() -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence()
     answers = []
     for n in range(FAILING + 1):
@@ -151,6 +154,8 @@ async def test_failing_calls_get_a_nudge_then_the_request_for_the_answer() -> No
 
 
 async def test_a_stopped_session_is_not_kept_going_by_the_verifier() -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(verifier=needs_citation, policy=StopPolicy(on_tool_error="stop"))
     call = {"tool_name": "Bash", "tool_input": {"command": "make"}, "tool_use_id": "t1"}
     await call_hook(convergence, "PreToolUse", call)
@@ -162,6 +167,10 @@ async def test_a_stopped_session_is_not_kept_going_by_the_verifier() -> None:
 
 
 async def test_a_wrapped_tools_fatal_error_stops_the_run_from_post_tool_use() -> None:
+    from claude_agent_sdk import tool
+
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     @tool("pay", "Charge the card", {"amount": int})
     async def pay(arguments: dict[str, Any]) -> dict[str, Any]:
         raise ToolError("the card was cancelled", fatal=True)
@@ -190,6 +199,10 @@ async def test_a_wrapped_tools_fatal_error_stops_the_run_from_post_tool_use() ->
 
 
 async def test_a_response_recorded_after_its_first_call_ran_counts_each_call_once() -> None:
+    from claude_agent_sdk import AssistantMessage, ToolUseBlock
+
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     # Claude Code runs a call as soon as its block arrives: the response (both calls) is
     # recorded between the first call's result and the second call
     convergence = Convergence()
@@ -220,6 +233,10 @@ async def test_a_response_streamed_to_its_end_before_its_first_result_is_one_ste
     """Claude Code starts a call as its block arrives; once the stream has shown the
     response's other calls, the first call's result does not end the step: the
     response's calls fail as one step, as in the loop."""
+    from claude_agent_sdk import AssistantMessage, StreamEvent, ToolUseBlock
+
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence()
     ids = ["t0a", "t0b"]
     calls = [
@@ -243,6 +260,10 @@ async def test_a_response_streamed_to_its_end_before_its_first_result_is_one_ste
 
 
 async def test_a_note_due_when_a_step_ends_without_all_its_results_comes_with_the_next() -> None:
+    from claude_agent_sdk import AssistantMessage, ToolUseBlock
+
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(tools={"Read": True})
     assert await read(convergence, 1) == {} and await read(convergence, 2) == {}
     # the third read's response also held a call whose result never came back
@@ -258,6 +279,10 @@ async def test_a_note_due_when_a_step_ends_without_all_its_results_comes_with_th
 
 
 async def test_recorded_messages_count_the_requests() -> None:
+    from claude_agent_sdk import AssistantMessage, TextBlock
+
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence()
     for n in range(3):
         message = AssistantMessage(
@@ -275,6 +300,8 @@ async def test_recorded_messages_count_the_requests() -> None:
 
 
 async def test_the_stop_hook_blocks_until_the_verifier_passes() -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(verifier=needs_citation)
     blocked = await call_hook(
         convergence, "Stop", {"stop_hook_active": False, "last_assistant_message": "a draft"}
@@ -292,6 +319,10 @@ async def test_the_stop_hook_blocks_until_the_verifier_passes() -> None:
 
 
 def test_limits_become_the_sdks_own_options() -> None:
+    from claude_agent_sdk import ClaudeAgentOptions
+
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(Limits(max_cycles=7, max_cost=0.5))
     options = convergence.options(ClaudeAgentOptions(max_turns=99))
     # a turn more than max_cycles: the answer after a stop at max_cycles
@@ -303,6 +334,8 @@ def test_limits_become_the_sdks_own_options() -> None:
 
 
 def test_a_token_budget_is_not_expressible() -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     with pytest.raises(NotExpressible, match="token or wall-time budget"):
         Convergence(Limits(max_total_tokens=1000))
 
@@ -319,6 +352,8 @@ async def _answers(convergence: Convergence, texts: list[str]) -> list[dict[str,
 async def test_the_last_block_claude_code_delivers_asks_for_the_answer_after_the_stop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     monkeypatch.setenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "3")
     convergence = Convergence(verifier=needs_citation)
     convergence.options()  # reads the cap from the environment the CLI gets
@@ -338,6 +373,8 @@ async def test_the_last_block_claude_code_delivers_asks_for_the_answer_after_the
 async def test_a_session_that_ends_on_a_rejected_answer_is_never_completed() -> None:
     """Claude Code ended the turn on a block it would not deliver (a lower cap than the
     adapter knew of): the report says so instead of ``completed``."""
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(verifier=needs_citation)
     assert (await _answers(convergence, ["a draft"]))[0]["decision"] == "block"
     report = convergence.finish(result(turns=1, text="a draft"))
@@ -349,6 +386,7 @@ async def test_a_session_that_ends_on_a_rejected_answer_is_never_completed() -> 
 
 
 async def test_an_output_type_is_checked_at_the_stop() -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
     from convergent.output import OutputSpec
 
     from .trajectories import INVALID, NOTES, VALID, Report
@@ -370,6 +408,8 @@ def stream(
 ) -> None:
     """A response as Claude Code sends it with partial messages: the stream's start, the
     message of its blocks, the stream's end (its stop reason and output tokens)."""
+    from claude_agent_sdk import AssistantMessage, StreamEvent
+
     started = {"id": key, "model": "claude-sonnet-4-5", "usage": {"input_tokens": usage[0]}}
     ended = {"stop_reason": stop_reason}
     start = {"type": "message_start", "message": started}
@@ -382,6 +422,10 @@ def stream(
 async def test_a_cost_budget_stops_before_a_request_that_could_overspend_it() -> None:
     """Each response is costed from the stream at the price table's price of the model
     Claude Code names; $0.0045 a response ($3 and $15 a million) under $0.03."""
+    from claude_agent_sdk import ToolUseBlock
+
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(Limits(max_cost=0.03), tools={"Read": True})
     answers = []
     for n in range(8):
@@ -405,6 +449,10 @@ async def test_a_cost_budget_stops_before_a_request_that_could_overspend_it() ->
 
 
 async def test_the_parts_of_a_reply_cut_at_the_token_limit_make_the_answer() -> None:
+    from claude_agent_sdk import TextBlock
+
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence()
     stream(convergence, "m1", [TextBlock("The answer is forty")], "max_tokens", (100, 20))
     # Claude Code asks the model to go on by itself; the hook sees the second part only
@@ -418,6 +466,10 @@ async def test_the_parts_of_a_reply_cut_at_the_token_limit_make_the_answer() -> 
 
 async def test_calls_claude_code_refused_itself_are_the_models_mistakes() -> None:
     """A call of a tool Claude Code does not have reaches no hook: its result counts."""
+    from claude_agent_sdk import AssistantMessage, ToolResultBlock, ToolUseBlock, UserMessage
+
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(tools={"Read": True})
     for n in range(MISTAKES + 1):
         blocks = [ToolUseBlock(id=f"t{n}", name=f"made_up_{n}", input={})]
@@ -444,7 +496,10 @@ async def test_calls_claude_code_refused_itself_are_the_models_mistakes() -> Non
 def test_the_tools_claude_code_lists_get_their_declared_effects() -> None:
     """Claude Code's own reads are reads and its edits writes, a wrapped SDK tool's MCP
     annotations say what it does, and the caller's declarations come first."""
+    from claude_agent_sdk import SystemMessage, tool
     from mcp.types import ToolAnnotations
+
+    from convergent.adapters.claude_agent_sdk import Convergence
 
     @tool("lookup", "Look a key up", {"key": str}, annotations=ToolAnnotations(readOnlyHint=True))
     async def lookup(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -7,16 +7,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-import langsmith
 import pytest
-from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command, interrupt
 
 from convergent import Limits, StopReason
-from convergent.adapters.langchain import ConvergenceMiddleware
 from convergent.extensions import Verification
 
 from .hosts import langchain_model, langchain_tools, run_langchain, run_loop
@@ -31,14 +24,21 @@ from .trajectories import (
 )
 
 
-@tool
-def approve(amount: int) -> str:
-    """Ask a human to approve a refund."""
-    answer = interrupt(f"approve a refund of {amount}?")
-    return f"the human said {answer}"
-
-
 def test_an_interrupt_in_a_tool_passes_through_and_the_run_resumes() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command, interrupt
+
+    from convergent.adapters.langchain import ConvergenceMiddleware
+
+    @tool
+    def approve(amount: int) -> str:
+        """Ask a human to approve a refund."""
+        answer = interrupt(f"approve a refund of {amount}?")
+        return f"the human said {answer}"
+
     model = langchain_model(
         [(("approve", {"amount": 120}),), "refunded: the human said yes"],
     )
@@ -56,6 +56,12 @@ def test_an_interrupt_in_a_tool_passes_through_and_the_run_resumes() -> None:
 
 
 def test_a_failed_final_request_keeps_the_last_text() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    from convergent.adapters.langchain import ConvergenceMiddleware
+
     steps = [(("read_file", {"path": f"part{n}.txt"}),) for n in range(2)]
     model = langchain_model([*steps])  # nothing left for the final request: it raises
 
@@ -75,6 +81,11 @@ def test_a_failed_final_request_keeps_the_last_text() -> None:
 
 
 def test_the_verifier_sends_the_model_back_within_one_model_call() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from convergent.adapters.langchain import ConvergenceMiddleware
+
     model = langchain_model(["a draft", "the answer [source]"])
     agent = create_agent(model, [], middleware=[ConvergenceMiddleware(verifier=needs_citation)])
     result = agent.invoke({"messages": [HumanMessage("answer it")]})
@@ -93,6 +104,12 @@ def test_the_verifier_sends_the_model_back_within_one_model_call() -> None:
 
 
 def test_each_invocation_starts_a_run_afresh_on_a_checkpointed_thread() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from convergent.adapters.langchain import ConvergenceMiddleware
+
     model = langchain_model(["first answer", "second answer"])
     agent = create_agent(
         model,
@@ -109,6 +126,11 @@ def test_each_invocation_starts_a_run_afresh_on_a_checkpointed_thread() -> None:
 
 
 def test_the_final_answer_keeps_to_the_models_own_cap_within_a_budget() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from convergent.adapters.langchain import ConvergenceMiddleware
+
     budget = next(t for t in TRAJECTORIES if t.name == "budget")  # final cap 512 by default
     seen: list[tuple[str, int | None]] = []
     model = langchain_model(budget.steps, seen, max_tokens=100)
@@ -123,6 +145,8 @@ def test_the_final_answer_keeps_to_the_models_own_cap_within_a_budget() -> None:
 def langsmith_set_up_on_the_loop() -> Iterator[list[str]]:
     """LangSmith's set-up of each traced call made on the event loop, as docs/adapters.md
     shows for processes that do not trace; yields the names of the calls it ran."""
+    import langsmith
+
     ran: list[str] = []
 
     async def on_the_loop(
@@ -153,7 +177,10 @@ _INVALID_ARGS = {"files": "two"}
 
 
 def _typed_agent(steps: list[Any], response_format: Any, **policy: Any) -> Any:
+    from langchain.agents import create_agent
     from langchain.agents.structured_output import ToolStrategy
+
+    from convergent.adapters.langchain import ConvergenceMiddleware
 
     if response_format is ToolStrategy:
         response_format = ToolStrategy(Report)
@@ -165,6 +192,7 @@ def _typed_agent(steps: list[Any], response_format: Any, **policy: Any) -> Any:
 
 def test_a_typed_answer_the_host_validated_completes_with_its_type() -> None:
     from langchain.agents.structured_output import ToolStrategy
+    from langchain_core.messages import HumanMessage
 
     agent = _typed_agent([(("Report", _VALID_ARGS),)], ToolStrategy)
     result = agent.invoke({"messages": [HumanMessage("count the files")]})
@@ -176,6 +204,7 @@ def test_a_typed_answer_the_host_validated_completes_with_its_type() -> None:
 
 def test_the_hosts_own_retry_of_an_invalid_typed_answer_happens() -> None:
     from langchain.agents.structured_output import ToolStrategy
+    from langchain_core.messages import HumanMessage, ToolMessage
 
     steps = [(("Report", _INVALID_ARGS),), (("Report", _VALID_ARGS),)]
     agent = _typed_agent(steps, ToolStrategy)
@@ -189,6 +218,7 @@ def test_the_hosts_own_retry_of_an_invalid_typed_answer_happens() -> None:
 
 async def test_a_typed_answer_that_never_validates_ends_as_in_the_loop() -> None:
     from langchain.agents.structured_output import ToolStrategy
+    from langchain_core.messages import HumanMessage
 
     never = next(t for t in TRAJECTORIES if t.name == "typed_never_valid")
     loop = await run_loop(never)
@@ -209,6 +239,7 @@ async def test_a_typed_answer_that_never_validates_ends_as_in_the_loop() -> None
 def test_a_providers_typed_answer_that_fails_goes_back_to_the_model() -> None:
     """LangChain raises on a provider's invalid typed answer; the loop sends it back."""
     from langchain.agents.structured_output import ProviderStrategy
+    from langchain_core.messages import HumanMessage
 
     steps = ['{"files": "two"}', '{"files": 2, "summary": "two files"}']
     agent = _typed_agent(steps, ProviderStrategy(Report))
@@ -222,6 +253,7 @@ def test_a_providers_typed_answer_that_fails_goes_back_to_the_model() -> None:
 
 def test_the_verifier_judges_the_hosts_typed_answer_as_json() -> None:
     from langchain.agents.structured_output import ToolStrategy
+    from langchain_core.messages import HumanMessage
 
     judged: list[str] = []
 
@@ -240,6 +272,7 @@ def test_the_verifier_judges_the_hosts_typed_answer_as_json() -> None:
 def test_an_answer_in_words_to_a_tool_strategy_goes_back_as_not_typed() -> None:
     """A provider that ignores the forced call answers in words: that is no typed answer."""
     from langchain.agents.structured_output import ToolStrategy
+    from langchain_core.messages import HumanMessage
 
     steps = ["There are two files.", (("Report", _VALID_ARGS),)]
     agent = _typed_agent(steps, ToolStrategy)

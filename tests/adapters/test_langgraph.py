@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
-from langgraph.prebuilt import tools_condition
-from pydantic import BaseModel
+from pydantic import create_model
 
 from convergent import Limits, StopPolicy, StopReason
 from convergent.adapters import NotExpressible, PolicyAdapted
-from convergent.adapters.langgraph import ToolsCondition
 from convergent.exceptions import UserError
 from convergent.output import OutputSpec
 
 from .hosts import hand_built_graph, langchain_model, langchain_tools
 from .trajectories import NOTES, Report, World, needs_citation
 
+if TYPE_CHECKING:
+    from langchain_core.messages import AIMessage, AnyMessage
+
+    from convergent.adapters.langgraph import ToolsCondition
+
 PLAIN = StopPolicy(notes=0)
 """A policy a routing function delivers as it is."""
 
 
 def _calls(*paths: str) -> AIMessage:
+    from langchain_core.messages import AIMessage
+
     return AIMessage(
         "",
         tool_calls=[
@@ -42,6 +47,8 @@ def _calls(*paths: str) -> AIMessage:
     ids=["verifier", "output", "max_seconds"],
 )
 def test_what_a_routing_function_cannot_express_is_refused(options: dict[str, object]) -> None:
+    from convergent.adapters.langgraph import ToolsCondition
+
     with pytest.raises(NotExpressible, match="a LangGraph routing function adds no message"):
         ToolsCondition(**options)  # type: ignore[arg-type]
 
@@ -49,6 +56,8 @@ def test_what_a_routing_function_cannot_express_is_refused(options: dict[str, ob
 def _three_reads(route: ToolsCondition) -> tuple[list[str], list[AnyMessage]]:
     """Route three reads of the same file; the routes, and the conversation (with the
     last read's result)."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+
     messages: list[AnyMessage] = [HumanMessage("what is in a.txt?")]
     routes = []
     for _ in range(3):
@@ -59,6 +68,8 @@ def _three_reads(route: ToolsCondition) -> tuple[list[str], list[AnyMessage]]:
 
 
 def test_the_first_limits_a_user_writes_work_as_they_are() -> None:
+    from convergent.adapters.langgraph import ToolsCondition
+
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         route = ToolsCondition(Limits(max_cycles=20), tools={"read_file": True})
@@ -69,6 +80,10 @@ def test_the_first_limits_a_user_writes_work_as_they_are() -> None:
 
 
 def test_a_policy_that_asks_for_notes_runs_without_them_and_says_so_once() -> None:
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    from convergent.adapters.langgraph import ToolsCondition
+
     with pytest.warns(PolicyAdapted, match="notes are off") as warned:
         route = ToolsCondition(policy=StopPolicy(max_repeated_calls=2))
     assert len(warned) == 1
@@ -85,11 +100,17 @@ def test_a_policy_that_asks_for_notes_runs_without_them_and_says_so_once() -> No
 
 
 def test_a_bad_rule_is_refused_when_the_route_is_built() -> None:
+    from convergent.adapters.langgraph import ToolsCondition
+
     with pytest.raises(UserError, match="on_tool_error"):
         ToolsCondition(policy=StopPolicy(on_tool_error="bogus"))  # type: ignore[arg-type]
 
 
 async def test_the_answer_node_adds_the_answer_after_a_stop_to_the_state() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from convergent.adapters.langgraph import ToolsCondition
+
     seen: list[tuple[str, int | None]] = []
     steps = [(("read_file", {"path": f"part{n}.txt"}),) for n in range(3)]
     model = langchain_model([*steps, "parts 0-2 read; part 3 is missing"], seen, max_tokens=300)
@@ -113,8 +134,11 @@ async def test_the_answer_node_adds_the_answer_after_a_stop_to_the_state() -> No
 async def test_without_the_tool_edge_the_answer_follows_not_executed_results() -> None:
     """A route alone stops at a limit before the last batch runs; the answer's request
     still gives each of its calls a result, as providers require."""
+    from langchain_core.messages import HumanMessage, ToolMessage
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode
+
+    from convergent.adapters.langgraph import ToolsCondition
 
     steps = [(("read_file", {"path": f"part{n}.txt"}),) for n in range(2)]
     seen: list[tuple[str, int | None]] = []
@@ -140,30 +164,35 @@ async def test_without_the_tool_edge_the_answer_follows_not_executed_results() -
     )
 
 
-class Conversation(BaseModel):
-    chat: list[AnyMessage]
-
-
 @pytest.mark.parametrize(
-    "messages",
-    [
-        [HumanMessage("go"), _calls("a.txt")],
-        [HumanMessage("go"), _calls("a.txt", "b.txt")],
-        [HumanMessage("go"), AIMessage("done")],
-        [HumanMessage("go")],
-    ],
+    "last",
+    [("a.txt",), ("a.txt", "b.txt"), "done", None],
     ids=["one call", "two calls", "an answer", "no answer yet"],
 )
 def test_it_routes_as_tools_condition_does_while_nothing_stops_the_run(
-    messages: list[AIMessage | HumanMessage],
+    last: tuple[str, ...] | str | None,
 ) -> None:
+    """``last`` is the reply after the question: the paths it reads, or its answer."""
+    from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+    from langgraph.prebuilt import tools_condition
+
+    from convergent.adapters.langgraph import ToolsCondition
+
+    conversation = create_model("Conversation", chat=(list[AnyMessage], ...))
+    messages: list[AIMessage | HumanMessage] = [HumanMessage("go")]
+    if isinstance(last, tuple):
+        messages.append(_calls(*last))
+    elif last is not None:
+        messages.append(AIMessage(last))
     route = ToolsCondition(policy=PLAIN, messages_key="chat")
     assert route({"chat": messages}) == tools_condition({"chat": messages}, messages_key="chat")
-    assert route(Conversation(chat=messages)) == tools_condition(messages)  # type: ignore[arg-type]
+    assert route(conversation(chat=messages)) == tools_condition(messages)  # type: ignore[arg-type]
     assert route(messages) == tools_condition(messages)  # type: ignore[arg-type]
 
 
 def test_a_repeated_read_ends_the_run_at_the_next_route() -> None:
+    from convergent.adapters.langgraph import ToolsCondition
+
     route = ToolsCondition(policy=PLAIN, tools={"read_file": True})
     routes, messages = _three_reads(route)
     assert routes == ["tools", "tools", "tools"]
@@ -175,6 +204,10 @@ def test_a_repeated_read_ends_the_run_at_the_next_route() -> None:
 
 
 def test_a_new_question_on_the_same_thread_is_a_new_run() -> None:
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    from convergent.adapters.langgraph import ToolsCondition
+
     route = ToolsCondition(Limits(max_cycles=2))
     first = [HumanMessage("one"), _calls("a.txt")]
     assert route(first) == "tools"
@@ -186,6 +219,10 @@ def test_a_new_question_on_the_same_thread_is_a_new_run() -> None:
 
 def test_a_replay_continued_from_the_cache_matches_a_fresh_one() -> None:
     """Each routing reads only what is new; the report replays the whole run: they agree."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    from convergent.adapters.langgraph import ToolsCondition
+
     route = ToolsCondition(Limits(max_cycles=5), tools={"read_file": True})
     messages: list[AIMessage | HumanMessage | ToolMessage] = [HumanMessage("read them")]
     routes = []
@@ -201,8 +238,11 @@ def test_a_replay_continued_from_the_cache_matches_a_fresh_one() -> None:
 async def test_a_graph_without_the_tool_wrappers_counts_error_results_as_rejected_calls() -> None:
     """LangGraph's own ToolNode turns invalid arguments into an error result: the model's
     mistake, which counts toward a stall, never toward the tool-error streak."""
+    from langchain_core.messages import HumanMessage, ToolMessage
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode
+
+    from convergent.adapters.langgraph import ToolsCondition
 
     steps = [(("read_file", {"file": "a.txt"}),)] * 3 + ["never asked"]
     model = langchain_model(steps)
@@ -247,6 +287,10 @@ def _plain_graph(route: ToolsCondition, model: object, tools: list[object]) -> o
 async def test_no_call_past_a_cap_runs(wired: bool) -> None:
     """With the route's tool wrappers the calls before the cap run, as in the loop; with
     the module's, the batch a cap cuts does not run at all."""
+    from langchain_core.messages import HumanMessage
+
+    from convergent.adapters.langgraph import ToolsCondition
+
     world = World()
     reads = [(("read_file", {"path": f"part{n}.txt"}),) for n in range(2)]
     cut = (("read_file", {"path": "part2.txt"}), ("read_file", {"path": "part3.txt"}))
@@ -263,20 +307,34 @@ async def test_no_call_past_a_cap_runs(wired: bool) -> None:
 
 @pytest.mark.parametrize(
     "reply",
-    [AIMessage(""), AIMessage("The answer is", response_metadata={"finish_reason": "length"})],
+    [
+        {"content": ""},
+        {"content": "The answer is", "response_metadata": {"finish_reason": "length"}},
+    ],
 )
-def test_without_the_tool_edge_a_reply_that_is_no_answer_ends_the_run(reply: AIMessage) -> None:
+def test_without_the_tool_edge_a_reply_that_is_no_answer_ends_the_run(
+    reply: dict[str, Any],
+) -> None:
     """The route cannot send the model back for more: the run ends as the loop ends once
-    it asked often enough, and the report says so."""
+    it asked often enough, and the report says so (``reply`` holds the reply's fields)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from convergent.adapters.langgraph import ToolsCondition
+
+    message = AIMessage(**reply)
     route = ToolsCondition(policy=PLAIN)
-    messages: list[AnyMessage] = [HumanMessage("what is the answer?"), reply]
+    messages: list[AnyMessage] = [HumanMessage("what is the answer?"), message]
     assert route({"messages": messages}) == "__end__"
     report = route.report({"messages": messages})
     assert (report.reason, report.cycles) == (StopReason.MODEL_ERROR, 1)
-    assert report.output == reply.text
+    assert report.output == message.text
 
 
 def test_with_the_tool_edge_a_reply_that_is_no_answer_goes_back_to_the_model() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from convergent.adapters.langgraph import ToolsCondition
+
     route = ToolsCondition(policy=PLAIN)
     route.after_tools("agent")
     cut = AIMessage("The answer is", response_metadata={"finish_reason": "length"})

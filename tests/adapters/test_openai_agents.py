@@ -9,25 +9,28 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from agents import Agent, RunContextWrapper, Runner, function_tool
-from agents.items import ModelResponse
-from agents.mcp import MCPServerStdio
-from agents.testing import ScriptedModel, assistant_message, function_call
-from agents.usage import Usage as SdkUsage
 
 from convergent import Limits, StopReason
-from convergent.adapters.openai_agents import Convergence, run, run_sync
 from convergent.exceptions import UserError
 from convergent.extensions import Verification
 
 from .hosts import run_loop
 from .trajectories import INVALID, NOTES, TRAJECTORIES, VALID, Report
 
+if TYPE_CHECKING:
+    from agents import Agent
+    from agents.testing import ScriptedModel
+
+    from convergent.adapters.openai_agents import Convergence
+
 
 def _agent(replies: list[str], output_type: Any = None) -> tuple[Agent[Any], ScriptedModel]:
+    from agents import Agent
+    from agents.testing import ScriptedModel, assistant_message
+
     model = ScriptedModel([[assistant_message(text)] for text in replies])
     return Agent(name="counter", model=model, output_type=output_type), model
 
@@ -38,6 +41,8 @@ def _sent(model: ScriptedModel) -> list[str]:
 
 
 async def test_a_typed_answer_the_sdk_validated_completes_with_its_type() -> None:
+    from convergent.adapters.openai_agents import run
+
     agent, _ = _agent([VALID], Report)
     ran = await run(agent, "count the files")
     assert ran.final_output == Report(files=2, summary="two files")
@@ -49,6 +54,8 @@ async def test_a_typed_answer_the_sdk_validated_completes_with_its_type() -> Non
 
 
 async def test_a_typed_answer_the_sdk_rejected_goes_back_to_the_model() -> None:
+    from convergent.adapters.openai_agents import run
+
     agent, model = _agent([INVALID, VALID], Report)
     ran = await run(agent, "count the files")
     assert ran.final_output == Report(files=2, summary="two files")
@@ -57,6 +64,8 @@ async def test_a_typed_answer_the_sdk_rejected_goes_back_to_the_model() -> None:
 
 
 async def test_a_typed_answer_that_never_validates_ends_as_in_the_loop() -> None:
+    from convergent.adapters.openai_agents import run
+
     never = next(t for t in TRAJECTORIES if t.name == "typed_never_valid")
     loop = await run_loop(never)
     agent, _ = _agent([*[INVALID] * loop.cycles, "best answer"], Report)
@@ -71,6 +80,8 @@ async def test_a_typed_answer_that_never_validates_ends_as_in_the_loop() -> None
 
 
 async def test_the_verifier_judges_the_sdks_typed_answer() -> None:
+    from convergent.adapters.openai_agents import run
+
     judged: list[str] = []
 
     def two_files(answer: str) -> Verification:
@@ -97,6 +108,8 @@ def default_loop_closed_after() -> Iterator[None]:
 
 @pytest.mark.usefixtures("default_loop_closed_after")
 def test_run_sync_runs_the_same_way_without_an_event_loop() -> None:
+    from convergent.adapters.openai_agents import run_sync
+
     agent, _ = _agent(["a draft", "the answer [source]"])
 
     def cites(answer: str) -> Verification:
@@ -108,12 +121,17 @@ def test_run_sync_runs_the_same_way_without_an_event_loop() -> None:
 
 
 async def test_run_sync_inside_an_event_loop_is_refused() -> None:
+    from convergent.adapters.openai_agents import run_sync
+
     agent, _ = _agent(["done"])
     with pytest.raises(UserError, match="running event loop"):
         run_sync(agent, "go")
 
 
 def _tool_agent(convergence: Convergence, calls: int) -> tuple[Agent[Any], ScriptedModel]:
+    from agents import Agent, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
     @function_tool
     def search(query: str) -> str:
         """Search."""
@@ -127,6 +145,8 @@ def _tool_agent(convergence: Convergence, calls: int) -> tuple[Agent[Any], Scrip
 
 async def _wired(convergence: Convergence, agent: Agent[Any]) -> Any:
     """A run wired by hand, as the module's docstring shows."""
+    from agents import Runner
+
     result = await Runner.run(
         agent,
         "find it",
@@ -140,6 +160,8 @@ async def _wired(convergence: Convergence, agent: Agent[Any]) -> Any:
 
 
 async def test_one_convergence_for_two_runs_at_once_is_refused() -> None:
+    from convergent.adapters.openai_agents import Convergence
+
     convergence = Convergence(Limits(max_cycles=8))
     first, _ = _tool_agent(convergence, 2)
     second, _ = _tool_agent(convergence, 2)
@@ -154,6 +176,8 @@ async def test_one_convergence_for_two_runs_at_once_is_refused() -> None:
 
 
 async def test_one_convergence_used_again_for_a_second_run_is_refused() -> None:
+    from convergent.adapters.openai_agents import Convergence
+
     convergence = Convergence(Limits(max_cycles=8))
     agent, _ = _tool_agent(convergence, 1)
     await _wired(convergence, agent)
@@ -165,6 +189,8 @@ async def test_one_convergence_used_again_for_a_second_run_is_refused() -> None:
 
 
 async def test_wired_by_hand_a_rejected_answer_waits_as_feedback() -> None:
+    from convergent.adapters.openai_agents import Convergence
+
     def cites(answer: str) -> Verification:
         return Verification("[source]" in answer, "cite the source as [source]")
 
@@ -183,6 +209,13 @@ DEEP = '{"a":' * 100_000 + "1" + "}" * 100_000
 
 
 async def test_arguments_nested_too_deeply_reach_the_driver_as_unparsed() -> None:
+    from agents import Agent, RunContextWrapper
+    from agents.items import ModelResponse
+    from agents.testing import function_call
+    from agents.usage import Usage as SdkUsage
+
+    from convergent.adapters.openai_agents import Convergence
+
     convergence = Convergence(Limits(max_cycles=5))
     response = ModelResponse(
         output=[function_call("lookup", DEEP, call_id="c1")],
@@ -200,6 +233,11 @@ async def test_arguments_nested_too_deeply_reach_the_driver_as_unparsed() -> Non
 
 async def test_a_call_of_a_tool_the_agent_lacks_is_a_mistake_not_a_crash() -> None:
     """The SDK raises ``ModelBehaviorError`` on such a call unless told otherwise."""
+    from agents import Agent, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from convergent.adapters.openai_agents import run
+
     looked: list[str] = []
 
     @function_tool
@@ -229,10 +267,12 @@ async def test_a_call_of_a_tool_the_agent_lacks_is_a_mistake_not_a_crash() -> No
 
 
 def test_a_chat_completions_agent_is_told_to_lose_cut_replies() -> None:
+    from agents import Agent
     from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
     from openai import AsyncOpenAI
 
     from convergent.adapters import PolicyAdapted
+    from convergent.adapters.openai_agents import Convergence
 
     client = AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9")
     agent = Agent(name="a", model=OpenAIChatCompletionsModel("gpt-4o", client))
@@ -260,6 +300,12 @@ async def test_an_mcp_servers_annotations_declare_its_tools_effect(
     """A read, an idempotent call and an undeclared one run each time and are judged on
     their result; a write's third call is held back with the note before it runs (the
     adapter's guardrail reaches the server's tools, which the SDK makes anew each turn)."""
+    from agents import Agent
+    from agents.mcp import MCPServerStdio
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from convergent.adapters.openai_agents import run
+
     tool = {
         "name": "lookup",
         "description": "Look a key up.",

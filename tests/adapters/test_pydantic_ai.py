@@ -4,28 +4,41 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from pydantic_ai import Agent, NativeOutput, PromptedOutput
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from convergent import Limits, StopReason
-from convergent.adapters.pydantic_ai import Convergence
 from convergent.extensions import Verification
 
 from .hosts import run_loop
 from .trajectories import NOTES, TRAJECTORIES, Report
 
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
 VALID_ARGS = {"files": 2, "summary": "two files"}
 INVALID_ARGS = {"files": "two"}
-MODES = {"tool": Report, "prompted": PromptedOutput(Report), "native": NativeOutput(Report)}
+MODES = ("tool", "prompted", "native")
+"""PydanticAI's output modes."""
+
+
+def _output_type(mode: str) -> Any:
+    """The output type ``Report`` in PydanticAI's ``mode``."""
+    from pydantic_ai import NativeOutput, PromptedOutput
+
+    return {"tool": Report, "prompted": PromptedOutput(Report), "native": NativeOutput(Report)}[
+        mode
+    ]
 
 
 def _model(answers: list[dict[str, Any] | str], seen: list[str] | None = None) -> FunctionModel:
     """Answers the way the agent's output mode asks: a call of its output tool, or JSON text;
     a plain string is an answer in words."""
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
     replies: Iterator[dict[str, Any] | str] = iter(answers)
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -43,8 +56,12 @@ def _model(answers: list[dict[str, Any] | str], seen: list[str] | None = None) -
 
 @pytest.mark.parametrize("mode", sorted(MODES))
 async def test_a_typed_answer_the_host_validated_completes_with_its_type(mode: str) -> None:
+    from pydantic_ai import Agent
+
+    from convergent.adapters.pydantic_ai import Convergence
+
     convergence = Convergence()
-    agent = Agent(_model([VALID_ARGS]), output_type=MODES[mode], capabilities=[convergence])
+    agent = Agent(_model([VALID_ARGS]), output_type=_output_type(mode), capabilities=[convergence])
     result = await agent.run("count the files")
     assert result.output == Report(files=2, summary="two files")
     report = convergence.report_for(result)
@@ -54,11 +71,15 @@ async def test_a_typed_answer_the_host_validated_completes_with_its_type(mode: s
 
 @pytest.mark.parametrize("mode", sorted(MODES))
 async def test_the_hosts_own_retry_of_an_invalid_typed_answer_happens(mode: str) -> None:
+    from pydantic_ai import Agent
+
+    from convergent.adapters.pydantic_ai import Convergence
+
     seen: list[str] = []
     convergence = Convergence()
     agent = Agent(
         _model([INVALID_ARGS, VALID_ARGS], seen),
-        output_type=MODES[mode],
+        output_type=_output_type(mode),
         capabilities=[convergence],
     )
     result = await agent.run("count the files")
@@ -70,13 +91,17 @@ async def test_the_hosts_own_retry_of_an_invalid_typed_answer_happens(mode: str)
 
 @pytest.mark.parametrize("mode", sorted(MODES))
 async def test_a_typed_answer_that_never_validates_ends_as_in_the_loop(mode: str) -> None:
+    from pydantic_ai import Agent
+
+    from convergent.adapters.pydantic_ai import Convergence
+
     never = next(t for t in TRAJECTORIES if t.name == "typed_never_valid")
     loop = await run_loop(never)
     convergence = Convergence(never.limits)
     cycles = loop.cycles  # the loop's end: its final request gets the answer below
     agent = Agent(
         _model([*[INVALID_ARGS] * cycles, "best answer"]),
-        output_type=MODES[mode],
+        output_type=_output_type(mode),
         retries={"output": 100},
         capabilities=[convergence],
     )
@@ -92,6 +117,10 @@ async def test_a_typed_answer_that_never_validates_ends_as_in_the_loop(mode: str
 
 
 async def test_the_hosts_cap_on_retries_ends_the_run_stalled_with_an_answer() -> None:
+    from pydantic_ai import Agent
+
+    from convergent.adapters.pydantic_ai import Convergence
+
     convergence = Convergence(Limits(max_cycles=10))
     agent = Agent(
         _model([INVALID_ARGS, INVALID_ARGS, "the files could not be counted"]),
@@ -110,6 +139,10 @@ async def test_the_hosts_cap_on_retries_ends_the_run_stalled_with_an_answer() ->
 
 
 async def test_the_verifier_judges_the_hosts_typed_answer() -> None:
+    from pydantic_ai import Agent
+
+    from convergent.adapters.pydantic_ai import Convergence
+
     judged: list[str] = []
 
     def two_files(answer: str) -> Verification:
@@ -129,6 +162,10 @@ async def test_the_verifier_judges_the_hosts_typed_answer() -> None:
 
 
 async def test_a_stop_keeps_a_text_agents_answer_in_words() -> None:
+    from pydantic_ai import Agent
+
+    from convergent.adapters.pydantic_ai import Convergence
+
     convergence = Convergence(Limits(max_cycles=1))
     agent = Agent(
         _model([INVALID_ARGS, "what I have so far"]),
@@ -157,6 +194,12 @@ async def test_a_tools_mcp_annotations_declare_its_effect(
     """A read, an idempotent call and an undeclared one run each time and are judged on
     their result (the third same result gets the note after it); a write's third call is
     held back with the note before it runs."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from convergent.adapters.pydantic_ai import Convergence
+
     looked: list[str] = []
     replies = iter(
         [

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, create_sdk_mcp_server
 
-from convergent.adapters.claude_agent_sdk import Convergence
 from convergent.loop.ending import StopReport
 
 from .claude_cli import ClaudeCode, UnexpectedTraffic, reap
 from .fake_anthropic import FakeAnthropic, OutboundTrap
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import SdkMcpTool
+
+    from convergent.adapters.claude_agent_sdk import Convergence
 
 __all__ = ["converge"]
 
@@ -40,6 +43,8 @@ async def converge(
     ``server`` names an in-process MCP server and its tools, all of them allowed;
     ``env`` is added to the CLI's environment.
     """
+    from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server
+
     if server is not None:
         name, tools = server
         options["mcp_servers"] = {name: create_sdk_mcp_server(name, tools=tools)}

@@ -6,10 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from claude_agent_sdk import tool
 
 from convergent import Limits, StopPolicy, StopReason
-from convergent.adapters.claude_agent_sdk import Convergence
 from convergent.exceptions import ToolError
 from convergent.extensions import Verification
 
@@ -40,6 +38,8 @@ def tool_results(request: MessagesRequest) -> list[str]:
 async def test_a_repeated_read_gets_the_note_then_the_request_for_the_answer(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     notes = claude_code.project / "notes.txt"
     notes.write_text("TODO: write the report\n")
     reads = [tool_use("Read", {"file_path": str(notes)}) for _ in range(4)]
@@ -74,6 +74,10 @@ async def test_a_repeated_read_gets_the_note_then_the_request_for_the_answer(
 async def test_post_tool_use_records_results_for_progress(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch, changing: bool
 ) -> None:
+    from claude_agent_sdk import tool
+
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     polls: list[int] = []
 
     @tool("poll", "The build's progress", {"job": str})
@@ -115,6 +119,8 @@ async def test_post_tool_use_records_results_for_progress(
 async def test_the_stop_hook_runs_the_completion_checks(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     checked: list[str] = []
 
     def cites(answer: str) -> Verification:
@@ -140,6 +146,10 @@ async def test_the_stop_hook_runs_the_completion_checks(
 async def test_a_fatal_tool_error_stops_the_run_and_asks_for_the_answer(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from claude_agent_sdk import tool
+
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     @tool("pay", "Charge the card", {"amount": int})
     async def pay(arguments: dict[str, Any]) -> dict[str, Any]:
         raise ToolError("the card was cancelled", fatal=True)
@@ -172,6 +182,10 @@ async def test_a_fatal_tool_error_stops_the_run_and_asks_for_the_answer(
 async def test_a_tool_error_streak_is_nudged_then_the_answer_asked_for(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from claude_agent_sdk import tool
+
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     fetched: list[str] = []
 
     @tool("fetch", "Fetch a page", {"url": str})
@@ -219,6 +233,8 @@ DRAFTS = [*(text(f"draft {n}") for n in range(3)), text("my best answer"), text(
 async def test_a_verifier_that_never_passes_ends_at_max_cycles_with_an_answer(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(Limits(max_cycles=3), verifier=cites)
     with FakeAnthropic(DRAFTS) as fake:
         report = await converge(claude_code, monkeypatch, convergence, fake, "answer it")
@@ -231,6 +247,8 @@ async def test_a_verifier_that_never_passes_ends_at_max_cycles_with_an_answer(
 async def test_claude_codes_block_cap_ends_a_rejected_answer_stalled_not_completed(
     claude_code: ClaudeCode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(Limits(max_cycles=20), verifier=cites)
     with FakeAnthropic(DRAFTS) as fake:
         report = await converge(
@@ -252,6 +270,8 @@ async def test_a_limit_ends_the_documented_loop_without_an_exception(
 ) -> None:
     """Claude Code ends a session at max_turns with an error result, and the SDK raises
     ``ResultError`` after it; iterating `Convergence.query` ends with the report instead."""
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     convergence = Convergence(Limits(max_cycles=2), policy=StopPolicy(final_answer=False))
     notes = claude_code.project / "notes.txt"
     notes.write_text("x\n")

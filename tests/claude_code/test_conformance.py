@@ -14,11 +14,9 @@ import dataclasses
 import inspect
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from claude_agent_sdk import SdkMcpTool, tool
-from mcp.types import ToolAnnotations
 
 from adapters.hosts import run_loop
 from adapters.trajectories import (
@@ -40,7 +38,6 @@ from adapters.trajectories import (
 )
 from convergent import Effect, Limits, StopReason
 from convergent.adapters import NotExpressible
-from convergent.adapters.claude_agent_sdk import Convergence
 from convergent.clock import use_clock
 from convergent.models._prices import known_price
 from convergent.output import OutputSpec
@@ -48,6 +45,12 @@ from convergent.output import OutputSpec
 from .agent_sdk import converge
 from .claude_cli import ClaudeCode
 from .fake_anthropic import FakeAnthropic, Reply, Text, ToolUse
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import SdkMcpTool
+    from mcp.types import ToolAnnotations
+
+    from convergent.adapters.claude_agent_sdk import Convergence
 
 pytestmark = [pytest.mark.slow, pytest.mark.claude_code]
 
@@ -93,16 +96,21 @@ def _named(name: str) -> str:
     return f"mcp__{SERVER}__{name}"
 
 
-_ANNOTATIONS: dict[Effect, ToolAnnotations | None] = {
-    Effect.READ: ToolAnnotations(readOnlyHint=True),
-    Effect.IDEMPOTENT: ToolAnnotations(readOnlyHint=False, idempotentHint=True),
-    Effect.WRITE: ToolAnnotations(destructiveHint=True),
-    Effect.UNDECLARED: None,
-}
-"""Each effect as the MCP annotations that declare it."""
+def _annotations(effect: Effect) -> ToolAnnotations | None:
+    """The MCP annotations that declare ``effect``."""
+    from mcp.types import ToolAnnotations
+
+    return {
+        Effect.READ: ToolAnnotations(readOnlyHint=True),
+        Effect.IDEMPOTENT: ToolAnnotations(readOnlyHint=False, idempotentHint=True),
+        Effect.WRITE: ToolAnnotations(destructiveHint=True),
+        Effect.UNDECLARED: None,
+    }[effect]
 
 
 def _sdk_tool(world: World, name: str, effect: Effect) -> SdkMcpTool[Any]:
+    from claude_agent_sdk import tool
+
     method = getattr(world, name)
     parameters = {
         parameter: kind
@@ -113,7 +121,7 @@ def _sdk_tool(world: World, name: str, effect: Effect) -> SdkMcpTool[Any]:
     async def call(arguments: dict[str, Any]) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": method(**arguments)}]}
 
-    return tool(name, method.__doc__ or name, parameters, annotations=_ANNOTATIONS[effect])(call)
+    return tool(name, method.__doc__ or name, parameters, annotations=_annotations(effect))(call)
 
 
 def _reply(step: Step, usage: tuple[int, int]) -> Reply:
@@ -182,6 +190,8 @@ def _priced(trajectory: Trajectory) -> Trajectory:
 
 
 def _convergence(trajectory: Trajectory) -> Convergence:
+    from convergent.adapters.claude_agent_sdk import Convergence
+
     return Convergence(
         _limits(trajectory.limits),
         policy=trajectory.policy,

@@ -10,7 +10,6 @@ import mcp_types as types
 import pytest
 
 from convergent import Effect
-from convergent.mcp._tools import mcp_tool
 
 
 def listed(annotations: types.ToolAnnotations | None) -> types.Tool:
@@ -33,6 +32,8 @@ def listed(annotations: types.ToolAnnotations | None) -> types.Tool:
 def test_read_only_hint_maps_to_read_only(
     annotations: types.ToolAnnotations | None, expected: bool | None
 ) -> None:
+    from convergent.mcp._tools import mcp_tool  # loads the MCP SDK
+
     server = SimpleNamespace(prefix=None, timeout=30.0, source="mcp:test", name="test")
     connection: Any = SimpleNamespace(server=server)
     assert mcp_tool(connection, listed(annotations)).read_only is expected
@@ -59,6 +60,8 @@ def test_read_only_hint_maps_to_read_only(
 def test_the_annotations_declare_the_effect(
     annotations: types.ToolAnnotations | None, effect: Effect
 ) -> None:
+    from convergent.mcp._tools import mcp_tool  # loads the MCP SDK
+
     server = SimpleNamespace(prefix=None, timeout=30.0, source="mcp:test", name="test")
     connection: Any = SimpleNamespace(server=server)
     assert mcp_tool(connection, listed(annotations)).effect is effect

@@ -11,7 +11,6 @@ from convergent import Tool, ToolArgumentsError
 types = pytest.importorskip("mcp_types")
 
 from convergent.mcp._content import result_text  # noqa: E402
-from convergent.mcp._tools import local_name  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -27,6 +26,8 @@ from convergent.mcp._tools import local_name  # noqa: E402
 def test_local_names_are_usable_by_every_provider(
     name: str, prefix: str | None, expected: str
 ) -> None:
+    from convergent.mcp._tools import local_name  # loads the MCP SDK
+
     assert local_name(name, prefix) == expected
 
 

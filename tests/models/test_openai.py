@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import httpx
-import openai
 import pytest
 from genai_prices import Usage as TableUsage
 from genai_prices import calc_price
@@ -23,6 +22,8 @@ from ._replay import Replay
 
 
 def model_for(replay: Replay, **kwargs: object) -> OpenAIChatModel:
+    import openai  # loaded by the process that runs these tests only
+
     client = openai.AsyncOpenAI(
         api_key="test",
         base_url="http://provider.test/v1",
@@ -96,6 +97,8 @@ async def test_http_errors_become_model_errors_and_stop_the_run() -> None:
 
 
 async def test_connection_failure_is_a_model_error() -> None:
+    import openai
+
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
@@ -125,6 +128,8 @@ def test_model_http_error_keeps_status() -> None:
 
 def on_openais_api(replay: Replay, name: str = "gpt-4o-mini") -> OpenAIChatModel:
     """A model whose client points at OpenAI's own API (answered by the replay, offline)."""
+    import openai
+
     client = openai.AsyncOpenAI(
         api_key="test",
         base_url="https://api.openai.com/v1",

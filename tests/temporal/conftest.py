@@ -10,22 +10,17 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from temporalio.worker import Replayer
 
 from convergent import AgentSpec, Limits, StopPolicy
-from convergent.temporal import (
-    AgentWorkflow,
-    DevServer,
-    PayloadStore,
-    TemporalRun,
-    TemporalRunner,
-    make_worker,
-)
-from convergent.temporal._worker import workflow_runner
 from convergent.testing import write_script
+
+if TYPE_CHECKING:
+    from temporalio.worker import Replayer
+
+    from convergent.temporal import DevServer, TemporalRun, TemporalRunner
 
 TOOLS_MODULE = '''
 """Tools whose every finished execution leaves a line in a file."""
@@ -111,6 +106,8 @@ def look(n: int) -> str:
 
 @pytest.fixture(scope="session")
 def temporal_server() -> Iterator[DevServer]:
+    from convergent.temporal import DevServer
+
     with DevServer() as server:
         yield server
     assert server.process is None
@@ -136,6 +133,8 @@ def payload_db(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def runner(temporal_server: DevServer, payload_db: Path) -> TemporalRunner:
+    from convergent.temporal import PayloadStore, TemporalRunner
+
     return await TemporalRunner.connect(
         temporal_server.address,
         task_queue=f"q-{uuid.uuid4().hex[:8]}",
@@ -145,12 +144,19 @@ async def runner(temporal_server: DevServer, payload_db: Path) -> TemporalRunner
 
 @pytest.fixture
 async def worker(runner: TemporalRunner) -> AsyncIterator[None]:
+    from convergent.temporal import make_worker
+
     async with make_worker(runner.client, runner.task_queue):
         yield
 
 
 def replayer(runner: TemporalRunner) -> Replayer:
     """Replays run histories as a worker of ``runner``'s cluster would (same payload store)."""
+    from temporalio.worker import Replayer
+
+    from convergent.temporal import AgentWorkflow
+    from convergent.temporal._worker import workflow_runner
+
     return Replayer(
         workflows=[AgentWorkflow],
         workflow_runner=workflow_runner(),

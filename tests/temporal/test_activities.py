@@ -4,29 +4,26 @@ is read from and extended in the payload store."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 
 from convergent import AgentSpec, Limits
 from convergent.messages import ToolCall, UserMessage
-from convergent.temporal import PayloadStore
-from convergent.temporal._activities import Activities, AgentCache
-from convergent.temporal._conversation import ConversationLog
-from convergent.temporal._payloads import (
-    DescribeRun,
-    ModelCall,
-    ToolRun,
-    dump_call,
-    dump_messages,
-)
 from convergent.testing import write_script
+
+if TYPE_CHECKING:
+    from temporalio.exceptions import ApplicationError
+
+    from convergent.temporal._activities import Activities
 
 
 @pytest.fixture
 def activities(tmp_path: Path) -> Activities:
+    from convergent.temporal import PayloadStore
+    from convergent.temporal._activities import Activities
+    from convergent.temporal._conversation import ConversationLog
+
     return Activities(ConversationLog(PayloadStore(tmp_path / "runs.db")))
 
 
@@ -37,6 +34,9 @@ def spec_json(tmp_path: Path, responses: list[Any], **changes: Any) -> dict[str,
 
 
 async def fails_for_good(work: Any, *args: Any) -> ApplicationError:
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
     with pytest.raises(ApplicationError) as raised:
         await ActivityEnvironment().run(work, *args)
     assert raised.value.non_retryable
@@ -46,6 +46,8 @@ async def fails_for_good(work: Any, *args: Any) -> ApplicationError:
 async def test_a_spec_the_worker_cannot_build_fails_every_activity_for_good(
     tmp_path: Path, activities: Activities
 ) -> None:
+    from convergent.temporal._payloads import DescribeRun, ModelCall, ToolRun, dump_call
+
     missing = AgentSpec(model="scripted:/nonexistent.json").model_dump(mode="json")
     unknown_tool = spec_json(tmp_path, ["hi"], tools=("nowhere:tool",))
     failures = [
@@ -71,6 +73,12 @@ async def test_a_spec_the_worker_cannot_build_fails_every_activity_for_good(
 async def test_a_model_request_extends_the_stored_conversation(
     tmp_path: Path, activities: Activities
 ) -> None:
+    from temporalio.testing import ActivityEnvironment
+
+    from convergent.temporal import PayloadStore
+    from convergent.temporal._conversation import ConversationLog
+    from convergent.temporal._payloads import ModelCall, dump_messages
+
     made = spec_json(tmp_path, ["one", "two"])
     first = await ActivityEnvironment().run(
         activities.model_request,
@@ -98,6 +106,10 @@ async def test_a_model_request_extends_the_stored_conversation(
 async def test_a_gate_without_a_model_of_its_own_scores_with_the_agents_model(
     tmp_path: Path, activities: Activities
 ) -> None:
+    from temporalio.testing import ActivityEnvironment
+
+    from convergent.temporal._payloads import ModelCall, dump_messages
+
     made = spec_json(tmp_path, ["scored"], gate={"threshold": 0.5})
     answer = await ActivityEnvironment().run(
         activities.model_request,
@@ -112,6 +124,8 @@ async def test_a_gate_without_a_model_of_its_own_scores_with_the_agents_model(
 
 
 def test_one_agent_serves_a_spec_whatever_its_limits(tmp_path: Path) -> None:
+    from convergent.temporal._activities import AgentCache
+
     # each call of an agent tool narrows its limits: the worker builds the agent once
     cache = AgentCache()
     first = cache.agent(spec_json(tmp_path, ["a"], limits=Limits(max_cycles=5)))

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecutionStatus
 
 from convergent import Limits, StopReason
 from convergent.messages import ModelResponse
-from convergent.temporal import TemporalRun, TemporalRunner
 from convergent.testing import call, step
 
 from .conftest import replayer, scripted_spec
+
+if TYPE_CHECKING:
+    from convergent.temporal import TemporalRun, TemporalRunner
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal, pytest.mark.slow]
 
@@ -25,6 +25,9 @@ TOOLS = ("fx:log", "fx:digits")
 
 async def ended(run: TemporalRun, runner: TemporalRunner) -> Any:
     """The run's result, once it ended; no workflow task failed, and its history replays."""
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import WorkflowExecutionStatus
+
     result = await asyncio.wait_for(run.result(), 180)
     description = await run.handle.describe()
     assert description.status is WorkflowExecutionStatus.COMPLETED

@@ -7,19 +7,20 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from convergent import AgentSpec, Limits, StopPolicy, StopReason, Usage
 from convergent.messages import CallOutcome, ModelResponse, ToolCall
 from convergent.spec import AgentToolSpec
-from convergent.temporal import DevServer, TemporalRunner
-from convergent.temporal._children import CHILD_RESULT
 from convergent.testing import answer, call, step, write_script
 from convergent.testing.chat_server import ChatServer, completion
 
 from .conftest import replayer, scripted_spec
+
+if TYPE_CHECKING:
+    from convergent.temporal import DevServer, TemporalRunner
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal, pytest.mark.slow]
 
@@ -157,6 +158,8 @@ async def test_a_child_an_earlier_attempt_finished_is_not_run_again(
 async def test_a_child_an_earlier_attempt_started_is_waited_for_not_run_again(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
+    from convergent.temporal._children import CHILD_RESULT
+
     # the child asks a question, so it runs until the test answers it
     asking = researcher(tmp_path, [call("ask_user", question="which number?"), "found: 41"])
     child = asking.model_copy(

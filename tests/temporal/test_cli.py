@@ -10,14 +10,17 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from convergent.bench.convergence import SCENARIOS
-from convergent.temporal import DevServer, free_port
 from convergent.testing import call, write_script
 
 from .conftest import WorkerProcess
+
+if TYPE_CHECKING:
+    from convergent.temporal import DevServer
 
 EXE = str(Path(sys.executable).with_name("convergent"))
 
@@ -45,6 +48,8 @@ def queue(temporal_server: DevServer, tmp_path: Path) -> Iterator[tuple[str, str
 
 
 def test_an_unreachable_server_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    from convergent.temporal import free_port
+
     address = f"127.0.0.1:{free_port()}"
     for args in (["run", "x", "--temporal", address], ["worker", "--temporal", address]):
         proc = cli(*args, cwd=tmp_path)

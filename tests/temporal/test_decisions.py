@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from convergent import Limits, StopPolicy, StopReason, build_agent
-from convergent.temporal import TemporalRunner
 from convergent.testing import answer, call
 
 from .conftest import scripted_spec
+
+if TYPE_CHECKING:
+    from convergent.temporal import TemporalRunner
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal, pytest.mark.slow]
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from temporalio.client import WorkflowHistory
 
 from convergent import Limits, StopReason
 from convergent.exceptions import UserError
-from convergent.temporal import ITEM_LIMIT, DevServer, PayloadStore, TemporalRunner
 from convergent.testing import call
 
 from .conftest import replayer, scripted_spec
+
+if TYPE_CHECKING:
+    from temporalio.client import WorkflowHistory
+
+    from convergent.temporal import DevServer, TemporalRunner
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -125,6 +129,8 @@ async def test_a_model_reply_over_the_item_limit_ends_the_run_model_error(
 async def test_a_task_message_or_answer_over_the_item_limit_is_refused(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
+    from convergent.temporal import ITEM_LIMIT
+
     huge = "z" * (ITEM_LIMIT + 1)
     made = scripted_spec(tmp_path, [call("ask_user", question="Which?"), "done"], ask_timeout=60.0)
     with pytest.raises(UserError, match=f"^the task is 2.0 MB, {LIMIT_TEXT}$"):
@@ -148,6 +154,8 @@ async def test_a_client_with_another_payload_store_fails_the_run_saying_so(
     temporal_server: DevServer,
     payload_db: Path,
 ) -> None:
+    from convergent.temporal import PayloadStore, TemporalRunner
+
     elsewhere = await TemporalRunner.connect(
         temporal_server.address,
         task_queue=runner.task_queue,

@@ -10,18 +10,18 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from temporalio.api.common.v1 import Payload
-from temporalio.exceptions import ApplicationError
 
 from convergent import Limits
 from convergent.exceptions import UserError
-from convergent.temporal import DevServer, PayloadStore, TemporalRun, TemporalRunner, make_worker
-from convergent.temporal._store import PAYLOAD_DAMAGED, PAYLOAD_MISSING
 from convergent.testing import call
 
 from .conftest import scripted_spec, wait_for
+
+if TYPE_CHECKING:
+    from convergent.temporal import DevServer, TemporalRun, TemporalRunner
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -30,6 +30,8 @@ SAME_STORE = "every worker and client of a cluster must use the same store (--db
 
 async def in_flight(tmp_path: Path, runner: TemporalRunner, run_id: str) -> TemporalRun:
     """A run with big results in the store, left in flight when its worker stops."""
+    from convergent.temporal import make_worker
+
     responses = [call("bulk", n=n, kb=40) for n in range(3)]
     responses += [call("step", n=n) for n in range(20)] + ["done"]
     made = scripted_spec(tmp_path, responses, limits=Limits(max_cycles=30))
@@ -40,6 +42,8 @@ async def in_flight(tmp_path: Path, runner: TemporalRunner, run_id: str) -> Temp
 
 
 async def other_runner(server: DevServer, runner: TemporalRunner, db: Path) -> TemporalRunner:
+    from convergent.temporal import PayloadStore, TemporalRunner
+
     return await TemporalRunner.connect(
         server.address, task_queue=runner.task_queue, payloads=PayloadStore(db)
     )
@@ -52,6 +56,8 @@ async def test_a_worker_on_another_store_refuses_to_start_while_runs_are_in_flig
     temporal_server: DevServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from convergent.temporal import make_worker
+
     monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.3")
     run = await in_flight(tmp_path, runner, "in-flight")
     elsewhere = await other_runner(temporal_server, runner, tmp_path / "elsewhere.db")
@@ -116,6 +122,8 @@ async def test_a_run_whose_payloads_cannot_be_read_ends_naming_the_store(
     id says so even when the probes are gone), so its workers start, and the run ends
     naming it. It used to fail its workflow task for ever, the run staying ``running``;
     with the probes gone, every worker refused to start ("must use the same store")."""
+    from convergent.temporal import make_worker
+
     monkeypatch.setenv("CONVERGENT_TEST_STEP_SECONDS", "0.3")
     run = await in_flight(tmp_path, runner, f"spoilt-{how}-{spared}")
     probe = (await (await run.handle.describe()).memo())["probe"]["digest"]
@@ -135,6 +143,12 @@ async def test_a_run_whose_payloads_cannot_be_read_ends_naming_the_store(
 def test_a_damaged_copy_is_said_to_be_damaged_and_storing_the_payload_again_repairs_it(
     tmp_path: Path,
 ) -> None:
+    from temporalio.api.common.v1 import Payload
+    from temporalio.exceptions import ApplicationError
+
+    from convergent.temporal import PayloadStore
+    from convergent.temporal._store import PAYLOAD_DAMAGED, PAYLOAD_MISSING
+
     store = PayloadStore(tmp_path / "runs.db")
     payload = Payload(metadata={"encoding": b"json/plain"}, data=b'"a result"')
     [digest] = store.put([payload])
@@ -158,6 +172,8 @@ def test_a_damaged_copy_is_said_to_be_damaged_and_storing_the_payload_again_repa
 async def test_a_full_payload_store_ends_the_run_naming_it(
     tmp_path: Path, runner: TemporalRunner, worker: None, payload_db: Path
 ) -> None:
+    from convergent.temporal import PayloadStore
+
     made = scripted_spec(tmp_path, [call("bulk", n=n, kb=40) for n in range(5)] + ["collected"])
     run = await runner.start(made, "collect", run_id="full-disk")
     await wait_for(run, lambda progress: progress["cycles"] >= 1)

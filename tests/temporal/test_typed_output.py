@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from convergent import Limits, RunResult, StopReason, build_agent
 from convergent.stop import OUTPUT_FEEDBACK
-from convergent.temporal import TemporalRunner
 from convergent.testing import call
 
 from .conftest import replayer, scripted_spec
+
+if TYPE_CHECKING:
+    from convergent.temporal import TemporalRunner
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 

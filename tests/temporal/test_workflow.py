@@ -6,18 +6,19 @@ import asyncio
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from temporalio.client import WorkflowHistory
 
 from chat_stub import ChatStub, completion
 from convergent import Limits, StopReason, Usage, build_agent
 from convergent.spec import GateSpec
-from convergent.temporal import TemporalRunner, make_worker
 from convergent.testing import answer, call, step, write_script
 
 from .conftest import WorkerProcess, replayer, scripted_spec, wait_for
+
+if TYPE_CHECKING:
+    from convergent.temporal import TemporalRunner
 
 pytestmark = [pytest.mark.usefixtures("effects"), pytest.mark.temporal]
 
@@ -161,6 +162,8 @@ async def test_two_hundred_runs_at_once(
 async def test_recorded_histories_replay_deterministically(
     tmp_path: Path, runner: TemporalRunner, worker: None
 ) -> None:
+    from temporalio.client import WorkflowHistory
+
     clear = json.dumps({"clarity": 0.9, "certainty": 0.9, "reason": "fine"})
     scorer = write_script(tmp_path / "scorer.json", clear, clear, clear)
     responses = [
@@ -219,6 +222,8 @@ async def test_a_pause_holds_the_run_until_resumed(
 async def test_ask_user_waits_durably_for_an_answer_signal(
     tmp_path: Path, runner: TemporalRunner
 ) -> None:
+    from convergent.temporal import make_worker
+
     responses = [call("ask_user", question="Which colour?"), "painting it blue"]
     made = scripted_spec(tmp_path, responses, ask_timeout=3600.0)
     async with make_worker(runner.client, runner.task_queue):
