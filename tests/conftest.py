@@ -11,6 +11,11 @@ lists only a folder that changed.
 
 A test that needs the Temporal dev server, the embedded model, a browser, Xvfb or
 Claude Code is also marked ``slow``, so ``pytest -m "not slow"`` leaves them out.
+
+Every pytest-xdist worker collects every test file, though it runs only some of them: a
+test file imports a host framework's SDK (and the convergent modules that load one)
+inside its tests and fixtures, never at its top, so that only the worker running it
+pays for the import.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import ipaddress
 import os
 import shutil
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,6 +49,8 @@ def _loopback_only(self: socket.socket, address: Any) -> None:
     _real_connect(self, address)
 
 
+LOADED_WHILE_COLLECTING: set[str] = set()
+"""The modules loaded once this process had collected the tests."""
 _YOUNG_COLLECTION_EVERY = 10_000
 """New objects between two young collections once tests run (see `pytest_collection`)."""
 
@@ -171,6 +179,7 @@ def pytest_collection(session: pytest.Session) -> Iterator[object]:
     try:
         return (yield)
     finally:
+        LOADED_WHILE_COLLECTING.update(sys.modules)
         gc.freeze()
         gc.set_threshold(_YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
         gc.enable()

@@ -109,3 +109,12 @@ def test_the_collector_runs_during_tests_with_what_collection_loaded_frozen() ->
     assert gc.isenabled()  # collection turned it off; the tests need it back on
     assert gc.get_freeze_count() > 0
     assert gc.get_threshold()[0] == _YOUNG_COLLECTION_EVERY
+
+
+def test_collecting_loads_no_host_sdk() -> None:
+    from conftest import LOADED_WHILE_COLLECTING
+
+    heavy = {"agents", "anthropic", "claude_agent_sdk", "langchain", "langgraph", "mcp"}
+    heavy |= {"openai", "pydantic_ai", "temporalio"}
+    assert LOADED_WHILE_COLLECTING  # the collection hook ran in this process
+    assert not heavy & LOADED_WHILE_COLLECTING
