@@ -15,7 +15,8 @@ Claude Code is also marked ``slow``, so ``pytest -m "not slow"`` leaves them out
 Every pytest-xdist worker collects every test file, though it runs only some of them: a
 test file imports a host framework's SDK (and the convergent modules that load one)
 inside its tests and fixtures, never at its top, so that only the worker running it
-pays for the import.
+pays for the import. The files that import them run on one worker (`SHARED_IMPORTS`), so
+that each SDK is loaded once per session rather than once per worker.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def _loopback_only(self: socket.socket, address: Any) -> None:
     _real_connect(self, address)
 
 
+SHARED_IMPORTS = ("tests/adapters/", "tests/claude_code/", "tests/mcp/", "tests/models/")
+"""Folders whose test files import the host frameworks' and providers' SDKs: with
+``--dist=loadfile`` they make together one unit of work, run by one worker."""
 LOADED_WHILE_COLLECTING: set[str] = set()
 """The modules loaded once this process had collected the tests."""
 _YOUNG_COLLECTION_EVERY = 10_000
@@ -183,6 +187,26 @@ def pytest_collection(session: pytest.Session) -> Iterator[object]:
         gc.freeze()
         gc.set_threshold(_YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
         gc.enable()
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, or the one unit of `SHARED_IMPORTS`."""
+    path = nodeid.split("::", 1)[0]
+    return " ".join(SHARED_IMPORTS) if path.startswith(SHARED_IMPORTS) else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist=loadfile``, schedule by `work_unit` instead of by file."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedImportsScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return SharedImportsScheduling(config, log)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -118,3 +118,14 @@ def test_collecting_loads_no_host_sdk() -> None:
     heavy |= {"openai", "pydantic_ai", "temporalio"}
     assert LOADED_WHILE_COLLECTING  # the collection hook ran in this process
     assert not heavy & LOADED_WHILE_COLLECTING
+
+
+def test_the_files_that_import_sdks_make_one_unit_of_work_the_others_one_each() -> None:
+    from conftest import work_unit
+
+    shared = work_unit("tests/adapters/test_langchain.py::test_x[a::b]")
+    assert work_unit("tests/models/test_openai.py::test_y") == shared
+    assert work_unit("tests/mcp/test_mcp_tools.py::test_v") == shared
+    assert shared.startswith("tests/adapters/")
+    assert work_unit("tests/test_meaning.py::test_z") == "tests/test_meaning.py"
+    assert work_unit("tests/cli/test_run.py::T::test_w") == "tests/cli/test_run.py"
