@@ -187,7 +187,10 @@ def test_a_nudge_replaces_only_a_stall_or_tool_error_stop_with_a_nudge_left(f: F
     if not isinstance(decision, Nudge):
         return
     assert decision.reason in nudgeable(f)
-    assert not holding(f) and not f.roll_over and f.redirect is None and not f.paused
+    assert not holding(f) and not f.roll_over and f.redirect is None
+    # a rejected answer is answered before a pause, and the nudge goes with that answer
+    rejected = f.answered and (f.output_errors is not None or f.verdict is False)
+    assert not f.paused or (rejected and f.unfinished is None)
     # the same facts without the nudge stop the run for that reason
     if decision.reason is StopReason.TOOL_ERROR:
         assert f.tool_failure is not None
@@ -377,10 +380,24 @@ def test_decide_follows_stop_priority_as_it_stands(monkeypatch: pytest.MonkeyPat
         (Facts(paused=True, roll_over=True), RollOver()),
         (Facts(paused=True, redirect="new plan"), Interrupted("new plan")),
         (Facts(paused=True), Paused()),
+        (
+            Facts(paused=True, answered=True, verdict=False, feedback="expected 42"),
+            Interrupted("Verification failed: expected 42. Continue working on the task."),
+        ),
     ],
 )
 def test_each_decision_and_its_words(f: Facts, expected: object) -> None:
     assert decide(f) == expected
+
+
+def test_a_rejected_answer_is_answered_before_a_pause_with_the_stall_note_beside() -> None:
+    stall = Stall(what='read(path="a")', times=1, nudge=True)
+    rejected = Facts(paused=True, answered=True, output_errors="total: missing", stall=stall)
+    told = decide(rejected)
+    assert isinstance(told, Nudge) and told.reason is StopReason.STALLED
+    assert told.note.startswith(stop.OUTPUT_FEEDBACK.format(errors="total: missing"))
+    assert 'read(path="a")' in told.note
+    assert decide(dataclasses.replace(rejected, answered=False)) == Paused()
 
 
 def test_nudge_notes_say_what_repeated_how_often_and_what_to_do() -> None:
