@@ -158,3 +158,52 @@ async def test_a_stop_sent_while_a_slow_reply_comes_in_ends_the_run_at_once(
     assert took < 10
     store.close()
     other.close()
+
+
+@pytest.mark.parametrize(
+    ("waiting_on", "waits"),
+    [("model", ["model"]), ("tool", ["tool 0"]), ("tools", ["tool 0", "tool 1"])],
+)
+async def test_a_run_dropped_while_it_waits_closes_without_waiting(
+    waiting_on: str, waits: list[str]
+) -> None:
+    """A run whose owner drops it mid-request or mid-batch, as a Temporal worker drops a
+    workflow it could not evict cleanly, is closed by Python: it cancels what it waits for
+    and does not wait for it to end, since a closing coroutine may not wait (it used to raise
+    "coroutine ignored GeneratorExit", which fails the worker's cleanup)."""
+    started = asyncio.Event()
+    never: asyncio.Future[ModelResponse] = asyncio.get_running_loop().create_future()
+    ended: list[str] = []
+
+    async def wait(n: int) -> str:
+        """Wait."""
+        started.set()
+        try:
+            await never
+        finally:
+            ended.append(f"tool {n}")
+        return "never"
+
+    async def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        if waiting_on != "model":
+            return step(*[call("wait", n=n) for n in range(1 if waiting_on == "tool" else 2)])
+        started.set()
+        try:
+            return await never
+        finally:
+            ended.append("model")
+
+    agent = Agent(ScriptedModel(reply), tools=[convergent.tool(wait)])
+    running = agent.run("wait", steering=SteeringQueue())
+    # stepped by hand, as an event loop steps a task, until it waits
+    awaited = running.send(None)
+    noticed = asyncio.ensure_future(started.wait())
+    while not started.is_set():
+        await asyncio.wait((awaited, noticed), return_when=asyncio.FIRST_COMPLETED)
+        if awaited.done():
+            awaited = running.send(None)
+    await asyncio.sleep(0)
+    running.close()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert sorted(ended) == waits  # each wait was ended

@@ -188,8 +188,16 @@ async def execute_batch(
         return [await run_one(calls[0], 0)]
     if not concurrent:
         return [await run_one(call, position) for position, call in enumerate(calls)]
-    async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(run_one(call, position)) for position, call in enumerate(calls)]
+    tasks: list[asyncio.Task[T]] = []
+    try:
+        async with asyncio.TaskGroup() as group:
+            for position, call in enumerate(calls):
+                tasks.append(group.create_task(run_one(call, position)))
+    except GeneratorExit:
+        # dropped by its owner and closed: a closing coroutine may not wait, only cancel
+        for task in tasks:
+            task.cancel()
+        raise
     return [task.result() for task in tasks]
 
 

@@ -103,15 +103,27 @@ async def unless_stopped(steering: SteeringQueue | None, work: Awaitable[T]) -> 
     watching = asyncio.ensure_future(steering.wait_for_stop())
     try:
         await asyncio.wait((doing, watching), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (watching, doing):
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+    except GeneratorExit:
+        # dropped by its owner and closed: a closing coroutine may not wait, only cancel
+        doing.cancel()
+        watching.cancel()
+        raise
+    except BaseException:
+        await _cancelled(watching, doing)
+        raise
+    await _cancelled(watching, doing)
     if doing.done() and not doing.cancelled():
         return doing.result()
     return STOPPED
+
+
+async def _cancelled(*tasks: asyncio.Future[Any]) -> None:
+    """Cancel the unfinished ``tasks`` and wait until they end."""
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def bounded(settings: ModelSettings | None, seconds: float | None) -> ModelSettings | None:
