@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from pathlib import Path
@@ -23,15 +24,17 @@ from convergent import (
     file_tools,
 )
 from convergent.messages import AssistantMessage, SystemMessage, ToolResultMessage, UserMessage
-from convergent.models import _llama_server, model_from_string
+from convergent.models import TokenPrice, _llama_server, model_from_string
 from convergent.models.local import (
     LocalModel,
     _LocalStructured,
     chatml_tools_template,
+    loopback_client,
     step_schema,
 )
 from convergent.models.openai import OpenAIChatModel
 from convergent.models.structured import plain_answer_schema
+from convergent.testing.chat_server import completion
 
 CALC = calculator.spec
 READ, LIST = (t.spec for t in file_tools("."))
@@ -345,3 +348,33 @@ async def test_a_cut_off_plain_answer_is_left_as_it_came() -> None:
     model = _LocalStructured(inner, examples=False)
     reply = await model.request([UserMessage(content="x")], [], ModelSettings(plain_answer=True))
     assert reply.content == '{"answer": "3220000000' and not reply.tool_calls
+
+
+async def test_a_request_the_server_drops_unanswered_is_sent_again() -> None:
+    """As llama.cpp does under load with a kept-alive connection (the run used to end
+    ``model_error``, "Connection error.", in its second cycle)."""
+    served: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.lower().split(b"\r\n")
+            if line.startswith(b"content-length:")
+        )
+        served.append(await reader.readexactly(length))
+        if len(served) > 1:
+            body = completion("391")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+            writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    async with server:
+        port = server.sockets[0].getsockname()[1]
+        model = loopback_client(f"http://127.0.0.1:{port}", 4096, TokenPrice(0.0, 0.0))
+        reply = await model.request([UserMessage(content="17 * 23?")], ())
+        await model.aclose()
+    assert reply.content == "391"
+    assert len(served) == 2 and served[0] == served[1]

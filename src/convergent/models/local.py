@@ -75,6 +75,23 @@ def chatml_tools_template() -> str:
     )
 
 
+def loopback_client(address: str, context_size: int, price: TokenPrice) -> OpenAIChatModel:
+    """The OpenAI-compatible client of the llama.cpp server at ``address``.
+
+    A request the server drops unanswered is sent once more on a fresh connection: under
+    load, llama.cpp can close a kept-alive connection just as the next request goes out.
+    """
+    return OpenAIChatModel(
+        "local",
+        base_url=f"{address}/v1",
+        api_key="not-needed",
+        max_retries=1,
+        timeout=600.0,
+        context_window=context_size,
+        price=price,
+    )
+
+
 class LocalModel(Model):
     """A GGUF model served by an in-process llama.cpp server on 127.0.0.1.
 
@@ -201,15 +218,7 @@ class LocalModel(Model):
             release, self._release, self._server = self._release, None, None
             await asyncio.to_thread(release)
             raise
-        client = OpenAIChatModel(
-            "local",
-            base_url=f"{server.address}/v1",
-            api_key="not-needed",
-            max_retries=0,
-            timeout=600.0,
-            context_window=self.context_size,
-            price=self._price,
-        )
+        client = loopback_client(server.address, self.context_size, self._price)
         self._client = client
         if protocol == "native":
             self._inner = client
