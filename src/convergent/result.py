@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -117,7 +118,7 @@ class RunResult:
         """`output_data` as plain JSON data (None when there is none)."""
         if self.output_data is None:
             return None
-        return _JSON.dump_python(self.output_data, mode="json")
+        return _json_adapter().dump_python(self.output_data, mode="json")
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape printed by ``convergent run --json``."""
@@ -165,4 +166,7 @@ def output_label(reason: StopReason | None, *, after_stop: bool) -> str:
     return "the model's last text before the stop (not an answer)"
 
 
-_JSON: TypeAdapter[Any] = TypeAdapter(Any)
+@functools.cache
+def _json_adapter() -> TypeAdapter[Any]:
+    """Turns a typed answer into plain JSON data; built on first use, not on import."""
+    return TypeAdapter(Any)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -238,7 +239,7 @@ class RunState:
 
     def to_jsonable(self) -> dict[str, Any]:
         """Plain JSON-compatible dict of the whole state."""
-        data: dict[str, Any] = _STATE.dump_python(self, mode="json")
+        data: dict[str, Any] = _state_adapter().dump_python(self, mode="json")
         return data
 
     @classmethod
@@ -279,7 +280,7 @@ class RunState:
             if isinstance(version, int) and version < 6 and "output_data" in data:
                 data["output_json"] = data.pop("output_data")
         try:
-            state: RunState = _STATE.validate_python(data)
+            state: RunState = _state_adapter().validate_python(data)
         except ValidationError as exc:
             raise UserError(f"malformed run state: {exc.errors()[0]['msg']}") from None
         state.schema_version = STATE_SCHEMA_VERSION
@@ -324,4 +325,11 @@ def _old_key(key: object) -> object:
     return text_digest(key) if isinstance(key, str) else key
 
 
-_STATE: TypeAdapter[RunState] = TypeAdapter(RunState)
+@functools.cache
+def _state_adapter() -> TypeAdapter[RunState]:
+    """The run state's pydantic adapter, built on first use.
+
+    Building its schema takes about 10 ms, which importing convergent should not cost a
+    run that is never stored or loaded.
+    """
+    return TypeAdapter(RunState)
