@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from cli._probe import imported_by
+from cli._probe import imported_by, printed_by
 
 
 def test_the_loop_imports_no_store_and_no_mcp() -> None:
@@ -20,29 +17,29 @@ def test_the_loop_imports_no_store_and_no_mcp() -> None:
     assert heavy == []
 
 
+_COUNTING_ADAPTERS = (
+    "import pydantic\n"
+    "built = []\n"
+    "init = pydantic.TypeAdapter.__init__\n"
+    "def counted(self, kind, *args, **kwargs):\n"
+    "    built.append(repr(kind))\n"
+    "    init(self, kind, *args, **kwargs)\n"
+    "pydantic.TypeAdapter.__init__ = counted\n"
+)
+
+
+def adapters_built_by(statements: str) -> str:
+    """The types a fresh interpreter built a pydantic adapter for while running ``statements``."""
+    return printed_by(_COUNTING_ADAPTERS + statements + "print(built)\n")
+
+
 def test_importing_the_loop_builds_no_pydantic_schema() -> None:
     """Each adapter is built when first used (the run state's took about 10 ms)."""
-    count = (
-        "import pydantic\n"
-        "built = []\n"
-        "init = pydantic.TypeAdapter.__init__\n"
-        "def counted(self, kind, *args, **kwargs):\n"
-        "    built.append(repr(kind))\n"
-        "    init(self, kind, *args, **kwargs)\n"
-        "pydantic.TypeAdapter.__init__ = counted\n"
-        "import convergent.agent\n"
-        "print(built)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", count], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert done.stdout == "[]\n"
+    assert adapters_built_by("import convergent.agent\n") == "[]\n"
     stored = "convergent.agent.RunState(run_id='r', task='t').to_jsonable()\n"
-    used = count.replace("print(built)", stored + "print(built)")
-    done = subprocess.run(
-        [sys.executable, "-c", used], capture_output=True, text=True, timeout=60, check=True
+    assert adapters_built_by("import convergent.agent\n" + stored) == (
+        "[\"<class 'convergent.state.RunState'>\"]\n"
     )
-    assert done.stdout == "[\"<class 'convergent.state.RunState'>\"]\n"
 
 
 def test_a_store_or_an_mcp_server_loads_them_when_used() -> None:

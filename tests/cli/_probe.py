@@ -49,10 +49,15 @@ def probe(folder: Path, *args: str, stdin: str = "") -> Probed:
     return Probed(report["code"], done.stdout, frozenset(report["loaded"]))
 
 
-def imported_by(statement: str) -> frozenset[str]:
-    """The names in ``sys.modules`` of a fresh interpreter after ``statement`` ran."""
-    code = f"{statement}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+def printed_by(code: str) -> str:
+    """What ``code`` printed, run by a fresh interpreter (which must exit 0)."""
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
-    return frozenset(json.loads(done.stdout))
+    return done.stdout
+
+
+def imported_by(statement: str) -> frozenset[str]:
+    """The names in ``sys.modules`` of a fresh interpreter after ``statement`` ran."""
+    code = f"{statement}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    return frozenset(json.loads(printed_by(code)))

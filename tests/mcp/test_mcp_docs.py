@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from mcp_helpers import descendants
 
+from cli._probe import printed_by
+
 DOC = Path(__file__).parents[2] / "docs" / "mcp.md"
 
 
@@ -49,10 +51,7 @@ def test_without_the_sdk_a_run_with_servers_is_one_clear_line() -> None:
         "except UserError as exc:\n"
         "    print(exc)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert proc.stdout == "MCP servers need the mcp package: pip install 'mcp>=2.3.0,<3'\n"
+    assert printed_by(code) == "MCP servers need the mcp package: pip install 'mcp>=2.3.0,<3'\n"
 
 
 @pytest.mark.slow

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from cli._probe import printed_by
 from convergent import Agent, ScriptedModel, calculator
 from convergent.loop.instrument import run_tracer
 from convergent.telemetry import OpenTelemetryObserver
@@ -64,7 +62,4 @@ def test_an_untraced_process_never_imports_opentelemetry() -> None:
         "assert result.output == 'hi'\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert done.stdout.strip() == "[]"
+    assert printed_by(code).strip() == "[]"
