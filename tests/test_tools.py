@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Literal
 
@@ -201,3 +202,73 @@ def test_read_only_is_declared_or_unknown() -> None:
     assert [t.read_only for t in edit_tools(".")] == [False, False]
     with pytest.raises(ToolDefinitionError, match="read_only and modify files"):
         tool(read_only=True, modifies_files=True)(poke.function)
+
+
+def _lookup() -> Tool:
+    """A tool built from a fresh closure, as a program that builds its tools per request."""
+
+    async def lookup(city: str, days: int = 1) -> str:
+        """Look a city up.
+
+        Args:
+            city: The city.
+        """
+        return f"{city} {days}"
+
+    return tool(lookup)
+
+
+def test_tools_built_again_from_one_definition_share_a_model_but_not_a_schema() -> None:
+    first, second = _lookup(), _lookup()
+    assert first.arguments_model is second.arguments_model
+    assert first.parameters == second.parameters
+    first.parameters["properties"]["city"]["description"] = "changed"
+    assert second.parameters["properties"]["city"]["description"] == "The city."
+    assert _lookup().parameters["properties"]["city"]["description"] == "The city."
+
+
+def test_a_signature_that_differs_in_name_default_or_description_gets_its_own_schema() -> None:
+    def whole(x: float = 0) -> str:
+        """Print x.
+
+        Args:
+            x: A number.
+        """
+        return str(x)
+
+    def fraction(x: float = 0.0) -> str:
+        """Print x.
+
+        Args:
+            x: A number.
+        """
+        return str(x)
+
+    def described(x: float = 0) -> str:
+        """Print x.
+
+        Args:
+            x: Another number.
+        """
+        return str(x)
+
+    built = [tool(name="f")(f) for f in (whole, fraction, described)] + [tool(name="g")(whole)]
+    assert len({id(t.arguments_model) for t in built}) == 4
+    assert [json.dumps(t.parameters["properties"]["x"]) for t in built[:3]] == [
+        '{"default": 0, "description": "A number.", "type": "number"}',
+        '{"default": 0.0, "description": "A number.", "type": "number"}',
+        '{"default": 0, "description": "Another number.", "type": "number"}',
+    ]
+
+
+_UNHASHABLE_DEFAULT = [1, 2]
+
+
+def test_a_tool_whose_default_cannot_be_hashed_gets_a_model_of_its_own() -> None:
+    def total(values: list[int] = _UNHASHABLE_DEFAULT) -> str:
+        return str(sum(values))
+
+    first, second = tool(total), tool(total)
+    assert first.arguments_model is not second.arguments_model
+    assert first.parameters["properties"]["values"]["default"] == [1, 2]
+    assert first.validate({}) == {"values": [1, 2]}

@@ -8,6 +8,8 @@ description, the ``Args:`` section the parameter descriptions).
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
 import inspect
 import json
 import re
@@ -57,24 +59,50 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return _one_line("\n".join(text)), params
 
 
+_Signature = tuple[str, tuple[tuple[str, Any, type, Any, str | None], ...]]
+"""A tool's name and, per parameter, its name, type, default's type, default and
+description: all that its arguments model and schema are built from."""
+
+
 def _arguments_model(func: Callable[..., Any], name: str, docs: dict[str, str]) -> type[BaseModel]:
     try:
         hints = inspect.get_annotations(func, eval_str=True)
     except Exception as exc:  # a bad annotation is a definition error, whatever it raised
         raise ToolDefinitionError(f"tool {name!r}: cannot resolve type hints: {exc}") from None
-    fields: dict[str, Any] = {}
+    params: list[tuple[str, Any, type, Any, str | None]] = []
     for param in inspect.signature(func).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ToolDefinitionError(f"tool {name!r}: *args/**kwargs are not supported")
         if param.name not in hints:
             raise ToolDefinitionError(f"tool {name!r}: parameter {param.name!r} needs a type hint")
         default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[param.name] = (
-            hints[param.name],
-            FieldInfo(default=default, description=docs.get(param.name) or None),
-        )
+        params.append((param.name, hints[param.name], type(default), default, docs.get(param.name)))
+    signature: _Signature = (name, tuple(params))
+    try:
+        hash(signature)
+    except TypeError:  # a default such as a list: a model for this tool alone
+        return _build_arguments_model(signature)
+    return _shared_arguments_model(signature)
+
+
+def _build_arguments_model(signature: _Signature) -> type[BaseModel]:
+    name, params = signature
+    fields: dict[str, Any] = {
+        param: (hint, FieldInfo(default=default, description=description or None))
+        for param, hint, _, default, description in params
+    }
     config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
     return create_model(f"{name}_arguments", __config__=config, **fields)
+
+
+_shared_arguments_model = functools.lru_cache(maxsize=1024)(_build_arguments_model)
+"""One model per signature: a tool built again from the same function (a closure made
+per run or per request) skips pydantic's model building, about 1 ms."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    return _clean_schema(model.model_json_schema())
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -154,7 +182,8 @@ class Tool:
                 f"tool {self.name!r} cannot be read_only and modify files at once"
             )
         if not self.parameters:
-            schema = _clean_schema(self.arguments_model.model_json_schema())
+            # a copy: the schema of a shared model is shared, and a tool's may be changed
+            schema = copy.deepcopy(_schema_of(self.arguments_model))
             object.__setattr__(self, "parameters", schema)
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.function))
 

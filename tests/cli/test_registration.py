@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from convergent.cli._app import COMMAND_MODULES, register
 
 from ._probe import probe
@@ -56,3 +58,35 @@ def test_usage_lines_name_arguments_in_capitals(tmp_path: Path) -> None:
     }  # fmt: skip
     assert usage["run"].split()[-2:] == ["[OPTIONS]", "TASK"]
     assert usage["steer"].split()[-3:] == ["[OPTIONS]", "RUN_ID", "[MESSAGE]"]
+
+
+def test_the_command_line_is_built_once_until_a_module_adds_commands(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import typer
+    import typer.main
+
+    from cli_runner import invoke
+    from convergent.cli import _app
+
+    built: list[object] = []
+    real = typer.main.get_group
+
+    def counted(instance: typer.Typer) -> object:
+        built.append(instance)
+        return real(instance)
+
+    monkeypatch.setattr(typer.main, "get_group", counted)
+    monkeypatch.setattr(_app, "_built", {})
+    for _ in range(2):
+        assert invoke("runs", "--help", cwd=tmp_path).returncode == 0
+    assert len(built) == 1
+    first = _app.command_for("runs")
+
+    def added() -> None:
+        """A command a module adds after the first build."""
+
+    extra = typer.models.CommandInfo(name="added-later", callback=added)
+    monkeypatch.setattr(_app.app, "registered_commands", [*_app.app.registered_commands, extra])
+    assert "added-later" in invoke("--help", cwd=tmp_path).stdout
+    assert len(built) == 2 and _app.command_for() is not first

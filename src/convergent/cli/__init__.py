@@ -51,21 +51,21 @@ def main(argv: list[str] | None = None) -> None:
 def _run(argv: list[str]) -> None:
     import typer
 
-    from convergent.cli._app import register
+    from convergent.cli._app import command_for
 
     args = argv
     if "--gate" in args:  # the gate package is loaded only by commands that take it
         from convergent.cli._gate import expand_gate_flag
 
         args = expand_gate_flag(args)
-    app = register(args[0] if args and not args[0].startswith("-") else None)
+    command = command_for(args[0] if args and not args[0].startswith("-") else None)
     # tools named package.module:attribute import from the current folder, as they would
     # under `python -m convergent`; appended, so the folder never shadows an installed module
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
     json_output = "--json" in args
     try:
-        result = app(args=args, standalone_mode=False)
+        result = command.main(args=args, standalone_mode=False)
     except typer.TyperException as exc:  # a usage mistake, shown the way typer shows it
         if json_output:
             _print_error(exc.format_message(), exc.exit_code)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import importlib
 
 import typer
+import typer.main
+from typer.core import TyperGroup
 
 from convergent.cli._help import hide_flag_types, name_arguments_plainly
 
-__all__ = ["app"]
+__all__ = ["COMMAND_MODULES", "app", "command_for", "register"]
 
 app = typer.Typer(
     name="convergent",
@@ -54,6 +56,24 @@ def register(command: str | None = None) -> typer.Typer:
     for module in [known] if known else dict.fromkeys(COMMAND_MODULES.values()):
         importlib.import_module(f"convergent.cli.{module}")
     return app
+
+
+_built: dict[tuple[int, int], TyperGroup] = {}
+
+
+def command_for(command: str | None = None) -> TyperGroup:
+    """The command group of `register(command)`, built once per set of registered commands.
+
+    typer builds a command from each function's signature and type hints, some 30 ms for
+    every command at once; a process that runs the command line more than once (a test
+    suite, a program calling `convergent.cli.main`) builds it again only when a module has
+    added commands since.
+    """
+    registered = register(command)
+    key = (len(registered.registered_commands), len(registered.registered_groups))
+    if key not in _built:
+        _built[key] = typer.main.get_group(registered)
+    return _built[key]
 
 
 hide_flag_types()
