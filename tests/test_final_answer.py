@@ -208,6 +208,8 @@ class Meter(Model):
         self.price_in, self.price_out = price_in, price_out
         self.declared = declared
         self.requests: list[tuple[int, int | None]] = []
+        self._counted: list[Message] = []
+        self._text = 0
 
     @property
     def name(self) -> str:
@@ -223,8 +225,7 @@ class Meter(Model):
         tools: Sequence[ToolSpec],
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
-        text = sum(len(m.content) + len(str(getattr(m, "tool_calls", ""))) for m in messages)
-        prompt = text // 4 + 4 * len(messages) + 60 * len(tools)
+        prompt = self._characters(messages) // 4 + 4 * len(messages) + 60 * len(tools)
         limit = settings.max_tokens if settings is not None else None
         self.requests.append((prompt, limit))
         n = len(self.requests)
@@ -244,6 +245,22 @@ class Meter(Model):
             cost=prompt * self.price_in + out * self.price_out,
         )
         return ModelResponse(content=content, tool_calls=calls, usage=usage)
+
+    def _characters(self, messages: Sequence[Message]) -> int:
+        """The characters of the messages, counting only those added since the last request
+        while the conversation only grows (a run of 100 cycles would count 5,000 twice)."""
+        counted = self._counted
+        if (
+            not counted
+            or len(messages) < len(counted)
+            or messages[len(counted) - 1] is not counted[-1]
+        ):
+            counted.clear()
+            self._text = 0
+        for message in messages[len(counted) :]:
+            self._text += len(message.content) + len(str(getattr(message, "tool_calls", "")))
+            counted.append(message)
+        return self._text
 
 
 def run_meter(model: Meter, limits: Limits) -> Any:

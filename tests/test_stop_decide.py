@@ -150,9 +150,7 @@ def nudgeable(f: Facts) -> list[StopReason]:
     return found
 
 
-@settings(max_examples=400, deadline=None)
-@given(facts)
-def test_a_stop_is_the_first_reason_of_the_priority_order_that_holds(f: Facts) -> None:
+def a_stop_is_the_first_reason_of_the_priority_order_that_holds(f: Facts) -> None:
     decision = decide(f)
     reasons = holding(f)
     interrupted = f.roll_over or f.redirect is not None
@@ -164,11 +162,7 @@ def test_a_stop_is_the_first_reason_of_the_priority_order_that_holds(f: Facts) -
         assert not isinstance(decision, Stop)
 
 
-@settings(max_examples=400, deadline=None)
-@given(facts)
-def test_a_stop_request_beats_everything_and_roll_over_or_messages_beat_other_stops(
-    f: Facts,
-) -> None:
+def a_stop_request_beats_everything_and_roll_over_or_messages_beat_other_stops(f: Facts) -> None:
     decision = decide(f)
     if f.stop_requested:
         assert decision == Stop(
@@ -180,9 +174,7 @@ def test_a_stop_request_beats_everything_and_roll_over_or_messages_beat_other_st
         assert decision == Interrupted(f.redirect)
 
 
-@settings(max_examples=400, deadline=None)
-@given(facts)
-def test_a_nudge_replaces_only_a_stall_or_tool_error_stop_with_a_nudge_left(f: Facts) -> None:
+def a_nudge_replaces_only_a_stall_or_tool_error_stop_with_a_nudge_left(f: Facts) -> None:
     decision = decide(f)
     if not isinstance(decision, Nudge):
         return
@@ -205,9 +197,7 @@ def test_a_nudge_replaces_only_a_stall_or_tool_error_stop_with_a_nudge_left(f: F
     assert stopped.rule == rule_of(decision.reason, spent)
 
 
-@settings(max_examples=400, deadline=None)
-@given(facts)
-def test_continue_only_when_nothing_holds(f: Facts) -> None:
+def continue_only_when_nothing_holds(f: Facts) -> None:
     quiet = not (
         holding(f)
         or f.roll_over
@@ -219,12 +209,28 @@ def test_continue_only_when_nothing_holds(f: Facts) -> None:
     assert (decide(f) == CONTINUE) is quiet
 
 
-@settings(max_examples=200, deadline=None)
-@given(facts)
-def test_decide_is_deterministic(f: Facts) -> None:
+def decide_is_deterministic(f: Facts) -> None:
     again = dataclasses.replace(f)
     assert again is not f
     assert decide(f) == decide(again) == decide(f)
+
+
+PROPERTIES = (
+    a_stop_is_the_first_reason_of_the_priority_order_that_holds,
+    a_stop_request_beats_everything_and_roll_over_or_messages_beat_other_stops,
+    a_nudge_replaces_only_a_stall_or_tool_error_stop_with_a_nudge_left,
+    continue_only_when_nothing_holds,
+    decide_is_deterministic,
+)
+"""What `decide` keeps for any facts; one test checks them all on the same facts, since
+drawing the facts costs far more than checking them."""
+
+
+@settings(max_examples=400, deadline=None)
+@given(facts)
+def test_decide_keeps_every_property_on_generated_facts(f: Facts) -> None:
+    for check in PROPERTIES:
+        check(f)
 
 
 def test_nothing_known_is_continue() -> None:
