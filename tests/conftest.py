@@ -153,6 +153,26 @@ def _checkout_untouched(_checkout: CheckoutGuard) -> Iterator[None]:
         )
 
 
+def stop_process_servers() -> None:
+    """Stop the fork server and resource tracker a process pool started, and reap them.
+
+    ``multiprocessing`` keeps both for the life of the process that started them; in a
+    test worker they would outlive the test, and the worker, as orphaned processes.
+    """
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    if forkserver is not None and forkserver._forkserver._forkserver_pid is not None:
+        forkserver._forkserver._stop()
+    tracker = sys.modules.get("multiprocessing.resource_tracker")
+    if tracker is not None and tracker._resource_tracker._pid is not None:
+        tracker._resource_tracker._stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_process_servers_left() -> Iterator[None]:
+    yield
+    stop_process_servers()
+
+
 @pytest.fixture(autouse=True)
 def _no_real_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in _PROVIDER_ENV:

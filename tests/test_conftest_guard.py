@@ -129,3 +129,33 @@ def test_the_files_that_import_sdks_make_one_unit_of_work_the_others_one_each() 
     assert shared.startswith("tests/adapters/")
     assert work_unit("tests/test_meaning.py::test_z") == "tests/test_meaning.py"
     assert work_unit("tests/cli/test_run.py::T::test_w") == "tests/cli/test_run.py"
+
+
+def _children() -> set[int]:
+    """The processes whose parent is this one, zombies included."""
+    found = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == os.getpid():
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_servers_a_process_pool_started_are_stopped_after_the_test() -> None:
+    import concurrent.futures
+    import multiprocessing
+
+    from conftest import stop_process_servers
+
+    before = _children()
+    context = multiprocessing.get_context("forkserver")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        assert pool.submit(abs, -2).result() == 2
+    assert _children() - before  # the fork server and the resource tracker
+    stop_process_servers()
+    assert _children() == before
