@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
+import weakref
 from typing import Literal
 
 import pytest
@@ -272,3 +274,8 @@ def test_a_tool_whose_default_cannot_be_hashed_gets_a_model_of_its_own() -> None
     assert first.arguments_model is not second.arguments_model
     assert first.parameters["properties"]["values"]["default"] == [1, 2]
     assert first.validate({}) == {"values": [1, 2]}
+    # nothing keeps such a model once its tool is gone
+    model = weakref.ref(second.arguments_model)
+    del second
+    gc.collect()
+    assert model() is None
