@@ -60,9 +60,12 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return _one_line("\n".join(text)), params
 
 
-_Signature = tuple[str, tuple[tuple[str, Any, type, Any, str | None], ...]]
-"""A tool's name and, per parameter, its name, type, default's type, default and
-description: all that its arguments model and schema are built from."""
+_Parameter = tuple[str, Any, type, Any, str | None]
+"""A parameter's name, type, default's type, default and description."""
+
+_Signature = tuple[str, tuple[_Parameter, ...]]
+"""A tool's name and its parameters: all that its arguments model and schema are built
+from."""
 
 
 def _arguments_model(func: Callable[..., Any], name: str, docs: dict[str, str]) -> type[BaseModel]:
@@ -70,7 +73,7 @@ def _arguments_model(func: Callable[..., Any], name: str, docs: dict[str, str]) 
         hints = inspect.get_annotations(func, eval_str=True)
     except Exception as exc:  # a bad annotation is a definition error, whatever it raised
         raise ToolDefinitionError(f"tool {name!r}: cannot resolve type hints: {exc}") from None
-    params: list[tuple[str, Any, type, Any, str | None]] = []
+    params: list[_Parameter] = []
     for param in inspect.signature(func).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ToolDefinitionError(f"tool {name!r}: *args/**kwargs are not supported")
