@@ -592,3 +592,18 @@ def test_the_state_survives_json() -> None:
 def test_describe_call_is_short_and_readable() -> None:
     assert describe_call("read", {"path": "a", "n": 2}) == 'read(path="a", n=2)'
     assert len(describe_call("write", {"text": "x" * 500})) == 100
+
+
+def test_a_learned_tool_joins_an_open_set_and_the_rest_stay_undeclared() -> None:
+    monitor = RunMonitor(tools=None)
+    monitor.learn("pay", Effect.WRITE)
+    assert (monitor.effect("pay"), monitor.effect("other")) == (Effect.WRITE, Effect.UNDECLARED)
+    assert monitor.tools is None  # any name still goes
+
+
+def test_a_learned_tool_joins_a_named_set_without_overriding_the_callers_word() -> None:
+    monitor = RunMonitor(tools={"lookup": Effect.READ})
+    monitor.learn("lookup", Effect.WRITE)
+    monitor.learn("pay", Effect.WRITE)
+    assert (monitor.effect("lookup"), monitor.effect("pay")) == (Effect.READ, Effect.WRITE)
+    assert monitor.effect("other") is None  # still the model's mistake

@@ -11,6 +11,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from convergent import Agent, Effect, ScriptedModel, tool
 from convergent.clock import use_clock
 from convergent.messages import ModelResponse, ToolCall, Usage
@@ -186,6 +188,36 @@ def langchain_tools(world: World) -> list[Any]:
     from langchain_core.tools import StructuredTool
 
     return [StructuredTool.from_function(getattr(world, name)) for name in EFFECTS]
+
+
+MCP_HINTS = pytest.mark.parametrize(
+    ("hint", "runs"),
+    [
+        ({"readOnlyHint": True}, 3),
+        ({"idempotentHint": True}, 3),
+        ({"destructiveHint": True}, 2),
+        (None, 3),
+    ],
+    ids=["read-only", "idempotent", "destructive", "unknown"],
+)
+"""A tool's MCP annotations (None: none), and how many of three identical calls of it run:
+a read's, an idempotent one's and an undeclared one's each time (judged on their result),
+a write's third is held back before it runs."""
+
+
+def annotated_lookup(hint: dict[str, bool] | None, looked: list[str]) -> Any:
+    """A LangChain tool that records each key it looks up, with ``hint`` (MCP annotations)
+    in its metadata as ``langchain-mcp-adapters`` puts them there: the protocol's keys,
+    beside the ``title`` and ``openWorldHint`` it copies too."""
+    from langchain_core.tools import StructuredTool
+
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        looked.append(key)
+        return "found"
+
+    metadata = {"title": None, "openWorldHint": None, **hint} if hint else None
+    return StructuredTool.from_function(lookup, metadata=metadata)
 
 
 @timed

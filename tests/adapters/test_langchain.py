@@ -12,7 +12,14 @@ import pytest
 from convergent import Limits, StopReason
 from convergent.extensions import Verification
 
-from .hosts import langchain_model, langchain_tools, run_langchain, run_loop
+from .hosts import (
+    MCP_HINTS,
+    annotated_lookup,
+    langchain_model,
+    langchain_tools,
+    run_langchain,
+    run_loop,
+)
 from .trajectories import (
     NOTES,
     TRAJECTORIES,
@@ -283,3 +290,40 @@ def test_an_answer_in_words_to_a_tool_strategy_goes_back_as_not_typed() -> None:
     assert result["structured_response"] == Report(files=2, summary="two files")
     report = result["stop_report"]
     assert (report.reason, report.cycles) == (StopReason.COMPLETED, 2)
+
+
+@MCP_HINTS
+def test_a_tools_mcp_annotations_in_its_metadata_declare_its_effect(
+    hint: dict[str, bool] | None, runs: int
+) -> None:
+    """A read, an idempotent call and an undeclared one run each time and are judged on
+    their result; a write's third call is held back with the note before it runs."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from convergent.adapters.langchain import ConvergenceMiddleware
+
+    looked: list[str] = []
+    model = langchain_model([(("lookup", {"key": "k"}),)] * 3 + ["k is found"])
+    agent = create_agent(
+        model, [annotated_lookup(hint, looked)], middleware=[ConvergenceMiddleware()]
+    )
+    result = agent.invoke({"messages": [HumanMessage("find k")]})
+    assert result["stop_report"].output == "k is found"
+    assert len(looked) == runs
+
+
+def test_the_callers_declaration_comes_before_the_tools_annotations() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from convergent import Effect
+    from convergent.adapters.langchain import ConvergenceMiddleware
+
+    looked: list[str] = []
+    model = langchain_model([(("lookup", {"key": "k"}),)] * 3 + ["k is found"])
+    tool = annotated_lookup({"destructiveHint": True}, looked)
+    middleware = ConvergenceMiddleware(tools={"lookup": Effect.READ})
+    agent = create_agent(model, [tool], middleware=[middleware])
+    agent.invoke({"messages": [HumanMessage("find k")]})
+    assert len(looked) == 3

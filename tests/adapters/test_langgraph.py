@@ -13,7 +13,7 @@ from convergent.adapters import NotExpressible, PolicyAdapted
 from convergent.exceptions import UserError
 from convergent.output import OutputSpec
 
-from .hosts import hand_built_graph, langchain_model, langchain_tools
+from .hosts import annotated_lookup, hand_built_graph, langchain_model, langchain_tools
 from .trajectories import NOTES, Report, World, needs_citation
 
 if TYPE_CHECKING:
@@ -347,3 +347,34 @@ def test_with_the_tool_edge_a_reply_that_is_no_answer_goes_back_to_the_model() -
     report = route.report({"messages": messages})
     assert (report.reason, report.cycles) == (StopReason.COMPLETED, 2)
     assert report.output == "The answer is forty-two."
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["tools-unnamed", "other-tools-named"])
+@pytest.mark.parametrize(
+    ("hint", "runs", "why"),
+    [
+        ({"readOnlyHint": True}, 3, "with the same result"),
+        ({"destructiveHint": True}, 2, "with the same arguments"),
+        (None, 3, "with the same result"),
+    ],
+    ids=["read", "write", "none"],
+)
+async def test_the_tool_node_learns_a_tools_effect_from_its_mcp_annotations(
+    hint: dict[str, bool] | None, runs: int, why: str, named: bool
+) -> None:
+    """The route does not see the tool node: a tool is learned at its first call, with the
+    effect the MCP annotations in its metadata declare, whether or not the caller named
+    other tools. A write's third identical call stops the run before it runs; a read's
+    and an undeclared tool's run and are judged on their result."""
+    from langchain_core.messages import HumanMessage
+
+    from convergent.adapters.langgraph import ToolsCondition
+
+    looked: list[str] = []
+    route = ToolsCondition(policy=PLAIN, **({"tools": {"other": True}} if named else {}))
+    model = langchain_model([(("lookup", {"key": "k"}),)] * 4 + ["k is found"])
+    graph = hand_built_graph(model, [annotated_lookup(hint, looked)], route)
+    report = route.report(await graph.ainvoke({"messages": [HumanMessage("find k")]}))
+    assert report.reason is StopReason.STALLED
+    assert why in report.detail
+    assert len(looked) == runs

@@ -17,7 +17,7 @@ from convergent import Limits, StopReason
 from convergent.exceptions import UserError
 from convergent.extensions import Verification
 
-from .hosts import run_loop
+from .hosts import MCP_HINTS, run_loop
 from .trajectories import INVALID, NOTES, TRAJECTORIES, VALID, Report
 
 if TYPE_CHECKING:
@@ -284,18 +284,9 @@ _RAW_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "raw_server.py"
 """A stdio MCP server that lists the tools of its plan and echoes each call's arguments."""
 
 
-@pytest.mark.parametrize(
-    ("hints", "runs"),
-    [
-        ({"readOnlyHint": True}, 3),
-        ({"idempotentHint": True}, 3),
-        ({"destructiveHint": True}, 2),
-        (None, 3),
-    ],
-    ids=["read-only", "idempotent", "destructive", "unknown"],
-)
+@MCP_HINTS
 async def test_an_mcp_servers_annotations_declare_its_tools_effect(
-    hints: dict[str, bool] | None, runs: int, tmp_path: Path
+    hint: dict[str, bool] | None, runs: int, tmp_path: Path
 ) -> None:
     """A read, an idempotent call and an undeclared one run each time and are judged on
     their result; a write's third call is held back with the note before it runs (the
@@ -310,7 +301,7 @@ async def test_an_mcp_servers_annotations_declare_its_tools_effect(
         "name": "lookup",
         "description": "Look a key up.",
         "inputSchema": {"type": "object", "properties": {"key": {"type": "string"}}},
-        **({"annotations": hints} if hints else {}),
+        **({"annotations": hint} if hint else {}),
     }
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"tools": [tool]}))

@@ -11,7 +11,7 @@ import pytest
 from convergent import Limits, StopReason
 from convergent.extensions import Verification
 
-from .hosts import run_loop
+from .hosts import MCP_HINTS, run_loop
 from .trajectories import NOTES, TRAJECTORIES, Report
 
 if TYPE_CHECKING:
@@ -178,16 +178,7 @@ async def test_a_stop_keeps_a_text_agents_answer_in_words() -> None:
     assert result.output == "what I have so far" == report.output
 
 
-@pytest.mark.parametrize(
-    ("hint", "runs"),
-    [
-        ({"readOnlyHint": True}, 3),
-        ({"idempotentHint": True}, 3),
-        ({"destructiveHint": True}, 2),
-        (None, 3),
-    ],
-    ids=["read-only", "idempotent", "destructive", "unknown"],
-)
+@MCP_HINTS
 async def test_a_tools_mcp_annotations_declare_its_effect(
     hint: dict[str, bool] | None, runs: int
 ) -> None:

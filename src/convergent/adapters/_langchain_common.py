@@ -15,10 +15,12 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from convergent.effects import Effect, annotated_effect
 from convergent.loop.executor import failure_result
 from convergent.messages import NO_USAGE, CallOutcome, ToolCall, Usage
 
 __all__ = [
+    "annotated_tool_effect",
     "awrap_tool_call",
     "finish_reason_of",
     "last_text",
@@ -33,6 +35,18 @@ _MARK = "convergent_failure"
 (its value: whether the tool declared it fatal). It is never sent to the model."""
 
 ToolResult = ToolMessage | Command[Any]
+
+
+def annotated_tool_effect(tool: Any) -> Effect:
+    """A LangChain tool's effect from the MCP annotations in its ``metadata``.
+
+    ``langchain-mcp-adapters`` copies an MCP server's annotations of a tool
+    (``readOnlyHint``, ``idempotentHint``, ``destructiveHint``) into the ``metadata`` of
+    the LangChain tool it makes, and a user may set the same keys on a tool of their own.
+    A tool without them, or given as a provider's dict, is undeclared.
+    """
+    metadata = None if isinstance(tool, Mapping) else getattr(tool, "metadata", None)
+    return annotated_effect(metadata if isinstance(metadata, Mapping) else None)
 
 
 def wrap_tool_call(

@@ -40,6 +40,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from convergent.adapters._langchain_common import (
+    annotated_tool_effect,
     awrap_tool_call,
     finish_reason_of,
     last_text,
@@ -50,7 +51,7 @@ from convergent.adapters._langchain_common import (
     wrap_tool_call,
 )
 from convergent.adapters._policy import settled, told
-from convergent.effects import Declared, Effect
+from convergent.effects import Declared
 from convergent.extensions import Verification
 from convergent.limits import Limits
 from convergent.loop.driver import CycleDriver, PolicyOptions
@@ -80,15 +81,20 @@ class _RunBook:
     def offer(self, tools: Sequence[Any], declared: Mapping[str, Declared] | None) -> None:
         """Tell the driver the agent's tools when they change, each with its effect.
 
-        A tool's effect is the caller's (``tools``), else undeclared: LangChain's tools
-        declare none.
+        A tool's effect is the caller's (``tools``), else what the MCP annotations in
+        its ``metadata`` declare (`annotated_tool_effect`), else undeclared.
         """
         names = tuple(_tool_name(tool) for tool in tools)
         if names == self.offered:
             return
         self.offered = names
         given = declared or {}
-        self.driver.offers({name: given.get(name, Effect.UNDECLARED) for name in names})
+        self.driver.offers(
+            {
+                name: given[name] if name in given else annotated_tool_effect(tool)
+                for name, tool in zip(names, tools, strict=True)
+            }
+        )
 
 
 class ConvergenceState(AgentState[Any]):

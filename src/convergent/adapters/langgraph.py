@@ -48,6 +48,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from convergent.adapters import NotExpressible, PolicyAdapted
 from convergent.adapters._langchain_common import (
+    annotated_tool_effect,
     awrap_tool_call,
     finish_reason_of,
     last_text,
@@ -57,7 +58,6 @@ from convergent.adapters._langchain_common import (
     wrap_tool_call,
 )
 from convergent.adapters._policy import given_policy, settled
-from convergent.effects import Effect
 from convergent.limits import Limits
 from convergent.loop.driver import CycleDriver, PolicyOptions
 from convergent.loop.ending import FinalRequest, StopReport
@@ -264,14 +264,15 @@ class ToolsCondition:
     def _held(self, request: ToolCallRequest) -> ToolMessage | None:
         """The result of a call the review held back, instead of running it; else None.
 
-        A tool of the tool node that ``tools`` does not name is learned here, as one that
-        declares nothing (a routing function does not see the tool node).
+        A tool of the tool node that ``tools`` does not name is learned here at its first
+        call (a routing function does not see the tool node), with the effect its MCP
+        annotations declare (`annotated_tool_effect`), else undeclared.
         """
         call = request.tool_call
         with self._lock:
             replay = self._found(self._messages(request.state))
             if replay is not None and request.tool is not None:
-                _learn(replay.driver, call["name"])
+                replay.driver.learns(call["name"], annotated_tool_effect(request.tool))
             text = replay.held.get(call["id"] or "") if replay is not None else None
         if text is None:
             return None
@@ -402,13 +403,6 @@ class ToolsCondition:
         self._last = replay
         _read(replay, messages, early=self._model_node is None, wrapped=self._wrapped)
         return replay
-
-
-def _learn(driver: CycleDriver, name: str) -> None:
-    """A tool the run has, which the driver was not told of: it declares nothing."""
-    tools = driver.monitor.tools
-    if tools is not None and name not in tools:
-        driver.offers({**tools, name: Effect.UNDECLARED})
 
 
 def _refuse(limits: Limits, options: PolicyOptions) -> None:

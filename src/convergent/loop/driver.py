@@ -373,6 +373,15 @@ class CycleDriver:
         """
         self.monitor.declare(tools)
 
+    def learns(self, name: str, declared: Declared) -> None:
+        """The host came upon one of the run's tools, with its effect, during the run.
+
+        For a host that meets a tool only as it runs (a LangGraph tool node): it joins the
+        tools the run was told of, unless they name it already; when none were named,
+        the tools not learned stay undeclared.
+        """
+        self.monitor.learn(name, declared)
+
     def message(self, text: str) -> None:
         """A message from the user reached the run (steering): a new one restarts the counts."""
         if self.monitor.message(text):

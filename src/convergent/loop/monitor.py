@@ -75,6 +75,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 from convergent.digest import call_digest, text_digest
@@ -95,6 +96,8 @@ from convergent.stop import (
 
 __all__ = ["RunMonitor", "describe_call"]
 
+_NO_EFFECTS: Mapping[str, Effect] = MappingProxyType({})
+"""The effects learned of a run whose tools were never named, before any is learned."""
 _STRETCH_SIZE = 32
 """Distinct calls remembered per stretch (the least recently seen goes first)."""
 _RECENT_SIZE = 40
@@ -184,6 +187,7 @@ class RunMonitor:
         "_messages",
         "_mistaken",
         "_ok",
+        "_other",
         "_recent_size",
         "_reviewed",
         "_tools",
@@ -237,16 +241,30 @@ class RunMonitor:
         Between steps; the counters and the results kept for comparison stay.
         """
         self._tools = tools
-        self._effects = (
-            None if tools is None else {name: as_effect(flag) for name, flag in tools.items()}
+        self._effects: Mapping[str, Effect] = (
+            _NO_EFFECTS if tools is None else {name: as_effect(f) for name, f in tools.items()}
         )
+        self._other: Effect | None = Effect.UNDECLARED if tools is None else None
+        """What a tool not in ``_effects`` is: undeclared while any name goes, else none."""
+
+    def learn(self, name: str, declared: Declared) -> None:
+        """A tool the host came upon during the run (a graph's tool node's), with its effect.
+
+        It joins the tools the run was told of, unless they name it already (the caller's
+        declaration stands); when they were never named (any name goes), the tools not
+        learned stay undeclared.
+        """
+        if self._tools is not None:
+            if name not in self._tools:
+                self.declare({**self._tools, name: declared})
+            return
+        effect = as_effect(declared)
+        if self._effects.get(name, Effect.UNDECLARED) is not effect:
+            self._effects = {**self._effects, name: effect}
 
     def effect(self, name: str) -> Effect | None:
         """What a call of the tool ``name`` does (None: the run has no such tool)."""
-        effects = self._effects
-        if effects is None:
-            return Effect.UNDECLARED
-        return effects.get(name)
+        return self._effects.get(name, self._other)
 
     # -- repeats ------------------------------------------------------------------------
 
@@ -259,8 +277,7 @@ class RunMonitor:
 
     def _review_one(self, call: ToolCall, idle: float | None) -> _Reviewed | None:
         """The call's effect, digest and whether time passed; None: not a known tool."""
-        effects = self._effects
-        effect = Effect.UNDECLARED if effects is None else effects.get(call.name)
+        effect = self._effects.get(call.name, self._other)
         if effect is None:
             return None
         digest = text_digest(canonical_call_key(call.name, call.arguments))
