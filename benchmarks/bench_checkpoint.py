@@ -11,13 +11,18 @@ the end-to-end overhead is the difference of the two runs. Beside them, the same
 gives the floor any durable write pays. Resume time is loading the finished run plus
 the time until the resumed run sends its first model request.
 
-Run: ``python benchmarks/bench_checkpoint.py [--cycles 100 1000] [--repeat 3] [--json]``.
+A commit's cost follows the pages it writes to the write-ahead log. One more run of each
+kind, with the log kept whole (no checkpointing), counts the pages a cycle writes, by
+the table (or index) each belongs to (``--pages`` prints them), beside the bare write's.
+
+Run: ``python benchmarks/bench_checkpoint.py [--cycles 100 1000] [--repeat 3] [--pages] [--json]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import sqlite3
@@ -124,6 +129,57 @@ def bare_sqlite(folder: Path, cycles: int) -> float:
     return seconds / cycles
 
 
+WAL_HEADER, FRAME_HEADER = 32, 24
+"""Bytes of the write-ahead log's header and of each frame's (SQLite's file format)."""
+
+
+def wal_pages(database: Path, conn: sqlite3.Connection) -> collections.Counter[str]:
+    """The pages in ``database``'s write-ahead log, counted by the table or index owning each."""
+    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    owners = dict(conn.execute("SELECT pageno, name FROM dbstat"))
+    log = Path(f"{database}-wal").read_bytes()
+    pages: collections.Counter[str] = collections.Counter()
+    for offset in range(WAL_HEADER, len(log) - FRAME_HEADER, FRAME_HEADER + page_size):
+        number = int.from_bytes(log[offset : offset + 4], "big")
+        pages[owners.get(number, "free")] += 1
+    return pages
+
+
+class _KeptLog:
+    """Stands in for the store's WAL checkpointer: the log keeps every page written."""
+
+    def committed(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+async def pages_per_cycle(cycles: int, folder: Path, kind: str) -> dict[str, float]:
+    """WAL pages a checkpointed cycle writes, by owner (``bare``: one bare INSERT+COMMIT)."""
+    store = RunStore(folder / "pages.db")
+    store._checkpointer = _KeptLog()  # type: ignore[assignment]  # noqa: SLF001
+    store._conn.execute("PRAGMA wal_autocheckpoint=0")  # noqa: SLF001
+    await agent(cycles, kind).run("benchmark", run_id="pages", store=store)
+    ours = wal_pages(folder / "pages.db", store._conn)  # noqa: SLF001
+    store.close()
+    bare = sqlite3.connect(folder / "bare-pages.db", isolation_level=None)
+    bare.execute("PRAGMA journal_mode=WAL")
+    bare.execute("PRAGMA wal_autocheckpoint=0")
+    bare.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data TEXT)")
+    before = sum(wal_pages(folder / "bare-pages.db", bare).values())
+    for n in range(cycles):
+        bare.execute("BEGIN IMMEDIATE")
+        bare.execute("INSERT INTO t (data) VALUES (?)", ("x" * RESULT_CHARS + str(n),))
+        bare.execute("COMMIT")
+    floor = sum(wal_pages(folder / "bare-pages.db", bare).values()) - before
+    bare.close()
+    return {
+        **{owner: count / cycles for owner, count in ours.most_common()},
+        "bare": floor / cycles,
+    }
+
+
 def database_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.glob("runs.db*"))
 
@@ -185,6 +241,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--repeat", type=int, default=3, help="median of N runs")
+    parser.add_argument("--pages", action="store_true", help="print WAL pages by table")
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
     rows = []
@@ -193,9 +250,12 @@ def main() -> None:
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory() as folder:
                 runs.append(asyncio.run(measure(cycles, Path(folder), kind)))
+        with tempfile.TemporaryDirectory() as folder:
+            pages = asyncio.run(pages_per_cycle(cycles, Path(folder), kind))
         row = {
             key: runs[0][key] for key in ("tool", "cycles", "messages", "transactions_per_cycle")
         }
+        row["wal_pages_per_cycle"] = {"bare": pages.pop("bare"), **pages}
         for key in (
             "checkpoint_ms_per_cycle",
             "end_to_end_overhead_ms_per_cycle",
@@ -211,17 +271,30 @@ def main() -> None:
     print(f"load average: {os.getloadavg()[0]:.2f} (2 cores); median of {args.repeat} runs")
     header = (
         f"{'tool':>11} {'cycles':>7} {'checkpoint ms/cycle':>20} {'end-to-end ms/cycle':>20} "
-        f"{'bare INSERT+COMMIT ms':>22} {'ratio':>6} {'txn/cycle':>10} {'resume ms':>10}"
+        f"{'bare INSERT+COMMIT ms':>22} {'ratio':>6} {'txn/cycle':>10} {'resume ms':>10} "
+        f"{'WAL pages/cycle (bare)':>23}"
     )
     print(header)
     for row in rows:
         ratio = row["checkpoint_ms_per_cycle"] / row["bare_insert_commit_ms"]
+        pages = row["wal_pages_per_cycle"]
+        ours = sum(count for owner, count in pages.items() if owner != "bare")
+        written = f"{ours:.1f} ({pages['bare']:.1f})"
         print(
             f"{row['tool']:>11} {row['cycles']:>7} {row['checkpoint_ms_per_cycle']:>20.3f} "
             f"{row['end_to_end_overhead_ms_per_cycle']:>20.3f} "
             f"{row['bare_insert_commit_ms']:>22.3f} {ratio:>6.1f} "
-            f"{row['transactions_per_cycle']:>10.2f} {row['resume_ms']:>10.1f}"
+            f"{row['transactions_per_cycle']:>10.2f} {row['resume_ms']:>10.1f} "
+            f"{written:>23}"
         )
+    if args.pages:
+        for row in rows:
+            owners = ", ".join(
+                f"{owner} {count:.2f}"
+                for owner, count in row["wal_pages_per_cycle"].items()
+                if owner != "bare" and count >= 0.05
+            )
+            print(f"{row['tool']} x {row['cycles']}: {owners}")
 
 
 if __name__ == "__main__":
