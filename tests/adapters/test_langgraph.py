@@ -378,3 +378,35 @@ async def test_the_tool_node_learns_a_tools_effect_from_its_mcp_annotations(
     assert report.reason is StopReason.STALLED
     assert why in report.detail
     assert len(looked) == runs
+
+
+def test_tool_effects_reads_each_tools_mcp_annotations_by_name() -> None:
+    from convergent import Effect
+    from convergent.adapters.langgraph import tool_effects
+
+    looked: list[str] = []
+    provider_tool = {"type": "function", "function": {"name": "search", "parameters": {}}}
+    effects = tool_effects([annotated_lookup({"readOnlyHint": True}, looked), provider_tool])
+    assert effects == {"lookup": Effect.READ, "search": Effect.UNDECLARED}
+
+
+@pytest.mark.parametrize(("told", "ran"), [(True, 0), (False, 3)], ids=["told", "learned"])
+async def test_a_route_told_the_tool_nodes_effects_knows_a_write_before_its_first_call(
+    told: bool, ran: int
+) -> None:
+    """Three identical writes in the first response: a route given the tool node's effects
+    stops before any runs, as convergent's loop does with a declared write; one that only
+    learns the tool at its first call judges that batch as undeclared, and all three run."""
+    from langchain_core.messages import HumanMessage
+
+    from convergent.adapters.langgraph import ToolsCondition, tool_effects
+
+    looked: list[str] = []
+    lookup = annotated_lookup({"destructiveHint": True}, looked)
+    route = ToolsCondition(policy=PLAIN, **({"tools": tool_effects([lookup])} if told else {}))
+    model = langchain_model([(("lookup", {"key": "k"}),) * 3, "k is found"])
+    graph = hand_built_graph(model, [lookup], route)
+    report = route.report(await graph.ainvoke({"messages": [HumanMessage("find k")]}))
+    assert report.reason is StopReason.STALLED
+    assert "with the same arguments" in report.detail
+    assert len(looked) == ran

@@ -7,7 +7,7 @@ that a failure is told from a call the tool node rejected, and a fatal one is kn
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -25,6 +25,8 @@ __all__ = [
     "finish_reason_of",
     "last_text",
     "outcome_of",
+    "tool_effects",
+    "tool_name",
     "to_tool_calls",
     "usage_of",
     "wrap_tool_call",
@@ -35,6 +37,28 @@ _MARK = "convergent_failure"
 (its value: whether the tool declared it fatal). It is never sent to the model."""
 
 ToolResult = ToolMessage | Command[Any]
+
+
+def tool_name(tool: Any) -> str:
+    """A tool's name: a `BaseTool`'s, or a provider's tool given as a dict."""
+    if isinstance(tool, Mapping):
+        return str(tool.get("name") or (tool.get("function") or {}).get("name") or "")
+    return str(getattr(tool, "name", ""))
+
+
+def tool_effects(tools: Iterable[Any]) -> dict[str, Effect]:
+    """The effect of each tool, by name, from the MCP annotations in its ``metadata``.
+
+    For a routing function's ``tools``: given the tool node's tools, it knows their
+    effects before their first call, and a call of another name is the model's mistake.
+
+    Example:
+        ```python
+        tools = await client.get_tools()  # langchain-mcp-adapters
+        route = ToolsCondition(Limits(max_cycles=20), tools=tool_effects(tools))
+        ```
+    """
+    return {tool_name(tool): annotated_tool_effect(tool) for tool in tools}
 
 
 def annotated_tool_effect(tool: Any) -> Effect:

@@ -40,12 +40,13 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from convergent.adapters._langchain_common import (
-    annotated_tool_effect,
     awrap_tool_call,
     finish_reason_of,
     last_text,
     outcome_of,
     to_tool_call,
+    tool_effects,
+    tool_name,
     usage_of,
     usage_of_any,
     wrap_tool_call,
@@ -84,17 +85,13 @@ class _RunBook:
         A tool's effect is the caller's (``tools``), else what the MCP annotations in
         its ``metadata`` declare (`annotated_tool_effect`), else undeclared.
         """
-        names = tuple(_tool_name(tool) for tool in tools)
+        names = tuple(tool_name(tool) for tool in tools)
         if names == self.offered:
             return
         self.offered = names
         given = declared or {}
-        self.driver.offers(
-            {
-                name: given[name] if name in given else annotated_tool_effect(tool)
-                for name, tool in zip(names, tools, strict=True)
-            }
-        )
+        effects: dict[str, Declared] = dict(tool_effects(tools))
+        self.driver.offers({name: given.get(name, effect) for name, effect in effects.items()})
 
 
 class ConvergenceState(AgentState[Any]):
@@ -441,13 +438,6 @@ def _respond(
         ModelResponse(result=list(messages), structured_response=structured),
         Command(update=update) if update else None,
     )
-
-
-def _tool_name(tool: Any) -> str:
-    """A tool's name: a `BaseTool`'s, or a provider's tool given as a dict."""
-    if isinstance(tool, Mapping):
-        return str(tool.get("name") or (tool.get("function") or {}).get("name") or "")
-    return str(getattr(tool, "name", ""))
 
 
 def _ai_of(messages: list[BaseMessage]) -> AIMessage | None:

@@ -54,6 +54,7 @@ from convergent.adapters._langchain_common import (
     last_text,
     outcome_of,
     to_tool_calls,
+    tool_effects,
     usage_of,
     wrap_tool_call,
 )
@@ -65,7 +66,7 @@ from convergent.messages import ToolCall
 from convergent.models._prices import PriceLike, priced_for_limit
 from convergent.stop import Stop
 
-__all__ = ["ToolsCondition", "awrap_tool_call", "wrap_tool_call"]
+__all__ = ["ToolsCondition", "awrap_tool_call", "tool_effects", "wrap_tool_call"]
 
 _REPLAYS_KEPT = 256
 """Runs whose replay is kept, so that each routing continues where the last stopped."""
