@@ -207,3 +207,52 @@ async def test_a_run_dropped_while_it_waits_closes_without_waiting(
     for _ in range(3):
         await asyncio.sleep(0)
     assert sorted(ended) == waits  # each wait was ended
+
+
+@pytest.mark.parametrize("hops", range(8))
+async def test_a_cancellation_that_comes_as_the_stop_watcher_ends_is_not_lost(hops: int) -> None:
+    """The run is cancelled ``hops`` turns of the event loop after its model replied, as the
+    race between the request and the watch for a stop ends: a cancellation that reached the
+    run ends it (it used to be swallowed while the loop waited for the watcher to end, and
+    the run went on to complete)."""
+    outer: asyncio.Task[object] | None = None
+    delivered: list[bool] = []
+
+    def cancel_after(left: int) -> None:
+        if left:
+            asyncio.get_running_loop().call_soon(cancel_after, left - 1)
+        else:
+            assert outer is not None
+            delivered.append(outer.cancel())
+
+    def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        asyncio.get_running_loop().call_soon(cancel_after, hops)
+        return answer("done")
+
+    outer = asyncio.ensure_future(Agent(ScriptedModel(reply)).run("t", steering=SteeringQueue()))
+    try:
+        await outer
+    except asyncio.CancelledError:
+        assert delivered == [True]
+    else:
+        while not delivered:
+            await asyncio.sleep(0)
+        assert delivered == [False]  # it came after the run had ended
+
+
+class _BrokenSteering(SteeringQueue):
+    """Steering whose watch for a stop fails, as a damaged run database would."""
+
+    async def wait_for_stop(self, poll: float = 0.1) -> None:
+        raise OSError("the steering store is unreadable")
+
+
+async def test_a_failure_watching_for_a_stop_ends_the_run_with_it_not_as_stopped() -> None:
+    """It used to end the run as ``stopped``, without a word of the failure."""
+
+    async def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        await asyncio.sleep(0.01)
+        return answer("done")
+
+    with pytest.raises(OSError, match="unreadable"):
+        await Agent(ScriptedModel(reply)).run("t", steering=_BrokenSteering())

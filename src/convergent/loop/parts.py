@@ -9,7 +9,6 @@ steering as facts (`outside_facts`) and records a call (`record_of`) live here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 from collections.abc import Awaitable, Mapping, Sequence
@@ -96,7 +95,12 @@ STOPPED = Stopped()
 
 
 async def unless_stopped(steering: SteeringQueue | None, work: Awaitable[T]) -> T | Stopped:
-    """``work``'s result, or `STOPPED` (the work cancelled) when a stop comes first."""
+    """``work``'s result, or `STOPPED` (the work cancelled) when a stop comes first.
+
+    Raises:
+        Exception: What watching for a stop raised (a steering store that fails), when
+            the work had not finished.
+    """
     if steering is None:
         return await work
     doing = asyncio.ensure_future(work)
@@ -111,19 +115,35 @@ async def unless_stopped(steering: SteeringQueue | None, work: Awaitable[T]) -> 
     except BaseException:
         await _cancelled(watching, doing)
         raise
-    await _cancelled(watching, doing)
+    if doing.done():
+        watching.cancel()  # a poll between sleeps: nothing to wait for
+    else:
+        await _cancelled(doing)  # a stop, or a failure to watch for one, came first
+    failure = watching.exception() if watching.done() and not watching.cancelled() else None
     if doing.done() and not doing.cancelled():
         return doing.result()
+    if failure is not None:
+        raise failure
     return STOPPED
 
 
 async def _cancelled(*tasks: asyncio.Future[Any]) -> None:
-    """Cancel the unfinished ``tasks`` and wait until they end."""
-    for task in tasks:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    """Cancel the unfinished ``tasks`` and wait until they end.
+
+    Whatever they end with is theirs (the caller reads what it needs); a cancellation of
+    the caller that comes meanwhile is raised once they ended, never lost.
+    """
+    pending = [task for task in tasks if not task.done()]
+    for task in pending:
+        task.cancel()
+    if not pending:
+        return
+    ended = asyncio.gather(*pending, return_exceptions=True)
+    try:
+        await asyncio.shield(ended)
+    except asyncio.CancelledError:
+        await asyncio.wait([ended])
+        raise
 
 
 def bounded(settings: ModelSettings | None, seconds: float | None) -> ModelSettings | None:
