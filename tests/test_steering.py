@@ -217,6 +217,7 @@ async def test_a_cancellation_that_comes_as_the_stop_watcher_ends_is_not_lost(ho
     the run went on to complete)."""
     outer: asyncio.Task[object] | None = None
     delivered: list[bool] = []
+    tried = asyncio.Event()
 
     def cancel_after(left: int) -> None:
         if left:
@@ -224,6 +225,7 @@ async def test_a_cancellation_that_comes_as_the_stop_watcher_ends_is_not_lost(ho
         else:
             assert outer is not None
             delivered.append(outer.cancel())
+            tried.set()
 
     def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         asyncio.get_running_loop().call_soon(cancel_after, hops)
@@ -235,8 +237,7 @@ async def test_a_cancellation_that_comes_as_the_stop_watcher_ends_is_not_lost(ho
     except asyncio.CancelledError:
         assert delivered == [True]
     else:
-        while not delivered:
-            await asyncio.sleep(0)
+        await tried.wait()
         assert delivered == [False]  # it came after the run had ended
 
 
