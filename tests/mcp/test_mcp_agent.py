@@ -388,3 +388,35 @@ async def test_a_server_that_cannot_list_its_tools_says_so(tmp_path: Path) -> No
         "MCP server 'raw' failed to start: it answered, but listing its tools failed: "
         "tools are switched off"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("effects", "ran"), [({}, 3), ({"calculator": "write"}, 2)])
+async def test_a_servers_effects_declare_what_its_tools_annotations_do_not(
+    effects: dict[str, str], ran: int
+) -> None:
+    """The clash server's calculator declares nothing: three identical calls with one
+    result run, the third gets the note after it. Declared a write in the server's
+    ``effects``, the third does not run."""
+    server = MCPServer.stdio(
+        "clash", sys.executable, [str(Path(__file__).with_name("clash_server.py"))],
+        effects=effects,
+    )  # fmt: skip
+    same = call("calculator", expression="2+2")
+    agent = Agent(scripted(same, same, same, "done"), mcp_servers=[server])
+    result = await agent.run("x")
+    assert [record.outcome for record in result.tool_calls].count("ok") == ran
+
+
+@pytest.mark.slow
+async def test_effects_that_name_a_tool_the_server_lacks_are_refused() -> None:
+    server = MCPServer.stdio(
+        "clash", sys.executable, [str(Path(__file__).with_name("clash_server.py"))],
+        effects={"calculater": "read"},
+    )  # fmt: skip
+    with pytest.raises(UserError) as caught:
+        await Agent(scripted("done"), mcp_servers=[server]).run("x")
+    assert str(caught.value) == (
+        "MCP server 'clash': effects name tools it does not offer: calculater "
+        "(it offers calculator)"
+    )

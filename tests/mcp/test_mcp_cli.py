@@ -398,21 +398,27 @@ def test_mcp_tools_lists_what_servers_offer(tmp_path: Path) -> None:
     proc = run_cli("mcp", "tools", TIME, "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [
-        {"name": "get_current_time", "server": "mcp_server_time", "read_only": True,
-         "description": "Get current time in a specific timezone"},
-        {"name": "convert_time", "server": "mcp_server_time", "read_only": True,
-         "description": "Convert time between timezones"},
+        {"name": "get_current_time", "server": "mcp_server_time", "effect": "read",
+         "read_only": True, "description": "Get current time in a specific timezone"},
+        {"name": "convert_time", "server": "mcp_server_time", "effect": "read",
+         "read_only": True, "description": "Convert time between timezones"},
     ]  # fmt: skip
     config = tmp_path / "servers.json"
     clash = {"command": sys.executable, "args": [str(SERVER.with_name("clash_server.py"))]}
     config.write_text(json.dumps({"mcpServers": {"c": clash}}))
     table = run_cli("mcp", "tools", "--mcp-config", str(config), cwd=tmp_path)
     assert table.returncode == 0, table.stderr
-    assert table.stdout.split("\n")[0].split() == ["name", "server", "read-only", "description"]
+    assert table.stdout.split("\n")[0].split() == ["name", "server", "effect", "description"]
     assert table.stdout.split("\n")[1].split() == [
-        "calculator", "c", "unknown", "Answer", "as", "the", "server,", "never", "computing",
+        "calculator", "c", "undeclared", "Answer", "as", "the", "server,", "never", "computing",
         "anything.",
     ]  # fmt: skip
+    config.write_text(
+        json.dumps({"mcpServers": {"c": {**clash, "effects": {"calculator": "write"}}}})
+    )
+    declared = run_cli("mcp", "tools", "--mcp-config", str(config), cwd=tmp_path)
+    assert declared.returncode == 0, declared.stderr
+    assert declared.stdout.split("\n")[1].split()[:3] == ["calculator", "c", "write"]
     none = run_cli("mcp", "tools", cwd=tmp_path)
     assert none.returncode == 2
     assert (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from convergent import UserError
+from convergent import Effect, UserError
 from convergent.mcp import (
     MCPServer,
     load_mcp_config,
@@ -51,8 +51,10 @@ def test_to_config_round_trips() -> None:
     servers = [
         MCPServer.stdio("a", "cmd", ["x"], env={"K": "v"}, cwd="/tmp", timeout=None),
         MCPServer.http("b", "http://127.0.0.1/mcp", headers={"X": "y"}, prefix="b"),
+        MCPServer.stdio("c", "cmd", effects={"pay": "write", "look": Effect.READ}),
     ]
     config = mcp_config(servers)
+    assert config["c"]["effects"] == {"pay": "write", "look": "read"}
     assert json.loads(json.dumps(config)) == config
     assert parse_mcp_servers({"mcpServers": config}) == servers
 
@@ -77,6 +79,11 @@ def test_to_config_round_trips() -> None:
         ('{"mcpServers": {"a": {"command": "x", "timeout": "5"}}}', "timeout must be a number"),
         ('{"mcpServers": {"a": {"command": "x", "timeout": 0}}}', "timeout must be > 0"),
         ('{"mcpServers": {"a": {"command": "x", "prefix": "1x"}}}', "prefix must be a letter"),
+        ('{"mcpServers": {"a": {"command": "x", "effects": ["pay"]}}}', "effects must be an obj"),
+        (
+            '{"mcpServers": {"a": {"command": "x", "effects": {"pay": "writes"}}}}',
+            "the effect of 'pay' must be one of read, idempotent, write, undeclared, got 'writes'",
+        ),
     ],
 )
 def test_a_bad_file_is_one_clear_line(tmp_path: Path, content: str, message: str) -> None:

@@ -10,6 +10,7 @@ import mcp_types as types
 import pytest
 
 from convergent import Effect
+from convergent.mcp import MCPServer
 
 
 def listed(annotations: types.ToolAnnotations | None) -> types.Tool:
@@ -34,7 +35,7 @@ def test_read_only_hint_maps_to_read_only(
 ) -> None:
     from convergent.mcp._tools import mcp_tool  # loads the MCP SDK
 
-    server = SimpleNamespace(prefix=None, timeout=30.0, source="mcp:test", name="test")
+    server = MCPServer.stdio("test", "never-started", timeout=30.0)
     connection: Any = SimpleNamespace(server=server)
     assert mcp_tool(connection, listed(annotations)).read_only is expected
 
@@ -62,6 +63,6 @@ def test_the_annotations_declare_the_effect(
 ) -> None:
     from convergent.mcp._tools import mcp_tool  # loads the MCP SDK
 
-    server = SimpleNamespace(prefix=None, timeout=30.0, source="mcp:test", name="test")
+    server = MCPServer.stdio("test", "never-started", timeout=30.0)
     connection: Any = SimpleNamespace(server=server)
     assert mcp_tool(connection, listed(annotations)).effect is effect

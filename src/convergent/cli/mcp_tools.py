@@ -29,9 +29,6 @@ mcp_app = typer.Typer(
     add_completion=False,
 )
 
-_READ_ONLY = {True: "yes", False: "no", None: "unknown"}
-"""How the ``readOnlyHint`` annotation shows (absent: unknown)."""
-
 
 async def _listed(servers: list[MCPServer]) -> list[Tool]:
     """Start the servers, list their tools, stop them."""
@@ -55,7 +52,7 @@ def tools_command(
     mcp_config_file: McpConfigOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Start MCP servers, list their tools (name, read-only hint, description), stop them."""
+    """Start MCP servers, list their tools (name, effect, description), stop them."""
     servers = mcp_servers(commands, mcp_config_file)
     if not servers:
         raise UserError('give a server: convergent mcp tools "COMMAND" or --mcp-config FILE')
@@ -64,6 +61,7 @@ def tools_command(
         {
             "name": item.name,
             "server": (item.source or "").removeprefix("mcp:"),
+            "effect": item.effect.value,
             "read_only": item.read_only,
             "description": item.description,
         }
@@ -76,14 +74,14 @@ def tools_command(
         print("the servers offer no tools")
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("name", "server", "read-only", "description"):
+    for column in ("name", "server", "effect", "description"):
         table.add_column(column)
     for row in rows:
         description = str(row["description"]).strip().splitlines()
         table.add_row(
             escape(printable(str(row["name"]), one_line=True)),
             escape(printable(str(row["server"]), one_line=True)),
-            _READ_ONLY[row["read_only"]],  # type: ignore[index]
+            str(row["effect"]),
             escape(printable(description[0] if description else "", one_line=True)),
         )
     Console(highlight=False).print(table)

@@ -61,8 +61,9 @@ def declared(hints: types.ToolAnnotations | None) -> tuple[bool | None, bool]:
 def mcp_tool(connection: ServerConnection, listed: types.Tool, taken: Collection[str] = ()) -> Tool:
     """The `Tool` that calls ``listed`` on the server behind ``connection``.
 
-    Its name is the listed one (after the server's ``prefix``), or, if that is in
-    ``taken``, that name after the server's own name: ``NAME_TOOL``.
+    What a call does is what the server's ``effects`` say of it, else what its
+    annotations declare. Its name is the listed one (after the server's ``prefix``),
+    or, if that is in ``taken``, that name after the server's own name: ``NAME_TOOL``.
     """
     server = connection.server
     name = local_name(listed.name, server.prefix)
@@ -81,7 +82,8 @@ def mcp_tool(connection: ServerConnection, listed: types.Tool, taken: Collection
             raise ToolError(text or f"MCP server {server.name!r} reported an error")
         return text
 
-    read_only, idempotent = declared(listed.annotations)
+    given = server.effects.get(remote)
+    read_only, idempotent = declared(listed.annotations) if given is None else _FLAGS[given]
     return Tool.from_schema(
         name=name,
         description=listed.description or listed.title or remote,

@@ -13,11 +13,12 @@ The format is the one Claude Desktop (``claude_desktop_config.json``) and Claude
 ``headers`` are expanded from the environment when the server starts, so a run's stored
 agent spec keeps the reference, not the secret; a literal ``env`` value is stored as a
 reference to the variable of its own name (`stored_mcp_config`). An entry with
-``"disabled": true`` is skipped, as Claude Desktop skips it. Two keys of convergent's
-own may be added to an entry: ``timeout`` (seconds one tool call may take, default 60)
-and ``prefix`` (put before the server's tool names, to tell apart two servers with the
-same tools). Other keys are ignored, so a configuration written for another client can
-be used as is.
+``"disabled": true`` is skipped, as Claude Desktop skips it. Keys of convergent's own
+may be added to an entry: ``timeout`` (seconds one tool call may take, default 60),
+``prefix`` (put before the server's tool names, to tell apart two servers with the same
+tools) and ``effects`` (what a call of each named tool does: ``read``, ``idempotent``,
+``write`` or ``undeclared``, over what the server's annotations say). Other keys are
+ignored, so a configuration written for another client can be used as is.
 
 This module needs nothing beyond the standard library; only starting a server needs
 the ``mcp`` extra.
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from convergent._json import UnusableJson, load_json
+from convergent.effects import Effect
 from convergent.exceptions import UserError
 
 __all__ = [
@@ -104,6 +106,10 @@ class MCPServer:
     """Seconds it may take to start and list its tools."""
     prefix: str | None = None
     """Put before its tool names (``PREFIX_TOOL``), to avoid clashes between servers."""
+    effects: dict[str, Effect] = field(default_factory=dict)
+    """What a call of each named tool does (an `Effect`, or its value: ``"write"``...),
+    by the name the server lists, over what its annotations declare: for a server
+    whose tools declare nothing, or wrongly. Each name must be one of its tools."""
 
     def __post_init__(self) -> None:
         if not self.name.strip() or any(ord(c) < 32 for c in self.name):
@@ -123,6 +129,7 @@ class MCPServer:
                 f"MCP server {self.name!r}: prefix must be a letter or '_' followed by up to "
                 f"31 letters, digits, '_' or '-', got {self.prefix!r}"
             )
+        object.__setattr__(self, "effects", _effects(self.effects, f"MCP server {self.name!r}"))
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -145,6 +152,7 @@ class MCPServer:
         cwd: str | Path | None = None,
         timeout: float | None = 60.0,
         prefix: str | None = None,
+        effects: Mapping[str, Effect | str] | None = None,
     ) -> MCPServer:
         """A server started as ``command args...``, speaking MCP on its stdin and stdout.
 
@@ -156,6 +164,7 @@ class MCPServer:
             cwd: Its working folder.
             timeout: Seconds per tool call; None for no limit.
             prefix: Put before its tool names.
+            effects: What a call of each named tool does, over its annotations.
         """
         return cls(
             name=name,
@@ -165,6 +174,7 @@ class MCPServer:
             cwd=str(cwd) if cwd is not None else None,
             timeout=timeout,
             prefix=prefix,
+            effects=dict(effects or {}),  # type: ignore[arg-type]  # values checked on init
         )
 
     @classmethod
@@ -176,6 +186,7 @@ class MCPServer:
         headers: Mapping[str, str] | None = None,
         timeout: float | None = 60.0,
         prefix: str | None = None,
+        effects: Mapping[str, Effect | str] | None = None,
     ) -> MCPServer:
         """A server reached over streamable HTTP at ``url``.
 
@@ -185,8 +196,16 @@ class MCPServer:
             headers: HTTP headers sent with every request.
             timeout: Seconds per tool call; None for no limit.
             prefix: Put before its tool names.
+            effects: What a call of each named tool does, over its annotations.
         """
-        return cls(name=name, url=url, headers=dict(headers or {}), timeout=timeout, prefix=prefix)
+        return cls(
+            name=name,
+            url=url,
+            headers=dict(headers or {}),
+            timeout=timeout,
+            prefix=prefix,
+            effects=dict(effects or {}),  # type: ignore[arg-type]  # values checked on init
+        )
 
     def to_config(self) -> dict[str, Any]:
         """This server as an entry of the ``mcpServers`` format (`parse_mcp_servers` reads it)."""
@@ -207,6 +226,8 @@ class MCPServer:
             entry["startup_timeout"] = self.startup_timeout
         if self.prefix is not None:
             entry["prefix"] = self.prefix
+        if self.effects:
+            entry["effects"] = {name: effect.value for name, effect in self.effects.items()}
         return entry
 
 
@@ -225,6 +246,22 @@ def _string_map(value: Any, what: str) -> dict[str, str]:
             raise UserError(f"{what}.{key} must be a string")
         result[str(key)] = str(item)
     return result
+
+
+def _effects(value: Any, what: str) -> dict[str, Effect]:
+    """Tool names and their effects, from an `Effect` or its value (``"write"``) each."""
+    if not isinstance(value, Mapping):
+        raise UserError(f"{what}: effects must be an object of tool names and effects")
+    effects: dict[str, Effect] = {}
+    for name, effect in value.items():
+        try:
+            effects[str(name)] = Effect(effect)
+        except ValueError:
+            known = ", ".join(e.value for e in Effect)
+            raise UserError(
+                f"{what}: the effect of {name!r} must be one of {known}, got {effect!r}"
+            ) from None
+    return effects
 
 
 def _seconds(value: Any, what: str) -> float | None:
@@ -256,6 +293,7 @@ def _server(name: str, entry: Any, origin: str) -> MCPServer:
     options: dict[str, Any] = {
         "timeout": _seconds(entry.get("timeout", 60.0), f"{where}.timeout"),
         "prefix": entry.get("prefix"),
+        "effects": entry.get("effects", {}),
     }
     if "startup_timeout" in entry:
         options["startup_timeout"] = _seconds(entry["startup_timeout"], f"{where}.startup_timeout")

@@ -150,6 +150,7 @@ class MCPToolset:
 
         tools: dict[str, Tool] = {}
         for connection, listing in zip(self._connections, self._listings, strict=True):
+            _check_effects(connection.server, [listed.name for listed in listing])
             for listed in listing:
                 made = mcp_tool(connection, listed, taken=self.reserved)
                 other = tools.get(made.name)
@@ -160,3 +161,16 @@ class MCPToolset:
                     )
                 tools[made.name] = made
         return list(tools.values())
+
+
+def _check_effects(server: MCPServer, offered: list[str]) -> None:
+    """Refuse a server whose ``effects`` name a tool it does not offer.
+
+    A misspelt name would leave the tool it meant undeclared.
+    """
+    unknown = [name for name in server.effects if name not in offered]
+    if unknown:
+        raise UserError(
+            f"MCP server {server.name!r}: effects name tools it does not offer: "
+            f"{', '.join(unknown)} (it offers {', '.join(offered) or 'no tools'})"
+        )
