@@ -79,10 +79,11 @@ def test_to_config_round_trips() -> None:
         ('{"mcpServers": {"a": {"command": "x", "timeout": "5"}}}', "timeout must be a number"),
         ('{"mcpServers": {"a": {"command": "x", "timeout": 0}}}', "timeout must be > 0"),
         ('{"mcpServers": {"a": {"command": "x", "prefix": "1x"}}}', "prefix must be a letter"),
-        ('{"mcpServers": {"a": {"command": "x", "effects": ["pay"]}}}', "effects must be an obj"),
+        ('{"mcpServers": {"a": {"command": "x", "effects": ["pay"]}}}', "a.effects must be an obj"),
         (
             '{"mcpServers": {"a": {"command": "x", "effects": {"pay": "writes"}}}}',
-            "the effect of 'pay' must be one of read, idempotent, write, undeclared, got 'writes'",
+            "mcpServers.a.effects.pay must be one of read, idempotent, write, undeclared, got "
+            "'writes'",
         ),
     ],
 )
@@ -140,6 +141,7 @@ def test_a_bad_command_line_is_refused(line: str, message: str) -> None:
         ({"name": "", "command": "x"}, "invalid MCP server name"),
         ({"name": "a", "command": " "}, "the command is empty"),
         ({"name": "a", "command": "x", "startup_timeout": 0}, "startup_timeout must be > 0"),
+        ({"name": "a", "command": "x", "effects": {"p": 1}}, "'a': effects.p must be one of"),
     ],
 )
 def test_invalid_servers_are_refused(kwargs: dict[str, Any], message: str) -> None:

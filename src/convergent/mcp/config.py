@@ -129,7 +129,9 @@ class MCPServer:
                 f"MCP server {self.name!r}: prefix must be a letter or '_' followed by up to "
                 f"31 letters, digits, '_' or '-', got {self.prefix!r}"
             )
-        object.__setattr__(self, "effects", _effects(self.effects, f"MCP server {self.name!r}"))
+        object.__setattr__(
+            self, "effects", _effects(self.effects, f"MCP server {self.name!r}: effects")
+        )
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -251,16 +253,14 @@ def _string_map(value: Any, what: str) -> dict[str, str]:
 def _effects(value: Any, what: str) -> dict[str, Effect]:
     """Tool names and their effects, from an `Effect` or its value (``"write"``) each."""
     if not isinstance(value, Mapping):
-        raise UserError(f"{what}: effects must be an object of tool names and effects")
+        raise UserError(f"{what} must be an object of tool names and effects")
     effects: dict[str, Effect] = {}
     for name, effect in value.items():
         try:
             effects[str(name)] = Effect(effect)
         except ValueError:
             known = ", ".join(e.value for e in Effect)
-            raise UserError(
-                f"{what}: the effect of {name!r} must be one of {known}, got {effect!r}"
-            ) from None
+            raise UserError(f"{what}.{name} must be one of {known}, got {effect!r}") from None
     return effects
 
 
@@ -293,7 +293,7 @@ def _server(name: str, entry: Any, origin: str) -> MCPServer:
     options: dict[str, Any] = {
         "timeout": _seconds(entry.get("timeout", 60.0), f"{where}.timeout"),
         "prefix": entry.get("prefix"),
-        "effects": entry.get("effects", {}),
+        "effects": _effects(entry.get("effects", {}), f"{where}.effects"),
     }
     if "startup_timeout" in entry:
         options["startup_timeout"] = _seconds(entry["startup_timeout"], f"{where}.startup_timeout")
