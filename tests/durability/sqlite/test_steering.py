@@ -181,3 +181,36 @@ async def test_a_process_that_takes_a_paused_run_starts_it_unpaused(tmp_path: Pa
     result = await resume("r", store=store, agent=agent)
     assert result.stop_reason is StopReason.COMPLETED
     assert seen == ["running"]
+
+
+def test_a_poll_while_a_write_holds_the_store_does_not_wait_and_takes_it_later(
+    tmp_path: Path,
+) -> None:
+    """A write of the store (here a transaction held open by another thread; in a run, the
+    writer thread waiting for another process's lock) never makes a poll wait: the event
+    loop, where the poll runs, goes on, and the command is taken at the next poll. The
+    poll used to wait for the write, stalling every run on the loop."""
+    import threading
+
+    store = RunStore(tmp_path / "runs.db")
+    Agent(ScriptedModel([answer("done")])).run_sync("t", run_id="r", store=store)
+    RunStore(tmp_path / "runs.db").send_steering("r", "message", "also check the totals")
+    steering = DatabaseSteering(store, "r")
+    inside, release = threading.Event(), threading.Event()
+    timed_out: list[bool] = []
+
+    def hold() -> None:
+        with store.transaction():
+            inside.set()
+            timed_out.append(not release.wait(timeout=30))
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(timeout=30)
+    taken_while_held = steering.take().messages
+    release.set()
+    holder.join(timeout=30)
+    assert timed_out == [False]  # the poll came back while the write still held the store
+    assert taken_while_held == ()
+    assert [command.text for command in steering.take().messages] == ["also check the totals"]
+    store.close()

@@ -46,6 +46,12 @@ class StoreAccess(Protocol):
         """Unconsumed steering commands of a run with ids above ``after``."""
         ...
 
+    def steering_if_free(
+        self, run_id: str, after: int, seen: tuple[int, int] | None
+    ) -> tuple[tuple[int, int], list[tuple[int, str, str]]] | None:
+        """The steering version and the run's commands above ``after``; None if busy."""
+        ...
+
     def consume_steering(self, ids: Iterable[int]) -> None:
         """Mark stored steering commands as consumed."""
         ...

@@ -905,6 +905,24 @@ class RunStore:
             )
         ]
 
+    def steering_if_free(
+        self, run_id: str, after: int, seen: tuple[int, int] | None
+    ) -> tuple[tuple[int, int], list[tuple[int, str, str]]] | None:
+        """The version (`steering_version`) and the run's commands above ``after``, at once.
+
+        While the version is still ``seen``, no command can have been stored: none is read.
+        None when a write holds the database (its writer thread may be waiting for
+        another process's lock): a run's poll never makes the event loop wait, where
+        other runs' work goes on; it looks again later.
+        """
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            version = self.steering_version()
+            return version, [] if version == seen else self.stored_steering(run_id, after)
+        finally:
+            self._lock.release()
+
     def consume_steering(self, ids: Iterable[int]) -> None:
         """Mark stored steering commands as consumed."""
         marked = list(ids)

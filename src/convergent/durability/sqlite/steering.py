@@ -35,13 +35,17 @@ class DatabaseSteering(SteeringQueue):
         self._seen_version: tuple[int, int] | None = None
 
     def poll(self) -> None:
-        """Take the stored commands (only when the database changed since the last look)."""
-        version = self.store.steering_version()
-        if version == self._seen_version:
+        """Take the stored commands (only when the database changed since the last look).
+
+        A database busy with a write is looked at again at the next poll, so that the
+        event loop never waits for it.
+        """
+        polled = self.store.steering_if_free(self.run_id, self._last_id, self._seen_version)
+        if polled is None or polled[0] == self._seen_version:
             return
-        self._seen_version = version
+        self._seen_version, stored = polled
         applied: list[int] = []
-        for row_id, kind, text in self.store.stored_steering(self.run_id, self._last_id):
+        for row_id, kind, text in stored:
             self._last_id = max(self._last_id, row_id)
             if kind == SteeringKind.STOP and not text:
                 text = "stop requested from another process"
