@@ -445,3 +445,30 @@ def test_the_monitors_counters_load_back_as_they_were_written() -> None:
     stored = json.loads(monitor_json(monitor))
     data = {"schema_version": STATE_SCHEMA_VERSION, "run_id": "r", "task": "t", "monitor": stored}
     assert RunState.from_jsonable(data).monitor == monitor
+
+
+async def test_a_run_cancelled_while_its_write_waits_for_the_lock_does_not_hold_the_loop(
+    tmp_path: Path,
+) -> None:
+    """Another connection holds the database's write lock, so the run's first write waits
+    on the store's writer thread. Cancelled, the run waits for that write as a coroutine:
+    the event loop goes on (it used to wait in the loop's own thread, which stalled every
+    other run on the loop until the lock came free or the store's timeout passed)."""
+    store = RunStore(tmp_path / "runs.db", timeout=30.0)
+    other = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    run = asyncio.ensure_future(
+        convergent.Agent(scripted("done")).run("t", run_id="r", store=store)
+    )
+    for _ in range(20):
+        await asyncio.sleep(0.005)  # the run's first write is with the writer, waiting
+    assert not run.done()
+    run.cancel()
+    for _ in range(20):
+        await asyncio.sleep(0)  # the loop goes on while the cancelled run waits
+    assert not run.done()
+    other.execute("COMMIT")
+    other.close()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    store.close()

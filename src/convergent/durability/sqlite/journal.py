@@ -27,7 +27,6 @@ it, so two processes or tasks never continue one run together.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import os
 import sqlite3
@@ -315,7 +314,10 @@ class SqliteJournal:
 
         The writes held until then go first, in the same transaction. A cancelled caller
         still waits for the write it started (it is on its way to disk), so that what
-        the run does next never races it.
+        the run does next never races it; it waits as a coroutine, so the event loop and
+        the other runs on it go on meanwhile (the writer may be waiting for another
+        process's lock). Cancelled again meanwhile, it stops waiting: the writer thread
+        still runs the writes in the order they came.
         """
         if self._held:
             held, self._held = [*self._held, write], []
@@ -326,11 +328,13 @@ class SqliteJournal:
 
         if self.store.write_if_free(write):
             return
-        done = self.store.in_writer(lambda: self._transaction(write))
+        done = asyncio.wrap_future(self.store.in_writer(lambda: self._transaction(write)))
         try:
-            await asyncio.shield(asyncio.wrap_future(done))
+            await asyncio.shield(done)
         except asyncio.CancelledError:
-            concurrent.futures.wait([done])
+            await asyncio.wait([done])
+            if done.done() and not done.cancelled():
+                done.exception()  # the run is cancelled: its last write's failure is not raised
             raise
 
     def _transaction(self, write: Callable[[sqlite3.Connection], None]) -> None:
