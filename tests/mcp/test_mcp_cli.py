@@ -419,6 +419,8 @@ def test_mcp_tools_lists_what_servers_offer(tmp_path: Path) -> None:
     declared = run_cli("mcp", "tools", "--mcp-config", str(config), cwd=tmp_path)
     assert declared.returncode == 0, declared.stderr
     assert declared.stdout.split("\n")[1].split()[:3] == ["calculator", "c", "write"]
+    note = 'declare what such a tool does in its server\'s "effects"'
+    assert note in " ".join(table.stdout.split()) and note not in " ".join(declared.stdout.split())
     none = run_cli("mcp", "tools", cwd=tmp_path)
     assert none.returncode == 2
     assert (

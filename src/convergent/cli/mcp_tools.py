@@ -15,6 +15,7 @@ from convergent._printable import printable
 from convergent.cli._app import app
 from convergent.cli._options import JsonOption, McpConfigOption
 from convergent.cli.run import mcp_servers
+from convergent.effects import Effect
 from convergent.exceptions import UserError
 from convergent.mcp.config import MCPServer
 from convergent.mcp.toolset import MCPToolset
@@ -84,7 +85,14 @@ def tools_command(
             str(row["effect"]),
             escape(printable(description[0] if description else "", one_line=True)),
         )
-    Console(highlight=False).print(table)
+    console = Console(highlight=False)
+    console.print(table)
+    if any(row["effect"] == Effect.UNDECLARED for row in rows):
+        console.print(
+            "undeclared: a repeat is judged on its result, and refused after its note; "
+            'declare what such a tool does in its server\'s "effects" (--mcp-config, '
+            "docs/mcp.md)"
+        )
 
 
 app.add_typer(mcp_app, name="mcp")
