@@ -7,8 +7,10 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from convergent import Agent, Limits, ModelResponse, ScriptedModel, calculator
 from convergent.cli._terminal import TerminalSteering, parse_line
 from convergent.durability.sqlite import DatabaseSteering, RunStore
 from convergent.events import Redirected
-from convergent.steering import SteeringCommand, SteeringQueue
+from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue
 from convergent.stop import StopReason
 from convergent.testing import answer, call, step
 
@@ -183,19 +185,11 @@ async def test_a_process_that_takes_a_paused_run_starts_it_unpaused(tmp_path: Pa
     assert seen == ["running"]
 
 
-def test_a_poll_while_a_write_holds_the_store_does_not_wait_and_takes_it_later(
-    tmp_path: Path,
-) -> None:
-    """A write of the store (here a transaction held open by another thread; in a run, the
-    writer thread waiting for another process's lock) never makes a poll wait: the event
-    loop, where the poll runs, goes on, and the command is taken at the next poll. The
-    poll used to wait for the write, stalling every run on the loop."""
-    import threading
-
-    store = RunStore(tmp_path / "runs.db")
-    Agent(ScriptedModel([answer("done")])).run_sync("t", run_id="r", store=store)
-    RunStore(tmp_path / "runs.db").send_steering("r", "message", "also check the totals")
-    steering = DatabaseSteering(store, "r")
+@contextmanager
+def _held_by_a_write(store: RunStore) -> Iterator[list[bool]]:
+    """``store`` held by a write (a transaction another thread keeps open) while the block
+    runs. Yields, once the thread let go, whether it gave up waiting for the block (30 s):
+    something in the block waited for the write."""
     inside, release = threading.Event(), threading.Event()
     timed_out: list[bool] = []
 
@@ -207,10 +201,45 @@ def test_a_poll_while_a_write_holds_the_store_does_not_wait_and_takes_it_later(
     holder = threading.Thread(target=hold)
     holder.start()
     assert inside.wait(timeout=30)
-    taken_while_held = steering.take().messages
-    release.set()
-    holder.join(timeout=30)
+    try:
+        yield timed_out
+    finally:
+        release.set()
+        holder.join(timeout=30)
+
+
+def test_a_poll_while_a_write_holds_the_store_does_not_wait_and_takes_it_later(
+    tmp_path: Path,
+) -> None:
+    """A write of the store (here a transaction held open by another thread; in a run, the
+    writer thread waiting for another process's lock) never makes a poll wait: the event
+    loop, where the poll runs, goes on, and the command is taken at the next poll. The
+    poll used to wait for the write, stalling every run on the loop."""
+    store = RunStore(tmp_path / "runs.db")
+    Agent(ScriptedModel([answer("done")])).run_sync("t", run_id="r", store=store)
+    RunStore(tmp_path / "runs.db").send_steering("r", "message", "also check the totals")
+    steering = DatabaseSteering(store, "r")
+    with _held_by_a_write(store) as timed_out:
+        taken_while_held = steering.take().messages
     assert timed_out == [False]  # the poll came back while the write still held the store
     assert taken_while_held == ()
     assert [command.text for command in steering.take().messages] == ["also check the totals"]
     store.close()
+
+
+def test_marking_commands_consumed_while_a_write_holds_the_store_does_not_wait(
+    tmp_path: Path,
+) -> None:
+    """A pause or resume is marked consumed as it is taken; with the store held by a write,
+    the mark goes to the store's writer thread, after that write, instead of making the
+    event loop wait for it."""
+    store = RunStore(tmp_path / "runs.db")
+    Agent(ScriptedModel([answer("done")])).run_sync("t", run_id="r", store=store)
+    RunStore(tmp_path / "runs.db").send_steering("r", "pause")
+    steering = DatabaseSteering(store, "r")
+    (pause,) = store.stored_steering("r", 0)
+    with _held_by_a_write(store) as timed_out:
+        steering.acknowledge([SteeringCommand(SteeringKind.PAUSE, "", pause[0])])
+    assert timed_out == [False]  # it came back while the write still held the store
+    store.close()  # after the writes queued on the writer thread
+    assert RunStore(tmp_path / "runs.db").stored_steering("r", 0) == []

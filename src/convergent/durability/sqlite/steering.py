@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Iterable
 
 from convergent.durability.sqlite._access import StoreAccess
+from convergent.durability.sqlite._codec import mark_consumed
 from convergent.steering import SteeringCommand, SteeringKind, SteeringQueue, Taken
 
 __all__ = ["DatabaseSteering"]
@@ -53,7 +54,7 @@ class DatabaseSteering(SteeringQueue):
             self.put(command)
             if command.kind in (SteeringKind.PAUSE, SteeringKind.RESUME):
                 applied.append(row_id)
-        self.store.consume_steering(applied)
+        self._consume(applied)
 
     def take(self) -> Taken:
         """Take every queued command, stored ones included, oldest first."""
@@ -62,7 +63,15 @@ class DatabaseSteering(SteeringQueue):
 
     def acknowledge(self, commands: Iterable[SteeringCommand]) -> None:
         """Mark the stored ones among ``commands`` consumed."""
-        self.store.consume_steering(c.id for c in commands if c.id is not None)
+        self._consume([c.id for c in commands if c.id is not None])
+
+    def _consume(self, ids: list[int]) -> None:
+        """Mark stored commands consumed, without making the event loop wait.
+
+        Now if the database is free, else on its writer thread, after the writes before.
+        """
+        if ids and not self.store.write_if_free(lambda conn: mark_consumed(conn, ids)):
+            self.store.in_writer(lambda: self.store.consume_steering(ids))
 
     async def wait_for_stop(self, poll: float = 0.25) -> None:
         """Return once a stop waits to be taken, checking the database while waiting."""
