@@ -14,7 +14,7 @@ bounded, and is written with the run's summary.
 
 A write that nothing makes wait commits at once, as the loop awaits it; one that would
 wait (another connection holds the write lock, a write is already queued, or each commit
-syncs the disk) goes to the database's writer thread (`RunStore.in_writer`), where the
+syncs the disk) goes to the database's writer thread (`RunStore.write_soon`), where the
 writes run one after the other in the order the loop asked for them. Either way the
 loop goes on only after the commit: what each step promises is on disk when it returns,
 yet waiting for another process's lock (up to the store's timeout) or for the disk never
@@ -326,9 +326,10 @@ class SqliteJournal:
                 for step in held:
                     step(conn)
 
-        if self.store.write_if_free(write):
+        queued = self.store.write_soon(write)
+        if queued is None:
             return
-        done = asyncio.wrap_future(self.store.in_writer(lambda: self._transaction(write)))
+        done = asyncio.wrap_future(queued)
         try:
             await asyncio.shield(done)
         except asyncio.CancelledError:
@@ -336,10 +337,6 @@ class SqliteJournal:
             if done.done() and not done.cancelled():
                 done.exception()  # the run is cancelled: its last write's failure is not raised
             raise
-
-    def _transaction(self, write: Callable[[sqlite3.Connection], None]) -> None:
-        with self.store.transaction() as conn:
-            write(conn)
 
     def _take_boundary(self) -> _Boundary | None:
         """The cycle end noted since the last write (taken on the loop, stored by the writer)."""

@@ -356,6 +356,20 @@ class RunStore:
         done.add_done_callback(self._dequeued)
         return done
 
+    def write_soon(self, write: Callable[[sqlite3.Connection], None]) -> Future[None] | None:
+        """Commit ``write`` in one transaction without making the caller wait for the lock.
+
+        Now if nothing makes it wait (`write_if_free`): None. Otherwise it goes to the
+        writer thread (`in_writer`), after the writes before, and its future is returned.
+        """
+        if self.write_if_free(write):
+            return None
+        return self.in_writer(lambda: self._write(write))
+
+    def _write(self, write: Callable[[sqlite3.Connection], None]) -> None:
+        with self.transaction() as conn:
+            write(conn)
+
     def _dequeued(self, _done: Future[Any]) -> None:
         with self._writer_lock:
             self._queued -= 1

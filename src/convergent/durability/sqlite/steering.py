@@ -70,8 +70,8 @@ class DatabaseSteering(SteeringQueue):
 
         Now if the database is free, else on its writer thread, after the writes before.
         """
-        if ids and not self.store.write_if_free(lambda conn: mark_consumed(conn, ids)):
-            self.store.in_writer(lambda: self.store.consume_steering(ids))
+        if ids:
+            self.store.write_soon(lambda conn: mark_consumed(conn, ids))
 
     async def wait_for_stop(self, poll: float = 0.25) -> None:
         """Return once a stop waits to be taken, checking the database while waiting."""
