@@ -90,8 +90,9 @@ class _RunBook:
             return
         self.offered = names
         given = declared or {}
-        effects: dict[str, Declared] = dict(tool_effects(tools))
-        self.driver.offers({name: given.get(name, effect) for name, effect in effects.items()})
+        self.driver.offers(
+            {name: given.get(name, effect) for name, effect in tool_effects(tools).items()}
+        )
 
 
 class ConvergenceState(AgentState[Any]):

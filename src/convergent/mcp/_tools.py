@@ -22,7 +22,7 @@ from convergent.mcp._content import result_text
 from convergent.mcp._schema import ArgumentCheck
 from convergent.tools import Tool
 
-__all__ = ["declared", "local_name", "mcp_tool"]
+__all__ = ["local_name", "mcp_tool"]
 
 _FLAGS: dict[Effect, tuple[bool | None, bool]] = {
     Effect.READ: (True, True),
@@ -49,20 +49,12 @@ def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-def declared(hints: types.ToolAnnotations | None) -> tuple[bool | None, bool]:
-    """What a tool's MCP annotations declare, as a `Tool`'s ``read_only`` and ``idempotent``.
-
-    The reading is `convergent.effects.annotated_effect`'s, the one every host uses too.
-    """
-    effect = annotated_effect(hints)
-    return _FLAGS[effect]
-
-
 def mcp_tool(connection: ServerConnection, listed: types.Tool, taken: Collection[str] = ()) -> Tool:
     """The `Tool` that calls ``listed`` on the server behind ``connection``.
 
     What a call does is what the server's ``effects`` say of it, else what its
-    annotations declare. Its name is the listed one (after the server's ``prefix``),
+    annotations declare (`convergent.effects.annotated_effect`, the one reading of them
+    every host uses too). Its name is the listed one (after the server's ``prefix``),
     or, if that is in ``taken``, that name after the server's own name: ``NAME_TOOL``.
     """
     server = connection.server
@@ -82,8 +74,8 @@ def mcp_tool(connection: ServerConnection, listed: types.Tool, taken: Collection
             raise ToolError(text or f"MCP server {server.name!r} reported an error")
         return text
 
-    given = server.effects.get(remote)
-    read_only, idempotent = declared(listed.annotations) if given is None else _FLAGS[given]
+    effect = server.effects.get(remote) or annotated_effect(listed.annotations)
+    read_only, idempotent = _FLAGS[effect]
     return Tool.from_schema(
         name=name,
         description=listed.description or listed.title or remote,
