@@ -394,6 +394,43 @@ def test_no_builtin_tools_leaves_the_server_its_own_names(tmp_path: Path) -> Non
     assert calls[0]["result"] == "server saw 2+2"
 
 
+@pytest.mark.parametrize(("declared", "ran"), [((), 3), (("--mcp-effect", "calculator=write"), 2)])
+def test_mcp_effect_declares_what_a_servers_tool_does(
+    tmp_path: Path, declared: tuple[str, ...], ran: int
+) -> None:
+    """The clash server's calculator declares nothing: the third identical call runs
+    (a note follows it). Declared a write on the command line, it does not run, and a
+    resume keeps the declaration (it is stored with the run's servers)."""
+    same = call("calculator", expression="2+2")
+    model = write_script(tmp_path / "script.json", same, same, same, "done")
+    proc = run_cli("run", "x", "--model", model, "--json", "--mcp", CLASH, *declared,
+                   "--run-id", "r1", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    outcomes = [c["outcome"] for c in json.loads(proc.stdout)["tool_calls"]]
+    assert outcomes.count("ok") == ran
+    stored = sqlite3.connect(tmp_path / ".convergent" / "runs.db").execute(
+        "SELECT recipe FROM runs WHERE run_id = 'r1'"
+    )
+    (servers,) = [json.loads(recipe)["mcp_servers"] for (recipe,) in stored]
+    assert [entry.get("effects") for entry in servers.values()] == (
+        [{"calculator": "write"}] if declared else [None]
+    )
+
+
+def test_mcp_effect_for_a_tool_the_server_lacks_stops_the_run(tmp_path: Path) -> None:
+    model = write_script(tmp_path / "script.json", "done")
+    proc = run_cli("run", "x", "--model", model, "--mcp", CLASH, "--mcp-effect",
+                   "calculater=write", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "effects name tools it does not offer: calculater" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    alone = run_cli("run", "x", "--model", model, "--mcp-effect", "pay=write", cwd=tmp_path)
+    assert (alone.returncode, alone.stderr) == (
+        2,
+        "error: --mcp-effect needs an MCP server (--mcp or --mcp-config)\n",
+    )
+
+
 def test_mcp_tools_lists_what_servers_offer(tmp_path: Path) -> None:
     proc = run_cli("mcp", "tools", TIME, "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -419,8 +456,14 @@ def test_mcp_tools_lists_what_servers_offer(tmp_path: Path) -> None:
     declared = run_cli("mcp", "tools", "--mcp-config", str(config), cwd=tmp_path)
     assert declared.returncode == 0, declared.stderr
     assert declared.stdout.split("\n")[1].split()[:3] == ["calculator", "c", "write"]
-    note = 'declare what such a tool does in its server\'s "effects"'
+    note = "declare what such a tool does with --mcp-effect TOOL=EFFECT or in its server's"
     assert note in " ".join(table.stdout.split()) and note not in " ".join(declared.stdout.split())
+    inline = run_cli("mcp", "tools", CLASH, "--mcp-effect", "calculator=idempotent", "--json",
+                     cwd=tmp_path)  # fmt: skip
+    assert inline.returncode == 0, inline.stderr
+    assert [(row["name"], row["effect"]) for row in json.loads(inline.stdout)] == [
+        ("calculator", "idempotent")
+    ]
     none = run_cli("mcp", "tools", cwd=tmp_path)
     assert none.returncode == 2
     assert (

@@ -16,7 +16,7 @@ from convergent.mcp import (
     parse_mcp_servers,
     server_from_command,
 )
-from convergent.mcp.config import expand_env
+from convergent.mcp.config import declare_effects, expand_env
 from convergent.spec import AgentSpec
 
 
@@ -147,6 +147,45 @@ def test_a_bad_command_line_is_refused(line: str, message: str) -> None:
 def test_invalid_servers_are_refused(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(UserError, match=message):
         MCPServer(**kwargs)
+
+
+def test_effects_declared_on_the_command_line_go_to_their_server() -> None:
+    """``--mcp-effect``: to the only server without a name, else to the named one; over
+    what its ``effects`` said, the other names kept."""
+    pay = MCPServer.stdio("pay", "x", effects={"refund": "write", "status": "undeclared"})
+    (only,) = declare_effects([pay], ["status=read", "charge = write"])
+    assert only.effects == {"refund": Effect.WRITE, "status": Effect.READ, "charge": Effect.WRITE}
+    assert pay.effects["status"] is Effect.UNDECLARED
+    git, db = declare_effects(
+        [MCPServer.stdio("mcp-server-git", "x"), MCPServer.stdio("db:prod", "y")],
+        ["mcp-server-git:git_commit=write", "db:prod:query=read"],
+    )
+    assert (git.effects, db.effects) == ({"git_commit": Effect.WRITE}, {"query": Effect.READ})
+
+
+@pytest.mark.parametrize(
+    ("declaration", "message"),
+    [
+        ("git_commit", "--mcp-effect must be [SERVER:]TOOL=EFFECT, got 'git_commit'"),
+        ("=write", "--mcp-effect must be [SERVER:]TOOL=EFFECT, got '=write'"),
+        ("a:=write", "--mcp-effect must be [SERVER:]TOOL=EFFECT, got 'a:=write'"),
+        (
+            "a:git_commit=writes",
+            "--mcp-effect 'a:git_commit=writes': the effect must be one of read, idempotent, "
+            "write, undeclared",
+        ),
+        ("c:commit=write", "--mcp-effect 'c:commit=write': no MCP server 'c' (given: a, b)"),
+        (
+            "git_commit=write",
+            "--mcp-effect 'git_commit=write': name its server, SERVER:TOOL=EFFECT (given: a, b)",
+        ),
+    ],
+)
+def test_a_bad_effect_declaration_is_refused(declaration: str, message: str) -> None:
+    servers = [MCPServer.stdio("a", "x"), MCPServer.stdio("b", "y")]
+    with pytest.raises(UserError) as caught:
+        declare_effects(servers, [declaration])
+    assert str(caught.value) == message
 
 
 def test_two_servers_with_one_name_are_refused() -> None:

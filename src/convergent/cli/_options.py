@@ -11,6 +11,7 @@ __all__ = [
     "BaseUrlOption",
     "JsonOption",
     "McpConfigOption",
+    "McpEffectOption",
     "ModelOption",
     "OtlpFileOption",
     "OtlpOption",
@@ -52,5 +53,15 @@ McpConfigOption = Annotated[
         metavar="FILE",
         help="The MCP servers in this mcpServers JSON file "
         "(the format of Claude Desktop and Claude Code).",
+    ),
+]
+McpEffectOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp-effect",
+        metavar="[SERVER:]TOOL=EFFECT",
+        help="What a call of an MCP server's tool does: read, idempotent, write or "
+        "undeclared, over the server's annotations (repeatable; SERVER: when there are "
+        "several servers).",
     ),
 ]

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from convergent._printable import printable
 from convergent.cli._app import app
-from convergent.cli._options import JsonOption, McpConfigOption
+from convergent.cli._options import JsonOption, McpConfigOption, McpEffectOption
 from convergent.cli.run import mcp_servers
 from convergent.effects import Effect
 from convergent.exceptions import UserError
@@ -51,10 +51,11 @@ def tools_command(
         ),
     ] = None,
     mcp_config_file: McpConfigOption = None,
+    mcp_effect: McpEffectOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Start MCP servers, list their tools (name, effect, description), stop them."""
-    servers = mcp_servers(commands, mcp_config_file)
+    servers = mcp_servers(commands, mcp_config_file, mcp_effect)
     if not servers:
         raise UserError('give a server: convergent mcp tools "COMMAND" or --mcp-config FILE')
     tools = asyncio.run(_listed(servers))
@@ -90,8 +91,8 @@ def tools_command(
     if any(row["effect"] == Effect.UNDECLARED for row in rows):
         console.print(
             "undeclared: a repeat is judged on its result, and refused after its note; "
-            'declare what such a tool does in its server\'s "effects" (--mcp-config, '
-            "docs/mcp.md)"
+            "declare what such a tool does with --mcp-effect TOOL=EFFECT or in its "
+            'server\'s "effects" (--mcp-config; docs/mcp.md)'
         )
 
 

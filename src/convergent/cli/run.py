@@ -17,6 +17,7 @@ from convergent.cli._options import (
     BaseUrlOption,
     JsonOption,
     McpConfigOption,
+    McpEffectOption,
     ModelOption,
     OtlpFileOption,
     OtlpOption,
@@ -29,7 +30,13 @@ from convergent.cli._temporal import TaskQueueOption, TemporalOption, start_run
 from convergent.durability.sqlite import DEFAULT_DB_PATH
 from convergent.exceptions import UserError
 from convergent.limits import Limits
-from convergent.mcp.config import MCPServer, load_mcp_config, mcp_config, server_from_command
+from convergent.mcp.config import (
+    MCPServer,
+    declare_effects,
+    load_mcp_config,
+    mcp_config,
+    server_from_command,
+)
 from convergent.models._prices import parse_price
 from convergent.models.registry import default_model_spec
 from convergent.output import load_output_schema
@@ -70,8 +77,12 @@ def read_task(task: str) -> str:
     return task
 
 
-def mcp_servers(commands: list[str] | None, config: Path | None) -> list[MCPServer]:
-    """The servers of ``--mcp-config FILE`` and ``--mcp COMMAND`` (in that order).
+def mcp_servers(
+    commands: list[str] | None, config: Path | None, effects: list[str] | None = None
+) -> list[MCPServer]:
+    """The servers of ``--mcp-config FILE`` and ``--mcp COMMAND``, in that order.
+
+    The tools' effects declared with ``--mcp-effect`` are added to their servers.
 
     Raises:
         UserError: For a bad configuration file or command line.
@@ -79,6 +90,10 @@ def mcp_servers(commands: list[str] | None, config: Path | None) -> list[MCPServ
     servers = load_mcp_config(config) if config is not None else []
     for line in commands or ():
         servers.append(server_from_command(line, taken=[s.name for s in servers]))
+    if effects:
+        if not servers:
+            raise UserError("--mcp-effect needs an MCP server (--mcp or --mcp-config)")
+        servers = declare_effects(servers, effects)
     # the run's spec keeps the folder, so that a resume from elsewhere starts them alike
     here = str(Path.cwd())
     return [replace(s, cwd=s.cwd or here) if s.transport == "stdio" else s for s in servers]
@@ -280,6 +295,7 @@ def run_command(
         ),
     ] = None,
     mcp_config_file: McpConfigOption = None,
+    mcp_effect: McpEffectOption = None,
     output_schema: Annotated[
         Path | None,
         typer.Option(
@@ -310,7 +326,7 @@ def run_command(
         raise UserError("--otlp traces runs in this process; a --temporal run runs on a worker")
     if detach and temporal is None:
         raise UserError("--detach needs --temporal: a local run ends with its command")
-    servers = mcp_servers(mcp, mcp_config_file)
+    servers = mcp_servers(mcp, mcp_config_file, mcp_effect)
     model_spec = absolute_model_spec(model or default_model_spec())
     rules = parse_policy(policy or [])
     spec = checked(

@@ -18,7 +18,9 @@ may be added to an entry: ``timeout`` (seconds one tool call may take, default 6
 ``prefix`` (put before the server's tool names, to tell apart two servers with the same
 tools) and ``effects`` (what a call of each named tool does: ``read``, ``idempotent``,
 ``write`` or ``undeclared``, over what the server's annotations say). Other keys are
-ignored, so a configuration written for another client can be used as is.
+ignored, so a configuration written for another client can be used as is. On the
+command line, ``--mcp-effect [SERVER:]TOOL=EFFECT`` adds to a server's ``effects``
+(`declare_effects`).
 
 This module needs nothing beyond the standard library; only starting a server needs
 the ``mcp`` extra.
@@ -30,7 +32,7 @@ import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +42,7 @@ from convergent.exceptions import UserError
 
 __all__ = [
     "MCPServer",
+    "declare_effects",
     "expand_env",
     "load_mcp_config",
     "mcp_config",
@@ -459,3 +462,40 @@ def server_from_command(line: str, *, taken: Sequence[str] = ()) -> MCPServer:
         number += 1
         name = f"{base}-{number}"
     return MCPServer.stdio(name, words[0], words[1:])
+
+
+def declare_effects(servers: Sequence[MCPServer], declarations: Sequence[str]) -> list[MCPServer]:
+    """``servers`` with each ``[SERVER:]TOOL=EFFECT`` declaration added to its server's effects.
+
+    A declaration without ``SERVER`` is for the only server given. A declaration
+    overrides what the server's ``effects`` said of the tool; whether the server
+    offers the tool is checked when it starts, as for its own ``effects``.
+
+    Raises:
+        UserError: For a malformed declaration, an unknown effect or server, or a
+            declaration without a server when there are several.
+    """
+    by_name = {server.name: dict(server.effects) for server in servers}
+    known = ", ".join(e.value for e in Effect)
+    for text in declarations:
+        target, sep, value = text.partition("=")
+        named, colon, tool = target.rpartition(":")
+        if not sep or not tool.strip():
+            raise UserError(f"--mcp-effect must be [SERVER:]TOOL=EFFECT, got {text!r}")
+        try:
+            effect = Effect(value.strip())
+        except ValueError:
+            raise UserError(f"--mcp-effect {text!r}: the effect must be one of {known}") from None
+        if colon:
+            if named not in by_name:
+                given = ", ".join(by_name) or "none"
+                raise UserError(f"--mcp-effect {text!r}: no MCP server {named!r} (given: {given})")
+        elif len(by_name) == 1:
+            (named,) = by_name
+        else:
+            given = ", ".join(by_name) or "none"
+            raise UserError(
+                f"--mcp-effect {text!r}: name its server, SERVER:TOOL=EFFECT (given: {given})"
+            )
+        by_name[named][tool.strip()] = effect
+    return [replace(server, effects=by_name[server.name]) for server in servers]
