@@ -13,7 +13,9 @@ the time until the resumed run sends its first model request.
 
 A commit's cost follows the pages it writes to the write-ahead log. One more run of each
 kind, with the log kept whole (no checkpointing), counts the pages a cycle writes, by
-the table (or index) each belongs to (``--pages`` prints them), beside the bare write's.
+the table (or index) each belongs to (``--pages`` prints them), beside the bare write's,
+and the transactions; counting them calls Python for each statement, so it stays out
+of the timed runs.
 
 Run: ``python benchmarks/bench_checkpoint.py [--cycles 100 1000] [--repeat 3] [--pages] [--json]``.
 """
@@ -83,7 +85,6 @@ class TimedStore(RunStore):
     """A `RunStore` whose journals record the seconds spent in each awaited step."""
 
     spent: list[float]
-    transactions: int
 
     def journal(self, run: JournaledRun | str, **legacy: Any) -> SqliteJournal:
         journal = super().journal(run, **legacy)
@@ -156,11 +157,20 @@ class _KeptLog:
 
 
 async def pages_per_cycle(cycles: int, folder: Path, kind: str) -> dict[str, float]:
-    """WAL pages a checkpointed cycle writes, by owner (``bare``: one bare INSERT+COMMIT)."""
+    """WAL pages a checkpointed cycle writes, by owner (``bare``: one bare INSERT+COMMIT),
+    and its transactions (``transactions``), counted here, outside the timed runs."""
     store = RunStore(folder / "pages.db")
     store._checkpointer = _KeptLog()  # type: ignore[assignment]  # noqa: SLF001
     store._conn.execute("PRAGMA wal_autocheckpoint=0")  # noqa: SLF001
+    transactions = 0
+
+    def count(statement: str) -> None:
+        nonlocal transactions
+        transactions += statement.startswith("BEGIN")
+
+    store._conn.set_trace_callback(count)  # noqa: SLF001
     await agent(cycles, kind).run("benchmark", run_id="pages", store=store)
+    store._conn.set_trace_callback(None)  # noqa: SLF001
     ours = wal_pages(folder / "pages.db", store._conn)  # noqa: SLF001
     store.close()
     bare = sqlite3.connect(folder / "bare-pages.db", isolation_level=None)
@@ -177,6 +187,7 @@ async def pages_per_cycle(cycles: int, folder: Path, kind: str) -> dict[str, flo
     return {
         **{owner: count / cycles for owner, count in ours.most_common()},
         "bare": floor / cycles,
+        "transactions": transactions / cycles,
     }
 
 
@@ -191,17 +202,9 @@ async def measure(cycles: int, folder: Path, kind: str) -> dict[str, Any]:
 
     store = TimedStore(folder / "runs.db")
     store.spent = []
-    transactions = 0
-
-    def count(statement: str) -> None:
-        nonlocal transactions
-        transactions += statement.startswith("BEGIN")
-
-    store._conn.set_trace_callback(count)  # noqa: SLF001  (counting its transactions)
     started = time.perf_counter()
     result = await agent(cycles, kind).run("benchmark", run_id="bench", store=store)
     persisted = time.perf_counter() - started
-    store._conn.set_trace_callback(None)  # noqa: SLF001
     assert result.cycles == cycles, result.stop_detail
 
     started = time.perf_counter()
@@ -230,7 +233,6 @@ async def measure(cycles: int, folder: Path, kind: str) -> dict[str, Any]:
         "messages": len(result.messages),
         "checkpoint_ms_per_cycle": sum(store.spent) / cycles * 1e3,
         "end_to_end_overhead_ms_per_cycle": (persisted - plain) / cycles * 1e3,
-        "transactions_per_cycle": transactions / cycles,
         "bare_insert_commit_ms": bare_sqlite(folder, cycles) * 1e3,
         "resume_ms": (loaded + to_first_request) * 1e3,
         "database_bytes": database_bytes(folder),
@@ -252,9 +254,8 @@ def main() -> None:
                 runs.append(asyncio.run(measure(cycles, Path(folder), kind)))
         with tempfile.TemporaryDirectory() as folder:
             pages = asyncio.run(pages_per_cycle(cycles, Path(folder), kind))
-        row = {
-            key: runs[0][key] for key in ("tool", "cycles", "messages", "transactions_per_cycle")
-        }
+        row = {key: runs[0][key] for key in ("tool", "cycles", "messages")}
+        row["transactions_per_cycle"] = pages.pop("transactions")
         row["wal_pages_per_cycle"] = {"bare": pages.pop("bare"), **pages}
         for key in (
             "checkpoint_ms_per_cycle",
