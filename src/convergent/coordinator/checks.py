@@ -246,9 +246,13 @@ def _fetch(check: HttpCheck, deadline: float, box: dict[str, object]) -> None:
     """The request, in a thread; it gives up reading past ``deadline``."""
     import httpx  # deferred: the hook command should not pay for it when no HTTP check runs
 
+    from convergent._tls import shared_tls
+
     try:
         with (
-            httpx.Client(timeout=check.timeout, follow_redirects=False) as client,
+            httpx.Client(
+                timeout=check.timeout, follow_redirects=False, verify=shared_tls()
+            ) as client,
             client.stream(check.method, check.url) as response,
         ):
             body = bytearray()

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from convergent._tls import shared_tls
 from convergent.exceptions import ModelError, UserError
 
 __all__ = [
@@ -187,7 +188,7 @@ class LlamaServer:
     def _wait_healthy(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         last = "no answer"
-        with httpx.Client(timeout=5.0) as client:
+        with httpx.Client(timeout=5.0, verify=shared_tls()) as client:
             while True:
                 try:
                     reply = client.get(f"{self.address}/health")

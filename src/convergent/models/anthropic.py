@@ -11,6 +11,7 @@ from typing import Any
 
 from convergent._json import unusable_reason
 from convergent._redact import known_secrets, redact, secrets_of_url
+from convergent._tls import shared_tls
 from convergent.exceptions import ModelError, ModelHTTPError, UserError
 from convergent.messages import (
     AssistantMessage,
@@ -146,7 +147,11 @@ class AnthropicModel(Model):
 
             def factory() -> Any:
                 return anthropic.AsyncAnthropic(
-                    api_key=key, base_url=base_url, max_retries=max_retries, timeout=timeout
+                    api_key=key,
+                    base_url=base_url,
+                    max_retries=max_retries,
+                    timeout=timeout,
+                    http_client=anthropic.DefaultAsyncHttpxClient(verify=shared_tls()),
                 )
 
         self._client = LoopClient(client, factory)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import httpx
 
+from convergent._tls import shared_tls
 from convergent.exceptions import UserError
 from convergent.messages import (
     AssistantMessage,
@@ -253,7 +254,7 @@ class LocalModel(Model):
             return self.protocol
         if self.gguf is None and self.chat_template is None:
             return "structured"
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with httpx.AsyncClient(timeout=10.0, verify=shared_tls()) as http:
             props = (await http.get(f"{server.address}/props")).json()
         caps = props.get("chat_template_caps") or {}
         return "native" if caps.get("supports_tool_calls") else "structured"

@@ -10,6 +10,7 @@ from typing import Any
 
 from convergent._json import UnusableJson, load_json, unusable_reason
 from convergent._redact import known_secrets, redact, secrets_of_url
+from convergent._tls import shared_tls
 from convergent.exceptions import ModelError, ModelHTTPError, UserError
 from convergent.messages import (
     AssistantMessage,
@@ -147,7 +148,11 @@ class OpenAIChatModel(Model):
 
             def factory() -> Any:
                 return openai.AsyncOpenAI(
-                    api_key=key, base_url=url, max_retries=max_retries, timeout=timeout
+                    api_key=key,
+                    base_url=url,
+                    max_retries=max_retries,
+                    timeout=timeout,
+                    http_client=openai.DefaultAsyncHttpxClient(verify=shared_tls()),
                 )
 
         self._client = LoopClient(client, factory)
