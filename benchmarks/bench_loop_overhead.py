@@ -14,7 +14,10 @@ recorded, tool timeouts on, stall and limit checks), one agent reused for every 
    a separate pass).
 
 Every figure is printed next to the hand-written loop's, measured in the same process.
-Run: ``python benchmarks/bench_loop_overhead.py [--repeat 7] [--runs 10000]``;
+``--gc-threshold N`` sets the cyclic garbage collector's first threshold
+(``gc.set_threshold(N)``, Python's default 700) for the whole benchmark, as a program
+serving thousands of runs at once may: the collector walks every live run's objects.
+Run: ``python benchmarks/bench_loop_overhead.py [--repeat 7] [--runs 10000] [--gc-threshold N]``;
 ``--only convergent`` runs convergent's 10,000 concurrent runs alone and prints nothing
 (for a whole-process timer such as ``farm-bench``, one version against another).
 """
@@ -157,11 +160,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--only", choices=["convergent", "hand"], help="concurrent runs alone")
+    parser.add_argument("--gc-threshold", type=int, help="the collector's first threshold")
     args = parser.parse_args(argv)
+    if args.gc_threshold is not None:
+        gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
     if args.only is not None:
         concurrent(convergent_runner if args.only == "convergent" else hand_runner, args.runs, 10)
         return
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(
+        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; "
+        f"gc thresholds {gc.get_threshold()}"
+    )
     print(f"{'per cycle (CPU; wall)':<34}{'hand loop':>16}{'convergent':>18}{'ratio':>13}")
     for cycles in (10, 100, 1000):
         repeat = args.repeat if cycles < 1000 else max(3, args.repeat // 2)
