@@ -6,7 +6,9 @@ from typing import Any
 
 from convergent import (
     Agent,
+    AnthropicModel,
     ModelResponse,
+    OpenAIChatModel,
     ScriptedModel,
     StopPolicy,
     StopReason,
@@ -16,8 +18,6 @@ from convergent import (
 from convergent.clock import Clock, use_clock
 from convergent.events import Nudged
 from convergent.messages import ToolResultMessage, UserMessage
-from convergent.models.anthropic import _to_anthropic
-from convergent.models.openai import _message_to_openai
 from convergent.testing import call, step
 
 
@@ -275,11 +275,12 @@ async def test_a_tool_error_nudge_follows_the_results_in_a_valid_sequence() -> N
     assert isinstance(sent[-2], ToolResultMessage) and isinstance(sent[-1], UserMessage)
     assert "3 steps in a row" in sent[-1].content
     # Anthropic: one user turn, the tool results first, then the note
-    _, turns = _to_anthropic(sent)
+    turns = AnthropicModel("claude", api_key="k").build_request(sent, [], None)["messages"]
     assert [block["type"] for block in turns[-1]["content"]] == ["tool_result", "text"]
     assert [turn["role"] for turn in turns[-2:]] == ["assistant", "user"]
     # OpenAI: the tool message answers the call, the note follows as a user message
-    assert [_message_to_openai(m)["role"] for m in sent[-3:]] == ["assistant", "tool", "user"]
+    request = OpenAIChatModel("gpt", api_key="k").build_request(sent[-3:], [], None)
+    assert [m["role"] for m in request["messages"]] == ["assistant", "tool", "user"]
     nudges = [(e.about, e.cycle) for e in result.events if isinstance(e, Nudged)]
     assert nudges == [("tool_error", 3)]
 

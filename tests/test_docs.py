@@ -148,7 +148,7 @@ def test_the_runner_runs_a_block_as_a_fresh_interpreter_would(
 
 
 def test_the_versions_the_docs_give_are_the_codes() -> None:
-    from convergent.durability.sqlite._schema import DB_SCHEMA_VERSION
+    from convergent.durability.sqlite import DB_SCHEMA_VERSION
     from convergent.spec import SPEC_VERSION
     from convergent.state import STATE_SCHEMA_VERSION
 

@@ -33,7 +33,6 @@ from convergent.events import Nudged, RunStopped
 from convergent.loop.driver import CycleDriver
 from convergent.messages import Message, ToolSpec, UserMessage
 from convergent.models import TokenPrice
-from convergent.models._prices import FREE
 from convergent.resuming import resume
 from convergent.steering import SteeringQueue
 from convergent.testing import answer, call, scripted, step
@@ -190,6 +189,8 @@ async def test_a_script_without_a_final_response_gives_no_final_answer() -> None
 
 
 # --- within the budgets ----------------------------------------------------------------
+
+FREE = TokenPrice(0.0, 0.0)
 
 
 class Meter(Model):

@@ -36,10 +36,9 @@ from adapters.trajectories import (
     needs_citation,
     same,
 )
-from convergent import Effect, Limits, StopReason
+from convergent import AnthropicModel, Effect, Limits, StopReason
 from convergent.adapters import NotExpressible
 from convergent.clock import use_clock
-from convergent.models._prices import known_price
 from convergent.output import OutputSpec
 
 from .agent_sdk import converge
@@ -163,7 +162,7 @@ async def run_claude_code(
 
 MODEL = "claude-sonnet-4-5"
 """The model the sessions ask for: Claude Code and the price table agree on its price."""
-PRICE = known_price(MODEL, "anthropic")
+PRICE = AnthropicModel(MODEL, api_key="unused").price
 
 
 def _limits(limits: Limits) -> Limits:
