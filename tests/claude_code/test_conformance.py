@@ -162,7 +162,6 @@ async def run_claude_code(
 
 MODEL = "claude-sonnet-4-5"
 """The model the sessions ask for: Claude Code and the price table agree on its price."""
-PRICE = AnthropicModel(MODEL, api_key="unused").price
 
 
 def _limits(limits: Limits) -> Limits:
@@ -180,11 +179,12 @@ def _priced(trajectory: Trajectory) -> Trajectory:
     """
     if trajectory.price is None:
         return trajectory
-    assert PRICE is not None
+    known = AnthropicModel(MODEL, api_key="unused").price  # the price table's
+    assert known is not None
     (given_in, given_out), (used_in, used_out) = trajectory.price, trajectory.usage
-    usage = (round(used_in * given_in / PRICE.input), round(used_out * given_out / PRICE.output))
-    growth = round(trajectory.growth * given_in / PRICE.input)
-    price = (PRICE.input, PRICE.output)
+    usage = (round(used_in * given_in / known.input), round(used_out * given_out / known.output))
+    growth = round(trajectory.growth * given_in / known.input)
+    price = (known.input, known.output)
     return dataclasses.replace(trajectory, price=price, usage=usage, growth=growth)
 
 
