@@ -124,19 +124,34 @@ class _EndingStorage(ExternalStorage, WithSerializationContext):
 
 
 class _Terminator:
-    """Ends each workflow whose payloads cannot be read, once, by terminating it."""
+    """Ends each workflow whose payloads cannot be read, once, by terminating it.
+
+    The payloads of one workflow task are read concurrently, and the first read that
+    fails makes Temporal cancel the others: a read waiting for the termination must not
+    take it down with it. So each termination runs as a task of its own, which every
+    read of that workflow's payloads waits for; one that failed (the cluster out of
+    reach) is tried again by the next read that fails.
+    """
 
     def __init__(self) -> None:
         self.client: Client | None = None
-        self._ended: set[str] = set()
+        self._ending: dict[str, asyncio.Task[None]] = {}
 
     async def __call__(self, workflow_id: str, error: ApplicationError) -> None:
-        if self.client is None or workflow_id in self._ended:
+        if self.client is None:
             return
-        self._ended.add(workflow_id)
-        handle = self.client.get_workflow_handle(workflow_id)
+        ending = self._ending.get(workflow_id)
+        if ending is None or (ending.done() and (ending.cancelled() or ending.exception())):
+            ending = asyncio.ensure_future(self._terminate(self.client, workflow_id, error))
+            self._ending[workflow_id] = ending
+        await asyncio.shield(ending)
+
+    @staticmethod
+    async def _terminate(client: Client, workflow_id: str, error: ApplicationError) -> None:
         try:
-            await handle.terminate(error.type or "", reason=error.message)
+            await client.get_workflow_handle(workflow_id).terminate(
+                error.type or "", reason=error.message
+            )
         except RPCError:
             pass  # it had ended already (a child whose result an activity read)
 
