@@ -10,6 +10,7 @@ worker's shutdown waited on it (a wedged test in CI).
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import pytest
@@ -80,3 +81,25 @@ async def test_a_termination_that_failed_is_tried_again_by_the_next_read() -> No
     assert cluster.terminated == []
     await end("run-2", error)
     assert cluster.terminated == [("run-2", "damaged")]
+
+
+async def test_a_failed_termination_no_read_came_back_for_is_not_reported_as_unretrieved() -> None:
+    from temporalio.exceptions import ApplicationError
+
+    reported: list[str] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
+    cluster = Cluster()
+    cluster.refuse = True
+    end = _terminator(cluster)
+    read = asyncio.ensure_future(end("run-3", ApplicationError("damaged", type="damaged")))
+    await asyncio.sleep(0)
+    read.cancel()  # the only read, drained before the termination failed
+    await asyncio.gather(read, return_exceptions=True)
+    cluster.answer.set()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    del end, read
+    gc.collect()
+    loop.set_exception_handler(None)
+    assert reported == []

@@ -143,6 +143,9 @@ class _Terminator:
         ending = self._ending.get(workflow_id)
         if ending is None or (ending.done() and (ending.cancelled() or ending.exception())):
             ending = asyncio.ensure_future(self._terminate(self.client, workflow_id, error))
+            # its failure is seen by the reads awaiting it, or by the next one; when none
+            # comes, it is not left to be reported as an exception nobody retrieved
+            ending.add_done_callback(_seen)
             self._ending[workflow_id] = ending
         await asyncio.shield(ending)
 
@@ -154,6 +157,11 @@ class _Terminator:
             )
         except RPCError:
             pass  # it had ended already (a child whose result an activity read)
+
+
+def _seen(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def worker_client(client: Client) -> Client:
