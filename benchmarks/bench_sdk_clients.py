@@ -25,18 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from convergent import Agent, AnthropicModel, Model, OpenAIChatModel
-from convergent.testing.chat_server import ChatServer, Request, completion
-
-ANTHROPIC_REPLY = {
-    "id": "msg_1",
-    "type": "message",
-    "role": "assistant",
-    "model": "claude-sonnet-5-5",
-    "content": [{"type": "text", "text": "done"}],
-    "stop_reason": "end_turn",
-    "stop_sequence": None,
-    "usage": {"input_tokens": 3, "output_tokens": 1},
-}
+from convergent.testing.chat_server import ChatServer, Request, anthropic_message, completion
 
 
 def _reply(n: int, body: dict[str, Any]) -> bytes:
@@ -44,7 +33,7 @@ def _reply(n: int, body: dict[str, Any]) -> bytes:
 
 
 def _anthropic(request: Request) -> bytes:
-    return json.dumps(ANTHROPIC_REPLY).encode()
+    return json.dumps(anthropic_message("done")).encode()
 
 
 def models(url: str) -> dict[str, Callable[[], Model]]:

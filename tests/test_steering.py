@@ -128,17 +128,9 @@ async def test_a_stop_sent_while_a_slow_reply_comes_in_ends_the_run_at_once(
     request is ended, and the run is ``stopped`` (it used to run on until the request's
     own timeout, and end ``model_error``)."""
     from convergent.models import AnthropicModel
-    from convergent.testing.chat_server import SSE, ChatServer, anthropic_stream
+    from convergent.testing.chat_server import SSE, ChatServer, anthropic_message, anthropic_stream
 
-    message = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-5-5",
-        "content": [{"type": "text", "text": "a long answer " * 50}],
-        "stop_reason": "end_turn",
-        "usage": {"input_tokens": 10, "output_tokens": 100},
-    }
+    message = anthropic_message("a long answer " * 50, input_tokens=10, output_tokens=100)
     trickle = SSE(anthropic_stream(message).events, done=False, pace=0.5)
     store = RunStore(tmp_path / "runs.db")
     other = RunStore(tmp_path / "runs.db")  # the steering process's connection

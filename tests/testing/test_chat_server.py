@@ -15,6 +15,7 @@ from convergent.testing.chat_server import (
     ChatServer,
     Request,
     Response,
+    anthropic_message,
     anthropic_stream,
     completion,
 )
@@ -61,15 +62,7 @@ def test_a_completion_is_streamed_in_chunks_when_the_request_asks() -> None:
 
 
 def test_an_anthropic_message_streams_as_named_events() -> None:
-    message = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude",
-        "content": [{"type": "text", "text": "hi there"}],
-        "stop_reason": "end_turn",
-        "usage": {"input_tokens": 5, "output_tokens": 2},
-    }
+    message = anthropic_message("hi there", input_tokens=5, output_tokens=2)
     with ChatServer(lambda n, body: anthropic_stream(message)) as server:
         _, raw = post(server.url, {})
     names = [line[7:] for line in raw.decode().splitlines() if line.startswith("event: ")]

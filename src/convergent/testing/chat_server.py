@@ -3,7 +3,8 @@
 It speaks OpenAI's chat completions, and streams them as server-sent events when a
 request asks for ``stream``: a scripted completion is cut into chunks the way OpenAI
 sends them (`openai_stream`). `anthropic_stream` does the same for an Anthropic
-message, and a reply may be any `SSE` (an error event, a stream cut short...).
+message (`anthropic_message` makes one of text), and a reply may be any `SSE` (an
+error event, a stream cut short...).
 Routes answer other methods and paths (a model list, a token count, a whole API).
 
 Example:
@@ -135,6 +136,29 @@ def openai_stream(
 
 def _event(name: str, **data: Any) -> tuple[str, str]:
     return name, json.dumps({"type": name, **data})
+
+
+def anthropic_message(
+    text: str, *, input_tokens: int = 3, output_tokens: int = 1, model: str = "claude-sonnet-5-5"
+) -> dict[str, Any]:
+    """An Anthropic Messages API reply of plain text, whole (`anthropic_stream` streams it).
+
+    Args:
+        text: The reply's text.
+        input_tokens: The request's tokens, as the reply reports them.
+        output_tokens: The reply's tokens.
+        model: The model the reply names.
+    """
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+    }
 
 
 def anthropic_stream(message: dict[str, Any], *, piece: int = 4) -> SSE:
