@@ -32,7 +32,7 @@ import sqlite3
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +115,28 @@ def agent(cycles: int, kind: str = "idempotent") -> Agent:
     )
 
 
+def bare_database(path: Path, autocheckpoint: int) -> sqlite3.Connection:
+    """A fresh WAL database with the store's sync setting and one table, for bare commits."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data TEXT)")
+    return conn
+
+
+def bare_commits(
+    conn: sqlite3.Connection, cycles: int, committed: Callable[[], None] = lambda: None
+) -> None:
+    """``cycles`` transactions of one INSERT of a result-sized row each."""
+    payload = "x" * RESULT_CHARS
+    for n in range(cycles):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t (data) VALUES (?)", (payload + str(n),))
+        conn.execute("COMMIT")
+        committed()
+
+
 def bare_sqlite(folder: Path, cycles: int) -> float:
     """Seconds per cycle of one INSERT + COMMIT into a fresh WAL database.
 
@@ -123,19 +145,10 @@ def bare_sqlite(folder: Path, cycles: int) -> float:
     to one commit in about a thousand, and its noise to the floor).
     """
     path = folder / "bare.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute(f"PRAGMA wal_autocheckpoint={SAFETY_NET_PAGES}")
-    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data TEXT)")
+    conn = bare_database(path, SAFETY_NET_PAGES)
     checkpointer = WalCheckpointer(path)
-    payload = "x" * RESULT_CHARS
     started = time.perf_counter()
-    for n in range(cycles):
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO t (data) VALUES (?)", (payload + str(n),))
-        conn.execute("COMMIT")
-        checkpointer.committed()
+    bare_commits(conn, cycles, checkpointer.committed)
     seconds = time.perf_counter() - started
     checkpointer.close()
     conn.close()
@@ -185,15 +198,9 @@ async def pages_per_cycle(cycles: int, folder: Path, kind: str) -> dict[str, flo
     store._conn.set_trace_callback(None)  # noqa: SLF001
     ours = wal_pages(folder / "pages.db", store._conn)  # noqa: SLF001
     store.close()
-    bare = sqlite3.connect(folder / "bare-pages.db", isolation_level=None)
-    bare.execute("PRAGMA journal_mode=WAL")
-    bare.execute("PRAGMA wal_autocheckpoint=0")
-    bare.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data TEXT)")
+    bare = bare_database(folder / "bare-pages.db", 0)
     before = sum(wal_pages(folder / "bare-pages.db", bare).values())
-    for n in range(cycles):
-        bare.execute("BEGIN IMMEDIATE")
-        bare.execute("INSERT INTO t (data) VALUES (?)", ("x" * RESULT_CHARS + str(n),))
-        bare.execute("COMMIT")
+    bare_commits(bare, cycles)
     floor = sum(wal_pages(folder / "bare-pages.db", bare).values()) - before
     bare.close()
     return {
