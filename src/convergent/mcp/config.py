@@ -54,6 +54,8 @@ __all__ = [
 _HTTP_TYPES = frozenset({"http", "streamable-http", "streamable_http", "streamableHttp"})
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,31}")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_EFFECT_NAMES = ", ".join(effect.value for effect in Effect)
+"""The effects a tool may be declared with, as an error lists them."""
 _RUNNERS = frozenset({"uvx", "npx", "pipx", "bunx", "pnpx", "node", "deno", "bun", "uv", "docker"})
 
 
@@ -262,8 +264,9 @@ def _effects(value: Any, what: str) -> dict[str, Effect]:
         try:
             effects[str(name)] = Effect(effect)
         except ValueError:
-            known = ", ".join(e.value for e in Effect)
-            raise UserError(f"{what}.{name} must be one of {known}, got {effect!r}") from None
+            raise UserError(
+                f"{what}.{name} must be one of {_EFFECT_NAMES}, got {effect!r}"
+            ) from None
     return effects
 
 
@@ -476,7 +479,6 @@ def declare_effects(servers: Sequence[MCPServer], declarations: Sequence[str]) -
             declaration without a server when there are several.
     """
     by_name = {server.name: dict(server.effects) for server in servers}
-    known = ", ".join(e.value for e in Effect)
     for text in declarations:
         target, sep, value = text.partition("=")
         named, colon, tool = target.rpartition(":")
@@ -485,7 +487,9 @@ def declare_effects(servers: Sequence[MCPServer], declarations: Sequence[str]) -
         try:
             effect = Effect(value.strip())
         except ValueError:
-            raise UserError(f"--mcp-effect {text!r}: the effect must be one of {known}") from None
+            raise UserError(
+                f"--mcp-effect {text!r}: the effect must be one of {_EFFECT_NAMES}"
+            ) from None
         if colon:
             if named not in by_name:
                 given = ", ".join(by_name) or "none"
