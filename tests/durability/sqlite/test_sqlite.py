@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,34 @@ async def test_listing_and_summary(store: RunStore) -> None:
     assert store.count_runs("running") == 0 and store.count_runs("interrupted") == 0
     with pytest.raises(UserError, match="no run 'three'"):
         store.get_run("three")
+
+
+@pytest.mark.parametrize("listing", ["list_runs", "iter_runs"])
+async def test_runs_without_a_parent_are_read_in_the_index_order(
+    store: RunStore, listing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing of the runs that are no run's child reads the ``updated_at`` index in order
+    and stops at its page's end: it sorts none of them."""
+    for name in ("one", "two", "three"):
+        await agent_for(store, ["a"]).run(name, run_id=name)
+    ran: list[tuple[str, tuple[Any, ...]]] = []
+    query = store.query
+
+    def spied(sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        ran.append((sql, tuple(params)))
+        return query(sql, ran[-1][1])
+
+    monkeypatch.setattr(store, "query", spied)
+    if listing == "list_runs":
+        listed = store.list_runs(2, top_only=True)
+    else:
+        listed = list(store.iter_runs(top_only=True, page=2))
+    assert [run.run_id for run in listed][:2] == ["three", "two"]
+    for sql, params in ran:
+        plan = query(f"EXPLAIN QUERY PLAN {sql}", params)
+        outer = [detail for _, parent, _, detail in plan if parent == 0]  # not a subquery
+        assert "runs USING INDEX runs_updated" in outer[0], plan
+        assert not [detail for detail in outer if "TEMP B-TREE" in detail], plan
 
 
 async def test_a_new_run_with_a_stored_id_is_refused(store: RunStore) -> None:

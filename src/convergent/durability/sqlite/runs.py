@@ -69,6 +69,12 @@ T = TypeVar("T")
 _WAITED_FOR = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 """Result codes that mean another connection holds a lock (waited for, up to the timeout)."""
 
+_TOP_IN_ORDER = "+parent_run_id IS NULL"
+"""The runs that are no other run's child, in a query that reads runs most recently
+updated first: the ``+`` keeps SQLite from finding them by the ``runs_parent`` index and
+then sorting every one of them, so that it reads them in the ``updated_at`` index's
+order and stops at the page's last row."""
+
 _RUN_TABLES = (
     "messages",
     "checkpoints",
@@ -553,7 +559,7 @@ class RunStore:
                 was interrupted, or a ``tool_error`` or ``model_error`` stop.
             top_only: Leave out child runs (see `children`).
         """
-        where, params = self._filter(status, search, tool, errors, top_only)
+        where, params = self._filter(status, search, tool, errors, top_only, ordered=True)
         sql = (
             f"SELECT {self._columns(clip)} FROM runs {where} "
             "ORDER BY updated_at DESC, rowid DESC LIMIT ? OFFSET ?"
@@ -585,7 +591,7 @@ class RunStore:
         where, params = self._status_filter(status)
         where = f"{where} AND" if where else "WHERE"
         if top_only:
-            where = f"{where} parent_run_id IS NULL AND"
+            where = f"{where} {_TOP_IN_ORDER} AND"
         after: tuple[float, int] | None = None
         left = limit
         while left is None or left > 0:
@@ -647,10 +653,13 @@ class RunStore:
         tool: str | None = None,
         errors: bool = False,
         top_only: bool = False,
+        *,
+        ordered: bool = False,
     ) -> tuple[str, list[Any]]:
         """The ``WHERE`` clause for a status (see `_status_filter`) and the other filters.
 
-        See `list_runs` for what each filter keeps.
+        See `list_runs` for what each filter keeps; ``ordered``: for rows read most
+        recently updated first (`_TOP_IN_ORDER`), not counted.
         """
         where, params = self._status_filter(status)
         terms = [where.removeprefix("WHERE ")] if where else []
@@ -669,7 +678,7 @@ class RunStore:
             failed = calls.format("f.outcome IN ('failed', 'invalid', 'interrupted')")
             terms.append(f"(stop_reason IN ('tool_error', 'model_error') OR {failed})")
         if top_only:
-            terms.append("parent_run_id IS NULL")
+            terms.append(_TOP_IN_ORDER if ordered else "parent_run_id IS NULL")
         return (f"WHERE {' AND '.join(terms)}" if terms else ""), params
 
     def count_runs(
