@@ -7,10 +7,8 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterable
 from http.cookies import SimpleCookie
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,6 +29,7 @@ from convergent.gate import AskUser, ExecutiveGate, QueueChannel
 from convergent.testing import answer, call, step, write_script
 from convergent.ui.app import console_of, create_app
 from convergent.ui.questions import open_questions, post_question
+from query_plans import outer_plan, recorded_queries  # noqa: E402
 
 from .conftest import BASE, IMG_XSS, ORIGIN, SCRIPT_XSS, TOKEN, make_run, post
 
@@ -390,23 +389,15 @@ def test_runs_page_reads_one_page_of_many_runs(
     """With 2,000 runs the page reads its 50 rows in the index's order, sorting none."""
     for n in range(2000):
         store_run_row(store, f"many-{n}", updated=float(n))
-    ran: list[tuple[str, tuple[Any, ...]]] = []
-    query = store.query
-
-    def spied(sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
-        ran.append((sql, tuple(params)))
-        return query(sql, ran[-1][1])
-
-    monkeypatch.setattr(store, "query", spied)
+    ran = recorded_queries(store, monkeypatch)
     page = client.get(f"{BASE}/runs").text
     assert "2000 runs, page 1 of 40" in page
     assert "many-1999" in page and "many-1950" in page and "many-1949" not in page
     (listing,) = [(sql, values) for sql, values in ran if "ORDER BY updated_at" in sql]
     assert listing[1][-2:] == (50, 0)  # LIMIT 50 OFFSET 0
-    plan = query(f"EXPLAIN QUERY PLAN {listing[0]}", listing[1])
-    outer = [detail for _, parent, _, detail in plan if parent == 0]  # not a row's subquery
-    assert outer[0] == "SCAN runs USING INDEX runs_updated", plan
-    assert not [detail for detail in outer if "TEMP B-TREE" in detail], plan
+    steps = outer_plan(store, listing)
+    assert steps[0] == "SCAN runs USING INDEX runs_updated", steps
+    assert not [step for step in steps if "TEMP B-TREE" in step], steps
 
 
 def test_a_long_run_is_shown_in_windows_of_cycles(store: RunStore, client: TestClient) -> None:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from convergent.messages import AssistantMessage, CallOutcome
 from convergent.state import STATE_SCHEMA_VERSION, MonitorState
 from convergent.stop import StopReason
 from convergent.testing import call, scripted
+from query_plans import outer_plan, recorded_queries
 
 
 def agent_for(store: RunStore, script: list[Any], **kwargs: object) -> Agent:
@@ -89,24 +89,16 @@ async def test_runs_without_a_parent_are_read_in_the_index_order(
     and stops at its page's end: it sorts none of them."""
     for name in ("one", "two", "three"):
         await agent_for(store, ["a"]).run(name, run_id=name)
-    ran: list[tuple[str, tuple[Any, ...]]] = []
-    query = store.query
-
-    def spied(sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
-        ran.append((sql, tuple(params)))
-        return query(sql, ran[-1][1])
-
-    monkeypatch.setattr(store, "query", spied)
+    ran = recorded_queries(store, monkeypatch)
     if listing == "list_runs":
         listed = store.list_runs(2, top_only=True)
     else:
         listed = list(store.iter_runs(top_only=True, page=2))
     assert [run.run_id for run in listed][:2] == ["three", "two"]
-    for sql, params in ran:
-        plan = query(f"EXPLAIN QUERY PLAN {sql}", params)
-        outer = [detail for _, parent, _, detail in plan if parent == 0]  # not a subquery
-        assert "runs USING INDEX runs_updated" in outer[0], plan
-        assert not [detail for detail in outer if "TEMP B-TREE" in detail], plan
+    for query in ran:
+        steps = outer_plan(store, query)
+        assert "runs USING INDEX runs_updated" in steps[0], steps
+        assert not [step for step in steps if "TEMP B-TREE" in step], steps
 
 
 async def test_a_new_run_with_a_stored_id_is_refused(store: RunStore) -> None:
