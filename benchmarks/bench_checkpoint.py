@@ -18,7 +18,11 @@ the table (or index) each belongs to (``--pages`` prints them), beside the bare 
 and the transactions; counting them calls Python for each statement, so it stays out
 of the timed runs.
 
-Run: ``python benchmarks/bench_checkpoint.py [--cycles 100 1000] [--repeat 3] [--pages] [--json]``.
+A run's task is stored in its row, which is written again at every cycle: ``--task-chars``
+makes the task longer (a coding agent's issue text runs to thousands of characters).
+
+Run: ``python benchmarks/bench_checkpoint.py [--cycles 100 1000] [--repeat 3] [--pages]
+[--task-chars N] [--json]``.
 """
 
 from __future__ import annotations
@@ -181,7 +185,7 @@ class _KeptLog:
         pass
 
 
-async def pages_per_cycle(cycles: int, folder: Path, kind: str) -> dict[str, float]:
+async def pages_per_cycle(cycles: int, folder: Path, kind: str, task: str) -> dict[str, float]:
     """WAL pages a checkpointed cycle writes, by owner (``bare``: one bare INSERT+COMMIT),
     and its transactions (``transactions``), counted here, outside the timed runs."""
     store = RunStore(folder / "pages.db")
@@ -194,7 +198,7 @@ async def pages_per_cycle(cycles: int, folder: Path, kind: str) -> dict[str, flo
         transactions += statement.startswith("BEGIN")
 
     store._conn.set_trace_callback(count)  # noqa: SLF001
-    await agent(cycles, kind).run("benchmark", run_id="pages", store=store)
+    await agent(cycles, kind).run(task, run_id="pages", store=store)
     store._conn.set_trace_callback(None)  # noqa: SLF001
     ours = wal_pages(folder / "pages.db", store._conn)  # noqa: SLF001
     store.close()
@@ -214,15 +218,15 @@ def database_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.glob("runs.db*"))
 
 
-async def measure(cycles: int, folder: Path, kind: str) -> dict[str, Any]:
+async def measure(cycles: int, folder: Path, kind: str, task: str) -> dict[str, Any]:
     started = time.perf_counter()
-    await agent(cycles, kind).run("benchmark", run_id="plain")
+    await agent(cycles, kind).run(task, run_id="plain")
     plain = time.perf_counter() - started
 
     store = TimedStore(folder / "runs.db")
     store.spent = []
     started = time.perf_counter()
-    result = await agent(cycles, kind).run("benchmark", run_id="bench", store=store)
+    result = await agent(cycles, kind).run(task, run_id="bench", store=store)
     persisted = time.perf_counter() - started
     assert result.cycles == cycles, result.stop_detail
 
@@ -264,15 +268,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="median of N runs")
     parser.add_argument("--pages", action="store_true", help="print WAL pages by table")
     parser.add_argument("--json", action="store_true", help="print JSON only")
+    parser.add_argument(
+        "--task-chars", type=int, default=0, help="make the task this many characters longer"
+    )
     args = parser.parse_args()
+    task = "benchmark" + " x" * (args.task_chars // 2)
     rows = []
     for cycles, kind in [(cycles, kind) for cycles in args.cycles for kind in TOOLS]:
         runs = []
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory() as folder:
-                runs.append(asyncio.run(measure(cycles, Path(folder), kind)))
+                runs.append(asyncio.run(measure(cycles, Path(folder), kind, task)))
         with tempfile.TemporaryDirectory() as folder:
-            pages = asyncio.run(pages_per_cycle(cycles, Path(folder), kind))
+            pages = asyncio.run(pages_per_cycle(cycles, Path(folder), kind, task))
         row = {key: runs[0][key] for key in ("tool", "cycles", "messages")}
         row["transactions_per_cycle"] = pages.pop("transactions")
         row["wal_pages_per_cycle"] = {"bare": pages.pop("bare"), **pages}
@@ -288,7 +296,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"load average: {os.getloadavg()[0]:.2f} (2 cores); median of {args.repeat} runs")
+    print(
+        f"load average: {os.getloadavg()[0]:.2f} (2 cores); median of {args.repeat} runs; "
+        f"a task of {len(task):,} characters"
+    )
     header = (
         f"{'tool':>11} {'cycles':>7} {'checkpoint ms/cycle':>20} {'end-to-end ms/cycle':>20} "
         f"{'bare INSERT+COMMIT ms':>22} {'ratio':>6} {'txn/cycle':>10} {'resume ms':>10} "

@@ -30,9 +30,10 @@ from convergent import (
 )
 from convergent.durability import JournaledRun
 from convergent.durability.sqlite import RunStore
-from convergent.durability.sqlite._codec import monitor_json
+from convergent.durability.sqlite._codec import ROW_MONITOR_STEP, row_monitor_json
 from convergent.events import AnsweredAfterStop
 from convergent.gate import AskUser, ExecutiveGate, GateDecided, QueueChannel
+from convergent.models import TokenPrice
 from convergent.state import STATE_SCHEMA_VERSION, BudgetState, MonitorState, RunState
 from convergent.testing import answer, call, scripted, step
 
@@ -442,7 +443,9 @@ def test_the_monitors_counters_load_back_as_they_were_written() -> None:
         partial="cut \u00e9 ",
         budget=BudgetState(noted=True, tool_calls=3, calls_by_tool={"read": 3}, model_seconds=1.5),
     )
-    stored = json.loads(monitor_json(monitor))
+    text = row_monitor_json(monitor)
+    assert len(text.encode()) % ROW_MONITOR_STEP == 0  # its "é" is two bytes
+    stored = json.loads(text)
     data = {"schema_version": STATE_SCHEMA_VERSION, "run_id": "r", "task": "t", "monitor": stored}
     assert RunState.from_jsonable(data).monitor == monitor
 
@@ -472,3 +475,59 @@ async def test_a_run_cancelled_while_its_write_waits_for_the_lock_does_not_hold_
     with pytest.raises(asyncio.CancelledError):
         await run
     store.close()
+
+
+@tool(idempotent=True)
+async def look_up(n: int) -> str:
+    """A result of about 400 characters for a number.
+
+    Args:
+        n: A number.
+    """
+    return f"{n}: " + "x" * 400
+
+
+def _priced_script(cycles: int) -> ScriptedModel:
+    """A call a cycle, each reply's tokens and cost more than the one before."""
+    made = 0
+
+    def reply(messages: object, tools: object) -> ModelResponse:
+        nonlocal made
+        made += 1
+        used = Usage(input_tokens=1500 + 400 * made, output_tokens=20 + made % 37, requests=1)
+        if made >= cycles:
+            return ModelResponse(content="done", usage=used)
+        return ModelResponse(tool_calls=(call("look_up", n=made),), usage=used)
+
+    return ScriptedModel(reply, price=TokenPrice(input=3.0, output=15.0))
+
+
+def _pages_a_cycle(path: Path, task: str, cycles: int) -> float:
+    """The pages a run of ``cycles`` cycles writes into the log per cycle.
+
+    A reader holds its view of the database from before the run, so nothing the run
+    writes can leave the log: the log's growth is every page written.
+    """
+    with RunStore(path) as store:
+        reader = sqlite3.connect(path, isolation_level=None)
+        try:
+            page_size = int(reader.execute("PRAGMA page_size").fetchone()[0])
+            reader.execute("BEGIN")
+            reader.execute("SELECT COUNT(*) FROM runs").fetchall()
+            log = Path(f"{path}-wal")
+            before = log.stat().st_size
+            agent = Agent(_priced_script(cycles), [look_up], limits=Limits(max_cycles=cycles + 1))
+            result = asyncio.run(agent.run(task, run_id="r", store=store))
+            written = log.stat().st_size - before
+        finally:
+            reader.close()
+    assert result.cycles == cycles and result.stop_reason is StopReason.COMPLETED
+    return written / (24 + page_size) / cycles
+
+
+def test_a_long_task_is_not_written_again_at_every_cycle(tmp_path: Path) -> None:
+    """A run's row is written again at each cycle with its task in it: a long task costs
+    about what a short one does, not its own pages again at every cycle."""
+    short = _pages_a_cycle(tmp_path / "short.db", "count", 40)
+    long = _pages_a_cycle(tmp_path / "long.db", "count " + "x" * 20_000, 40)
+    assert long < short + 4, (short, long)

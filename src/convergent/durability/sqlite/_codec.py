@@ -16,6 +16,8 @@ from convergent.messages import CallOutcome, Message, Usage
 from convergent.state import BudgetState, MonitorState, ToolCallRecord
 
 __all__ = [
+    "ROW_MONITOR_STEP",
+    "ROW_USAGE_STEP",
     "dump_arguments",
     "dump_message",
     "insert_messages",
@@ -25,6 +27,9 @@ __all__ = [
     "next_epoch",
     "parse_usage",
     "record_json",
+    "row_monitor_json",
+    "row_usage_json",
+    "steady",
     "usage_dict",
     "usage_json",
 ]
@@ -80,6 +85,36 @@ def monitor_json(monitor: MonitorState) -> str:
     budget = monitor.budget
     data["budget"] = {name: getattr(budget, name) for name in _BUDGET_FIELDS}
     return _MONITOR_ENCODER.encode(data).decode()
+
+
+ROW_MONITOR_STEP = 1024
+"""A run's row holds its monitor's JSON padded to a multiple of this many bytes (`steady`)."""
+ROW_USAGE_STEP = 128
+"""A run's row holds its usage's JSON padded to a multiple of this many bytes (`steady`)."""
+
+
+def steady(text: str, step: int) -> str:
+    """``text`` followed by spaces up to a multiple of ``step`` bytes (in UTF-8).
+
+    A running run's row is written again at every cycle. While the row keeps its size,
+    SQLite writes only the pages whose bytes changed; when the size changes, it writes
+    the whole row again, the task and the recipe stored in it included (for a task of
+    20,000 characters, eight more pages a cycle). The monitor and the usage are what
+    changes length from one cycle to the next: padded, they change the row's size only
+    when they cross a step. Readers of JSON skip the spaces.
+    """
+    size = len(text) if text.isascii() else len(text.encode())
+    return text + " " * (-size % step)
+
+
+def row_monitor_json(monitor: MonitorState) -> str:
+    """`monitor_json` as a run's row holds it (`steady`)."""
+    return steady(monitor_json(monitor), ROW_MONITOR_STEP)
+
+
+def row_usage_json(usage: Usage) -> str:
+    """`usage_json` as a run's row holds it (`steady`)."""
+    return steady(usage_json(usage), ROW_USAGE_STEP)
 
 
 def parse_usage(text: str) -> Usage:

@@ -47,7 +47,7 @@ from convergent.durability.sqlite._codec import (
     next_epoch,
     parse_usage,
     record_json,
-    usage_json,
+    row_usage_json,
 )
 from convergent.durability.sqlite._schema import DB_SCHEMA_VERSION, connect, storage_error
 from convergent.durability.sqlite._wal import WalCheckpointer
@@ -999,7 +999,7 @@ class RunStore:
                         StopReason.STOPPED.value,
                         state.stop_detail,
                         cycle,
-                        usage_json(state.usage),
+                        row_usage_json(state.usage),
                         state.elapsed,
                         now(),
                         epoch,
