@@ -171,6 +171,9 @@ def fill_calls(store: RunStore, runs: int) -> None:
             "INSERT INTO events (run_id, seq, cycle, type, time, data) VALUES (?, ?, ?, ?, ?, ?)",
             events,
         )
+        if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = 'tools'").fetchone():
+            # schema 8 on: the journal keeps the names of the tools called
+            conn.executemany("INSERT OR IGNORE INTO tools (name) VALUES (?)", [(t,) for t in tools])
 
 
 DEAD_PIDS = 4_194_304

@@ -23,6 +23,8 @@ version 7: runs keep the rule of their stop) holds the same run; ``write_v7.py``
 ``state.v8.json`` (run state version 8: the counters know each call by a digest of its
 canonical key) holds a run whose status read repeated with a new clock time, noted then
 stopped ``stalled``, after a lookup that failed; ``write_state_v8.py`` wrote it.
+``runs.v8.db`` (schema version 8: the names of the tools the runs called) holds a run
+that called a lookup twice, then the calculator; ``write_v8.py`` wrote it.
 """
 
 from __future__ import annotations
@@ -272,7 +274,7 @@ def test_v6_database_loads_the_same_state_and_summary(tmp_path: Path) -> None:
         assert summary.status == "completed"
         assert summary.output_data == {"total": 6, "unit": "apples"}
         assert store.load("fixture-v6").stop_rule == ""  # version 6 did not keep it
-        assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)] == [(7,)]
+        assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)] == [(8,)]
 
 
 def test_v7_database_keeps_the_rule_of_the_stop(tmp_path: Path) -> None:
@@ -288,6 +290,32 @@ def test_v7_database_keeps_the_rule_of_the_stop(tmp_path: Path) -> None:
         assert store.load("fixture-v7").stop_rule == "stop_requested"
 
 
+def test_a_v7_database_upgraded_knows_the_tools_its_runs_called(tmp_path: Path) -> None:
+    copy = tmp_path / "runs.db"
+    shutil.copy(FIXTURES / "runs.v7.db", copy)
+    with RunStore(copy) as store:
+        assert store.tool_names() == ["lookup"]
+
+
+def test_v8_database_keeps_the_names_of_the_tools_called(tmp_path: Path) -> None:
+    """``runs.v8.db`` (``write_v8.py``): two lookups, then the calculator; a rewind to
+    before the calculator's call, and then deleting the run, take their names away."""
+    copy = tmp_path / "runs.db"
+    shutil.copy(FIXTURES / "runs.v8.db", copy)
+    with RunStore(copy) as store:
+        assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)] == [(8,)]
+        assert store.tool_names() == ["calculator", "lookup"]
+        assert [r.name for r in store.load("fixture-v8").tool_calls] == [
+            "lookup",
+            "lookup",
+            "calculator",
+        ]
+        store.rewind("fixture-v8", 2)
+        assert store.tool_names() == ["lookup"]
+        store.delete("fixture-v8")
+        assert store.tool_names() == []
+
+
 @pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 def test_older_databases_are_upgraded_and_load_without_output_data(
     version: int, tmp_path: Path
@@ -295,7 +323,7 @@ def test_older_databases_are_upgraded_and_load_without_output_data(
     copy = tmp_path / f"runs.v{version}.db"
     shutil.copy(FIXTURES / copy.name, copy)
     with RunStore(copy) as store:
-        assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)] == [(7,)]
+        assert store.query("PRAGMA user_version") == [(DB_SCHEMA_VERSION,)] == [(8,)]
         run_id = f"fixture-v{version}"
         assert store.get_run(run_id).output_data is None
         assert store.load(run_id).output_json is None

@@ -14,6 +14,7 @@ from convergent import (
     ToolCall,
     UserError,
     calculator,
+    tool,
 )
 from convergent.durability.sqlite import DB_SCHEMA_VERSION, RunStore
 from convergent.messages import AssistantMessage, CallOutcome
@@ -79,6 +80,32 @@ async def test_listing_and_summary(store: RunStore) -> None:
     assert store.count_runs("running") == 0 and store.count_runs("interrupted") == 0
     with pytest.raises(UserError, match="no run 'three'"):
         store.get_run("three")
+
+
+@tool
+def note(text: str) -> str:
+    """Keep a note (a call that may not run twice: its end is committed as it comes).
+
+    Args:
+        text: The note.
+    """
+    return "kept"
+
+
+async def test_the_tools_runs_called_are_listed_by_name(store: RunStore) -> None:
+    """Calls committed as they end (``note``) and with the next cycle (the calculator's)
+    each put their tool's name in the list, once."""
+    script = scripted(
+        call("calculator", expression="1"),
+        call("note", text="a"),
+        call("calculator", expression="2"),
+        "done",
+    )
+    await Agent(script, [calculator, note], store=store).run("t", run_id="one")
+    await agent_for(store, [call("calculator", expression="3"), "done"]).run("t", run_id="two")
+    assert store.tool_names() == ["calculator", "note"]
+    store.delete("one")
+    assert store.tool_names() == ["calculator"]
 
 
 @pytest.mark.parametrize("listing", ["list_runs", "iter_runs"])

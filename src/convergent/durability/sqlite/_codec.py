@@ -20,6 +20,7 @@ __all__ = [
     "ROW_USAGE_STEP",
     "dump_arguments",
     "dump_message",
+    "forget_tools",
     "insert_messages",
     "insert_records",
     "mark_consumed",
@@ -27,6 +28,7 @@ __all__ = [
     "next_epoch",
     "parse_usage",
     "record_json",
+    "remember_tools",
     "row_monitor_json",
     "row_usage_json",
     "steady",
@@ -160,6 +162,24 @@ def insert_records(
             )
             for index, r in enumerate(records)
         ],
+    )
+    remember_tools(conn, (r.name for r in records))
+
+
+def remember_tools(conn: sqlite3.Connection, names: Iterable[str]) -> None:
+    """Add the names of tools that calls were stored for to the ``tools`` table.
+
+    A name it has already is ignored, and SQLite then writes no page.
+    """
+    conn.executemany("INSERT OR IGNORE INTO tools (name) VALUES (?)", [(n,) for n in set(names)])
+
+
+def forget_tools(conn: sqlite3.Connection, names: Iterable[str]) -> None:
+    """Remove those of ``names`` that no stored call has any more from the ``tools`` table."""
+    conn.executemany(
+        "DELETE FROM tools WHERE name = ?1 "
+        "AND NOT EXISTS (SELECT 1 FROM finished_calls WHERE name = ?1)",
+        [(n,) for n in set(names)],
     )
 
 

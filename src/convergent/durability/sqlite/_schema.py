@@ -40,7 +40,7 @@ from convergent.exceptions import StorageError, UserError
 
 __all__ = ["DB_SCHEMA_VERSION", "connect", "storage_error"]
 
-DB_SCHEMA_VERSION = 7
+DB_SCHEMA_VERSION = 8
 """Version of the table layout, kept in ``PRAGMA user_version``."""
 
 _TABLES = """
@@ -200,6 +200,15 @@ _V7 = """
 ALTER TABLE runs ADD COLUMN stop_rule TEXT NOT NULL DEFAULT '';
 """
 
+_V8 = """
+CREATE TABLE IF NOT EXISTS tools (
+    name TEXT PRIMARY KEY
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO tools (name) SELECT DISTINCT name FROM finished_calls;
+"""
+"""Version 8 keeps the names of the tools the stored runs called, for the filters that
+list them: finding them in every finished call read the whole table."""
+
 
 LOCKED = "the database is locked by another process"
 """How a `StorageError` says that the database was busy (a wait, not a failure)."""
@@ -298,6 +307,7 @@ def _upgrade(conn: sqlite3.Connection, version: int) -> None:
             + (_V5 if version < 5 else "")
             + (_V6 if version < 6 else "")
             + (_V7 if version < 7 else "")
+            + (_V8 if version < 8 else "")
         )
         for statement in statements.split(";"):
             if statement.strip():

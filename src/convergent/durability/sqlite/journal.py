@@ -43,10 +43,12 @@ from convergent.durability.sqlite._codec import (
     dump_arguments,
     dump_message,
     end_pause,
+    forget_tools,
     insert_messages,
     insert_records,
     mark_consumed,
     next_epoch,
+    remember_tools,
     row_monitor_json,
     row_usage_json,
     usage_dict,
@@ -107,6 +109,8 @@ class SqliteJournal:
         twice, and one that spends the run's budgets (a child run), whose spend counts."""
         self._held: list[Callable[[sqlite3.Connection], None]] = []
         """Writes that may wait: they go first in the next transaction."""
+        self._tools_stored: set[str] = set()
+        """Names of tools this journal has put in the ``tools`` table (once is enough)."""
         self._workspace = Path(run.workspace) if run.workspace is not None else None
         self._spec = run.spec
         self._replayed = {
@@ -265,6 +269,9 @@ class SqliteJournal:
                     source,
                 ),
             )
+            if record.name not in self._tools_stored:
+                remember_tools(conn, (record.name,))
+                self._tools_stored.add(record.name)
 
         if record.name in self._at_once:
             await self._commit(write)
@@ -394,11 +401,17 @@ class SqliteJournal:
             (self.run_id, *_UNRECORDED),
         ).fetchone()
         if stored != len(state.tool_calls):
+            dropped = conn.execute(
+                "SELECT DISTINCT name FROM finished_calls "
+                "WHERE run_id = ? AND outcome NOT IN (?, ?)",
+                (self.run_id, *_UNRECORDED),
+            ).fetchall()
             conn.execute(
                 "DELETE FROM finished_calls WHERE run_id = ? AND outcome NOT IN (?, ?)",
                 (self.run_id, *_UNRECORDED),
             )
             insert_records(conn, self.run_id, state.tool_calls, self._clock.now())
+            forget_tools(conn, (name for (name,) in dropped))
         conn.execute(
             "UPDATE runs SET stop_reason = NULL, stop_detail = '', stop_rule = '', output = '', "
             "output_after_stop = 0, output_data = NULL, recipe = COALESCE(?, recipe), "

@@ -42,6 +42,7 @@ from convergent.clock import now
 from convergent.durability.protocol import JournaledRun
 from convergent.durability.sqlite import _claims, rollback
 from convergent.durability.sqlite._codec import (
+    forget_tools,
     insert_messages,
     mark_consumed,
     next_epoch,
@@ -569,7 +570,7 @@ class RunStore:
 
     def tool_names(self, limit: int = 200) -> list[str]:
         """The names of the tools the stored runs called, in order (at most ``limit``)."""
-        rows = self.query("SELECT DISTINCT name FROM finished_calls ORDER BY name LIMIT ?", [limit])
+        rows = self.query("SELECT name FROM tools ORDER BY name LIMIT ?", [limit])
         return [name for (name,) in rows]
 
     def iter_runs(
@@ -891,9 +892,13 @@ class RunStore:
     def delete(self, run_id: str) -> None:
         """Remove a run and everything stored for it."""
         with self.transaction() as conn:
+            called = conn.execute(
+                "SELECT DISTINCT name FROM finished_calls WHERE run_id = ?", (run_id,)
+            ).fetchall()
             for table in _RUN_TABLES:
                 conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            forget_tools(conn, (name for (name,) in called))
             rollback.drop_unused_blobs(conn)
 
     # -- steering ---------------------------------------------------------------------
@@ -976,6 +981,10 @@ class RunStore:
             with self.transaction() as conn:
                 workspace = Path(summary.workspace) if summary.workspace else None
                 result = rollback.restore(conn, run_id, cycle, workspace)
+                dropped = conn.execute(
+                    "SELECT DISTINCT name FROM finished_calls WHERE run_id = ? AND cycle > ?",
+                    (run_id, cycle),
+                ).fetchall()
                 for table in (
                     "checkpoints",
                     "finished_calls",
@@ -986,6 +995,7 @@ class RunStore:
                     conn.execute(
                         f"DELETE FROM {table} WHERE run_id = ? AND cycle > ?", (run_id, cycle)
                     )
+                forget_tools(conn, (name for (name,) in dropped))
                 epoch = next_epoch(conn, run_id)
                 insert_messages(conn, run_id, epoch, 0, state.messages)
                 conn.execute(
