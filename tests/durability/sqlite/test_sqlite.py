@@ -128,6 +128,24 @@ async def test_runs_without_a_parent_are_read_in_the_index_order(
         assert not [step for step in steps if "TEMP B-TREE" in step], steps
 
 
+@pytest.mark.parametrize("status", ["running", "interrupted"])
+async def test_runs_whose_row_says_running_are_found_by_an_index(
+    store: RunStore, status: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The running and interrupted filters ask which rows say ``running`` (few, in a
+    database of many runs) by the ``status`` index, not by reading every run."""
+    for name in ("one", "two"):
+        await agent_for(store, ["a"]).run(name, run_id=name)
+    ran = recorded_queries(store, monkeypatch)
+    assert store.count_runs(status) == 0 and store.list_runs(10, status=status) == []
+    asked = [query for query in ran if "status = 'running'" in query[0]]
+    assert asked
+    for query in asked:
+        steps = outer_plan(store, query)
+        assert [step for step in steps if "USING" in step and "runs_status" in step], steps
+        assert not [step for step in steps if step.startswith("SCAN runs")], steps
+
+
 async def test_a_new_run_with_a_stored_id_is_refused(store: RunStore) -> None:
     await agent_for(store, ["a"]).run("first", run_id="same")
     with pytest.raises(UserError, match="already exists"):

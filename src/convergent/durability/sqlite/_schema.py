@@ -205,9 +205,12 @@ CREATE TABLE IF NOT EXISTS tools (
     name TEXT PRIMARY KEY
 ) WITHOUT ROWID;
 INSERT OR IGNORE INTO tools (name) SELECT DISTINCT name FROM finished_calls;
+CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
 """
 """Version 8 keeps the names of the tools the stored runs called, for the filters that
-list them: finding them in every finished call read the whole table."""
+list them (finding them in every finished call read the whole table), and finds the
+runs whose row says ``running`` (for the running and interrupted filters) by an index
+that changes only when a run starts or stops."""
 
 
 LOCKED = "the database is locked by another process"
