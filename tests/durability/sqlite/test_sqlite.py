@@ -146,6 +146,28 @@ async def test_runs_whose_row_says_running_are_found_by_an_index(
         assert not [step for step in steps if step.startswith("SCAN runs")], steps
 
 
+async def test_a_stop_reasons_runs_are_counted_by_its_index_and_listed_in_order(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counting the runs of a stop reason reads its index alone; listing them reads the
+    runs most recently updated first and stops at the page's end (no sort of them all)."""
+    for name in ("one", "two", "three"):
+        await agent_for(store, ["a"]).run(name, run_id=name)
+    ran = recorded_queries(store, monkeypatch)
+    assert store.count_runs("completed", top_only=True) == 3
+    assert [run.run_id for run in store.list_runs(2, status="completed", top_only=True)] == [
+        "three",
+        "two",
+    ]
+    counted, listed = ran
+    assert outer_plan(store, counted) == [
+        "SEARCH runs USING COVERING INDEX runs_stop_reason (stop_reason=? AND parent_run_id=?)"
+    ]
+    steps = outer_plan(store, listed)
+    assert steps[0] == "SCAN runs USING INDEX runs_updated", steps
+    assert not [step for step in steps if "TEMP B-TREE" in step], steps
+
+
 async def test_a_new_run_with_a_stored_id_is_refused(store: RunStore) -> None:
     await agent_for(store, ["a"]).run("first", run_id="same")
     with pytest.raises(UserError, match="already exists"):

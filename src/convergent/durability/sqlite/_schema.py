@@ -206,11 +206,12 @@ CREATE TABLE IF NOT EXISTS tools (
 ) WITHOUT ROWID;
 INSERT OR IGNORE INTO tools (name) SELECT DISTINCT name FROM finished_calls;
 CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
+CREATE INDEX IF NOT EXISTS runs_stop_reason ON runs (stop_reason, parent_run_id);
 """
 """Version 8 keeps the names of the tools the stored runs called, for the filters that
-list them (finding them in every finished call read the whole table), and finds the
-runs whose row says ``running`` (for the running and interrupted filters) by an index
-that changes only when a run starts or stops."""
+list them (finding them in every finished call read the whole table), and counts the
+runs of a status by indexes that change only when a run starts or stops: which rows
+say ``running`` (the running and interrupted filters), and each stop reason's runs."""
 
 
 LOCKED = "the database is locked by another process"

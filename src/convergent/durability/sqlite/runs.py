@@ -72,9 +72,9 @@ _WAITED_FOR = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 _TOP_IN_ORDER = "+parent_run_id IS NULL"
 """The runs that are no other run's child, in a query that reads runs most recently
-updated first: the ``+`` keeps SQLite from finding them by the ``runs_parent`` index and
-then sorting every one of them, so that it reads them in the ``updated_at`` index's
-order and stops at the page's last row."""
+updated first: the ``+`` keeps SQLite from finding them by an index of their parent (or
+stop reason) and then sorting every one of them, so that it reads them in the
+``updated_at`` index's order and stops at the page's last row."""
 
 _RUN_TABLES = (
     "messages",
@@ -589,7 +589,7 @@ class RunStore:
         page, not to the database. Arguments as in `list_runs`; ``top_only`` leaves out
         child runs (see `children`).
         """
-        where, params = self._status_filter(status)
+        where, params = self._status_filter(status, ordered=True)
         where = f"{where} AND" if where else "WHERE"
         if top_only:
             where = f"{where} {_TOP_IN_ORDER} AND"
@@ -621,17 +621,18 @@ class RunStore:
             columns = columns.replace(f" {name},", f" substr({name}, 1, {cut}),", 1)
         return columns
 
-    def _status_filter(self, status: str | None) -> tuple[str, list[Any]]:
+    def _status_filter(self, status: str | None, *, ordered: bool = False) -> tuple[str, list[Any]]:
         """The ``WHERE`` clause for a `RunSummary.status`.
 
         Whether a ``running`` row is live depends on its process: each distinct process
         id is asked once, and the live ones go into the query, so counting, ordering and
-        paging stay in SQL.
+        paging stay in SQL. ``ordered``: for runs read most recently updated first, which
+        find a stop reason's runs in that order (`_TOP_IN_ORDER`), not by its index.
         """
         if status is None:
             return "", []
         if status not in ("running", "interrupted"):
-            return "WHERE stop_reason = ?", [status]
+            return f"WHERE {'+' if ordered else ''}stop_reason = ?", [status]
         pids = self.query("SELECT DISTINCT pid FROM runs WHERE status = 'running'")
         present = json.dumps(sorted(live_pids(pid for (pid,) in pids)))
         rows = self.query(
@@ -662,7 +663,7 @@ class RunStore:
         See `list_runs` for what each filter keeps; ``ordered``: for rows read most
         recently updated first (`_TOP_IN_ORDER`), not counted.
         """
-        where, params = self._status_filter(status)
+        where, params = self._status_filter(status, ordered=ordered)
         terms = [where.removeprefix("WHERE ")] if where else []
         calls = "EXISTS (SELECT 1 FROM finished_calls f WHERE f.run_id = runs.run_id AND {})"
         if search:
