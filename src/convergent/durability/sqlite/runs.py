@@ -9,6 +9,8 @@ One database file (WAL mode) holds any number of runs:
   under a new ``epoch`` and older epochs stay, so older checkpoints remain readable;
 - ``checkpoints``: one row per finished cycle, the points a rewind can return to;
 - ``finished_calls``: one row per tool call, committed the moment it finishes;
+- ``tools``: the name of every tool the stored calls are of, for the filters that list
+  them;
 - ``call_counts``: the repeated-call counters of runs written by version 1;
 - ``events``: the events worth keeping (gate decisions, verdicts, redirects...);
 - ``steering`` and ``questions``: commands and answers sent from other processes;
