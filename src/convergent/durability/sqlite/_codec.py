@@ -19,8 +19,8 @@ __all__ = [
     "ROW_MONITOR_STEP",
     "ROW_USAGE_STEP",
     "dump_arguments",
+    "delete_calls",
     "dump_message",
-    "forget_tools",
     "insert_messages",
     "insert_records",
     "mark_consumed",
@@ -174,12 +174,18 @@ def remember_tools(conn: sqlite3.Connection, names: Iterable[str]) -> None:
     conn.executemany("INSERT OR IGNORE INTO tools (name) VALUES (?)", [(n,) for n in set(names)])
 
 
-def forget_tools(conn: sqlite3.Connection, names: Iterable[str]) -> None:
-    """Remove those of ``names`` that no stored call has any more from the ``tools`` table."""
+def delete_calls(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> None:
+    """Delete the stored calls that ``where`` selects.
+
+    The names that no stored call has any more leave the ``tools`` table with them.
+    """
+    names = conn.execute(f"SELECT DISTINCT name FROM finished_calls WHERE {where}", params)
+    dropped = [(name,) for (name,) in names.fetchall()]
+    conn.execute(f"DELETE FROM finished_calls WHERE {where}", params)
     conn.executemany(
         "DELETE FROM tools WHERE name = ?1 "
         "AND NOT EXISTS (SELECT 1 FROM finished_calls WHERE name = ?1)",
-        [(n,) for n in set(names)],
+        dropped,
     )
 
 

@@ -40,10 +40,10 @@ from convergent.durability.protocol import JournaledRun
 from convergent.durability.sqlite import _claims, rollback
 from convergent.durability.sqlite._access import StoreAccess
 from convergent.durability.sqlite._codec import (
+    delete_calls,
     dump_arguments,
     dump_message,
     end_pause,
-    forget_tools,
     insert_messages,
     insert_records,
     mark_consumed,
@@ -401,17 +401,8 @@ class SqliteJournal:
             (self.run_id, *_UNRECORDED),
         ).fetchone()
         if stored != len(state.tool_calls):
-            dropped = conn.execute(
-                "SELECT DISTINCT name FROM finished_calls "
-                "WHERE run_id = ? AND outcome NOT IN (?, ?)",
-                (self.run_id, *_UNRECORDED),
-            ).fetchall()
-            conn.execute(
-                "DELETE FROM finished_calls WHERE run_id = ? AND outcome NOT IN (?, ?)",
-                (self.run_id, *_UNRECORDED),
-            )
+            delete_calls(conn, "run_id = ? AND outcome NOT IN (?, ?)", (self.run_id, *_UNRECORDED))
             insert_records(conn, self.run_id, state.tool_calls, self._clock.now())
-            forget_tools(conn, (name for (name,) in dropped))
         conn.execute(
             "UPDATE runs SET stop_reason = NULL, stop_detail = '', stop_rule = '', output = '', "
             "output_after_stop = 0, output_data = NULL, recipe = COALESCE(?, recipe), "

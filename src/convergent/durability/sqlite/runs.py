@@ -44,7 +44,7 @@ from convergent.clock import now
 from convergent.durability.protocol import JournaledRun
 from convergent.durability.sqlite import _claims, rollback
 from convergent.durability.sqlite._codec import (
-    forget_tools,
+    delete_calls,
     insert_messages,
     mark_consumed,
     next_epoch,
@@ -81,13 +81,14 @@ stop reason) and then sorting every one of them, so that it reads them in the
 _RUN_TABLES = (
     "messages",
     "checkpoints",
-    "finished_calls",
     "call_counts",
     "steering",
     "snapshots",
     "events",
     "questions",
 )
+"""The tables of a run's rows that `RunStore.delete` removes, besides its calls
+(`delete_calls`) and its row in ``runs``."""
 
 
 def live_pids(pids: Iterable[int | None]) -> set[int]:
@@ -895,13 +896,10 @@ class RunStore:
     def delete(self, run_id: str) -> None:
         """Remove a run and everything stored for it."""
         with self.transaction() as conn:
-            called = conn.execute(
-                "SELECT DISTINCT name FROM finished_calls WHERE run_id = ?", (run_id,)
-            ).fetchall()
+            delete_calls(conn, "run_id = ?", (run_id,))
             for table in _RUN_TABLES:
                 conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
-            forget_tools(conn, (name for (name,) in called))
             rollback.drop_unused_blobs(conn)
 
     # -- steering ---------------------------------------------------------------------
@@ -984,13 +982,9 @@ class RunStore:
             with self.transaction() as conn:
                 workspace = Path(summary.workspace) if summary.workspace else None
                 result = rollback.restore(conn, run_id, cycle, workspace)
-                dropped = conn.execute(
-                    "SELECT DISTINCT name FROM finished_calls WHERE run_id = ? AND cycle > ?",
-                    (run_id, cycle),
-                ).fetchall()
+                delete_calls(conn, "run_id = ? AND cycle > ?", (run_id, cycle))
                 for table in (
                     "checkpoints",
-                    "finished_calls",
                     "call_counts",
                     "snapshots",
                     "events",
@@ -998,7 +992,6 @@ class RunStore:
                     conn.execute(
                         f"DELETE FROM {table} WHERE run_id = ? AND cycle > ?", (run_id, cycle)
                     )
-                forget_tools(conn, (name for (name,) in dropped))
                 epoch = next_epoch(conn, run_id)
                 insert_messages(conn, run_id, epoch, 0, state.messages)
                 conn.execute(
