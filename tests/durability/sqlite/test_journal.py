@@ -489,17 +489,13 @@ async def look_up(n: int) -> str:
 
 def _priced_script(cycles: int) -> ScriptedModel:
     """A call a cycle, each reply's tokens and cost more than the one before."""
-    made = 0
 
-    def reply(messages: object, tools: object) -> ModelResponse:
-        nonlocal made
-        made += 1
-        used = Usage(input_tokens=1500 + 400 * made, output_tokens=20 + made % 37, requests=1)
-        if made >= cycles:
-            return ModelResponse(content="done", usage=used)
-        return ModelResponse(tool_calls=(call("look_up", n=made),), usage=used)
+    def used(n: int) -> Usage:
+        return Usage(input_tokens=1500 + 400 * n, output_tokens=20 + n % 37, requests=1)
 
-    return ScriptedModel(reply, price=TokenPrice(input=3.0, output=15.0))
+    calls = [step(call("look_up", n=n), usage=used(n)) for n in range(1, cycles)]
+    done = answer("done", usage=used(cycles))
+    return scripted(*calls, done, price=TokenPrice(input=3.0, output=15.0))
 
 
 def _pages_a_cycle(path: Path, task: str, cycles: int) -> float:
